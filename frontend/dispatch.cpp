@@ -1,0 +1,55 @@
+#include "frontend/dispatch.h"
+
+#include "frontend/eager/kernel.h"
+#include "frontend/trace.h"
+#include "graph/op_def.h"
+
+namespace hjit::detail {
+
+Tensor run_eager(OpKind op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  std::vector<const TensorType*> types;
+  types.reserve(inputs.size());
+  for (const Tensor& t : inputs) types.push_back(&t.impl()->type);
+  Tensor out = make_tensor(infer_type(op, types, attrs));
+  if (out.impl()->type.numel() == 0) return out;
+  std::vector<eager::In> in;
+  in.reserve(inputs.size());
+  for (const Tensor& t : inputs) in.push_back(eager::In{t.impl()->data(), &t.impl()->type});
+  eager::kernel_for(op)(eager::KernelArgs{op, attrs, std::move(in), eager::Out{out.impl()->data(), &out.impl()->type}});
+  return out;
+}
+
+Tensor apply(OpKind op, const std::vector<Tensor>& inputs, Attrs attrs) {
+  TraceState* ts = current_trace();
+  bool record = false;
+  for (const Tensor& t : inputs) {
+    const TensorImpl& im = impl_of(t, op_name(op));
+    if (im.traced()) {
+      if (!ts || im.trace_id != ts->id)
+        throw ValueError(std::string(op_name(op)) + ": a traced tensor " + im.type.str() +
+                         " was used after its trace ended: a traced value escaped its function (into a global, or "
+                         "a variable captured by reference). Return it from the traced function instead.");
+      record = true;
+    } else if (ts && im.born_in_trace != ts->id) {
+      record = true;  // a captured tensor: it becomes an input of the graph
+    }
+  }
+  if (!record) return run_eager(op, inputs, attrs);
+  try {
+    std::vector<int> ids;
+    ids.reserve(inputs.size());
+    for (const Tensor& t : inputs) ids.push_back(value_in_trace(*ts, t));
+    int id = ts->graph.add_op(op, std::move(ids), attrs);
+    std::shared_ptr<Storage> concrete;
+    if (ts->concrete) {
+      std::vector<Tensor> values;
+      for (const Tensor& t : inputs) values.push_back(alias_tensor(t.impl()->storage, t.impl()->type));
+      concrete = run_eager(op, values, attrs).impl()->storage;
+    }
+    return make_tracer(*ts, id, std::move(concrete));
+  } catch (const Error&) {
+    rethrow_in_trace(*ts);
+  }
+}
+
+}  // namespace hjit::detail

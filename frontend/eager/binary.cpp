@@ -1,0 +1,98 @@
+// Elementwise kernels of two or three operands, with numpy broadcasting.
+#include "frontend/eager/loops.h"
+
+namespace hjit::eager {
+namespace {
+
+// out[i] = f(x[i], y[i]) over broadcast operands; T the operand type, R the result type.
+template <class T, class R, class F>
+void binary_loop(const KernelArgs& a, F f) {
+  const T* x = static_cast<const T*>(a.in[0].data);
+  const T* y = static_cast<const T*>(a.in[1].data);
+  R* o = static_cast<R*>(a.out.data);
+  BroadcastPlan p = plan_broadcast(a.out.type->shape, {&a.in[0].type->shape, &a.in[1].type->shape});
+  const int64_t sx = p.strides[0].back(), sy = p.strides[1].back();
+  for_each_row(p, [&](int64_t j, const int64_t* off, int64_t n) {
+    const T* px = x + off[0];
+    const T* py = y + off[1];
+    R* po = o + j * n;
+    if (sx == 1 && sy == 1) {
+      for (int64_t i = 0; i < n; ++i) po[i] = R(f(C<T>(px[i]), C<T>(py[i])));
+    } else if (sx == 1) {
+      const C<T> v = C<T>(py[0]);
+      for (int64_t i = 0; i < n; ++i) po[i] = R(f(C<T>(px[i]), v));
+    } else if (sy == 1) {
+      const C<T> v = C<T>(px[0]);
+      for (int64_t i = 0; i < n; ++i) po[i] = R(f(v, C<T>(py[i])));
+    } else {
+      const R v = R(f(C<T>(px[0]), C<T>(py[0])));
+      for (int64_t i = 0; i < n; ++i) po[i] = v;
+    }
+  });
+}
+
+template <class F>
+void arith(const KernelArgs& a, F f) {
+  dispatch_all(a.out.type->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    binary_loop<T, T>(a, f);
+  });
+}
+
+template <class F>
+void compare(const KernelArgs& a, F f) {
+  dispatch_all(a.in[0].type->dtype, [&](auto tag) { binary_loop<typename decltype(tag)::type, bool>(a, f); });
+}
+
+}  // namespace
+
+// Integer operands of add/sub/mul wrap like the compiled code: computed in the type, not promoted.
+#define HJIT_WRAP(expr) [](auto x, auto y) { return decltype(x)(expr); }
+void Add(const KernelArgs& a) { arith(a, HJIT_WRAP(x + y)); }
+void Sub(const KernelArgs& a) { arith(a, HJIT_WRAP(x - y)); }
+void Mul(const KernelArgs& a) { arith(a, HJIT_WRAP(x * y)); }
+#undef HJIT_WRAP
+void Div(const KernelArgs& a) {
+  dispatch_float(a.out.type->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    binary_loop<T, T>(a, [](auto x, auto y) { return x / y; });
+  });
+}
+void Pow(const KernelArgs& a) {
+  dispatch_float(a.out.type->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    binary_loop<T, T>(a, [](auto x, auto y) { return std::pow(x, y); });
+  });
+}
+void Max(const KernelArgs& a) { arith(a, [](auto x, auto y) { return max_nan(x, y); }); }
+void Min(const KernelArgs& a) { arith(a, [](auto x, auto y) { return min_nan(x, y); }); }
+void Eq(const KernelArgs& a) { compare(a, [](auto x, auto y) { return x == y; }); }
+void Ne(const KernelArgs& a) { compare(a, [](auto x, auto y) { return x != y; }); }
+void Lt(const KernelArgs& a) { compare(a, [](auto x, auto y) { return x < y; }); }
+void Le(const KernelArgs& a) { compare(a, [](auto x, auto y) { return x <= y; }); }
+void Gt(const KernelArgs& a) { compare(a, [](auto x, auto y) { return x > y; }); }
+void Ge(const KernelArgs& a) { compare(a, [](auto x, auto y) { return x >= y; }); }
+void And(const KernelArgs& a) { binary_loop<bool, bool>(a, [](bool x, bool y) { return x && y; }); }
+void Or(const KernelArgs& a) { binary_loop<bool, bool>(a, [](bool x, bool y) { return x || y; }); }
+
+void Where(const KernelArgs& a) {
+  dispatch_all(a.out.type->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const bool* c = static_cast<const bool*>(a.in[0].data);
+    const T* x = static_cast<const T*>(a.in[1].data);
+    const T* y = static_cast<const T*>(a.in[2].data);
+    T* o = static_cast<T*>(a.out.data);
+    BroadcastPlan p = plan_broadcast(a.out.type->shape,
+                                     {&a.in[0].type->shape, &a.in[1].type->shape, &a.in[2].type->shape});
+    const int64_t sc = p.strides[0].back(), sx = p.strides[1].back(), sy = p.strides[2].back();
+    for_each_row(p, [&](int64_t j, const int64_t* off, int64_t n) {
+      const bool* pc = c + off[0];
+      const T* px = x + off[1];
+      const T* py = y + off[2];
+      T* po = o + j * n;
+      for (int64_t i = 0; i < n; ++i) po[i] = pc[i * sc] ? px[i * sx] : py[i * sy];
+    });
+  });
+}
+
+}  // namespace hjit::eager

@@ -1,0 +1,88 @@
+// Batched matrix multiplication with numpy's batch broadcasting.
+#include <algorithm>
+
+#include "frontend/eager/loops.h"
+
+namespace hjit::eager {
+namespace {
+
+// o[M,N] = x[M,K] @ y[K,N] for rows [i0, i1) of o, blocked so that a panel of y stays in cache and
+// the innermost loop runs along a row of y (vectorizable).
+template <class A>
+void gemm_rows(int64_t i0, int64_t i1, int64_t N, int64_t K, const A* x, const A* y, A* o) {
+  constexpr int64_t KB = 128, NB = 512;
+  for (int64_t i = i0; i < i1; ++i) std::fill(o + i * N, o + (i + 1) * N, A(0));
+  for (int64_t j0 = 0; j0 < N; j0 += NB) {
+    const int64_t j1 = std::min(N, j0 + NB);
+    for (int64_t k0 = 0; k0 < K; k0 += KB) {
+      const int64_t k1 = std::min(K, k0 + KB);
+      for (int64_t i = i0; i < i1; ++i) {
+        A* orow = o + i * N;
+        for (int64_t k = k0; k < k1; ++k) {
+          const A aik = x[i * K + k];
+          const A* yrow = y + k * N;
+          for (int64_t j = j0; j < j1; ++j) orow[j] = A(orow[j] + aik * yrow[j]);
+        }
+      }
+    }
+  }
+}
+
+// Converts 16-bit floats to f32 so the arithmetic happens in f32.
+template <class T>
+const C<T>* widened(const T* p, int64_t n, std::vector<C<T>>& buf) {
+  if constexpr (std::is_same_v<T, C<T>>) {
+    return p;
+  } else {
+    buf.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = C<T>(p[i]);
+    return buf.data();
+  }
+}
+
+}  // namespace
+
+void Matmul(const KernelArgs& a) {
+  const TensorType &tx = *a.in[0].type, &ty = *a.in[1].type, &to = *a.out.type;
+  const int r = to.rank();
+  const int64_t M = to.shape[size_t(r - 2)], N = to.shape[size_t(r - 1)], K = tx.shape[size_t(r - 1)];
+  Shape batch(to.shape.begin(), to.shape.end() - 2);
+  Shape bx(tx.shape.begin(), tx.shape.end() - 2), by(ty.shape.begin(), ty.shape.end() - 2);
+  BroadcastPlan plan = plan_broadcast(batch.empty() ? Shape{1} : batch,
+                                      {batch.empty() ? &batch : &bx, batch.empty() ? &batch : &by});
+  const int64_t B = shape_numel(batch);
+  dispatch_numeric(to.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = C<T>;
+    std::vector<A> wx, wy, wo;
+    const A* x = widened(static_cast<const T*>(a.in[0].data), tx.numel(), wx);
+    const A* y = widened(static_cast<const T*>(a.in[1].data), ty.numel(), wy);
+    A* o;
+    if constexpr (std::is_same_v<T, A>) o = static_cast<T*>(a.out.data);
+    else wo.resize(size_t(to.numel())), o = wo.data();
+    constexpr int64_t RB = 32;
+    const int64_t row_blocks = (M + RB - 1) / RB;
+#pragma omp parallel for collapse(2) schedule(dynamic) if (B * M * N * K >= kParallelGrain)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t rb = 0; rb < row_blocks; ++rb) {
+        // Batch b's offsets in each operand: the broadcast plan iterates the batch dimensions.
+        int64_t off[4] = {0, 0, 0, 0};
+        if (!batch.empty()) {
+          int64_t rem = b;
+          for (size_t d = plan.shape.size(); d-- > 0;) {
+            int64_t idx = rem % plan.shape[d];
+            rem /= plan.shape[d];
+            off[0] += idx * plan.strides[0][d];
+            off[1] += idx * plan.strides[1][d];
+          }
+        }
+        gemm_rows(rb * RB, std::min(M, (rb + 1) * RB), N, K, x + off[0] * M * K, y + off[1] * K * N, o + b * M * N);
+      }
+    if constexpr (!std::is_same_v<T, A>) {
+      T* out = static_cast<T*>(a.out.data);
+      for (int64_t i = 0; i < to.numel(); ++i) out[i] = T(wo[size_t(i)]);
+    }
+  });
+}
+
+}  // namespace hjit::eager

@@ -1,0 +1,60 @@
+// Data movement: each kernel is a strided copy (or a few).
+#include "frontend/eager/loops.h"
+
+namespace hjit::eager {
+namespace {
+
+int elem(const KernelArgs& a) { return dtype_size(a.out.type->dtype); }
+
+}  // namespace
+
+void Reshape(const KernelArgs& a) {
+  std::memcpy(a.out.data, a.in[0].data, size_t(a.out.type->numel()) * size_t(elem(a)));
+}
+
+void Transpose(const KernelArgs& a) {
+  const auto& perm = a.attrs.ints("perm");
+  std::vector<int64_t> in_strides = strides_of(a.in[0].type->shape), src(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) src[i] = in_strides[size_t(perm[i])];
+  strided_copy(a.out.data, strides_of(a.out.type->shape), a.in[0].data, src, a.out.type->shape, elem(a));
+}
+
+void BroadcastTo(const KernelArgs& a) {
+  const Shape &out = a.out.type->shape, &in = a.in[0].type->shape;
+  std::vector<int64_t> in_strides = strides_of(in), src(out.size(), 0);
+  for (size_t d = 0; d < in.size(); ++d) src[out.size() - in.size() + d] = in[d] == 1 ? 0 : in_strides[d];
+  strided_copy(a.out.data, strides_of(out), a.in[0].data, src, out, elem(a));
+}
+
+void Slice(const KernelArgs& a) {
+  const auto &starts = a.attrs.ints("starts"), &steps = a.attrs.ints("steps");
+  std::vector<int64_t> in_strides = strides_of(a.in[0].type->shape), src(starts.size());
+  int64_t offset = 0;
+  for (size_t d = 0; d < starts.size(); ++d) offset += starts[d] * in_strides[d], src[d] = in_strides[d] * steps[d];
+  const char* base = static_cast<const char*>(a.in[0].data) + offset * elem(a);
+  strided_copy(a.out.data, strides_of(a.out.type->shape), base, src, a.out.type->shape, elem(a));
+}
+
+void Concat(const KernelArgs& a) {
+  const size_t axis = size_t(a.attrs.i("axis"));
+  const std::vector<int64_t> out_strides = strides_of(a.out.type->shape);
+  int64_t offset = 0;
+  for (const In& in : a.in) {
+    char* dst = static_cast<char*>(a.out.data) + offset * out_strides[axis] * elem(a);
+    strided_copy(dst, out_strides, in.data, strides_of(in.type->shape), in.type->shape, elem(a));
+    offset += in.type->shape[axis];
+  }
+}
+
+void Pad(const KernelArgs& a) {
+  Attrs fill{{"value", a.attrs.f("value")}};
+  Full(KernelArgs{OpKind::Full, fill, {}, a.out});
+  const auto& lo = a.attrs.ints("lo");
+  const std::vector<int64_t> out_strides = strides_of(a.out.type->shape);
+  int64_t offset = 0;
+  for (size_t d = 0; d < lo.size(); ++d) offset += lo[d] * out_strides[d];
+  char* dst = static_cast<char*>(a.out.data) + offset * elem(a);
+  strided_copy(dst, out_strides, a.in[0].data, strides_of(a.in[0].type->shape), a.in[0].type->shape, elem(a));
+}
+
+}  // namespace hjit::eager

@@ -1,0 +1,167 @@
+// Reductions. Every reduction becomes [outer, reduced, inner] over a contiguous block of axes
+// (non-adjacent axes are first moved to the end by a transpose).
+#include <algorithm>
+#include <limits>
+
+#include "frontend/eager/loops.h"
+
+namespace hjit::eager {
+namespace {
+
+struct Block {
+  int64_t outer = 1, reduced = 1, inner = 1;
+};
+
+// Makes the reduced axes one contiguous block, transposing into `scratch` if they are not.
+const void* as_block(const KernelArgs& a, const std::vector<int64_t>& axes, std::vector<unsigned char>& scratch,
+                     Block* b) {
+  const Shape& s = a.in[0].type->shape;
+  if (axes.empty()) {  // nothing to reduce: a copy (with sum's dtype change)
+    b->outer = shape_numel(s);
+    return a.in[0].data;
+  }
+  bool contiguous = true;
+  for (size_t i = 1; i < axes.size(); ++i) contiguous &= axes[i] == axes[i - 1] + 1;
+  if (contiguous) {
+    for (size_t d = 0; d < s.size(); ++d) {
+      int64_t ax = int64_t(d);
+      if (ax < axes.front()) b->outer *= s[d];
+      else if (ax <= axes.back()) b->reduced *= s[d];
+      else b->inner *= s[d];
+    }
+    return a.in[0].data;
+  }
+  // Kept axes first, reduced axes last.
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < int64_t(s.size()); ++d)
+    if (!std::binary_search(axes.begin(), axes.end(), d)) perm.push_back(d);
+  perm.insert(perm.end(), axes.begin(), axes.end());
+  std::vector<int64_t> src_strides = strides_of(s), st(perm.size());
+  Shape ps(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) ps[i] = s[size_t(perm[i])], st[i] = src_strides[size_t(perm[i])];
+  int elem = dtype_size(a.in[0].type->dtype);
+  scratch.resize(size_t(shape_numel(s)) * size_t(elem));
+  strided_copy(scratch.data(), strides_of(ps), a.in[0].data, st, ps, elem);
+  for (size_t i = 0; i < perm.size(); ++i)
+    (i < perm.size() - axes.size() ? b->outer : b->reduced) *= ps[i];
+  return scratch.data();
+}
+
+// out[o, i] = fold(x[o, :, i]) with accumulator type A, starting from `init`.
+template <class T, class R, class A, class F>
+void reduce_block(const T* x, R* out, const Block& b, A init, F f) {
+  const int64_t O = b.outer, N = b.reduced, I = b.inner;
+  if (I == 1) {
+    // Rows: eight independent accumulators, so the loop vectorizes without reassociating one sum.
+#pragma omp parallel for schedule(static) if (O * N >= kParallelGrain && O > 1)
+    for (int64_t o = 0; o < O; ++o) {
+      const T* row = x + o * N;
+      A lane[8] = {init, init, init, init, init, init, init, init};
+      int64_t r = 0;
+      for (; r + 8 <= N; r += 8)
+        for (int l = 0; l < 8; ++l) lane[l] = f(lane[l], A(C<T>(row[r + l])));
+      for (; r < N; ++r) lane[0] = f(lane[0], A(C<T>(row[r])));
+      A acc = lane[0];
+      for (int l = 1; l < 8; ++l) acc = f(acc, lane[l]);
+      out[o] = R(acc);
+    }
+    return;
+  }
+  constexpr int64_t kChunk = 512;
+  const int64_t chunks = (I + kChunk - 1) / kChunk;
+#pragma omp parallel for collapse(2) schedule(static) if (O * N * I >= kParallelGrain)
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t i0 = c * kChunk, n = std::min(kChunk, I - i0);
+      A acc[kChunk];
+      for (int64_t i = 0; i < n; ++i) acc[i] = init;
+      for (int64_t r = 0; r < N; ++r) {
+        const T* src = x + (o * N + r) * I + i0;
+        for (int64_t i = 0; i < n; ++i) acc[i] = f(acc[i], A(C<T>(src[i])));
+      }
+      for (int64_t i = 0; i < n; ++i) out[o * I + i0 + i] = R(acc[i]);
+    }
+}
+
+template <class T> using SumAcc = std::conditional_t<std::is_floating_point_v<C<T>>, C<T>, int64_t>;
+
+template <class A>
+A lowest() { return std::numeric_limits<A>::has_infinity ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest(); }
+template <class A>
+A highest() { return std::numeric_limits<A>::has_infinity ? std::numeric_limits<A>::infinity() : std::numeric_limits<A>::max(); }
+
+template <class Kind>
+void reduce(const KernelArgs& a, Kind kind) {
+  std::vector<unsigned char> scratch;
+  Block b;
+  const void* src = as_block(a, a.attrs.ints("axes"), scratch, &b);
+  dispatch_all(a.in[0].type->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    kind(static_cast<const T*>(src), b, tag);
+  });
+}
+
+}  // namespace
+
+void ReduceSum(const KernelArgs& a) {
+  reduce(a, [&](const auto* x, const Block& b, auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = SumAcc<T>;
+    using R = std::conditional_t<std::is_floating_point_v<C<T>>, T, int64_t>;
+    reduce_block(x, static_cast<R*>(a.out.data), b, A(0), [](A p, A q) { return A(p + q); });
+  });
+}
+
+void ReduceMax(const KernelArgs& a) {
+  reduce(a, [&](const auto* x, const Block& b, auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = C<T>;
+    reduce_block(x, static_cast<T*>(a.out.data), b, lowest<A>(), [](A p, A q) { return max_nan(p, q); });
+  });
+}
+
+void ReduceMin(const KernelArgs& a) {
+  reduce(a, [&](const auto* x, const Block& b, auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = C<T>;
+    reduce_block(x, static_cast<T*>(a.out.data), b, highest<A>(), [](A p, A q) { return min_nan(p, q); });
+  });
+}
+
+namespace {
+
+// Index of the first maximum (or minimum) along the axis; a NaN counts as the extreme, as in PyTorch.
+template <bool kMax>
+void arg_reduce(const KernelArgs& a) {
+  const Shape& s = a.in[0].type->shape;
+  const int64_t axis = a.attrs.i("axis");
+  Block b;
+  for (int64_t d = 0; d < int64_t(s.size()); ++d) (d < axis ? b.outer : d == axis ? b.reduced : b.inner) *= s[size_t(d)];
+  int64_t* out = static_cast<int64_t*>(a.out.data);
+  dispatch_numeric(a.in[0].type->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = C<T>;
+    const T* x = static_cast<const T*>(a.in[0].data);
+    const int64_t O = b.outer, N = b.reduced, I = b.inner;
+#pragma omp parallel for collapse(2) schedule(static) if (O * N * I >= kParallelGrain)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t i = 0; i < I; ++i) {
+        A best = A(x[o * N * I + i]);
+        int64_t idx = 0;
+        for (int64_t r = 1; r < N; ++r) {
+          A v = A(x[(o * N + r) * I + i]);
+          bool better = kMax ? v > best : v < best;
+          if constexpr (std::is_floating_point_v<A>) better = better || (v != v && best == best);
+          if (better) best = v, idx = r;
+        }
+        out[o * I + i] = idx;
+      }
+  });
+}
+
+}  // namespace
+
+void ArgMax(const KernelArgs& a) { arg_reduce<true>(a); }
+void ArgMin(const KernelArgs& a) { arg_reduce<false>(a); }
+
+}  // namespace hjit::eager

@@ -1,0 +1,291 @@
+// hjit::jit: trace a C++ function over Tensors once per signature, compile it with Halide, and run
+// the compiled code on every later call with the same signature.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <hjit/detail/function_ref.h>
+#include <hjit/detail/static_key.h>
+#include <hjit/graph.h>
+#include <hjit/tensor.h>
+
+namespace hjit {
+
+enum class TraceMode {
+  Symbolic,  // tensors are tracers: reading a value throws ConcretizationError
+  Concrete   // the first call runs eagerly while recording: values can be read, and the graph is
+             // specialized to what was read (like torch.jit.trace); later calls reuse that graph
+};
+
+struct JitOptions {
+  std::string name;            // shows in logs, stats, errors and cache entries
+  Device device = Device::CPU;
+  int opt_level = 2;           // 0: one stage per op, no fusion; 1: fusion + built-in schedules;
+                               // 2: as 1, or the named autoscheduler's schedule
+  std::string autoscheduler;   // "" (built-in), "Adams2019", "Li2018", "Mullapudi2016"
+  TraceMode trace_mode = TraceMode::Symbolic;
+  bool check_trace = false;    // compare each new compilation with eager execution
+  double check_tolerance = 1e-5;
+};
+
+struct JitStats {
+  int64_t traces = 0;       // times the function was traced
+  int64_t compiles = 0;     // pipelines compiled (a trace may find its pipeline already compiled)
+  int64_t cache_hits = 0;   // calls that ran compiled code without tracing
+  double compile_ms = 0;    // time spent tracing, optimizing and compiling
+};
+
+namespace detail {
+
+using Tracer = FunctionRef<std::vector<Tensor>(const std::vector<Tensor>& args, std::vector<int>* tree)>;
+
+// One call's arguments, flattened: the tensors (with the position of the argument each came from)
+// and the static values.
+struct CallArgs {
+  static constexpr int kInline = 16;
+  const Tensor* inline_tensors[kInline];
+  int inline_index[kInline];
+  std::vector<const Tensor*> more_tensors;
+  std::vector<int> more_index;
+  size_t count = 0;
+  StaticKey statics;
+  bool any_traced = false;
+
+  void push(const Tensor& t, int arg) {
+    if (count < kInline) inline_tensors[count] = &t, inline_index[count] = arg;
+    else more_tensors.push_back(&t), more_index.push_back(arg);
+    ++count;
+    any_traced |= t.is_traced();
+  }
+  const Tensor& tensor(size_t i) const { return i < kInline ? *inline_tensors[i] : *more_tensors[i - kInline]; }
+  int arg_index(size_t i) const { return i < kInline ? inline_index[i] : more_index[i - kInline]; }
+};
+
+// The type-erased part of jit(): signature cache, tracing, compiling, running. In frontend/jit.cpp.
+class JitCore {
+ public:
+  explicit JitCore(JitOptions options);
+  ~JitCore();
+  std::vector<Tensor> call(const CallArgs& args, Tracer trace, const std::vector<int>** tree);
+  Graph graph(const CallArgs& args, Tracer trace);
+  std::string explain(const CallArgs& args, Tracer trace);
+  JitStats stats() const;
+  const JitOptions& options() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+// Traces without compiling: the raw graph, as make_jaxpr shows it.
+Graph trace_graph(const std::string& name, const CallArgs& args, Tracer trace);
+bool tracing_active();
+std::string default_name(const std::type_info& fn_type);
+
+// ---- flattening arguments and results
+template <class T>
+using Bare = std::remove_cvref_t<T>;
+template <class T>
+inline constexpr bool is_tensor = std::is_same_v<Bare<T>, Tensor>;
+template <class T>
+inline constexpr bool is_tensor_list = std::is_same_v<Bare<T>, std::vector<Tensor>>;
+
+template <class A>
+void collect(CallArgs& c, int index, const A& a) {
+  if constexpr (is_tensor<A>) {
+    c.push(a, index);
+  } else if constexpr (is_tensor_list<A>) {
+    for (const Tensor& t : a) c.push(t, index);
+    if (a.empty()) c.statics.add(index, std::string("<empty tensor list>"));
+  } else {
+    static_assert(HashableStatic<Bare<A>> || std::is_convertible_v<const A&, std::string>,
+                  "hjit::jit: an argument that is not an hjit::Tensor or std::vector<hjit::Tensor> is static: its "
+                  "value is part of the cache key, so its type must be arithmetic, an enum, std::string, or have "
+                  "std::hash and operator==. Pass arrays as hjit::Tensor instead.");
+    c.statics.add(index, a);
+  }
+}
+
+// The argument the traced function sees in place of `a`.
+template <class A>
+decltype(auto) substitute(const A& a, const std::vector<Tensor>& tracers, size_t& k) {
+  if constexpr (is_tensor<A>) {
+    return Tensor(tracers[k++]);
+  } else if constexpr (is_tensor_list<A>) {
+    std::vector<Tensor> v(tracers.begin() + std::ptrdiff_t(k), tracers.begin() + std::ptrdiff_t(k + a.size()));
+    k += a.size();
+    return v;
+  } else {
+    return static_cast<const A&>(a);
+  }
+}
+
+template <class R>
+struct Result;  // flatten/unflatten of a traced function's result
+template <>
+struct Result<Tensor> {
+  static void flatten(const Tensor& r, std::vector<Tensor>& out, std::vector<int>*) { out.push_back(r); }
+  static Tensor unflatten(std::vector<Tensor>& in, size_t& pos, const std::vector<int>&, size_t&) { return std::move(in[pos++]); }
+};
+template <>
+struct Result<std::vector<Tensor>> {
+  static void flatten(const std::vector<Tensor>& r, std::vector<Tensor>& out, std::vector<int>* tree) {
+    tree->push_back(int(r.size()));
+    out.insert(out.end(), r.begin(), r.end());
+  }
+  static std::vector<Tensor> unflatten(std::vector<Tensor>& in, size_t& pos, const std::vector<int>& tree, size_t& t) {
+    std::vector<Tensor> v;
+    for (int i = 0; i < tree[t]; ++i) v.push_back(std::move(in[pos++]));
+    ++t;
+    return v;
+  }
+};
+template <class... Ts>
+struct Result<std::tuple<Ts...>> {
+  static void flatten(const std::tuple<Ts...>& r, std::vector<Tensor>& out, std::vector<int>* tree) {
+    std::apply([&](const auto&... x) { (Result<Bare<decltype(x)>>::flatten(x, out, tree), ...); }, r);
+  }
+  static std::tuple<Ts...> unflatten(std::vector<Tensor>& in, size_t& pos, const std::vector<int>& tree, size_t& t) {
+    return std::tuple<Ts...>{Result<Ts>::unflatten(in, pos, tree, t)...};  // braces: left to right
+  }
+};
+template <class A, class B>
+struct Result<std::pair<A, B>> {
+  static void flatten(const std::pair<A, B>& r, std::vector<Tensor>& out, std::vector<int>* tree) {
+    Result<A>::flatten(r.first, out, tree);
+    Result<B>::flatten(r.second, out, tree);
+  }
+  static std::pair<A, B> unflatten(std::vector<Tensor>& in, size_t& pos, const std::vector<int>& tree, size_t& t) {
+    A a = Result<A>::unflatten(in, pos, tree, t);
+    B b = Result<B>::unflatten(in, pos, tree, t);
+    return {std::move(a), std::move(b)};
+  }
+};
+
+template <class Fn, class... Args>
+struct Invocation {
+  using R = Bare<std::invoke_result_t<const Fn&, decltype(substitute(std::declval<const Bare<Args>&>(),
+                                                                      std::declval<const std::vector<Tensor>&>(),
+                                                                      std::declval<size_t&>()))...>>;
+  static_assert(std::is_void_v<R> || requires { &Result<R>::flatten; },
+                "hjit::jit: a traced function returns Tensor, std::vector<Tensor>, or a std::pair / std::tuple "
+                "of those (or nothing)");
+
+  static CallArgs collect_all(const Args&... args) {
+    CallArgs c;
+    int i = 0;
+    (collect(c, i++, args), ...);
+    return c;
+  }
+
+  // Runs fn with tracers in place of the tensor arguments, flattening what it returns.
+  static std::vector<Tensor> trace(const Fn& fn, const std::vector<Tensor>& tracers, std::vector<int>* tree,
+                                   const Args&... args) {
+    size_t k = 0;
+    auto subst = std::tuple<decltype(substitute(args, tracers, k))...>{substitute(args, tracers, k)...};
+    std::vector<Tensor> flat;
+    if constexpr (std::is_void_v<R>) {
+      std::apply(fn, subst);
+    } else {
+      R r = std::apply(fn, subst);
+      Result<R>::flatten(r, flat, tree);
+    }
+    return flat;
+  }
+};
+
+}  // namespace detail
+
+// The callable jit() returns. Copies share one cache.
+template <class Fn>
+class Jitted {
+ public:
+  Jitted(Fn fn, JitOptions options) : fn_(std::move(fn)) {
+    if (options.name.empty()) options.name = detail::default_name(typeid(Fn));
+    core_ = std::make_shared<detail::JitCore>(std::move(options));
+  }
+
+  template <class... Args>
+  auto operator()(const Args&... args) const {
+    using Inv = detail::Invocation<Fn, Args...>;
+    using R = typename Inv::R;
+    detail::CallArgs call = Inv::collect_all(args...);
+    if (call.any_traced && detail::tracing_active()) {
+      // Called from inside another traced function: inline it into that trace.
+      std::vector<Tensor> tracers;
+      for (size_t i = 0; i < call.count; ++i) tracers.push_back(call.tensor(i));
+      if constexpr (std::is_void_v<R>) {
+        std::vector<int> tree;
+        Inv::trace(fn_, tracers, &tree, args...);
+        return;
+      } else {
+        size_t k = 0;
+        auto subst = std::tuple<decltype(detail::substitute(args, tracers, k))...>{detail::substitute(args, tracers, k)...};
+        return R(std::apply(fn_, subst));
+      }
+    } else {
+      auto tracer = [&](const std::vector<Tensor>& tracers, std::vector<int>* tree) {
+        return Inv::trace(fn_, tracers, tree, args...);
+      };
+      const std::vector<int>* tree = nullptr;
+      std::vector<Tensor> out = core_->call(call, tracer, &tree);
+      if constexpr (!std::is_void_v<R>) {
+        size_t pos = 0, t = 0;
+        return detail::Result<R>::unflatten(out, pos, *tree, t);
+      }
+    }
+  }
+
+  // The optimized graph for the signature of these arguments (traced if needed, not compiled).
+  template <class... Args>
+  Graph graph(const Args&... args) const {
+    using Inv = detail::Invocation<Fn, Args...>;
+    detail::CallArgs call = Inv::collect_all(args...);
+    auto tracer = [&](const std::vector<Tensor>& tracers, std::vector<int>* tree) {
+      return Inv::trace(fn_, tracers, tree, args...);
+    };
+    return core_->graph(call, tracer);
+  }
+
+  // The schedule and the lowered Halide statement compiled for these arguments' signature.
+  template <class... Args>
+  std::string explain(const Args&... args) const {
+    using Inv = detail::Invocation<Fn, Args...>;
+    detail::CallArgs call = Inv::collect_all(args...);
+    auto tracer = [&](const std::vector<Tensor>& tracers, std::vector<int>* tree) {
+      return Inv::trace(fn_, tracers, tree, args...);
+    };
+    return core_->explain(call, tracer);
+  }
+
+  JitStats stats() const { return core_->stats(); }
+  const JitOptions& options() const { return core_->options(); }
+
+ private:
+  Fn fn_;
+  std::shared_ptr<detail::JitCore> core_;
+};
+
+template <class Fn>
+Jitted<std::decay_t<Fn>> jit(Fn&& fn, JitOptions options = {}) {
+  return Jitted<std::decay_t<Fn>>(std::forward<Fn>(fn), std::move(options));
+}
+
+// The graph fn records for these example arguments, before any optimization (like jax.make_jaxpr).
+template <class Fn, class... Args>
+Graph make_graph(Fn&& fn, const Args&... example_args) {
+  using Inv = detail::Invocation<std::decay_t<Fn>, Args...>;
+  detail::CallArgs call = Inv::collect_all(example_args...);
+  auto tracer = [&](const std::vector<Tensor>& tracers, std::vector<int>* tree) {
+    return Inv::trace(fn, tracers, tree, example_args...);
+  };
+  return detail::trace_graph(detail::default_name(typeid(std::decay_t<Fn>)), call, tracer);
+}
+
+}  // namespace hjit

@@ -1,0 +1,113 @@
+// hjit::Tensor: a shared handle to an n-dimensional array (row-major, last dimension innermost),
+// or, inside a function being traced by hjit::jit, a tracer standing for a value of the graph.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <hjit/dtype.h>
+#include <hjit/error.h>
+
+namespace hjit {
+
+namespace detail {
+struct TensorImpl;
+}
+
+class Tensor {
+ public:
+  Tensor() = default;  // an undefined handle; most uses throw ValueError
+  explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- eager creation (inside a traced function, these make constants of the graph)
+  template <class T>
+  static Tensor from_vector(const std::vector<T>& data, Shape shape);
+  template <class T>
+  static Tensor from_vector(const std::vector<T>& data) { return from_vector(data, Shape{int64_t(data.size())}); }
+  static Tensor from_bytes(const void* data, Shape shape, DType dtype);  // copies
+  static Tensor empty(Shape shape, DType dtype = DType::F32);              // uninitialized
+  static Tensor zeros(Shape shape, DType dtype = DType::F32);
+  static Tensor ones(Shape shape, DType dtype = DType::F32);
+  static Tensor full(Shape shape, double value, DType dtype = DType::F32);
+  static Tensor scalar(double value, DType dtype = DType::F32);
+  static Tensor arange(int64_t n, DType dtype = DType::F32);
+  static Tensor randn(Shape shape, uint64_t seed, DType dtype = DType::F32);
+  static Tensor uniform(Shape shape, uint64_t seed, double lo = 0, double hi = 1, DType dtype = DType::F32);
+
+  // ---- metadata: also valid while tracing
+  const Shape& shape() const;
+  int64_t dim(int axis) const;  // negative axes count from the end
+  int ndim() const { return int(shape().size()); }
+  int64_t numel() const;
+  DType dtype() const;
+  bool defined() const { return impl_ != nullptr; }
+  bool is_traced() const;
+
+  // ---- values: eager only; on a traced tensor they throw ConcretizationError
+  template <class T>
+  std::vector<T> to_vector() const;  // converted to T as astype would
+  template <class T>
+  T item() const;  // the one element of a tensor with one element
+  explicit operator bool() const;
+  std::string str() const;  // like numpy's str(); a tracer prints as Traced<f32[2,3]>
+  const void* data() const;  // the raw bytes (eager only)
+  template <class T>
+  const T* data_ptr() const {
+    check_dtype(dtype_of<T>, "data_ptr");
+    return static_cast<const T*>(data());
+  }
+
+  // In-place write into the storage every handle shares: how parameters and optimizer state
+  // change. value must have this tensor's shape (or broadcast to it); it is converted to its dtype.
+  // Inside a traced function, assign on a captured tensor is recorded and done after every call.
+  Tensor& assign(const Tensor& value);
+
+  Tensor astype(DType dtype) const;
+  Tensor reshape(Shape shape) const;                  // one -1 allowed
+  Tensor transpose(std::vector<int> perm = {}) const;  // default: reverse the axes
+
+  const std::shared_ptr<detail::TensorImpl>& impl() const { return impl_; }
+  bool same_storage(const Tensor& other) const;  // both handles share one buffer
+
+ private:
+  static Tensor from_values(const void* data, size_t count, Shape shape, DType dtype);
+  void copy_to(void* dst, DType as) const;  // all elements, converted to `as`
+  void check_dtype(DType want, const char* what) const;
+  std::shared_ptr<detail::TensorImpl> impl_;
+};
+
+template <class T>
+Tensor Tensor::from_vector(const std::vector<T>& data, Shape shape) {
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<uint8_t> bytes(data.begin(), data.end());  // std::vector<bool> packs bits
+    return from_values(bytes.data(), bytes.size(), std::move(shape), DType::Bool);
+  } else {
+    return from_values(data.data(), data.size(), std::move(shape), dtype_of<T>);
+  }
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<uint8_t> bytes(static_cast<size_t>(numel()));
+    copy_to(bytes.data(), DType::Bool);
+    return std::vector<bool>(bytes.begin(), bytes.end());
+  } else {
+    std::vector<T> out(static_cast<size_t>(numel()));
+    copy_to(out.data(), dtype_of<T>);
+    return out;
+  }
+}
+
+template <class T>
+T Tensor::item() const {
+  if (numel() != 1)
+    throw ValueError("item: a tensor of shape " + shape_str(shape()) + " has " + std::to_string(numel()) +
+                     " elements; item() needs exactly one");
+  return to_vector<T>()[0];
+}
+
+}  // namespace hjit

@@ -1,0 +1,403 @@
+// jit(): the signature cache, tracing on a miss, compiling through the backend, and the hot path
+// of a cached call (hash the signature, find the entry under a shared lock, bind buffers, run).
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <condition_variable>
+#include <cxxabi.h>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include <hjit/jit.h>
+
+#include "frontend/const_eval.h"
+#include "frontend/trace.h"
+#include "graph/passes/optimize.h"
+#include "halide_backend/backend.h"
+#include "support/hash.h"
+#include "support/log.h"
+
+namespace hjit::detail {
+namespace {
+
+// What one signature compiled to. Built once by the first caller; others wait for `ready`.
+struct Entry {
+  uint64_t hash = 0;
+  std::vector<int64_t> sig;  // per tensor: argument position, dtype, rank, dims
+  StaticKey statics;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool ready = false;
+  std::exception_ptr error;
+
+  Graph graph;  // optimized
+  std::shared_ptr<const backend::Executable> exe;
+  std::vector<int> tree;  // result structure
+  std::vector<std::shared_ptr<TensorImpl>> captured;
+  std::vector<TensorType> out_types;
+  std::vector<size_t> update_captured;  // per update: index into captured
+  size_t num_args = 0;
+  std::vector<Tensor> first_outputs;  // Concrete mode: the eager results of the tracing call
+};
+
+const TensorImpl& arg_impl(const CallArgs& a, size_t i, const std::string& fn) {
+  const Tensor& t = a.tensor(i);
+  if (!t.impl())
+    throw ValueError("jit '" + fn + "': argument " + std::to_string(a.arg_index(i)) + " is an undefined Tensor");
+  const TensorImpl& im = *t.impl();
+  if (im.traced() && !im.storage)
+    throw ValueError("jit '" + fn + "': argument " + std::to_string(a.arg_index(i)) +
+                     " is a tracer whose trace has ended: a traced value escaped its function");
+  return im;
+}
+
+uint64_t signature_hash(const CallArgs& a, const std::string& fn) {
+  Hasher h;
+  for (size_t i = 0; i < a.count; ++i) {
+    const TensorImpl& im = arg_impl(a, i, fn);
+    h.add(a.arg_index(i)).add(im.type.dtype).add_range(im.type.shape);
+  }
+  return h.value() ^ (a.statics.empty() ? 0 : a.statics.hash());
+}
+
+std::vector<int64_t> signature_of(const CallArgs& a) {
+  std::vector<int64_t> s;
+  for (size_t i = 0; i < a.count; ++i) {
+    const TensorType& t = a.tensor(i).impl()->type;
+    s.push_back(a.arg_index(i));
+    s.push_back(int64_t(t.dtype));
+    s.push_back(t.rank());
+    s.insert(s.end(), t.shape.begin(), t.shape.end());
+  }
+  return s;
+}
+
+bool matches(const Entry& e, const CallArgs& a) {
+  size_t k = 0;
+  const std::vector<int64_t>& s = e.sig;
+  for (size_t i = 0; i < a.count; ++i) {
+    const TensorType& t = a.tensor(i).impl()->type;
+    if (k + 3 + t.shape.size() > s.size() || s[k] != a.arg_index(i) || s[k + 1] != int64_t(t.dtype) ||
+        s[k + 2] != t.rank())
+      return false;
+    k += 3;
+    for (int64_t d : t.shape)
+      if (s[k++] != d) return false;
+  }
+  return k == s.size() && (a.statics.empty() ? e.statics.empty() : a.statics == e.statics);
+}
+
+// Per argument position: its tensors' types, as "f32[2,3]" (a list for vector<Tensor> arguments).
+std::map<int, std::string> describe_tensors(const std::vector<int64_t>& sig) {
+  std::map<int, std::string> out;
+  for (size_t k = 0; k < sig.size();) {
+    int arg = int(sig[k]);
+    TensorType t{DType(sig[k + 1]), Shape(sig.begin() + std::ptrdiff_t(k + 3), sig.begin() + std::ptrdiff_t(k + 3 + size_t(sig[k + 2])))};
+    k += 3 + size_t(sig[k + 2]);
+    std::string& s = out[arg];
+    s += (s.empty() ? "" : ", ") + t.str();
+  }
+  return out;
+}
+
+// What differs between a known signature and a new one, for the log line of a cache miss.
+std::string describe_change(const Entry& old, const std::vector<int64_t>& sig, const StaticKey& statics) {
+  std::string what;
+  auto before = describe_tensors(old.sig), after = describe_tensors(sig);
+  for (const auto& [arg, s] : after)
+    if (before[arg] != s) what += " argument " + std::to_string(arg) + ": " + before[arg] + " -> " + s + ";";
+  std::map<int, std::string> sb, sa;
+  for (const auto& [i, v] : old.statics.values()) sb[i] = v->str();
+  for (const auto& [i, v] : statics.values()) sa[i] = v->str();
+  for (const auto& [arg, s] : sa)
+    if (sb[arg] != s) what += " static argument " + std::to_string(arg) + ": " + sb[arg] + " -> " + s + ";";
+  return what.empty() ? " (no difference found)" : what;
+}
+
+// Max |compiled - eager| against tolerance * (1 + |eager|); returns a message when it fails.
+std::string compare(const Tensor& compiled, const Tensor& eager, double tol, const std::string& what) {
+  if (compiled.shape() != eager.shape() || compiled.dtype() != eager.dtype())
+    return what + ": compiled " + TensorType{compiled.dtype(), compiled.shape()}.str() + " but eager " +
+           TensorType{eager.dtype(), eager.shape()}.str();
+  std::vector<double> a = compiled.to_vector<double>(), b = eager.to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    bool same = (a[i] == b[i]) || (std::isnan(a[i]) && std::isnan(b[i])) || std::fabs(a[i] - b[i]) <= tol * (1 + std::fabs(b[i]));
+    if (!same)
+      return what + ": element " + std::to_string(i) + " is " + std::to_string(a[i]) + " compiled, " +
+             std::to_string(b[i]) + " eager (tolerance " + std::to_string(tol) + ")";
+  }
+  return "";
+}
+
+}  // namespace
+
+struct JitCore::State {
+  JitOptions opt;
+  backend::Options backend_opt;
+  mutable std::shared_mutex mu;
+  std::unordered_multimap<uint64_t, std::shared_ptr<Entry>> entries;
+  std::shared_ptr<Entry> last_built;
+  std::atomic<int64_t> traces{0}, compiles{0}, hits{0}, compile_us{0};
+
+  std::shared_ptr<Entry> find_locked(uint64_t h, const CallArgs& a) const {
+    auto [lo, hi] = entries.equal_range(h);
+    for (auto it = lo; it != hi; ++it)
+      if (matches(*it->second, a)) return it->second;
+    return nullptr;
+  }
+};
+
+JitCore::JitCore(JitOptions options) : s_(std::make_unique<State>()) {
+  if (options.opt_level < 0 || options.opt_level > 2)
+    throw ValueError("jit '" + options.name + "': opt_level must be 0, 1 or 2, got " + std::to_string(options.opt_level));
+  if (!options.autoscheduler.empty() && !backend::is_known_autoscheduler(options.autoscheduler))
+    throw ValueError("jit '" + options.name + "': unknown autoscheduler '" + options.autoscheduler +
+                     "'; choose Adams2019, Li2018 or Mullapudi2016");
+  if (!options.autoscheduler.empty() && options.opt_level < 2)
+    throw ValueError("jit '" + options.name + "': an autoscheduler needs opt_level 2, got " + std::to_string(options.opt_level));
+  if (options.check_tolerance < 0) throw ValueError("jit '" + options.name + "': check_tolerance must be >= 0");
+  s_->opt = std::move(options);
+  s_->backend_opt = backend::Options{s_->opt.name, s_->opt.device, s_->opt.opt_level, s_->opt.autoscheduler};
+}
+
+JitCore::~JitCore() = default;
+const JitOptions& JitCore::options() const { return s_->opt; }
+
+JitStats JitCore::stats() const {
+  return JitStats{s_->traces.load(), s_->compiles.load(), s_->hits.load(), double(s_->compile_us.load()) / 1000.0};
+}
+
+namespace {
+
+struct Traced {
+  Graph graph;  // optimized
+  std::vector<int> tree;
+  std::vector<std::shared_ptr<TensorImpl>> captured;
+  std::vector<Tensor> concrete_outputs;
+  size_t num_args = 0;
+};
+
+Traced trace_and_optimize(const std::string& name, bool concrete, const CallArgs& args, Tracer trace) {
+  Timer t;
+  TraceScope scope(name, concrete);
+  std::vector<Tensor> tracers;
+  for (size_t i = 0; i < args.count; ++i) tracers.push_back(scope.add_argument(args.tensor(i)));
+  Traced r;
+  std::vector<Tensor> outs = trace(tracers, &r.tree);
+  if (concrete)
+    for (const Tensor& o : outs) {
+      const TensorImpl& im = impl_of(o, name.c_str());
+      r.concrete_outputs.push_back(alias_tensor(im.storage, im.type));
+    }
+  Graph raw = scope.finish(outs);
+  log().debug("traced '{}' in {:.2f} ms: {} nodes, {} inputs ({} captured), {} outputs", name, t.ms(), raw.nodes.size(),
+              raw.inputs.size(), scope.state().captured.size(), raw.outputs.size());
+  log().trace("trace of '{}':\n{}", name, raw.str());
+  r.captured = scope.state().captured;
+  r.num_args = size_t(scope.state().num_args);
+  ConstEvaluator eval = evaluate_node;
+  r.graph = optimize(raw, &eval);
+  log().trace("optimized graph of '{}':\n{}", name, r.graph.str());
+  return r;
+}
+
+void run_entry(const Entry& e, const CallArgs& args, std::vector<Tensor>& outputs, std::vector<std::shared_ptr<Storage>>& update_values) {
+  constexpr size_t kInline = 32;
+  const size_t n_in = args.count + e.captured.size(), n_out = e.out_types.size() + e.update_captured.size();
+  const void* in_inline[kInline];
+  void* out_inline[kInline];
+  std::vector<const void*> in_heap;
+  std::vector<void*> out_heap;
+  const void** in = in_inline;
+  void** out = out_inline;
+  if (n_in > kInline) in_heap.resize(n_in), in = in_heap.data();
+  if (n_out > kInline) out_heap.resize(n_out), out = out_heap.data();
+  for (size_t i = 0; i < args.count; ++i) in[i] = args.tensor(i).impl()->data();
+  for (size_t j = 0; j < e.captured.size(); ++j) in[args.count + j] = e.captured[j]->data();
+  outputs.reserve(e.out_types.size());
+  for (size_t k = 0; k < e.out_types.size(); ++k) {
+    outputs.push_back(make_tensor(e.out_types[k]));
+    out[k] = outputs.back().impl()->data();
+  }
+  for (size_t k = 0; k < e.update_captured.size(); ++k) {
+    const TensorImpl& target = *e.captured[e.update_captured[k]];
+    update_values.push_back(std::make_shared<Storage>(target.storage->nbytes));
+    out[e.out_types.size() + k] = update_values.back()->data;
+  }
+  e.exe->run(in, out);
+}
+
+void apply_updates(const Entry& e, const std::vector<std::shared_ptr<Storage>>& values) {
+  for (size_t k = 0; k < values.size(); ++k) {
+    TensorImpl& target = *e.captured[e.update_captured[k]];
+    std::memcpy(target.data(), values[k]->data, values[k]->nbytes);
+  }
+}
+
+}  // namespace
+
+std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std::vector<int>** tree) {
+  State& s = *s_;
+  const uint64_t h = signature_hash(args, s.opt.name);
+  std::shared_ptr<Entry> e;
+  {
+    std::shared_lock lk(s.mu);
+    e = s.find_locked(h, args);
+  }
+  bool built_here = false;
+  if (!e) {
+    std::unique_lock lk(s.mu);
+    e = s.find_locked(h, args);
+    if (!e) {
+      e = std::make_shared<Entry>();
+      e->hash = h;
+      e->sig = signature_of(args);
+      e->statics = args.statics;
+      if (s.last_built)
+        log().info("jit '{}': cache miss, retracing:{}", s.opt.name, describe_change(*s.last_built, e->sig, e->statics));
+      else
+        log().debug("jit '{}': first call, tracing", s.opt.name);
+      s.entries.emplace(h, e);
+      built_here = true;
+    }
+  }
+  if (built_here) {
+    try {
+      Timer t;
+      Traced tr = trace_and_optimize(s.opt.name, s.opt.trace_mode == TraceMode::Concrete, args, trace);
+      ++s.traces;
+      backend::Compiled c = backend::compile(tr.graph, s.backend_opt);
+      if (!c.cache_hit) ++s.compiles;
+      e->graph = std::move(tr.graph);
+      e->exe = c.executable;
+      e->tree = std::move(tr.tree);
+      e->captured = std::move(tr.captured);
+      e->num_args = tr.num_args;
+      for (int o : e->graph.outputs) e->out_types.push_back(e->graph.type(o));
+      for (const Update& u : e->graph.updates)
+        e->update_captured.push_back(size_t(e->graph.node(u.target).attrs.i("index")) - e->num_args);
+      e->first_outputs = std::move(tr.concrete_outputs);
+      s.compile_us += int64_t(t.ms() * 1000);
+      log().debug("jit '{}': ready in {:.1f} ms (backend {:.1f} ms{})", s.opt.name, t.ms(), c.ms,
+                  c.cache_hit ? ", found compiled" : "");
+    } catch (...) {
+      {
+        std::unique_lock lk(s.mu);
+        auto [lo, hi] = s.entries.equal_range(h);
+        for (auto it = lo; it != hi; ++it)
+          if (it->second == e) {
+            s.entries.erase(it);
+            break;
+          }
+      }
+      std::lock_guard g(e->mu);
+      e->error = std::current_exception();
+      e->ready = true;
+      e->cv.notify_all();
+      throw;
+    }
+    {
+      std::unique_lock lk(s.mu);
+      s.last_built = e;
+    }
+    {
+      std::lock_guard g(e->mu);
+      e->ready = true;
+    }
+    e->cv.notify_all();
+    *tree = &e->tree;
+    if (s.opt.trace_mode == TraceMode::Concrete) return std::move(e->first_outputs);
+  } else {
+    {
+      std::unique_lock g(e->mu);
+      if (!e->ready) e->cv.wait(g, [&] { return e->ready; });
+    }
+    if (e->error) std::rethrow_exception(e->error);
+    ++s.hits;
+    log().trace("jit '{}': cache hit", s.opt.name);
+    *tree = &e->tree;
+  }
+
+  std::vector<Tensor> outputs;
+  std::vector<std::shared_ptr<Storage>> updates;
+  run_entry(*e, args, outputs, updates);
+  if (built_here && s.opt.check_trace) {
+    // Run the function eagerly on the same inputs, compare, and put captured tensors back as they were.
+    std::vector<std::vector<unsigned char>> saved;
+    for (size_t k = 0; k < updates.size(); ++k) {
+      const TensorImpl& t = *e->captured[e->update_captured[k]];
+      const auto* p = static_cast<const unsigned char*>(t.data());
+      saved.emplace_back(p, p + t.storage->nbytes);
+    }
+    std::vector<Tensor> eager_args;
+    for (size_t i = 0; i < args.count; ++i) eager_args.push_back(args.tensor(i));
+    std::vector<int> eager_tree;
+    std::vector<Tensor> expected = trace(eager_args, &eager_tree);
+    std::string bad;
+    for (size_t k = 0; k < outputs.size() && bad.empty(); ++k)
+      bad = compare(outputs[k], expected[k], s.opt.check_tolerance, "output " + std::to_string(k));
+    for (size_t k = 0; k < updates.size(); ++k) {
+      TensorImpl& t = *e->captured[e->update_captured[k]];
+      if (bad.empty()) {
+        Tensor compiled = alias_tensor(updates[k], t.type), eager = alias_tensor(t.storage, t.type);
+        bad = compare(compiled, eager, s.opt.check_tolerance, "update " + std::to_string(k));
+      }
+      std::memcpy(t.data(), saved[k].data(), saved[k].size());
+    }
+    if (!bad.empty())
+      throw CompileError("jit '" + s.opt.name + "' (check_trace): the compiled function differs from eager execution: " + bad);
+    log().debug("jit '{}': check_trace passed", s.opt.name);
+  }
+  apply_updates(*e, updates);
+  return outputs;
+}
+
+Graph JitCore::graph(const CallArgs& args, Tracer trace) {
+  {
+    std::shared_lock lk(s_->mu);
+    if (auto e = s_->find_locked(signature_hash(args, s_->opt.name), args)) {
+      std::unique_lock g(e->mu);
+      e->cv.wait(g, [&] { return e->ready; });
+      if (!e->error) return e->graph;
+    }
+  }
+  return trace_and_optimize(s_->opt.name, false, args, trace).graph;
+}
+
+std::string JitCore::explain(const CallArgs& args, Tracer trace) {
+  Traced tr = trace_and_optimize(s_->opt.name, false, args, trace);
+  backend::Compiled c = backend::compile(tr.graph, s_->backend_opt);
+  return c.executable->explain();
+}
+
+Graph trace_graph(const std::string& name, const CallArgs& args, Tracer trace) {
+  TraceScope scope(name, false);
+  std::vector<Tensor> tracers;
+  for (size_t i = 0; i < args.count; ++i) tracers.push_back(scope.add_argument(args.tensor(i)));
+  std::vector<int> tree;
+  std::vector<Tensor> outs = trace(tracers, &tree);
+  return scope.finish(outs);
+}
+
+bool tracing_active() { return current_trace() != nullptr; }
+
+std::string default_name(const std::type_info& fn_type) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(fn_type.name(), nullptr, nullptr, &status);
+  std::string s = (status == 0 && d) ? d : fn_type.name();
+  std::free(d);
+  // "main::{lambda(hjit::Tensor const&)#1}" -> "main::lambda#1"
+  size_t open = s.find("{lambda(");
+  if (open != std::string::npos) {
+    size_t hash = s.find(")#", open);
+    size_t close = s.find('}', hash == std::string::npos ? open : hash);
+    if (hash != std::string::npos && close != std::string::npos)
+      s = s.substr(0, open) + "lambda" + s.substr(hash + 1, close - hash - 1);
+  }
+  return s;
+}
+
+}  // namespace hjit::detail

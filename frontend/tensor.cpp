@@ -1,0 +1,176 @@
+#include <cstdlib>
+#include <new>
+
+#include <hjit/ops.h>
+#include <hjit/tensor.h>
+
+#include "frontend/dispatch.h"
+#include "frontend/eager/kernel.h"
+#include "frontend/trace.h"
+#include "graph/shape_inference.h"
+
+namespace hjit {
+namespace detail {
+
+Storage::Storage(size_t n) : data(nullptr), nbytes(n) {
+  size_t rounded = (n + 63) / 64 * 64;
+  data = std::aligned_alloc(64, rounded > 0 ? rounded : 64);
+  if (!data) throw std::bad_alloc();
+}
+Storage::~Storage() { std::free(data); }
+
+Tensor make_tensor(TensorType type) {
+  for (int64_t d : type.shape)
+    if (d < 0) throw ShapeError("cannot make a tensor of shape " + shape_str(type.shape) + ": negative dimension");
+  auto impl = std::make_shared<TensorImpl>();
+  size_t bytes = size_t(type.numel()) * size_t(dtype_size(type.dtype));
+  impl->type = std::move(type);
+  impl->storage = std::make_shared<Storage>(bytes);
+  impl->born_in_trace = current_trace_id();
+  return Tensor(std::move(impl));
+}
+
+Tensor alias_tensor(const std::shared_ptr<Storage>& storage, TensorType type) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->type = std::move(type);
+  impl->storage = storage;
+  impl->born_in_trace = current_trace_id();
+  return Tensor(std::move(impl));
+}
+
+const TensorImpl& impl_of(const Tensor& t, const char* what) {
+  if (!t.impl()) throw ValueError(std::string(what) + ": the tensor is undefined (a default-constructed hjit::Tensor)");
+  return *t.impl();
+}
+
+}  // namespace detail
+
+using detail::impl_of;
+
+namespace {
+
+// Reading values: eager tensors, and concrete tracers.
+const detail::TensorImpl& readable(const Tensor& t, const char* what) {
+  const detail::TensorImpl& im = impl_of(t, what);
+  if (im.traced() && !im.storage) {
+    const detail::TraceState* ts = detail::current_trace();
+    std::string fn = ts ? "'" + ts->fn_name + "'" : "a traced function";
+    throw ConcretizationError(
+        std::string(what) + ": cannot read the value of a traced tensor " + im.type.str() + " while tracing " + fn +
+        ": its value is only known when the compiled function runs. If C++ control flow depends on it (if, "
+        "for, item()), either pass that value as a static argument (an int, double or bool instead of a "
+        "Tensor; each value compiles its own version), or compute both branches and select with "
+        "hjit::where(cond, a, b).");
+  }
+  return im;
+}
+
+Tensor uniform_tensor(Shape shape, double value, DType dtype) {
+  Attrs attrs{{"value", value}};
+  TensorType type{dtype, std::move(shape)};
+  Tensor t = detail::make_tensor(type);
+  eager::Full(eager::KernelArgs{OpKind::Full, attrs, {}, eager::Out{t.impl()->data(), &t.impl()->type}});
+  t.impl()->uniform = value;
+  return t;
+}
+
+}  // namespace
+
+Tensor Tensor::from_values(const void* data, size_t count, Shape shape, DType dtype) {
+  if (int64_t(count) != shape_numel(shape))
+    throw ShapeError("from_vector: " + std::to_string(count) + " values do not fill a tensor of shape " +
+                     shape_str(shape) + " (" + std::to_string(shape_numel(shape)) + " elements)");
+  return from_bytes(data, std::move(shape), dtype);
+}
+
+Tensor Tensor::from_bytes(const void* data, Shape shape, DType dtype) {
+  Tensor t = detail::make_tensor(TensorType{dtype, std::move(shape)});
+  std::memcpy(t.impl()->data(), data, t.impl()->storage->nbytes);
+  return t;
+}
+
+Tensor Tensor::empty(Shape shape, DType dtype) { return detail::make_tensor(TensorType{dtype, std::move(shape)}); }
+Tensor Tensor::zeros(Shape shape, DType dtype) { return uniform_tensor(std::move(shape), 0.0, dtype); }
+Tensor Tensor::ones(Shape shape, DType dtype) { return uniform_tensor(std::move(shape), 1.0, dtype); }
+Tensor Tensor::full(Shape shape, double value, DType dtype) { return uniform_tensor(std::move(shape), value, dtype); }
+Tensor Tensor::scalar(double value, DType dtype) { return uniform_tensor({}, value, dtype); }
+
+Tensor Tensor::arange(int64_t n, DType dtype) {
+  if (n < 0) throw ValueError("arange: n must be >= 0, got " + std::to_string(n));
+  if (dtype == DType::Bool) throw DTypeError("arange: cannot count in bool");
+  Attrs attrs{{"axis", int64_t(0)}};
+  TensorType type{dtype, {n}};
+  Tensor t = detail::make_tensor(type);
+  eager::Iota(eager::KernelArgs{OpKind::Iota, attrs, {}, eager::Out{t.impl()->data(), &t.impl()->type}});
+  return t;
+}
+
+const Shape& Tensor::shape() const { return impl_of(*this, "shape").type.shape; }
+int64_t Tensor::numel() const { return impl_of(*this, "numel").type.numel(); }
+DType Tensor::dtype() const { return impl_of(*this, "dtype").type.dtype; }
+bool Tensor::is_traced() const { return impl_ && impl_->traced(); }
+
+int64_t Tensor::dim(int axis) const {
+  int r = ndim();
+  if (axis < -r || axis >= r)
+    throw ShapeError("dim: axis " + std::to_string(axis) + " is out of range for shape " + shape_str(shape()));
+  return shape()[size_t(axis < 0 ? axis + r : axis)];
+}
+
+const void* Tensor::data() const { return readable(*this, "data").data(); }
+
+void Tensor::check_dtype(DType want, const char* what) const {
+  if (dtype() != want)
+    throw DTypeError(std::string(what) + ": the tensor is " + dtype_name(dtype()) + ", not " + dtype_name(want));
+}
+
+bool Tensor::same_storage(const Tensor& other) const {
+  return impl_ && other.impl_ && impl_->storage && impl_->storage == other.impl_->storage;
+}
+
+void Tensor::copy_to(void* dst, DType as) const {
+  const detail::TensorImpl& im = readable(*this, "to_vector");
+  if (im.type.dtype == as) {
+    std::memcpy(dst, im.data(), im.storage->nbytes);
+    return;
+  }
+  Tensor eager = detail::alias_tensor(im.storage, im.type);
+  Tensor converted = detail::run_eager(OpKind::Cast, {eager}, Attrs{{"dtype", as}});
+  std::memcpy(dst, converted.impl()->data(), converted.impl()->storage->nbytes);
+}
+
+Tensor::operator bool() const {
+  if (numel() != 1)
+    throw ValueError("the truth value of a tensor of shape " + shape_str(shape()) +
+                     " is ambiguous; reduce it first (e.g. hjit::max(x) > 0)");
+  return item<bool>();
+}
+
+Tensor& Tensor::assign(const Tensor& value) {
+  const detail::TensorImpl& self = impl_of(*this, "assign");
+  impl_of(value, "assign");
+  // The value, converted to this tensor's dtype and broadcast to its shape (recorded if tracing).
+  Tensor v = value.dtype() == self.type.dtype ? value : hjit::astype(value, self.type.dtype);
+  if (v.shape() != self.type.shape) {
+    Shape b;
+    if (!broadcast_shapes(v.shape(), self.type.shape, &b) || b != self.type.shape)
+      throw ShapeError("assign: a value of shape " + shape_str(value.shape()) + " does not fit a tensor of shape " +
+                       shape_str(self.type.shape));
+    v = broadcast_to(v, self.type.shape);
+  }
+  detail::TraceState* ts = detail::current_trace();
+  bool record = v.is_traced() || self.traced() || (ts && self.born_in_trace != ts->id);
+  if (ts && record) {
+    detail::record_assign(*ts, *this, v);
+    return *this;
+  }
+  if (v.is_traced()) throw ValueError("assign: a traced value cannot be assigned outside of its trace");
+  std::memmove(impl_->data(), readable(v, "assign").data(), impl_->storage->nbytes);
+  return *this;
+}
+
+Tensor Tensor::astype(DType dtype) const { return hjit::astype(*this, dtype); }
+Tensor Tensor::reshape(Shape shape) const { return hjit::reshape(*this, std::move(shape)); }
+Tensor Tensor::transpose(std::vector<int> perm) const { return hjit::transpose(*this, std::move(perm)); }
+
+}  // namespace hjit

@@ -1,0 +1,42 @@
+// What a Tensor handle points at. Eager tensors own (a share of) a Storage; tracers name a value of
+// the graph being traced. A tensor made while a trace is active remembers that trace, so that the
+// tracer can tell tensors made inside the traced function (constants) from captured ones (inputs).
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <optional>
+
+#include <hjit/graph.h>
+#include <hjit/tensor.h>
+
+namespace hjit::detail {
+
+// 64-byte aligned bytes: what Halide's vector loads and the eager kernels like best.
+struct Storage {
+  explicit Storage(size_t nbytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* data;
+  size_t nbytes;
+};
+
+struct TensorImpl {
+  TensorType type;
+  std::shared_ptr<Storage> storage;  // eager, and concrete tracers
+  uint64_t trace_id = 0;             // tracers: the trace they belong to
+  int value = -1;                    // tracers: their value in that trace's graph
+  uint64_t born_in_trace = 0;        // the trace active on this thread when the tensor was made
+  std::optional<double> uniform;     // set by full/zeros/ones/scalar: traced as a full, not bytes
+
+  bool traced() const { return trace_id != 0; }
+  void* data() const { return storage ? storage->data : nullptr; }
+};
+
+// A fresh eager tensor of `type` (uninitialized).
+Tensor make_tensor(TensorType type);
+// A tensor sharing `storage` with a new type (same number of bytes).
+Tensor alias_tensor(const std::shared_ptr<Storage>& storage, TensorType type);
+const TensorImpl& impl_of(const Tensor& t, const char* what);  // ValueError for an undefined handle
+
+}  // namespace hjit::detail

@@ -1,0 +1,118 @@
+#include "frontend/trace.h"
+
+#include <atomic>
+#include <cstring>
+
+namespace hjit::detail {
+namespace {
+
+thread_local std::vector<TraceState*> t_traces;  // innermost last
+std::atomic<uint64_t> g_next_trace_id{1};
+
+}  // namespace
+
+TraceState* current_trace() { return t_traces.empty() ? nullptr : t_traces.back(); }
+uint64_t current_trace_id() { return t_traces.empty() ? 0 : t_traces.back()->id; }
+
+TraceScope::TraceScope(std::string fn_name, bool concrete) : state_(std::make_unique<TraceState>()) {
+  state_->id = g_next_trace_id++;
+  state_->fn_name = std::move(fn_name);
+  state_->concrete = concrete;
+  state_->graph.name = state_->fn_name;
+  t_traces.push_back(state_.get());
+}
+
+TraceScope::~TraceScope() {
+  if (!t_traces.empty() && t_traces.back() == state_.get()) t_traces.pop_back();
+}
+
+Tensor make_tracer(const TraceState& ts, int value, std::shared_ptr<Storage> concrete) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->type = ts.graph.type(value);
+  impl->trace_id = ts.id;
+  impl->value = value;
+  impl->born_in_trace = ts.id;
+  impl->storage = std::move(concrete);
+  return Tensor(std::move(impl));
+}
+
+Tensor TraceScope::add_argument(const Tensor& example) {
+  const TensorImpl& im = impl_of(example, state_->fn_name.c_str());
+  if (im.traced() && !state_->concrete)
+    throw ValueError("jit '" + state_->fn_name + "': an argument is a tracer of another trace");
+  int id = state_->graph.add_parameter(im.type, false);
+  ++state_->num_args;
+  return make_tracer(*state_, id, state_->concrete ? im.storage : nullptr);
+}
+
+int value_in_trace(TraceState& ts, const Tensor& t) {
+  const TensorImpl& im = impl_of(t, ts.fn_name.c_str());
+  if (im.traced()) {
+    if (im.trace_id != ts.id)
+      throw ValueError("a traced tensor " + im.type.str() + " was used outside the trace that made it (tracing '" +
+                       ts.fn_name + "'): a traced value escaped its function, e.g. into a global or a variable "
+                       "captured by reference. Return it from the traced function instead.");
+    return im.value;
+  }
+  if (im.born_in_trace != ts.id) {  // made before the trace began: an implicit input
+    auto it = ts.captured_value.find(&im);
+    if (it != ts.captured_value.end()) return it->second;
+    int id = ts.graph.add_parameter(im.type, true);
+    ts.captured.push_back(t.impl());
+    ts.captured_param[&im] = id;
+    ts.captured_value[&im] = id;
+    return id;
+  }
+  auto it = ts.constant_value.find(&im);  // made inside the traced function: a constant
+  if (it != ts.constant_value.end()) return it->second;
+  int id = im.uniform ? ts.graph.add_full(im.type, *im.uniform)
+                      : ts.graph.add_constant(im.type, ConstData{im.storage, im.data(), im.storage->nbytes});
+  ts.keep_alive.push_back(t.impl());  // the map is keyed by address: keep it from being reused
+  ts.constant_value[&im] = id;
+  return id;
+}
+
+void record_assign(TraceState& ts, const Tensor& target, const Tensor& value) {
+  int v = value_in_trace(ts, value);
+  TensorImpl& im = *target.impl();
+  const std::shared_ptr<Storage>& concrete = value.impl()->storage;
+  if (!im.traced() && im.born_in_trace != ts.id) {
+    value_in_trace(ts, target);  // the parameter the update writes to
+    ts.captured_value[&im] = v;
+    // Concrete mode runs the first call eagerly: the write happens now, as it would in eager code.
+    if (ts.concrete && concrete) std::memmove(im.data(), concrete->data, im.storage->nbytes);
+    return;
+  }
+  im.trace_id = ts.id;
+  im.value = v;
+  im.storage = ts.concrete ? concrete : nullptr;
+  im.uniform.reset();
+  ts.constant_value.erase(&im);
+}
+
+Graph TraceScope::finish(const std::vector<Tensor>& outputs) {
+  TraceState& ts = *state_;
+  for (const Tensor& o : outputs) ts.graph.outputs.push_back(value_in_trace(ts, o));
+  for (const auto& impl : ts.captured) {
+    int param = ts.captured_param.at(impl.get()), current = ts.captured_value.at(impl.get());
+    if (current != param) ts.graph.updates.push_back(Update{param, current});
+  }
+  return std::move(ts.graph);
+}
+
+void rethrow_in_trace(const TraceState& ts) {
+  const std::string where = " (while tracing '" + ts.fn_name + "')";
+  try {
+    throw;
+  } catch (const ShapeError& e) {
+    throw ShapeError(e.what() + where);
+  } catch (const DTypeError& e) {
+    throw DTypeError(e.what() + where);
+  } catch (const IndexError& e) {
+    throw IndexError(e.what() + where);
+  } catch (const ValueError& e) {
+    throw ValueError(e.what() + where);
+  }
+}
+
+}  // namespace hjit::detail

@@ -1,0 +1,64 @@
+// The trace context: while a function is traced, every op whose operands include a tracer or a
+// captured tensor records a node into the graph of the innermost active trace on this thread.
+#pragma once
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <hjit/graph.h>
+
+#include "frontend/tensor_impl.h"
+
+namespace hjit::detail {
+
+struct TraceState {
+  uint64_t id = 0;
+  std::string fn_name;
+  bool concrete = false;  // TraceMode::Concrete: tracers also carry their eager value
+  Graph graph;
+  int num_args = 0;  // the first num_args graph inputs are the traced arguments
+  // Captured eager tensors (made before the trace began), in graph input order after the args.
+  std::vector<std::shared_ptr<TensorImpl>> captured;
+  std::unordered_map<const TensorImpl*, int> captured_param;  // captured impl -> its parameter node
+  std::unordered_map<const TensorImpl*, int> captured_value;  // captured impl -> current value (after assigns)
+  std::unordered_map<const TensorImpl*, int> constant_value;  // in-trace eager tensor -> node id
+  std::vector<std::shared_ptr<TensorImpl>> keep_alive;        // owners of constants' bytes
+};
+
+// Starts a trace on this thread for the lifetime of the object.
+class TraceScope {
+ public:
+  TraceScope(std::string fn_name, bool concrete);
+  ~TraceScope();
+  TraceScope(const TraceScope&) = delete;
+  TraceScope& operator=(const TraceScope&) = delete;
+  TraceState& state() { return *state_; }
+
+  // A tracer for a new argument of the traced function (the concrete value is kept in Concrete mode).
+  Tensor add_argument(const Tensor& example);
+  // Marks `outputs` as the graph outputs and returns the finished graph (updates included).
+  Graph finish(const std::vector<Tensor>& outputs);
+
+ private:
+  std::unique_ptr<TraceState> state_;
+};
+
+TraceState* current_trace();
+uint64_t current_trace_id();
+
+// The value id of `t` in trace `ts`: a tracer's own value, a captured tensor's parameter (made on
+// first use), or a constant for an eager tensor made inside the traced function.
+int value_in_trace(TraceState& ts, const Tensor& t);
+
+// `target.assign(value)` inside the trace: a captured target gets an update; a tracer or an
+// in-trace tensor is rebound to the value (every handle sharing it sees the new value).
+void record_assign(TraceState& ts, const Tensor& target, const Tensor& value);
+
+// A tracer for node `value` of the trace (carrying `concrete` as its value in Concrete mode).
+Tensor make_tracer(const TraceState& ts, int value, std::shared_ptr<Storage> concrete = nullptr);
+
+// Rethrows the exception in flight with "(while tracing 'name')" appended, keeping its type.
+[[noreturn]] void rethrow_in_trace(const TraceState& ts);
+
+}  // namespace hjit::detail

@@ -1,0 +1,21 @@
+// Typed errors. A user mistake throws one of the hjit::Error subclasses below with a message that
+// names the op, the shapes and dtypes involved and, while tracing, the function being traced. A bug
+// inside hjit throws InternalError (Halide's user_assert / internal_assert split). hjit never aborts.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace hjit {
+
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct ShapeError : Error { using Error::Error; };           // shapes that do not fit the op
+struct DTypeError : Error { using Error::Error; };           // dtypes the op does not take
+struct ValueError : Error { using Error::Error; };           // bad attribute values or arguments
+struct IndexError : Error { using Error::Error; };           // an index out of range
+struct ConcretizationError : Error { using Error::Error; };  // reading the value of a traced tensor
+struct CompileError : Error { using Error::Error; };        // a pipeline failed to compile or run
+struct InternalError : Error { using Error::Error; };       // a bug in hjit: please report it
+
+}  // namespace hjit

@@ -1,0 +1,54 @@
+// The op table: for each OpKind its name, arity, attributes, traits and shape/dtype inference.
+// Eager execution and tracing both go through infer_type(), so a shape error reads the same in both.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <hjit/graph.h>
+
+namespace hjit {
+
+// Properties as sets: passes and backends ask the table ("is this elementwise?"), not a switch.
+enum OpTrait : uint32_t {
+  Source = 1u << 0,             // no operands; the creator declares the type
+  Elementwise = 1u << 1,        // out[i] depends on the operands at i (after broadcasting)
+  NumericOnly = 1u << 2,        // rejects Bool operands
+  FloatOnly = 1u << 3,          // rejects integer and Bool operands
+  BoolOnly = 1u << 4,           // takes only Bool operands
+  Commutative = 1u << 5,        // op(a, b) == op(b, a)
+  Comparison = 1u << 6,         // Bool result
+  Reduction = 1u << 7,          // folds axes
+  Contraction = 1u << 8,        // matmul-like: a reduction over products
+  Movement = 1u << 9,           // moves data without arithmetic
+  NonDifferentiable = 1u << 10  // gradient is undefined (integer results)
+};
+
+struct InferArgs {
+  OpKind op;
+  const std::vector<const TensorType*>& in;
+  const Attrs& attrs;
+  const TensorType* declared;  // source ops only
+};
+using InferFn = TensorType (*)(const InferArgs&);
+
+struct OpDef {
+  OpKind kind;
+  const char* name;
+  int arity;  // -1: one or more operands
+  uint32_t traits;
+  std::vector<std::string> attrs;
+  InferFn infer;
+
+  bool has(OpTrait t) const { return (traits & t) != 0; }
+};
+
+const OpDef& op_def(OpKind op);
+inline bool has_trait(OpKind op, OpTrait t) { return op_def(op).has(t); }
+// OpKind by printed name; ValueError for an unknown name.
+OpKind op_from_name(const std::string& name);
+
+// Validates arity, attribute names and operand dtypes against the table, then infers the type.
+TensorType infer_type(OpKind op, const std::vector<const TensorType*>& inputs, const Attrs& attrs,
+                      const TensorType* declared = nullptr);
+
+}  // namespace hjit

@@ -1,0 +1,78 @@
+#include "graph/passes/fold_constants.h"
+
+#include "graph/op_def.h"
+#include "graph/rewriter.h"
+
+namespace hjit {
+namespace {
+
+bool is_const(const Node& n) { return n.op == OpKind::Full || n.op == OpKind::Constant; }
+
+// The value a full of movement op `n` takes when all its operands are fulls, if there is one.
+bool moved_full_value(const Graph& out, const Node& n, const std::vector<int>& in, double* value) {
+  double v = out.node(in[0]).attrs.f("value");
+  for (int i : in)
+    if (out.node(i).attrs.f("value") != v) return false;  // a concat of different fulls
+  if (n.op == OpKind::Pad && n.attrs.f("value") != v) return false;
+  *value = v;
+  return true;
+}
+
+}  // namespace
+
+Graph fold_constants(const Graph& g, const ConstEvaluator& eval, int64_t max_elements) {
+  Rewriter rw(g);
+  Graph& out = rw.out();
+  for (size_t id = 0; id < g.nodes.size(); ++id) {
+    const Node& n = g.nodes[id];
+    if (has_trait(n.op, Source)) {
+      rw.copy(int(id));
+      continue;
+    }
+    std::vector<int> in = rw.mapped_inputs(int(id));
+    bool all_const = true, all_full = true;
+    for (int i : in) {
+      all_const &= is_const(out.node(i));
+      all_full &= out.node(i).op == OpKind::Full;
+    }
+    if (!all_const) {
+      rw.copy(int(id));
+      continue;
+    }
+    if (all_full && has_trait(n.op, Elementwise)) {
+      Node scalar = n;
+      scalar.type.shape.clear();
+      std::vector<TensorType> types;
+      std::vector<ConstData> data;
+      for (int i : in) {
+        types.push_back(TensorType{out.type(i).dtype, {}});
+        data.push_back(fill_bytes(types.back(), out.node(i).attrs.f("value")));
+      }
+      ConstData r = eval(scalar, types, data);
+      rw.map(int(id), out.add_full(n.type, read_scalar(n.type.dtype, r.data)));
+      continue;
+    }
+    double v = 0;
+    if (all_full && has_trait(n.op, Movement) && moved_full_value(out, n, in, &v)) {
+      rw.map(int(id), out.add_full(n.type, v));
+      continue;
+    }
+    bool small = n.type.numel() <= max_elements;
+    for (int i : in) small &= out.type(i).numel() <= max_elements;
+    if (!small) {
+      rw.copy(int(id));
+      continue;
+    }
+    std::vector<TensorType> types;
+    std::vector<ConstData> data;
+    for (int i : in) {
+      const Node& c = out.node(i);
+      types.push_back(c.type);
+      data.push_back(c.op == OpKind::Full ? fill_bytes(c.type, c.attrs.f("value")) : out.constants[size_t(c.constant)]);
+    }
+    rw.map(int(id), out.add_constant(n.type, eval(n, types, data)));
+  }
+  return rw.finish();
+}
+
+}  // namespace hjit

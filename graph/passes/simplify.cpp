@@ -1,0 +1,98 @@
+#include "graph/passes/simplify.h"
+
+#include "graph/op_def.h"
+#include "graph/rewriter.h"
+
+namespace hjit {
+namespace {
+
+bool is_full(const Graph& g, int id, double v) {
+  const Node& n = g.node(id);
+  return n.op == OpKind::Full && n.attrs.f("value") == v;
+}
+
+bool is_identity_perm(const std::vector<int64_t>& p) {
+  for (size_t i = 0; i < p.size(); ++i)
+    if (p[i] != int64_t(i)) return false;
+  return true;
+}
+
+// The value the node reduces to, or -1 to keep it.
+int rewrite(const Graph& out, const Node& n, const std::vector<int>& in) {
+  auto same = [&](int id) { return out.type(id) == n.type; };
+  auto operand_if = [&](int keep, int other, double unit) {
+    return (is_full(out, other, unit) && same(keep)) ? keep : -1;
+  };
+  switch (n.op) {
+    case OpKind::Add: {
+      int r = operand_if(in[0], in[1], 0.0);
+      return r >= 0 ? r : operand_if(in[1], in[0], 0.0);
+    }
+    case OpKind::Mul: {
+      int r = operand_if(in[0], in[1], 1.0);
+      return r >= 0 ? r : operand_if(in[1], in[0], 1.0);
+    }
+    case OpKind::Sub: return operand_if(in[0], in[1], 0.0);
+    case OpKind::Div: return operand_if(in[0], in[1], 1.0);
+    case OpKind::Neg: return out.node(in[0]).op == OpKind::Neg ? out.node(in[0]).inputs[0] : -1;
+    case OpKind::Cast:
+    case OpKind::Reshape:
+    case OpKind::BroadcastTo:
+    case OpKind::Slice:
+    case OpKind::Pad:
+    case OpKind::Concat:
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMax:
+    case OpKind::ReduceMin:
+      // Each of these is the identity exactly when its type equals its only operand's type
+      // (a slice or pad that keeps the shape keeps every element; a reduction over size-1 or no axes).
+      return in.size() == 1 && same(in[0]) ? in[0] : -1;
+    case OpKind::Transpose: return is_identity_perm(n.attrs.ints("perm")) ? in[0] : -1;
+    default: return -1;
+  }
+}
+
+}  // namespace
+
+Graph simplify(const Graph& g) {
+  Rewriter rw(g);
+  Graph& out = rw.out();
+  for (size_t id = 0; id < g.nodes.size(); ++id) {
+    const Node& n = g.nodes[id];
+    if (n.op == OpKind::Parameter) continue;
+    if (has_trait(n.op, Source)) {
+      rw.copy(int(id));
+      continue;
+    }
+    std::vector<int> in = rw.mapped_inputs(int(id));
+    if (n.type.numel() == 0 || (n.op == OpKind::ReduceSum && out.type(in[0]).numel() == 0)) {
+      rw.map(int(id), out.add_full(n.type, 0.0));
+      continue;
+    }
+    int r = rewrite(out, n, in);
+    if (r >= 0) {
+      rw.map(int(id), r);
+      continue;
+    }
+    const Node& producer = out.node(in[0]);
+    if (n.op == OpKind::Reshape && producer.op == OpKind::Reshape) {
+      rw.map(int(id), out.type(producer.inputs[0]) == n.type
+                          ? producer.inputs[0]
+                          : out.add_op(OpKind::Reshape, {producer.inputs[0]}, n.attrs));
+      continue;
+    }
+    if (n.op == OpKind::Transpose && producer.op == OpKind::Transpose) {
+      const auto &outer = n.attrs.ints("perm"), &inner = producer.attrs.ints("perm");
+      std::vector<int64_t> composed(outer.size());
+      for (size_t i = 0; i < outer.size(); ++i) composed[i] = inner[size_t(outer[i])];
+      rw.map(int(id), is_identity_perm(composed)
+                          ? producer.inputs[0]
+                          : out.add_op(OpKind::Transpose, {producer.inputs[0]}, Attrs{{"perm", composed}}));
+      continue;
+    }
+    rw.copy(int(id));
+  }
+  return rw.finish();
+}
+
+}  // namespace hjit

@@ -1,0 +1,236 @@
+#include "graph/shape_inference.h"
+
+#include <algorithm>
+
+namespace hjit {
+namespace {
+
+std::string name_of(const InferArgs& a) { return op_name(a.op); }
+
+std::string types_str(const InferArgs& a) {
+  std::string s;
+  for (size_t i = 0; i < a.in.size(); ++i) s += (i ? " and " : "") + a.in[i]->str();
+  return s;
+}
+
+void require_same_dtype(const InferArgs& a) {
+  for (const TensorType* t : a.in)
+    if (t->dtype != a.in[0]->dtype)
+      throw DTypeError(name_of(a) + ": operands must have one dtype, got " + types_str(a) +
+                       " (the op API promotes; a graph must convert explicitly)");
+}
+
+Shape broadcast_all(const InferArgs& a, size_t first) {
+  Shape out = a.in[first]->shape;
+  for (size_t i = first + 1; i < a.in.size(); ++i)
+    if (!broadcast_shapes(out, a.in[i]->shape, &out))
+      throw ShapeError(name_of(a) + ": shapes " + types_str(a) + " cannot be broadcast together");
+  return out;
+}
+
+void check_shape(const std::string& op, const Shape& s) {
+  for (int64_t d : s)
+    if (d < 0) throw ShapeError(op + ": negative dimension in shape " + shape_str(s));
+}
+
+int64_t checked_axis(const InferArgs& a, int64_t axis, int rank) {
+  if (axis < 0 || axis >= std::max(rank, 1) || (rank == 0 && axis != 0))
+    throw ShapeError(name_of(a) + ": axis " + std::to_string(axis) + " is out of range for " +
+                     a.in[0]->str());
+  return axis;
+}
+
+}  // namespace
+
+bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out) {
+  size_t n = std::max(a.size(), b.size());
+  Shape r(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1) return false;
+    r[i] = da == 1 ? db : da;
+  }
+  *out = std::move(r);
+  return true;
+}
+
+TensorType infer_source(const InferArgs& a) {
+  check_shape(name_of(a), a.declared->shape);
+  return *a.declared;
+}
+
+TensorType infer_iota(const InferArgs& a) {
+  TensorType t = infer_source(a);
+  int64_t axis = a.attrs.i("axis");
+  if (axis < 0 || axis >= t.rank())
+    throw ShapeError("iota: axis " + std::to_string(axis) + " is out of range for " + t.str());
+  if (t.dtype == DType::Bool) throw DTypeError("iota: cannot count in bool");
+  return t;
+}
+
+TensorType infer_unary(const InferArgs& a) { return *a.in[0]; }
+
+TensorType infer_cast(const InferArgs& a) { return TensorType{a.attrs.dtype("dtype"), a.in[0]->shape}; }
+
+TensorType infer_binary(const InferArgs& a) {
+  require_same_dtype(a);
+  return TensorType{a.in[0]->dtype, broadcast_all(a, 0)};
+}
+
+TensorType infer_compare(const InferArgs& a) {
+  require_same_dtype(a);
+  return TensorType{DType::Bool, broadcast_all(a, 0)};
+}
+
+TensorType infer_where(const InferArgs& a) {
+  if (a.in[0]->dtype != DType::Bool)
+    throw DTypeError("where: the condition must be bool, got " + a.in[0]->str());
+  if (a.in[1]->dtype != a.in[2]->dtype)
+    throw DTypeError("where: both branches must have one dtype, got " + a.in[1]->str() + " and " +
+                     a.in[2]->str());
+  return TensorType{a.in[1]->dtype, broadcast_all(a, 0)};
+}
+
+TensorType infer_reduce(const InferArgs& a) {
+  const TensorType& x = *a.in[0];
+  const std::vector<int64_t>& axes = a.attrs.ints("axes");
+  bool keepdims = a.attrs.i("keepdims") != 0;
+  std::vector<bool> reduced(size_t(x.rank()), false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < 0 || axes[i] >= x.rank() || (i > 0 && axes[i] <= axes[i - 1]))
+      throw ShapeError(name_of(a) + ": axes must be distinct, sorted and in range for " + x.str() +
+                       ", got " + shape_str(axes));
+    reduced[size_t(axes[i])] = true;
+    if (x.shape[size_t(axes[i])] == 0 && a.op != OpKind::ReduceSum)
+      throw ShapeError(name_of(a) + ": cannot reduce " + x.str() + " over axis " +
+                       std::to_string(axes[i]) + " of size 0 (there is no identity for it)");
+  }
+  TensorType out{x.dtype, {}};
+  if (a.op == OpKind::ReduceSum && (x.dtype == DType::Bool || is_integral(x.dtype)))
+    out.dtype = DType::I64;  // PyTorch sums integers in i64
+  for (int d = 0; d < x.rank(); ++d) {
+    if (!reduced[size_t(d)]) out.shape.push_back(x.shape[size_t(d)]);
+    else if (keepdims) out.shape.push_back(1);
+  }
+  return out;
+}
+
+TensorType infer_arg_reduce(const InferArgs& a) {
+  const TensorType& x = *a.in[0];
+  int64_t axis = checked_axis(a, a.attrs.i("axis"), x.rank());
+  if (x.rank() > 0 && x.shape[size_t(axis)] == 0)
+    throw ShapeError(name_of(a) + ": cannot take " + name_of(a) + " of " + x.str() + " over axis " +
+                     std::to_string(axis) + " of size 0");
+  if (x.dtype == DType::Bool) throw DTypeError(name_of(a) + ": expects numeric operands, got " + x.str());
+  TensorType out{DType::I64, {}};
+  for (int d = 0; d < x.rank(); ++d)
+    if (d != axis) out.shape.push_back(x.shape[size_t(d)]);
+    else if (a.attrs.i("keepdims")) out.shape.push_back(1);
+  return out;
+}
+
+TensorType infer_matmul(const InferArgs& a) {
+  const TensorType &x = *a.in[0], &y = *a.in[1];
+  require_same_dtype(a);
+  if (x.dtype == DType::Bool) throw DTypeError("matmul: expects numeric operands, got " + types_str(a));
+  if (x.rank() < 2 || x.rank() != y.rank())
+    throw ShapeError("matmul: the graph op takes operands of one rank >= 2, got " + types_str(a));
+  int r = x.rank();
+  if (x.shape[size_t(r - 1)] != y.shape[size_t(r - 2)])
+    throw ShapeError("matmul: contraction sizes differ: " + x.str() + " @ " + y.str() + " (" +
+                     std::to_string(x.shape[size_t(r - 1)]) + " vs " +
+                     std::to_string(y.shape[size_t(r - 2)]) + ")");
+  Shape bx(x.shape.begin(), x.shape.end() - 2), by(y.shape.begin(), y.shape.end() - 2), out;
+  if (!broadcast_shapes(bx, by, &out))
+    throw ShapeError("matmul: batch dimensions of " + types_str(a) + " cannot be broadcast together");
+  out.push_back(x.shape[size_t(r - 2)]);
+  out.push_back(y.shape[size_t(r - 1)]);
+  return TensorType{x.dtype, out};
+}
+
+TensorType infer_reshape(const InferArgs& a) {
+  const Shape& s = a.attrs.ints("shape");
+  check_shape("reshape", s);
+  if (shape_numel(s) != a.in[0]->numel())
+    throw ShapeError("reshape: cannot reshape " + a.in[0]->str() + " (" +
+                     std::to_string(a.in[0]->numel()) + " elements) to " + shape_str(s) + " (" +
+                     std::to_string(shape_numel(s)) + " elements)");
+  return TensorType{a.in[0]->dtype, s};
+}
+
+TensorType infer_transpose(const InferArgs& a) {
+  const TensorType& x = *a.in[0];
+  const std::vector<int64_t>& perm = a.attrs.ints("perm");
+  std::vector<bool> seen(size_t(x.rank()), false);
+  bool ok = int(perm.size()) == x.rank();
+  for (int64_t p : perm) {
+    if (!ok || p < 0 || p >= x.rank() || seen[size_t(p)]) { ok = false; break; }
+    seen[size_t(p)] = true;
+  }
+  if (!ok)
+    throw ShapeError("transpose: " + shape_str(perm) + " is not a permutation of the axes of " + x.str());
+  TensorType out{x.dtype, {}};
+  for (int64_t p : perm) out.shape.push_back(x.shape[size_t(p)]);
+  return out;
+}
+
+TensorType infer_broadcast_to(const InferArgs& a) {
+  const TensorType& x = *a.in[0];
+  const Shape& s = a.attrs.ints("shape");
+  check_shape("broadcast_to", s);
+  Shape out;
+  if (s.size() < x.shape.size() || !broadcast_shapes(x.shape, s, &out) || out != s)
+    throw ShapeError("broadcast_to: cannot broadcast " + x.str() + " to " + shape_str(s));
+  return TensorType{x.dtype, s};
+}
+
+TensorType infer_slice(const InferArgs& a) {
+  const TensorType& x = *a.in[0];
+  const auto &starts = a.attrs.ints("starts"), &stops = a.attrs.ints("stops"), &steps = a.attrs.ints("steps");
+  if (int(starts.size()) != x.rank() || stops.size() != starts.size() || steps.size() != starts.size())
+    throw ShapeError("slice: starts, stops and steps need one entry per axis of " + x.str());
+  TensorType out{x.dtype, {}};
+  for (size_t d = 0; d < starts.size(); ++d) {
+    int64_t n = x.shape[d];
+    if (steps[d] < 1 || starts[d] < 0 || starts[d] > n || stops[d] < starts[d] || stops[d] > n)
+      throw ShapeError("slice: bad normalized range [" + std::to_string(starts[d]) + ":" +
+                       std::to_string(stops[d]) + ":" + std::to_string(steps[d]) + "] for axis " +
+                       std::to_string(d) + " of " + x.str());
+    out.shape.push_back((stops[d] - starts[d] + steps[d] - 1) / steps[d]);
+  }
+  return out;
+}
+
+TensorType infer_concat(const InferArgs& a) {
+  require_same_dtype(a);
+  const TensorType& x = *a.in[0];
+  int64_t axis = checked_axis(a, a.attrs.i("axis"), x.rank());
+  if (x.rank() == 0) throw ShapeError("concatenate: cannot concatenate 0-d tensors; stack them");
+  TensorType out = x;
+  out.shape[size_t(axis)] = 0;
+  for (const TensorType* t : a.in) {
+    bool ok = t->rank() == x.rank();
+    for (int d = 0; ok && d < x.rank(); ++d)
+      ok = d == axis || t->shape[size_t(d)] == x.shape[size_t(d)];
+    if (!ok)
+      throw ShapeError("concatenate: shapes " + types_str(a) + " differ outside axis " + std::to_string(axis));
+    out.shape[size_t(axis)] += t->shape[size_t(axis)];
+  }
+  return out;
+}
+
+TensorType infer_pad(const InferArgs& a) {
+  const TensorType& x = *a.in[0];
+  const auto &lo = a.attrs.ints("lo"), &hi = a.attrs.ints("hi");
+  if (int(lo.size()) != x.rank() || hi.size() != lo.size())
+    throw ShapeError("pad: lo and hi need one entry per axis of " + x.str());
+  TensorType out = x;
+  for (size_t d = 0; d < lo.size(); ++d) {
+    if (lo[d] < 0 || hi[d] < 0) throw ValueError("pad: paddings must be >= 0, got " + shape_str(lo) + " " + shape_str(hi));
+    out.shape[d] += lo[d] + hi[d];
+  }
+  return out;
+}
+
+}  // namespace hjit

@@ -1,0 +1,28 @@
+// Shape and dtype inference, one function per row of the op table (graph/op_defs.cpp). Each throws
+// ShapeError / DTypeError / ValueError naming the op and the values that were wrong.
+#pragma once
+#include "graph/op_def.h"
+
+namespace hjit {
+
+TensorType infer_source(const InferArgs& a);
+TensorType infer_iota(const InferArgs& a);
+TensorType infer_unary(const InferArgs& a);
+TensorType infer_cast(const InferArgs& a);
+TensorType infer_binary(const InferArgs& a);
+TensorType infer_compare(const InferArgs& a);
+TensorType infer_where(const InferArgs& a);
+TensorType infer_reduce(const InferArgs& a);
+TensorType infer_arg_reduce(const InferArgs& a);
+TensorType infer_matmul(const InferArgs& a);
+TensorType infer_reshape(const InferArgs& a);
+TensorType infer_transpose(const InferArgs& a);
+TensorType infer_broadcast_to(const InferArgs& a);
+TensorType infer_slice(const InferArgs& a);
+TensorType infer_concat(const InferArgs& a);
+TensorType infer_pad(const InferArgs& a);
+
+// numpy broadcasting of two shapes; nullopt-like failure reported by the caller's message.
+bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out);
+
+}  // namespace hjit

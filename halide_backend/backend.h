@@ -1,0 +1,42 @@
+// The backend as the rest of hjit sees it: compile a Graph, run it on raw buffers. No Halide type
+// appears here, so the frontend compiles without Halide.h.
+#pragma once
+#include <memory>
+#include <string>
+
+#include <hjit/graph.h>
+
+namespace hjit::backend {
+
+struct Options {
+  std::string name;           // for logs and explain()
+  Device device = Device::CPU;
+  int opt_level = 2;          // 0: one compute_root stage per op; 1: built-in schedules; 2: + autoscheduler
+  std::string autoscheduler;  // "" or "Adams2019" / "Li2018" / "Mullapudi2016"
+};
+
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  // inputs: one pointer per graph input (Graph::inputs order); outputs: one per graph output, then
+  // one per update (Graph::updates order). Shapes and dtypes are those of the graph; buffers are
+  // dense row-major. Outputs with no elements may be null. Safe to call from several threads.
+  virtual void run(const void* const* inputs, void* const* outputs) const = 0;
+  // The schedule chosen and the lowered Halide statement.
+  virtual std::string explain() const = 0;
+};
+
+struct Compiled {
+  std::shared_ptr<const Executable> executable;
+  bool cache_hit = false;  // an identical graph was compiled before with these options
+  double ms = 0;           // time spent here
+};
+
+// Compiles (or finds in the process-wide cache, keyed by the graph's text and the options).
+// Throws CompileError when Halide rejects the pipeline.
+Compiled compile(const Graph& graph, const Options& options);
+
+// The names compile() accepts for Options::autoscheduler.
+bool is_known_autoscheduler(const std::string& name);
+
+}  // namespace hjit::backend

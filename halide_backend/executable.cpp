@@ -1,0 +1,121 @@
+#include "halide_backend/executable.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "halide_backend/lower.h"
+
+namespace hjit::backend {
+namespace {
+
+// Per call: the user context Halide's runtime hands to our handlers.
+struct CallContext : Halide::JITUserContext {
+  std::string error;
+};
+
+void on_error(Halide::JITUserContext* ctx, const char* msg) { static_cast<CallContext*>(ctx)->error += msg; }
+
+std::vector<halide_dimension_t> dense_dims(const Shape& shape) {
+  std::vector<halide_dimension_t> dims;
+  int32_t stride = 1;
+  for (auto it = shape.rbegin(); it != shape.rend(); ++it) {
+    dims.push_back(halide_dimension_t{0, int32_t(*it), stride, 0});
+    stride *= int32_t(*it);
+  }
+  return dims;
+}
+
+}  // namespace
+
+HalideExecutable::HalideExecutable(const Graph& g, LoweredPipeline p, std::string fn_name, std::string schedule)
+    : name_(std::move(fn_name)), schedule_(std::move(schedule)), constants_(g.constants), target_(p.target) {
+  std::vector<std::pair<From, int>> sources;
+  std::vector<TensorType> types;
+  for (size_t i = 0; i < p.params.size(); ++i)
+    if (p.params[i].defined()) {
+      pipeline_args_.push_back(p.params[i]);
+      sources.emplace_back(From::Input, int(i));
+      types.push_back(g.type(g.inputs[i]));
+    }
+  for (size_t i = 0; i < p.const_params.size(); ++i) {
+    pipeline_args_.push_back(p.const_params[i]);
+    sources.emplace_back(From::Constant, g.node(p.const_nodes[i]).constant);
+    types.push_back(g.type(p.const_nodes[i]));
+  }
+  std::vector<Halide::Func> outputs;
+  for (size_t k = 0; k < p.outputs.size(); ++k)
+    if (p.outputs[k].defined()) {
+      outputs.push_back(p.outputs[k]);
+      sources.emplace_back(From::Output, int(k));
+      types.push_back(g.type(p.output_node[k]));
+    }
+  dims_.reserve(sources.size());
+  for (size_t a = 0; a < sources.size(); ++a) {
+    dims_.push_back(dense_dims(types[a].shape));
+    Arg arg{sources[a].first, sources[a].second, {}};
+    arg.buffer.type = storage_type(types[a].dtype);
+    arg.buffer.dimensions = types[a].rank();
+    arg.buffer.dim = dims_.back().data();
+    args_.push_back(arg);
+  }
+  Halide::JITHandlers handlers;
+  handlers.custom_error = on_error;
+  Halide::Internal::JITSharedRuntime::populate_jit_handlers(&context_, handlers);
+  if (outputs.empty()) return;  // every output is empty: nothing to run
+  pipeline_ = Halide::Pipeline(outputs);
+  Halide::Module module = pipeline_.compile_to_module(pipeline_args_, name_, target_);
+  module_ = Halide::Internal::JITModule(module, module.get_function_by_name(name_));
+  fn_ = module_.argv_function();
+}
+
+void HalideExecutable::run(const void* const* inputs, void* const* outputs) const {
+  if (!fn_) return;
+  constexpr size_t kInline = 16;
+  const size_t n = args_.size();
+  halide_buffer_t inline_bufs[kInline];
+  const void* inline_argv[kInline + 1];
+  std::vector<halide_buffer_t> heap_bufs;
+  std::vector<const void*> heap_argv;
+  halide_buffer_t* bufs = inline_bufs;
+  const void** argv = inline_argv;
+  if (n > kInline) heap_bufs.resize(n), heap_argv.resize(n + 1), bufs = heap_bufs.data(), argv = heap_argv.data();
+  CallContext ctx;
+  static_cast<Halide::JITUserContext&>(ctx) = context_;
+  Halide::JITUserContext* ctx_ptr = &ctx;
+  argv[0] = &ctx_ptr;
+  for (size_t a = 0; a < n; ++a) {
+    const Arg& arg = args_[a];
+    bufs[a] = arg.buffer;
+    const void* host = arg.from == From::Input      ? inputs[arg.index]
+                       : arg.from == From::Constant ? constants_[size_t(arg.index)].data
+                                                    : outputs[arg.index];
+    bufs[a].host = static_cast<uint8_t*>(const_cast<void*>(host));
+    argv[a + 1] = &bufs[a];
+  }
+  int r = fn_(argv);
+  if (r != 0)
+    throw InternalError("hjit: compiled pipeline " + name_ + " failed (Halide error " + std::to_string(r) + "): " + ctx.error);
+}
+
+std::string HalideExecutable::explain() const {
+  std::ostringstream os;
+  os << "pipeline " << name_ << "\nschedule: " << schedule_ << "\n";
+  if (!fn_) return os.str() + "(no outputs with elements: nothing is computed)\n";
+  char path[] = "/tmp/hjit_stmt_XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) return os.str();
+  close(fd);
+  {
+    std::lock_guard lock(compile_mutex());
+    const_cast<Halide::Pipeline&>(pipeline_).compile_to_lowered_stmt(path, pipeline_args_, Halide::Text, target_);
+  }
+  std::ifstream f(path);
+  os << "lowered statement:\n" << f.rdbuf();
+  std::remove(path);
+  return os.str();
+}
+
+}  // namespace hjit::backend

@@ -1,0 +1,153 @@
+#include "halide_backend/lower.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "graph/op_def.h"
+#include "halide_backend/lower_ctx.h"
+
+namespace hjit::backend {
+
+using Halide::Expr;
+using Halide::Func;
+using Halide::ImageParam;
+using Halide::Var;
+
+Halide::Type compute_type(DType t) {
+  switch (t) {
+    case DType::Bool: return Halide::Bool();
+    case DType::I8: return Halide::Int(8);
+    case DType::I16: return Halide::Int(16);
+    case DType::I32: return Halide::Int(32);
+    case DType::I64: return Halide::Int(64);
+    case DType::U8: return Halide::UInt(8);
+    case DType::U16: return Halide::UInt(16);
+    case DType::U32: return Halide::UInt(32);
+    case DType::U64: return Halide::UInt(64);
+    case DType::F16:
+    case DType::BF16:
+    case DType::F32: return Halide::Float(32);
+    case DType::F64: return Halide::Float(64);
+  }
+  throw InternalError("compute_type: unknown dtype");
+}
+
+Halide::Type storage_type(DType t) {
+  switch (t) {
+    case DType::Bool: return Halide::UInt(8);
+    case DType::F16: return Halide::Float(16);
+    case DType::BF16: return Halide::BFloat(16);
+    default: return compute_type(t);
+  }
+}
+
+Coords LowerCtx::broadcast(const Coords& out, const Shape& shape) {
+  Coords c;
+  const size_t lead = out.size() - shape.size();
+  for (size_t i = 0; i < shape.size(); ++i) c.push_back(shape[i] == 1 ? Expr(0) : out[lead + i]);
+  return c;
+}
+
+namespace {
+
+// Dense row-major layout, known at compile time: Halide specializes every loop to it.
+template <class Dims>
+void constrain(Dims dims_of, const Shape& shape) {
+  int64_t stride = 1;
+  for (int i = 0; i < int(shape.size()); ++i) {
+    int64_t extent = shape[shape.size() - 1 - size_t(i)];
+    dims_of(i).set_bounds(0, int(extent)).set_stride(int(stride));
+    stride *= extent;
+  }
+}
+
+ImageParam make_param(const TensorType& t, const std::string& name) {
+  ImageParam p(storage_type(t.dtype), t.rank(), name);
+  constrain([&](int i) { return p.dim(i); }, t.shape);
+  p.set_host_alignment(64);  // hjit's storage is 64-byte aligned
+  return p;
+}
+
+// The value of a stored element in its compute type.
+Expr load_as_compute(const Expr& stored, DType t) {
+  if (t == DType::Bool) return stored != Halide::cast(stored.type(), 0);
+  return Halide::cast(compute_type(t), stored);
+}
+
+}  // namespace
+
+LoweredPipeline lower(const Graph& g, const Halide::Target& target) {
+  for (const Node& n : g.nodes)
+    if (n.type.numel() > INT_MAX)
+      throw CompileError("hjit compiles tensors of at most 2^31-1 elements; " + n.type.str() + " is larger");
+  LoweredPipeline p;
+  p.graph = &g;
+  p.target = target;
+  p.stages.resize(g.nodes.size());
+  p.params.resize(g.inputs.size());
+  for (size_t id = 0; id < g.nodes.size(); ++id)
+    for (int in : g.nodes[id].inputs) p.stages[size_t(in)].consumers.push_back(int(id));
+
+  // Which nodes some output or update needs.
+  std::vector<int> wanted(g.outputs);
+  for (const Update& u : g.updates) wanted.push_back(u.value);
+
+  LowerCtx ctx{g, p};
+  for (size_t id = 0; id < g.nodes.size(); ++id) {
+    const Node& n = g.nodes[id];
+    Stage& s = p.stages[id];
+    s.node = int(id);
+    s.op = n.op;
+    s.func = Func("n" + std::to_string(id) + "_" + op_name(n.op));
+    s.extents.assign(n.type.shape.rbegin(), n.type.shape.rend());
+    for (int d = 0; d < n.type.rank(); ++d) s.vars.emplace_back("d" + std::to_string(d));
+    if (n.op == OpKind::Parameter) {
+      size_t index = size_t(n.attrs.i("index"));
+      bool used = !s.consumers.empty() || std::find(wanted.begin(), wanted.end(), int(id)) != wanted.end();
+      if (used && n.type.numel() > 0) {
+        p.params[index] = make_param(n.type, "in" + std::to_string(index));
+        LowerCtx::define(s, load_as_compute(p.params[index](std::vector<Expr>(s.vars.begin(), s.vars.end())), n.type.dtype));
+      }
+      continue;
+    }
+    if (n.op == OpKind::Constant) {
+      ImageParam c = make_param(n.type, "const" + std::to_string(p.const_params.size()));
+      p.const_params.push_back(c);
+      p.const_nodes.push_back(int(id));
+      LowerCtx::define(s, load_as_compute(c(std::vector<Expr>(s.vars.begin(), s.vars.end())), n.type.dtype));
+      continue;
+    }
+    lowering_for(n.op)(ctx, s, n);
+  }
+
+  std::vector<bool> is_output(g.nodes.size(), false);
+  for (int node : wanted) {
+    const Node& n = g.node(node);
+    Stage& s = p.stages[size_t(node)];
+    if (n.type.numel() == 0) {  // nothing to compute: the caller's buffer stays empty
+      p.outputs.emplace_back();
+      p.output_node.push_back(node);
+      p.output_is_wrapper.push_back(false);
+      continue;
+    }
+    Func out;
+    bool wrapper = is_output[size_t(node)] || has_trait(n.op, Source) || storage_type(n.type.dtype) != compute_type(n.type.dtype);
+    if (wrapper) {
+      out = Func("out" + std::to_string(p.outputs.size()) + "_n" + std::to_string(node));
+      std::vector<Expr> args(s.vars.begin(), s.vars.end());
+      out(s.vars) = Halide::cast(storage_type(n.type.dtype), s.func(args));
+    } else {
+      out = s.func;
+      s.is_output = true;
+    }
+    is_output[size_t(node)] = true;
+    constrain([&](int i) { return out.output_buffer().dim(i); }, n.type.shape);
+    out.output_buffer().set_host_alignment(64);
+    p.outputs.push_back(out);
+    p.output_node.push_back(node);
+    p.output_is_wrapper.push_back(wrapper);
+  }
+  return p;
+}
+
+}  // namespace hjit::backend

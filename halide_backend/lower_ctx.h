@@ -1,0 +1,30 @@
+// What a per-op lowering function sees.
+#pragma once
+#include "halide_backend/lowered.h"
+
+namespace hjit::backend {
+
+struct LowerCtx {
+  const Graph& g;
+  LoweredPipeline& p;
+
+  // The value of `node` at row-major coordinates, in its compute type.
+  Halide::Expr at(int node, const Coords& c) const { return p.stages[size_t(node)].func(halide_args(c)); }
+  // The row-major coordinates of a stage's own pure vars.
+  static Coords coords(const Stage& s) { return Coords(s.vars.rbegin(), s.vars.rend()); }
+  // out coordinates seen from an operand of `shape` broadcast to them (numpy trailing alignment).
+  static Coords broadcast(const Coords& out, const Shape& shape);
+  // s.func(vars) = e
+  static void define(Stage& s, const Halide::Expr& e) { s.func(std::vector<Halide::Expr>(s.vars.begin(), s.vars.end())) = e; }
+};
+
+#define HJIT_DECLARE_LOWERING(kind, name, arity, traits, attrs, infer) void kind(LowerCtx& ctx, Stage& s, const Node& n);
+namespace lowering {
+HJIT_OPS(HJIT_DECLARE_LOWERING)
+}
+#undef HJIT_DECLARE_LOWERING
+
+using Lowering = void (*)(LowerCtx&, Stage&, const Node&);
+Lowering lowering_for(OpKind op);
+
+}  // namespace hjit::backend

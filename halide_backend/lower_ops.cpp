@@ -1,0 +1,331 @@
+// One Halide lowering per op. Arithmetic happens in the compute type (16-bit floats in f32);
+// coordinates are row-major here and reversed only by halide_args().
+#include <cmath>
+
+#include "halide_backend/lower.h"
+#include "halide_backend/lower_ctx.h"
+
+namespace hjit::backend {
+
+using namespace Halide;
+
+Lowering lowering_for(OpKind op) {
+  static constexpr Lowering table[] = {
+#define HJIT_LOWERING_ENTRY(kind, name, arity, traits, attrs, infer) &lowering::kind,
+      HJIT_OPS(HJIT_LOWERING_ENTRY)
+#undef HJIT_LOWERING_ENTRY
+  };
+  static_assert(sizeof(table) / sizeof(table[0]) == kNumOps);
+  return table[int(op)];
+}
+
+namespace lowering {
+namespace {
+
+Type ct(const Node& n) { return compute_type(n.type.dtype); }
+
+// Operand i of n at the stage's coordinates (broadcast).
+Expr operand(LowerCtx& ctx, const Stage& s, const Node& n, size_t i) {
+  int in = n.inputs[i];
+  return ctx.at(in, LowerCtx::broadcast(LowerCtx::coords(s), ctx.g.type(in).shape));
+}
+
+Expr constant(Type t, double v) {
+  if (t.is_bool()) return v != 0 ? Internal::const_true() : Internal::const_false();
+  return cast(t, Expr(v));
+}
+
+// PyTorch's NaN-propagating maximum and minimum (the eager kernels use the same definition).
+Expr max_nan(const Expr& a, const Expr& b) {
+  if (a.type().is_bool()) return a || b;
+  if (!a.type().is_float()) return max(a, b);
+  return select(is_nan(a) || is_nan(b), a + b, max(a, b));
+}
+Expr min_nan(const Expr& a, const Expr& b) {
+  if (a.type().is_bool()) return a && b;
+  if (!a.type().is_float()) return min(a, b);
+  return select(is_nan(a) || is_nan(b), a + b, min(a, b));
+}
+
+template <class F>
+void unary(LowerCtx& ctx, Stage& s, const Node& n, F f) {
+  LowerCtx::define(s, f(operand(ctx, s, n, 0), ct(n)));
+}
+
+template <class F>
+void binary(LowerCtx& ctx, Stage& s, const Node& n, F f) {
+  LowerCtx::define(s, f(operand(ctx, s, n, 0), operand(ctx, s, n, 1)));
+}
+
+// erf in f32: a rational approximation on [-4, 4] (odd numerator, even denominator; a few ulp),
+// vectorizable; in f64 libm's erf (scalar, exact).
+Expr erf_of(const Expr& x) {
+  if (x.type().bits() == 64) return Internal::Call::make(Float(64), "erf", {x}, Internal::Call::PureExtern);
+  Expr c = clamp(x, -4.0f, 4.0f), x2 = c * c;
+  Expr p = -2.72614225801306e-10f;
+  for (float a : {2.77068142495902e-08f, -2.10102402082508e-06f, -5.69250639462346e-05f, -7.34990630326855e-04f,
+                  -2.95459980854025e-03f, -1.60960333262415e-02f})
+    p = p * x2 + a;
+  Expr q = -1.45660718464996e-05f;
+  for (float b : {-2.13374055278905e-04f, -1.68282697438203e-03f, -7.37332916720468e-03f, -1.42647390514189e-02f})
+    q = q * x2 + b;
+  return c * p / q;
+}
+
+// log1p without losing the digits of small x: log(u) * x / (u - 1) with u = 1 + x rounded
+// (Goldberg); strict_float keeps Halide from simplifying (1 + x) - 1 back to x.
+Expr log1p_of(const Expr& x) {
+  Expr u = strict_float(x + Internal::make_const(x.type(), 1.0));
+  Expr d = strict_float(u - Internal::make_const(x.type(), 1.0));
+  return select(d == Internal::make_const(x.type(), 0.0), x, log(u) * (x / d));
+}
+
+// The input coordinates a reduction over `axes` reads, from its output coordinates and domain.
+Coords reduced_coords(const Coords& out, const RDom& r, const std::vector<int64_t>& axes, int rank, bool keepdims) {
+  Coords in(static_cast<size_t>(rank));
+  size_t k = 0;
+  for (int d = 0; d < rank; ++d) {
+    auto it = std::find(axes.begin(), axes.end(), d);
+    if (it != axes.end()) {
+      in[size_t(d)] = r[int(axes.end() - it) - 1];  // the domain runs innermost (last axis) first
+      if (keepdims) ++k;
+    } else {
+      in[size_t(d)] = out[k++];
+    }
+  }
+  return in;
+}
+
+RDom reduction_domain(const Shape& in, const std::vector<int64_t>& axes) {
+  Region ranges;
+  for (auto it = axes.rbegin(); it != axes.rend(); ++it) ranges.emplace_back(0, int(in[size_t(*it)]));
+  return RDom(ranges);
+}
+
+enum class Fold { Sum, Max, Min };
+
+void reduce(LowerCtx& ctx, Stage& s, const Node& n, Fold fold) {
+  const TensorType& in = ctx.g.type(n.inputs[0]);
+  const auto& axes = n.attrs.ints("axes");
+  const Type t = ct(n);
+  if (axes.empty()) {
+    LowerCtx::define(s, cast(t, ctx.at(n.inputs[0], LowerCtx::coords(s))));
+    return;
+  }
+  std::vector<Expr> v(s.vars.begin(), s.vars.end());
+  Func acc(s.func.name() + "_acc");
+  RDom r = reduction_domain(in.shape, axes);
+  Expr x = cast(t, ctx.at(n.inputs[0], reduced_coords(LowerCtx::coords(s), r, axes, in.rank(), n.attrs.i("keepdims"))));
+  const double inf = HUGE_VAL;
+  switch (fold) {
+    case Fold::Sum:
+      acc(v) = constant(t, 0);
+      acc(v) += x;
+      break;
+    case Fold::Max:
+      acc(v) = t.is_bool() ? constant(t, 0) : t.is_float() ? constant(t, -inf) : t.min();
+      acc(v) = t.is_bool() ? (acc(v) || x) : max(acc(v), x);
+      break;
+    case Fold::Min:
+      acc(v) = t.is_bool() ? constant(t, 1) : t.is_float() ? constant(t, inf) : t.max();
+      acc(v) = t.is_bool() ? (acc(v) && x) : min(acc(v), x);
+      break;
+  }
+  s.func(v) = acc(v);
+  s.reduction = acc;
+  for (int i = 0; i < r.dimensions(); ++i) s.rvars.push_back(r[i]);
+}
+
+// Index of the first extreme along the axis; a NaN counts as the extreme (as the eager kernel).
+void arg_reduce(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
+  const TensorType& in = ctx.g.type(n.inputs[0]);
+  const std::vector<int64_t> axes{n.attrs.i("axis")};
+  const Type vt = compute_type(in.dtype);
+  std::vector<Expr> v(s.vars.begin(), s.vars.end());
+  Func acc(s.func.name() + "_acc");
+  RDom r = reduction_domain(in.shape, axes);
+  Expr x = ctx.at(n.inputs[0], reduced_coords(LowerCtx::coords(s), r, axes, in.rank(), n.attrs.i("keepdims")));
+  Expr start = vt.is_float() ? constant(vt, is_max ? -HUGE_VAL : HUGE_VAL) : (is_max ? vt.min() : vt.max());
+  acc(v) = Tuple(cast<int64_t>(0), start);
+  Expr best = acc(v)[1];
+  Expr better = is_max ? x > best : x < best;
+  if (vt.is_float()) better = better || (is_nan(x) && !is_nan(best));
+  acc(v) = Tuple(select(better, cast<int64_t>(r.x), acc(v)[0]), select(better, x, best));
+  s.func(v) = acc(v)[0];
+  s.reduction = acc;
+  s.rvars.push_back(r.x);
+}
+
+}  // namespace
+
+void Parameter(LowerCtx&, Stage&, const Node&) { throw InternalError("parameters are bound in lower()"); }
+void Constant(LowerCtx&, Stage&, const Node&) { throw InternalError("constants are bound in lower()"); }
+void Full(LowerCtx&, Stage& s, const Node& n) { LowerCtx::define(s, constant(ct(n), n.attrs.f("value"))); }
+void Iota(LowerCtx&, Stage& s, const Node& n) {
+  LowerCtx::define(s, cast(ct(n), LowerCtx::coords(s)[size_t(n.attrs.i("axis"))]));
+}
+
+void Neg(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return -x; }); }
+void Abs(LowerCtx& c, Stage& s, const Node& n) {
+  unary(c, s, n, [](Expr x, Type t) { return t.is_uint() ? x : cast(t, abs(x)); });
+}
+void Sign(LowerCtx& c, Stage& s, const Node& n) {
+  unary(c, s, n, [](Expr x, Type t) {
+    return select(x > constant(t, 0), constant(t, 1), x < constant(t, 0), constant(t, -1), constant(t, 0));
+  });
+}
+void Relu(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type t) { return max_nan(x, constant(t, 0)); }); }
+void Floor(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return floor(x); }); }
+void Ceil(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ceil(x); }); }
+void Round(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return round(x); }); }
+void Exp(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return exp(x); }); }
+void Log(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return log(x); }); }
+void Log1p(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return log1p_of(x); }); }
+void Sqrt(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return sqrt(x); }); }
+void Rsqrt(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type t) { return constant(t, 1) / sqrt(x); }); }
+void Sin(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return sin(x); }); }
+void Cos(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return cos(x); }); }
+void Tanh(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return tanh(x); }); }
+void Sigmoid(LowerCtx& c, Stage& s, const Node& n) {
+  unary(c, s, n, [](Expr x, Type t) { return constant(t, 1) / (constant(t, 1) + exp(-x)); });
+}
+void Erf(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return erf_of(x); }); }
+void Not(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return !x; }); }
+void Cast(LowerCtx& c, Stage& s, const Node& n) {
+  unary(c, s, n, [](Expr x, Type t) { return t.is_bool() ? x != constant(x.type(), 0) : cast(t, x); });
+}
+
+void Add(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a + b; }); }
+void Sub(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a - b; }); }
+void Mul(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a * b; }); }
+void Div(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a / b; }); }
+void Pow(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return pow(a, b); }); }
+void Max(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, max_nan); }
+void Min(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, min_nan); }
+void Eq(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a == b; }); }
+void Ne(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a != b; }); }
+void Lt(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a < b; }); }
+void Le(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a <= b; }); }
+void Gt(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a > b; }); }
+void Ge(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a >= b; }); }
+void And(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a && b; }); }
+void Or(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a || b; }); }
+void Where(LowerCtx& c, Stage& s, const Node& n) {
+  LowerCtx::define(s, select(operand(c, s, n, 0), operand(c, s, n, 1), operand(c, s, n, 2)));
+}
+
+void ReduceSum(LowerCtx& c, Stage& s, const Node& n) { reduce(c, s, n, Fold::Sum); }
+void ReduceMax(LowerCtx& c, Stage& s, const Node& n) { reduce(c, s, n, Fold::Max); }
+void ReduceMin(LowerCtx& c, Stage& s, const Node& n) { reduce(c, s, n, Fold::Min); }
+void ArgMax(LowerCtx& c, Stage& s, const Node& n) { arg_reduce(c, s, n, true); }
+void ArgMin(LowerCtx& c, Stage& s, const Node& n) { arg_reduce(c, s, n, false); }
+
+void Matmul(LowerCtx& ctx, Stage& s, const Node& n) {
+  const TensorType &a = ctx.g.type(n.inputs[0]), &b = ctx.g.type(n.inputs[1]);
+  const size_t r = size_t(n.type.rank());
+  const Type t = ct(n);
+  Coords o = LowerCtx::coords(s), ca(r), cb(r);
+  RDom k(0, int(a.shape[r - 1]));
+  for (size_t d = 0; d + 2 < r; ++d) {
+    ca[d] = a.shape[d] == 1 ? Expr(0) : o[d];
+    cb[d] = b.shape[d] == 1 ? Expr(0) : o[d];
+  }
+  ca[r - 2] = o[r - 2], ca[r - 1] = k.x;
+  cb[r - 2] = k.x, cb[r - 1] = o[r - 1];
+  std::vector<Expr> v(s.vars.begin(), s.vars.end());
+  Func acc(s.func.name() + "_acc");
+  acc(v) = constant(t, 0);
+  acc(v) += cast(t, ctx.at(n.inputs[0], ca)) * cast(t, ctx.at(n.inputs[1], cb));
+  s.func(v) = acc(v);
+  s.reduction = acc;
+  s.rvars.push_back(k.x);
+}
+
+void Reshape(LowerCtx& ctx, Stage& s, const Node& n) {
+  // Dimensions are matched in groups of equal element count from the innermost outward; inside a
+  // group the output coordinates are linearized and split into the input's.
+  const Shape &in = ctx.g.type(n.inputs[0]).shape, &out = n.type.shape;
+  const Coords o = LowerCtx::coords(s);
+  Coords ic(in.size());
+  int i = int(in.size()) - 1, j = int(out.size()) - 1;
+  while (i >= 0 || j >= 0) {
+    if (j >= 0 && out[size_t(j)] == 1) { --j; continue; }
+    if (i >= 0 && in[size_t(i)] == 1) { ic[size_t(i--)] = 0; continue; }
+    int i0 = i, j0 = j;
+    int64_t pi = in[size_t(i0)], po = out[size_t(j0)];
+    while (pi != po) {
+      if (pi < po) pi *= in[size_t(--i0)];
+      else po *= out[size_t(--j0)];
+    }
+    Expr linear = 0;
+    int64_t stride = 1;
+    for (int d = j; d >= j0; --d) linear += o[size_t(d)] * int(stride), stride *= out[size_t(d)];
+    stride = 1;
+    for (int d = i; d >= i0; --d) {
+      Expr q = stride == 1 ? linear : linear / int(stride);
+      ic[size_t(d)] = d == i0 ? q : q % int(in[size_t(d)]);
+      stride *= in[size_t(d)];
+    }
+    i = i0 - 1, j = j0 - 1;
+  }
+  LowerCtx::define(s, ctx.at(n.inputs[0], ic));
+}
+
+void Transpose(LowerCtx& ctx, Stage& s, const Node& n) {
+  const auto& perm = n.attrs.ints("perm");
+  const Coords o = LowerCtx::coords(s);
+  Coords ic(perm.size());
+  for (size_t d = 0; d < perm.size(); ++d) ic[size_t(perm[d])] = o[d];
+  LowerCtx::define(s, ctx.at(n.inputs[0], ic));
+}
+
+void BroadcastTo(LowerCtx& ctx, Stage& s, const Node& n) { LowerCtx::define(s, operand(ctx, s, n, 0)); }
+
+void Slice(LowerCtx& ctx, Stage& s, const Node& n) {
+  const auto &starts = n.attrs.ints("starts"), &steps = n.attrs.ints("steps");
+  const Coords o = LowerCtx::coords(s);
+  Coords ic(o.size());
+  for (size_t d = 0; d < o.size(); ++d) ic[d] = int(starts[d]) + int(steps[d]) * o[d];
+  LowerCtx::define(s, ctx.at(n.inputs[0], ic));
+}
+
+void Concat(LowerCtx& ctx, Stage& s, const Node& n) {
+  const size_t axis = size_t(n.attrs.i("axis"));
+  const Coords o = LowerCtx::coords(s);
+  // select(o < end_0, x_0, o < end_1, x_1, ..., x_last); each operand's index is clamped to its
+  // own range, so bounds inference never asks an operand for more than it has.
+  std::vector<Expr> conds, values;
+  int64_t offset = 0;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const int64_t extent = ctx.g.type(n.inputs[i]).shape[axis];
+    Coords c = o;
+    c[axis] = clamp(o[axis] - int(offset), 0, int(extent - 1));
+    offset += extent;
+    conds.push_back(o[axis] < int(offset));
+    values.push_back(ctx.at(n.inputs[i], c));
+  }
+  Expr e = values.back();
+  for (size_t i = values.size() - 1; i-- > 0;) e = select(conds[i], values[i], e);
+  LowerCtx::define(s, e);
+}
+
+void Pad(LowerCtx& ctx, Stage& s, const Node& n) {
+  const auto &lo = n.attrs.ints("lo"), &hi = n.attrs.ints("hi");
+  const Shape& in = ctx.g.type(n.inputs[0]).shape;
+  const Coords o = LowerCtx::coords(s);
+  Coords ic(o.size());
+  Expr inside = Internal::const_true();
+  for (size_t d = 0; d < o.size(); ++d) {
+    if (lo[d] == 0 && hi[d] == 0) {
+      ic[d] = o[d];
+      continue;
+    }
+    Expr x = o[d] - int(lo[d]);
+    inside = inside && x >= 0 && x < int(in[d]);
+    ic[d] = clamp(x, 0, int(in[d] - 1));
+  }
+  LowerCtx::define(s, select(inside, ctx.at(n.inputs[0], ic), constant(ct(n), n.attrs.f("value"))));
+}
+
+}  // namespace lowering
+}  // namespace hjit::backend

@@ -1,0 +1,44 @@
+// A graph lowered to Halide Funcs, before scheduling: what schedules/ reads and schedules.
+// One Stage per graph node. Halide stores dimension 0 innermost, so a stage's vars run innermost
+// first: the reverse of the tensor's row-major shape (see halide_args()).
+#pragma once
+#include <string>
+#include <vector>
+
+#include <Halide.h>
+#include <hjit/graph.h>
+
+namespace hjit::backend {
+
+using Coords = std::vector<Halide::Expr>;  // row-major: coordinate of dimension 0 first
+
+// The one place where row-major coordinates become Halide's innermost-first argument list.
+inline std::vector<Halide::Expr> halide_args(const Coords& row_major) { return {row_major.rbegin(), row_major.rend()}; }
+
+struct Stage {
+  int node = -1;
+  OpKind op = OpKind::Parameter;
+  Halide::Func func;
+  Halide::Func reduction;           // reductions and matmul: the accumulator with the update
+                                    // definition; func only reads it (argmax: its index)
+  std::vector<Halide::Var> vars;    // pure vars, innermost first
+  std::vector<Halide::RVar> rvars;  // reduction domain (reductions, matmul), innermost first
+  Shape extents;                    // of vars, innermost first
+  std::vector<int> consumers;       // stages (node ids) that read this one, one entry per use
+  bool is_output = false;           // the func itself is a pipeline output
+};
+
+struct LoweredPipeline {
+  const Graph* graph = nullptr;
+  Halide::Target target;
+  std::vector<Stage> stages;              // indexed by node id
+  std::vector<Halide::ImageParam> params; // indexed like graph->inputs; undefined when unused
+  std::vector<Halide::ImageParam> const_params;  // one per graph constant that is used
+  std::vector<int> const_nodes;           // the Constant node of each const_param
+  std::vector<Halide::Func> outputs;      // one per graph output, then one per update
+  std::vector<int> output_node;           // the node each output computes
+  // Wrapper funcs that only convert a node to its storage type (or copy an input); may be empty.
+  std::vector<bool> output_is_wrapper;
+};
+
+}  // namespace hjit::backend

@@ -1,0 +1,99 @@
+// opt_level 2 with a named autoscheduler: Halide's plugins, as Debian installs them.
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "schedules/schedule.h"
+#include "support/log.h"
+
+#ifndef HJIT_HALIDE_PLUGIN_DIR
+#define HJIT_HALIDE_PLUGIN_DIR "/usr/lib/x86_64-linux-gnu/halide14"
+#endif
+
+namespace hjit::schedules {
+namespace {
+
+const char* const kAutoschedulers[] = {"Adams2019", "Li2018", "Mullapudi2016"};
+
+std::string lowercase(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+void load_plugin(const std::string& name) {
+  static std::mutex mu;
+  static std::set<std::string> loaded;
+  std::lock_guard lock(mu);
+  if (loaded.count(name)) return;
+  std::string dir = HJIT_HALIDE_PLUGIN_DIR;
+  if (const char* env = std::getenv("HJIT_HALIDE_PLUGIN_DIR")) dir = env;
+  std::string path = dir + "/libautoschedule_" + lowercase(name) + ".so";
+  Halide::load_plugin(path);
+  loaded.insert(name);
+  log().debug("loaded autoscheduler plugin {}", path);
+}
+
+// The size of the largest cache of cpu0, from sysfs ("32768K"); 32 MiB when it cannot be read.
+uint64_t last_level_cache_bytes() {
+  uint64_t best = 0;
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+    std::string s;
+    if (!(f >> s) || s.empty()) continue;
+    uint64_t v = std::stoull(s), unit = s.back() == 'K' ? 1024 : s.back() == 'M' ? 1024 * 1024 : 1;
+    best = std::max(best, v * unit);
+  }
+  return best ? best : uint64_t(32) << 20;
+}
+
+template <class Dim>
+void estimate(Dim dim_of, const Shape& shape) {
+  for (int i = 0; i < int(shape.size()); ++i) dim_of(i).set_estimate(0, int(shape[shape.size() - 1 - size_t(i)]));
+}
+
+}  // namespace
+
+bool is_autoscheduler(const std::string& name) {
+  for (const char* a : kAutoschedulers)
+    if (name == a) return true;
+  return false;
+}
+
+int halide_threads() {
+  if (const char* env = std::getenv("HL_NUM_THREADS")) {
+    int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::optional<std::string> schedule_auto(backend::LoweredPipeline& p, const std::string& name) {
+  const Graph& g = *p.graph;
+  try {
+    load_plugin(name);
+    for (size_t i = 0; i < p.params.size(); ++i)
+      if (p.params[i].defined()) estimate([&](int d) { return p.params[i].dim(d); }, g.type(g.inputs[i]).shape);
+    for (size_t i = 0; i < p.const_params.size(); ++i)
+      estimate([&](int d) { return p.const_params[i].dim(d); }, g.type(p.const_nodes[i]).shape);
+    std::vector<Halide::Func> outs;
+    for (size_t k = 0; k < p.outputs.size(); ++k) {
+      if (!p.outputs[k].defined()) continue;
+      Halide::Region region;
+      const Shape& shape = g.type(p.output_node[k]).shape;
+      for (auto it = shape.rbegin(); it != shape.rend(); ++it) region.emplace_back(0, int(*it));
+      p.outputs[k].set_estimates(region);
+      outs.push_back(p.outputs[k]);
+    }
+    Halide::MachineParams machine(halide_threads(), last_level_cache_bytes(), 40);
+    Timer t;
+    Halide::AutoSchedulerResults r = Halide::Pipeline(outs).auto_schedule(name, p.target, machine);
+    log().debug("{} scheduled '{}' in {:.1f} ms", name, g.name, t.ms());
+    return name + " (machine " + machine.to_string() + "):\n" + r.schedule_source;
+  } catch (const Halide::Error& e) {
+    log().warn("autoscheduler {} failed on '{}' ({}); using the built-in schedule instead", name, g.name, e.what());
+    return std::nullopt;
+  }
+}
+
+}  // namespace hjit::schedules

@@ -1,0 +1,73 @@
+#include "schedules/loop_nest.h"
+
+#include <algorithm>
+
+namespace hjit::schedules {
+
+using Halide::TailStrategy;
+using Halide::Var;
+
+int vector_width(const Halide::Target& target, const Halide::Type& t) {
+  // Bools are stored as bytes, but computed next to the values they select: size them as 32-bit.
+  Halide::Type sized = t.is_bool() ? Halide::UInt(32) : t;
+  return std::max(1, target.natural_vector_size(sized));
+}
+
+LoopNest vectorize_and_parallelize(Halide::Stage stage, const std::vector<Var>& vars, const Shape& extents, int vec,
+                                   int threads, int64_t min_parallel_work) {
+  LoopNest nest;
+  if (vars.empty()) return LoopNest{"scalar"};
+  std::string& what = nest.what;
+  if (vars.size() > 1) nest.has_row = true, nest.row = vars[1];
+  int64_t total = 1;
+  for (int64_t e : extents) total *= e;
+  const bool parallel = total >= min_parallel_work && threads > 1;
+  const size_t rank = vars.size();
+
+  if (rank == 1 || (parallel && total / extents[0] < 2 * threads)) {
+    // Few or no outer iterations: split the innermost dimension into parallel chunks.
+    Var inner = vars[0];
+    if (parallel && vec > 1 && extents[0] >= 2 * vec * threads) {
+      Var outer(vars[0].name() + "_o"), chunk(vars[0].name() + "_i");
+      int64_t per_task = std::max<int64_t>(vec, (extents[0] / (4 * threads) + vec - 1) / vec * vec);
+      stage.split(vars[0], outer, chunk, int(per_task), TailStrategy::GuardWithIf);
+      stage.vectorize(chunk, vec);
+      stage.parallel(outer);
+      what = "vec" + std::to_string(vec) + " par(chunks of " + std::to_string(per_task) + ")";
+      return nest;
+    }
+    if (vec > 1 && extents[0] >= vec) stage.vectorize(inner, vec), what = "vec" + std::to_string(vec);
+    if (parallel && rank > 1) {
+      stage.parallel(vars[rank - 1]);
+      what += " par(" + vars[rank - 1].name() + ")";
+      if (rank == 2) nest.row = vars[1];
+    }
+    if (what.empty()) what = "serial";
+    return nest;
+  }
+
+  if (vec > 1 && extents[0] >= vec) {
+    stage.vectorize(vars[0], vec);
+    what = "vec" + std::to_string(vec);
+  }
+  if (parallel) {
+    // Fuse outer dimensions (outermost first) until there are enough tasks.
+    Var par = vars[rank - 1];
+    int64_t tasks = extents[rank - 1];
+    std::string names = par.name();
+    for (size_t d = rank - 1; d-- > 1 && tasks < 8 * threads;) {
+      Var fused(par.name() + "_" + vars[d].name());
+      stage.fuse(vars[d], par, fused);
+      par = fused;
+      if (d == 1) nest.row = fused;
+      tasks *= extents[d];
+      names += "," + vars[d].name();
+    }
+    stage.parallel(par);
+    what += (what.empty() ? "" : " ") + std::string("par(") + names + ")";
+  }
+  if (what.empty()) what = "serial";
+  return nest;
+}
+
+}  // namespace hjit::schedules

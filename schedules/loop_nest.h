@@ -1,0 +1,26 @@
+// Loop-nest building blocks the schedules share.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <Halide.h>
+#include <hjit/dtype.h>
+
+namespace hjit::schedules {
+
+// Vectorizes the innermost of `vars` (innermost first, with their extents) at width `vec` when it
+// is long enough, and runs the outer loops in parallel when there is enough work: outer
+// dimensions are fused until there are tasks for every thread, and a 1-D loop is split into
+// parallel chunks.
+struct LoopNest {
+  std::string what;          // a short description ("vec16 par(d1,d2)")
+  bool has_row = false;      // row: the loop inside which one whole row (innermost dimension) is done
+  Halide::Var row;
+};
+LoopNest vectorize_and_parallelize(Halide::Stage stage, const std::vector<Halide::Var>& vars, const Shape& extents,
+                                   int vec, int threads, int64_t min_parallel_work = 1 << 14);
+
+// The natural SIMD width for values of type t on the target.
+int vector_width(const Halide::Target& target, const Halide::Type& t);
+
+}  // namespace hjit::schedules

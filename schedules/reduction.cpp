@@ -1,0 +1,78 @@
+#include "schedules/reduction.h"
+
+#include "schedules/loop_nest.h"
+#include "schedules/schedule.h"
+#include "schedules/stage_info.h"
+
+namespace hjit::schedules {
+
+using Halide::RVar;
+using Halide::Var;
+using Halide::VarOrRVar;
+
+namespace {
+
+// Whether the reduction folds the innermost axis of its input (a row reduction).
+bool reduces_innermost(const backend::LoweredPipeline& p, const backend::Stage& s) {
+  const Node& n = p.graph->node(s.node);
+  const int rank = p.graph->type(n.inputs[0]).rank();
+  if (n.op == OpKind::ArgMax || n.op == OpKind::ArgMin) return n.attrs.i("axis") == rank - 1;
+  if (n.op == OpKind::Matmul) return false;
+  const auto& axes = n.attrs.ints("axes");
+  return !axes.empty() && axes.back() == rank - 1;
+}
+
+int64_t innermost_reduced_extent(const backend::LoweredPipeline& p, const backend::Stage& s) {
+  const Node& n = p.graph->node(s.node);
+  return p.graph->type(n.inputs[0]).shape.back();
+}
+
+}  // namespace
+
+std::string schedule_reduction(const backend::LoweredPipeline& p, backend::Stage& s, bool parallel) {
+  const int vec = vector_width(p.target, value_type(s));
+  const int threads = parallel ? halide_threads() : 1;
+  Halide::Func acc = s.reduction;
+  std::string what = vectorize_and_parallelize(acc, s.vars, s.extents, vec, threads).what;
+  Halide::Stage u = acc.update();
+  const bool tuple = s.op == OpKind::ArgMax || s.op == OpKind::ArgMin;
+  if (!s.vars.empty() && s.extents[0] >= vec) {
+    // Column reduction: the innermost output dimension is kept: loop the reduction outside it.
+    std::vector<VarOrRVar> order{s.vars[0]};
+    for (const RVar& r : s.rvars) order.emplace_back(r);
+    for (size_t d = 1; d < s.vars.size(); ++d) order.emplace_back(s.vars[d]);
+    u.reorder(order);
+    return what + "; update " + vectorize_and_parallelize(u, s.vars, s.extents, vec, threads).what;
+  }
+  if (!tuple && reduces_innermost(p, s) && innermost_reduced_extent(p, s) >= 2 * vec) {
+    // Row reduction: accumulate `vec` lanes across the row, then fold the lanes.
+    RVar ro(s.rvars[0].name() + "_o"), ri(s.rvars[0].name() + "_i");
+    Var lane("lane");
+    u.split(s.rvars[0], ro, ri, vec);
+    Halide::Func lanes = u.rfactor(ri, lane);
+    if (s.vars.empty()) lanes.compute_at(acc, Var::outermost());
+    else lanes.compute_at(acc, s.vars[0]);
+    lanes.vectorize(lane);
+    lanes.update().vectorize(lane);
+    what += "; update rfactor(" + std::to_string(vec) + " lanes)";
+  }
+  return what + "; update " + vectorize_and_parallelize(u, s.vars, s.extents, 1, threads).what;
+}
+
+std::string schedule_matmul_tile(const backend::LoweredPipeline& p, backend::Stage& s, int tx, int ty) {
+  const int vec = vector_width(p.target, value_type(s));
+  Halide::Func acc = s.reduction;
+  Halide::Stage u = acc.update();
+  std::vector<VarOrRVar> order{s.vars[0], s.vars[1], s.rvars[0]};
+  for (size_t d = 2; d < s.vars.size(); ++d) order.emplace_back(s.vars[d]);
+  u.reorder(order);
+  if (tx >= vec) {
+    acc.vectorize(s.vars[0], vec).unroll(s.vars[0]);
+    u.vectorize(s.vars[0], vec).unroll(s.vars[0]);
+  }
+  acc.unroll(s.vars[1]);
+  u.unroll(s.vars[1]);
+  return "matmul tile " + std::to_string(tx) + "x" + std::to_string(ty) + (tx >= vec ? " vec" + std::to_string(vec) : "");
+}
+
+}  // namespace hjit::schedules

@@ -1,0 +1,19 @@
+// Schedules of a reduction's accumulator, shared by the unfused and the built-in schedules.
+#pragma once
+#include <string>
+
+#include "halide_backend/lowered.h"
+
+namespace hjit::schedules {
+
+// Vectorizes the accumulator of a reduction stage: along its innermost output dimension when that
+// dimension is kept (the reduction loop goes outside it), or across lanes of the reduced innermost
+// axis with rfactor when that axis is reduced. With `parallel`, outer output dimensions run in
+// parallel (for accumulators computed at root).
+std::string schedule_reduction(const backend::LoweredPipeline& p, backend::Stage& s, bool parallel);
+
+// The accumulator of a matmul computed at one register tile of its consumer: the reduction loop
+// outside, the tile (tx columns by ty rows) vectorized and unrolled inside.
+std::string schedule_matmul_tile(const backend::LoweredPipeline& p, backend::Stage& s, int tx, int ty);
+
+}  // namespace hjit::schedules

@@ -1,0 +1,14 @@
+// Facts about stages that schedules ask of the lowered pipeline.
+#pragma once
+#include "halide_backend/lowered.h"
+
+namespace hjit::schedules {
+
+// Sources (inputs, constants, fills, iota) are never scheduled: they inline into their readers.
+bool is_source(const backend::Stage& s);
+// The stage has a reduction (an update definition over a domain).
+bool has_reduction(const backend::Stage& s);
+// The type the stage's values are computed in.
+Halide::Type value_type(const backend::Stage& s);
+
+}  // namespace hjit::schedules
