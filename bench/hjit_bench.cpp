@@ -1,0 +1,175 @@
+// hjit-bench: the standard workloads (../shared/WORKLOADS.md) eager, at opt levels 0 and 1, and with
+// each of Halide's autoschedulers, as a table of prepare and steady times.
+//
+//   prepare: the first call (trace + compile + run) in a fresh process;
+//   steady:  the median time of one call after warm-up (W1: of 1000 calls);
+//   ratios:  taken in that same process against eager and against a hand-written reference
+//            (a C++ OpenMP loop, or OpenBLAS for W3), measured interleaved with the variant.
+//
+// Usage: hjit-bench [--workloads W1,W3] [--variants eager,O1,Adams2019] [--quick]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <unistd.h>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/workloads.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const std::vector<std::string> kVariants = {"eager", "O0", "O1", "Adams2019", "Li2018", "Mullapudi2016"};
+
+hjit::JitOptions options_for(const std::string& variant, const std::string& workload) {
+  hjit::JitOptions o;
+  o.name = workload + "_" + variant;
+  if (variant == "O0") o.opt_level = 0;
+  else if (variant == "O1") o.opt_level = 1;
+  else o.opt_level = 2, o.autoscheduler = variant;
+  return o;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Median time of `calls` calls of each function, measured in blocks that alternate between the
+// functions. Between blocks the process sleeps, so that the thread pools of OpenMP, OpenBLAS and
+// Halide (which spin for a while after work) do not steal a core from the next block.
+std::vector<double> measure(const std::vector<std::function<void()>>& fns, int calls, double budget_s) {
+  std::vector<std::vector<double>> samples(fns.size());
+  const int rounds = 3;
+  const double block_ms = budget_s * 1000 / (rounds * double(fns.size()));
+  for (const auto& f : fns) f();  // warm-up
+  for (int round = 0; round < rounds; ++round)
+    for (size_t i = 0; i < fns.size(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      auto block = Clock::now();
+      do {
+        auto t = Clock::now();
+        for (int c = 0; c < calls; ++c) fns[i]();
+        samples[i].push_back(ms_since(t));
+      } while (ms_since(block) < block_ms || samples[i].size() < size_t(2 * (round + 1)));
+    }
+  std::vector<double> out;
+  for (auto& s : samples) out.push_back(median(s));
+  return out;
+}
+
+// One (workload, variant) in this fresh process; prints a RESULT line.
+int child(const std::string& id, const std::string& variant, bool quick) {
+  bench::Workload w = bench::make_workload(id);
+  hjit::JitOptions opts = options_for(variant, id);
+  bench::Runner run = w.make_runner(variant == "eager" ? nullptr : &opts);
+  auto t = Clock::now();
+  hjit::Tensor first = run();
+  double prepare = ms_since(t);
+  bench::Runner eager = w.make_runner(nullptr);
+  std::vector<std::function<void()>> fns{[&] { run(); }};
+  if (variant != "eager") fns.push_back([&] { eager(); });
+  if (w.run_reference) fns.push_back(w.run_reference);
+  const int calls = id == "W1" ? 1000 : 1;
+  std::vector<double> ms = measure(fns, calls, quick ? 0.3 : 1.0);
+  double steady = ms[0], eager_ms = variant == "eager" ? ms[0] : ms[1], ref = w.run_reference ? ms.back() : 0;
+  // Check the variant against eager while we are here: a wrong fast answer is no answer.
+  std::vector<float> a = first.to_vector<float>(), b = eager().to_vector<float>();
+  double err = 0;
+  for (size_t i = 0; i < a.size(); ++i) err = std::max(err, double(std::fabs(a[i] - b[i])) / (1 + std::fabs(b[i])));
+  double ref_err = w.reference_error ? w.reference_error() : 0;
+  std::printf("RESULT %s %s %.4f %.6f %.6f %.6f %.3g %.3g\n", id.c_str(), variant.c_str(), prepare, steady, eager_ms, ref,
+              err, ref_err);
+  return 0;
+}
+
+struct Row {
+  std::string variant;
+  double prepare = 0, steady = 0, eager = 0, ref = 0, err = 0, ref_err = 0;
+  bool ok = false;
+};
+
+Row run_child(const std::string& self, const std::string& id, const std::string& variant, bool quick) {
+  // OpenBLAS's threads otherwise spin for ~0.1 s after each call, on the cores the next block needs.
+  std::string cmd = "OPENBLAS_THREAD_TIMEOUT=4 " + self + " --child " + id + " " + variant + (quick ? " --quick" : "") + " 2>&1";
+  Row r{variant};
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char line[1024];
+  std::string last;
+  while (std::fgets(line, sizeof line, p)) {
+    char wid[16], var[32];
+    if (std::sscanf(line, "RESULT %15s %31s %lf %lf %lf %lf %lf %lf", wid, var, &r.prepare, &r.steady, &r.eager, &r.ref,
+                    &r.err, &r.ref_err) == 8)
+      r.ok = true;
+    else
+      last = line;
+  }
+  pclose(p);
+  if (!r.ok) std::fprintf(stderr, "  %s %s failed: %s", id.c_str(), variant.c_str(), last.c_str());
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> workloads = bench::workload_ids(), variants = kVariants;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--child" && i + 2 < argc) return child(argv[i + 1], argv[i + 2], argc > i + 3 && std::string(argv[i + 3]) == "--quick");
+    if (a == "--workloads" && i + 1 < argc) workloads = split(argv[++i]);
+    else if (a == "--variants" && i + 1 < argc) variants = split(argv[++i]);
+    else if (a == "--quick") quick = true;
+    else {
+      std::fprintf(stderr, "usage: hjit-bench [--workloads W1,W2,...] [--variants eager,O0,O1,Adams2019,Li2018,Mullapudi2016] [--quick]\n");
+      return 2;
+    }
+  }
+  char self[4096];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) return 1;
+  self[len] = 0;
+
+  std::printf("hjit-bench: %u hardware threads; prepare = first call in a fresh process, steady = median per call\n",
+              std::thread::hardware_concurrency());
+  std::printf("(W1: per 1000 calls); 'vs eager' and 'vs ref' are speed-ups over eager hjit and over the hand-written\n"
+              "reference measured in the same process (>1 is faster); err = max |jit - eager| / (1 + |eager|).\n\n");
+  std::printf("%-4s %-10s %-14s %12s %12s %9s %9s  %-16s %8s\n", "id", "workload", "variant", "prepare ms", "steady ms",
+              "vs eager", "vs ref", "reference", "err");
+  bool all_ok = true;
+  for (const std::string& id : workloads) {
+    bench::Workload w = bench::make_workload(id);
+    for (const std::string& v : variants) {
+      Row r = run_child(self, id, v, quick);
+      all_ok &= r.ok;
+      if (!r.ok) continue;
+      char extra[64] = "";
+      if (w.flops > 0) std::snprintf(extra, sizeof extra, "  %.1f GFLOP/s", w.flops / (r.steady * 1e6));
+      std::string ref = w.reference.empty() ? "-" : w.reference;
+      char vs_ref[32] = "-";
+      if (r.ref > 0) std::snprintf(vs_ref, sizeof vs_ref, "%.2fx", r.ref / r.steady);
+      std::printf("%-4s %-10s %-14s %12.2f %12.4f %8.2fx %9s  %-16s %8.1e%s\n", id.c_str(), w.name.c_str(), v.c_str(),
+                  r.prepare, r.steady, r.eager / r.steady, vs_ref, ref.c_str(), r.err, extra);
+      std::fflush(stdout);
+    }
+  }
+  return all_ok ? 0 : 1;
+}

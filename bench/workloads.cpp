@@ -1,0 +1,177 @@
+#include "bench/workloads.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <stdexcept>
+
+#ifdef HJIT_BENCH_OPENBLAS
+extern "C" void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float alpha, const float* a, int lda,
+                            const float* b, int ldb, float beta, float* c, int ldc);
+#endif
+
+namespace bench {
+
+using hjit::Tensor;
+
+namespace {
+
+template <class Fn, class... T>
+std::function<Runner(const hjit::JitOptions*)> runner(Fn fn, T... inputs) {
+  return [=](const hjit::JitOptions* options) -> Runner {
+    if (!options) return [=] { return fn(inputs...); };
+    auto jitted = hjit::jit(fn, *options);
+    return [=] { return jitted(inputs...); };
+  };
+}
+
+double max_diff(const std::vector<float>& a, const Tensor& b) {
+  std::vector<float> v = b.to_vector<float>();
+  double m = 0;
+  for (size_t i = 0; i < v.size(); ++i) m = std::max(m, double(std::fabs(a[i] - v[i])));
+  return m;
+}
+
+Tensor selu(const Tensor& x) { return 1.05 * hjit::where(x > 0, x, 1.67 * hjit::exp(x) - 1.67); }
+
+Workload w1() {
+  Tensor a = Tensor::randn({2, 3}, 1), b = Tensor::randn({2, 3}, 2), c = Tensor::randn({2, 3}, 3);
+  Workload w;
+  w.id = "W1", w.name = "tiny_fma", w.shapes = "a,b,c: [2,3]";
+  w.make_runner = runner([](const Tensor& a, const Tensor& b, const Tensor& c) { return a * b + c; }, a, b, c);
+  return w;
+}
+
+Workload w2() {
+  const int64_t n = 1 << 20;
+  Tensor x = Tensor::randn({n}, 1);
+  auto out = std::make_shared<std::vector<float>>(size_t(n));
+  Workload w;
+  w.id = "W2", w.name = "selu", w.shapes = "x: [1048576]";
+  w.make_runner = runner(selu, x);
+  w.reference = "C++ OpenMP loop";
+  w.run_reference = [x, out, n] {
+    const float* p = x.data_ptr<float>();
+    float* o = out->data();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) o[i] = 1.05f * (p[i] > 0 ? p[i] : 1.67f * std::exp(p[i]) - 1.67f);
+  };
+  w.reference_error = [w, out, x] {
+    w.run_reference();
+    return max_diff(*out, selu(x));
+  };
+  return w;
+}
+
+Workload w3() {
+  const int n = 1024;
+  Tensor a = Tensor::randn({n, n}, 1), b = Tensor::randn({n, n}, 2);
+  Workload w;
+  w.id = "W3", w.name = "matmul", w.shapes = "a,b: [1024,1024]";
+  w.make_runner = runner([](const Tensor& a, const Tensor& b) { return hjit::matmul(a, b); }, a, b);
+  w.flops = 2.0 * n * n * n;
+#ifdef HJIT_BENCH_OPENBLAS
+  auto out = std::make_shared<std::vector<float>>(size_t(n) * n);
+  w.reference = "OpenBLAS sgemm";
+  w.run_reference = [a, b, out, n] {
+    cblas_sgemm(101 /*row major*/, 111, 111, n, n, n, 1.0f, a.data_ptr<float>(), n, b.data_ptr<float>(), n, 0.0f,
+                out->data(), n);
+  };
+  w.reference_error = [w, out, a, b] {
+    w.run_reference();
+    return max_diff(*out, hjit::matmul(a, b));
+  };
+#endif
+  return w;
+}
+
+Workload w4() {
+  const int64_t rows = 4096, cols = 1024;
+  Tensor x = Tensor::randn({rows, cols}, 1);
+  auto out = std::make_shared<std::vector<float>>(size_t(rows * cols));
+  Workload w;
+  w.id = "W4", w.name = "softmax", w.shapes = "x: [4096,1024]";
+  w.make_runner = runner([](const Tensor& x) { return hjit::softmax(x); }, x);
+  w.reference = "C++ OpenMP rows";
+  w.run_reference = [x, out, rows, cols] {
+    const float* p = x.data_ptr<float>();
+    float* o = out->data();
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* in = p + r * cols;
+      float* y = o + r * cols;
+      float m = in[0];
+      for (int64_t c = 1; c < cols; ++c) m = std::max(m, in[c]);
+      float s = 0;
+      for (int64_t c = 0; c < cols; ++c) s += (y[c] = std::exp(in[c] - m));
+      const float inv = 1.0f / s;
+      for (int64_t c = 0; c < cols; ++c) y[c] *= inv;
+    }
+  };
+  w.reference_error = [w, out, x] {
+    w.run_reference();
+    return max_diff(*out, hjit::softmax(x));
+  };
+  return w;
+}
+
+Workload w5() {
+  const int64_t rows = 4096, cols = 1024;
+  Tensor x = Tensor::randn({rows, cols}, 1), g = Tensor::randn({cols}, 2), b = Tensor::randn({cols}, 3);
+  auto out = std::make_shared<std::vector<float>>(size_t(rows * cols));
+  auto ln = [](const Tensor& x, const Tensor& g, const Tensor& b) { return hjit::layer_norm(x, g, b, 1e-5); };
+  Workload w;
+  w.id = "W5", w.name = "layernorm", w.shapes = "x: [4096,1024], w,b: [1024]";
+  w.make_runner = runner(ln, x, g, b);
+  w.reference = "C++ OpenMP rows";
+  w.run_reference = [x, g, b, out, rows, cols] {
+    const float *p = x.data_ptr<float>(), *gp = g.data_ptr<float>(), *bp = b.data_ptr<float>();
+    float* o = out->data();
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* in = p + r * cols;
+      float* y = o + r * cols;
+      float s = 0;
+      for (int64_t c = 0; c < cols; ++c) s += in[c];
+      const float mean = s / float(cols);
+      float v = 0;
+      for (int64_t c = 0; c < cols; ++c) v += (in[c] - mean) * (in[c] - mean);
+      const float inv = 1.0f / std::sqrt(v / float(cols) + 1e-5f);
+      for (int64_t c = 0; c < cols; ++c) y[c] = (in[c] - mean) * inv * gp[c] + bp[c];
+    }
+  };
+  w.reference_error = [w, out, x, g, b, ln] {
+    w.run_reference();
+    return max_diff(*out, ln(x, g, b));
+  };
+  return w;
+}
+
+Workload w6() {
+  Tensor x = Tensor::randn({64, 784}, 1), w1 = Tensor::randn({784, 256}, 2) * 0.05, b1 = Tensor::randn({256}, 3),
+         w2 = Tensor::randn({256, 10}, 4) * 0.05, b2 = Tensor::randn({10}, 5);
+  auto mlp = [](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2) {
+    return hjit::matmul(hjit::relu(hjit::matmul(x, w1) + b1), w2) + b2;
+  };
+  Workload w;
+  w.id = "W6", w.name = "mlp_fwd", w.shapes = "x: [64,784], w1: [784,256], w2: [256,10]";
+  w.make_runner = runner(mlp, x, w1, b1, w2, b2);
+  w.flops = 2.0 * 64 * (784 * 256 + 256 * 10);
+  return w;
+}
+
+}  // namespace
+
+std::vector<std::string> workload_ids() { return {"W1", "W2", "W3", "W4", "W5", "W6"}; }
+
+Workload make_workload(const std::string& id) {
+  if (id == "W1") return w1();
+  if (id == "W2") return w2();
+  if (id == "W3") return w3();
+  if (id == "W4") return w4();
+  if (id == "W5") return w5();
+  if (id == "W6") return w6();
+  throw std::invalid_argument("unknown workload " + id);
+}
+
+}  // namespace bench

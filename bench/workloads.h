@@ -1,0 +1,28 @@
+// The standard workloads of ../shared/WORKLOADS.md, as hjit functions with their inputs, plus the
+// hand-written references hjit-bench sets them against.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <hjit/hjit.h>
+
+namespace bench {
+
+using Runner = std::function<hjit::Tensor()>;
+
+struct Workload {
+  std::string id, name, shapes;
+  // A call of the workload on its inputs: eager when options is null, else through hjit::jit.
+  std::function<Runner(const hjit::JitOptions* options)> make_runner;
+  double flops = 0;                     // per call, for a GFLOP/s column (0: not reported)
+  std::string reference;                // the hand-written reference, if there is one
+  std::function<void()> run_reference;  // computes the same result without hjit
+  std::function<double()> reference_error;  // max |reference - eager|, to show the reference is right
+};
+
+// All workloads bench knows, W1..W6 of WORKLOADS.md.
+std::vector<std::string> workload_ids();
+Workload make_workload(const std::string& id);
+
+}  // namespace bench
