@@ -6,6 +6,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include <cpuid.h>
 #include <unistd.h>
 
 #include "graph/op_def.h"
@@ -42,10 +43,21 @@ std::string function_name(const std::string& name) {
   return s + "_" + std::to_string(counter++);
 }
 
+// Whether the CPU executes AVX512-FP16 (CPUID leaf 7, EDX bit 23).
+bool cpu_has_avx512_fp16() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 23));
+}
+
 Halide::Target host_target(Device device) {
   if (device != Device::CPU)
     throw CompileError("hjit: CUDA pipelines cannot run in this build (no GPU runtime); use Device::CPU");
-  return Halide::get_host_target().with_feature(Halide::Target::JIT).with_feature(Halide::Target::UserContext);
+  Halide::Target t = Halide::get_host_target().with_feature(Halide::Target::JIT).with_feature(Halide::Target::UserContext);
+  // Halide 14 reports avx512_sapphirerapids on AMD Zen 4, whose AVX-512 has BF16 and VNNI but no
+  // FP16: code for it uses AVX512-FP16 instructions on f16 values and dies with SIGILL there.
+  if (t.has_feature(Halide::Target::AVX512_SapphireRapids) && !cpu_has_avx512_fp16())
+    t = t.without_feature(Halide::Target::AVX512_SapphireRapids);
+  return t;
 }
 
 std::string schedule(LoweredPipeline& p, const Graph& g, const Options& o) {

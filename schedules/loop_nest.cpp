@@ -14,7 +14,8 @@ int vector_width(const Halide::Target& target, const Halide::Type& t) {
 }
 
 LoopNest vectorize_and_parallelize(Halide::Stage stage, const std::vector<Var>& vars, const Shape& extents, int vec,
-                                   int threads, int64_t min_parallel_work) {
+                                   int threads, bool update, int64_t min_parallel_work) {
+  const TailStrategy tail = update ? TailStrategy::GuardWithIf : TailStrategy::Auto;
   LoopNest nest;
   if (vars.empty()) return LoopNest{"scalar"};
   std::string& what = nest.what;
@@ -36,7 +37,7 @@ LoopNest vectorize_and_parallelize(Halide::Stage stage, const std::vector<Var>& 
       what = "vec" + std::to_string(vec) + " par(chunks of " + std::to_string(per_task) + ")";
       return nest;
     }
-    if (vec > 1 && extents[0] >= vec) stage.vectorize(inner, vec), what = "vec" + std::to_string(vec);
+    if (vec > 1 && extents[0] >= vec) stage.vectorize(inner, vec, tail), what = "vec" + std::to_string(vec);
     if (parallel && rank > 1) {
       stage.parallel(vars[rank - 1]);
       what += " par(" + vars[rank - 1].name() + ")";
@@ -47,7 +48,7 @@ LoopNest vectorize_and_parallelize(Halide::Stage stage, const std::vector<Var>& 
   }
 
   if (vec > 1 && extents[0] >= vec) {
-    stage.vectorize(vars[0], vec);
+    stage.vectorize(vars[0], vec, tail);
     what = "vec" + std::to_string(vec);
   }
   if (parallel) {

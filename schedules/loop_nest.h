@@ -17,8 +17,10 @@ struct LoopNest {
   bool has_row = false;      // row: the loop inside which one whole row (innermost dimension) is done
   Halide::Var row;
 };
+// `update`: the stage is an update definition, whose splits must guard their tails (rounding up
+// would read inputs past their ends, and shifting inwards would apply the update twice).
 LoopNest vectorize_and_parallelize(Halide::Stage stage, const std::vector<Halide::Var>& vars, const Shape& extents,
-                                   int vec, int threads, int64_t min_parallel_work = 1 << 14);
+                                   int vec, int threads, bool update = false, int64_t min_parallel_work = 1 << 14);
 
 // The natural SIMD width for values of type t on the target.
 int vector_width(const Halide::Target& target, const Halide::Type& t);

@@ -42,21 +42,25 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, backend::Stage
     for (const RVar& r : s.rvars) order.emplace_back(r);
     for (size_t d = 1; d < s.vars.size(); ++d) order.emplace_back(s.vars[d]);
     u.reorder(order);
-    return what + "; update " + vectorize_and_parallelize(u, s.vars, s.extents, vec, threads).what;
+    return what + "; update " + vectorize_and_parallelize(u, s.vars, s.extents, vec, threads, true).what;
   }
-  if (!tuple && reduces_innermost(p, s) && innermost_reduced_extent(p, s) >= 2 * vec) {
-    // Row reduction: accumulate `vec` lanes across the row, then fold the lanes.
+  // Row reduction: accumulate lanes across the row, then fold the lanes. The lane count must divide
+  // the row: bounds inference rounds a split's extent up, and an input read past its end fails.
+  int lanes_n = vec;
+  const int64_t row = reduces_innermost(p, s) ? innermost_reduced_extent(p, s) : 0;
+  while (lanes_n >= 4 && row % lanes_n != 0) lanes_n /= 2;
+  if (!tuple && row >= 2 * lanes_n && lanes_n >= 4) {
     RVar ro(s.rvars[0].name() + "_o"), ri(s.rvars[0].name() + "_i");
     Var lane("lane");
-    u.split(s.rvars[0], ro, ri, vec);
+    u.split(s.rvars[0], ro, ri, lanes_n);
     Halide::Func lanes = u.rfactor(ri, lane);
     if (s.vars.empty()) lanes.compute_at(acc, Var::outermost());
     else lanes.compute_at(acc, s.vars[0]);
     lanes.vectorize(lane);
     lanes.update().vectorize(lane);
-    what += "; update rfactor(" + std::to_string(vec) + " lanes)";
+    what += "; update rfactor(" + std::to_string(lanes_n) + " lanes)";
   }
-  return what + "; update " + vectorize_and_parallelize(u, s.vars, s.extents, 1, threads).what;
+  return what + "; update " + vectorize_and_parallelize(u, s.vars, s.extents, 1, threads, true).what;
 }
 
 std::string schedule_matmul_tile(const backend::LoweredPipeline& p, backend::Stage& s, int tx, int ty) {

@@ -1,5 +1,7 @@
 #include "graph/passes/simplify.h"
 
+#include <algorithm>
+
 #include "graph/op_def.h"
 #include "graph/rewriter.h"
 
@@ -65,8 +67,21 @@ Graph simplify(const Graph& g) {
       continue;
     }
     std::vector<int> in = rw.mapped_inputs(int(id));
-    if (n.type.numel() == 0 || (n.op == OpKind::ReduceSum && out.type(in[0]).numel() == 0)) {
-      rw.map(int(id), out.add_full(n.type, 0.0));
+    // Values with no elements, and ops whose result does not depend on an operand that has none.
+    const bool empty_operand = std::any_of(in.begin(), in.end(), [&](int i) { return out.type(i).numel() == 0; });
+    if (n.type.numel() == 0 || (empty_operand && (n.op == OpKind::ReduceSum || n.op == OpKind::Matmul))) {
+      rw.map(int(id), out.add_full(n.type, 0.0));  // an empty sum (or a contraction over K = 0) is 0
+      continue;
+    }
+    if (empty_operand && n.op == OpKind::Pad) {
+      rw.map(int(id), out.add_full(n.type, n.attrs.f("value")));
+      continue;
+    }
+    if (empty_operand && n.op == OpKind::Concat) {
+      std::vector<int> kept;
+      for (int i : in)
+        if (out.type(i).numel() > 0) kept.push_back(i);
+      rw.map(int(id), kept.size() == 1 ? kept[0] : out.add_op(OpKind::Concat, kept, n.attrs));
       continue;
     }
     int r = rewrite(out, n, in);

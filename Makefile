@@ -1,0 +1,38 @@
+# hjit: the two commands of the README.
+#   make demo   installs what is missing, builds, and runs hjit-bench (the workloads table)
+#   make test   installs what is missing, builds, and runs the test suite (CI runs this)
+BUILD ?= build
+JOBS ?= $(shell nproc)
+# Debian packages the build needs; OpenBLAS is hjit-bench's W3 reference.
+PACKAGES := cmake ninja-build g++ pkg-config ccache libhalide14-0-dev libspdlog-dev doctest-dev libopenblas-dev
+
+.PHONY: all deps configure build demo test bench examples clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "hjit: installing Debian packages:$$missing"; \
+	  if [ "$$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	  $$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+configure: deps
+	@if [ ! -f $(BUILD)/build.ninja ]; then cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release; fi
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	$(BUILD)/bench/hjit-bench
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+examples: build
+	$(BUILD)/examples/quickstart
+	$(BUILD)/examples/mlp_forward
+
+clean:
+	rm -rf $(BUILD)

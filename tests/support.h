@@ -1,0 +1,34 @@
+// Helpers shared by the tests: random tensors of any dtype, and comparisons with per-dtype
+// tolerances (the tolerances compiled code is held to against eager execution).
+#pragma once
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <hjit/hjit.h>
+
+namespace test {
+
+// Normal floats; integers in [-5, 5] (unsigned [0, 10]); bools half true.
+hjit::Tensor random(hjit::Shape shape, hjit::DType dtype, uint64_t seed);
+
+// Allowed |got - want| / (1 + |want|): exact for integers and bool.
+double tolerance(hjit::DType dtype);
+
+// Empty string when equal within tolerance, else what differs (first bad element).
+std::string compare(const hjit::Tensor& got, const hjit::Tensor& want, double tol);
+
+}  // namespace test
+
+// CHECK that two tensors match within the dtype's tolerance, with the difference in the message.
+#define CHECK_CLOSE(got, want)                                                                \
+  do {                                                                                        \
+    std::string hjit_diff_ = test::compare((got), (want), test::tolerance((want).dtype()));   \
+    CHECK_MESSAGE(hjit_diff_.empty(), hjit_diff_);                                            \
+  } while (0)
+#define CHECK_CLOSE_TOL(got, want, tol)                       \
+  do {                                                        \
+    std::string hjit_diff_ = test::compare((got), (want), tol); \
+    CHECK_MESSAGE(hjit_diff_.empty(), hjit_diff_);            \
+  } while (0)

@@ -1,0 +1,266 @@
+// The differential harness: every op, compiled, against eager execution (the oracle), over shapes
+// with broadcasting, size-1 and size-0 dimensions and 0-d scalars, and over dtypes.
+//
+// The configuration comes from HJIT_TEST_CONFIG: O0, O1 (default), Adams2019, Li2018 or
+// Mullapudi2016; ctest runs this binary once per configuration. Ops are grouped: one jitted
+// function returns every op of a group, so one compile checks a dozen ops.
+//
+// Adding an op: add it to the group whose inputs it takes (or a new group), nothing else.
+#include <cstdlib>
+#include <functional>
+
+#include "tests/support.h"
+
+using hjit::DType;
+using hjit::Shape;
+using hjit::Tensor;
+using Group = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+namespace {
+
+std::string config() {
+  const char* c = std::getenv("HJIT_TEST_CONFIG");
+  return c ? c : "O1";
+}
+
+bool autoscheduled() { return config() != "O0" && config() != "O1"; }
+
+hjit::JitOptions options(const std::string& name) {
+  hjit::JitOptions o;
+  o.name = name;
+  std::string c = config();
+  if (c == "O0") o.opt_level = 0;
+  else if (c == "O1") o.opt_level = 1;
+  else o.opt_level = 2, o.autoscheduler = c;
+  return o;
+}
+
+// Runs `group` eagerly and compiled (twice: the second call is a cache hit) and compares.
+void check(const std::string& name, const Group& group, const std::vector<Tensor>& inputs) {
+  std::string shapes;
+  for (const Tensor& t : inputs) shapes += std::string(hjit::dtype_name(t.dtype())) + hjit::shape_str(t.shape()) + " ";
+  INFO(name << " on " << shapes << "with " << config());
+  std::vector<Tensor> want = group(inputs);
+  auto jitted = hjit::jit(group, options(name));
+  for (int call = 0; call < 2; ++call) {
+    std::vector<Tensor> got = jitted(inputs);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO("output " << i << " (call " << call << ")");
+      CHECK_CLOSE(got[i], want[i]);
+    }
+  }
+  CHECK(jitted.stats().traces == 1);
+  CHECK(jitted.stats().cache_hits == 1);
+}
+
+const std::vector<Shape> kUnaryShapes = {{}, {1}, {7}, {3, 1, 5}, {0, 4}, {33, 17}, {4, 1030}};
+const std::vector<std::pair<Shape, Shape>> kBinaryShapes = {
+    {{3, 4}, {3, 4}}, {{2, 3, 4}, {4}}, {{1, 5}, {4, 1}}, {{}, {3}}, {{0, 3}, {1, 3}}, {{7}, {1}}, {{2, 1, 3}, {1, 4, 1}}, {{40, 70}, {70}}};
+
+// Autoschedulers compile slowly: they get the shapes that exercise the most (broadcasting, size 1, odd sizes).
+template <class T>
+std::vector<T> shapes_for_config(const std::vector<T>& all) {
+  if (!autoscheduled()) return all;
+  return {all[1], all[2], all.back()};
+}
+
+Group unary_float() {
+  return [](const std::vector<Tensor>& in) {
+    const Tensor& x = in[0];
+    Tensor pos = hjit::abs(x) + 0.1;
+    return std::vector<Tensor>{-x, hjit::abs(x), hjit::sign(x), hjit::relu(x), hjit::floor(x * 4), hjit::ceil(x * 4),
+                               hjit::round(x * 4), hjit::exp(x), hjit::log(pos), hjit::log1p(hjit::abs(x)), hjit::sqrt(pos),
+                               hjit::rsqrt(pos), hjit::sin(x), hjit::cos(x), hjit::tanh(x), hjit::sigmoid(x), hjit::erf(x),
+                               hjit::gelu(x), hjit::gelu(x, true), hjit::clamp(x, -0.5, 0.5), x * x, 2.0 - x,
+                               1.0 / pos, hjit::pow(pos, 1.5), x.astype(DType::I32), x > 0.25};
+  };
+}
+
+Group unary_int() {
+  return [](const std::vector<Tensor>& in) {
+    const Tensor& x = in[0];
+    return std::vector<Tensor>{-x, hjit::abs(x), hjit::sign(x), hjit::relu(x), x * 2 + 1, hjit::maximum(x, 0),
+                               x > 0, x == 3, x.astype(DType::F32), hjit::exp(x), x / 2};
+  };
+}
+
+Group unary_bool() {
+  return [](const std::vector<Tensor>& in) {
+    const Tensor& x = in[0];
+    return std::vector<Tensor>{!x, x.astype(DType::I32), x.astype(DType::F32), hjit::where(x, 1.5, -2.0), x == true,
+                               hjit::sum(x)};
+  };
+}
+
+Group binary_numeric() {
+  return [](const std::vector<Tensor>& in) {
+    const Tensor &a = in[0], &b = in[1];
+    return std::vector<Tensor>{a + b, a - b, a * b, hjit::maximum(a, b), hjit::minimum(a, b), a == b, a != b,
+                               a < b, a <= b, a > b, a >= b, hjit::where(a > b, a, b), a * 3 - b};
+  };
+}
+
+Group binary_float() {
+  return [](const std::vector<Tensor>& in) {
+    const Tensor &a = in[0], &b = in[1];
+    Tensor pos = hjit::abs(a) + 0.5;
+    return std::vector<Tensor>{a / (hjit::abs(b) + 0.5), hjit::pow(pos, b), hjit::where(a > 0, hjit::exp(a), b * 2)};
+  };
+}
+
+Group binary_bool() {
+  return [](const std::vector<Tensor>& in) {
+    const Tensor &a = in[0], &b = in[1];
+    return std::vector<Tensor>{a && b, a || b, a == b, a != b, hjit::where(a, b, !b), hjit::maximum(a, b), hjit::minimum(a, b)};
+  };
+}
+
+// Mixed dtypes: the op API inserts the conversions (PyTorch promotion).
+Group promotion() {
+  return [](const std::vector<Tensor>& in) {
+    const Tensor &i = in[0], &f = in[1];
+    return std::vector<Tensor>{i + f, i * 2.5, f * 2, i > f, hjit::where(i > 0, i, f), i / 2, i.astype(DType::F64) - f};
+  };
+}
+
+Group casts() {
+  return [](const std::vector<Tensor>& in) {
+    std::vector<Tensor> out;
+    for (int t = 0; t < hjit::kNumDTypes; ++t) out.push_back(in[0].astype(DType(t)));
+    return out;
+  };
+}
+
+Group reductions(int rank, bool floating, bool empty) {
+  return [=](const std::vector<Tensor>& in) {
+    const Tensor& x = in[0];
+    std::vector<std::vector<int>> axes_sets = {{}};
+    if (rank >= 1) axes_sets.push_back({0}), axes_sets.push_back({-1});
+    if (rank >= 2) axes_sets.push_back({0, -1});
+    if (rank >= 3) axes_sets.push_back({1});
+    std::vector<Tensor> out;
+    for (const auto& axes : axes_sets)
+      for (bool keep : {false, true}) {
+        out.push_back(hjit::sum(x, axes, keep));
+        if (floating) out.push_back(hjit::mean(x, axes, keep));
+        if (!empty) out.push_back(hjit::max(x, axes, keep)), out.push_back(hjit::min(x, axes, keep));
+      }
+    if (!empty && x.dtype() != DType::Bool)
+      for (int axis = 0; axis < rank; ++axis)
+        for (bool keep : {false, true}) out.push_back(hjit::argmax(x, axis, keep)), out.push_back(hjit::argmin(x, axis, keep));
+    return out;
+  };
+}
+
+Group movement() {
+  return [](const std::vector<Tensor>& in) {
+    const Tensor& x = in[0];  // [2, 3, 4]
+    return std::vector<Tensor>{
+        x.reshape({4, 6}), x.reshape({-1}), x.reshape({2, -1, 2}), x.reshape({1, 24, 1}), x.transpose(),
+        x.transpose({1, 0, 2}), hjit::broadcast_to(x, {5, 2, 3, 4}), hjit::unsqueeze(x, 1), hjit::squeeze(hjit::unsqueeze(x, 0)),
+        hjit::slice(x, 2, 1, std::nullopt), hjit::slice(x, -1, std::nullopt, std::nullopt, 2), hjit::slice(x, 1, -2, 3),
+        hjit::slice(x, 0, 5, 10), hjit::slice(x, 2, -100, 100, 3), hjit::concat({x, x * 2}, 1),
+        hjit::concat({x, hjit::slice(x, 2, 0, 1), x}, 2), hjit::stack({x, x + 1}, 0), hjit::stack({x, x}, -1),
+        hjit::pad(x, {{1, 0}, {0, 2}, {1, 1}}, 1.5), x.transpose({2, 0, 1}).reshape({4, 6}) + 1,
+        hjit::maximum(hjit::broadcast_to(hjit::slice(x, 1, 0, 1), {2, 3, 4}), x)};
+  };
+}
+
+Group matmuls() {
+  return [](const std::vector<Tensor>& in) { return std::vector<Tensor>{hjit::matmul(in[0], in[1])}; };
+}
+
+Group nn() {
+  return [](const std::vector<Tensor>& in) {
+    const Tensor &x = in[0], &w = in[1], &b = in[2];
+    return std::vector<Tensor>{hjit::softmax(x), hjit::softmax(x, 0), hjit::log_softmax(x), hjit::layer_norm(x, w, b),
+                               hjit::layer_norm(x, std::nullopt, std::nullopt, 1e-3)};
+  };
+}
+
+std::vector<DType> float_dtypes() {
+  if (autoscheduled()) return {DType::F32};
+  return {DType::F32, DType::F64, DType::F16, DType::BF16};
+}
+
+}  // namespace
+
+TEST_CASE("unary ops on floats") {
+  uint64_t seed = 1;
+  for (DType t : float_dtypes())
+    for (const Shape& s : shapes_for_config(kUnaryShapes)) check("unary_float", unary_float(), {test::random(s, t, seed++)});
+}
+
+TEST_CASE("unary ops on integers and bool") {
+  uint64_t seed = 100;
+  std::vector<DType> ints = autoscheduled() ? std::vector<DType>{DType::I32} : std::vector<DType>{DType::I8, DType::I16, DType::I32, DType::I64, DType::U8};
+  for (DType t : ints)
+    for (const Shape& s : shapes_for_config(kUnaryShapes)) check("unary_int", unary_int(), {test::random(s, t, seed++)});
+  for (const Shape& s : shapes_for_config(kUnaryShapes)) check("unary_bool", unary_bool(), {test::random(s, DType::Bool, seed++)});
+}
+
+TEST_CASE("binary ops with broadcasting") {
+  uint64_t seed = 200;
+  std::vector<DType> numeric = autoscheduled() ? std::vector<DType>{DType::F32, DType::I32}
+                                               : std::vector<DType>{DType::F32, DType::F64, DType::I32, DType::I64, DType::F16};
+  for (const auto& [sa, sb] : shapes_for_config(kBinaryShapes)) {
+    for (DType t : numeric) check("binary_numeric", binary_numeric(), {test::random(sa, t, seed++), test::random(sb, t, seed++)});
+    for (DType t : float_dtypes()) check("binary_float", binary_float(), {test::random(sa, t, seed++), test::random(sb, t, seed++)});
+    check("binary_bool", binary_bool(), {test::random(sa, DType::Bool, seed++), test::random(sb, DType::Bool, seed++)});
+    check("promotion", promotion(), {test::random(sa, DType::I32, seed++), test::random(sb, DType::F32, seed++)});
+  }
+}
+
+TEST_CASE("casts between every pair of dtypes") {
+  uint64_t seed = 300;
+  std::vector<DType> sources = autoscheduled() ? std::vector<DType>{DType::F32}
+                                               : std::vector<DType>{DType::Bool, DType::I8, DType::I32, DType::I64, DType::U8,
+                                                                    DType::U16, DType::F16, DType::BF16, DType::F32, DType::F64};
+  for (DType t : sources) {
+    Tensor x = test::random({3, 5}, t, seed++);
+    if (hjit::is_floating(t)) x = hjit::clamp(x * 3, -7.0, 7.0);  // in range of every integer type after truncation
+    if (t == DType::F32 || t == DType::F64) x = hjit::abs(x);      // float -> unsigned of a negative value is undefined in C++
+    check("casts", casts(), {x});
+  }
+}
+
+TEST_CASE("reductions over every axis set, with and without keepdims") {
+  uint64_t seed = 400;
+  const std::vector<Shape> shapes = autoscheduled() ? std::vector<Shape>{{4, 6}, {2, 3, 5}}
+                                                    : std::vector<Shape>{{}, {5}, {4, 6}, {2, 3, 5}, {1, 7}, {3, 0}, {64, 200}};
+  std::vector<DType> dtypes = autoscheduled() ? std::vector<DType>{DType::F32}
+                                              : std::vector<DType>{DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool, DType::F16};
+  for (DType t : dtypes)
+    for (const Shape& s : shapes) {
+      bool empty = hjit::shape_numel(s) == 0;
+      check("reductions", reductions(int(s.size()), hjit::is_floating(t), empty), {test::random(s, t, seed++)});
+    }
+}
+
+TEST_CASE("matmul with numpy semantics") {
+  uint64_t seed = 500;
+  std::vector<std::pair<Shape, Shape>> shapes = {{{3, 4}, {4, 5}},       {{4}, {4, 3}},          {{2, 4}, {4}},
+                                                 {{4}, {4}},             {{2, 3, 4}, {4, 5}},    {{2, 1, 3, 4}, {5, 4, 2}},
+                                                 {{1, 1}, {1, 1}},       {{3, 0}, {0, 4}},       {{17, 33}, {33, 40}},
+                                                 {{65, 70}, {70, 35}},   {{2, 130, 20}, {20, 9}}};
+  if (autoscheduled()) shapes = {{{2, 3, 4}, {4, 5}}, {{17, 33}, {33, 40}}, {{65, 70}, {70, 35}}};
+  std::vector<DType> dtypes = autoscheduled() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64, DType::I32};
+  for (DType t : dtypes)
+    for (const auto& [sa, sb] : shapes) check("matmul", matmuls(), {test::random(sa, t, seed++), test::random(sb, t, seed++)});
+  if (!autoscheduled()) check("matmul", matmuls(), {test::random({9, 20}, DType::F16, seed++), test::random({20, 6}, DType::F16, seed++)});
+}
+
+TEST_CASE("data movement: reshape, transpose, broadcast, slice, concat, stack, pad") {
+  uint64_t seed = 600;
+  for (DType t : autoscheduled() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::I64, DType::Bool, DType::F16})
+    check("movement", movement(), {test::random({2, 3, 4}, t, seed++)});
+}
+
+TEST_CASE("softmax, log_softmax and layer_norm") {
+  uint64_t seed = 700;
+  const std::vector<Shape> shapes = autoscheduled() ? std::vector<Shape>{{8, 33}} : std::vector<Shape>{{5}, {8, 33}, {2, 3, 70}, {1, 1}};
+  for (DType t : float_dtypes())
+    for (const Shape& s : shapes)
+      check("nn", nn(), {test::random(s, t, seed++), test::random({s.back()}, t, seed++), test::random({s.back()}, t, seed++)});
+}
