@@ -81,28 +81,29 @@ int child(const std::string& id, const std::string& variant, bool quick) {
   hjit::JitOptions opts = options_for(variant, id);
   bench::Runner run = w.make_runner(variant == "eager" ? nullptr : &opts);
   auto t = Clock::now();
-  hjit::Tensor first = run();
+  hjit::Tensor first = run.call();
   double prepare = ms_since(t);
   bench::Runner eager = w.make_runner(nullptr);
-  std::vector<std::function<void()>> fns{[&] { run(); }};
-  if (variant != "eager") fns.push_back([&] { eager(); });
+  std::vector<std::function<void()>> fns{[&] { run.call(); }};
+  if (variant != "eager") fns.push_back([&] { eager.call(); });
   if (w.run_reference) fns.push_back(w.run_reference);
   const int calls = id == "W1" ? 1000 : 1;
   std::vector<double> ms = measure(fns, calls, quick ? 0.3 : 1.0);
   double steady = ms[0], eager_ms = variant == "eager" ? ms[0] : ms[1], ref = w.run_reference ? ms.back() : 0;
   // Check the variant against eager while we are here: a wrong fast answer is no answer.
-  std::vector<float> a = first.to_vector<float>(), b = eager().to_vector<float>();
+  std::vector<float> a = first.to_vector<float>(), b = eager.call().to_vector<float>();
   double err = 0;
   for (size_t i = 0; i < a.size(); ++i) err = std::max(err, double(std::fabs(a[i] - b[i])) / (1 + std::fabs(b[i])));
   double ref_err = w.reference_error ? w.reference_error() : 0;
-  std::printf("RESULT %s %s %.4f %.6f %.6f %.6f %.3g %.3g\n", id.c_str(), variant.c_str(), prepare, steady, eager_ms, ref,
-              err, ref_err);
+  std::printf("RESULT %s %s %.4f %.6f %.6f %.6f %.3g %.3g %s\n", id.c_str(), variant.c_str(), prepare, steady, eager_ms, ref,
+              err, ref_err, run.stats ? run.stats().schedule.c_str() : "eager");
   return 0;
 }
 
 struct Row {
   std::string variant;
   double prepare = 0, steady = 0, eager = 0, ref = 0, err = 0, ref_err = 0;
+  std::string schedule;
   bool ok = false;
 };
 
@@ -116,10 +117,13 @@ Row run_child(const std::string& self, const std::string& id, const std::string&
   std::string last;
   while (std::fgets(line, sizeof line, p)) {
     char wid[16], var[32];
-    if (std::sscanf(line, "RESULT %15s %31s %lf %lf %lf %lf %lf %lf", wid, var, &r.prepare, &r.steady, &r.eager, &r.ref,
-                    &r.err, &r.ref_err) == 8)
+    int used = 0;
+    if (std::sscanf(line, "RESULT %15s %31s %lf %lf %lf %lf %lf %lf %n", wid, var, &r.prepare, &r.steady, &r.eager, &r.ref,
+                    &r.err, &r.ref_err, &used) == 8) {
       r.ok = true;
-    else
+      r.schedule = std::string(line + used);
+      while (!r.schedule.empty() && r.schedule.back() == '\n') r.schedule.pop_back();
+    } else
       last = line;
   }
   pclose(p);
@@ -152,9 +156,10 @@ int main(int argc, char** argv) {
               std::thread::hardware_concurrency());
   std::printf("(W1: per 1000 calls); 'vs eager' and 'vs ref' are speed-ups over eager hjit and over the hand-written\n"
               "reference measured in the same process (>1 is faster); err = max |jit - eager| / (1 + |eager|).\n\n");
-  std::printf("%-4s %-10s %-14s %12s %12s %9s %9s  %-16s %8s\n", "id", "workload", "variant", "prepare ms", "steady ms",
+  std::printf("%-4s %-10s %-18s %12s %12s %9s %9s  %-16s %8s\n", "id", "workload", "variant", "prepare ms", "steady ms",
               "vs eager", "vs ref", "reference", "err");
   bool all_ok = true;
+  std::vector<std::string> notes;
   for (const std::string& id : workloads) {
     bench::Workload w = bench::make_workload(id);
     for (const std::string& v : variants) {
@@ -166,10 +171,16 @@ int main(int argc, char** argv) {
       std::string ref = w.reference.empty() ? "-" : w.reference;
       char vs_ref[32] = "-";
       if (r.ref > 0) std::snprintf(vs_ref, sizeof vs_ref, "%.2fx", r.ref / r.steady);
-      std::printf("%-4s %-10s %-14s %12.2f %12.4f %8.2fx %9s  %-16s %8.1e%s\n", id.c_str(), w.name.c_str(), v.c_str(),
+      std::string shown = v;
+      if (r.schedule.rfind("built-in (", 0) == 0) {  // the autoscheduler fell back
+        notes.push_back(id + " " + v + ": " + r.schedule);
+        shown += " [" + std::to_string(notes.size()) + "]";
+      }
+      std::printf("%-4s %-10s %-18s %12.2f %12.4f %8.2fx %9s  %-16s %8.1e%s\n", id.c_str(), w.name.c_str(), shown.c_str(),
                   r.prepare, r.steady, r.eager / r.steady, vs_ref, ref.c_str(), r.err, extra);
       std::fflush(stdout);
     }
   }
+  for (size_t i = 0; i < notes.size(); ++i) std::printf("[%zu] %s\n", i + 1, notes[i].c_str());
   return all_ok ? 0 : 1;
 }

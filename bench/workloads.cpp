@@ -19,9 +19,9 @@ namespace {
 template <class Fn, class... T>
 std::function<Runner(const hjit::JitOptions*)> runner(Fn fn, T... inputs) {
   return [=](const hjit::JitOptions* options) -> Runner {
-    if (!options) return [=] { return fn(inputs...); };
+    if (!options) return Runner{[=] { return fn(inputs...); }, nullptr};
     auto jitted = hjit::jit(fn, *options);
-    return [=] { return jitted(inputs...); };
+    return Runner{[=] { return jitted(inputs...); }, [=] { return jitted.stats(); }};
   };
 }
 

@@ -9,7 +9,10 @@
 
 namespace bench {
 
-using Runner = std::function<hjit::Tensor()>;
+struct Runner {
+  std::function<hjit::Tensor()> call;
+  std::function<hjit::JitStats()> stats;  // empty when eager
+};
 
 struct Workload {
   std::string id, name, shapes;

@@ -35,21 +35,17 @@ Tensor apply(OpKind op, const std::vector<Tensor>& inputs, Attrs attrs) {
     }
   }
   if (!record) return run_eager(op, inputs, attrs);
-  try {
-    std::vector<int> ids;
-    ids.reserve(inputs.size());
-    for (const Tensor& t : inputs) ids.push_back(value_in_trace(*ts, t));
-    int id = ts->graph.add_op(op, std::move(ids), attrs);
-    std::shared_ptr<Storage> concrete;
-    if (ts->concrete) {
-      std::vector<Tensor> values;
-      for (const Tensor& t : inputs) values.push_back(alias_tensor(t.impl()->storage, t.impl()->type));
-      concrete = run_eager(op, values, attrs).impl()->storage;
-    }
-    return make_tracer(*ts, id, std::move(concrete));
-  } catch (const Error&) {
-    rethrow_in_trace(*ts);
+  std::vector<int> ids;
+  ids.reserve(inputs.size());
+  for (const Tensor& t : inputs) ids.push_back(value_in_trace(*ts, t));
+  int id = ts->graph.add_op(op, std::move(ids), attrs);
+  std::shared_ptr<Storage> concrete;
+  if (ts->concrete) {
+    std::vector<Tensor> values;
+    for (const Tensor& t : inputs) values.push_back(alias_tensor(t.impl()->storage, t.impl()->type));
+    concrete = run_eager(op, values, attrs).impl()->storage;
   }
+  return make_tracer(*ts, id, std::move(concrete));
 }
 
 }  // namespace hjit::detail

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include <hjit/tensor.h>
@@ -15,8 +16,8 @@ namespace {
 constexpr int64_t kSummarizeOver = 1000;  // numpy's threshold
 constexpr int64_t kEdgeItems = 3;
 
-// Formats every element the way numpy would for the whole array: one notation and one number of
-// fraction digits for all (at most 8, fewer when every element needs fewer).
+// Formats every element the way numpy would for the whole array: one notation for all, at most 8
+// fraction digits (4 for 16-bit floats), fewer when an element needs fewer.
 std::vector<std::string> format_values(const std::vector<double>& v, DType dtype) {
   std::vector<std::string> out;
   if (dtype == DType::Bool) {
@@ -31,30 +32,58 @@ std::vector<std::string> format_values(const std::vector<double>& v, DType dtype
   for (double x : v)
     if (std::isfinite(x)) max_abs = std::max(max_abs, std::fabs(x)), min_abs = x != 0 ? std::min(min_abs, std::fabs(x)) : min_abs;
   bool sci = max_abs >= 1e16 || (min_abs < 1e-4 && min_abs > 0) || (min_abs != HUGE_VAL && max_abs / min_abs > 1e3 && max_abs >= 1e8);
-  int digits = 0;
-  const int max_digits = dtype == DType::F64 ? 8 : (dtype == DType::F32 ? 8 : 4);
+  const int max_digits = dtype == DType::F16 || dtype == DType::BF16 ? 4 : 8;
   char buf[64];
-  for (double x : v) {
-    if (!std::isfinite(x)) continue;
-    for (int d = 0; d <= max_digits; ++d) {  // fewest digits that print x as it would round-trip at max_digits
-      std::snprintf(buf, sizeof buf, sci ? "%.*e" : "%.*f", d, x);
-      char ref[64];
-      std::snprintf(ref, sizeof ref, sci ? "%.*e" : "%.*f", max_digits, x);
-      if (std::strtod(buf, nullptr) == std::strtod(ref, nullptr)) {
-        digits = std::max(digits, d);
-        break;
+  if (sci) {
+    int digits = 0;
+    for (double x : v) {
+      if (!std::isfinite(x)) continue;
+      for (int d = 0; d <= max_digits; ++d) {
+        std::snprintf(buf, sizeof buf, "%.*e", d, x);
+        char ref[64];
+        std::snprintf(ref, sizeof ref, "%.*e", max_digits, x);
+        if (std::strtod(buf, nullptr) == std::strtod(ref, nullptr)) {
+          digits = std::max(digits, d);
+          break;
+        }
       }
     }
-  }
-  for (double x : v) {
-    if (std::isnan(x)) out.push_back("nan");
-    else if (std::isinf(x)) out.push_back(x > 0 ? "inf" : "-inf");
-    else {
-      std::snprintf(buf, sizeof buf, sci ? "%.*e" : "%.*f", digits, x);
-      std::string s = buf;
-      if (!sci && digits == 0) s += ".";
-      out.push_back(s);
+    for (double x : v) {
+      if (std::isnan(x)) out.push_back("nan");
+      else if (std::isinf(x)) out.push_back(x > 0 ? "inf" : "-inf");
+      else std::snprintf(buf, sizeof buf, "%.*e", digits, x), out.push_back(buf);
     }
+    return out;
+  }
+  // Each element with the fewest fraction digits that keep its value (at most max_digits), then
+  // aligned on the decimal point: integer parts padded left, fractions padded right, as numpy does.
+  std::vector<std::pair<std::string, std::string>> parts;
+  size_t int_width = 0, frac_width = 0;
+  for (double x : v) {
+    if (!std::isfinite(x)) {
+      parts.emplace_back(std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf", "\x01");
+      continue;
+    }
+    char ref[64];
+    std::snprintf(ref, sizeof ref, "%.*f", max_digits, x);
+    const double target = std::strtod(ref, nullptr);
+    for (int d = 0; d <= max_digits; ++d) {
+      std::snprintf(buf, sizeof buf, "%.*f", d, x);
+      if (std::strtod(buf, nullptr) == target || d == max_digits) break;
+    }
+    std::string s = buf;
+    size_t dot = s.find('.');
+    std::string ip = dot == std::string::npos ? s : s.substr(0, dot), fp = dot == std::string::npos ? "" : s.substr(dot + 1);
+    int_width = std::max(int_width, ip.size());
+    frac_width = std::max(frac_width, fp.size());
+    parts.emplace_back(ip, fp);
+  }
+  for (auto& [ip, fp] : parts) {
+    if (fp == "\x01") {  // nan / inf: right-aligned by the printer
+      out.push_back(ip);
+      continue;
+    }
+    out.push_back(std::string(int_width - ip.size(), ' ') + ip + "." + fp + std::string(frac_width - fp.size(), ' '));
   }
   return out;
 }
@@ -62,7 +91,6 @@ std::vector<std::string> format_values(const std::vector<double>& v, DType dtype
 struct Printer {
   const Shape& shape;
   const std::vector<std::string>& cells;  // the printed elements (after summarizing)
-  const std::vector<int64_t>& index_of;   // per printed element, nothing: cells are in order
   size_t width = 0;
   size_t next = 0;
   bool summarize = false;
@@ -113,12 +141,7 @@ std::string Tensor::str() const {
   if (!impl_) return "Tensor(undefined)";
   if (impl_->traced() && !impl_->storage) return "Traced<" + impl_->type.str() + ">";
   const Shape& s = impl_->type.shape;
-  if (numel() == 0) {
-    std::string r;
-    for (size_t d = 0; d < std::max<size_t>(s.size(), 1); ++d) r += "[";
-    for (size_t d = 0; d < std::max<size_t>(s.size(), 1); ++d) r += "]";
-    return r;
-  }
+  if (numel() == 0) return "[]";
   bool summarize = numel() > kSummarizeOver;
   std::vector<int64_t> idx;
   printed_indices(s, summarize, 0, 0, idx);
@@ -126,7 +149,7 @@ std::string Tensor::str() const {
   for (int64_t i : idx) vals.push_back(all[size_t(i)]);
   std::vector<std::string> cells = format_values(vals, dtype());
   if (s.empty()) return cells[0];
-  Printer p{s, cells, idx};
+  Printer p{s, cells};
   for (const auto& c : cells) p.width = std::max(p.width, c.size());
   p.summarize = summarize;
   std::ostringstream os;

@@ -141,6 +141,7 @@ struct JitCore::State {
   std::unordered_multimap<uint64_t, std::shared_ptr<Entry>> entries;
   std::shared_ptr<Entry> last_built;
   std::atomic<int64_t> traces{0}, compiles{0}, hits{0}, compile_us{0};
+  std::string schedule;  // guarded by mu
 
   std::shared_ptr<Entry> find_locked(uint64_t h, const CallArgs& a) const {
     auto [lo, hi] = entries.equal_range(h);
@@ -167,7 +168,9 @@ JitCore::~JitCore() = default;
 const JitOptions& JitCore::options() const { return s_->opt; }
 
 JitStats JitCore::stats() const {
-  return JitStats{s_->traces.load(), s_->compiles.load(), s_->hits.load(), double(s_->compile_us.load()) / 1000.0};
+  std::shared_lock lk(s_->mu);
+  return JitStats{s_->traces.load(), s_->compiles.load(), s_->hits.load(), double(s_->compile_us.load()) / 1000.0,
+                  s_->schedule};
 }
 
 namespace {
@@ -186,7 +189,12 @@ Traced trace_and_optimize(const std::string& name, bool concrete, const CallArgs
   std::vector<Tensor> tracers;
   for (size_t i = 0; i < args.count; ++i) tracers.push_back(scope.add_argument(args.tensor(i)));
   Traced r;
-  std::vector<Tensor> outs = trace(tracers, &r.tree);
+  std::vector<Tensor> outs;
+  try {
+    outs = trace(tracers, &r.tree);
+  } catch (const Error&) {
+    rethrow_in_trace(scope.state());
+  }
   if (concrete)
     for (const Tensor& o : outs) {
       const TensorImpl& im = impl_of(o, name.c_str());
@@ -302,6 +310,7 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
     {
       std::unique_lock lk(s.mu);
       s.last_built = e;
+      s.schedule = e->exe->summary();
     }
     {
       std::lock_guard g(e->mu);
@@ -378,7 +387,12 @@ Graph trace_graph(const std::string& name, const CallArgs& args, Tracer trace) {
   std::vector<Tensor> tracers;
   for (size_t i = 0; i < args.count; ++i) tracers.push_back(scope.add_argument(args.tensor(i)));
   std::vector<int> tree;
-  std::vector<Tensor> outs = trace(tracers, &tree);
+  std::vector<Tensor> outs;
+  try {
+    outs = trace(tracers, &tree);
+  } catch (const Error&) {
+    rethrow_in_trace(scope.state());
+  }
   return scope.finish(outs);
 }
 

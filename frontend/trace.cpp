@@ -112,6 +112,10 @@ void rethrow_in_trace(const TraceState& ts) {
     throw IndexError(e.what() + where);
   } catch (const ValueError& e) {
     throw ValueError(e.what() + where);
+  } catch (const ConcretizationError&) {
+    throw;  // it names the function already
+  } catch (const CompileError& e) {
+    throw CompileError(e.what() + where);
   }
 }
 

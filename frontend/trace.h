@@ -58,7 +58,8 @@ void record_assign(TraceState& ts, const Tensor& target, const Tensor& value);
 // A tracer for node `value` of the trace (carrying `concrete` as its value in Concrete mode).
 Tensor make_tracer(const TraceState& ts, int value, std::shared_ptr<Storage> concrete = nullptr);
 
-// Rethrows the exception in flight with "(while tracing 'name')" appended, keeping its type.
+// Rethrows the exception in flight with "(while tracing 'name')" appended, keeping its type, so
+// that an error reads the same eagerly and traced, plus the function it happened in.
 [[noreturn]] void rethrow_in_trace(const TraceState& ts);
 
 }  // namespace hjit::detail

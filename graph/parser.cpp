@@ -88,11 +88,16 @@ class Parser {
       define(name, g_.add_constant(n.type, c));
       return;
     }
+    TensorType declared = n.type;
+    int id = -1;
     try {
-      define(name, g_.add(std::move(n)));
+      id = g_.add(std::move(n));
     } catch (const Error& e) {
       fail(std::string("in the definition of '") + name + "': " + e.what());
     }
+    if (!(g_.type(id) == declared))
+      fail("'" + name + "' is declared " + declared.str() + " but " + opname + " gives " + g_.type(id).str());
+    define(name, id);
   }
 
   int operand() {

@@ -24,6 +24,8 @@ class Executable {
   virtual void run(const void* const* inputs, void* const* outputs) const = 0;
   // The schedule chosen and the lowered Halide statement.
   virtual std::string explain() const = 0;
+  // One line naming the schedule: "built-in", "unfused", "Adams2019", or the fallback and why.
+  virtual std::string summary() const = 0;
 };
 
 struct Compiled {

@@ -2,6 +2,9 @@
 // process-wide cache of compiled pipelines keyed by the graph's text (tinygrad's normalized key:
 // two functions that trace to the same graph share one compiled pipeline).
 #include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <unordered_map>
@@ -60,23 +63,89 @@ Halide::Target host_target(Device device) {
   return t;
 }
 
-std::string schedule(LoweredPipeline& p, const Graph& g, const Options& o) {
-  if (o.opt_level == 0) return "unfused (opt_level 0)\n" + schedules::schedule_unfused(p);
-  if (o.opt_level == 2 && !o.autoscheduler.empty()) {
-    if (auto s = schedules::schedule_auto(p, o.autoscheduler)) return *s;
-    p = lower(g, p.target);  // the failed attempt may have left estimates and partial state
-    return "built-in (fallback after " + o.autoscheduler + " failed)\n" + schedules::schedule_builtin(p);
+// The fastest of a few runs on zero-filled scratch buffers; throws if the pipeline fails to run.
+double trial_ms(const Executable& exe, const Graph& g) {
+  std::vector<std::shared_ptr<void>> buffers;
+  auto scratch = [&](const TensorType& t) {
+    size_t bytes = (size_t(t.numel()) * size_t(dtype_size(t.dtype)) + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, bytes ? bytes : 64);
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, bytes);
+    buffers.emplace_back(p, std::free);
+    return p;
+  };
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  for (int id : g.inputs) in.push_back(scratch(g.type(id)));
+  for (int id : g.outputs) out.push_back(scratch(g.type(id)));
+  for (const Update& u : g.updates) out.push_back(scratch(g.type(u.value)));
+  exe.run(in.data(), out.data());  // warm-up, and the check that it runs at all
+  double best = HUGE_VAL, total = 0;
+  for (int i = 0; i < 5 && total < 300; ++i) {
+    Timer t;
+    exe.run(in.data(), out.data());
+    best = std::min(best, t.ms());
+    total += t.ms();
   }
-  return "built-in\n" + schedules::schedule_builtin(p);
+  return best;
+}
+
+// One candidate: lowered afresh, scheduled one way, compiled. Null when the autoscheduler fails.
+std::shared_ptr<HalideExecutable> make(const Graph& g, const Options& o, const Halide::Target& target, const std::string& how) {
+  LoweredPipeline p = lower(g, target);
+  std::string text;
+  if (how == "unfused") {
+    text = schedules::schedule_unfused(p);
+  } else if (how == "built-in") {
+    text = schedules::schedule_builtin(p);
+  } else {
+    auto s = schedules::schedule_auto(p, how);
+    if (!s) return nullptr;
+    text = *s;
+  }
+  return std::make_shared<HalideExecutable>(g, std::move(p), function_name(o.name.empty() ? g.name : o.name), how,
+                                            std::move(text));
+}
+
+// An autoscheduler's schedule is used only when it compiles, runs, and is not much slower than the
+// built-in one on this very pipeline; otherwise the built-in schedule stands in, with a warning.
+// (Halide 14's autoschedulers fail on some pipelines, emit schedules that do not compile or that
+// read outside the buffers, and are sometimes an order of magnitude slower.)
+std::shared_ptr<const Executable> build_guarded(const Graph& g, const Options& o, const Halide::Target& target) {
+  constexpr double kTolerated = 1.5;
+  std::shared_ptr<HalideExecutable> chosen;
+  std::string why;
+  double auto_ms = 0;
+  try {
+    chosen = make(g, o, target, o.autoscheduler);
+    if (!chosen) why = "it could not schedule this pipeline";
+    else auto_ms = trial_ms(*chosen, g);
+  } catch (const std::exception& e) {
+    why = std::string("its schedule failed: ") + e.what();
+    chosen = nullptr;
+  }
+  std::shared_ptr<HalideExecutable> builtin = make(g, o, target, "built-in");
+  const double builtin_ms = trial_ms(*builtin, g);
+  if (chosen && auto_ms <= kTolerated * builtin_ms) {
+    log().debug("{} on '{}': {:.3f} ms a run (built-in {:.3f} ms)", o.autoscheduler, g.name, auto_ms, builtin_ms);
+    return chosen;
+  }
+  if (chosen) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "its schedule ran %.1fx slower than the built-in one (%.3f ms vs %.3f ms a run)",
+                  auto_ms / builtin_ms, auto_ms, builtin_ms);
+    why = buf;
+  }
+  log().warn("{} on '{}': {}; using the built-in schedule", o.autoscheduler, g.name, why);
+  builtin->set_summary("built-in (" + o.autoscheduler + " fell back: " + why + ")");
+  return builtin;
 }
 
 std::shared_ptr<const Executable> build(const Graph& g, const Options& o) {
   const Halide::Target target = host_target(o.device);
-  LoweredPipeline p = lower(g, target);
-  std::string schedule_text = schedule(p, g, o);
-  auto exe = std::make_shared<HalideExecutable>(g, std::move(p), function_name(o.name.empty() ? g.name : o.name),
-                                                std::move(schedule_text));
-  return exe;
+  if (o.opt_level == 0) return make(g, o, target, "unfused");
+  if (o.opt_level == 2 && !o.autoscheduler.empty()) return build_guarded(g, o, target);
+  return make(g, o, target, "built-in");
 }
 
 }  // namespace

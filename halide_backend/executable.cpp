@@ -30,8 +30,10 @@ std::vector<halide_dimension_t> dense_dims(const Shape& shape) {
 
 }  // namespace
 
-HalideExecutable::HalideExecutable(const Graph& g, LoweredPipeline p, std::string fn_name, std::string schedule)
-    : name_(std::move(fn_name)), schedule_(std::move(schedule)), constants_(g.constants), target_(p.target) {
+HalideExecutable::HalideExecutable(const Graph& g, LoweredPipeline p, std::string fn_name, std::string summary,
+                                   std::string schedule)
+    : name_(std::move(fn_name)), summary_(std::move(summary)), schedule_(std::move(schedule)), constants_(g.constants),
+      target_(p.target) {
   std::vector<std::pair<From, int>> sources;
   std::vector<TensorType> types;
   for (size_t i = 0; i < p.params.size(); ++i)
@@ -102,7 +104,7 @@ void HalideExecutable::run(const void* const* inputs, void* const* outputs) cons
 
 std::string HalideExecutable::explain() const {
   std::ostringstream os;
-  os << "pipeline " << name_ << "\nschedule: " << schedule_ << "\n";
+  os << "pipeline " << name_ << "\nschedule: " << summary_ << "\n" << schedule_ << "\n";
   if (!fn_) return os.str() + "(no outputs with elements: nothing is computed)\n";
   char path[] = "/tmp/hjit_stmt_XXXXXX";
   int fd = mkstemp(path);

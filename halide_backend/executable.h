@@ -15,9 +15,12 @@ std::mutex& compile_mutex();
 
 class HalideExecutable final : public Executable {
  public:
-  HalideExecutable(const Graph& g, LoweredPipeline lowered, std::string fn_name, std::string schedule);
+  // summary: one line naming the schedule; schedule: what it decided, stage by stage.
+  HalideExecutable(const Graph& g, LoweredPipeline lowered, std::string fn_name, std::string summary, std::string schedule);
   void run(const void* const* inputs, void* const* outputs) const override;
   std::string explain() const override;
+  std::string summary() const override { return summary_; }
+  void set_summary(std::string s) { summary_ = std::move(s); }
 
  private:
   // An argument of the compiled function: where its host pointer comes from.
@@ -29,6 +32,7 @@ class HalideExecutable final : public Executable {
   };
 
   std::string name_;
+  std::string summary_;
   std::string schedule_;
   std::vector<ConstData> constants_;
   std::vector<std::vector<halide_dimension_t>> dims_;  // storage the templates point into

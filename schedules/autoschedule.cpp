@@ -89,7 +89,7 @@ std::optional<std::string> schedule_auto(backend::LoweredPipeline& p, const std:
     Timer t;
     Halide::AutoSchedulerResults r = Halide::Pipeline(outs).auto_schedule(name, p.target, machine);
     log().debug("{} scheduled '{}' in {:.1f} ms", name, g.name, t.ms());
-    return name + " (machine " + machine.to_string() + "):\n" + r.schedule_source;
+    return "machine parameters " + machine.to_string() + "\n" + r.schedule_source;
   } catch (const Halide::Error& e) {
     log().warn("autoscheduler {} failed on '{}' ({}); using the built-in schedule instead", name, g.name, e.what());
     return std::nullopt;

@@ -6,7 +6,8 @@
 namespace hjit {
 namespace {
 
-bool is_const(const Node& n) { return n.op == OpKind::Full || n.op == OpKind::Constant; }
+// Sources other than parameters have values known at compile time.
+bool is_const(const Node& n) { return has_trait(n.op, Source) && n.op != OpKind::Parameter; }
 
 // The value a full of movement op `n` takes when all its operands are fulls, if there is one.
 bool moved_full_value(const Graph& out, const Node& n, const std::vector<int>& in, double* value) {
@@ -25,6 +26,10 @@ Graph fold_constants(const Graph& g, const ConstEvaluator& eval, int64_t max_ele
   Graph& out = rw.out();
   for (size_t id = 0; id < g.nodes.size(); ++id) {
     const Node& n = g.nodes[id];
+    if (n.op == OpKind::Constant && n.type.numel() == 1) {  // one value: a full, printed as a literal
+      rw.map(int(id), out.add_full(n.type, read_scalar(n.type.dtype, g.constants[size_t(n.constant)].data)));
+      continue;
+    }
     if (has_trait(n.op, Source)) {
       rw.copy(int(id));
       continue;
@@ -68,7 +73,9 @@ Graph fold_constants(const Graph& g, const ConstEvaluator& eval, int64_t max_ele
     for (int i : in) {
       const Node& c = out.node(i);
       types.push_back(c.type);
-      data.push_back(c.op == OpKind::Full ? fill_bytes(c.type, c.attrs.f("value")) : out.constants[size_t(c.constant)]);
+      data.push_back(c.op == OpKind::Full       ? fill_bytes(c.type, c.attrs.f("value"))
+                     : c.op == OpKind::Constant ? out.constants[size_t(c.constant)]
+                                                : eval(c, {}, {}));
     }
     rw.map(int(id), out.add_constant(n.type, eval(n, types, data)));
   }

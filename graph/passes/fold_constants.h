@@ -13,7 +13,8 @@ using ConstEvaluator =
 
 // Constant folding. A node whose operands are all uniform fulls becomes a full when it is
 // elementwise (evaluated once on scalars) or moves data; a node whose operands are all constants
-// becomes a constant when its result has at most max_elements elements. Precondition: verified.
+// becomes a constant when its result has at most max_elements elements. A constant of one element
+// becomes a full. Precondition: verified.
 Graph fold_constants(const Graph& g, const ConstEvaluator& eval, int64_t max_elements = 1 << 16);
 
 }  // namespace hjit

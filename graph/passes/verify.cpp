@@ -6,7 +6,13 @@ namespace hjit {
 
 void verify(const Graph& g, const std::string& after) {
   auto fail = [&](const std::string& what) {
-    throw InternalError("graph verification failed after " + after + ": " + what + "\n" + g.str());
+    std::string listing;
+    try {
+      listing = g.str();
+    } catch (const std::exception&) {
+      listing = "(the graph is too broken to print)";
+    }
+    throw InternalError("graph verification failed after " + after + ": " + what + "\n" + listing);
   };
   int n = int(g.nodes.size());
   auto valid = [&](int id) { return id >= 0 && id < n; };

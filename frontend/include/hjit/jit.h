@@ -39,6 +39,8 @@ struct JitStats {
   int64_t compiles = 0;     // pipelines compiled (a trace may find its pipeline already compiled)
   int64_t cache_hits = 0;   // calls that ran compiled code without tracing
   double compile_ms = 0;    // time spent tracing, optimizing and compiling
+  std::string schedule;     // of the latest compilation: "built-in", "unfused", "Adams2019", ..., or
+                            // "built-in (Li2018 fell back: <why>)"
 };
 
 namespace detail {

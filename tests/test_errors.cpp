@@ -1,0 +1,123 @@
+// Bad input gets a typed hjit::Error whose message a user can act on, eagerly and while tracing
+// (with the same words, plus the name of the function being traced).
+#include <functional>
+
+#include "tests/support.h"
+
+using hjit::DType;
+using hjit::Shape;
+using hjit::Tensor;
+
+namespace {
+
+// Runs `op` eagerly and inside a jitted function named "traced_fn"; both must throw E with a
+// message containing `words`; the traced one names the function.
+template <class E>
+void both_throw(const std::function<Tensor(const Tensor&)>& op, const Tensor& x, const std::string& words) {
+  try {
+    op(x);
+    FAIL("eager: no exception");
+  } catch (const E& e) {
+    CHECK_MESSAGE(std::string(e.what()).find(words) != std::string::npos, e.what());
+  }
+  hjit::JitOptions o;
+  o.name = "traced_fn";
+  auto j = hjit::jit(op, o);
+  try {
+    j(x);
+    FAIL("traced: no exception");
+  } catch (const E& e) {
+    std::string m = e.what();
+    CHECK_MESSAGE(m.find(words) != std::string::npos, m);
+    CHECK_MESSAGE(m.find("traced_fn") != std::string::npos, m);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("mismatched shapes") {
+  Tensor x = Tensor::zeros({2, 3});
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return x + Tensor::zeros({4}); }, x, "cannot be broadcast");
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return hjit::matmul(x, Tensor::zeros({2, 2})); }, x, "contraction");
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return hjit::matmul(x, Tensor::scalar(1)); }, x, "at least one dimension");
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return x.reshape({4, 2}); }, x, "cannot reshape");
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return x.reshape({-1, 4}); }, x, "cannot reshape");
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return x.transpose({0, 0}); }, x, "not a permutation");
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return hjit::broadcast_to(x, {3, 3}); }, x, "cannot broadcast");
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return hjit::concat({x, Tensor::zeros({2, 2})}, 0); }, x, "differ");
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return hjit::stack({x, Tensor::zeros({3, 2})}); }, x, "one shape");
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return hjit::pad(x, {{1, 1}}); }, x, "one (before, after) pair");
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return hjit::squeeze(x, {0}); }, x, "not 1");
+  both_throw<hjit::ShapeError>(
+      [](const Tensor& x) { return hjit::layer_norm(x, Tensor::ones({2}), std::nullopt); }, x, "weight and bias");
+  CHECK_THROWS_AS(Tensor::from_vector<float>({1, 2, 3}, {2, 2}), hjit::ShapeError);
+  CHECK_THROWS_AS(Tensor::zeros({2, -1}), hjit::ShapeError);
+  Tensor p = Tensor::zeros({2, 2});
+  CHECK_THROWS_AS(p.assign(Tensor::zeros({3})), hjit::ShapeError);
+}
+
+TEST_CASE("out-of-range and repeated axes, empty reductions") {
+  Tensor x = Tensor::zeros({2, 3});
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return hjit::sum(x, {2}); }, x, "out of range");
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return hjit::argmax(x, -3); }, x, "out of range");
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return hjit::unsqueeze(x, 4); }, x, "out of range");
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return hjit::slice(x, 5, 0, 1); }, x, "out of range");
+  both_throw<hjit::ValueError>([](const Tensor& x) { return hjit::sum(x, {1, -1}); }, x, "repeated");
+  Tensor empty = Tensor::zeros({0, 3});
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return hjit::max(x, {0}); }, empty, "size 0");
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return hjit::argmin(x, 0); }, empty, "size 0");
+  CHECK_THROWS_AS(Tensor::zeros({2}).dim(3), hjit::ShapeError);
+}
+
+TEST_CASE("unsupported dtypes") {
+  Tensor b = Tensor::zeros({2}, DType::Bool);
+  both_throw<hjit::DTypeError>([](const Tensor& x) { return x + x; }, b, "numeric");
+  both_throw<hjit::DTypeError>([](const Tensor& x) { return hjit::matmul(x, x); }, b, "numeric");
+  both_throw<hjit::DTypeError>([](const Tensor& x) { return hjit::mean(x); }, Tensor::zeros({2}, DType::I32), "floating");
+  both_throw<hjit::DTypeError>([](const Tensor& x) { return x + Tensor::zeros({2}, DType::U64); }, Tensor::zeros({2}, DType::I8),
+                               "no integer type");
+  CHECK_THROWS_AS(Tensor::zeros({2}).data_ptr<double>(), hjit::DTypeError);
+  CHECK_THROWS_AS(Tensor::arange(3, DType::Bool), hjit::DTypeError);
+  CHECK_THROWS_AS(hjit::dtype_from_name("f31"), hjit::DTypeError);
+}
+
+TEST_CASE("bad argument values") {
+  Tensor x = Tensor::zeros({4});
+  both_throw<hjit::ValueError>([](const Tensor& x) { return hjit::slice(x, 0, 0, 4, 0); }, x, "step must be positive");
+  both_throw<hjit::ValueError>([](const Tensor& x) { return x.reshape({-1, -1}); }, x, "only one dimension can be -1");
+  both_throw<hjit::ValueError>([](const Tensor& x) { return hjit::pad(x, {{-1, 0}}); }, x, ">= 0");
+  CHECK_THROWS_AS(hjit::concat({}), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::stack({}), hjit::ValueError);
+  CHECK_THROWS_AS(Tensor::arange(-1), hjit::ValueError);
+  CHECK_THROWS_AS(Tensor::uniform({2}, 1, 3, 2), hjit::ValueError);
+  CHECK_THROWS_AS(Tensor::zeros({2}).item<float>(), hjit::ValueError);
+  CHECK_THROWS_AS((void)bool(Tensor::zeros({2})), hjit::ValueError);
+  Tensor undefined;
+  CHECK_THROWS_AS(undefined + x, hjit::ValueError);
+  CHECK_THROWS_AS(undefined.shape(), hjit::ValueError);
+}
+
+TEST_CASE("bad jit options and arguments") {
+  auto fn = [](const Tensor& x) { return x; };
+  hjit::JitOptions o;
+  o.opt_level = 3;
+  CHECK_THROWS_AS(hjit::jit(fn, o), hjit::ValueError);
+  o = {};
+  o.autoscheduler = "Adams2020";
+  CHECK_THROWS_AS(hjit::jit(fn, o), hjit::ValueError);
+  o = {};
+  o.opt_level = 1;
+  o.autoscheduler = "Li2018";
+  CHECK_THROWS_AS(hjit::jit(fn, o), hjit::ValueError);
+  o = {};
+  o.device = hjit::Device::CUDA;
+  CHECK_THROWS_AS(hjit::jit(fn, o)(Tensor::zeros({2})), hjit::CompileError);
+  CHECK_THROWS_AS(hjit::jit(fn)(Tensor()), hjit::ValueError);
+}
+
+TEST_CASE("an error while tracing leaves the function usable") {
+  auto f = hjit::jit([](const Tensor& x) { return x + Tensor::zeros({3}); });
+  CHECK_THROWS_AS(f(Tensor::zeros({4})), hjit::ShapeError);
+  CHECK_THROWS_AS(f(Tensor::zeros({4})), hjit::ShapeError);  // not cached as a success
+  CHECK(f(Tensor::ones({3})).to_vector<float>() == std::vector<float>{1, 1, 1});
+}

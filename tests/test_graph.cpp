@@ -1,0 +1,236 @@
+// The IR: the op table and its per-layer tables, the printer and parser, and the passes (IR text
+// in, IR text out).
+#include <cstdio>
+
+#include "frontend/const_eval.h"
+#include "frontend/eager/kernel.h"
+#include "graph/op_def.h"
+#include "graph/passes/cse.h"
+#include "graph/passes/dce.h"
+#include "graph/passes/fold_constants.h"
+#include "graph/passes/optimize.h"
+#include "graph/passes/simplify.h"
+#include "graph/passes/verify.h"
+#include "halide_backend/lower_ctx.h"
+#include "tests/support.h"
+
+using hjit::DType;
+using hjit::Graph;
+using hjit::OpKind;
+using hjit::Tensor;
+
+namespace {
+
+// Parses `text`, runs the pass, and returns the printed result.
+template <class Pass>
+std::string run_pass(const std::string& text, Pass pass) {
+  Graph g = Graph::parse(text);
+  hjit::verify(g, "parse");
+  Graph out = pass(g);
+  hjit::verify(out, "the pass under test");
+  return out.str();
+}
+
+hjit::ConstEvaluator evaluator() { return hjit::detail::evaluate_node; }
+
+}  // namespace
+
+TEST_CASE("every op has a definition, an eager kernel and a Halide lowering") {
+  for (int i = 0; i < hjit::kNumOps; ++i) {
+    OpKind op = OpKind(i);
+    const hjit::OpDef& def = hjit::op_def(op);
+    INFO("op " << def.name);
+    CHECK(def.kind == op);
+    CHECK(std::string(def.name).size() > 0);
+    CHECK((def.infer != nullptr));
+    CHECK(hjit::op_from_name(def.name) == op);
+    CHECK((hjit::eager::kernel_for(op) != nullptr));
+    CHECK((hjit::backend::lowering_for(op) != nullptr));
+  }
+  CHECK_THROWS_AS(hjit::op_from_name("no_such_op"), hjit::ValueError);
+}
+
+TEST_CASE("the printer reads like a jaxpr and states every type") {
+  auto selu = [](const Tensor& x) {
+    Tensor positive = x > 0;  // named steps: C++ leaves the order of argument evaluation open
+    Tensor negative = 1.67 * hjit::exp(x) - 1.67;
+    return 1.05 * hjit::where(positive, x, negative);
+  };
+  Graph g = hjit::make_graph(selu, Tensor::zeros({8}));
+  CHECK(g.str() ==
+        "{ lambda ; a:f32[8]. let\n"
+        "    b:bool[8] = gt a 0.0:f32\n"
+        "    c:f32[8] = exp a\n"
+        "    d:f32[8] = mul 1.67:f32 c\n"
+        "    e:f32[8] = sub d 1.67:f32\n"
+        "    f:f32[8] = where b a e\n"
+        "    g:f32[8] = mul 1.05:f32 f\n"
+        "  in (g) }\n");
+  Tensor w = Tensor::ones({3});
+  Graph captured = hjit::make_graph([&](const Tensor& x) { return hjit::sum(x * w, {0}, true); }, Tensor::zeros({3}));
+  CHECK(captured.str() ==
+        "{ lambda a:f32[3] ; b:f32[3]. let\n"
+        "    c:f32[3] = mul b a\n"
+        "    d:f32[1] = reduce_sum[axes=(0) keepdims=1] c\n"
+        "  in (d) }\n");
+  CHECK(captured.to_dot().find("reduce_sum") != std::string::npos);
+}
+
+TEST_CASE("the parser reads back what the printer writes, constants and updates included") {
+  Tensor counter = Tensor::zeros({}, DType::I64);
+  auto fn = [&](const Tensor& x, const Tensor& y) {
+    Tensor table = Tensor::from_vector<float>({1.5f, -2.0f, 3.25f});  // a constant with data
+    counter.assign(counter + 1);
+    Tensor r = hjit::matmul(x, y).reshape({-1}) + table;
+    return std::make_pair(hjit::softmax(r), hjit::argmax(r, 0));
+  };
+  Graph g = hjit::make_graph(fn, Tensor::zeros({3, 2}), Tensor::zeros({2, 1}));
+  std::string text = g.to_text();
+  Graph back = Graph::parse(text);
+  hjit::verify(back, "parse");
+  CHECK(back.to_text() == text);
+  CHECK(back.str() == g.str());
+  REQUIRE(back.constants.size() == 1);
+  std::vector<float> data(3);
+  std::memcpy(data.data(), back.constants[0].data, 12);
+  CHECK(data == std::vector<float>{1.5f, -2.0f, 3.25f});
+  CHECK(back.updates.size() == 1);
+  CHECK(back.num_captured() == 1);
+
+  char path[] = "/tmp/hjit_graph_XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  g.save(path);
+  CHECK(Graph::load(path).to_text() == text);
+  std::remove(path);
+}
+
+TEST_CASE("parse errors name the line and what was wrong") {
+  try {
+    Graph::parse("{ lambda ; a:f32[2]. let\n    b:f32[2] = frobnicate a\n  in (b) }\n");
+    FAIL("parse accepted an unknown op");
+  } catch (const hjit::ValueError& e) {
+    CHECK(std::string(e.what()).find("line 2") != std::string::npos);
+    CHECK(std::string(e.what()).find("frobnicate") != std::string::npos);
+  }
+  CHECK_THROWS_AS(Graph::parse("{ lambda ; a:f32[2]. let\n  in (z) }"), hjit::ValueError);
+  CHECK_THROWS_AS(Graph::parse("{ lambda ; a:q32[2]. let\n  in (a) }"), hjit::ValueError);
+  // A type that contradicts the op's inference.
+  CHECK_THROWS_AS(Graph::parse("{ lambda ; a:f32[2]. let\n    b:f32[3] = exp a\n  in (b) }"), hjit::ValueError);
+}
+
+TEST_CASE("simplify: x*1, x+0, double transpose, reshape of reshape, identities") {
+  const char* in =
+      "{ lambda ; a:f32[2,3]. let\n"
+      "    b:f32[2,3] = mul a 1.0:f32\n"
+      "    c:f32[2,3] = add 0.0:f32 b\n"
+      "    d:f32[3,2] = transpose[perm=(1,0)] c\n"
+      "    e:f32[2,3] = transpose[perm=(1,0)] d\n"
+      "    f:f32[6] = reshape[shape=(6)] e\n"
+      "    g:f32[3,2] = reshape[shape=(3,2)] f\n"
+      "    h:f32[3,2] = neg g\n"
+      "    i:f32[3,2] = neg h\n"
+      "    j:f32[3,2] = convert[dtype=f32] i\n"
+      "  in (j) }\n";
+  CHECK(run_pass(in, [](const Graph& g) { return hjit::dce(hjit::simplify(g)); }) ==
+        "{ lambda ; a:f32[2,3]. let\n"
+        "    b:f32[3,2] = reshape[shape=(3,2)] a\n"
+        "  in (b) }\n");
+  // x*1 where 1 broadcasts x to a larger shape is not x.
+  const char* widening =
+      "{ lambda ; a:f32[3]. let\n"
+      "    b:f32[2,3] = full[value=1.0]\n"
+      "    c:f32[2,3] = mul a b\n"
+      "  in (c) }\n";
+  CHECK(run_pass(widening, hjit::simplify).find("mul") != std::string::npos);
+}
+
+TEST_CASE("simplify: empty values become fills") {
+  const char* in =
+      "{ lambda ; a:f32[0,3] b:f32[2,3]. let\n"
+      "    c:f32[0,3] = exp a\n"
+      "    d:f32[3] = reduce_sum[axes=(0) keepdims=0] a\n"
+      "    e:f32[2,3] = concatenate[axis=0] a b\n"
+      "  in (c, d, e) }\n";
+  CHECK(run_pass(in, [](const Graph& g) { return hjit::dce(hjit::simplify(g)); }) ==
+        "{ lambda ; a:f32[0,3] b:f32[2,3]. let\n"
+        "    c:f32[0,3] = full[value=0.0]\n"
+        "    d:f32[3] = full[value=0.0]\n"
+        "  in (c, d, b) }\n");
+}
+
+TEST_CASE("cse merges equal nodes and equal constants; dce drops the dead") {
+  const char* in =
+      "{ lambda ; a:f32[4]. let\n"
+      "    b:f32[4] = exp a\n"
+      "    c:f32[4] = exp a\n"
+      "    d:f32[4] = add b c\n"
+      "    e:f32[4] = sin a\n"
+      "  in (d) }\n";
+  CHECK(run_pass(in, [](const Graph& g) { return hjit::dce(hjit::cse(g)); }) ==
+        "{ lambda ; a:f32[4]. let\n"
+        "    b:f32[4] = exp a\n"
+        "    c:f32[4] = add b b\n"
+        "  in (c) }\n");
+}
+
+TEST_CASE("constant folding evaluates with the eager kernels") {
+  const char* in =
+      "{ lambda ; a:f32[2]. let\n"
+      "    b:f32[] = mul 2.0:f32 3.0:f32\n"
+      "    c:f32[2] = mul a b\n"
+      "    d:f32[2] = iota[axis=0]\n"
+      "    e:f32[2] = exp d\n"
+      "    f:f32[2] = add c e\n"
+      "  in (f) }\n";
+  Graph g = Graph::parse(in);
+  Graph folded = hjit::dce(hjit::fold_constants(g, evaluator()));
+  hjit::verify(folded, "fold_constants");
+  std::string text = folded.str();
+  CHECK(text.find("mul a 6.0:f32") != std::string::npos);
+  CHECK(text.find("constant") != std::string::npos);
+  CHECK(text.find("exp") == std::string::npos);
+  // The folded constant holds exp(0), exp(1).
+  REQUIRE(folded.constants.size() == 1);
+  const float* v = static_cast<const float*>(folded.constants[0].data);
+  CHECK(v[0] == doctest::Approx(1.0));
+  CHECK(v[1] == doctest::Approx(std::exp(1.0)));
+}
+
+TEST_CASE("the verifier reports what broke, and after which pass") {
+  Graph g = Graph::parse("{ lambda ; a:f32[2]. let\n    b:f32[2] = exp a\n  in (b) }\n");
+  g.nodes[1].type.shape = {3};
+  try {
+    hjit::verify(g, "my_pass");
+    FAIL("verify accepted a wrong type");
+  } catch (const hjit::InternalError& e) {
+    CHECK(std::string(e.what()).find("after my_pass") != std::string::npos);
+  }
+  Graph h = Graph::parse("{ lambda ; a:f32[2]. let\n    b:f32[2] = exp a\n  in (b) }\n");
+  h.outputs.push_back(7);
+  CHECK_THROWS_AS(hjit::verify(h, "x"), hjit::InternalError);
+}
+
+TEST_CASE("graph construction checks operands with the op table") {
+  Graph g;
+  int a = g.add_parameter({DType::F32, {2, 3}});
+  int b = g.add_parameter({DType::I32, {2, 3}});
+  int c = g.add_parameter({DType::F32, {4}});
+  CHECK_THROWS_AS(g.add_op(OpKind::Add, {a, b}), hjit::DTypeError);
+  CHECK_THROWS_AS(g.add_op(OpKind::Add, {a, c}), hjit::ShapeError);
+  CHECK_THROWS_AS(g.add_op(OpKind::Exp, {b}), hjit::DTypeError);
+  CHECK_THROWS_AS(g.add_op(OpKind::Add, {a}), hjit::ValueError);
+  CHECK_THROWS_AS(g.add_op(OpKind::ReduceSum, {a}, hjit::Attrs{{"axes", std::vector<int64_t>{5}}, {"keepdims", int64_t(0)}}),
+                  hjit::ShapeError);
+  CHECK_THROWS_AS(g.add_op(OpKind::Exp, {a}, hjit::Attrs{{"bogus", int64_t(1)}}), hjit::ValueError);
+  CHECK(g.type(g.add_op(OpKind::Lt, {a, a})).dtype == DType::Bool);
+}
+
+TEST_CASE("optimize keeps the signature: every input stays, in order") {
+  Graph g = Graph::parse("{ lambda ; a:f32[2] b:f32[3]. let\n    c:f32[2] = exp a\n  in (c) }\n");
+  hjit::ConstEvaluator eval = evaluator();
+  Graph o = hjit::optimize(g, &eval);
+  CHECK(o.inputs.size() == 2);
+  CHECK(o.type(o.inputs[1]).shape == hjit::Shape{3});
+}

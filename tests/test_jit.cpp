@@ -1,0 +1,299 @@
+// jit(): the cache, static arguments, result structures, captured tensors and assign, reading
+// traced values, concurrency, check_trace and the concrete trace mode.
+#include <atomic>
+#include <thread>
+
+#include "tests/support.h"
+
+using hjit::DType;
+using hjit::Shape;
+using hjit::Tensor;
+
+namespace {
+
+Tensor f32(std::vector<float> v, Shape s) { return Tensor::from_vector(v, s); }
+
+enum class Act { Relu, Tanh };
+
+struct Config {
+  int heads;
+  bool operator==(const Config&) const = default;
+};
+
+}  // namespace
+
+template <>
+struct std::hash<Config> {
+  size_t operator()(const Config& c) const { return std::hash<int>{}(c.heads); }
+};
+
+TEST_CASE("a jitted function equals eager, and a second call traces and compiles nothing") {
+  Tensor a = Tensor::randn({2, 3}, 1), b = Tensor::randn({2, 3}, 2), c = Tensor::randn({2, 3}, 3);
+  auto f = hjit::jit([](const Tensor& a, const Tensor& b, const Tensor& c) { return a * b + c; });
+  CHECK_CLOSE(f(a, b, c), a * b + c);
+  CHECK(f.stats().traces == 1);
+  CHECK(f.stats().compiles == 1);
+  CHECK(f.stats().compile_ms > 0);
+  CHECK_CLOSE(f(a, b, c), a * b + c);
+  CHECK(f.stats().traces == 1);
+  CHECK(f.stats().compiles == 1);
+  CHECK(f.stats().cache_hits == 1);
+  // New values with the same signature: still cached.
+  Tensor d = Tensor::randn({2, 3}, 4);
+  CHECK_CLOSE(f(d, b, c), d * b + c);
+  CHECK(f.stats().traces == 1);
+  // A new shape or dtype compiles once more, then hits.
+  Tensor e = Tensor::randn({4, 3}, 5);
+  CHECK_CLOSE(f(e, e, e), e * e + e);
+  CHECK(f.stats().traces == 2);
+  f(e, e, e);
+  CHECK(f.stats().traces == 2);
+  Tensor ed = e.astype(DType::F64);
+  CHECK_CLOSE(f(ed, ed, ed), ed * ed + ed);
+  CHECK(f.stats().traces == 3);
+  CHECK(f.stats().cache_hits == 3);
+}
+
+TEST_CASE("static arguments are part of the cache key") {
+  auto f = hjit::jit([](const Tensor& x, int n, double scale, bool negate, Act act, const std::string& tag) {
+    Tensor y = x * scale;
+    for (int i = 0; i < n; ++i) y = y + 1;  // C++ control flow on a static value: resolved at trace time
+    if (negate) y = -y;
+    y = act == Act::Relu ? hjit::relu(y) : hjit::tanh(y);
+    return tag == "double" ? y * 2 : y;
+  });
+  Tensor x = Tensor::randn({5}, 1);
+  CHECK_CLOSE(f(x, 3, 0.5, false, Act::Relu, std::string("plain")), hjit::relu(x * 0.5 + 3));
+  CHECK_CLOSE(f(x, 3, 0.5, false, Act::Relu, std::string("plain")), hjit::relu(x * 0.5 + 3));
+  CHECK(f.stats().traces == 1);
+  CHECK_CLOSE(f(x, 2, 0.5, false, Act::Relu, std::string("plain")), hjit::relu(x * 0.5 + 2));
+  CHECK_CLOSE(f(x, 2, 0.5, true, Act::Tanh, std::string("double")), hjit::tanh(-(x * 0.5 + 2)) * 2);
+  CHECK(f.stats().traces == 3);
+  // A user type with std::hash and operator== is a static argument too.
+  auto g = hjit::jit([](const Tensor& x, Config c) { return x * double(c.heads); });
+  CHECK_CLOSE(g(x, Config{4}), x * 4);
+  CHECK_CLOSE(g(x, Config{4}), x * 4);
+  CHECK_CLOSE(g(x, Config{8}), x * 8);
+  CHECK(g.stats().traces == 2);
+  // Types that cannot be hashed and compared are rejected at compile time.
+  struct Opaque {};
+  static_assert(!hjit::detail::HashableStatic<Opaque>);
+  static_assert(hjit::detail::HashableStatic<Config>);
+}
+
+TEST_CASE("results: Tensor, vector, pair, tuple, nothing; vector<Tensor> arguments") {
+  Tensor x = Tensor::randn({3}, 1);
+  auto vec = hjit::jit([](const std::vector<Tensor>& xs) {
+    std::vector<Tensor> out;
+    for (const Tensor& t : xs) out.push_back(t * 2);
+    return out;
+  });
+  std::vector<Tensor> r = vec(std::vector<Tensor>{x, x + 1});
+  REQUIRE(r.size() == 2);
+  CHECK_CLOSE(r[1], (x + 1) * 2);
+  CHECK(vec(std::vector<Tensor>{x, x, x}).size() == 3);  // another length: another signature
+  CHECK(vec.stats().traces == 2);
+  auto pair = hjit::jit([](const Tensor& x) { return std::make_pair(x + 1, std::vector<Tensor>{x, -x}); });
+  auto [p1, p2] = pair(x);
+  CHECK_CLOSE(p1, x + 1);
+  CHECK_CLOSE(p2[1], -x);
+  auto tup = hjit::jit([](const Tensor& a, const Tensor& b) { return std::make_tuple(a + b, a - b, hjit::sum(a)); });
+  auto [s, d, total] = tup(x, x);
+  CHECK_CLOSE(d, x - x);
+  CHECK(total.shape() == Shape{});
+  Tensor counter = Tensor::zeros({});
+  auto side_effect_only = hjit::jit([&](const Tensor& step) { counter.assign(counter + step); });
+  side_effect_only(Tensor::scalar(2));
+  side_effect_only(Tensor::scalar(3));
+  CHECK(counter.item<float>() == 5);
+  // Returning an input, a constant, or the same value twice works too.
+  auto odd = hjit::jit([](const Tensor& a) { return std::make_tuple(a, Tensor::ones({2}), a * 2, a * 2); });
+  auto [o1, o2, o3, o4] = odd(x);
+  CHECK_CLOSE(o1, x);
+  CHECK(o2.to_vector<float>() == std::vector<float>{1, 1});
+  CHECK_CLOSE(o4, x * 2);
+  CHECK(!o3.same_storage(o4));
+  CHECK(!o1.same_storage(x));
+}
+
+TEST_CASE("captured tensors are inputs read at every call, never constants") {
+  Tensor w = f32({1, 2, 3}, {3});
+  auto f = hjit::jit([&](const Tensor& x) { return x * w; });
+  Tensor x = Tensor::ones({3});
+  CHECK(f(x).to_vector<float>() == std::vector<float>{1, 2, 3});
+  w.assign(f32({10, 20, 30}, {3}));
+  CHECK(f(x).to_vector<float>() == std::vector<float>{10, 20, 30});
+  CHECK(f.stats().traces == 1);
+  // Ops on captured tensors alone are recorded too (not folded into constants at trace time).
+  auto g = hjit::jit([&](const Tensor& x) { return x + w.transpose() * 2; });
+  g(x);
+  w.assign(f32({0, 0, 0}, {3}));
+  CHECK(g(x).to_vector<float>() == std::vector<float>{1, 1, 1});
+  // Tensors made inside the traced function are constants of the graph.
+  Tensor y = Tensor::randn({3}, 9);
+  auto h = hjit::jit([](const Tensor& x) { return x + Tensor::from_vector<float>({1, 2, 3}); });
+  CHECK(h.graph(y).str().find("constant") != std::string::npos);
+  CHECK(h.graph(y).num_captured() == 0);
+  CHECK(f.graph(y).num_captured() == 1);
+}
+
+TEST_CASE("assign inside a traced function updates parameters in place after every call") {
+  Tensor w = f32({1, 1}, {2}), step = Tensor::zeros({}, DType::I64);
+  const void* storage = w.data();
+  auto train = hjit::jit([&](const Tensor& g) {
+    Tensor loss = hjit::sum(w * w);
+    w.assign(w - 0.5 * g);
+    step.assign(step + 1);
+    return loss;
+  });
+  Tensor g = f32({1, 2}, {2});
+  CHECK(train(g).item<float>() == 2);
+  CHECK(w.to_vector<float>() == std::vector<float>{0.5, 0});
+  CHECK(train(g).item<float>() == 0.25);
+  CHECK(w.to_vector<float>() == std::vector<float>{0, -1});
+  CHECK(step.item<int64_t>() == 2);
+  CHECK(w.data() == storage);
+  CHECK(train.stats().traces == 1);
+  // Reads after an assign in the same trace see the new value.
+  Tensor v = f32({2}, {1});
+  auto twice = hjit::jit([&]() {
+    v.assign(v * 3);
+    return v + 0;
+  });
+  CHECK(twice().item<float>() == 6);
+  CHECK(v.item<float>() == 6);
+}
+
+TEST_CASE("reading a traced value throws ConcretizationError naming the function and the fix") {
+  hjit::JitOptions o;
+  o.name = "branchy";
+  auto f = hjit::jit([](const Tensor& x) { return x.item<float>() > 0 ? x : -x; }, o);
+  try {
+    f(Tensor::scalar(1));
+    FAIL("no exception");
+  } catch (const hjit::ConcretizationError& e) {
+    std::string m = e.what();
+    CHECK(m.find("branchy") != std::string::npos);
+    CHECK(m.find("static") != std::string::npos);
+    CHECK(m.find("where") != std::string::npos);
+  }
+  CHECK_THROWS_AS(hjit::jit([](const Tensor& x) { return bool(x) ? x : x; })(Tensor::scalar(1)), hjit::ConcretizationError);
+  CHECK_THROWS_AS(hjit::jit([](const Tensor& x) { x.to_vector<float>(); return x; })(Tensor::scalar(1)),
+                  hjit::ConcretizationError);
+  // The fix: select inside the graph.
+  auto fixed = hjit::jit([](const Tensor& x) { return hjit::where(x > 0, x, -x); });
+  CHECK(fixed(Tensor::scalar(-2)).item<float>() == 2);
+  // Tracers print as what they are, without throwing.
+  auto printer = hjit::jit([](const Tensor& x) {
+    CHECK(x.str() == "Traced<f32[2]>");
+    return x;
+  });
+  printer(Tensor::zeros({2}));
+}
+
+TEST_CASE("concurrent calls are safe and compile once") {
+  auto f = hjit::jit([](const Tensor& x) { return hjit::exp(x) * 2 + 1; });
+  Tensor x = Tensor::randn({1000}, 1);
+  Tensor want = hjit::exp(x) * 2 + 1;
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i)
+        if (!test::compare(f(x), want, 1e-6).empty()) ++bad;
+    });
+  for (auto& t : threads) t.join();
+  CHECK(bad == 0);
+  CHECK(f.stats().traces == 1);
+  CHECK(f.stats().compiles == 1);
+  CHECK(f.stats().cache_hits == 199);
+}
+
+TEST_CASE("functions that trace to the same graph share one compiled pipeline") {
+  auto f = hjit::jit([](const Tensor& x) { return hjit::tanh(x) * 3 - 7; });
+  auto g = hjit::jit([](const Tensor& x) { return hjit::tanh(x) * 3 - 7; });
+  Tensor x = Tensor::randn({17}, 2);
+  f(x);
+  g(x);
+  CHECK(f.stats().compiles == 1);
+  CHECK(g.stats().traces == 1);
+  CHECK(g.stats().compiles == 0);
+}
+
+TEST_CASE("a jitted function called while tracing another is inlined") {
+  auto inner = hjit::jit([](const Tensor& x) { return x * 2; });
+  auto outer = hjit::jit([&](const Tensor& x) { return inner(x) + 1; });
+  Tensor x = f32({1, 2}, {2});
+  CHECK(outer(x).to_vector<float>() == std::vector<float>{3, 5});
+  CHECK(inner.stats().traces == 0);
+  CHECK(outer.graph(x).str().find("mul") != std::string::npos);
+}
+
+TEST_CASE("a traced value that escapes its function is an error when used later") {
+  Tensor leaked;
+  auto f = hjit::jit([&](const Tensor& x) {
+    leaked = x * 2;
+    return x;
+  });
+  f(Tensor::ones({2}));
+  CHECK(leaked.is_traced());
+  CHECK_THROWS_AS(leaked + 1, hjit::ValueError);
+}
+
+TEST_CASE("make_graph, graph() and explain()") {
+  auto log2 = [](const Tensor& x) { return hjit::log(x) / hjit::log(Tensor::scalar(2.0)); };
+  Tensor x = Tensor::ones({4});
+  std::string raw = hjit::make_graph(log2, x).str();
+  CHECK(raw.find("log") != std::string::npos);
+  auto j = hjit::jit(log2);
+  // The optimized graph folds log(2) into a literal.
+  std::string opt = j.graph(x).str();
+  CHECK(opt.find("0.6931") != std::string::npos);
+  CHECK(j.stats().traces == 0);
+  std::string ex = j.explain(x);
+  CHECK(ex.find("schedule") != std::string::npos);
+  CHECK(ex.find("produce") != std::string::npos);
+}
+
+TEST_CASE("check_trace compares a new compilation with eager execution") {
+  hjit::JitOptions o;
+  o.check_trace = true;
+  Tensor w = f32({1, 2}, {2});
+  auto good = hjit::jit([&](const Tensor& x) {
+    w.assign(w * 2);
+    return x + w;
+  }, o);
+  CHECK(good(f32({1, 1}, {2})).to_vector<float>() == std::vector<float>{3, 5});
+  CHECK(w.to_vector<float>() == std::vector<float>{2, 4});  // updated once, not twice
+  // A function that behaves differently when traced: caught.
+  auto liar = hjit::jit([](const Tensor& x) { return x.is_traced() ? x * 2 : x * 3; }, o);
+  CHECK_THROWS_AS(liar(Tensor::ones({3})), hjit::CompileError);
+}
+
+TEST_CASE("concrete tracing runs the first call eagerly and specializes to what it read") {
+  hjit::JitOptions o;
+  o.trace_mode = hjit::TraceMode::Concrete;
+  int runs = 0;
+  auto f = hjit::jit([&](const Tensor& x) {
+    ++runs;
+    return hjit::sum(x).item<float>() > 0 ? x * 2 : x * -1;  // a value read: fine in this mode
+  }, o);
+  CHECK(f(f32({1, 2}, {2})).to_vector<float>() == std::vector<float>{2, 4});
+  CHECK(f(f32({3, 4}, {2})).to_vector<float>() == std::vector<float>{6, 8});
+  CHECK(runs == 1);  // the second call ran the compiled graph
+  CHECK(f.stats().traces == 1);
+}
+
+TEST_CASE("options: every opt level and autoscheduler compiles and agrees") {
+  Tensor x = Tensor::randn({64, 48}, 3), w = Tensor::randn({48, 32}, 4);
+  auto fn = [](const Tensor& x, const Tensor& w) { return hjit::softmax(hjit::relu(hjit::matmul(x, w))); };
+  Tensor want = fn(x, w);
+  for (auto [level, sched] : std::vector<std::pair<int, std::string>>{
+           {0, ""}, {1, ""}, {2, ""}, {2, "Adams2019"}, {2, "Li2018"}, {2, "Mullapudi2016"}}) {
+    INFO("opt_level " << level << " " << sched);
+    hjit::JitOptions o;
+    o.opt_level = level;
+    o.autoscheduler = sched;
+    CHECK_CLOSE(hjit::jit(fn, o)(x, w), want);
+  }
+}
