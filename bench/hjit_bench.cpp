@@ -110,7 +110,8 @@ struct Row {
 Row run_child(const std::string& self, const std::string& id, const std::string& variant, bool quick) {
   // OpenBLAS's threads otherwise spin for ~0.1 s after each call, on the cores the next block needs.
   std::string cmd = "OPENBLAS_THREAD_TIMEOUT=4 " + self + " --child " + id + " " + variant + (quick ? " --quick" : "") + " 2>&1";
-  Row r{variant};
+  Row r;
+  r.variant = variant;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   char line[1024];

@@ -7,6 +7,7 @@
 #include "frontend/dispatch.h"
 #include "frontend/eager/kernel.h"
 #include "frontend/trace.h"
+#include "graph/rewriter.h"
 #include "graph/shape_inference.h"
 
 namespace hjit {
@@ -70,7 +71,9 @@ Tensor uniform_tensor(Shape shape, double value, DType dtype) {
   TensorType type{dtype, std::move(shape)};
   Tensor t = detail::make_tensor(type);
   eager::Full(eager::KernelArgs{OpKind::Full, attrs, {}, eager::Out{t.impl()->data(), &t.impl()->type}});
-  t.impl()->uniform = value;
+  // Traced as a full of the value as stored (1.67 in f16 is 1.669921875), so that compiled code
+  // computes with what eager code does.
+  t.impl()->uniform = t.numel() > 0 ? read_scalar(dtype, t.impl()->data()) : value;
   return t;
 }
 
@@ -128,8 +131,8 @@ bool Tensor::same_storage(const Tensor& other) const {
   return impl_ && other.impl_ && impl_->storage && impl_->storage == other.impl_->storage;
 }
 
-void Tensor::copy_to(void* dst, DType as) const {
-  const detail::TensorImpl& im = readable(*this, "to_vector");
+void Tensor::copy_to(void* dst, DType as, const char* what) const {
+  const detail::TensorImpl& im = readable(*this, what);
   if (im.type.dtype == as) {
     std::memcpy(dst, im.data(), im.storage->nbytes);
     return;
@@ -143,7 +146,9 @@ Tensor::operator bool() const {
   if (numel() != 1)
     throw ValueError("the truth value of a tensor of shape " + shape_str(shape()) +
                      " is ambiguous; reduce it first (e.g. hjit::max(x) > 0)");
-  return item<bool>();
+  uint8_t b;
+  copy_to(&b, DType::Bool, "operator bool");
+  return b != 0;
 }
 
 Tensor& Tensor::assign(const Tensor& value) {

@@ -11,12 +11,15 @@
 
 namespace hjit {
 
-std::string format_number(double v) {
+std::string format_number(double v, DType dtype) {
   if (v != v) return "nan";
   if (v == HUGE_VAL) return "inf";
   if (v == -HUGE_VAL) return "-inf";
   char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof(buf), v);
+  // The shortest text that reads back as the same value of the dtype (f32: 0.6931472, not the
+  // 17 digits of the double that holds it).
+  auto res = dtype == DType::F64 ? std::to_chars(buf, buf + sizeof(buf), v)
+                                 : std::to_chars(buf, buf + sizeof(buf), static_cast<float>(v));
   std::string s(buf, res.ptr);
   if (s.find_first_of(".e") == std::string::npos) s += ".0";  // stays a float when parsed back
   return s;
@@ -35,9 +38,9 @@ bool is_inlined_literal(const Node& n) { return n.op == OpKind::Full && n.type.r
 
 namespace {
 
-std::string format_attr(const AttrValue& v) {
+std::string format_attr(const AttrValue& v, DType node_dtype) {
   if (const int64_t* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
-  if (const double* d = std::get_if<double>(&v)) return format_number(*d);
+  if (const double* d = std::get_if<double>(&v)) return format_number(*d, node_dtype);
   if (const DType* t = std::get_if<DType>(&v)) return dtype_name(*t);
   const auto& list = std::get<std::vector<int64_t>>(v);
   std::string s = "(";
@@ -70,7 +73,7 @@ std::string print(const Graph& g, bool with_data) {
 
   auto operand = [&](int id) {
     const Node& n = g.node(id);
-    if (is_inlined_literal(n)) return format_number(n.attrs.f("value")) + ":" + dtype_name(n.type.dtype);
+    if (is_inlined_literal(n)) return format_number(n.attrs.f("value"), n.type.dtype) + ":" + dtype_name(n.type.dtype);
     return names[size_t(id)];
   };
   std::ostringstream os;
@@ -86,7 +89,7 @@ std::string print(const Graph& g, bool with_data) {
     if (n.op == OpKind::Parameter || is_inlined_literal(n)) continue;
     os << "    " << names[id] << ":" << n.type.str() << " = " << op_name(n.op);
     std::vector<std::string> attrs;
-    for (const auto& [key, value] : n.attrs.items()) attrs.push_back(key + "=" + format_attr(value));
+    for (const auto& [key, value] : n.attrs.items()) attrs.push_back(key + "=" + format_attr(value, n.type.dtype));
     if (n.op == OpKind::Constant)
       attrs.push_back(with_data ? "data=" + hex_bytes(g.constants[size_t(n.constant)]) : "data=...");
     if (!attrs.empty()) {
@@ -121,7 +124,7 @@ std::string Graph::to_dot() const {
   for (size_t id = 0; id < nodes.size(); ++id) {
     const Node& n = nodes[id];
     os << "  n" << id << " [label=\"" << op_name(n.op);
-    if (n.op == OpKind::Full) os << " " << format_number(n.attrs.f("value"));
+    if (n.op == OpKind::Full) os << " " << format_number(n.attrs.f("value"), n.type.dtype);
     os << "\\n" << n.type.str() << "\"";
     if (n.op == OpKind::Parameter) os << ", shape=ellipse";
     os << "];\n";

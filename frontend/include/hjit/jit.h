@@ -24,11 +24,11 @@ enum class TraceMode {
 };
 
 struct JitOptions {
-  std::string name;            // shows in logs, stats, errors and cache entries
+  std::string name{};          // shows in logs, stats, errors and cache entries
   Device device = Device::CPU;
   int opt_level = 2;           // 0: one stage per op, no fusion; 1: fusion + built-in schedules;
                                // 2: as 1, or the named autoscheduler's schedule
-  std::string autoscheduler;   // "" (built-in), "Adams2019", "Li2018", "Mullapudi2016"
+  std::string autoscheduler{}; // "" (built-in), "Adams2019", "Li2018", "Mullapudi2016"
   TraceMode trace_mode = TraceMode::Symbolic;
   bool check_trace = false;    // compare each new compilation with eager execution
   double check_tolerance = 1e-5;

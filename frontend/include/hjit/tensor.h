@@ -74,7 +74,7 @@ class Tensor {
 
  private:
   static Tensor from_values(const void* data, size_t count, Shape shape, DType dtype);
-  void copy_to(void* dst, DType as) const;  // all elements, converted to `as`
+  void copy_to(void* dst, DType as, const char* what) const;  // all elements, converted to `as`
   void check_dtype(DType want, const char* what) const;
   std::shared_ptr<detail::TensorImpl> impl_;
 };
@@ -93,11 +93,11 @@ template <class T>
 std::vector<T> Tensor::to_vector() const {
   if constexpr (std::is_same_v<T, bool>) {
     std::vector<uint8_t> bytes(static_cast<size_t>(numel()));
-    copy_to(bytes.data(), DType::Bool);
+    copy_to(bytes.data(), DType::Bool, "to_vector");
     return std::vector<bool>(bytes.begin(), bytes.end());
   } else {
     std::vector<T> out(static_cast<size_t>(numel()));
-    copy_to(out.data(), dtype_of<T>);
+    copy_to(out.data(), dtype_of<T>, "to_vector");
     return out;
   }
 }
@@ -107,7 +107,15 @@ T Tensor::item() const {
   if (numel() != 1)
     throw ValueError("item: a tensor of shape " + shape_str(shape()) + " has " + std::to_string(numel()) +
                      " elements; item() needs exactly one");
-  return to_vector<T>()[0];
+  T value;
+  if constexpr (std::is_same_v<T, bool>) {
+    uint8_t b;
+    copy_to(&b, DType::Bool, "item");
+    value = b != 0;
+  } else {
+    copy_to(&value, dtype_of<T>, "item");
+  }
+  return value;
 }
 
 }  // namespace hjit
