@@ -2,6 +2,8 @@
 // by the model and captured by the jitted function (read at every call, never baked in).
 #include <hjit/hjit.h>
 
+#include "timing.h"
+
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -14,18 +16,6 @@ struct Mlp {
 
   Tensor operator()(const Tensor& x) const { return hjit::matmul(hjit::relu(hjit::matmul(x, w1) + b1), w2) + b2; }
 };
-
-template <class F>
-double median_ms(F&& f, int runs = 200) {
-  std::vector<double> t;
-  for (int i = 0; i < runs; ++i) {
-    auto s = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 int main() {
   Mlp model;

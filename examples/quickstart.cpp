@@ -2,6 +2,8 @@
 // a traced function wants to read a value. Mirrors the JAX "Just-in-time compilation" tutorial.
 #include <hjit/hjit.h>
 
+#include "timing.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,18 +21,6 @@ Tensor selu(const Tensor& x) {
 Tensor log_base2(const Tensor& x) { return hjit::log(x) / hjit::log(Tensor::scalar(2.0)); }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) { return hjit::max(hjit::abs(a - b)).item<double>(); }
-
-template <class F>
-double median_ms(F&& f, int runs = 25) {
-  std::vector<double> t;
-  for (int i = 0; i < runs; ++i) {
-    auto s = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 int main() {
   // 1. Eager: every operation runs when it is called.
