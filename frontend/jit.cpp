@@ -326,7 +326,7 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
     }
     if (e->error) std::rethrow_exception(e->error);
     ++s.hits;
-    log().trace("jit '{}': cache hit", s.opt.name);
+    log().debug("jit '{}': cache hit", s.opt.name);
     *tree = &e->tree;
   }
 

@@ -21,9 +21,9 @@ void on_error(Halide::JITUserContext* ctx, const char* msg) { static_cast<CallCo
 std::vector<halide_dimension_t> dense_dims(const Shape& shape) {
   std::vector<halide_dimension_t> dims;
   int32_t stride = 1;
-  for (auto it = shape.rbegin(); it != shape.rend(); ++it) {
-    dims.push_back(halide_dimension_t{0, int32_t(*it), stride, 0});
-    stride *= int32_t(*it);
+  for (int64_t extent : to_halide_order(shape)) {
+    dims.push_back(halide_dimension_t{0, int32_t(extent), stride, 0});
+    stride *= int32_t(extent);
   }
   return dims;
 }

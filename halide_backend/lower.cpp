@@ -54,10 +54,10 @@ namespace {
 template <class Dims>
 void constrain(Dims dims_of, const Shape& shape) {
   int64_t stride = 1;
-  for (int i = 0; i < int(shape.size()); ++i) {
-    int64_t extent = shape[shape.size() - 1 - size_t(i)];
-    dims_of(i).set_bounds(0, int(extent)).set_stride(int(stride));
-    stride *= extent;
+  const Shape halide_shape = to_halide_order(shape);
+  for (int i = 0; i < int(halide_shape.size()); ++i) {
+    dims_of(i).set_bounds(0, int(halide_shape[size_t(i)])).set_stride(int(stride));
+    stride *= halide_shape[size_t(i)];
   }
 }
 
@@ -99,7 +99,7 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target) {
     s.node = int(id);
     s.op = n.op;
     s.func = Func("n" + std::to_string(id) + "_" + op_name(n.op));
-    s.extents.assign(n.type.shape.rbegin(), n.type.shape.rend());
+    s.extents = to_halide_order(n.type.shape);
     for (int d = 0; d < n.type.rank(); ++d) s.vars.emplace_back("d" + std::to_string(d));
     if (n.op == OpKind::Parameter) {
       size_t index = size_t(n.attrs.i("index"));

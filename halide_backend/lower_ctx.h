@@ -11,7 +11,10 @@ struct LowerCtx {
   // The value of `node` at row-major coordinates, in its compute type.
   Halide::Expr at(int node, const Coords& c) const { return p.stages[size_t(node)].func(halide_args(c)); }
   // The row-major coordinates of a stage's own pure vars.
-  static Coords coords(const Stage& s) { return Coords(s.vars.rbegin(), s.vars.rend()); }
+  static Coords coords(const Stage& s) {
+    std::vector<Halide::Var> v = to_row_major(s.vars);
+    return Coords(v.begin(), v.end());
+  }
   // out coordinates seen from an operand of `shape` broadcast to them (numpy trailing alignment).
   static Coords broadcast(const Coords& out, const Shape& shape);
   // s.func(vars) = e

@@ -98,7 +98,7 @@ Coords reduced_coords(const Coords& out, const RDom& r, const std::vector<int64_
 
 RDom reduction_domain(const Shape& in, const std::vector<int64_t>& axes) {
   Region ranges;
-  for (auto it = axes.rbegin(); it != axes.rend(); ++it) ranges.emplace_back(0, int(in[size_t(*it)]));
+  for (int64_t axis : to_halide_order(axes)) ranges.emplace_back(0, int(in[size_t(axis)]));
   return RDom(ranges);
 }
 

@@ -12,8 +12,17 @@ namespace hjit::backend {
 
 using Coords = std::vector<Halide::Expr>;  // row-major: coordinate of dimension 0 first
 
-// The one place where row-major coordinates become Halide's innermost-first argument list.
-inline std::vector<Halide::Expr> halide_args(const Coords& row_major) { return {row_major.rbegin(), row_major.rend()}; }
+// The one place where hjit's order (row-major: dimension 0 outermost) and Halide's (dimension 0
+// innermost) meet: every shape, coordinate list and axis list crosses through these.
+template <class T>
+std::vector<T> to_halide_order(const std::vector<T>& row_major) {
+  return {row_major.rbegin(), row_major.rend()};
+}
+template <class T>
+std::vector<T> to_row_major(const std::vector<T>& halide_order) {
+  return {halide_order.rbegin(), halide_order.rend()};
+}
+inline std::vector<Halide::Expr> halide_args(const Coords& row_major) { return to_halide_order(row_major); }
 
 struct Stage {
   int node = -1;

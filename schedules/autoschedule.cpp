@@ -49,7 +49,8 @@ uint64_t last_level_cache_bytes() {
 
 template <class Dim>
 void estimate(Dim dim_of, const Shape& shape) {
-  for (int i = 0; i < int(shape.size()); ++i) dim_of(i).set_estimate(0, int(shape[shape.size() - 1 - size_t(i)]));
+  const Shape halide_shape = backend::to_halide_order(shape);
+  for (int i = 0; i < int(halide_shape.size()); ++i) dim_of(i).set_estimate(0, int(halide_shape[size_t(i)]));
 }
 
 }  // namespace
@@ -81,7 +82,7 @@ std::optional<std::string> schedule_auto(backend::LoweredPipeline& p, const std:
       if (!p.outputs[k].defined()) continue;
       Halide::Region region;
       const Shape& shape = g.type(p.output_node[k]).shape;
-      for (auto it = shape.rbegin(); it != shape.rend(); ++it) region.emplace_back(0, int(*it));
+      for (int64_t extent : backend::to_halide_order(shape)) region.emplace_back(0, int(extent));
       p.outputs[k].set_estimates(region);
       outs.push_back(p.outputs[k]);
     }
