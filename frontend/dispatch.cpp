@@ -19,6 +19,25 @@ Tensor run_eager(OpKind op, const std::vector<Tensor>& inputs, const Attrs& attr
   return out;
 }
 
+namespace {
+Tensor run_source(OpKind op, const TensorType& type, const Attrs& attrs) {
+  Tensor out = make_tensor(infer_type(op, {}, attrs, &type));
+  if (type.numel() > 0) eager::kernel_for(op)(eager::KernelArgs{op, attrs, {}, eager::Out{out.impl()->data(), &out.impl()->type}});
+  return out;
+}
+}  // namespace
+
+Tensor apply_source(OpKind op, TensorType type, Attrs attrs) {
+  TraceState* ts = current_trace();
+  if (!ts) return run_source(op, type, attrs);
+  Node n;
+  n.op = op;
+  n.type = type;
+  n.attrs = attrs;
+  int id = ts->graph.add(std::move(n));
+  return make_tracer(*ts, id, ts->concrete ? run_source(op, type, attrs).impl()->storage : nullptr);
+}
+
 Tensor apply(OpKind op, const std::vector<Tensor>& inputs, Attrs attrs) {
   TraceState* ts = current_trace();
   bool record = false;

@@ -11,6 +11,9 @@ namespace hjit::detail {
 
 Tensor apply(OpKind op, const std::vector<Tensor>& inputs, Attrs attrs = {});
 
+// A source op (iota): a node of the active trace, or computed now when nothing is traced.
+Tensor apply_source(OpKind op, TensorType type, Attrs attrs);
+
 // Runs one node eagerly on eager tensors (no tracing): the oracle the compiled code is tested against.
 Tensor run_eager(OpKind op, const std::vector<Tensor>& inputs, const Attrs& attrs);
 

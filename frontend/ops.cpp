@@ -376,3 +376,198 @@ Tensor layer_norm(const Tensor& x, const std::optional<Tensor>& weight, const st
 }
 
 }  // namespace hjit
+
+// ---- layers and the rest of issue 3's ops
+namespace hjit {
+
+namespace {
+
+Tensor floating(const Tensor& x) { return is_floating(x.dtype()) ? x : astype(x, DType::F32); }
+
+// A per-channel vector [C] shaped to broadcast against x's axis 1 ([1, C, 1, ...]).
+Tensor per_channel(const Tensor& v, const Tensor& x, const char* what) {
+  if (x.ndim() < 2) throw ShapeError(std::string("batch_norm: needs [N, C, ...], got ") + shape_str(x.shape()));
+  if (v.shape() != Shape{x.shape()[1]})
+    throw ShapeError(std::string("batch_norm: ") + what + " must have shape [" + std::to_string(x.shape()[1]) + "] for input " +
+                     shape_str(x.shape()) + ", got " + shape_str(v.shape()));
+  Shape s(size_t(x.ndim()), 1);
+  s[1] = x.shape()[1];
+  return v.reshape(s);
+}
+
+std::vector<int> all_but_channels(int rank) {
+  std::vector<int> axes{0};
+  for (int d = 2; d < rank; ++d) axes.push_back(d);
+  return axes;
+}
+
+Tensor normalize(const Tensor& x, const Tensor& mean, const Tensor& var, const std::optional<Tensor>& weight,
+                 const std::optional<Tensor>& bias, double eps) {
+  Tensor y = (x - mean) * rsqrt(var + eps);
+  if (weight) y = y * per_channel(*weight, x, "weight");
+  if (bias) y = y + per_channel(*bias, x, "bias");
+  return y;
+}
+
+Attrs window_attrs(Pair kernel, Pair stride, Pair padding) {
+  if (stride[0] == 0 && stride[1] == 0) stride = kernel;
+  return Attrs{{"kernel", std::vector<int64_t>(kernel.begin(), kernel.end())},
+               {"stride", std::vector<int64_t>(stride.begin(), stride.end())},
+               {"padding", std::vector<int64_t>(padding.begin(), padding.end())}};
+}
+
+}  // namespace
+
+Tensor rms_norm(const Tensor& x, const std::optional<Tensor>& weight, double eps) {
+  if (x.ndim() == 0) throw ShapeError("rms_norm: needs at least one dimension");
+  if (weight && weight->shape() != Shape{x.shape().back()})
+    throw ShapeError("rms_norm: weight must have shape [" + std::to_string(x.shape().back()) + "] for input " +
+                     shape_str(x.shape()) + ", got " + shape_str(weight->shape()));
+  Tensor v = floating(x);
+  Tensor y = v * rsqrt(mean(v * v, {-1}, true) + eps);
+  return weight ? y * *weight : y;
+}
+
+Tensor silu(const Tensor& x) {
+  Tensor v = floating(x);
+  return v * sigmoid(v);
+}
+
+Tensor cumsum(const Tensor& x, int axis) {
+  if (x.ndim() == 0) return cumsum(x.reshape({1}), 0).reshape({});
+  Tensor v = x.dtype() == DType::Bool ? astype(x, DType::I64) : x;
+  return apply(OpKind::CumSum, {v}, Attrs{{"axis", int64_t(norm_axis(axis, x.ndim(), "cumsum"))}});
+}
+
+Tensor take(const Tensor& x, const Tensor& indices, int axis) {
+  if (x.ndim() == 0) throw ShapeError("take: cannot take from a 0-d tensor");
+  return apply(OpKind::Take, {x, indices}, Attrs{{"axis", int64_t(norm_axis(axis, x.ndim(), "take"))}});
+}
+
+Tensor embedding(const Tensor& table, const Tensor& ids) {
+  if (table.ndim() != 2) throw ShapeError("embedding: the table must be [num_embeddings, dim], got " + shape_str(table.shape()));
+  return take(table, ids, 0);
+}
+
+Tensor iota(Shape shape, int axis, DType dtype) {
+  if (dtype == DType::Bool) throw DTypeError("iota: cannot count in bool");
+  int ax = norm_axis(axis, int(shape.size()), "iota");
+  if (shape.empty()) throw ShapeError("iota: needs at least one dimension");
+  return detail::apply_source(OpKind::Iota, TensorType{dtype, std::move(shape)}, Attrs{{"axis", int64_t(ax)}});
+}
+
+namespace {
+Tensor triangle(const Tensor& x, int64_t k, bool lower, const char* name) {
+  if (x.ndim() < 2) throw ShapeError(std::string(name) + ": needs at least two dimensions, got " + shape_str(x.shape()));
+  const int64_t rows = x.dim(-2), cols = x.dim(-1);
+  Tensor diff = iota({rows, cols}, 1, DType::I64) - iota({rows, cols}, 0, DType::I64);  // column - row
+  Tensor keep = lower ? diff <= k : diff >= k;
+  return where(keep, x, Tensor::zeros({}, x.dtype()));
+}
+}  // namespace
+
+Tensor tril(const Tensor& x, int64_t k) { return triangle(x, k, true, "tril"); }
+Tensor triu(const Tensor& x, int64_t k) { return triangle(x, k, false, "triu"); }
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias, Pair stride, Pair padding,
+              Pair dilation, int64_t groups) {
+  DType t = promote(OpKind::Conv2d, x.dtype(), weight.dtype());
+  Attrs attrs{{"stride", std::vector<int64_t>(stride.begin(), stride.end())},
+              {"padding", std::vector<int64_t>(padding.begin(), padding.end())},
+              {"dilation", std::vector<int64_t>(dilation.begin(), dilation.end())},
+              {"groups", groups}};
+  Tensor y = apply(OpKind::Conv2d, {cast_to(x, t), cast_to(weight, t)}, std::move(attrs));
+  if (!bias) return y;
+  if (bias->shape() != Shape{y.shape()[1]})
+    throw ShapeError("conv2d: bias must have shape [" + std::to_string(y.shape()[1]) + "], got " + shape_str(bias->shape()));
+  return y + bias->reshape({1, y.shape()[1], 1, 1});
+}
+
+Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
+  return apply(OpKind::MaxPool2d, {x}, window_attrs(kernel, stride, padding));
+}
+
+Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool count_include_pad) {
+  Attrs attrs = window_attrs(kernel, stride, padding);
+  attrs.set("count_include_pad", int64_t(count_include_pad));
+  return apply(OpKind::AvgPool2d, {floating(x)}, std::move(attrs));
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
+  if (output_size != Pair{1, 1})
+    throw ValueError("adaptive_avg_pool2d: only the global average (output size (1, 1)) is supported, got (" +
+                     std::to_string(output_size[0]) + ", " + std::to_string(output_size[1]) + ")");
+  if (x.ndim() < 3) throw ShapeError("adaptive_avg_pool2d: takes [N, C, H, W] or [C, H, W], got " + shape_str(x.shape()));
+  return mean(floating(x), {-2, -1}, true);
+}
+
+Tensor batch_norm(const Tensor& x, const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
+                  const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, bool training, double momentum,
+                  double eps) {
+  Tensor v = floating(x);
+  if (!training) {
+    if (!running_mean || !running_var)
+      throw ValueError("batch_norm: inference (training = false) needs running_mean and running_var");
+    return normalize(v, per_channel(*running_mean, v, "running_mean"), per_channel(*running_var, v, "running_var"), weight,
+                     bias, eps);
+  }
+  BatchNormResult r = batch_norm_stats(v, weight, bias, eps);
+  if (running_mean || running_var) {
+    const int64_t n = v.numel() / std::max<int64_t>(1, v.shape()[1]);
+    if (n < 2) throw ValueError("batch_norm: training needs more than one value per channel, got " + shape_str(v.shape()));
+    if (running_mean) {
+      per_channel(*running_mean, v, "running_mean");
+      Tensor rm = *running_mean;
+      rm.assign((1 - momentum) * rm + momentum * r.mean);
+    }
+    if (running_var) {
+      per_channel(*running_var, v, "running_var");
+      Tensor rv = *running_var;
+      rv.assign((1 - momentum) * rv + momentum * (r.var * (double(n) / double(n - 1))));
+    }
+  }
+  return r.y;
+}
+
+BatchNormResult batch_norm_stats(const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+                                 double eps) {
+  Tensor v = floating(x);
+  if (v.ndim() < 2) throw ShapeError("batch_norm: needs [N, C, ...], got " + shape_str(v.shape()));
+  std::vector<int> axes = all_but_channels(v.ndim());
+  Tensor m = mean(v, axes, true);
+  Tensor centered = v - m;
+  Tensor var = mean(centered * centered, axes, true);
+  Tensor y = centered * rsqrt(var + eps);
+  if (weight) y = y * per_channel(*weight, v, "weight");
+  if (bias) y = y + per_channel(*bias, v, "bias");
+  const int64_t c = v.shape()[1];
+  return BatchNormResult{y, m.reshape({c}), var.reshape({c})};
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
+  if (logits.ndim() != 2 || labels.ndim() != 1 || labels.shape()[0] != logits.shape()[0])
+    throw ShapeError("cross_entropy: takes logits [N, C] and labels [N], got " + shape_str(logits.shape()) + " and " +
+                     shape_str(labels.shape()));
+  if (labels.dtype() != DType::I32 && labels.dtype() != DType::I64)
+    throw DTypeError(std::string("cross_entropy: labels must be i32 or i64, got ") + dtype_name(labels.dtype()));
+  const int64_t n = logits.shape()[0], c = logits.shape()[1];
+  if (!labels.is_traced()) {
+    for (int64_t l : labels.to_vector<int64_t>())
+      if (l < 0 || l >= c)
+        throw IndexError("cross_entropy: label " + std::to_string(l) + " is out of range for " + std::to_string(c) + " classes");
+  }
+  // The label's log-probability, picked by comparing each class index with the row's label.
+  Tensor picked = where(iota({n, c}, 1, labels.dtype()) == unsqueeze(labels, 1), log_softmax(logits, -1), 0.0);
+  return -mean(sum(picked, {1}));
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                                    std::optional<double> scale) {
+  DType t = promote(OpKind::Attention, promote(OpKind::Attention, q.dtype(), k.dtype()), v.dtype());
+  if (q.ndim() < 2) throw ShapeError("scaled_dot_product_attention: q must be [..., S, D], got " + shape_str(q.shape()));
+  const double s = scale ? *scale : 1.0 / std::sqrt(double(q.shape().back()));
+  return apply(OpKind::Attention, {cast_to(q, t), cast_to(k, t), cast_to(v, t)},
+               Attrs{{"causal", int64_t(causal)}, {"scale", s}});
+}
+
+}  // namespace hjit

@@ -101,11 +101,7 @@ Tensor Tensor::scalar(double value, DType dtype) { return uniform_tensor({}, val
 Tensor Tensor::arange(int64_t n, DType dtype) {
   if (n < 0) throw ValueError("arange: n must be >= 0, got " + std::to_string(n));
   if (dtype == DType::Bool) throw DTypeError("arange: cannot count in bool");
-  Attrs attrs{{"axis", int64_t(0)}};
-  TensorType type{dtype, {n}};
-  Tensor t = detail::make_tensor(type);
-  eager::Iota(eager::KernelArgs{OpKind::Iota, attrs, {}, eager::Out{t.impl()->data(), &t.impl()->type}});
-  return t;
+  return hjit::iota({n}, 0, dtype);
 }
 
 const Shape& Tensor::shape() const { return impl_of(*this, "shape").type.shape; }

@@ -234,3 +234,103 @@ TensorType infer_pad(const InferArgs& a) {
 }
 
 }  // namespace hjit
+
+namespace hjit {
+namespace {
+
+// Two positive (or, for padding, non-negative) integers per spatial dimension.
+std::vector<int64_t> pair_attr(const InferArgs& a, const char* name, int64_t min) {
+  const std::vector<int64_t>& v = a.attrs.ints(name);
+  if (v.size() != 2 || v[0] < min || v[1] < min)
+    throw ValueError(std::string(op_name(a.op)) + ": " + name + " must be two integers >= " + std::to_string(min) +
+                     ", got " + shape_str(v));
+  return v;
+}
+
+}  // namespace
+
+int64_t window_output_size(int64_t n, int64_t k, int64_t stride, int64_t pad, int64_t dilation) {
+  int64_t span = n + 2 * pad - dilation * (k - 1) - 1;
+  return span < 0 ? 0 : span / stride + 1;
+}
+
+TensorType infer_conv2d(const InferArgs& a) {
+  const TensorType &x = *a.in[0], &w = *a.in[1];
+  if (x.dtype != w.dtype) throw DTypeError("conv2d: input and weight dtypes differ: " + x.str() + " and " + w.str());
+  if (x.rank() != 4 || w.rank() != 4)
+    throw ShapeError("conv2d: takes an NCHW input and an OIHW weight, got " + x.str() + " and " + w.str());
+  auto stride = pair_attr(a, "stride", 1), pad = pair_attr(a, "padding", 0), dil = pair_attr(a, "dilation", 1);
+  const int64_t groups = a.attrs.i("groups"), cin = x.shape[1], cout = w.shape[0];
+  if (groups < 1 || cin % groups != 0 || cout % groups != 0)
+    throw ValueError("conv2d: groups=" + std::to_string(groups) + " must divide the input channels (" + std::to_string(cin) +
+                     ") and the output channels (" + std::to_string(cout) + ")");
+  if (w.shape[1] != cin / groups)
+    throw ShapeError("conv2d: weight " + w.str() + " needs " + std::to_string(cin / groups) + " input channels per group for input " +
+                     x.str() + " with groups=" + std::to_string(groups));
+  TensorType out{x.dtype, {x.shape[0], cout, 0, 0}};
+  for (int d = 0; d < 2; ++d) {
+    out.shape[size_t(2 + d)] = window_output_size(x.shape[size_t(2 + d)], w.shape[size_t(2 + d)], stride[size_t(d)], pad[size_t(d)], dil[size_t(d)]);
+    if (out.shape[size_t(2 + d)] < 1 && x.shape[size_t(2 + d)] > 0)
+      throw ShapeError("conv2d: the kernel " + w.str() + " (dilation " + shape_str(dil) + ") is larger than the padded input " + x.str());
+  }
+  return out;
+}
+
+TensorType infer_pool2d(const InferArgs& a) {
+  const TensorType& x = *a.in[0];
+  const std::string name = op_name(a.op);
+  if (x.rank() < 3) throw ShapeError(name + ": takes [N, C, H, W] or [C, H, W], got " + x.str());
+  auto kernel = pair_attr(a, "kernel", 1), stride = pair_attr(a, "stride", 1), pad = pair_attr(a, "padding", 0);
+  TensorType out = x;
+  for (int d = 0; d < 2; ++d) {
+    if (pad[size_t(d)] * 2 > kernel[size_t(d)])
+      throw ValueError(name + ": padding " + shape_str(pad) + " must be at most half the kernel " + shape_str(kernel));
+    int64_t& o = out.shape[size_t(x.rank() - 2 + d)];
+    o = window_output_size(o, kernel[size_t(d)], stride[size_t(d)], pad[size_t(d)], 1);
+    if (o < 1 && x.numel() > 0)
+      throw ShapeError(name + ": the kernel " + shape_str(kernel) + " is larger than the padded input " + x.str());
+  }
+  return out;
+}
+
+TensorType infer_cumsum(const InferArgs& a) {
+  const TensorType& x = *a.in[0];
+  const int64_t axis = a.attrs.i("axis");
+  if (axis < 0 || axis >= x.rank())
+    throw ShapeError("cumsum: axis " + std::to_string(axis) + " is out of range for " + x.str());
+  return TensorType{is_integral(x.dtype) ? DType::I64 : x.dtype, x.shape};  // PyTorch sums integers in i64
+}
+
+TensorType infer_take(const InferArgs& a) {
+  const TensorType &x = *a.in[0], &idx = *a.in[1];
+  const int64_t axis = a.attrs.i("axis");
+  if (idx.dtype != DType::I32 && idx.dtype != DType::I64)
+    throw DTypeError("take: indices must be i32 or i64, got " + idx.str());
+  if (axis < 0 || axis >= x.rank()) throw ShapeError("take: axis " + std::to_string(axis) + " is out of range for " + x.str());
+  if (x.shape[size_t(axis)] == 0 && idx.numel() > 0)
+    throw IndexError("take: cannot take from axis " + std::to_string(axis) + " of " + x.str() + ", which has size 0");
+  TensorType out{x.dtype, {}};
+  out.shape.insert(out.shape.end(), x.shape.begin(), x.shape.begin() + axis);
+  out.shape.insert(out.shape.end(), idx.shape.begin(), idx.shape.end());
+  out.shape.insert(out.shape.end(), x.shape.begin() + axis + 1, x.shape.end());
+  return out;
+}
+
+TensorType infer_attention(const InferArgs& a) {
+  const TensorType &q = *a.in[0], &k = *a.in[1], &v = *a.in[2];
+  if (q.dtype != k.dtype || q.dtype != v.dtype)
+    throw DTypeError("attention: q, k and v need one dtype, got " + q.str() + ", " + k.str() + ", " + v.str());
+  const int r = q.rank();
+  bool ok = r >= 2 && k.rank() == r && v.rank() == r;
+  for (int d = 0; ok && d < r - 2; ++d) ok = q.shape[size_t(d)] == k.shape[size_t(d)] && q.shape[size_t(d)] == v.shape[size_t(d)];
+  if (!ok || q.shape[size_t(r - 1)] != k.shape[size_t(r - 1)] || k.shape[size_t(r - 2)] != v.shape[size_t(r - 2)])
+    throw ShapeError("attention: q [..., S, D], k [..., T, D] and v [..., T, Dv] must agree, got " + q.str() + ", " + k.str() +
+                     ", " + v.str());
+  if (k.shape[size_t(r - 2)] == 0 && q.numel() > 0)
+    throw ShapeError("attention: there are no keys to attend to in " + k.str());
+  TensorType out = q;
+  out.shape[size_t(r - 1)] = v.shape[size_t(r - 1)];
+  return out;
+}
+
+}  // namespace hjit

@@ -21,6 +21,14 @@ TensorType infer_broadcast_to(const InferArgs& a);
 TensorType infer_slice(const InferArgs& a);
 TensorType infer_concat(const InferArgs& a);
 TensorType infer_pad(const InferArgs& a);
+TensorType infer_conv2d(const InferArgs& a);
+TensorType infer_attention(const InferArgs& a);
+TensorType infer_pool2d(const InferArgs& a);
+TensorType infer_cumsum(const InferArgs& a);
+TensorType infer_take(const InferArgs& a);
+
+// Output extent of a sliding window: floor((n + 2 * pad - dilation * (k - 1) - 1) / stride) + 1.
+int64_t window_output_size(int64_t n, int64_t k, int64_t stride, int64_t pad, int64_t dilation);
 
 // numpy broadcasting of two shapes; nullopt-like failure reported by the caller's message.
 bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out);

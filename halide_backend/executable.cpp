@@ -32,7 +32,7 @@ std::vector<halide_dimension_t> dense_dims(const Shape& shape) {
 
 HalideExecutable::HalideExecutable(const Graph& g, LoweredPipeline p, std::string fn_name, std::string summary,
                                    std::string schedule)
-    : name_(std::move(fn_name)), summary_(std::move(summary)), schedule_(std::move(schedule)), constants_(g.constants),
+    : name_(std::move(fn_name)), summary_(std::move(summary)), schedule_(std::move(schedule)), constants_(p.const_data),
       target_(p.target) {
   std::vector<std::pair<From, int>> sources;
   std::vector<TensorType> types;
@@ -44,8 +44,8 @@ HalideExecutable::HalideExecutable(const Graph& g, LoweredPipeline p, std::strin
     }
   for (size_t i = 0; i < p.const_params.size(); ++i) {
     pipeline_args_.push_back(p.const_params[i]);
-    sources.emplace_back(From::Constant, g.node(p.const_nodes[i]).constant);
-    types.push_back(g.type(p.const_nodes[i]));
+    sources.emplace_back(From::Constant, int(i));
+    types.push_back(p.const_types[i]);
   }
   std::vector<Halide::Func> outputs;
   for (size_t k = 0; k < p.outputs.size(); ++k)

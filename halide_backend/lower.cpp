@@ -61,10 +61,11 @@ void constrain(Dims dims_of, const Shape& shape) {
   }
 }
 
-ImageParam make_param(const TensorType& t, const std::string& name) {
+// aligned: the caller promises 64-byte aligned storage (hjit's tensors; not constants' bytes).
+ImageParam make_param(const TensorType& t, const std::string& name, bool aligned) {
   ImageParam p(storage_type(t.dtype), t.rank(), name);
   constrain([&](int i) { return p.dim(i); }, t.shape);
-  p.set_host_alignment(64);  // hjit's storage is 64-byte aligned
+  if (aligned) p.set_host_alignment(64);
   return p;
 }
 
@@ -75,6 +76,14 @@ Expr load_as_compute(const Expr& stored, DType t) {
 }
 
 }  // namespace
+
+Expr bind_constant(LoweredPipeline& p, const TensorType& type, ConstData data, const std::vector<Expr>& args) {
+  ImageParam c = make_param(type, "const" + std::to_string(p.const_params.size()), false);
+  p.const_params.push_back(c);
+  p.const_data.push_back(std::move(data));
+  p.const_types.push_back(type);
+  return load_as_compute(c(args), type.dtype);
+}
 
 LoweredPipeline lower(const Graph& g, const Halide::Target& target) {
   for (const Node& n : g.nodes)
@@ -105,16 +114,13 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target) {
       size_t index = size_t(n.attrs.i("index"));
       bool used = !s.consumers.empty() || std::find(wanted.begin(), wanted.end(), int(id)) != wanted.end();
       if (used && n.type.numel() > 0) {
-        p.params[index] = make_param(n.type, "in" + std::to_string(index));
+        p.params[index] = make_param(n.type, "in" + std::to_string(index), true);
         LowerCtx::define(s, load_as_compute(p.params[index](std::vector<Expr>(s.vars.begin(), s.vars.end())), n.type.dtype));
       }
       continue;
     }
     if (n.op == OpKind::Constant) {
-      ImageParam c = make_param(n.type, "const" + std::to_string(p.const_params.size()));
-      p.const_params.push_back(c);
-      p.const_nodes.push_back(int(id));
-      LowerCtx::define(s, load_as_compute(c(std::vector<Expr>(s.vars.begin(), s.vars.end())), n.type.dtype));
+      LowerCtx::define(s, bind_constant(p, n.type, g.constants[size_t(n.constant)], std::vector<Expr>(s.vars.begin(), s.vars.end())));
       continue;
     }
     lowering_for(n.op)(ctx, s, n);

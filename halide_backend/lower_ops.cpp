@@ -1,8 +1,10 @@
 // One Halide lowering per op. Arithmetic happens in the compute type (16-bit floats in f32);
 // coordinates are row-major here and reversed only by halide_args().
 #include <cmath>
+#include <limits>
 
 #include "halide_backend/lower.h"
+#include "graph/rewriter.h"
 #include "halide_backend/lower_ctx.h"
 
 namespace hjit::backend {
@@ -30,9 +32,34 @@ Expr operand(LowerCtx& ctx, const Stage& s, const Node& n, size_t i) {
   return ctx.at(in, LowerCtx::broadcast(LowerCtx::coords(s), ctx.g.type(in).shape));
 }
 
+// A literal. Must be finite: Halide compiles with LLVM's fast-math flags, under which an inf or
+// nan literal is poison (non-finite fills are bound as hidden inputs instead, see Full).
 Expr constant(Type t, double v) {
   if (t.is_bool()) return v != 0 ? Internal::const_true() : Internal::const_false();
+  if (!std::isfinite(v)) throw InternalError("a non-finite literal would be poison to LLVM's fast-math flags");
   return cast(t, Expr(v));
+}
+
+// The most negative and most positive finite values: the identities of max and min (for data
+// that holds -inf or +inf only, the result is that finite extreme instead).
+Expr lowest(Type t) {
+  if (!t.is_float()) return t.min();
+  return Internal::make_const(t, t.bits() == 64 ? -std::numeric_limits<double>::max() : -double(std::numeric_limits<float>::max()));
+}
+Expr highest(Type t) {
+  if (!t.is_float()) return t.max();
+  return Internal::make_const(t, t.bits() == 64 ? std::numeric_limits<double>::max() : double(std::numeric_limits<float>::max()));
+}
+
+// Halide's f32 exp and log are fast polynomials that do not know inf and nan (exp(inf) = 0,
+// log(inf) = 88.7): those inputs pass through unchanged, as libm would return them.
+Expr exp_of(const Expr& x) {
+  if (x.type().bits() == 64) return exp(x);
+  return select(is_nan(x) || (is_inf(x) && x > 0), x, exp(x));
+}
+Expr log_of(const Expr& x) {
+  if (x.type().bits() == 64) return log(x);
+  return select(is_nan(x) || (is_inf(x) && x > 0), x, log(x));
 }
 
 // PyTorch's NaN-propagating maximum and minimum (the eager kernels use the same definition).
@@ -77,7 +104,7 @@ Expr erf_of(const Expr& x) {
 Expr log1p_of(const Expr& x) {
   Expr u = strict_float(x + Internal::make_const(x.type(), 1.0));
   Expr d = strict_float(u - Internal::make_const(x.type(), 1.0));
-  return select(d == Internal::make_const(x.type(), 0.0), x, log(u) * (x / d));
+  return select(d == Internal::make_const(x.type(), 0.0), x, log_of(u) * (x / d));
 }
 
 // The input coordinates a reduction over `axes` reads, from its output coordinates and domain.
@@ -116,18 +143,17 @@ void reduce(LowerCtx& ctx, Stage& s, const Node& n, Fold fold) {
   Func acc(s.func.name() + "_acc");
   RDom r = reduction_domain(in.shape, axes);
   Expr x = cast(t, ctx.at(n.inputs[0], reduced_coords(LowerCtx::coords(s), r, axes, in.rank(), n.attrs.i("keepdims"))));
-  const double inf = HUGE_VAL;
   switch (fold) {
     case Fold::Sum:
       acc(v) = constant(t, 0);
       acc(v) += x;
       break;
     case Fold::Max:
-      acc(v) = t.is_bool() ? constant(t, 0) : t.is_float() ? constant(t, -inf) : t.min();
+      acc(v) = t.is_bool() ? constant(t, 0) : lowest(t);
       acc(v) = t.is_bool() ? (acc(v) || x) : max(acc(v), x);
       break;
     case Fold::Min:
-      acc(v) = t.is_bool() ? constant(t, 1) : t.is_float() ? constant(t, inf) : t.max();
+      acc(v) = t.is_bool() ? constant(t, 1) : highest(t);
       acc(v) = t.is_bool() ? (acc(v) && x) : min(acc(v), x);
       break;
   }
@@ -145,7 +171,7 @@ void arg_reduce(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
   Func acc(s.func.name() + "_acc");
   RDom r = reduction_domain(in.shape, axes);
   Expr x = ctx.at(n.inputs[0], reduced_coords(LowerCtx::coords(s), r, axes, in.rank(), n.attrs.i("keepdims")));
-  Expr start = vt.is_float() ? constant(vt, is_max ? -HUGE_VAL : HUGE_VAL) : (is_max ? vt.min() : vt.max());
+  Expr start = is_max ? lowest(vt) : highest(vt);
   acc(v) = Tuple(cast<int64_t>(0), start);
   Expr best = acc(v)[1];
   Expr better = is_max ? x > best : x < best;
@@ -160,7 +186,15 @@ void arg_reduce(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
 
 void Parameter(LowerCtx&, Stage&, const Node&) { throw InternalError("parameters are bound in lower()"); }
 void Constant(LowerCtx&, Stage&, const Node&) { throw InternalError("constants are bound in lower()"); }
-void Full(LowerCtx&, Stage& s, const Node& n) { LowerCtx::define(s, constant(ct(n), n.attrs.f("value"))); }
+void Full(LowerCtx& ctx, Stage& s, const Node& n) {
+  const double v = n.attrs.f("value");
+  if (std::isfinite(v) || n.type.dtype == DType::Bool || !is_floating(n.type.dtype)) {
+    LowerCtx::define(s, constant(ct(n), is_floating(n.type.dtype) || std::isfinite(v) ? v : 0));
+    return;
+  }
+  // inf / nan: one value read from a hidden input, which LLVM cannot see.
+  LowerCtx::define(s, bind_constant(ctx.p, TensorType{n.type.dtype, {}}, fill_bytes(TensorType{n.type.dtype, {}}, v), {}));
+}
 void Iota(LowerCtx&, Stage& s, const Node& n) {
   LowerCtx::define(s, cast(ct(n), LowerCtx::coords(s)[size_t(n.attrs.i("axis"))]));
 }
@@ -178,8 +212,8 @@ void Relu(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type
 void Floor(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return floor(x); }); }
 void Ceil(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ceil(x); }); }
 void Round(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return round(x); }); }
-void Exp(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return exp(x); }); }
-void Log(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return log(x); }); }
+void Exp(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return exp_of(x); }); }
+void Log(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return log_of(x); }); }
 void Log1p(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return log1p_of(x); }); }
 void Sqrt(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return sqrt(x); }); }
 void Rsqrt(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type t) { return constant(t, 1) / sqrt(x); }); }
@@ -187,7 +221,7 @@ void Sin(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type)
 void Cos(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return cos(x); }); }
 void Tanh(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return tanh(x); }); }
 void Sigmoid(LowerCtx& c, Stage& s, const Node& n) {
-  unary(c, s, n, [](Expr x, Type t) { return constant(t, 1) / (constant(t, 1) + exp(-x)); });
+  unary(c, s, n, [](Expr x, Type t) { return constant(t, 1) / (constant(t, 1) + exp_of(-x)); });
 }
 void Erf(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return erf_of(x); }); }
 void Not(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return !x; }); }
@@ -202,8 +236,16 @@ void Div(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr
 void Pow(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return pow(a, b); }); }
 void Max(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, max_nan); }
 void Min(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, min_nan); }
-void Eq(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a == b; }); }
-void Ne(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a != b; }); }
+// Equality follows IEEE for NaN (x != x is the NaN test), where Halide's simplifier would assume
+// there are no NaNs and fold x == x to true. (An ordered comparison with a NaN gives NaN-consistent
+// results either way in the selects it feeds.)
+Expr nan_operand(const Expr& a, const Expr& b) { return is_nan(a) || is_nan(b); }
+void Eq(LowerCtx& c, Stage& s, const Node& n) {
+  binary(c, s, n, [](Expr a, Expr b) { return a.type().is_float() ? !nan_operand(a, b) && a == b : a == b; });
+}
+void Ne(LowerCtx& c, Stage& s, const Node& n) {
+  binary(c, s, n, [](Expr a, Expr b) { return a.type().is_float() ? nan_operand(a, b) || a != b : a != b; });
+}
 void Lt(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a < b; }); }
 void Le(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a <= b; }); }
 void Gt(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a > b; }); }
@@ -329,3 +371,190 @@ void Pad(LowerCtx& ctx, Stage& s, const Node& n) {
 
 }  // namespace lowering
 }  // namespace hjit::backend
+
+namespace hjit::backend::lowering {
+namespace {
+
+// x read on a zero-based domain padded by (ph, pw) in its last two dimensions with `fill`.
+Helper padded_input(LowerCtx& ctx, const Stage& s, int x_node, int64_t ph, int64_t pw, Expr fill) {
+  const Shape& xs = ctx.g.type(x_node).shape;
+  const size_t r = xs.size();
+  const int64_t H = xs[r - 2], W = xs[r - 1];
+  std::vector<Var> vars;
+  for (size_t d = 0; d < r; ++d) vars.emplace_back("p" + std::to_string(d));
+  Shape padded_shape = xs;
+  padded_shape[r - 2] += 2 * ph;
+  padded_shape[r - 1] += 2 * pw;
+  Coords c = to_row_major(std::vector<Expr>(vars.begin(), vars.end()));
+  Expr iy = c[r - 2] - int(ph), ix = c[r - 1] - int(pw);
+  Coords inside = c;
+  inside[r - 2] = clamp(iy, 0, int(H - 1));
+  inside[r - 1] = clamp(ix, 0, int(W - 1));
+  Func f(s.func.name() + "_padded");
+  Expr v = ctx.at(x_node, inside);
+  f(vars) = (ph == 0 && pw == 0) ? v : select(iy >= 0 && iy < int(H) && ix >= 0 && ix < int(W), v, cast(v.type(), fill));
+  return Helper{"padded", f, vars, to_halide_order(padded_shape), {}};
+}
+
+}  // namespace
+
+void Conv2d(LowerCtx& ctx, Stage& s, const Node& n) {
+  const Shape &xs = ctx.g.type(n.inputs[0]).shape, &ws = ctx.g.type(n.inputs[1]).shape;
+  const auto &stride = n.attrs.ints("stride"), &pad = n.attrs.ints("padding"), &dil = n.attrs.ints("dilation");
+  const int64_t groups = n.attrs.i("groups"), cg = ws[1], per_group = ws[0] / groups;
+  const Type t = ct(n);
+  Helper padded_helper = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], Expr(0));
+  Func padded = padded_helper.func;
+  // Halide order: (ox, oy, co, n); the domain runs kx, ky, then the input channels of the group.
+  RDom r(0, int(ws[3]), 0, int(ws[2]), 0, int(cg));
+  const Var &ox = s.vars[0], &oy = s.vars[1], &co = s.vars[2], &nb = s.vars[3];
+  Expr ci = groups == 1 ? Expr(r.z) : (co / int(per_group)) * int(cg) + r.z;
+  Func acc(s.func.name() + "_acc");
+  acc(s.vars) = constant(t, 0);
+  acc(s.vars) += cast(t, ctx.at(n.inputs[1], {co, r.z, r.y, r.x})) *
+                 cast(t, padded(ox * int(stride[1]) + r.x * int(dil[1]), oy * int(stride[0]) + r.y * int(dil[0]), ci, nb));
+  LowerCtx::define(s, acc(s.vars));
+  s.reduction = acc;
+  s.rvars = {r.x, r.y, r.z};
+  s.helpers.push_back(padded_helper);
+  (void)xs;
+}
+
+namespace {
+
+void pool(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
+  const Shape& xs = ctx.g.type(n.inputs[0]).shape;
+  const size_t r = xs.size();
+  const auto &k = n.attrs.ints("kernel"), &st = n.attrs.ints("stride"), &pad = n.attrs.ints("padding");
+  const Type t = ct(n);
+  Helper padded_helper = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], is_max ? lowest(t) : constant(t, 0));
+  Func padded = padded_helper.func;
+  RDom w(0, int(k[1]), 0, int(k[0]));
+  std::vector<Expr> at(s.vars.begin(), s.vars.end());
+  at[0] = s.vars[0] * int(st[1]) + w.x;
+  at[1] = s.vars[1] * int(st[0]) + w.y;
+  Func acc(s.func.name() + "_acc");
+  acc(s.vars) = is_max ? lowest(t) : constant(t, 0);
+  if (is_max) acc(s.vars) = max(acc(s.vars), cast(t, padded(at)));
+  else acc(s.vars) += cast(t, padded(at));
+  Expr value = acc(s.vars);
+  if (!is_max) {
+    Expr count = int(k[0] * k[1]);
+    if (!n.attrs.i("count_include_pad")) {
+      // The part of each window inside the unpadded input.
+      auto inside = [](Expr o, int64_t stride, int64_t p, int64_t kk, int64_t size) {
+        Expr lo = o * int(stride) - int(p);
+        return max(min(lo + int(kk), int(size)) - max(lo, 0), 1);
+      };
+      count = inside(s.vars[1], st[0], pad[0], k[0], xs[r - 2]) * inside(s.vars[0], st[1], pad[1], k[1], xs[r - 1]);
+    }
+    value = value / cast(t, count);
+  }
+  LowerCtx::define(s, value);
+  s.reduction = acc;
+  s.rvars = {w.x, w.y};
+  s.helpers.push_back(padded_helper);
+}
+
+}  // namespace
+
+void MaxPool2d(LowerCtx& c, Stage& s, const Node& n) { pool(c, s, n, true); }
+void AvgPool2d(LowerCtx& c, Stage& s, const Node& n) { pool(c, s, n, false); }
+
+void CumSum(LowerCtx& ctx, Stage& s, const Node& n) {
+  const Shape& xs = ctx.g.type(n.inputs[0]).shape;
+  const size_t axis = size_t(n.attrs.i("axis")), hd = xs.size() - 1 - axis;  // the axis in Halide order
+  const Type t = ct(n);
+  Func acc(s.func.name() + "_acc");
+  std::vector<Expr> v(s.vars.begin(), s.vars.end());
+  acc(s.vars) = cast(t, ctx.at(n.inputs[0], LowerCtx::coords(s)));
+  if (xs[axis] >= 2) {
+    RDom r(1, int(xs[axis] - 1));
+    std::vector<Expr> here = v, before = v;
+    here[hd] = r.x;
+    before[hd] = r.x - 1;
+    acc(here) = acc(before) + cast(t, ctx.at(n.inputs[0], to_row_major(here)));
+    s.reduction = acc;
+    s.rvars = {r.x};
+  }
+  LowerCtx::define(s, acc(s.vars));
+}
+
+void Take(LowerCtx& ctx, Stage& s, const Node& n) {
+  const Shape &xs = ctx.g.type(n.inputs[0]).shape, &is = ctx.g.type(n.inputs[1]).shape;
+  const size_t axis = size_t(n.attrs.i("axis"));
+  const Coords o = LowerCtx::coords(s);
+  Coords idx(o.begin() + std::ptrdiff_t(axis), o.begin() + std::ptrdiff_t(axis + is.size()));
+  // Out-of-range indices are an IndexError eagerly; compiled code clamps them (it cannot throw).
+  const int extent = int(xs[axis]);
+  Expr k = cast<int>(ctx.at(n.inputs[1], idx));
+  k = clamp(select(k < 0, k + extent, k), 0, extent - 1);
+  Coords xc(o.begin(), o.begin() + std::ptrdiff_t(axis));
+  xc.push_back(k);
+  xc.insert(xc.end(), o.begin() + std::ptrdiff_t(axis + is.size()), o.end());
+  LowerCtx::define(s, ctx.at(n.inputs[0], xc));
+}
+
+// Scaled dot-product attention without an [S, T] matrix: the scores of a tile of query rows are
+// computed where the output tile needs them (see schedules/attention.cpp).
+void Attention(LowerCtx& ctx, Stage& s, const Node& n) {
+  const Shape &qs = ctx.g.type(n.inputs[0]).shape, &ks = ctx.g.type(n.inputs[1]).shape;
+  const size_t r = qs.size();
+  const int D = int(qs[r - 1]), T = int(ks[r - 2]);
+  const Type t = ct(n);
+  const Var &e = s.vars[0], &i = s.vars[1];
+  Var j("j"), d("d");
+  std::vector<Var> batch(s.vars.begin() + 2, s.vars.end());
+  auto args = [&](std::initializer_list<Expr> lead) {
+    std::vector<Expr> a(lead);
+    a.insert(a.end(), batch.begin(), batch.end());
+    return a;
+  };
+  auto vars = [&](std::initializer_list<Var> lead) {
+    std::vector<Var> a(lead);
+    a.insert(a.end(), batch.begin(), batch.end());
+    return a;
+  };
+  // Halide order: q (d, i, batch), k (d, j, batch), v (e, j, batch).
+  auto load = [&](int input, Expr inner, Expr outer) {
+    return cast(t, ctx.at(n.inputs[size_t(input)], to_row_major(args({inner, outer}))));
+  };
+  const std::string name = s.func.name();
+  Func keys_t(name + "_keys_t"), scores(name + "_scores"), row_max(name + "_row_max"), probs(name + "_probs"),
+      row_sum(name + "_row_sum"), acc(name + "_acc");
+  keys_t(vars({j, d})) = load(1, d, j);  // keys with the key index innermost
+  RDom rd(0, D), rj(0, T);
+  scores(vars({j, i})) = constant(t, 0);
+  scores(vars({j, i})) += load(0, rd, i) * keys_t(args({j, rd}));
+  Expr scaled = scores(vars({j, i})) * constant(t, n.attrs.f("scale"));
+  // Masked keys never enter a max or an exp (no -inf anywhere: see constant()).
+  const bool causal = n.attrs.i("causal") != 0;
+  Func masked(name + "_masked");
+  masked(vars({j, i})) = causal ? select(j <= i, scaled, lowest(t)) : scaled;
+  row_max(vars({i})) = lowest(t);
+  row_max(vars({i})) = max(row_max(vars({i})), masked(args({rj, i})));
+  Expr p = exp_of(masked(vars({j, i})) - row_max(vars({i})));
+  probs(vars({j, i})) = causal ? select(j <= i, p, constant(t, 0)) : p;
+  row_sum(vars({i})) = constant(t, 0);
+  row_sum(vars({i})) += probs(args({rj, i}));
+  acc(s.vars) = constant(t, 0);
+  acc(s.vars) += probs(args({rj, i})) * load(2, e, rj);
+  LowerCtx::define(s, acc(s.vars) / row_sum(vars({i})));
+  s.reduction = acc;
+  s.rvars = {rj.x};
+  const Shape batch_extents(s.extents.begin() + 2, s.extents.end());
+  auto helper = [&](const char* role, Func f, std::initializer_list<Var> lead, std::initializer_list<int64_t> lead_extents,
+                    std::vector<RVar> rvars) {
+    Shape ex(lead_extents);
+    ex.insert(ex.end(), batch_extents.begin(), batch_extents.end());
+    s.helpers.push_back(Helper{role, f, vars(lead), ex, std::move(rvars)});
+  };
+  const int64_t S = s.extents[1];
+  helper("keys_t", keys_t, {j, d}, {T, D}, {});
+  helper("scores", scores, {j, i}, {T, S}, {rd.x});
+  helper("row_max", row_max, {i}, {S}, {rj.x});
+  helper("probs", probs, {j, i}, {T, S}, {});
+  helper("row_sum", row_sum, {i}, {S}, {rj.x});
+}
+
+}  // namespace hjit::backend::lowering

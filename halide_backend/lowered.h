@@ -24,6 +24,15 @@ std::vector<T> to_row_major(const std::vector<T>& halide_order) {
 }
 inline std::vector<Halide::Expr> halide_args(const Coords& row_major) { return to_halide_order(row_major); }
 
+// A Func a lowering made besides a stage's func and reduction.
+struct Helper {
+  std::string role;              // "padded", "keys_t", "scores", "row_max", "probs", "row_sum"
+  Halide::Func func;
+  std::vector<Halide::Var> vars;  // pure vars, innermost first
+  Shape extents;                  // of vars, innermost first
+  std::vector<Halide::RVar> rvars;  // of its update, if it has one
+};
+
 struct Stage {
   int node = -1;
   OpKind op = OpKind::Parameter;
@@ -32,18 +41,31 @@ struct Stage {
                                     // definition; func only reads it (argmax: its index)
   std::vector<Halide::Var> vars;    // pure vars, innermost first
   std::vector<Halide::RVar> rvars;  // reduction domain (reductions, matmul), innermost first
+  // A convolution's or pool's padded input; attention's transposed keys, scores, row maxima,
+  // probabilities and row sums.
+  std::vector<Helper> helpers;
   Shape extents;                    // of vars, innermost first
   std::vector<int> consumers;       // stages (node ids) that read this one, one entry per use
   bool is_output = false;           // the func itself is a pipeline output
 };
+
+struct LoweredPipeline;
+
+// Binds `data` of `type` as a hidden input and returns the value of it at `args` (Halide order),
+// in the compute type.
+Halide::Expr bind_constant(LoweredPipeline& p, const TensorType& type, ConstData data, const std::vector<Halide::Expr>& args);
 
 struct LoweredPipeline {
   const Graph* graph = nullptr;
   Halide::Target target;
   std::vector<Stage> stages;              // indexed by node id
   std::vector<Halide::ImageParam> params; // indexed like graph->inputs; undefined when unused
-  std::vector<Halide::ImageParam> const_params;  // one per graph constant that is used
-  std::vector<int> const_nodes;           // the Constant node of each const_param
+  // Values passed to the pipeline as hidden inputs: the graph's constants, and fills that are not
+  // finite (an inf or nan written into the code as a literal is poison to LLVM's fast-math flags,
+  // which Halide sets: `select(mask, -inf, x)` would lose its select).
+  std::vector<Halide::ImageParam> const_params;
+  std::vector<ConstData> const_data;
+  std::vector<TensorType> const_types;
   std::vector<Halide::Func> outputs;      // one per graph output, then one per update
   std::vector<int> output_node;           // the node each output computes
   // Wrapper funcs that only convert a node to its storage type (or copy an input); may be empty.

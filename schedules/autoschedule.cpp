@@ -76,7 +76,7 @@ std::optional<std::string> schedule_auto(backend::LoweredPipeline& p, const std:
     for (size_t i = 0; i < p.params.size(); ++i)
       if (p.params[i].defined()) estimate([&](int d) { return p.params[i].dim(d); }, g.type(g.inputs[i]).shape);
     for (size_t i = 0; i < p.const_params.size(); ++i)
-      estimate([&](int d) { return p.const_params[i].dim(d); }, g.type(p.const_nodes[i]).shape);
+      estimate([&](int d) { return p.const_params[i].dim(d); }, p.const_types[i].shape);
     std::vector<Halide::Func> outs;
     for (size_t k = 0; k < p.outputs.size(); ++k) {
       if (!p.outputs[k].defined()) continue;

@@ -17,6 +17,8 @@
 #include <sstream>
 
 #include "graph/op_def.h"
+#include "schedules/attention.h"
+#include "schedules/contraction.h"
 #include "schedules/loop_nest.h"
 #include "schedules/reduction.h"
 #include "schedules/schedule.h"
@@ -45,13 +47,14 @@ struct Nest {
   Halide::Func func;
   int stage = -1;  // whose vars and extents the nest iterates
   bool can_host = true;
-  bool tiled = false;
+  int host = -1;  // the contraction computed per tile of this nest (tiled when >= 0)
   bool has_row_guests = false;
   bool is_root_stage = false;  // a stage func made compute_root (not a pipeline output)
   // Set when scheduled.
   bool has_row = false;
-  Var row, tile;
-  int tx = 0, ty = 0;
+  Var row, tile, parallel;
+  TileSpec spec;
+  bool tiled() const { return host >= 0; }
 };
 
 // Where a value is read.
@@ -149,15 +152,16 @@ class Builtin {
     const Shape &mine = st(id).extents, &theirs = st(nest.stage).extents;
     if (!nest.can_host || theirs.size() < 2 || mine.size() != theirs.size()) return false;
     if (level == Level::Tile) return !site.via_reduction && !nest.has_row_guests && mine == theirs;
-    if (nest.tiled) return false;
+    if (nest.tiled()) return false;
     for (size_t i = 1; i < mine.size(); ++i)
       if (mine[i] != theirs[i]) return false;
     return true;
   }
 
-  bool feeds_matmul(int id) {
+  // Operands of contractions are stored: each element is read many times.
+  bool feeds_contraction(int id) {
     for (int c : st(id).consumers)
-      if (st(c).op == OpKind::Matmul) return true;
+      if (has_trait(st(c).op, Contraction)) return true;
     return false;
   }
 
@@ -174,7 +178,7 @@ class Builtin {
     site_[size_t(id)] = site;
     if (func_[size_t(id)].kind == Place::Inline) {
       bool reused_expensive = expensive(s.op) && s.consumers.size() >= 2;
-      if (feeds_matmul(id)) {
+      if (feeds_contraction(id)) {
         make_nest(id);
       } else if (reused_expensive) {
         if (can_home(id, site, Level::Row)) {
@@ -188,14 +192,21 @@ class Builtin {
     if (!has_reduction(s)) return;
     // The accumulator is read wherever the stage's value is, or by the stage's own nest.
     Site acc_site = func_[size_t(id)].kind == Place::Inline ? site : Site{{func_[size_t(id)].nest}, true, false};
-    if (s.op == OpKind::Matmul) {
-      if (!can_home(id, acc_site, Level::Tile)) {
+    if (has_trait(s.op, Contraction)) {
+      // At a tile of the one nest that reads it pointwise (and hosts no other kind of tile), or
+      // at a tile of its own nest.
+      bool home = can_home(id, acc_site, Level::Tile);
+      if (home) {
+        const Nest& n = nests_[size_t(*acc_site.nests.begin())];
+        home = !n.tiled() || st(n.host).op == s.op;
+      }
+      if (!home) {
         if (func_[size_t(id)].kind != Place::Nest) make_nest(id);
         acc_site = Site{{func_[size_t(id)].nest}, true, false};
       }
       int nest = *acc_site.nests.begin();
       acc_[size_t(id)] = Place{Place::At, nest, Level::Tile};
-      nests_[size_t(nest)].tiled = true;
+      if (!nests_[size_t(nest)].tiled()) nests_[size_t(nest)].host = id;
       return;
     }
     if (can_home(id, acc_site, Level::Row)) {
@@ -212,32 +223,18 @@ class Builtin {
     const int vec = vector_width(p_.target, value_type(s));
     const int threads = halide_threads();
     if (nest.is_root_stage) nest.func.compute_root();
-    if (!nest.tiled) {
+    if (!nest.tiled()) {
       LoopNest ln = vectorize_and_parallelize(nest.func, s.vars, s.extents, vec, threads);
       nest.has_row = ln.has_row;
       nest.row = ln.row;
       os_ << nest.func.name() << ": " << (nest.is_root_stage ? "root " : "") << ln.what << "\n";
       return;
     }
-    // Register tiles of tx columns by ty rows; tiles (and batch dimensions) fused and parallel.
-    const int64_t N = s.extents[0], M = s.extents[1];
-    nest.tx = int(N >= 2 * vec ? 2 * vec : N >= vec ? vec : N);
-    nest.ty = int(M >= 8 ? 8 : M);
-    Var xo("xo"), yo("yo"), xi("xi"), yi("yi"), t("tile");
-    nest.func.tile(s.vars[0], s.vars[1], xo, yo, xi, yi, nest.tx, nest.ty).fuse(xo, yo, t);
-    for (size_t d = 2; d < s.vars.size(); ++d) {
-      Var outer(t.name() + "_" + s.vars[d].name());
-      nest.func.fuse(t, s.vars[d], outer);
-      t = outer;
-    }
-    int64_t work = 1;
-    for (int64_t e : s.extents) work *= e;
-    if (work >= 1 << 14 && threads > 1) nest.func.parallel(t);
-    if (nest.tx >= vec) nest.func.vectorize(xi, vec);
-    nest.func.unroll(yi);
-    nest.tile = t;
-    os_ << nest.func.name() << ": " << (nest.is_root_stage ? "root " : "") << "tiles " << nest.tx << "x" << nest.ty
-        << (work >= 1 << 14 ? " par" : "") << "\n";
+    nest.spec = tile_spec(p_, st(nest.host));
+    TiledNest t = tile_nest(nest.func, s.vars, s.extents, nest.spec, vec, threads);
+    nest.tile = t.tile;
+    nest.parallel = t.parallel;
+    os_ << nest.func.name() << ": " << (nest.is_root_stage ? "root " : "") << t.what << "\n";
   }
 
   Var level_var(const Nest& nest, Level level) { return level == Level::Tile ? nest.tile : nest.row; }
@@ -263,18 +260,23 @@ class Builtin {
       const Nest& nest = nests_[size_t(a.nest)];
       if (a.level == Level::Row && !nest.has_row) {
         s.reduction.compute_root();
-        os_ << s.reduction.name() << ": root " << schedule_reduction(p_, s, true) << "\n";
+        os_ << s.reduction.name() << ": root " << schedule_reduction(p_, s, true) << schedule_helpers_at_root(p_, s) << "\n";
         return;
       }
       s.reduction.compute_at(nest.func, level_var(nest, a.level));
-      if (a.level == Level::Tile)
+      if (a.level == Level::Tile) {
         os_ << s.reduction.name() << ": per tile of " << nest.func.name() << ", "
-            << schedule_matmul_tile(p_, s, nest.tx, nest.ty) << "\n";
-      else
-        os_ << s.reduction.name() << ": per row of " << nest.func.name() << ", " << schedule_reduction(p_, s, false) << "\n";
+            << schedule_contraction_tile(p_, s, nest.spec);
+        if (s.op == OpKind::Attention) os_ << ";" << schedule_attention_helpers(p_, s, nest.func, nest.parallel, nest.spec);
+        else os_ << ";" << schedule_helpers_at_root(p_, s);
+        os_ << "\n";
+      } else {
+        os_ << s.reduction.name() << ": per row of " << nest.func.name() << ", " << schedule_reduction(p_, s, false)
+            << schedule_helpers_at_root(p_, s) << "\n";
+      }
     } else if (a.kind == Place::Nest) {
       s.reduction.compute_root();
-      os_ << s.reduction.name() << ": root " << schedule_reduction(p_, s, true) << "\n";
+      os_ << s.reduction.name() << ": root " << schedule_reduction(p_, s, true) << schedule_helpers_at_root(p_, s) << "\n";
     }
   }
 

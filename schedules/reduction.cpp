@@ -17,7 +17,7 @@ bool reduces_innermost(const backend::LoweredPipeline& p, const backend::Stage& 
   const Node& n = p.graph->node(s.node);
   const int rank = p.graph->type(n.inputs[0]).rank();
   if (n.op == OpKind::ArgMax || n.op == OpKind::ArgMin) return n.attrs.i("axis") == rank - 1;
-  if (n.op == OpKind::Matmul) return false;
+  if (!n.attrs.has("axes")) return false;  // matmul, convolution, pools, scans
   const auto& axes = n.attrs.ints("axes");
   return !axes.empty() && axes.back() == rank - 1;
 }
@@ -35,6 +35,16 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, backend::Stage
   Halide::Func acc = s.reduction;
   std::string what = vectorize_and_parallelize(acc, s.vars, s.extents, vec, threads).what;
   Halide::Stage u = acc.update();
+  if (s.op == OpKind::CumSum) {
+    // A scan: the scanned dimension is no var of the update; the others loop around it.
+    const size_t axis = s.vars.size() - 1 - size_t(p.graph->node(s.node).attrs.i("axis"));
+    std::vector<Var> others;
+    Shape extents;
+    for (size_t d = 0; d < s.vars.size(); ++d)
+      if (d != axis) others.push_back(s.vars[d]), extents.push_back(s.extents[d]);
+    if (others.empty()) return what + "; scan serial";
+    return what + "; scan " + vectorize_and_parallelize(u, others, extents, axis == 0 ? 1 : vec, threads, true).what;
+  }
   const bool tuple = s.op == OpKind::ArgMax || s.op == OpKind::ArgMin;
   if (!s.vars.empty() && s.extents[0] >= vec) {
     // Column reduction: the innermost output dimension is kept: loop the reduction outside it.
@@ -63,20 +73,16 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, backend::Stage
   return what + "; update " + vectorize_and_parallelize(u, s.vars, s.extents, 1, threads, true).what;
 }
 
-std::string schedule_matmul_tile(const backend::LoweredPipeline& p, backend::Stage& s, int tx, int ty) {
-  const int vec = vector_width(p.target, value_type(s));
-  Halide::Func acc = s.reduction;
-  Halide::Stage u = acc.update();
-  std::vector<VarOrRVar> order{s.vars[0], s.vars[1], s.rvars[0]};
-  for (size_t d = 2; d < s.vars.size(); ++d) order.emplace_back(s.vars[d]);
-  u.reorder(order);
-  if (tx >= vec) {
-    acc.vectorize(s.vars[0], vec).unroll(s.vars[0]);
-    u.vectorize(s.vars[0], vec).unroll(s.vars[0]);
+std::string schedule_helpers_at_root(const backend::LoweredPipeline& p, backend::Stage& s) {
+  std::string what;
+  for (backend::Helper& h : s.helpers) {
+    h.func.compute_root();
+    const int vec = vector_width(p.target, h.func.output_types()[0]);
+    what += " " + h.role + ": root " + vectorize_and_parallelize(h.func, h.vars, h.extents, vec, halide_threads()).what;
+    if (h.func.has_update_definition())
+      what += " update " + vectorize_and_parallelize(h.func.update(), h.vars, h.extents, 1, halide_threads(), true).what;
   }
-  acc.unroll(s.vars[1]);
-  u.unroll(s.vars[1]);
-  return "matmul tile " + std::to_string(tx) + "x" + std::to_string(ty) + (tx >= vec ? " vec" + std::to_string(vec) : "");
+  return what;
 }
 
 }  // namespace hjit::schedules

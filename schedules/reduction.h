@@ -12,8 +12,7 @@ namespace hjit::schedules {
 // parallel (for accumulators computed at root).
 std::string schedule_reduction(const backend::LoweredPipeline& p, backend::Stage& s, bool parallel);
 
-// The accumulator of a matmul computed at one register tile of its consumer: the reduction loop
-// outside, the tile (tx columns by ty rows) vectorized and unrolled inside.
-std::string schedule_matmul_tile(const backend::LoweredPipeline& p, backend::Stage& s, int tx, int ty);
+// Helpers a lowering made (padded inputs, ...) computed at root, vectorized and parallel.
+std::string schedule_helpers_at_root(const backend::LoweredPipeline& p, backend::Stage& s);
 
 }  // namespace hjit::schedules

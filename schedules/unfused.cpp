@@ -19,7 +19,7 @@ std::string schedule_unfused(backend::LoweredPipeline& p) {
     if (has_reduction(s)) {
       // The accumulator is the op's stage; its reader is a copy, kept only when it is an output.
       s.reduction.compute_root();
-      os << s.reduction.name() << ": root " << schedule_reduction(p, s, true) << "\n";
+      os << s.reduction.name() << ": root " << schedule_reduction(p, s, true) << schedule_helpers_at_root(p, s) << "\n";
       if (!s.is_output) continue;
     } else if (!s.is_output) {
       s.func.compute_root();

@@ -7,6 +7,8 @@
 //
 // Adding an op: add it to the group whose inputs it takes (or a new group), nothing else.
 #include <cstdlib>
+#include <array>
+#include <limits>
 #include <functional>
 
 #include "tests/support.h"
@@ -263,4 +265,138 @@ TEST_CASE("softmax, log_softmax and layer_norm") {
   for (DType t : float_dtypes())
     for (const Shape& s : shapes)
       check("nn", nn(), {test::random(s, t, seed++), test::random({s.back()}, t, seed++), test::random({s.back()}, t, seed++)});
+}
+
+namespace {
+
+struct ConvCase {
+  Shape x, w;
+  hjit::Pair stride, padding, dilation;
+  int64_t groups;
+  bool bias;
+};
+
+Group conv(const ConvCase& c) {
+  return [c](const std::vector<Tensor>& in) {
+    std::optional<Tensor> bias;
+    if (c.bias) bias = in[2];
+    Tensor y = hjit::conv2d(in[0], in[1], bias, c.stride, c.padding, c.dilation, c.groups);
+    return std::vector<Tensor>{y, hjit::relu(y * 0.5 + 1)};
+  };
+}
+
+Group pools() {
+  return [](const std::vector<Tensor>& in) {
+    const Tensor& x = in[0];
+    return std::vector<Tensor>{hjit::max_pool2d(x, {2, 2}),
+                               hjit::max_pool2d(x, {3, 3}, {2, 2}, {1, 1}),
+                               hjit::max_pool2d(x, {3, 2}, {1, 1}, {1, 0}),
+                               hjit::avg_pool2d(x, {2, 2}),
+                               hjit::avg_pool2d(x, {3, 3}, {2, 2}, {1, 1}),
+                               hjit::avg_pool2d(x, {3, 3}, {2, 1}, {1, 1}, false),
+                               hjit::adaptive_avg_pool2d(x, {1, 1})};
+  };
+}
+
+Group norms() {
+  return [](const std::vector<Tensor>& in) {
+    const Tensor &x = in[0], &g = in[1], &b = in[2], &rm = in[3], &rv = in[4];
+    hjit::BatchNormResult train = hjit::batch_norm_stats(x, g, b);
+    return std::vector<Tensor>{hjit::batch_norm(x, rm, hjit::abs(rv) + 0.1, g, b), train.y, train.mean, train.var,
+                               hjit::rms_norm(x.transpose({0, 2, 3, 1}), hjit::abs(b.reshape({-1})) + 1),
+                               hjit::silu(x), hjit::gelu(x)};
+  };
+}
+
+Group scans_and_gathers() {
+  return [](const std::vector<Tensor>& in) {
+    const Tensor &x = in[0], &ids = in[1];  // x [5, 7], ids i32/i64 [2, 3] in [-5, 5)
+    return std::vector<Tensor>{hjit::cumsum(x), hjit::cumsum(x, 0), hjit::take(x, ids, 0), hjit::take(x, ids.reshape({-1}), 1),
+                               hjit::embedding(x, hjit::minimum(hjit::abs(ids), 4)), hjit::tril(x), hjit::triu(x, 1), hjit::tril(x, -2),
+                               x + hjit::iota({5, 7}, 0) * 0.5, hjit::cumsum(ids)};
+  };
+}
+
+Group losses() {
+  return [](const std::vector<Tensor>& in) { return std::vector<Tensor>{hjit::cross_entropy(in[0], in[1])}; };
+}
+
+Group attention(bool causal) {
+  return [causal](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{hjit::scaled_dot_product_attention(in[0], in[1], in[2], causal)};
+  };
+}
+
+}  // namespace
+
+TEST_CASE("conv2d: strides, paddings, dilations, groups, bias, odd sizes") {
+  uint64_t seed = 800;
+  std::vector<ConvCase> cases = {
+      {{1, 3, 7, 9}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},
+      {{2, 4, 8, 8}, {6, 2, 3, 2}, {2, 2}, {1, 0}, {1, 1}, 2, false},
+      {{1, 4, 9, 7}, {4, 1, 3, 3}, {1, 1}, {2, 2}, {2, 2}, 4, true},   // depthwise, dilated
+      {{2, 3, 5, 5}, {5, 3, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, false},  // 1x1
+      {{1, 8, 17, 20}, {16, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true}, // tiles with tails
+      {{1, 2, 4, 4}, {3, 2, 5, 5}, {1, 1}, {2, 2}, {1, 1}, 1, false},   // kernel larger than the input
+      {{3, 16, 6, 33}, {32, 16, 3, 3}, {1, 2}, {1, 1}, {1, 1}, 1, true}};
+  if (autoscheduled()) cases = {cases[0], cases[1], cases[4]};
+  for (const ConvCase& c : cases)
+    for (DType t : autoscheduled() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64}) {
+      std::vector<Tensor> in = {test::random(c.x, t, seed++), test::random(c.w, t, seed++) * 0.3};
+      if (c.bias) in.push_back(test::random({c.w[0]}, t, seed++));
+      check("conv2d", conv(c), in);
+    }
+}
+
+TEST_CASE("pooling, normalization and activations") {
+  uint64_t seed = 900;
+  for (DType t : float_dtypes()) {
+    if (t == DType::F16 || t == DType::BF16) continue;  // covered by the elementwise groups
+    check("pools", pools(), {test::random({2, 3, 9, 8}, t, seed++)});
+    check("pools", pools(), {test::random({1, 2, 4, 5}, t, seed++)});
+    check("norms", norms(),
+          {test::random({2, 3, 4, 5}, t, seed++), test::random({3}, t, seed++), test::random({3}, t, seed++),
+           test::random({3}, t, seed++), test::random({3}, t, seed++)});
+  }
+  check("pools", [](const std::vector<Tensor>& in) { return std::vector<Tensor>{hjit::max_pool2d(in[0], {2, 2}, {1, 1})}; },
+        {test::random({2, 6, 6}, DType::I32, seed++)});
+}
+
+TEST_CASE("cumsum, take, embedding, tril/triu, iota, cross_entropy") {
+  uint64_t seed = 1000;
+  for (DType idx : {DType::I32, DType::I64}) {
+    Tensor ids = hjit::clamp(test::random({2, 3}, DType::I64, seed++), -5.0, 4.0).astype(idx);
+    for (DType t : autoscheduled() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64, DType::I32})
+      check("scans_and_gathers", scans_and_gathers(), {test::random({5, 7}, t, seed++), ids});
+    Tensor labels = hjit::abs(test::random({6}, idx, seed++));
+    check("cross_entropy", losses(), {test::random({6, 11}, DType::F32, seed++), labels});
+  }
+}
+
+TEST_CASE("scaled dot-product attention") {
+  uint64_t seed = 1100;
+  std::vector<std::array<Shape, 3>> shapes = {{Shape{1, 2, 5, 8}, Shape{1, 2, 5, 8}, Shape{1, 2, 5, 8}},
+                                              {Shape{2, 3, 7, 16}, Shape{2, 3, 9, 16}, Shape{2, 3, 9, 12}},
+                                              {Shape{1, 8, 40, 64}, Shape{1, 8, 40, 64}, Shape{1, 8, 40, 64}},
+                                              {Shape{4, 33, 20}, Shape{4, 33, 20}, Shape{4, 33, 20}}};
+  if (autoscheduled()) shapes = {shapes[1], shapes[2]};
+  for (bool causal : {false, true})
+    for (const auto& s : shapes)
+      for (DType t : autoscheduled() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64})
+        check("attention", attention(causal), {test::random(s[0], t, seed++), test::random(s[1], t, seed++), test::random(s[2], t, seed++)});
+}
+
+TEST_CASE("infinities and NaNs: in the data and as literals") {
+  // Halide compiles with fast-math flags: hjit must keep inf and nan exact anyway.
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  Group specials = [](const std::vector<Tensor>& in) {
+    const Tensor& x = in[0];
+    const double inf = std::numeric_limits<double>::infinity();
+    Tensor masked = hjit::where(hjit::triu(Tensor::ones({3, 3}), 1) > 0, -inf, x.reshape({3, 3}));
+    return std::vector<Tensor>{hjit::exp(x), hjit::log(hjit::abs(x)), hjit::sigmoid(x), hjit::tanh(x), hjit::maximum(x, 0.0),
+                               hjit::minimum(x, 1.0), x * 2 + 1, hjit::where(x > 0, inf, x), masked, hjit::softmax(masked),
+                               hjit::sum(x != x)};
+  };
+  for (DType t : autoscheduled() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64})
+    check("specials", specials, {Tensor::from_vector<double>({-inf, -2, -0.5, 0, 0.5, 3, 100, inf, nan}, {9}).astype(t)});
 }

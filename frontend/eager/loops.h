@@ -50,6 +50,18 @@ void dispatch_float(DType t, F&& f) {
   }
 }
 
+// The values of p as C<T> (16-bit floats widened into buf; other types as they are).
+template <class T>
+const C<T>* widened(const T* p, int64_t n, std::vector<C<T>>& buf) {
+  if constexpr (std::is_same_v<T, C<T>>) {
+    return p;
+  } else {
+    buf.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = C<T>(p[i]);
+    return buf.data();
+  }
+}
+
 // Below this many elements a kernel runs on one thread: OpenMP's fork costs more than it saves.
 inline constexpr int64_t kParallelGrain = 1 << 15;
 

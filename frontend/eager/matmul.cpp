@@ -28,18 +28,6 @@ void gemm_rows(int64_t i0, int64_t i1, int64_t N, int64_t K, const A* x, const A
   }
 }
 
-// Converts 16-bit floats to f32 so the arithmetic happens in f32.
-template <class T>
-const C<T>* widened(const T* p, int64_t n, std::vector<C<T>>& buf) {
-  if constexpr (std::is_same_v<T, C<T>>) {
-    return p;
-  } else {
-    buf.resize(size_t(n));
-    for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = C<T>(p[i]);
-    return buf.data();
-  }
-}
-
 }  // namespace
 
 void Matmul(const KernelArgs& a) {

@@ -58,3 +58,32 @@ void Pad(const KernelArgs& a) {
 }
 
 }  // namespace hjit::eager
+
+namespace hjit::eager {
+
+void Take(const KernelArgs& a) {
+  const Shape& xs = a.in[0].type->shape;
+  const size_t axis = size_t(a.attrs.i("axis"));
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= xs[d];
+  for (size_t d = axis + 1; d < xs.size(); ++d) inner *= xs[d];
+  const int64_t n = xs[axis], m = a.in[1].type->numel();
+  // Indices are checked before any copy (and outside the parallel loop, which cannot throw).
+  std::vector<int64_t> idx(static_cast<size_t>(m));
+  for (int64_t j = 0; j < m; ++j) {
+    int64_t k = a.in[1].type->dtype == DType::I32 ? static_cast<const int32_t*>(a.in[1].data)[j]
+                                                   : static_cast<const int64_t*>(a.in[1].data)[j];
+    if (k < -n || k >= n)
+      throw IndexError("take: index " + std::to_string(k) + " is out of range for axis " + std::to_string(axis) +
+                       " of " + a.in[0].type->str() + " (valid: " + std::to_string(-n) + " to " + std::to_string(n - 1) + ")");
+    idx[size_t(j)] = k < 0 ? k + n : k;
+  }
+  const size_t row = size_t(inner) * size_t(elem(a));
+  const char* x = static_cast<const char*>(a.in[0].data);
+  char* out = static_cast<char*>(a.out.data);
+#pragma omp parallel for collapse(2) schedule(static) if (outer * m * inner >= kParallelGrain)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < m; ++j) std::memcpy(out + size_t(o * m + j) * row, x + size_t(o * n + idx[size_t(j)]) * row, row);
+}
+
+}  // namespace hjit::eager

@@ -165,3 +165,31 @@ void ArgMax(const KernelArgs& a) { arg_reduce<true>(a); }
 void ArgMin(const KernelArgs& a) { arg_reduce<false>(a); }
 
 }  // namespace hjit::eager
+
+namespace hjit::eager {
+
+void CumSum(const KernelArgs& a) {
+  const Shape& s = a.in[0].type->shape;
+  const int64_t axis = a.attrs.i("axis");
+  Block b;
+  for (int64_t d = 0; d < int64_t(s.size()); ++d) (d < axis ? b.outer : d == axis ? b.reduced : b.inner) *= s[size_t(d)];
+  dispatch_numeric(a.in[0].type->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = SumAcc<T>;
+    using R = std::conditional_t<std::is_floating_point_v<C<T>>, T, int64_t>;
+    const T* x = static_cast<const T*>(a.in[0].data);
+    R* out = static_cast<R*>(a.out.data);
+    const int64_t O = b.outer, N = b.reduced, I = b.inner;
+#pragma omp parallel for schedule(static) if (O * N * I >= kParallelGrain && O > 1)
+    for (int64_t o = 0; o < O; ++o) {
+      std::vector<A> acc(static_cast<size_t>(I), A(0));
+      for (int64_t r = 0; r < N; ++r)
+        for (int64_t i = 0; i < I; ++i) {
+          acc[size_t(i)] += A(C<T>(x[(o * N + r) * I + i]));
+          out[(o * N + r) * I + i] = R(acc[size_t(i)]);
+        }
+    }
+  });
+}
+
+}  // namespace hjit::eager

@@ -6,6 +6,7 @@
 // higher (an integer tensor times 0.5 gives f32, a bool tensor plus 1 gives i64). Division and the
 // transcendental functions turn integer tensors into f32.
 #pragma once
+#include <array>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -142,5 +143,46 @@ Tensor softmax(const Tensor& x, int axis = -1);
 Tensor log_softmax(const Tensor& x, int axis = -1);
 Tensor layer_norm(const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
                   double eps = 1e-5);
+Tensor rms_norm(const Tensor& x, const std::optional<Tensor>& weight, double eps = 1e-6);
+Tensor silu(const Tensor& x);
+Tensor cumsum(const Tensor& x, int axis = -1);  // integers accumulate in i64, like PyTorch
+// x[..., indices, ...] along `axis`: out has x's shape with that axis replaced by indices' shape.
+// Indices are i32 or i64; negative ones count from the end. Out of range: IndexError (eagerly;
+// compiled code clamps, as it cannot throw).
+Tensor take(const Tensor& x, const Tensor& indices, int axis = 0);
+Tensor embedding(const Tensor& table, const Tensor& ids);  // take(table, ids, 0)
+// The lower (upper) triangle of the last two dimensions, k diagonals above (below) the main one.
+Tensor tril(const Tensor& x, int64_t k = 0);
+Tensor triu(const Tensor& x, int64_t k = 0);
+// Counts along `axis` of a tensor of `shape`: inside a traced function, a node of the graph
+// (not a constant of the size of the tensor). Tensor::arange(n) is iota({n}, 0).
+Tensor iota(Shape shape, int axis, DType dtype = DType::F32);
+
+// ---- layers, with the semantics of torch.nn.functional (NCHW, OIHW weights)
+using Pair = std::array<int64_t, 2>;
+Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt, Pair stride = {1, 1},
+              Pair padding = {0, 0}, Pair dilation = {1, 1}, int64_t groups = 1);
+// stride {0, 0} means the kernel size (PyTorch's stride=None).
+Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0});
+Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0}, bool count_include_pad = true);
+Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);  // output size (1, 1): the global average
+// Inference (training = false) normalizes with the running statistics; training normalizes with
+// the batch's and, when running_mean / running_var are given, updates them in place through
+// assign (momentum-weighted, the variance unbiased), as PyTorch does.
+Tensor batch_norm(const Tensor& x, const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
+                  const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, bool training = false,
+                  double momentum = 0.1, double eps = 1e-5);
+// Training form returning the batch statistics (mean and biased variance, per channel).
+struct BatchNormResult {
+  Tensor y, mean, var;
+};
+BatchNormResult batch_norm_stats(const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+                                 double eps = 1e-5);
+// Mean over the batch of -log_softmax(logits)[i, labels[i]]; logits [N, C], labels [N] of i32/i64.
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
+// softmax(q @ k^T * scale (+ causal mask)) @ v on [..., S, D], [..., T, D], [..., T, Dv]; scale
+// defaults to 1/sqrt(D). Compiled, it never holds the whole [S, T] score matrix.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = false,
+                                    std::optional<double> scale = std::nullopt);
 
 }  // namespace hjit

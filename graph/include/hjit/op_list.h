@@ -60,13 +60,19 @@
   X(ArgMax, "argmax", 1, Reduction | NonDifferentiable, "axis,keepdims", infer_arg_reduce) \
   X(ArgMin, "argmin", 1, Reduction | NonDifferentiable, "axis,keepdims", infer_arg_reduce) \
   X(Matmul, "matmul", 2, Contraction, "", infer_matmul)                                    \
+  X(Conv2d, "conv2d", 2, Contraction | FloatOnly, "stride,padding,dilation,groups", infer_conv2d) \
+  X(Attention, "attention", 3, Contraction | FloatOnly, "causal,scale", infer_attention)  \
+  X(MaxPool2d, "max_pool2d", 1, Reduction | NumericOnly, "kernel,stride,padding", infer_pool2d) \
+  X(AvgPool2d, "avg_pool2d", 1, Reduction | FloatOnly, "kernel,stride,padding,count_include_pad", infer_pool2d) \
+  X(CumSum, "cumsum", 1, Reduction | NumericOnly, "axis", infer_cumsum)                    \
   /* data movement */                                                                      \
   X(Reshape, "reshape", 1, Movement, "shape", infer_reshape)                               \
   X(Transpose, "transpose", 1, Movement, "perm", infer_transpose)                          \
   X(BroadcastTo, "broadcast_to", 1, Movement, "shape", infer_broadcast_to)                 \
   X(Slice, "slice", 1, Movement, "starts,stops,steps", infer_slice)                        \
   X(Concat, "concatenate", -1, Movement, "axis", infer_concat)                             \
-  X(Pad, "pad", 1, Movement, "lo,hi,value", infer_pad)
+  X(Pad, "pad", 1, Movement, "lo,hi,value", infer_pad)                                     \
+  X(Take, "take", 2, Movement, "axis", infer_take)
 
 namespace hjit {
 

@@ -1,0 +1,83 @@
+#include "schedules/contraction.h"
+
+#include <algorithm>
+
+#include "schedules/loop_nest.h"
+#include "schedules/stage_info.h"
+
+namespace hjit::schedules {
+
+using Halide::Var;
+using Halide::VarOrRVar;
+
+TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s) {
+  const int vec = vector_width(p.target, value_type(s));
+  TileSpec spec;
+  auto columns = [&](int64_t n) { return int(n >= 2 * vec ? 2 * vec : n >= vec ? vec : n); };
+  if (s.op == OpKind::Conv2d) {
+    // Width vectorized, 8 output channels unrolled: one input vector feeds 8 accumulators.
+    spec.inner = 0, spec.unrolled = 2;
+    spec.tx = int(s.extents[0] >= vec ? vec : s.extents[0]);
+    spec.tu = int(std::min<int64_t>(8, s.extents[2]));
+  } else {
+    // Matmul and attention: columns x rows; attention keeps fewer rows (its scores are per row).
+    spec.inner = 0, spec.unrolled = 1;
+    spec.tx = columns(s.extents[0]);
+    spec.tu = int(std::min<int64_t>(s.op == OpKind::Attention ? 4 : 8, s.extents[1]));
+  }
+  return spec;
+}
+
+TiledNest tile_nest(Halide::Func f, const std::vector<Var>& vars, const Shape& extents, const TileSpec& spec, int vec,
+                    int threads) {
+  const Var &inner = vars[size_t(spec.inner)], &unrolled = vars[size_t(spec.unrolled)];
+  Var io(inner.name() + "_t"), ii(inner.name() + "_i"), uo(unrolled.name() + "_t"), ui(unrolled.name() + "_i");
+  f.split(inner, io, ii, spec.tx).split(unrolled, uo, ui, spec.tu);
+  // Loops: the tile (ii, ui) innermost, then the tiles of `inner`, then every other dimension in
+  // its own order with the tiles of `unrolled` in place of it.
+  std::vector<VarOrRVar> order{ii, ui, io};
+  std::vector<Var> outer;
+  for (size_t d = 0; d < vars.size(); ++d)
+    if (int(d) != spec.inner) outer.push_back(int(d) == spec.unrolled ? uo : vars[d]);
+  for (const Var& v : outer) order.emplace_back(v);
+  f.reorder(order);
+  TiledNest t;
+  t.tile = io;
+  Var par = outer.front();
+  for (size_t d = 1; d < outer.size(); ++d) {
+    Var fused(par.name() + "_" + outer[d].name());
+    f.fuse(par, outer[d], fused);
+    par = fused;
+  }
+  int64_t work = 1;
+  for (int64_t e : extents) work *= e;
+  if (work >= (1 << 14) && threads > 1) f.parallel(par);
+  if (spec.tx >= vec) f.vectorize(ii, vec);
+  f.unroll(ui);
+  t.parallel = par;
+  t.what = "tiles " + std::to_string(spec.tx) + "x" + std::to_string(spec.tu) + (work >= (1 << 14) ? " par" : "");
+  return t;
+}
+
+std::string schedule_contraction_tile(const backend::LoweredPipeline& p, backend::Stage& s, const TileSpec& spec) {
+  const int vec = vector_width(p.target, value_type(s));
+  Halide::Func acc = s.reduction;
+  Halide::Stage u = acc.update();
+  const Var &inner = s.vars[size_t(spec.inner)], &unrolled = s.vars[size_t(spec.unrolled)];
+  std::vector<VarOrRVar> order{inner, unrolled};
+  for (const Halide::RVar& r : s.rvars) order.emplace_back(r);
+  for (size_t d = 0; d < s.vars.size(); ++d)
+    if (int(d) != spec.inner && int(d) != spec.unrolled) order.emplace_back(s.vars[d]);
+  u.reorder(order);
+  if (spec.tx >= vec) {
+    acc.vectorize(inner, vec).unroll(inner);
+    u.vectorize(inner, vec).unroll(inner);
+  }
+  acc.unroll(unrolled);
+  u.unroll(unrolled);
+  // A convolution's narrow kernel row is unrolled too (3 loads of one input row per channel).
+  if (s.op == OpKind::Conv2d && p.graph->type(p.graph->node(s.node).inputs[1]).shape[3] <= 7) u.unroll(s.rvars[0]);
+  return "tile " + std::to_string(spec.tx) + "x" + std::to_string(spec.tu) + (spec.tx >= vec ? " vec" + std::to_string(vec) : "");
+}
+
+}  // namespace hjit::schedules

@@ -1,0 +1,32 @@
+// Register tiles for contractions (matmul, convolution, attention): the accumulator of one tile
+// lives in vector registers while the reduction runs, and the epilogue (bias, normalization,
+// activation) inlined into the tile's consumer runs on it before it is stored.
+#pragma once
+#include <string>
+
+#include "halide_backend/lowered.h"
+
+namespace hjit::schedules {
+
+// Which two dimensions (Halide order) form the tile, and its size: `inner` is vectorized,
+// `unrolled` is unrolled (matmul: columns x rows; convolution: width x output channels).
+struct TileSpec {
+  int inner = 0, unrolled = 1;
+  int tx = 1, tu = 1;
+};
+TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& contraction);
+
+struct TiledNest {
+  Halide::Var tile;      // the loop over tiles of `inner` inside which one tile is computed
+  Halide::Var parallel;  // the fused loop over everything outside it
+  std::string what;
+};
+// Splits the nest `f` (iterating `vars` with `extents`) into tiles and runs the tiles in parallel.
+TiledNest tile_nest(Halide::Func f, const std::vector<Halide::Var>& vars, const Shape& extents, const TileSpec& spec,
+                    int vec, int threads);
+
+// The accumulator of contraction stage `s`, computed at one tile: reduction loops outside, the
+// tile vectorized and unrolled inside.
+std::string schedule_contraction_tile(const backend::LoweredPipeline& p, backend::Stage& s, const TileSpec& spec);
+
+}  // namespace hjit::schedules
