@@ -1,5 +1,8 @@
 #include "bench/workloads.h"
 
+#include "examples/llama_attention.h"
+#include "examples/resnet_block.h"
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -160,9 +163,31 @@ Workload w6() {
   return w;
 }
 
+// W8: ResNet BasicBlock inference; the model's parameters are captured by the jitted function.
+Workload w8() {
+  auto block = std::make_shared<BasicBlock>(64);
+  Tensor x = Tensor::randn({4, 64, 56, 56}, 1);
+  Workload w;
+  w.id = "W8", w.name = "resnet_blk", w.shapes = "x: [4,64,56,56], 3x3 convs 64->64";
+  w.make_runner = runner([block](const Tensor& x) { return (*block)(x); }, x);
+  w.flops = 2 * 2.0 * 4 * 64 * 56 * 56 * 64 * 9;
+  return w;
+}
+
+// W10: Llama-style attention (rotary, causal, 8 heads of 64, seq 256).
+Workload w10() {
+  auto attn = std::make_shared<LlamaAttention>(512, 8, 256);
+  Tensor x = Tensor::randn({1, 256, 512}, 1);
+  Workload w;
+  w.id = "W10", w.name = "attention", w.shapes = "x: [1,256,512], 8 heads of 64";
+  w.make_runner = runner([attn](const Tensor& x) { return (*attn)(x); }, x);
+  w.flops = 4 * 2.0 * 256 * 512 * 512 + 2 * 2.0 * 8 * 256 * 256 * 64;
+  return w;
+}
+
 }  // namespace
 
-std::vector<std::string> workload_ids() { return {"W1", "W2", "W3", "W4", "W5", "W6"}; }
+std::vector<std::string> workload_ids() { return {"W1", "W2", "W3", "W4", "W5", "W6", "W8", "W10"}; }
 
 Workload make_workload(const std::string& id) {
   if (id == "W1") return w1();
@@ -171,6 +196,8 @@ Workload make_workload(const std::string& id) {
   if (id == "W4") return w4();
   if (id == "W5") return w5();
   if (id == "W6") return w6();
+  if (id == "W8") return w8();
+  if (id == "W10") return w10();
   throw std::invalid_argument("unknown workload " + id);
 }
 

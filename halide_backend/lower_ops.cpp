@@ -40,6 +40,15 @@ Expr constant(Type t, double v) {
   return cast(t, Expr(v));
 }
 
+// A value of a fill or a pad: a literal when finite; inf or nan is read from a hidden input, where
+// LLVM cannot see it.
+Expr value_of(LowerCtx& ctx, DType dtype, double v) {
+  const Type t = compute_type(dtype);
+  if (std::isfinite(v) || !t.is_float()) return constant(t, std::isfinite(v) ? v : 0);
+  const TensorType scalar{dtype, {}};
+  return bind_constant(ctx.p, scalar, fill_bytes(scalar, v), {});
+}
+
 // The most negative and most positive finite values: the identities of max and min (for data
 // that holds -inf or +inf only, the result is that finite extreme instead).
 Expr lowest(Type t) {
@@ -186,15 +195,7 @@ void arg_reduce(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
 
 void Parameter(LowerCtx&, Stage&, const Node&) { throw InternalError("parameters are bound in lower()"); }
 void Constant(LowerCtx&, Stage&, const Node&) { throw InternalError("constants are bound in lower()"); }
-void Full(LowerCtx& ctx, Stage& s, const Node& n) {
-  const double v = n.attrs.f("value");
-  if (std::isfinite(v) || n.type.dtype == DType::Bool || !is_floating(n.type.dtype)) {
-    LowerCtx::define(s, constant(ct(n), is_floating(n.type.dtype) || std::isfinite(v) ? v : 0));
-    return;
-  }
-  // inf / nan: one value read from a hidden input, which LLVM cannot see.
-  LowerCtx::define(s, bind_constant(ctx.p, TensorType{n.type.dtype, {}}, fill_bytes(TensorType{n.type.dtype, {}}, v), {}));
-}
+void Full(LowerCtx& ctx, Stage& s, const Node& n) { LowerCtx::define(s, value_of(ctx, n.type.dtype, n.attrs.f("value"))); }
 void Iota(LowerCtx&, Stage& s, const Node& n) {
   LowerCtx::define(s, cast(ct(n), LowerCtx::coords(s)[size_t(n.attrs.i("axis"))]));
 }
@@ -366,7 +367,7 @@ void Pad(LowerCtx& ctx, Stage& s, const Node& n) {
     inside = inside && x >= 0 && x < int(in[d]);
     ic[d] = clamp(x, 0, int(in[d] - 1));
   }
-  LowerCtx::define(s, select(inside, ctx.at(n.inputs[0], ic), constant(ct(n), n.attrs.f("value"))));
+  LowerCtx::define(s, select(inside, ctx.at(n.inputs[0], ic), value_of(ctx, n.type.dtype, n.attrs.f("value"))));
 }
 
 }  // namespace lowering

@@ -2,6 +2,7 @@
 // the oracle for everything compiled, so it is checked on its own.
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "tests/support.h"
 
@@ -239,4 +240,91 @@ TEST_CASE("16-bit floats convert like IEEE and bfloat16 round to nearest even") 
   Tensor h = Tensor::from_vector<float>({1.5f, -2.25f}, {2}).astype(DType::F16);
   CHECK(vals(h * 2) == std::vector<float>{3, -4.5});
   CHECK(hjit::sum(h).dtype() == DType::F16);
+}
+
+TEST_CASE("conv2d by hand") {
+  // 1 image, 1 channel, 3x3 input; a 2x2 kernel of ones sums each 2x2 window.
+  Tensor x = f32({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3}), w = Tensor::ones({1, 1, 2, 2});
+  CHECK(vals(hjit::conv2d(x, w)) == std::vector<float>{12, 16, 24, 28});
+  CHECK(vals(hjit::conv2d(x, w, f32({100}, {1}))) == std::vector<float>{112, 116, 124, 128});
+  // Padding 1 and stride 2: windows at (-1,-1), (-1,1), (1,-1), (1,1).
+  CHECK(vals(hjit::conv2d(x, w, std::nullopt, {2, 2}, {1, 1})) == std::vector<float>{1, 5, 11, 28});
+  // Dilation 2: the kernel's taps 2 apart (corners of the 3x3).
+  CHECK(vals(hjit::conv2d(x, w, std::nullopt, {1, 1}, {0, 0}, {2, 2})) == std::vector<float>{1 + 3 + 7 + 9});
+  // Depthwise: each channel with its own kernel.
+  Tensor two = hjit::concat({x, x * 10}, 1);  // [1, 2, 3, 3]
+  Tensor dw = hjit::concat({Tensor::ones({1, 1, 1, 1}), Tensor::full({1, 1, 1, 1}, 2)}, 0);
+  CHECK(vals(hjit::conv2d(two, dw, std::nullopt, {1, 1}, {0, 0}, {1, 1}, 2)) == vals(hjit::concat({x, x * 20}, 1)));
+  CHECK(hjit::conv2d(Tensor::zeros({2, 4, 10, 7}), Tensor::zeros({6, 2, 3, 3}), std::nullopt, {2, 1}, {1, 0}, {1, 1}, 2).shape() ==
+        Shape{2, 6, 5, 5});
+}
+
+TEST_CASE("pooling by hand") {
+  Tensor x = Tensor::arange(16).reshape({1, 1, 4, 4});
+  CHECK(vals(hjit::max_pool2d(x, {2, 2})) == std::vector<float>{5, 7, 13, 15});
+  CHECK(vals(hjit::avg_pool2d(x, {2, 2})) == std::vector<float>{2.5, 4.5, 10.5, 12.5});
+  // Padding counts as zeros in the average by default (PyTorch), or not at all.
+  CHECK(vals(hjit::avg_pool2d(x, {2, 2}, {2, 2}, {1, 1}))[0] == 0.0f / 4);
+  CHECK(vals(hjit::avg_pool2d(x, {2, 2}, {2, 2}, {1, 1}, false))[0] == 0);
+  CHECK(vals(hjit::avg_pool2d(x, {2, 2}, {2, 2}, {1, 1}))[1] == (1 + 2) / 4.0f);
+  CHECK(vals(hjit::avg_pool2d(x, {2, 2}, {2, 2}, {1, 1}, false))[1] == (1 + 2) / 2.0f);
+  CHECK(vals(hjit::max_pool2d(x - 100, {3, 3}, {2, 2}, {1, 1})) == std::vector<float>{-95, -93, -87, -85});
+  CHECK(vals(hjit::adaptive_avg_pool2d(x, {1, 1})) == std::vector<float>{7.5});
+}
+
+TEST_CASE("normalization layers against their formulas") {
+  Tensor x = Tensor::randn({3, 2, 4, 5}, 1);
+  Tensor rm = f32({0.5, -1}, {2}), rv = f32({2, 0.25}, {2}), g = f32({1.5, 0.5}, {2}), b = f32({0.1, -0.2}, {2});
+  std::vector<float> xv = vals(x), y = vals(hjit::batch_norm(x, rm, rv, g, b));
+  for (size_t i = 0; i < xv.size(); ++i) {
+    size_t c = (i / 20) % 2;
+    double want = (xv[i] - vals(rm)[c]) / std::sqrt(vals(rv)[c] + 1e-5) * vals(g)[c] + vals(b)[c];
+    CHECK(y[i] == doctest::Approx(want).epsilon(1e-5));
+  }
+  // Training: batch statistics, and the running ones move by momentum (variance unbiased).
+  Tensor run_mean = Tensor::zeros({2}), run_var = Tensor::ones({2});
+  Tensor yt = hjit::batch_norm(x, run_mean, run_var, std::nullopt, std::nullopt, true, 0.1);
+  CHECK(hjit::mean(yt, {0, 2, 3}).to_vector<float>()[1] == doctest::Approx(0).epsilon(1e-5));
+  CHECK(hjit::mean(yt * yt, {0, 2, 3}).to_vector<float>()[0] == doctest::Approx(1).epsilon(1e-3));
+  Tensor ch0 = hjit::slice(x, 1, 0, 1);
+  double m0 = hjit::mean(ch0).item<float>(), v0 = hjit::mean((ch0 - m0) * (ch0 - m0)).item<float>();
+  CHECK(run_mean.to_vector<float>()[0] == doctest::Approx(0.1 * m0).epsilon(1e-5));
+  CHECK(run_var.to_vector<float>()[0] == doctest::Approx(0.9 + 0.1 * v0 * 60 / 59).epsilon(1e-5));
+  hjit::BatchNormResult stats = hjit::batch_norm_stats(x, std::nullopt, std::nullopt);
+  CHECK(stats.mean.to_vector<float>()[0] == doctest::Approx(m0).epsilon(1e-5));
+  CHECK(stats.var.to_vector<float>()[0] == doctest::Approx(v0).epsilon(1e-5));
+  // RMS norm.
+  Tensor r = f32({3, 4}, {1, 2});
+  CHECK(vals(hjit::rms_norm(r, std::nullopt, 0)) == std::vector<float>{float(3 / std::sqrt(12.5)), float(4 / std::sqrt(12.5))});
+}
+
+TEST_CASE("cumsum, take, embedding, tril, triu, iota, silu, cross_entropy by hand") {
+  CHECK(vals(hjit::cumsum(f32({1, 2, 3, 4}, {2, 2}))) == std::vector<float>{1, 3, 3, 7});
+  CHECK(vals(hjit::cumsum(f32({1, 2, 3, 4}, {2, 2}), 0)) == std::vector<float>{1, 2, 4, 6});
+  CHECK(hjit::cumsum(Tensor::ones({3}, DType::I32)).dtype() == DType::I64);
+  Tensor table = Tensor::arange(6).reshape({3, 2});
+  Tensor ids = Tensor::from_vector<int32_t>({2, 0, -1}, {3});
+  CHECK(vals(hjit::embedding(table, ids)) == std::vector<float>{4, 5, 0, 1, 4, 5});
+  CHECK(hjit::take(table, Tensor::from_vector<int64_t>({1, 1, 0, 1}, {2, 2}), 1).shape() == Shape{3, 2, 2});
+  CHECK_THROWS_AS(hjit::embedding(table, Tensor::from_vector<int32_t>({3}, {1})), hjit::IndexError);
+  Tensor sq = Tensor::ones({3, 3});
+  CHECK(vals(hjit::tril(sq)) == std::vector<float>{1, 0, 0, 1, 1, 0, 1, 1, 1});
+  CHECK(vals(hjit::triu(sq, 1)) == std::vector<float>{0, 1, 1, 0, 0, 1, 0, 0, 0});
+  CHECK(vals(hjit::iota({2, 3}, 1)) == std::vector<float>{0, 1, 2, 0, 1, 2});
+  CHECK(hjit::silu(Tensor::scalar(1.0)).item<float>() == doctest::Approx(1 / (1 + std::exp(-1.0))));
+  // cross entropy: mean over rows of log(sum exp) - logit[label].
+  Tensor logits = f32({1, 2, 3, 1, 1, 1}, {2, 3});
+  Tensor labels = Tensor::from_vector<int64_t>({2, 0}, {2});
+  double row0 = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3, row1 = std::log(3 * std::exp(1.0)) - 1;
+  CHECK(hjit::cross_entropy(logits, labels).item<float>() == doctest::Approx((row0 + row1) / 2).epsilon(1e-6));
+  CHECK_THROWS_AS(hjit::cross_entropy(logits, Tensor::from_vector<int64_t>({3, 0}, {2})), hjit::IndexError);
+}
+
+TEST_CASE("scaled dot-product attention equals softmax(q k^T / sqrt(d) + mask) v") {
+  Tensor q = Tensor::randn({2, 3, 6, 8}, 1), k = Tensor::randn({2, 3, 6, 8}, 2), v = Tensor::randn({2, 3, 6, 5}, 3);
+  Tensor scores = hjit::matmul(q, k.transpose({0, 1, 3, 2})) / std::sqrt(8.0);
+  CHECK_CLOSE(hjit::scaled_dot_product_attention(q, k, v), hjit::matmul(hjit::softmax(scores), v));
+  Tensor mask = hjit::where(hjit::triu(Tensor::ones({6, 6}), 1) > 0, -std::numeric_limits<double>::infinity(), 0.0);
+  CHECK_CLOSE(hjit::scaled_dot_product_attention(q, k, v, true), hjit::matmul(hjit::softmax(scores + mask), v));
+  CHECK_CLOSE(hjit::scaled_dot_product_attention(q, k, v, false, 0.5), hjit::matmul(hjit::softmax(scores * std::sqrt(8.0) * 0.5), v));
 }

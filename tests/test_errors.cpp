@@ -121,3 +121,26 @@ TEST_CASE("an error while tracing leaves the function usable") {
   CHECK_THROWS_AS(f(Tensor::zeros({4})), hjit::ShapeError);  // not cached as a success
   CHECK(f(Tensor::ones({3})).to_vector<float>() == std::vector<float>{1, 1, 1});
 }
+
+TEST_CASE("bad layer arguments") {
+  Tensor x = Tensor::zeros({1, 4, 8, 8});
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return hjit::conv2d(x, Tensor::zeros({2, 3, 3, 3})); }, x, "input channels per group");
+  both_throw<hjit::ValueError>([](const Tensor& x) { return hjit::conv2d(x, Tensor::zeros({6, 1, 3, 3}), std::nullopt, {1, 1}, {0, 0}, {1, 1}, 4); }, x,
+                               "groups=4 must divide");
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return hjit::conv2d(x, Tensor::zeros({2, 4, 9, 9})); }, x, "larger than the padded input");
+  both_throw<hjit::ValueError>([](const Tensor& x) { return hjit::conv2d(x, Tensor::zeros({2, 4, 3, 3}), std::nullopt, {0, 1}); }, x,
+                               "stride must be");
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return hjit::conv2d(x.reshape({4, 8, 8}), Tensor::zeros({2, 4, 3, 3})); }, x, "NCHW");
+  both_throw<hjit::ValueError>([](const Tensor& x) { return hjit::max_pool2d(x, {2, 2}, {1, 1}, {2, 2}); }, x, "at most half the kernel");
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return hjit::batch_norm(x, Tensor::zeros({3}), Tensor::ones({4}), std::nullopt, std::nullopt); },
+                               x, "running_mean must have shape [4]");
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return hjit::scaled_dot_product_attention(x, x, Tensor::zeros({1, 4, 7, 8})); }, x,
+                               "must agree");
+  both_throw<hjit::DTypeError>([](const Tensor& x) { return hjit::take(x, Tensor::zeros({2})); }, x, "indices must be i32 or i64");
+  CHECK_THROWS_AS(hjit::embedding(Tensor::zeros({3}), Tensor::zeros({1}, DType::I32)), hjit::ShapeError);
+  CHECK_THROWS_AS(hjit::take(Tensor::zeros({3, 2}), Tensor::full({1}, -4, DType::I64)), hjit::IndexError);
+  CHECK_THROWS_AS(hjit::adaptive_avg_pool2d(x, {2, 2}), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::batch_norm(x, std::nullopt, std::nullopt, std::nullopt, std::nullopt), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::cross_entropy(Tensor::zeros({2, 3}), Tensor::zeros({2})), hjit::DTypeError);
+  CHECK_THROWS_AS(hjit::cross_entropy(Tensor::zeros({2, 3}), Tensor::zeros({3}, DType::I64)), hjit::ShapeError);
+}

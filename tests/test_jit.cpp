@@ -297,3 +297,26 @@ TEST_CASE("options: every opt level and autoscheduler compiles and agrees") {
     CHECK_CLOSE(hjit::jit(fn, o)(x, w), want);
   }
 }
+
+TEST_CASE("compiled attention holds the scores of a tile of query rows, never an [S, T] matrix") {
+  const int64_t heads = 8, seq = 256, dim = 64;
+  Tensor q = Tensor::randn({1, heads, seq, dim}, 1), k = Tensor::randn({1, heads, seq, dim}, 2), v = Tensor::randn({1, heads, seq, dim}, 3);
+  auto attn = hjit::jit([](const Tensor& q, const Tensor& k, const Tensor& v) { return hjit::scaled_dot_product_attention(q, k, v, true); });
+  CHECK_CLOSE(attn(q, k, v), hjit::scaled_dot_product_attention(q, k, v, true));
+  // Every buffer the lowered statement allocates, and its size in elements.
+  std::string stmt = attn.explain(q, k, v);
+  int64_t largest_scores = 0;
+  for (size_t at = stmt.find("allocate "); at != std::string::npos; at = stmt.find("allocate ", at + 1)) {
+    size_t open = stmt.find('[', at), close = stmt.find(']', at);
+    std::string name = stmt.substr(at + 9, open - at - 9), dims = stmt.substr(open + 1, close - open - 1);
+    int64_t elements = 1;
+    for (size_t star = dims.find('*'); star != std::string::npos; star = dims.find('*', star + 1)) {
+      size_t end = dims.find_first_of(" *", star + 2);
+      elements *= std::stoll(dims.substr(star + 2, end == std::string::npos ? std::string::npos : end - star - 2));
+    }
+    if (name.find("scores") != std::string::npos || name.find("probs") != std::string::npos)
+      largest_scores = std::max(largest_scores, elements);
+  }
+  CHECK(largest_scores > 0);
+  CHECK(largest_scores <= seq * 8);  // at most a few query rows of one head at a time
+}
