@@ -30,6 +30,24 @@ std::mutex& compile_mutex() {
 
 namespace {
 
+// Halide's warnings (storage folding notes and the like) go to the debug log instead of stderr:
+// hjit is quiet by default. Errors still throw, as Halide's own reporter does.
+class QuietReporter final : public Halide::CompileTimeErrorReporter {
+ public:
+  void warning(const char* msg) override { log().debug("halide: {}", msg); }
+  void error(const char* msg) override { throw Halide::CompileError(msg); }
+};
+
+void install_reporter() {
+  static QuietReporter reporter;
+  static std::once_flag once;
+  std::call_once(once, [] { Halide::set_custom_compile_time_error_reporter(&reporter); });
+}
+
+}  // namespace
+
+namespace {
+
 
 std::string cache_key(const Graph& g, const Options& o) {
   Hasher h;
@@ -63,31 +81,82 @@ Halide::Target host_target(Device device) {
   return t;
 }
 
-// The fastest of a few runs on zero-filled scratch buffers; throws if the pipeline fails to run.
-double trial_ms(const Executable& exe, const Graph& g) {
-  std::vector<std::shared_ptr<void>> buffers;
-  auto scratch = [&](const TensorType& t) {
+// Inputs and outputs for trial runs: inputs hold deterministic values in [-1, 1) (integers in
+// [0, 4), so that indices stay in range), outputs start as zeros.
+struct TrialBuffers {
+  std::vector<std::shared_ptr<void>> owned;
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  std::vector<TensorType> out_types;
+
+  explicit TrialBuffers(const Graph& g) {
+    uint64_t state = 0x9e3779b97f4a7c15ull;
+    for (int id : g.inputs) {
+      const TensorType& t = g.type(id);
+      void* p = alloc(t);
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        double u = double(state >> 11) / 9007199254740992.0;
+        write(t.dtype, p, i, is_floating(t.dtype) ? 2 * u - 1 : double(int(u * 4)));
+      }
+      in.push_back(p);
+    }
+    for (int id : g.outputs) out.push_back(alloc(g.type(id))), out_types.push_back(g.type(id));
+    for (const Update& u : g.updates) out.push_back(alloc(g.type(u.value))), out_types.push_back(g.type(u.value));
+  }
+  void* alloc(const TensorType& t) {
     size_t bytes = (size_t(t.numel()) * size_t(dtype_size(t.dtype)) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, bytes ? bytes : 64);
     if (!p) throw std::bad_alloc();
-    std::memset(p, 0, bytes);
-    buffers.emplace_back(p, std::free);
+    std::memset(p, 0, bytes ? bytes : 64);
+    owned.emplace_back(p, std::free);
     return p;
-  };
-  std::vector<const void*> in;
-  std::vector<void*> out;
-  for (int id : g.inputs) in.push_back(scratch(g.type(id)));
-  for (int id : g.outputs) out.push_back(scratch(g.type(id)));
-  for (const Update& u : g.updates) out.push_back(scratch(g.type(u.value)));
-  exe.run(in.data(), out.data());  // warm-up, and the check that it runs at all
+  }
+  static void write(DType t, void* p, int64_t i, double v) {
+    switch (t) {
+#define HJIT_TRIAL_WRITE(e, name, T, kind) \
+  case DType::e: static_cast<T*>(p)[i] = static_cast<T>(v); break;
+      HJIT_DTYPES(HJIT_TRIAL_WRITE)
+#undef HJIT_TRIAL_WRITE
+    }
+  }
+  static double read(DType t, const void* p, int64_t i) {
+    switch (t) {
+#define HJIT_TRIAL_READ(e, name, T, kind) \
+  case DType::e: return double(static_cast<const T*>(p)[i]);
+      HJIT_DTYPES(HJIT_TRIAL_READ)
+#undef HJIT_TRIAL_READ
+    }
+    return 0;
+  }
+};
+
+// The fastest of a few runs; throws if the pipeline fails to run.
+double trial_ms(const Executable& exe, TrialBuffers& b) {
+  exe.run(b.in.data(), b.out.data());  // warm-up, and the check that it runs at all
   double best = HUGE_VAL, total = 0;
   for (int i = 0; i < 5 && total < 300; ++i) {
     Timer t;
-    exe.run(in.data(), out.data());
+    exe.run(b.in.data(), b.out.data());
     best = std::min(best, t.ms());
     total += t.ms();
   }
   return best;
+}
+
+// Where two runs' outputs differ beyond what reassociating a float sum explains, if they do.
+std::string first_difference(const TrialBuffers& a, const TrialBuffers& b) {
+  for (size_t k = 0; k < a.out.size(); ++k) {
+    const TensorType& t = a.out_types[k];
+    const double tol = t.dtype == DType::F64 ? 1e-9 : is_floating(t.dtype) ? 1e-3 : 0;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      double x = TrialBuffers::read(t.dtype, a.out[k], i), y = TrialBuffers::read(t.dtype, b.out[k], i);
+      if (x == y || (std::isnan(x) && std::isnan(y)) || std::fabs(x - y) <= tol * (1 + std::fabs(y))) continue;
+      return "output " + std::to_string(k) + " element " + std::to_string(i) + " is " + std::to_string(x) +
+             " where the built-in schedule computes " + std::to_string(y);
+    }
+  }
+  return "";
 }
 
 // One candidate: lowered afresh, scheduled one way, compiled. Null when the autoscheduler fails.
@@ -107,25 +176,32 @@ std::shared_ptr<HalideExecutable> make(const Graph& g, const Options& o, const H
                                             std::move(text));
 }
 
-// An autoscheduler's schedule is used only when it compiles, runs, and is not much slower than the
-// built-in one on this very pipeline; otherwise the built-in schedule stands in, with a warning.
-// (Halide 14's autoschedulers fail on some pipelines, emit schedules that do not compile or that
-// read outside the buffers, and are sometimes an order of magnitude slower.)
+// An autoscheduler's schedule is used only when it compiles, runs, computes what the built-in
+// schedule computes, and is not much slower on this very pipeline; otherwise the built-in schedule
+// stands in, with a warning. (Halide 14's autoschedulers fail on some pipelines, emit schedules
+// that do not compile, that read outside the buffers, or that compute wrong results (Adams2019's
+// storage folding of a padded pooling input), and are sometimes an order of magnitude slower.)
 std::shared_ptr<const Executable> build_guarded(const Graph& g, const Options& o, const Halide::Target& target) {
   constexpr double kTolerated = 1.5, kNoiseMs = 0.02;  // below ~20 us a run, timings are noise
+  std::shared_ptr<HalideExecutable> builtin = make(g, o, target, "built-in");
+  TrialBuffers reference(g), trial(g);
+  const double builtin_ms = trial_ms(*builtin, reference);
   std::shared_ptr<HalideExecutable> chosen;
   std::string why;
   double auto_ms = 0;
   try {
     chosen = make(g, o, target, o.autoscheduler);
-    if (!chosen) why = "it could not schedule this pipeline";
-    else auto_ms = trial_ms(*chosen, g);
+    if (!chosen) {
+      why = "it could not schedule this pipeline";
+    } else {
+      auto_ms = trial_ms(*chosen, trial);
+      std::string diff = first_difference(trial, reference);
+      if (!diff.empty()) why = "its schedule computes wrong results (" + diff + ")", chosen = nullptr;
+    }
   } catch (const std::exception& e) {
     why = std::string("its schedule failed: ") + e.what();
     chosen = nullptr;
   }
-  std::shared_ptr<HalideExecutable> builtin = make(g, o, target, "built-in");
-  const double builtin_ms = trial_ms(*builtin, g);
   if (chosen && (auto_ms <= kTolerated * builtin_ms || auto_ms - builtin_ms < kNoiseMs)) {
     log().debug("{} on '{}': {:.3f} ms a run (built-in {:.3f} ms)", o.autoscheduler, g.name, auto_ms, builtin_ms);
     return chosen;
@@ -142,6 +218,7 @@ std::shared_ptr<const Executable> build_guarded(const Graph& g, const Options& o
 }
 
 std::shared_ptr<const Executable> build(const Graph& g, const Options& o) {
+  install_reporter();
   const Halide::Target target = host_target(o.device);
   if (o.opt_level == 0) return make(g, o, target, "unfused");
   if (o.opt_level == 2 && !o.autoscheduler.empty()) return build_guarded(g, o, target);

@@ -237,20 +237,22 @@ void Div(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr
 void Pow(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return pow(a, b); }); }
 void Max(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, max_nan); }
 void Min(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, min_nan); }
-// Equality follows IEEE for NaN (x != x is the NaN test), where Halide's simplifier would assume
-// there are no NaNs and fold x == x to true. (An ordered comparison with a NaN gives NaN-consistent
-// results either way in the selects it feeds.)
+// Comparisons follow IEEE for NaN (x != x is the NaN test; NaN < y is false), where Halide
+// assumes there are none: its simplifier folds x == x to true, and LLVM's no-NaN flag lets an
+// ordered compare become an unordered one.
 Expr nan_operand(const Expr& a, const Expr& b) { return is_nan(a) || is_nan(b); }
-void Eq(LowerCtx& c, Stage& s, const Node& n) {
-  binary(c, s, n, [](Expr a, Expr b) { return a.type().is_float() ? !nan_operand(a, b) && a == b : a == b; });
+template <class Cmp>
+void ordered(LowerCtx& c, Stage& s, const Node& n, Cmp cmp) {
+  binary(c, s, n, [&](Expr a, Expr b) { return a.type().is_float() ? !nan_operand(a, b) && cmp(a, b) : cmp(a, b); });
 }
+void Eq(LowerCtx& c, Stage& s, const Node& n) { ordered(c, s, n, [](Expr a, Expr b) { return a == b; }); }
 void Ne(LowerCtx& c, Stage& s, const Node& n) {
   binary(c, s, n, [](Expr a, Expr b) { return a.type().is_float() ? nan_operand(a, b) || a != b : a != b; });
 }
-void Lt(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a < b; }); }
-void Le(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a <= b; }); }
-void Gt(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a > b; }); }
-void Ge(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a >= b; }); }
+void Lt(LowerCtx& c, Stage& s, const Node& n) { ordered(c, s, n, [](Expr a, Expr b) { return a < b; }); }
+void Le(LowerCtx& c, Stage& s, const Node& n) { ordered(c, s, n, [](Expr a, Expr b) { return a <= b; }); }
+void Gt(LowerCtx& c, Stage& s, const Node& n) { ordered(c, s, n, [](Expr a, Expr b) { return a > b; }); }
+void Ge(LowerCtx& c, Stage& s, const Node& n) { ordered(c, s, n, [](Expr a, Expr b) { return a >= b; }); }
 void And(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a && b; }); }
 void Or(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a || b; }); }
 void Where(LowerCtx& c, Stage& s, const Node& n) {

@@ -1,5 +1,9 @@
 // opt_level 2 with a named autoscheduler: Halide's plugins, as Debian installs them.
+#include <cstdio>
 #include <fstream>
+#include <iterator>
+
+#include <unistd.h>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -47,6 +51,32 @@ uint64_t last_level_cache_bytes() {
   return best ? best : uint64_t(32) << 20;
 }
 
+// Runs f with the process's stderr captured (Adams2019 prints its search there), and sends what
+// was printed to the debug log. Called under the compile mutex.
+template <class F>
+auto with_stderr_captured(F&& f) {
+  std::fflush(stderr);
+  char path[] = "/tmp/hjit_autoschedule_XXXXXX";
+  int tmp = mkstemp(path), saved = dup(2);
+  if (tmp < 0 || saved < 0) return f();
+  dup2(tmp, 2);
+  struct Restore {
+    int saved, tmp;
+    const char* path;
+    ~Restore() {
+      std::fflush(stderr);
+      dup2(saved, 2);
+      close(saved);
+      std::ifstream in(path);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (!text.empty()) log().debug("autoscheduler output:\n{}", text);
+      close(tmp);
+      std::remove(path);
+    }
+  } restore{saved, tmp, path};
+  return f();
+}
+
 template <class Dim>
 void estimate(Dim dim_of, const Shape& shape) {
   const Shape halide_shape = backend::to_halide_order(shape);
@@ -88,7 +118,8 @@ std::optional<std::string> schedule_auto(backend::LoweredPipeline& p, const std:
     }
     Halide::MachineParams machine(halide_threads(), last_level_cache_bytes(), 40);
     Timer t;
-    Halide::AutoSchedulerResults r = Halide::Pipeline(outs).auto_schedule(name, p.target, machine);
+    Halide::AutoSchedulerResults r =
+        with_stderr_captured([&] { return Halide::Pipeline(outs).auto_schedule(name, p.target, machine); });
     log().debug("{} scheduled '{}' in {:.1f} ms", name, g.name, t.ms());
     return "machine parameters " + machine.to_string() + "\n" + r.schedule_source;
   } catch (const Halide::Error& e) {

@@ -205,7 +205,7 @@ TEST_CASE("unary ops on integers and bool") {
 TEST_CASE("binary ops with broadcasting") {
   uint64_t seed = 200;
   std::vector<DType> numeric = autoscheduled() ? std::vector<DType>{DType::F32, DType::I32}
-                                               : std::vector<DType>{DType::F32, DType::F64, DType::I32, DType::I64, DType::F16};
+                                               : std::vector<DType>{DType::F32, DType::F64, DType::I8, DType::I32, DType::I64, DType::U8, DType::F16, DType::BF16};
   for (const auto& [sa, sb] : shapes_for_config(kBinaryShapes)) {
     for (DType t : numeric) check("binary_numeric", binary_numeric(), {test::random(sa, t, seed++), test::random(sb, t, seed++)});
     for (DType t : float_dtypes()) check("binary_float", binary_float(), {test::random(sa, t, seed++), test::random(sb, t, seed++)});
@@ -232,7 +232,7 @@ TEST_CASE("reductions over every axis set, with and without keepdims") {
   const std::vector<Shape> shapes = autoscheduled() ? std::vector<Shape>{{4, 6}, {2, 3, 5}}
                                                     : std::vector<Shape>{{}, {5}, {4, 6}, {2, 3, 5}, {1, 7}, {3, 0}, {64, 200}};
   std::vector<DType> dtypes = autoscheduled() ? std::vector<DType>{DType::F32}
-                                              : std::vector<DType>{DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool, DType::F16};
+                                              : std::vector<DType>{DType::F32, DType::F64, DType::I32, DType::I64, DType::I8, DType::U8, DType::Bool, DType::F16, DType::BF16};
   for (DType t : dtypes)
     for (const Shape& s : shapes) {
       bool empty = hjit::shape_numel(s) == 0;
@@ -250,7 +250,9 @@ TEST_CASE("matmul with numpy semantics") {
   std::vector<DType> dtypes = autoscheduled() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64, DType::I32};
   for (DType t : dtypes)
     for (const auto& [sa, sb] : shapes) check("matmul", matmuls(), {test::random(sa, t, seed++), test::random(sb, t, seed++)});
-  if (!autoscheduled()) check("matmul", matmuls(), {test::random({9, 20}, DType::F16, seed++), test::random({20, 6}, DType::F16, seed++)});
+  if (!autoscheduled())
+    for (DType t : {DType::F16, DType::BF16, DType::I64, DType::I8})
+      check("matmul", matmuls(), {test::random({9, 20}, t, seed++), test::random({20, 6}, t, seed++)});
 }
 
 TEST_CASE("data movement: reshape, transpose, broadcast, slice, concat, stack, pad") {
