@@ -44,7 +44,7 @@ Tensor apply(OpKind op, const std::vector<Tensor>& inputs, Attrs attrs) {
   for (const Tensor& t : inputs) {
     const TensorImpl& im = impl_of(t, op_name(op));
     if (im.traced()) {
-      if (!ts || im.trace_id != ts->id)
+      if (!ts || !is_active_trace(im.trace_id))
         throw ValueError(std::string(op_name(op)) + ": a traced tensor " + im.type.str() +
                          " was used after its trace ended: a traced value escaped its function (into a global, or "
                          "a variable captured by reference). Return it from the traced function instead.");

@@ -13,6 +13,7 @@
 #include <hjit/jit.h>
 
 #include "frontend/const_eval.h"
+#include "frontend/signature.h"
 #include "frontend/trace.h"
 #include "graph/passes/optimize.h"
 #include "halide_backend/backend.h"
@@ -24,9 +25,7 @@ namespace {
 
 // What one signature compiled to. Built once by the first caller; others wait for `ready`.
 struct Entry {
-  uint64_t hash = 0;
-  std::vector<int64_t> sig;  // per tensor: argument position, dtype, rank, dims
-  StaticKey statics;
+  Signature key;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -42,80 +41,6 @@ struct Entry {
   size_t num_args = 0;
   std::vector<Tensor> first_outputs;  // Concrete mode: the eager results of the tracing call
 };
-
-const TensorImpl& arg_impl(const CallArgs& a, size_t i, const std::string& fn) {
-  const Tensor& t = a.tensor(i);
-  if (!t.impl())
-    throw ValueError("jit '" + fn + "': argument " + std::to_string(a.arg_index(i)) + " is an undefined Tensor");
-  const TensorImpl& im = *t.impl();
-  if (im.traced() && !im.storage)
-    throw ValueError("jit '" + fn + "': argument " + std::to_string(a.arg_index(i)) +
-                     " is a tracer whose trace has ended: a traced value escaped its function");
-  return im;
-}
-
-uint64_t signature_hash(const CallArgs& a, const std::string& fn) {
-  Hasher h;
-  for (size_t i = 0; i < a.count; ++i) {
-    const TensorImpl& im = arg_impl(a, i, fn);
-    h.add(a.arg_index(i)).add(im.type.dtype).add_range(im.type.shape);
-  }
-  return h.value() ^ (a.statics.empty() ? 0 : a.statics.hash());
-}
-
-std::vector<int64_t> signature_of(const CallArgs& a) {
-  std::vector<int64_t> s;
-  for (size_t i = 0; i < a.count; ++i) {
-    const TensorType& t = a.tensor(i).impl()->type;
-    s.push_back(a.arg_index(i));
-    s.push_back(int64_t(t.dtype));
-    s.push_back(t.rank());
-    s.insert(s.end(), t.shape.begin(), t.shape.end());
-  }
-  return s;
-}
-
-bool matches(const Entry& e, const CallArgs& a) {
-  size_t k = 0;
-  const std::vector<int64_t>& s = e.sig;
-  for (size_t i = 0; i < a.count; ++i) {
-    const TensorType& t = a.tensor(i).impl()->type;
-    if (k + 3 + t.shape.size() > s.size() || s[k] != a.arg_index(i) || s[k + 1] != int64_t(t.dtype) ||
-        s[k + 2] != t.rank())
-      return false;
-    k += 3;
-    for (int64_t d : t.shape)
-      if (s[k++] != d) return false;
-  }
-  return k == s.size() && (a.statics.empty() ? e.statics.empty() : a.statics == e.statics);
-}
-
-// Per argument position: its tensors' types, as "f32[2,3]" (a list for vector<Tensor> arguments).
-std::map<int, std::string> describe_tensors(const std::vector<int64_t>& sig) {
-  std::map<int, std::string> out;
-  for (size_t k = 0; k < sig.size();) {
-    int arg = int(sig[k]);
-    TensorType t{DType(sig[k + 1]), Shape(sig.begin() + std::ptrdiff_t(k + 3), sig.begin() + std::ptrdiff_t(k + 3 + size_t(sig[k + 2])))};
-    k += 3 + size_t(sig[k + 2]);
-    std::string& s = out[arg];
-    s += (s.empty() ? "" : ", ") + t.str();
-  }
-  return out;
-}
-
-// What differs between a known signature and a new one, for the log line of a cache miss.
-std::string describe_change(const Entry& old, const std::vector<int64_t>& sig, const StaticKey& statics) {
-  std::string what;
-  auto before = describe_tensors(old.sig), after = describe_tensors(sig);
-  for (const auto& [arg, s] : after)
-    if (before[arg] != s) what += " argument " + std::to_string(arg) + ": " + before[arg] + " -> " + s + ";";
-  std::map<int, std::string> sb, sa;
-  for (const auto& [i, v] : old.statics.values()) sb[i] = v->str();
-  for (const auto& [i, v] : statics.values()) sa[i] = v->str();
-  for (const auto& [arg, s] : sa)
-    if (sb[arg] != s) what += " static argument " + std::to_string(arg) + ": " + sb[arg] + " -> " + s + ";";
-  return what.empty() ? " (no difference found)" : what;
-}
 
 // Max |compiled - eager| against tolerance * (1 + |eager|); returns a message when it fails.
 std::string compare(const Tensor& compiled, const Tensor& eager, double tol, const std::string& what) {
@@ -146,7 +71,7 @@ struct JitCore::State {
   std::shared_ptr<Entry> find_locked(uint64_t h, const CallArgs& a) const {
     auto [lo, hi] = entries.equal_range(h);
     for (auto it = lo; it != hi; ++it)
-      if (matches(*it->second, a)) return it->second;
+      if (it->second->key.matches(a)) return it->second;
     return nullptr;
   }
 };
@@ -249,7 +174,7 @@ void apply_updates(const Entry& e, const std::vector<std::shared_ptr<Storage>>& 
 
 std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std::vector<int>** tree) {
   State& s = *s_;
-  const uint64_t h = signature_hash(args, s.opt.name);
+  const uint64_t h = Signature::hash_of(args, s.opt.name);
   std::shared_ptr<Entry> e;
   {
     std::shared_lock lk(s.mu);
@@ -261,11 +186,9 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
     e = s.find_locked(h, args);
     if (!e) {
       e = std::make_shared<Entry>();
-      e->hash = h;
-      e->sig = signature_of(args);
-      e->statics = args.statics;
+      e->key = Signature::of(args, h);
       if (s.last_built)
-        log().info("jit '{}': cache miss, retracing:{}", s.opt.name, describe_change(*s.last_built, e->sig, e->statics));
+        log().info("jit '{}': cache miss, retracing:{}", s.opt.name, s.last_built->key.describe_change_to(e->key));
       else
         log().debug("jit '{}': first call, tracing", s.opt.name);
       s.entries.emplace(h, e);
@@ -367,7 +290,7 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
 Graph JitCore::graph(const CallArgs& args, Tracer trace) {
   {
     std::shared_lock lk(s_->mu);
-    if (auto e = s_->find_locked(signature_hash(args, s_->opt.name), args)) {
+    if (auto e = s_->find_locked(Signature::hash_of(args, s_->opt.name), args)) {
       std::unique_lock g(e->mu);
       e->cv.wait(g, [&] { return e->ready; });
       if (!e->error) return e->graph;

@@ -38,23 +38,27 @@ Tensor make_tracer(const TraceState& ts, int value, std::shared_ptr<Storage> con
 
 Tensor TraceScope::add_argument(const Tensor& example) {
   const TensorImpl& im = impl_of(example, state_->fn_name.c_str());
-  if (im.traced() && !state_->concrete)
-    throw ValueError("jit '" + state_->fn_name + "': an argument is a tracer of another trace");
   int id = state_->graph.add_parameter(im.type, false);
   ++state_->num_args;
   return make_tracer(*state_, id, state_->concrete ? im.storage : nullptr);
 }
 
+bool is_active_trace(uint64_t id) {
+  for (const TraceState* ts : t_traces)
+    if (ts->id == id) return true;
+  return false;
+}
+
 int value_in_trace(TraceState& ts, const Tensor& t) {
   const TensorImpl& im = impl_of(t, ts.fn_name.c_str());
-  if (im.traced()) {
-    if (im.trace_id != ts.id)
-      throw ValueError("a traced tensor " + im.type.str() + " was used outside the trace that made it (tracing '" +
-                       ts.fn_name + "'): a traced value escaped its function, e.g. into a global or a variable "
-                       "captured by reference. Return it from the traced function instead.");
-    return im.value;
-  }
-  if (im.born_in_trace != ts.id) {  // made before the trace began: an implicit input
+  if (im.traced() && im.trace_id == ts.id) return im.value;
+  if (im.traced() && !is_active_trace(im.trace_id))
+    throw ValueError("a traced tensor " + im.type.str() + " was used outside the trace that made it (tracing '" +
+                     ts.fn_name + "'): a traced value escaped its function, e.g. into a global or a variable "
+                     "captured by reference. Return it from the traced function instead.");
+  // Made before this trace began (an eager tensor, or a tracer of an enclosing trace, as when
+  // grad() traces inside jit()): an implicit input.
+  if (im.born_in_trace != ts.id || im.traced()) {
     auto it = ts.captured_value.find(&im);
     if (it != ts.captured_value.end()) return it->second;
     int id = ts.graph.add_parameter(im.type, true);
@@ -76,7 +80,8 @@ void record_assign(TraceState& ts, const Tensor& target, const Tensor& value) {
   int v = value_in_trace(ts, value);
   TensorImpl& im = *target.impl();
   const std::shared_ptr<Storage>& concrete = value.impl()->storage;
-  if (!im.traced() && im.born_in_trace != ts.id) {
+  const bool captured = im.traced() ? im.trace_id != ts.id : im.born_in_trace != ts.id;
+  if (captured) {
     value_in_trace(ts, target);  // the parameter the update writes to
     ts.captured_value[&im] = v;
     // Concrete mode runs the first call eagerly: the write happens now, as it would in eager code.

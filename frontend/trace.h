@@ -46,6 +46,7 @@ class TraceScope {
 
 TraceState* current_trace();
 uint64_t current_trace_id();
+bool is_active_trace(uint64_t id);  // a trace on this thread's stack (the current or an enclosing one)
 
 // The value id of `t` in trace `ts`: a tracer's own value, a captured tensor's parameter (made on
 // first use), or a constant for an eager tensor made inside the traced function.

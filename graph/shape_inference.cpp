@@ -334,3 +334,45 @@ TensorType infer_attention(const InferArgs& a) {
 }
 
 }  // namespace hjit
+
+namespace hjit {
+
+TensorType infer_flip(const InferArgs& a) {
+  const TensorType& x = *a.in[0];
+  const auto& axes = a.attrs.ints("axes");
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] < 0 || axes[i] >= x.rank() || (i > 0 && axes[i] <= axes[i - 1]))
+      throw ShapeError("flip: axes must be distinct, sorted and in range for " + x.str() + ", got " + shape_str(axes));
+  return x;
+}
+
+// conv2d_weight_grad(x, g): the gradient of conv2d(x, w) with respect to w, given the gradient g
+// of its output; attrs as the convolution's plus the kernel size (KH, KW).
+TensorType infer_conv2d_weight_grad(const InferArgs& a) {
+  const TensorType &x = *a.in[0], &g = *a.in[1];
+  const auto& k = a.attrs.ints("kernel");
+  const int64_t groups = a.attrs.i("groups");
+  if (x.rank() != 4 || g.rank() != 4 || k.size() != 2 || groups < 1 || x.shape[1] % groups != 0 || g.shape[1] % groups != 0)
+    throw ShapeError("conv2d_weight_grad: bad operands " + x.str() + " and " + g.str());
+  Node probe;  // the forward convolution must produce g's shape
+  std::vector<const TensorType*> fwd_in{&x};
+  TensorType w{x.dtype, {g.shape[1], x.shape[1] / groups, k[0], k[1]}};
+  fwd_in.push_back(&w);
+  Attrs fwd{{"stride", a.attrs.get("stride")}, {"padding", a.attrs.get("padding")}, {"dilation", a.attrs.get("dilation")},
+            {"groups", groups}};
+  TensorType out = infer_conv2d(InferArgs{OpKind::Conv2d, fwd_in, fwd, nullptr});
+  if (out.shape != g.shape || x.dtype != g.dtype)
+    throw ShapeError("conv2d_weight_grad: the gradient " + g.str() + " does not match the convolution output " + out.str());
+  return w;
+}
+
+TensorType infer_max_pool2d_grad(const InferArgs& a) {
+  const TensorType &x = *a.in[0], &g = *a.in[1];
+  std::vector<const TensorType*> fwd_in{&x};
+  TensorType out = infer_pool2d(InferArgs{OpKind::MaxPool2d, fwd_in, a.attrs, nullptr});
+  if (out.shape != g.shape || x.dtype != g.dtype)
+    throw ShapeError("max_pool2d_grad: the gradient " + g.str() + " does not match the pooled output " + out.str());
+  return x;
+}
+
+}  // namespace hjit

@@ -26,6 +26,9 @@ TensorType infer_attention(const InferArgs& a);
 TensorType infer_pool2d(const InferArgs& a);
 TensorType infer_cumsum(const InferArgs& a);
 TensorType infer_take(const InferArgs& a);
+TensorType infer_flip(const InferArgs& a);
+TensorType infer_conv2d_weight_grad(const InferArgs& a);
+TensorType infer_max_pool2d_grad(const InferArgs& a);
 
 // Output extent of a sliding window: floor((n + 2 * pad - dilation * (k - 1) - 1) / stride) + 1.
 int64_t window_output_size(int64_t n, int64_t k, int64_t stride, int64_t pad, int64_t dilation);

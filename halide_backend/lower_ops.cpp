@@ -60,27 +60,42 @@ Expr highest(Type t) {
   return Internal::make_const(t, t.bits() == 64 ? std::numeric_limits<double>::max() : double(std::numeric_limits<float>::max()));
 }
 
+// NaN and infinity tests on the bits. Halide's is_nan is meant to be exempt from the fast-math
+// flags, but under some schedules (vectorized, or scheduled by an autoscheduler) LLVM folds it to
+// false; integer tests cannot be folded that way.
+Expr magnitude_bits(const Expr& x) {
+  if (x.type().bits() == 64) return reinterpret(UInt(64), x) & Internal::make_const(UInt(64), uint64_t(0x7fffffffffffffffull));
+  return reinterpret(UInt(32), x) & Internal::make_const(UInt(32), uint64_t(0x7fffffffu));
+}
+Expr infinity_bits(const Expr& x) {
+  return x.type().bits() == 64 ? Internal::make_const(UInt(64), uint64_t(0x7ff0000000000000ull)) : Internal::make_const(UInt(32), uint64_t(0x7f800000u));
+}
+Expr nan_test(const Expr& x) { return magnitude_bits(x) > infinity_bits(x); }
+Expr inf_test(const Expr& x) { return magnitude_bits(x) == infinity_bits(x); }
+// +inf or nan: the inputs exp and log return unchanged.
+Expr inf_or_nan_pos(const Expr& x) { return nan_test(x) || (inf_test(x) && reinterpret(x.type().with_code(halide_type_int), x) > 0); }
+
 // Halide's f32 exp and log are fast polynomials that do not know inf and nan (exp(inf) = 0,
 // log(inf) = 88.7): those inputs pass through unchanged, as libm would return them.
 Expr exp_of(const Expr& x) {
   if (x.type().bits() == 64) return exp(x);
-  return select(is_nan(x) || (is_inf(x) && x > 0), x, exp(x));
+  return select(inf_or_nan_pos(x), x, exp(x));
 }
 Expr log_of(const Expr& x) {
   if (x.type().bits() == 64) return log(x);
-  return select(is_nan(x) || (is_inf(x) && x > 0), x, log(x));
+  return select(inf_or_nan_pos(x), x, log(x));
 }
 
 // PyTorch's NaN-propagating maximum and minimum (the eager kernels use the same definition).
 Expr max_nan(const Expr& a, const Expr& b) {
   if (a.type().is_bool()) return a || b;
   if (!a.type().is_float()) return max(a, b);
-  return select(is_nan(a) || is_nan(b), a + b, max(a, b));
+  return select(nan_test(a) || nan_test(b), a + b, max(a, b));
 }
 Expr min_nan(const Expr& a, const Expr& b) {
   if (a.type().is_bool()) return a && b;
   if (!a.type().is_float()) return min(a, b);
-  return select(is_nan(a) || is_nan(b), a + b, min(a, b));
+  return select(nan_test(a) || nan_test(b), a + b, min(a, b));
 }
 
 template <class F>
@@ -184,7 +199,7 @@ void arg_reduce(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
   acc(v) = Tuple(cast<int64_t>(0), start);
   Expr best = acc(v)[1];
   Expr better = is_max ? x > best : x < best;
-  if (vt.is_float()) better = better || (is_nan(x) && !is_nan(best));
+  if (vt.is_float()) better = better || (nan_test(x) && !nan_test(best));
   acc(v) = Tuple(select(better, cast<int64_t>(r.x), acc(v)[0]), select(better, x, best));
   s.func(v) = acc(v)[0];
   s.reduction = acc;
@@ -240,7 +255,7 @@ void Min(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, min_nan); }
 // Comparisons follow IEEE for NaN (x != x is the NaN test; NaN < y is false), where Halide
 // assumes there are none: its simplifier folds x == x to true, and LLVM's no-NaN flag lets an
 // ordered compare become an unordered one.
-Expr nan_operand(const Expr& a, const Expr& b) { return is_nan(a) || is_nan(b); }
+Expr nan_operand(const Expr& a, const Expr& b) { return nan_test(a) || nan_test(b); }
 template <class Cmp>
 void ordered(LowerCtx& c, Stage& s, const Node& n, Cmp cmp) {
   binary(c, s, n, [&](Expr a, Expr b) { return a.type().is_float() ? !nan_operand(a, b) && cmp(a, b) : cmp(a, b); });
@@ -558,6 +573,82 @@ void Attention(LowerCtx& ctx, Stage& s, const Node& n) {
   helper("row_max", row_max, {i}, {S}, {rj.x});
   helper("probs", probs, {j, i}, {T, S}, {});
   helper("row_sum", row_sum, {i}, {S}, {rj.x});
+}
+
+}  // namespace hjit::backend::lowering
+
+namespace hjit::backend::lowering {
+
+void Flip(LowerCtx& ctx, Stage& s, const Node& n) {
+  const Shape& shape = n.type.shape;
+  Coords c = LowerCtx::coords(s);
+  for (int64_t axis : n.attrs.ints("axes")) c[size_t(axis)] = int(shape[size_t(axis)] - 1) - c[size_t(axis)];
+  LowerCtx::define(s, ctx.at(n.inputs[0], c));
+}
+
+// dL/dw of conv2d(x, w): for each weight, the sum over images and output positions of the output
+// gradient times the input it multiplied.
+void Conv2dWeightGrad(LowerCtx& ctx, Stage& s, const Node& n) {
+  const Shape &gs = ctx.g.type(n.inputs[1]).shape, &ws = n.type.shape;
+  const auto &stride = n.attrs.ints("stride"), &pad = n.attrs.ints("padding"), &dil = n.attrs.ints("dilation");
+  const int64_t cg = ws[1], per_group = gs[1] / n.attrs.i("groups");
+  const Type t = ct(n);
+  Helper padded_helper = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], Expr(0));
+  Func padded = padded_helper.func;
+  // Halide order: (kx, ky, cg, co); the domain runs over output x, output y, then images.
+  RDom r(0, int(gs[3]), 0, int(gs[2]), 0, int(gs[0]));
+  const Var &kx = s.vars[0], &ky = s.vars[1], &c = s.vars[2], &co = s.vars[3];
+  Expr ci = n.attrs.i("groups") == 1 ? Expr(c) : (co / int(per_group)) * int(cg) + c;
+  Func acc(s.func.name() + "_acc");
+  acc(s.vars) = constant(t, 0);
+  acc(s.vars) += cast(t, ctx.at(n.inputs[1], {r.z, co, r.y, r.x})) *
+                 cast(t, padded(r.x * int(stride[1]) + kx * int(dil[1]), r.y * int(stride[0]) + ky * int(dil[0]), ci, r.z));
+  LowerCtx::define(s, acc(s.vars));
+  s.reduction = acc;
+  s.rvars = {r.x, r.y, r.z};
+  s.helpers.push_back(padded_helper);
+}
+
+// dL/dx of max_pool2d: each window's gradient goes to the first maximum of the window; an input
+// gathers from the (at most ceil(k / s) per dimension) windows that contain it.
+void MaxPool2dGrad(LowerCtx& ctx, Stage& s, const Node& n) {
+  const Shape &xs = ctx.g.type(n.inputs[0]).shape, &gs = ctx.g.type(n.inputs[1]).shape;
+  const size_t rank = xs.size();
+  const auto &k = n.attrs.ints("kernel"), &st = n.attrs.ints("stride"), &pad = n.attrs.ints("padding");
+  const int64_t OH = gs[rank - 2], OW = gs[rank - 1];
+  const Type vt = compute_type(ctx.g.type(n.inputs[0]).dtype), t = ct(n);
+  Helper padded_helper = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], lowest(vt));
+  Func padded = padded_helper.func;
+  // Which element of each window is its first maximum (ky * kw + kx), over windows in Halide order.
+  std::vector<Var> wv;
+  for (size_t d = 0; d < rank; ++d) wv.emplace_back("w" + std::to_string(d));
+  RDom win(0, int(k[1]), 0, int(k[0]));
+  std::vector<Expr> at(wv.begin(), wv.end());
+  at[0] = wv[0] * int(st[1]) + win.x;
+  at[1] = wv[1] * int(st[0]) + win.y;
+  Func first_max(s.func.name() + "_argmax");
+  first_max(wv) = Tuple(-1, lowest(vt));
+  Expr v = cast(vt, padded(at)), best = first_max(wv)[1];
+  Expr better = first_max(wv)[0] < 0 || v > best;
+  first_max(wv) = Tuple(select(better, win.y * int(k[1]) + win.x, first_max(wv)[0]), select(better, v, best));
+  // The windows containing input (ix, iy): ox in [(ix + pw - kw + 1) / sw, (ix + pw) / sw].
+  const int cx = int((k[1] + st[1] - 1) / st[1]), cy = int((k[0] + st[0] - 1) / st[0]);
+  RDom cand(0, cx, 0, cy);
+  Expr ox = (s.vars[0] + int(pad[1])) / int(st[1]) - cand.x, oy = (s.vars[1] + int(pad[0])) / int(st[0]) - cand.y;
+  Expr kxe = s.vars[0] + int(pad[1]) - ox * int(st[1]), kye = s.vars[1] + int(pad[0]) - oy * int(st[0]);
+  Expr valid = ox >= 0 && ox < int(OW) && oy >= 0 && oy < int(OH) && kxe < int(k[1]) && kye < int(k[0]);
+  std::vector<Expr> wat(s.vars.begin(), s.vars.end()), gat = wat;
+  wat[0] = gat[0] = clamp(ox, 0, int(OW - 1));
+  wat[1] = gat[1] = clamp(oy, 0, int(OH - 1));
+  Expr picked = valid && first_max(wat)[0] == kye * int(k[1]) + kxe;
+  Func acc(s.func.name() + "_acc");
+  acc(s.vars) = constant(t, 0);
+  acc(s.vars) += select(picked, cast(t, ctx.at(n.inputs[1], to_row_major(gat))), constant(t, 0));
+  LowerCtx::define(s, acc(s.vars));
+  s.reduction = acc;
+  s.rvars = {cand.x, cand.y};
+  s.helpers.push_back(padded_helper);
+  s.helpers.push_back(Helper{"argmax", first_max, wv, to_halide_order(gs), {win.x, win.y}});
 }
 
 }  // namespace hjit::backend::lowering

@@ -87,3 +87,19 @@ void Take(const KernelArgs& a) {
 }
 
 }  // namespace hjit::eager
+
+namespace hjit::eager {
+
+void Flip(const KernelArgs& a) {
+  const Shape& s = a.in[0].type->shape;
+  std::vector<int64_t> strides = strides_of(s);
+  int64_t offset = 0;
+  for (int64_t axis : a.attrs.ints("axes")) {
+    offset += (s[size_t(axis)] - 1) * strides[size_t(axis)];
+    strides[size_t(axis)] = -strides[size_t(axis)];
+  }
+  const char* base = static_cast<const char*>(a.in[0].data) + offset * elem(a);
+  strided_copy(a.out.data, strides_of(s), base, strides, s, elem(a));
+}
+
+}  // namespace hjit::eager

@@ -155,3 +155,74 @@ void Attention(const KernelArgs& a) {
 }
 
 }  // namespace hjit::eager
+
+namespace hjit::eager {
+
+void Conv2dWeightGrad(const KernelArgs& a) {
+  const Shape &xs = a.in[0].type->shape, &gs = a.in[1].type->shape, &ws = a.out.type->shape;
+  const auto &stride = a.attrs.ints("stride"), &pad = a.attrs.ints("padding"), &dil = a.attrs.ints("dilation");
+  const int64_t N = xs[0], Cin = xs[1], H = xs[2], W = xs[3], Cout = gs[1], OH = gs[2], OW = gs[3];
+  const int64_t Cg = ws[1], KH = ws[2], KW = ws[3], per_group = Cout / a.attrs.i("groups");
+  dispatch_float(a.out.type->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = C<T>;
+    std::vector<A> bx, bg;
+    const A* x = widened(static_cast<const T*>(a.in[0].data), a.in[0].type->numel(), bx);
+    const A* g = widened(static_cast<const T*>(a.in[1].data), a.in[1].type->numel(), bg);
+    T* out = static_cast<T*>(a.out.data);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t co = 0; co < Cout; ++co)
+      for (int64_t cg = 0; cg < Cg; ++cg) {
+        const int64_t ci = (co / per_group) * Cg + cg;
+        for (int64_t ky = 0; ky < KH; ++ky)
+          for (int64_t kx = 0; kx < KW; ++kx) {
+            auto [y0, y1] = valid_outputs(OH, H, stride[0], pad[0], ky * dil[0]);
+            auto [x0, x1] = valid_outputs(OW, W, stride[1], pad[1], kx * dil[1]);
+            A acc = 0;
+            for (int64_t n = 0; n < N; ++n)
+              for (int64_t oy = y0; oy < y1; ++oy) {
+                const A* grow = g + ((n * Cout + co) * OH + oy) * OW;
+                const A* xrow = x + ((n * Cin + ci) * H + oy * stride[0] - pad[0] + ky * dil[0]) * W - pad[1] + kx * dil[1];
+                for (int64_t ox = x0; ox < x1; ++ox) acc += grow[ox] * xrow[ox * stride[1]];
+              }
+            out[((co * Cg + cg) * KH + ky) * KW + kx] = T(acc);
+          }
+      }
+  });
+}
+
+void MaxPool2dGrad(const KernelArgs& a) {
+  const Shape &xs = a.in[0].type->shape, &gs = a.in[1].type->shape;
+  const auto &k = a.attrs.ints("kernel"), &s = a.attrs.ints("stride"), &p = a.attrs.ints("padding");
+  const size_t r = xs.size();
+  const int64_t H = xs[r - 2], W = xs[r - 1], OH = gs[r - 2], OW = gs[r - 1];
+  const int64_t planes = shape_numel(xs) / std::max<int64_t>(1, H * W);
+  dispatch_float(a.out.type->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = C<T>;
+    const T* x = static_cast<const T*>(a.in[0].data);
+    const T* g = static_cast<const T*>(a.in[1].data);
+    T* out = static_cast<T*>(a.out.data);
+#pragma omp parallel for schedule(static) if (planes * H * W >= kParallelGrain)
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      std::vector<A> acc(static_cast<size_t>(H * W), A(0));
+      // Each window's gradient goes to its first maximum, the element max_pool2d picked.
+      for (int64_t oy = 0; oy < OH; ++oy)
+        for (int64_t ox = 0; ox < OW; ++ox) {
+          int64_t best = -1;
+          A best_v = A(0);
+          for (int64_t ky = 0; ky < k[0]; ++ky)
+            for (int64_t kx = 0; kx < k[1]; ++kx) {
+              int64_t iy = oy * s[0] - p[0] + ky, ix = ox * s[1] - p[1] + kx;
+              if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+              A v = A(x[(pl * H + iy) * W + ix]);
+              if (best < 0 || v > best_v || (v != v && best_v == best_v)) best = iy * W + ix, best_v = v;
+            }
+          if (best >= 0) acc[size_t(best)] += A(g[(pl * OH + oy) * OW + ox]);
+        }
+      for (int64_t i = 0; i < H * W; ++i) out[pl * H * W + i] = T(acc[size_t(i)]);
+    }
+  });
+}
+
+}  // namespace hjit::eager

@@ -65,6 +65,11 @@
   X(MaxPool2d, "max_pool2d", 1, Reduction | NumericOnly, "kernel,stride,padding", infer_pool2d) \
   X(AvgPool2d, "avg_pool2d", 1, Reduction | FloatOnly, "kernel,stride,padding,count_include_pad", infer_pool2d) \
   X(CumSum, "cumsum", 1, Reduction | NumericOnly, "axis", infer_cumsum)                    \
+  /* gradients of the layers that need their own loops */                                  \
+  X(Conv2dWeightGrad, "conv2d_weight_grad", 2, Reduction | FloatOnly | NonDifferentiable,   \
+    "kernel,stride,padding,dilation,groups", infer_conv2d_weight_grad)                      \
+  X(MaxPool2dGrad, "max_pool2d_grad", 2, Reduction | FloatOnly | NonDifferentiable,         \
+    "kernel,stride,padding", infer_max_pool2d_grad)                                         \
   /* data movement */                                                                      \
   X(Reshape, "reshape", 1, Movement, "shape", infer_reshape)                               \
   X(Transpose, "transpose", 1, Movement, "perm", infer_transpose)                          \
@@ -72,7 +77,8 @@
   X(Slice, "slice", 1, Movement, "starts,stops,steps", infer_slice)                        \
   X(Concat, "concatenate", -1, Movement, "axis", infer_concat)                             \
   X(Pad, "pad", 1, Movement, "lo,hi,value", infer_pad)                                     \
-  X(Take, "take", 2, Movement, "axis", infer_take)
+  X(Take, "take", 2, Movement, "axis", infer_take)                                         \
+  X(Flip, "flip", 1, Movement, "axes", infer_flip)
 
 namespace hjit {
 

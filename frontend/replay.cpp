@@ -1,0 +1,38 @@
+#include "frontend/replay.h"
+
+#include "frontend/dispatch.h"
+#include "graph/op_def.h"
+
+namespace hjit::detail {
+
+std::vector<Tensor> replay(const Graph& g, const std::vector<Tensor>& inputs) {
+  if (inputs.size() != g.inputs.size()) throw InternalError("replay: wrong number of inputs");
+  std::vector<Tensor> v(g.nodes.size());
+  for (size_t id = 0; id < g.nodes.size(); ++id) {
+    const Node& n = g.nodes[id];
+    switch (n.op) {
+      case OpKind::Parameter: v[id] = inputs[size_t(n.attrs.i("index"))]; break;
+      case OpKind::Constant: {
+        const ConstData& c = g.constants[size_t(n.constant)];
+        v[id] = Tensor::from_bytes(c.data, n.type.shape, n.type.dtype);
+        break;
+      }
+      case OpKind::Full: v[id] = Tensor::full(n.type.shape, n.attrs.f("value"), n.type.dtype); break;
+      case OpKind::Iota: v[id] = apply_source(OpKind::Iota, n.type, n.attrs); break;
+      default: {
+        std::vector<Tensor> in;
+        for (int i : n.inputs) in.push_back(v[size_t(i)]);
+        v[id] = apply(n.op, in, n.attrs);
+      }
+    }
+  }
+  for (const Update& u : g.updates) {
+    Tensor target = inputs[size_t(g.node(u.target).attrs.i("index"))];
+    target.assign(v[size_t(u.value)]);
+  }
+  std::vector<Tensor> out;
+  for (int o : g.outputs) out.push_back(v[size_t(o)]);
+  return out;
+}
+
+}  // namespace hjit::detail
