@@ -2,6 +2,7 @@
 // by the model and captured by the jitted function (read at every call, never baked in).
 #include <hjit/hjit.h>
 
+#include "mlp.h"
 #include "timing.h"
 
 #include <algorithm>
@@ -9,13 +10,6 @@
 #include <iostream>
 
 using hjit::Tensor;
-
-struct Mlp {
-  Tensor w1 = Tensor::randn({784, 256}, 11) * (1 / 28.0), b1 = Tensor::zeros({256});
-  Tensor w2 = Tensor::randn({256, 10}, 12) * (1 / 16.0), b2 = Tensor::zeros({10});
-
-  Tensor operator()(const Tensor& x) const { return hjit::matmul(hjit::relu(hjit::matmul(x, w1) + b1), w2) + b2; }
-};
 
 int main() {
   Mlp model;

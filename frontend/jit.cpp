@@ -40,6 +40,10 @@ struct Entry {
   std::vector<size_t> update_captured;  // per update: index into captured
   size_t num_args = 0;
   std::vector<Tensor> first_outputs;  // Concrete mode: the eager results of the tracing call
+  // New values of updated captured tensors are computed into these (allocated on the first call,
+  // reused after), then copied into the tensors' own storage. run_mu makes such calls one at a time.
+  std::vector<std::shared_ptr<Storage>> update_buffers;
+  std::mutex run_mu;
 };
 
 // Max |compiled - eager| against tolerance * (1 + |eager|); returns a message when it fails.
@@ -137,7 +141,7 @@ Traced trace_and_optimize(const std::string& name, bool concrete, const CallArgs
   return r;
 }
 
-void run_entry(const Entry& e, const CallArgs& args, std::vector<Tensor>& outputs, std::vector<std::shared_ptr<Storage>>& update_values) {
+void run_entry(Entry& e, const CallArgs& args, std::vector<Tensor>& outputs) {
   constexpr size_t kInline = 32;
   const size_t n_in = args.count + e.captured.size(), n_out = e.out_types.size() + e.update_captured.size();
   const void* in_inline[kInline];
@@ -155,18 +159,16 @@ void run_entry(const Entry& e, const CallArgs& args, std::vector<Tensor>& output
     outputs.push_back(make_tensor(e.out_types[k]));
     out[k] = outputs.back().impl()->data();
   }
-  for (size_t k = 0; k < e.update_captured.size(); ++k) {
-    const TensorImpl& target = *e.captured[e.update_captured[k]];
-    update_values.push_back(std::make_shared<Storage>(target.storage->nbytes));
-    out[e.out_types.size() + k] = update_values.back()->data;
-  }
+  if (e.update_buffers.empty())
+    for (size_t k : e.update_captured) e.update_buffers.push_back(std::make_shared<Storage>(e.captured[k]->storage->nbytes));
+  for (size_t k = 0; k < e.update_buffers.size(); ++k) out[e.out_types.size() + k] = e.update_buffers[k]->data;
   e.exe->run(in, out);
 }
 
-void apply_updates(const Entry& e, const std::vector<std::shared_ptr<Storage>>& values) {
-  for (size_t k = 0; k < values.size(); ++k) {
+void apply_updates(const Entry& e) {
+  for (size_t k = 0; k < e.update_buffers.size(); ++k) {
     TensorImpl& target = *e.captured[e.update_captured[k]];
-    std::memcpy(target.data(), values[k]->data, values[k]->nbytes);
+    std::memcpy(target.data(), e.update_buffers[k]->data, e.update_buffers[k]->nbytes);
   }
 }
 
@@ -254,8 +256,10 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
   }
 
   std::vector<Tensor> outputs;
-  std::vector<std::shared_ptr<Storage>> updates;
-  run_entry(*e, args, outputs, updates);
+  std::unique_lock<std::mutex> one_at_a_time;
+  if (!e->update_captured.empty()) one_at_a_time = std::unique_lock(e->run_mu);
+  run_entry(*e, args, outputs);
+  const std::vector<std::shared_ptr<Storage>>& updates = e->update_buffers;
   if (built_here && s.opt.check_trace) {
     // Run the function eagerly on the same inputs, compare, and put captured tensors back as they were.
     std::vector<std::vector<unsigned char>> saved;
@@ -283,7 +287,7 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
       throw CompileError("jit '" + s.opt.name + "' (check_trace): the compiled function differs from eager execution: " + bad);
     log().debug("jit '{}': check_trace passed", s.opt.name);
   }
-  apply_updates(*e, updates);
+  apply_updates(*e);
   return outputs;
 }
 

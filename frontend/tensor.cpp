@@ -1,3 +1,4 @@
+#include <atomic>
 #include <cstdlib>
 #include <new>
 
@@ -7,18 +8,23 @@
 #include "frontend/dispatch.h"
 #include "frontend/eager/kernel.h"
 #include "frontend/trace.h"
+#include "support/allocator.h"
 #include "graph/rewriter.h"
 #include "graph/shape_inference.h"
 
 namespace hjit {
 namespace detail {
 
-Storage::Storage(size_t n) : data(nullptr), nbytes(n) {
-  size_t rounded = (n + 63) / 64 * 64;
-  data = std::aligned_alloc(64, rounded > 0 ? rounded : 64);
-  if (!data) throw std::bad_alloc();
+namespace {
+std::atomic<int64_t> g_storage_allocations{0};
 }
-Storage::~Storage() { std::free(data); }
+int64_t storage_allocations() { return g_storage_allocations.load(); }
+
+Storage::Storage(size_t n) : data(nullptr), nbytes(n) {
+  ++g_storage_allocations;
+  data = cached_alloc(n);
+}
+Storage::~Storage() { cached_free(data); }
 
 Tensor make_tensor(TensorType type) {
   for (int64_t d : type.shape)

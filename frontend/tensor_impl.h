@@ -33,6 +33,9 @@ struct TensorImpl {
   void* data() const { return storage ? storage->data : nullptr; }
 };
 
+// How many Storage buffers were ever allocated (for tests that count allocations).
+int64_t storage_allocations();
+
 // A fresh eager tensor of `type` (uninitialized).
 Tensor make_tensor(TensorType type);
 // A tensor sharing `storage` with a new type (same number of bytes).

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "halide_backend/lower.h"
+#include "support/allocator.h"
 
 namespace hjit::backend {
 namespace {
@@ -17,6 +18,21 @@ struct CallContext : Halide::JITUserContext {
 };
 
 void on_error(Halide::JITUserContext* ctx, const char* msg) { static_cast<CallContext*>(ctx)->error += msg; }
+// Halide's temporaries come from hjit's caching allocator: a call that needs the same buffers as
+// the previous one gets them back without page faults.
+void* on_malloc(Halide::JITUserContext*, size_t bytes) { return cached_alloc(bytes); }
+void on_free(Halide::JITUserContext*, void* p) { cached_free(p); }
+
+// Halide's parallel loops run on OpenMP's threads, the ones the eager kernels use: one pool for
+// the whole process. (With two pools, the threads one leaves spinning after its work hold cores
+// the other needs: alternating eager ops and compiled calls ran up to twice as slow.)
+int on_par_for(Halide::JITUserContext* ctx, int (*f)(Halide::JITUserContext*, int, uint8_t*), int min, int extent,
+               uint8_t* closure) {
+  int status = 0;
+#pragma omp parallel for schedule(static) reduction(| : status) if (extent > 1)
+  for (int i = min; i < min + extent; ++i) status |= f(ctx, i, closure);
+  return status;
+}
 
 std::vector<halide_dimension_t> dense_dims(const Shape& shape) {
   std::vector<halide_dimension_t> dims;
@@ -65,6 +81,9 @@ HalideExecutable::HalideExecutable(const Graph& g, LoweredPipeline p, std::strin
   }
   Halide::JITHandlers handlers;
   handlers.custom_error = on_error;
+  handlers.custom_malloc = on_malloc;
+  handlers.custom_free = on_free;
+  handlers.custom_do_par_for = on_par_for;
   Halide::Internal::JITSharedRuntime::populate_jit_handlers(&context_, handlers);
   if (outputs.empty()) return;  // every output is empty: nothing to run
   pipeline_ = Halide::Pipeline(outputs);

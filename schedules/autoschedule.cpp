@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <mutex>
 #include <set>
+#include <omp.h>
 #include <thread>
 
 #include "schedules/schedule.h"
@@ -91,13 +92,7 @@ bool is_autoscheduler(const std::string& name) {
   return false;
 }
 
-int halide_threads() {
-  if (const char* env = std::getenv("HL_NUM_THREADS")) {
-    int n = std::atoi(env);
-    if (n > 0) return n;
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
-}
+int halide_threads() { return std::max(1, omp_get_max_threads()); }
 
 std::optional<std::string> schedule_auto(backend::LoweredPipeline& p, const std::string& name) {
   const Graph& g = *p.graph;

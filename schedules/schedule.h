@@ -25,7 +25,8 @@ std::optional<std::string> schedule_auto(backend::LoweredPipeline& p, const std:
 
 bool is_autoscheduler(const std::string& name);
 
-// Threads Halide's pool uses: HL_NUM_THREADS if set, else the cores of this machine.
+// Threads compiled code runs on: OpenMP's (Halide's parallel loops are routed to OpenMP, see
+// halide_backend/executable.cpp), so OMP_NUM_THREADS sets it.
 int halide_threads();
 
 }  // namespace hjit::schedules

@@ -1,0 +1,72 @@
+#include "support/allocator.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+namespace hjit {
+namespace {
+
+constexpr size_t kHeader = 64;                         // keeps the block size, keeps alignment
+constexpr size_t kMaxCachedBytes = size_t(1) << 30;   // beyond this, blocks go back to the system
+
+// Sizes round up to one of four classes per power of two: at most 25% waste.
+size_t size_class(size_t n) {
+  if (n <= 256) return (n + 63) / 64 * 64;
+  size_t p = size_t(1) << (63 - __builtin_clzll(n - 1));  // the power of two below n
+  size_t step = p / 4;
+  return (n + step - 1) / step * step;
+}
+
+struct Cache {
+  std::mutex mu;
+  std::unordered_map<size_t, std::vector<void*>> free_blocks;
+  size_t cached_bytes = 0;
+};
+
+Cache& cache() {
+  static Cache* c = new Cache;  // never destroyed: blocks may be freed during static destruction
+  return *c;
+}
+
+}  // namespace
+
+void* cached_alloc(size_t bytes) {
+  const size_t size = size_class(bytes == 0 ? 1 : bytes);
+  {
+    Cache& c = cache();
+    std::lock_guard lock(c.mu);
+    auto it = c.free_blocks.find(size);
+    if (it != c.free_blocks.end() && !it->second.empty()) {
+      void* base = it->second.back();
+      it->second.pop_back();
+      c.cached_bytes -= size;
+      return static_cast<char*>(base) + kHeader;
+    }
+  }
+  void* base = std::aligned_alloc(64, size + kHeader);
+  if (!base) throw std::bad_alloc();
+  *static_cast<size_t*>(base) = size;
+  return static_cast<char*>(base) + kHeader;
+}
+
+void cached_free(void* p) {
+  if (!p) return;
+  void* base = static_cast<char*>(p) - kHeader;
+  const size_t size = *static_cast<size_t*>(base);
+  Cache& c = cache();
+  {
+    std::lock_guard lock(c.mu);
+    if (c.cached_bytes + size <= kMaxCachedBytes) {
+      c.free_blocks[size].push_back(base);
+      c.cached_bytes += size;
+      return;
+    }
+  }
+  std::free(base);
+}
+
+}  // namespace hjit
