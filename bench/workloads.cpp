@@ -1,6 +1,7 @@
 #include "bench/workloads.h"
 
 #include "examples/llama_attention.h"
+#include "examples/mlp.h"
 #include "examples/resnet_block.h"
 
 #include <algorithm>
@@ -163,6 +164,27 @@ Workload w6() {
   return w;
 }
 
+// W7: one SGD training step of the W6 MLP against int32 labels, returning the loss.
+Workload w7() {
+  auto model = std::make_shared<Mlp>(11);
+  auto opt = std::make_shared<hjit::optim::SGD>(model->parameters(), 0.01);
+  Tensor x = Tensor::randn({64, 784}, 1);
+  Tensor labels = hjit::floor(Tensor::uniform({64}, 2, 0, 10)).astype(hjit::DType::I32);
+  Workload w;
+  w.id = "W7", w.name = "mlp_train", w.shapes = "W6 + cross-entropy, SGD lr 0.01";
+  w.make_runner = runner(
+      [model, opt](const Tensor& x, const Tensor& y) {
+        auto loss = [&](const Tensor& x, const Tensor& y) { return hjit::cross_entropy((*model)(x), y); };
+        auto [value, grads] = hjit::value_and_grad(loss, model->parameters())(x, y);
+        opt->step(grads);
+        return value;
+      },
+      x, labels);
+  w.flops = 3 * 2.0 * 64 * (784 * 256 + 256 * 10);
+  w.stateful = true;
+  return w;
+}
+
 // W8: ResNet BasicBlock inference; the model's parameters are captured by the jitted function.
 Workload w8() {
   auto block = std::make_shared<BasicBlock>(64);
@@ -171,6 +193,23 @@ Workload w8() {
   w.id = "W8", w.name = "resnet_blk", w.shapes = "x: [4,64,56,56], 3x3 convs 64->64";
   w.make_runner = runner([block](const Tensor& x) { return (*block)(x); }, x);
   w.flops = 2 * 2.0 * 4 * 64 * 56 * 56 * 64 * 9;
+  return w;
+}
+
+// W9: W8 in training form, mean of the output as loss, gradients of every weight.
+Workload w9() {
+  auto block = std::make_shared<BasicBlock>(64);
+  Tensor x = Tensor::randn({4, 64, 56, 56}, 1);
+  Workload w;
+  w.id = "W9", w.name = "resnet_trn", w.shapes = "W8, training form, d mean / d weights";
+  w.make_runner = runner(
+      [block](const Tensor& x) {
+        auto loss = [&](const Tensor& x) { return hjit::mean((*block)(x, true)); };
+        auto [value, grads] = hjit::value_and_grad(loss, block->parameters())(x);
+        return value;
+      },
+      x);
+  w.flops = 5 * 2.0 * 4 * 64 * 56 * 56 * 64 * 9;  // 2 convs forward, 1 grad-input, 2 grad-weight
   return w;
 }
 
@@ -185,9 +224,25 @@ Workload w10() {
   return w;
 }
 
+// W11: W10, mean of the output as loss, gradients of the four weights.
+Workload w11() {
+  auto attn = std::make_shared<LlamaAttention>(512, 8, 256);
+  Tensor x = Tensor::randn({1, 256, 512}, 1);
+  Workload w;
+  w.id = "W11", w.name = "attn_train", w.shapes = "W10, d mean / d weights";
+  w.make_runner = runner(
+      [attn](const Tensor& x) {
+        auto loss = [&](const Tensor& x) { return hjit::mean((*attn)(x)); };
+        auto [value, grads] = hjit::value_and_grad(loss, attn->parameters())(x);
+        return value;
+      },
+      x);
+  return w;
+}
+
 }  // namespace
 
-std::vector<std::string> workload_ids() { return {"W1", "W2", "W3", "W4", "W5", "W6", "W8", "W10"}; }
+std::vector<std::string> workload_ids() { return {"W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11"}; }
 
 Workload make_workload(const std::string& id) {
   if (id == "W1") return w1();
@@ -196,8 +251,11 @@ Workload make_workload(const std::string& id) {
   if (id == "W4") return w4();
   if (id == "W5") return w5();
   if (id == "W6") return w6();
+  if (id == "W7") return w7();
   if (id == "W8") return w8();
+  if (id == "W9") return w9();
   if (id == "W10") return w10();
+  if (id == "W11") return w11();
   throw std::invalid_argument("unknown workload " + id);
 }
 

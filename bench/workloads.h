@@ -19,6 +19,7 @@ struct Workload {
   // A call of the workload on its inputs: eager when options is null, else through hjit::jit.
   std::function<Runner(const hjit::JitOptions* options)> make_runner;
   double flops = 0;                     // per call, for a GFLOP/s column (0: not reported)
+  bool stateful = false;                // updates parameters: results differ from call to call
   std::string reference;                // the hand-written reference, if there is one
   std::function<void()> run_reference;  // computes the same result without hjit
   std::function<double()> reference_error;  // max |reference - eager|, to show the reference is right

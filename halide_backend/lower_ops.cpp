@@ -587,7 +587,8 @@ void Flip(LowerCtx& ctx, Stage& s, const Node& n) {
 }
 
 // dL/dw of conv2d(x, w): for each weight, the sum over images and output positions of the output
-// gradient times the input it multiplied.
+// gradient times the input it multiplied. The output gradient is read channels-innermost (a
+// transposed copy), so that a vector of output channels shares each input value.
 void Conv2dWeightGrad(LowerCtx& ctx, Stage& s, const Node& n) {
   const Shape &gs = ctx.g.type(n.inputs[1]).shape, &ws = n.type.shape;
   const auto &stride = n.attrs.ints("stride"), &pad = n.attrs.ints("padding"), &dil = n.attrs.ints("dilation");
@@ -595,18 +596,22 @@ void Conv2dWeightGrad(LowerCtx& ctx, Stage& s, const Node& n) {
   const Type t = ct(n);
   Helper padded_helper = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], Expr(0));
   Func padded = padded_helper.func;
+  Var c("c"), ox("ox"), oy("oy"), nb("nb");
+  Func grad_t(s.func.name() + "_grad_t");
+  grad_t(c, ox, oy, nb) = cast(t, ctx.at(n.inputs[1], {nb, c, oy, ox}));
   // Halide order: (kx, ky, cg, co); the domain runs over output x, output y, then images.
   RDom r(0, int(gs[3]), 0, int(gs[2]), 0, int(gs[0]));
-  const Var &kx = s.vars[0], &ky = s.vars[1], &c = s.vars[2], &co = s.vars[3];
-  Expr ci = n.attrs.i("groups") == 1 ? Expr(c) : (co / int(per_group)) * int(cg) + c;
+  const Var &kx = s.vars[0], &ky = s.vars[1], &cv = s.vars[2], &co = s.vars[3];
+  Expr ci = n.attrs.i("groups") == 1 ? Expr(cv) : (co / int(per_group)) * int(cg) + cv;
   Func acc(s.func.name() + "_acc");
   acc(s.vars) = constant(t, 0);
-  acc(s.vars) += cast(t, ctx.at(n.inputs[1], {r.z, co, r.y, r.x})) *
+  acc(s.vars) += grad_t(co, r.x, r.y, r.z) *
                  cast(t, padded(r.x * int(stride[1]) + kx * int(dil[1]), r.y * int(stride[0]) + ky * int(dil[0]), ci, r.z));
   LowerCtx::define(s, acc(s.vars));
   s.reduction = acc;
   s.rvars = {r.x, r.y, r.z};
   s.helpers.push_back(padded_helper);
+  s.helpers.push_back(Helper{"grad_t", grad_t, {c, ox, oy, nb}, {gs[1], gs[3], gs[2], gs[0]}, {}});
 }
 
 // dL/dx of max_pool2d: each window's gradient goes to the first maximum of the window; an input

@@ -14,7 +14,15 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s) {
   const int vec = vector_width(p.target, value_type(s));
   TileSpec spec;
   auto columns = [&](int64_t n) { return int(n >= 2 * vec ? 2 * vec : n >= vec ? vec : n); };
-  if (s.op == OpKind::Conv2d) {
+  if (s.op == OpKind::Conv2dWeightGrad) {
+    // A vector of output channels times one input value; the kernel window and two input
+    // channels of accumulators stay in registers while the sum over positions and images runs.
+    const bool small_kernel = s.extents[0] * s.extents[1] <= 9;
+    spec.inner = 3, spec.unrolled = 2;
+    spec.tx = int(s.extents[3] >= vec ? vec : s.extents[3]);
+    spec.tu = int(std::min<int64_t>(small_kernel ? 2 : 1, s.extents[2]));
+    if (small_kernel) spec.whole = {0, 1};
+  } else if (s.op == OpKind::Conv2d) {
     // Width vectorized, 8 output channels unrolled: one input vector feeds 8 accumulators.
     spec.inner = 0, spec.unrolled = 2;
     spec.tx = int(s.extents[0] >= vec ? vec : s.extents[0]);
@@ -35,10 +43,14 @@ TiledNest tile_nest(Halide::Func f, const std::vector<Var>& vars, const Shape& e
   f.split(inner, io, ii, spec.tx).split(unrolled, uo, ui, spec.tu);
   // Loops: the tile (ii, ui) innermost, then the tiles of `inner`, then every other dimension in
   // its own order with the tiles of `unrolled` in place of it.
-  std::vector<VarOrRVar> order{ii, ui, io};
+  auto is_whole = [&](size_t d) { return std::find(spec.whole.begin(), spec.whole.end(), int(d)) != spec.whole.end(); };
+  std::vector<VarOrRVar> order{ii};
+  for (int d : spec.whole) order.emplace_back(vars[size_t(d)]);
+  order.emplace_back(ui);
+  order.emplace_back(io);
   std::vector<Var> outer;
   for (size_t d = 0; d < vars.size(); ++d)
-    if (int(d) != spec.inner) outer.push_back(int(d) == spec.unrolled ? uo : vars[d]);
+    if (int(d) != spec.inner && !is_whole(d)) outer.push_back(int(d) == spec.unrolled ? uo : vars[d]);
   for (const Var& v : outer) order.emplace_back(v);
   f.reorder(order);
   TiledNest t;
@@ -54,6 +66,7 @@ TiledNest tile_nest(Halide::Func f, const std::vector<Var>& vars, const Shape& e
   if (work >= (1 << 14) && threads > 1) f.parallel(par);
   if (spec.tx >= vec) f.vectorize(ii, vec);
   f.unroll(ui);
+  for (int d : spec.whole) f.unroll(vars[size_t(d)]);
   t.parallel = par;
   t.what = "tiles " + std::to_string(spec.tx) + "x" + std::to_string(spec.tu) + (work >= (1 << 14) ? " par" : "");
   return t;
@@ -64,11 +77,25 @@ std::string schedule_contraction_tile(const backend::LoweredPipeline& p, backend
   Halide::Func acc = s.reduction;
   Halide::Stage u = acc.update();
   const Var &inner = s.vars[size_t(spec.inner)], &unrolled = s.vars[size_t(spec.unrolled)];
-  std::vector<VarOrRVar> order{inner, unrolled};
+  auto is_whole = [&](size_t d) { return std::find(spec.whole.begin(), spec.whole.end(), int(d)) != spec.whole.end(); };
+  std::vector<VarOrRVar> order{inner};
+  for (int d : spec.whole) order.emplace_back(s.vars[size_t(d)]);
+  order.emplace_back(unrolled);
   for (const Halide::RVar& r : s.rvars) order.emplace_back(r);
   for (size_t d = 0; d < s.vars.size(); ++d)
-    if (int(d) != spec.inner && int(d) != spec.unrolled) order.emplace_back(s.vars[d]);
+    if (int(d) != spec.inner && int(d) != spec.unrolled && !is_whole(d)) order.emplace_back(s.vars[d]);
   u.reorder(order);
+  if (spec.inner != 0) {
+    // The vectorized dimension innermost in memory too: each accumulator one register.
+    std::vector<Var> storage{inner};
+    for (size_t d = 0; d < s.vars.size(); ++d)
+      if (int(d) != spec.inner) storage.push_back(s.vars[d]);
+    acc.reorder_storage(storage);
+  }
+  for (int d : spec.whole) {
+    acc.unroll(s.vars[size_t(d)]);
+    u.unroll(s.vars[size_t(d)]);
+  }
   if (spec.tx >= vec) {
     acc.vectorize(inner, vec).unroll(inner);
     u.vectorize(inner, vec).unroll(inner);

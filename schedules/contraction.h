@@ -13,6 +13,7 @@ namespace hjit::schedules {
 struct TileSpec {
   int inner = 0, unrolled = 1;
   int tx = 1, tu = 1;
+  std::vector<int> whole;  // dimensions kept whole inside the tile (a weight gradient's kx, ky)
 };
 TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& contraction);
 

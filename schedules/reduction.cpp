@@ -1,5 +1,7 @@
 #include "schedules/reduction.h"
 
+#include <algorithm>
+
 #include "schedules/loop_nest.h"
 #include "schedules/schedule.h"
 #include "schedules/stage_info.h"
@@ -35,6 +37,12 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, backend::Stage
   Halide::Func acc = s.reduction;
   std::string what = vectorize_and_parallelize(acc, s.vars, s.extents, vec, threads).what;
   Halide::Stage u = acc.update();
+  // The update is worth threads when the reduction is big, even if its output is small (a batch
+  // norm's per-channel sums).
+  const Node& node = p.graph->node(s.node);
+  const int64_t out_points = std::max<int64_t>(1, node.type.numel());
+  const int64_t reduced = std::max<int64_t>(1, p.graph->type(node.inputs[0]).numel() / out_points);
+  const int64_t min_points = std::max<int64_t>(2, (int64_t(1) << 14) / reduced);
   if (s.op == OpKind::CumSum) {
     // A scan: the scanned dimension is no var of the update; the others loop around it.
     const size_t axis = s.vars.size() - 1 - size_t(p.graph->node(s.node).attrs.i("axis"));
@@ -52,7 +60,7 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, backend::Stage
     for (const RVar& r : s.rvars) order.emplace_back(r);
     for (size_t d = 1; d < s.vars.size(); ++d) order.emplace_back(s.vars[d]);
     u.reorder(order);
-    return what + "; update " + vectorize_and_parallelize(u, s.vars, s.extents, vec, threads, true).what;
+    return what + "; update " + vectorize_and_parallelize(u, s.vars, s.extents, vec, threads, true, min_points).what;
   }
   // Row reduction: accumulate lanes across the row, then fold the lanes. The lane count must divide
   // the row: bounds inference rounds a split's extent up, and an input read past its end fails.
@@ -70,7 +78,7 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, backend::Stage
     lanes.update().vectorize(lane);
     what += "; update rfactor(" + std::to_string(lanes_n) + " lanes)";
   }
-  return what + "; update " + vectorize_and_parallelize(u, s.vars, s.extents, 1, threads, true).what;
+  return what + "; update " + vectorize_and_parallelize(u, s.vars, s.extents, 1, threads, true, min_points).what;
 }
 
 std::string schedule_helpers_at_root(const backend::LoweredPipeline& p, backend::Stage& s) {

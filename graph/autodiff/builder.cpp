@@ -13,8 +13,8 @@ int Builder::transpose(int x, std::vector<int64_t> perm) {
   return identity ? x : op(OpKind::Transpose, {x}, Attrs{{"perm", std::move(perm)}});
 }
 
-int Builder::unbroadcast(int x, const Shape& shape) {
-  const Shape& from = type(x).shape;
+int Builder::unbroadcast(int x, const Shape& target) {
+  const Shape from = type(x).shape, shape = target;  // copies: adding nodes moves the graph's storage
   if (from == shape) return x;
   const size_t lead = from.size() - shape.size();
   std::vector<int64_t> axes;

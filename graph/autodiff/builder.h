@@ -1,6 +1,7 @@
 // Building graph nodes by name, for the gradient rules: the graph ops with their attributes
 // spelled out, plus the few compositions gradients need (un-broadcasting, batch transposes).
-// Operands must already agree in dtype (graph ops do not promote).
+// Operands must already agree in dtype (graph ops do not promote). Adding a node may move the
+// graph's nodes: never hold a reference from type() across a call that adds one.
 #pragma once
 #include <vector>
 
@@ -28,9 +29,9 @@ class Builder {
   int cast(int a, DType t) { return type(a).dtype == t ? a : op(OpKind::Cast, {a}, Attrs{{"dtype", t}}); }
 
   int sum(int x, std::vector<int64_t> axes, bool keepdims);
-  int reshape(int x, const Shape& s) { return type(x).shape == s ? x : op(OpKind::Reshape, {x}, Attrs{{"shape", s}}); }
+  int reshape(int x, Shape s) { return type(x).shape == s ? x : op(OpKind::Reshape, {x}, Attrs{{"shape", s}}); }
   int transpose(int x, std::vector<int64_t> perm);
-  int broadcast_to(int x, const Shape& s) { return type(x).shape == s ? x : op(OpKind::BroadcastTo, {x}, Attrs{{"shape", s}}); }
+  int broadcast_to(int x, Shape s) { return type(x).shape == s ? x : op(OpKind::BroadcastTo, {x}, Attrs{{"shape", s}}); }
   // The sum of x over the axes along which a value of `shape` was broadcast to x's shape.
   int unbroadcast(int x, const Shape& shape);
   // Swaps the last two axes.

@@ -23,7 +23,8 @@ GradRule grad_rule_for(OpKind op) {
 namespace grad_rules {
 namespace {
 
-const Shape& shape_of(GradCtx& c, size_t i) { return c.b.type(c.in[i]).shape; }
+// A copy: adding nodes moves the graph's storage, so no reference into it survives a rule.
+Shape shape_of(GradCtx& c, size_t i) { return c.b.type(c.in[i]).shape; }
 int zero_like(GradCtx& c, int v) { return c.b.like(v, 0); }
 int one_like(GradCtx& c, int v) { return c.b.like(v, 1); }
 int cmp(GradCtx& c, OpKind k, int a, int b) { return c.b.op(k, {a, b}); }
@@ -205,7 +206,7 @@ void Matmul(GradCtx& c) {
   c.dx[1] = c.b.unbroadcast(c.b.matmul(c.b.transpose_last2(c.in[0]), c.g), shape_of(c, 1));
 }
 void Conv2d(GradCtx& c) {
-  const Shape& ws = shape_of(c, 1);
+  const Shape ws = shape_of(c, 1);
   c.dx[0] = conv_input_grad(c.b, c.g, c.in[1], shape_of(c, 0), c.node.attrs);
   Attrs a = c.node.attrs;
   a.set("kernel", std::vector<int64_t>{ws[2], ws[3]});
@@ -215,7 +216,7 @@ void Attention(GradCtx& c) {
   // Recomputes the probabilities and differentiates softmax(q k^T * scale) v.
   Builder& b = c.b;
   const int q = c.in[0], k = c.in[1], v = c.in[2];
-  const Shape& qs = shape_of(c, 0);
+  const Shape qs = shape_of(c, 0);
   const int64_t S = qs[qs.size() - 2], T = shape_of(c, 1)[qs.size() - 2];
   const bool causal = c.node.attrs.i("causal") != 0;
   const double scale = c.node.attrs.f("scale");
@@ -246,8 +247,8 @@ void AvgPool2d(GradCtx& c) {
   // Each window spreads its gradient over its elements: a transposed convolution with a kernel of
   // ones, each image and channel on its own, after dividing by the window's count.
   Builder& b = c.b;
-  const Shape& xs = shape_of(c, 0);
-  const Shape& gs = b.type(c.g).shape;
+  const Shape xs = shape_of(c, 0);
+  const Shape gs = b.type(c.g).shape;
   const auto& k = c.node.attrs.ints("kernel");
   const size_t r = xs.size();
   const int64_t planes = shape_numel(xs) / (xs[r - 2] * xs[r - 1]);
@@ -281,7 +282,7 @@ void Transpose(GradCtx& c) {
 void BroadcastTo(GradCtx& c) { c.dx[0] = c.b.unbroadcast(c.g, shape_of(c, 0)); }
 void Slice(GradCtx& c) {
   const auto &starts = c.node.attrs.ints("starts"), &stops = c.node.attrs.ints("stops"), &steps = c.node.attrs.ints("steps");
-  const Shape& xs = shape_of(c, 0);
+  const Shape xs = shape_of(c, 0);
   int g = c.g;
   std::vector<int64_t> lo(xs.size()), hi(xs.size());
   for (size_t d = 0; d < xs.size(); ++d) {
@@ -300,7 +301,7 @@ void Slice(GradCtx& c) {
 }
 void Concat(GradCtx& c) {
   const size_t axis = size_t(c.node.attrs.i("axis"));
-  const Shape& gs = c.b.type(c.g).shape;
+  const Shape gs = c.b.type(c.g).shape;
   int64_t offset = 0;
   for (size_t i = 0; i < c.in.size(); ++i) {
     std::vector<int64_t> starts(gs.size(), 0), stops = gs, steps(gs.size(), 1);
@@ -312,7 +313,7 @@ void Concat(GradCtx& c) {
 }
 void Pad(GradCtx& c) {
   const auto& lo = c.node.attrs.ints("lo");
-  const Shape& xs = shape_of(c, 0);
+  const Shape xs = shape_of(c, 0);
   std::vector<int64_t> stops(xs.size()), steps(xs.size(), 1);
   for (size_t d = 0; d < xs.size(); ++d) stops[d] = lo[d] + xs[d];
   c.dx[0] = c.b.slice(c.g, lo, stops, steps);
@@ -322,7 +323,7 @@ void Take(GradCtx& c) {
   // x[.., idx, ..] gathers; its gradient scatters back, added where indices repeat: a one-hot
   // matrix [indices, n] transposed times the gradient, with the gathered axis moved in front.
   Builder& b = c.b;
-  const Shape &xs = shape_of(c, 0), &is = shape_of(c, 1), &gs = b.type(c.g).shape;
+  const Shape xs = shape_of(c, 0), is = shape_of(c, 1), gs = b.type(c.g).shape;
   const int64_t axis = c.node.attrs.i("axis"), n = xs[size_t(axis)], m = shape_numel(is);
   const DType dt = b.type(c.g).dtype;
   int idx = b.cast(b.reshape(c.in[1], {m}), DType::I64);

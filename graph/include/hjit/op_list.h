@@ -66,7 +66,7 @@
   X(AvgPool2d, "avg_pool2d", 1, Reduction | FloatOnly, "kernel,stride,padding,count_include_pad", infer_pool2d) \
   X(CumSum, "cumsum", 1, Reduction | NumericOnly, "axis", infer_cumsum)                    \
   /* gradients of the layers that need their own loops */                                  \
-  X(Conv2dWeightGrad, "conv2d_weight_grad", 2, Reduction | FloatOnly | NonDifferentiable,   \
+  X(Conv2dWeightGrad, "conv2d_weight_grad", 2, Contraction | FloatOnly | NonDifferentiable, \
     "kernel,stride,padding,dilation,groups", infer_conv2d_weight_grad)                      \
   X(MaxPool2dGrad, "max_pool2d_grad", 2, Reduction | FloatOnly | NonDifferentiable,         \
     "kernel,stride,padding", infer_max_pool2d_grad)                                         \
