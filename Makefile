@@ -25,7 +25,7 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	$(BUILD)/bench/hjit-bench
+	$(BUILD)/bench/hjit-bench --quick
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

@@ -159,8 +159,10 @@ std::string first_difference(const TrialBuffers& a, const TrialBuffers& b) {
   return "";
 }
 
-// One candidate: lowered afresh, scheduled one way, compiled. Null when the autoscheduler fails.
-std::shared_ptr<HalideExecutable> make(const Graph& g, const Options& o, const Halide::Target& target, const std::string& how) {
+// One candidate: lowered afresh, scheduled one way, compiled. Null (with the reason in *why) when
+// the autoscheduler does not schedule it.
+std::shared_ptr<HalideExecutable> make(const Graph& g, const Options& o, const Halide::Target& target, const std::string& how,
+                                       std::string* why = nullptr) {
   LoweredPipeline p = lower(g, target);
   std::string text;
   if (how == "unfused") {
@@ -168,8 +170,12 @@ std::shared_ptr<HalideExecutable> make(const Graph& g, const Options& o, const H
   } else if (how == "built-in") {
     text = schedules::schedule_builtin(p);
   } else {
-    auto s = schedules::schedule_auto(p, how);
-    if (!s) return nullptr;
+    std::string reason;
+    auto s = schedules::schedule_auto(p, how, &reason);
+    if (!s) {
+      if (why) *why = reason;
+      return nullptr;
+    }
     text = *s;
   }
   return std::make_shared<HalideExecutable>(g, std::move(p), function_name(o.name.empty() ? g.name : o.name), how,
@@ -190,10 +196,8 @@ std::shared_ptr<const Executable> build_guarded(const Graph& g, const Options& o
   std::string why;
   double auto_ms = 0;
   try {
-    chosen = make(g, o, target, o.autoscheduler);
-    if (!chosen) {
-      why = "it could not schedule this pipeline";
-    } else {
+    chosen = make(g, o, target, o.autoscheduler, &why);
+    if (chosen) {
       auto_ms = trial_ms(*chosen, trial);
       std::string diff = first_difference(trial, reference);
       if (!diff.empty()) why = "its schedule computes wrong results (" + diff + ")", chosen = nullptr;

@@ -9,6 +9,7 @@
 #include <omp.h>
 #include <thread>
 
+#include "graph/op_def.h"
 #include "schedules/schedule.h"
 #include "support/log.h"
 
@@ -94,8 +95,20 @@ bool is_autoscheduler(const std::string& name) {
 
 int halide_threads() { return std::max(1, omp_get_max_threads()); }
 
-std::optional<std::string> schedule_auto(backend::LoweredPipeline& p, const std::string& name) {
+std::optional<std::string> schedule_auto(backend::LoweredPipeline& p, const std::string& name, std::string* why) {
   const Graph& g = *p.graph;
+  int stages = 0;  // the Funcs the autoscheduler would place: stages, accumulators, helpers
+  for (const backend::Stage& s : p.stages)
+    if (s.func.defined() && !has_trait(s.op, Source))
+      stages += 1 + (s.reduction.defined() ? 1 : 0) + int(s.helpers.size());
+  log().debug("{} on '{}': {} funcs", name, g.name, stages);
+  int limit = kAdams2019MaxFuncs;
+  if (const char* env = std::getenv("HJIT_ADAMS2019_MAX_FUNCS")) limit = std::atoi(env);
+  if (name == "Adams2019" && stages > limit) {
+    *why = "Adams2019 is not tried on pipelines of more than " + std::to_string(limit) + " Funcs (this one has " +
+           std::to_string(stages) + "): its search takes minutes there; raise HJIT_ADAMS2019_MAX_FUNCS to try anyway";
+    return std::nullopt;
+  }
   try {
     load_plugin(name);
     for (size_t i = 0; i < p.params.size(); ++i)
@@ -118,7 +131,7 @@ std::optional<std::string> schedule_auto(backend::LoweredPipeline& p, const std:
     log().debug("{} scheduled '{}' in {:.1f} ms", name, g.name, t.ms());
     return "machine parameters " + machine.to_string() + "\n" + r.schedule_source;
   } catch (const Halide::Error& e) {
-    log().warn("autoscheduler {} failed on '{}' ({}); using the built-in schedule instead", name, g.name, e.what());
+    *why = std::string("it failed: ") + e.what();
     return std::nullopt;
   }
 }
