@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "resnet_block.h"
+#include "compare.h"
 #include "timing.h"
 
 using hjit::Tensor;
@@ -17,11 +18,7 @@ int main() {
   double prepare = median_ms([&] { compiled(x); }, 1);
   auto [eager_loss, eager_grads] = forward_backward(x);
   auto [jit_loss, jit_grads] = compiled(x);
-  double worst = 0;
-  for (size_t i = 0; i < eager_grads.size(); ++i) {
-    double scale = hjit::max(hjit::abs(eager_grads[i])).item<double>() + 1e-12;
-    worst = std::max(worst, hjit::max(hjit::abs(jit_grads[i] - eager_grads[i])).item<double>() / scale);
-  }
+  double worst = worst_relative_difference(jit_grads, eager_grads);
   double eager_ms = median_ms([&] { forward_backward(x); }, 3), jit_ms = median_ms([&] { compiled(x); }, 10);
   std::cout << "loss " << jit_loss.item<double>() << " (eager " << eager_loss.item<double>() << ")\n"
             << "prepare (trace + differentiate + compile + run): " << prepare << " ms; schedule: " << compiled.stats().schedule << "\n"

@@ -49,15 +49,8 @@ namespace {
 std::shared_ptr<GradEntry> build(const GradCore::State& s, const CallArgs& args, Tracer trace, uint64_t hash) {
   Timer t;
   TraceScope scope(s.name, false);
-  std::vector<Tensor> tracers;
-  for (size_t i = 0; i < args.count; ++i) tracers.push_back(scope.add_argument(args.tensor(i)));
   std::vector<int> tree;
-  std::vector<Tensor> outs;
-  try {
-    outs = trace(tracers, &tree);
-  } catch (const Error&) {
-    rethrow_in_trace(scope.state());
-  }
+  std::vector<Tensor> outs = scope.run(args, trace, &tree);
   auto e = std::make_shared<GradEntry>();
   e->key = Signature::of(args, hash);
   Graph fwd = scope.finish(outs);

@@ -115,15 +115,8 @@ struct Traced {
 Traced trace_and_optimize(const std::string& name, bool concrete, const CallArgs& args, Tracer trace) {
   Timer t;
   TraceScope scope(name, concrete);
-  std::vector<Tensor> tracers;
-  for (size_t i = 0; i < args.count; ++i) tracers.push_back(scope.add_argument(args.tensor(i)));
   Traced r;
-  std::vector<Tensor> outs;
-  try {
-    outs = trace(tracers, &r.tree);
-  } catch (const Error&) {
-    rethrow_in_trace(scope.state());
-  }
+  std::vector<Tensor> outs = scope.run(args, trace, &r.tree);
   if (concrete)
     for (const Tensor& o : outs) {
       const TensorImpl& im = impl_of(o, name.c_str());
@@ -311,15 +304,8 @@ std::string JitCore::explain(const CallArgs& args, Tracer trace) {
 
 Graph trace_graph(const std::string& name, const CallArgs& args, Tracer trace) {
   TraceScope scope(name, false);
-  std::vector<Tensor> tracers;
-  for (size_t i = 0; i < args.count; ++i) tracers.push_back(scope.add_argument(args.tensor(i)));
   std::vector<int> tree;
-  std::vector<Tensor> outs;
-  try {
-    outs = trace(tracers, &tree);
-  } catch (const Error&) {
-    rethrow_in_trace(scope.state());
-  }
+  std::vector<Tensor> outs = scope.run(args, trace, &tree);
   return scope.finish(outs);
 }
 

@@ -49,6 +49,16 @@ bool is_active_trace(uint64_t id) {
   return false;
 }
 
+std::vector<Tensor> TraceScope::run(const CallArgs& args, Tracer trace, std::vector<int>* tree) {
+  std::vector<Tensor> tracers;
+  for (size_t i = 0; i < args.count; ++i) tracers.push_back(add_argument(args.tensor(i)));
+  try {
+    return trace(tracers, tree);
+  } catch (const Error&) {
+    rethrow_in_trace(*state_);
+  }
+}
+
 int value_in_trace(TraceState& ts, const Tensor& t) {
   const TensorImpl& im = impl_of(t, ts.fn_name.c_str());
   if (im.traced() && im.trace_id == ts.id) return im.value;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <hjit/graph.h>
+#include <hjit/jit.h>
 
 #include "frontend/tensor_impl.h"
 
@@ -37,6 +38,8 @@ class TraceScope {
 
   // A tracer for a new argument of the traced function (the concrete value is kept in Concrete mode).
   Tensor add_argument(const Tensor& example);
+  // Runs the traced function on tracers for the call's tensors; its errors name the function.
+  std::vector<Tensor> run(const CallArgs& args, Tracer trace, std::vector<int>* tree);
   // Marks `outputs` as the graph outputs and returns the finished graph (updates included).
   Graph finish(const std::vector<Tensor>& outputs);
 
