@@ -12,7 +12,8 @@ struct BatchNorm2d {
       : weight(hjit::Tensor::uniform({c}, seed, 0.5, 1.5)), bias(hjit::Tensor::randn({c}, seed + 1) * 0.1),
         running_mean(hjit::Tensor::randn({c}, seed + 2) * 0.1), running_var(hjit::Tensor::uniform({c}, seed + 3, 0.5, 1.5)) {}
   hjit::Tensor operator()(const hjit::Tensor& x, bool training = false) const {
-    return hjit::batch_norm(x, running_mean, running_var, weight, bias, training);
+    return training ? hjit::batch_norm_training(x, running_mean, running_var, weight, bias)
+                    : hjit::batch_norm(x, running_mean, running_var, weight, bias);
   }
 };
 

@@ -501,20 +501,20 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
   return mean(floating(x), {-2, -1}, true);
 }
 
-Tensor batch_norm(const Tensor& x, const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
-                  const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, bool training, double momentum,
-                  double eps) {
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const std::optional<Tensor>& weight,
+                  const std::optional<Tensor>& bias, double eps) {
   Tensor v = floating(x);
-  if (!training) {
-    if (!running_mean || !running_var)
-      throw ValueError("batch_norm: inference (training = false) needs running_mean and running_var");
-    return normalize(v, per_channel(*running_mean, v, "running_mean"), per_channel(*running_var, v, "running_var"), weight,
-                     bias, eps);
-  }
+  return normalize(v, per_channel(running_mean, v, "running_mean"), per_channel(running_var, v, "running_var"), weight, bias, eps);
+}
+
+Tensor batch_norm_training(const Tensor& x, const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
+                           const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, double momentum, double eps) {
+  Tensor v = floating(x);
+  if (momentum < 0 || momentum > 1) throw ValueError("batch_norm_training: momentum must be in [0, 1], got " + std::to_string(momentum));
   BatchNormResult r = batch_norm_stats(v, weight, bias, eps);
   if (running_mean || running_var) {
     const int64_t n = v.numel() / std::max<int64_t>(1, v.shape()[1]);
-    if (n < 2) throw ValueError("batch_norm: training needs more than one value per channel, got " + shape_str(v.shape()));
+    if (n < 2) throw ValueError("batch_norm_training: needs more than one value per channel, got " + shape_str(v.shape()));
     if (running_mean) {
       per_channel(*running_mean, v, "running_mean");
       Tensor rm = *running_mean;

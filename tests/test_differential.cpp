@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <array>
 #include <limits>
+#include <random>
 #include <functional>
 
 #include "tests/support.h"
@@ -401,4 +402,38 @@ TEST_CASE("infinities and NaNs: in the data and as literals") {
   };
   for (DType t : autoscheduled() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64})
     check("specials", specials, {Tensor::from_vector<double>({-inf, -2, -0.5, 0, 0.5, 3, 100, inf, nan}, {9}).astype(t)});
+}
+
+TEST_CASE("randomized shapes and convolution parameters") {
+  std::mt19937_64 rng(2026);
+  auto pick = [&](int lo, int hi) { return int(std::uniform_int_distribution<int>(lo, hi)(rng)); };
+  const int rounds = autoscheduled() ? 2 : 8;
+  uint64_t seed = 1200;
+  // Shapes: a random rank and extents (sometimes 1 or 0); the other operand a suffix of it with
+  // some extents replaced by 1, so that broadcasting goes both ways.
+  for (int round = 0; round < rounds; ++round) {
+    Shape a;
+    for (int d = pick(0, 4); d > 0; --d) a.push_back(pick(0, 9) == 0 ? 0 : pick(1, 7));
+    Shape b(a.end() - std::ptrdiff_t(pick(0, int(a.size()))), a.end());
+    for (int64_t& e : b)
+      if (pick(0, 2) == 0) e = 1;
+    if (pick(0, 1)) std::swap(a, b);
+    check("binary_numeric", binary_numeric(), {test::random(a, DType::F32, seed++), test::random(b, DType::F32, seed++)});
+  }
+  for (int round = 0; round < rounds; ++round) {
+    const int64_t groups = pick(1, 2), kh = pick(1, 4), kw = pick(1, 4);
+    ConvCase c{{pick(1, 2), groups * pick(1, 3), pick(3, 12), pick(3, 12)},
+               {groups * pick(1, 5), 0, kh, kw},
+               {pick(1, 3), pick(1, 3)},
+               {pick(0, int(kh) - 1), pick(0, int(kw) - 1)},
+               {pick(1, 2), pick(1, 2)},
+               groups,
+               pick(0, 1) == 1};
+    c.w[1] = c.x[1] / groups;
+    const bool fits = c.x[2] + 2 * c.padding[0] > c.dilation[0] * (kh - 1) && c.x[3] + 2 * c.padding[1] > c.dilation[1] * (kw - 1);
+    if (!fits) continue;
+    std::vector<Tensor> in = {test::random(c.x, DType::F32, seed++), test::random(c.w, DType::F32, seed++) * 0.3};
+    if (c.bias) in.push_back(test::random({c.w[0]}, DType::F32, seed++));
+    check("conv2d", conv(c), in);
+  }
 }

@@ -283,7 +283,7 @@ TEST_CASE("normalization layers against their formulas") {
   }
   // Training: batch statistics, and the running ones move by momentum (variance unbiased).
   Tensor run_mean = Tensor::zeros({2}), run_var = Tensor::ones({2});
-  Tensor yt = hjit::batch_norm(x, run_mean, run_var, std::nullopt, std::nullopt, true, 0.1);
+  Tensor yt = hjit::batch_norm_training(x, run_mean, run_var, std::nullopt, std::nullopt, 0.1);
   CHECK(hjit::mean(yt, {0, 2, 3}).to_vector<float>()[1] == doctest::Approx(0).epsilon(1e-5));
   CHECK(hjit::mean(yt * yt, {0, 2, 3}).to_vector<float>()[0] == doctest::Approx(1).epsilon(1e-3));
   Tensor ch0 = hjit::slice(x, 1, 0, 1);

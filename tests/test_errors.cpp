@@ -140,7 +140,9 @@ TEST_CASE("bad layer arguments") {
   CHECK_THROWS_AS(hjit::embedding(Tensor::zeros({3}), Tensor::zeros({1}, DType::I32)), hjit::ShapeError);
   CHECK_THROWS_AS(hjit::take(Tensor::zeros({3, 2}), Tensor::full({1}, -4, DType::I64)), hjit::IndexError);
   CHECK_THROWS_AS(hjit::adaptive_avg_pool2d(x, {2, 2}), hjit::ValueError);
-  CHECK_THROWS_AS(hjit::batch_norm(x, std::nullopt, std::nullopt, std::nullopt, std::nullopt), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::batch_norm_training(x, std::nullopt, std::nullopt, std::nullopt, std::nullopt, 2.0), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::batch_norm_training(Tensor::zeros({1, 3}), Tensor::zeros({3}), std::nullopt, std::nullopt, std::nullopt),
+                  hjit::ValueError);
   CHECK_THROWS_AS(hjit::cross_entropy(Tensor::zeros({2, 3}), Tensor::zeros({2})), hjit::DTypeError);
   CHECK_THROWS_AS(hjit::cross_entropy(Tensor::zeros({2, 3}), Tensor::zeros({3}, DType::I64)), hjit::ShapeError);
 }

@@ -134,7 +134,7 @@ TEST_CASE("matmul and layer rules") {
   check_grad("softmax", [](const std::vector<Tensor>& in) { return hjit::softmax(in[0]) + hjit::log_softmax(in[0], 0); }, {r({3, 5}, 9)});
   check_grad("layer_norm", [](const std::vector<Tensor>& in) { return hjit::layer_norm(in[0], in[1], in[2]); }, {r({3, 5}, 10), r({5}, 11), r({5}, 12)});
   check_grad("rms_norm", [](const std::vector<Tensor>& in) { return hjit::rms_norm(in[0], in[1]); }, {r({3, 5}, 10), r({5}, 11)});
-  check_grad("batch_norm", [](const std::vector<Tensor>& in) { return hjit::batch_norm(in[0], std::nullopt, std::nullopt, in[1], in[2], true); },
+  check_grad("batch_norm", [](const std::vector<Tensor>& in) { return hjit::batch_norm_training(in[0], std::nullopt, std::nullopt, in[1], in[2]); },
              {r({3, 2, 4, 3}, 13), r({2}, 14), r({2}, 15)});
   Tensor labels = Tensor::from_vector<int64_t>({2, 0, 4}, {3});
   check_grad("cross_entropy", [labels](const std::vector<Tensor>& in) { return hjit::cross_entropy(in[0], labels); }, {r({3, 5}, 16)});

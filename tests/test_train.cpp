@@ -91,7 +91,7 @@ TEST_CASE("batch norm in training: running statistics move through assign, eager
     Tensor running_mean = Tensor::zeros({3}), running_var = Tensor::ones({3});
     Tensor w = Tensor::ones({3}), b = Tensor::zeros({3});
     Tensor x = Tensor::randn({4, 3, 5, 5}, 7) * 2 + 1;
-    auto forward = [&](const Tensor& x) { return hjit::batch_norm(x, running_mean, running_var, w, b, true, 0.1); };
+    auto forward = [&](const Tensor& x) { return hjit::batch_norm_training(x, running_mean, running_var, w, b, 0.1); };
     auto loss = [&](const Tensor& x) { return hjit::mean(forward(x) * forward(x)); };
     auto step = hjit::jit(hjit::value_and_grad(loss, std::vector<Tensor>{w, b}));
     for (int i = 0; i < 3; ++i) jitted ? step(x) : hjit::value_and_grad(loss, std::vector<Tensor>{w, b})(x);

@@ -166,12 +166,16 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0});
 Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0}, bool count_include_pad = true);
 Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);  // output size (1, 1): the global average
-// Inference (training = false) normalizes with the running statistics; training normalizes with
-// the batch's and, when running_mean / running_var are given, updates them in place through
-// assign (momentum-weighted, the variance unbiased), as PyTorch does.
-Tensor batch_norm(const Tensor& x, const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
-                  const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, bool training = false,
-                  double momentum = 0.1, double eps = 1e-5);
+// Inference: normalizes with the running statistics (torch.nn.functional.batch_norm with
+// training=False).
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, double eps = 1e-5);
+// Training: normalizes with the batch's statistics and, when running_mean / running_var are
+// given, updates them in place through assign (momentum-weighted, the variance unbiased), as
+// PyTorch does; inside jit the update is part of the compiled call.
+Tensor batch_norm_training(const Tensor& x, const std::optional<Tensor>& running_mean,
+                           const std::optional<Tensor>& running_var, const std::optional<Tensor>& weight,
+                           const std::optional<Tensor>& bias, double momentum = 0.1, double eps = 1e-5);
 // Training form returning the batch statistics (mean and biased variance, per channel).
 struct BatchNormResult {
   Tensor y, mean, var;
