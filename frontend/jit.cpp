@@ -285,13 +285,15 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
 }
 
 Graph JitCore::graph(const CallArgs& args, Tracer trace) {
+  std::shared_ptr<Entry> e;
   {
     std::shared_lock lk(s_->mu);
-    if (auto e = s_->find_locked(Signature::hash_of(args, s_->opt.name), args)) {
-      std::unique_lock g(e->mu);
-      e->cv.wait(g, [&] { return e->ready; });
-      if (!e->error) return e->graph;
-    }
+    e = s_->find_locked(Signature::hash_of(args, s_->opt.name), args);
+  }
+  if (e) {  // waited for outside the cache lock, which its builder takes when it is done
+    std::unique_lock g(e->mu);
+    e->cv.wait(g, [&] { return e->ready; });
+    if (!e->error) return e->graph;
   }
   return trace_and_optimize(s_->opt.name, false, args, trace).graph;
 }
