@@ -12,13 +12,8 @@ namespace hjit::backend {
 using namespace Halide;
 
 Lowering lowering_for(OpKind op) {
-  static constexpr Lowering table[] = {
-#define HJIT_LOWERING_ENTRY(kind, name, arity, traits, attrs, infer) &lowering::kind,
-      HJIT_OPS(HJIT_LOWERING_ENTRY)
-#undef HJIT_LOWERING_ENTRY
-  };
-  static_assert(sizeof(table) / sizeof(table[0]) == kNumOps);
-  return table[int(op)];
+  using namespace lowering;
+  return HJIT_PER_OP_LOOKUP(Lowering, op);
 }
 
 namespace lowering {

@@ -11,13 +11,8 @@
 namespace hjit {
 
 GradRule grad_rule_for(OpKind op) {
-  static constexpr GradRule table[] = {
-#define HJIT_GRAD_ENTRY(kind, name, arity, traits, attrs, infer) &grad_rules::kind,
-      HJIT_OPS(HJIT_GRAD_ENTRY)
-#undef HJIT_GRAD_ENTRY
-  };
-  static_assert(sizeof(table) / sizeof(table[0]) == kNumOps);
-  return table[int(op)];
+  using namespace grad_rules;
+  return HJIT_PER_OP_LOOKUP(GradRule, op);
 }
 
 namespace grad_rules {

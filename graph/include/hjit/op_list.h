@@ -94,4 +94,15 @@ inline constexpr int kNumOps = 0 HJIT_OPS(HJIT_OP_COUNT);
 
 const char* op_name(OpKind op);
 
+// The lookup of a layer's per-op table (eager kernel, Halide lowering, gradient rule): the entry of
+// op kind K is the function named K visible where this expands (a `using namespace` of the
+// layer's entries), so an op added to HJIT_OPS without its entry in some layer fails to link.
+#define HJIT_OP_FUNCTION_ADDRESS(kind, name, arity, traits, attrs, infer) &kind,
+#define HJIT_PER_OP_LOOKUP(FnType, op)                                                       \
+  [](OpKind k) {                                                                             \
+    static constexpr FnType table[] = {HJIT_OPS(HJIT_OP_FUNCTION_ADDRESS)};                  \
+    static_assert(sizeof(table) / sizeof(table[0]) == ::hjit::kNumOps);                     \
+    return table[int(k)];                                                                    \
+  }(op)
+
 }  // namespace hjit
