@@ -11,6 +11,11 @@ int main() {
     std::printf("consumer: jit and eager differ\n");
     return 1;
   }
+  f(a, b, c);
+  if (f.stats().traces != 1 || f.stats().compiles != 1 || f.stats().cache_hits != 1) {
+    std::printf("consumer: a second call with the same shapes traced or compiled again\n");
+    return 1;
+  }
   std::printf("consumer: ok (%lld trace, %lld compile)\n", (long long)f.stats().traces, (long long)f.stats().compiles);
   return 0;
 }
