@@ -51,6 +51,7 @@ const std::vector<int64_t>& Attrs::ints(std::string_view name) const {
   return typed<std::vector<int64_t>>(*this, name, "a list of integers");
 }
 DType Attrs::dtype(std::string_view name) const { return typed<DType>(*this, name, "a dtype"); }
+const std::string& Attrs::s(std::string_view name) const { return typed<std::string>(*this, name, "text"); }
 
 int Graph::add(Node node) {
   std::vector<const TensorType*> in;

@@ -3,7 +3,7 @@
 //              ['updates' '(' name '<-' operand (',' name '<-' operand)* ')'] '}'
 //   param   := name ':' type            type := dtype '[' ints ']'
 //   line    := name ':' type '=' op ['[' attr* ']'] operand*
-//   attr    := key '=' (int | float | '(' ints ')' | dtype | hex data)
+//   attr    := key '=' (int | float | '(' ints ')' | dtype | '"' text '"' | hex data)
 //   operand := name | number ':' dtype  (a 0-d full)
 #include <cctype>
 #include <charconv>
@@ -118,6 +118,17 @@ class Parser {
         expect(")");
       }
       return list;
+    }
+    if (try_char('"')) {
+      std::string text;
+      while (peek() != '"') {
+        if (pos_ >= s_.size()) fail("unterminated text attribute");
+        char c = s_[pos_++];
+        if (c == '\\' && pos_ < s_.size()) c = s_[pos_++] == 'n' ? '\n' : s_[pos_ - 1];
+        text += c;
+      }
+      ++pos_;
+      return text;
     }
     std::string w = word();
     if (!w.empty() && std::isalpha(static_cast<unsigned char>(w[0])) && w != "inf" && w != "nan")

@@ -42,6 +42,11 @@ std::string format_attr(const AttrValue& v, DType node_dtype) {
   if (const int64_t* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
   if (const double* d = std::get_if<double>(&v)) return format_number(*d, node_dtype);
   if (const DType* t = std::get_if<DType>(&v)) return dtype_name(*t);
+  if (const std::string* text = std::get_if<std::string>(&v)) {
+    std::string q = "\"";
+    for (char c : *text) q += (c == '"' || c == '\\') ? std::string("\\") + c : c == '\n' ? std::string("\\n") : std::string(1, c);
+    return q + "\"";
+  }
   const auto& list = std::get<std::vector<int64_t>>(v);
   std::string s = "(";
   for (size_t i = 0; i < list.size(); ++i) s += (i ? "," : "") + std::to_string(list[i]);

@@ -187,6 +187,7 @@ TensorType infer_broadcast_to(const InferArgs& a) {
 
 TensorType infer_slice(const InferArgs& a) {
   const TensorType& x = *a.in[0];
+  if (a.op == OpKind::SliceUpdate) require_same_dtype(a);
   const auto &starts = a.attrs.ints("starts"), &stops = a.attrs.ints("stops"), &steps = a.attrs.ints("steps");
   if (int(starts.size()) != x.rank() || stops.size() != starts.size() || steps.size() != starts.size())
     throw ShapeError("slice: starts, stops and steps need one entry per axis of " + x.str());
@@ -200,6 +201,25 @@ TensorType infer_slice(const InferArgs& a) {
     out.shape.push_back((stops[d] - starts[d] + steps[d] - 1) / steps[d]);
   }
   return out;
+}
+
+// slice_update(x, v): v must have the slice's shape; the result is x's.
+TensorType infer_slice_update(const InferArgs& a) {
+  TensorType slice = infer_slice(a);
+  if (a.in[1]->shape != slice.shape)
+    throw ShapeError("slice_update: the value " + a.in[1]->str() + " does not fill the slice " + slice.str() + " of " +
+                     a.in[0]->str());
+  return *a.in[0];
+}
+
+TensorType infer_check_index(const InferArgs& a) {
+  if (!is_integral(a.in[0]->dtype))
+    throw DTypeError("check_index: indices must be integers, got " + a.in[0]->str());
+  if (a.attrs.i("lo") > a.attrs.i("hi"))
+    throw ValueError("check_index: the range [" + std::to_string(a.attrs.i("lo")) + ", " + std::to_string(a.attrs.i("hi")) +
+                     ") is empty");
+  a.attrs.s("what");
+  return *a.in[0];
 }
 
 TensorType infer_concat(const InferArgs& a) {

@@ -27,6 +27,8 @@ TensorType infer_pool2d(const InferArgs& a);
 TensorType infer_cumsum(const InferArgs& a);
 TensorType infer_take(const InferArgs& a);
 TensorType infer_flip(const InferArgs& a);
+TensorType infer_slice_update(const InferArgs& a);
+TensorType infer_check_index(const InferArgs& a);
 TensorType infer_conv2d_weight_grad(const InferArgs& a);
 TensorType infer_max_pool2d_grad(const InferArgs& a);
 

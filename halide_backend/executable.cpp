@@ -1,6 +1,7 @@
 #include "halide_backend/executable.h"
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -117,6 +118,14 @@ void HalideExecutable::run(const void* const* inputs, void* const* outputs) cons
     argv[a + 1] = &bufs[a];
   }
   int r = fn_(argv);
+  if (r == halide_error_code_requirement_failed) {
+    const size_t at = ctx.error.find(kIndexErrorMarker);
+    if (at != std::string::npos) {
+      std::string msg = ctx.error.substr(at + std::strlen(kIndexErrorMarker));
+      while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+      throw IndexError(msg.substr(msg.find_first_not_of(' ')));
+    }
+  }
   if (r != 0)
     throw InternalError("hjit: compiled pipeline " + name_ + " failed (Halide error " + std::to_string(r) + "): " + ctx.error);
 }

@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "graph/op_def.h"
+#include "halide_backend/ieee_math.h"
 #include "halide_backend/lower_ctx.h"
 
 namespace hjit::backend {
@@ -32,13 +33,34 @@ Halide::Type compute_type(DType t) {
   throw InternalError("compute_type: unknown dtype");
 }
 
+// 16-bit floats are stored as their bits: hjit converts them itself (ieee_math.h), because Halide
+// 14's float16 conversion turns NaN into infinity.
 Halide::Type storage_type(DType t) {
   switch (t) {
     case DType::Bool: return Halide::UInt(8);
-    case DType::F16: return Halide::Float(16);
-    case DType::BF16: return Halide::BFloat(16);
+    case DType::F16:
+    case DType::BF16: return Halide::UInt(16);
     default: return compute_type(t);
   }
+}
+
+Expr to_storage(DType t, const Expr& computed) {
+  if (t == DType::F16 || t == DType::BF16) return ieee::narrow_bits(t, computed);
+  return Halide::cast(storage_type(t), computed);
+}
+
+Expr from_storage(DType t, const Expr& stored) {
+  if (t == DType::Bool) return stored != Halide::cast(stored.type(), 0);
+  if (t == DType::F16 || t == DType::BF16) return ieee::widen_bits(t, stored);
+  return Halide::cast(compute_type(t), stored);
+}
+
+void LowerCtx::define(Stage& s, Expr e) {
+  // A 16-bit float is rounded at every op that computes new values, as eager execution stores
+  // it (ops that only move or select values keep them exact).
+  const bool narrow = s.dtype == DType::F16 || s.dtype == DType::BF16;
+  if (narrow && !has_trait(s.op, Movement) && !has_trait(s.op, Source)) e = ieee::round_to(s.dtype, e);
+  s.func(std::vector<Expr>(s.vars.begin(), s.vars.end())) = e;
 }
 
 Coords LowerCtx::broadcast(const Coords& out, const Shape& shape) {
@@ -69,12 +91,6 @@ ImageParam make_param(const TensorType& t, const std::string& name, bool aligned
   return p;
 }
 
-// The value of a stored element in its compute type.
-Expr load_as_compute(const Expr& stored, DType t) {
-  if (t == DType::Bool) return stored != Halide::cast(stored.type(), 0);
-  return Halide::cast(compute_type(t), stored);
-}
-
 }  // namespace
 
 Expr bind_constant(LoweredPipeline& p, const TensorType& type, ConstData data, const std::vector<Expr>& args) {
@@ -82,7 +98,7 @@ Expr bind_constant(LoweredPipeline& p, const TensorType& type, ConstData data, c
   p.const_params.push_back(c);
   p.const_data.push_back(std::move(data));
   p.const_types.push_back(type);
-  return load_as_compute(c(args), type.dtype);
+  return from_storage(type.dtype, c(args));
 }
 
 LoweredPipeline lower(const Graph& g, const Halide::Target& target) {
@@ -107,6 +123,7 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target) {
     Stage& s = p.stages[id];
     s.node = int(id);
     s.op = n.op;
+    s.dtype = n.type.dtype;
     s.func = Func("n" + std::to_string(id) + "_" + op_name(n.op));
     s.extents = to_halide_order(n.type.shape);
     for (int d = 0; d < n.type.rank(); ++d) s.vars.emplace_back("d" + std::to_string(d));
@@ -115,7 +132,7 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target) {
       bool used = !s.consumers.empty() || std::find(wanted.begin(), wanted.end(), int(id)) != wanted.end();
       if (used && n.type.numel() > 0) {
         p.params[index] = make_param(n.type, "in" + std::to_string(index), true);
-        LowerCtx::define(s, load_as_compute(p.params[index](std::vector<Expr>(s.vars.begin(), s.vars.end())), n.type.dtype));
+        LowerCtx::define(s, from_storage(n.type.dtype, p.params[index](std::vector<Expr>(s.vars.begin(), s.vars.end()))));
       }
       continue;
     }
@@ -141,7 +158,7 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target) {
     if (wrapper) {
       out = Func("out" + std::to_string(p.outputs.size()) + "_n" + std::to_string(node));
       std::vector<Expr> args(s.vars.begin(), s.vars.end());
-      out(s.vars) = Halide::cast(storage_type(n.type.dtype), s.func(args));
+      out(s.vars) = to_storage(n.type.dtype, s.func(args));
     } else {
       out = s.func;
       s.is_output = true;

@@ -12,5 +12,8 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target);
 // Types: what a dtype is computed in (16-bit floats in f32, bool as UInt(1)) and stored as.
 Halide::Type compute_type(DType t);
 Halide::Type storage_type(DType t);
+// A value between the two: bool is stored as u8, 16-bit floats as their bits.
+Halide::Expr to_storage(DType t, const Halide::Expr& computed);
+Halide::Expr from_storage(DType t, const Halide::Expr& stored);
 
 }  // namespace hjit::backend

@@ -17,8 +17,8 @@ struct LowerCtx {
   }
   // out coordinates seen from an operand of `shape` broadcast to them (numpy trailing alignment).
   static Coords broadcast(const Coords& out, const Shape& shape);
-  // s.func(vars) = e
-  static void define(Stage& s, const Halide::Expr& e) { s.func(std::vector<Halide::Expr>(s.vars.begin(), s.vars.end())) = e; }
+  // s.func(vars) = e, rounded to the stage's dtype where that is a 16-bit float.
+  static void define(Stage& s, Halide::Expr e);
 };
 
 #define HJIT_DECLARE_LOWERING(kind, name, arity, traits, attrs, infer) void kind(LowerCtx& ctx, Stage& s, const Node& n);

@@ -5,6 +5,7 @@
 
 #include "halide_backend/lower.h"
 #include "graph/rewriter.h"
+#include "halide_backend/ieee_math.h"
 #include "halide_backend/lower_ctx.h"
 
 namespace hjit::backend {
@@ -44,53 +45,11 @@ Expr value_of(LowerCtx& ctx, DType dtype, double v) {
   return bind_constant(ctx.p, scalar, fill_bytes(scalar, v), {});
 }
 
-// The most negative and most positive finite values: the identities of max and min (for data
-// that holds -inf or +inf only, the result is that finite extreme instead).
+// The most negative finite value: attention's masked scores (they never reach an exp or a max
+// that decides anything, see Attention).
 Expr lowest(Type t) {
   if (!t.is_float()) return t.min();
   return Internal::make_const(t, t.bits() == 64 ? -std::numeric_limits<double>::max() : -double(std::numeric_limits<float>::max()));
-}
-Expr highest(Type t) {
-  if (!t.is_float()) return t.max();
-  return Internal::make_const(t, t.bits() == 64 ? std::numeric_limits<double>::max() : double(std::numeric_limits<float>::max()));
-}
-
-// NaN and infinity tests on the bits. Halide's is_nan is meant to be exempt from the fast-math
-// flags, but under some schedules (vectorized, or scheduled by an autoscheduler) LLVM folds it to
-// false; integer tests cannot be folded that way.
-Expr magnitude_bits(const Expr& x) {
-  if (x.type().bits() == 64) return reinterpret(UInt(64), x) & Internal::make_const(UInt(64), uint64_t(0x7fffffffffffffffull));
-  return reinterpret(UInt(32), x) & Internal::make_const(UInt(32), uint64_t(0x7fffffffu));
-}
-Expr infinity_bits(const Expr& x) {
-  return x.type().bits() == 64 ? Internal::make_const(UInt(64), uint64_t(0x7ff0000000000000ull)) : Internal::make_const(UInt(32), uint64_t(0x7f800000u));
-}
-Expr nan_test(const Expr& x) { return magnitude_bits(x) > infinity_bits(x); }
-Expr inf_test(const Expr& x) { return magnitude_bits(x) == infinity_bits(x); }
-// +inf or nan: the inputs exp and log return unchanged.
-Expr inf_or_nan_pos(const Expr& x) { return nan_test(x) || (inf_test(x) && reinterpret(x.type().with_code(halide_type_int), x) > 0); }
-
-// Halide's f32 exp and log are fast polynomials that do not know inf and nan (exp(inf) = 0,
-// log(inf) = 88.7): those inputs pass through unchanged, as libm would return them.
-Expr exp_of(const Expr& x) {
-  if (x.type().bits() == 64) return exp(x);
-  return select(inf_or_nan_pos(x), x, exp(x));
-}
-Expr log_of(const Expr& x) {
-  if (x.type().bits() == 64) return log(x);
-  return select(inf_or_nan_pos(x), x, log(x));
-}
-
-// PyTorch's NaN-propagating maximum and minimum (the eager kernels use the same definition).
-Expr max_nan(const Expr& a, const Expr& b) {
-  if (a.type().is_bool()) return a || b;
-  if (!a.type().is_float()) return max(a, b);
-  return select(nan_test(a) || nan_test(b), a + b, max(a, b));
-}
-Expr min_nan(const Expr& a, const Expr& b) {
-  if (a.type().is_bool()) return a && b;
-  if (!a.type().is_float()) return min(a, b);
-  return select(nan_test(a) || nan_test(b), a + b, min(a, b));
 }
 
 template <class F>
@@ -103,27 +62,14 @@ void binary(LowerCtx& ctx, Stage& s, const Node& n, F f) {
   LowerCtx::define(s, f(operand(ctx, s, n, 0), operand(ctx, s, n, 1)));
 }
 
-// erf in f32: a rational approximation on [-4, 4] (odd numerator, even denominator; a few ulp),
-// vectorizable; in f64 libm's erf (scalar, exact).
-Expr erf_of(const Expr& x) {
-  if (x.type().bits() == 64) return Internal::Call::make(Float(64), "erf", {x}, Internal::Call::PureExtern);
-  Expr c = clamp(x, -4.0f, 4.0f), x2 = c * c;
-  Expr p = -2.72614225801306e-10f;
-  for (float a : {2.77068142495902e-08f, -2.10102402082508e-06f, -5.69250639462346e-05f, -7.34990630326855e-04f,
-                  -2.95459980854025e-03f, -1.60960333262415e-02f})
-    p = p * x2 + a;
-  Expr q = -1.45660718464996e-05f;
-  for (float b : {-2.13374055278905e-04f, -1.68282697438203e-03f, -7.37332916720468e-03f, -1.42647390514189e-02f})
-    q = q * x2 + b;
-  return c * p / q;
-}
-
-// log1p without losing the digits of small x: log(u) * x / (u - 1) with u = 1 + x rounded
-// (Goldberg); strict_float keeps Halide from simplifying (1 + x) - 1 back to x.
-Expr log1p_of(const Expr& x) {
-  Expr u = strict_float(x + Internal::make_const(x.type(), 1.0));
-  Expr d = strict_float(u - Internal::make_const(x.type(), 1.0));
-  return select(d == Internal::make_const(x.type(), 0.0), x, log_of(u) * (x / d));
+// index, or a failed call when it is outside [lo, hi): Halide's require(), which hjit turns into
+// an IndexError whose message is `message` with {} replaced by the index.
+Expr index_in_range(const Expr& index, int64_t lo, int64_t hi, const std::string& message) {
+  const size_t at = message.find(" {} ");  // Halide's message puts a space between its parts
+  if (at == std::string::npos) throw InternalError("index_in_range: the message has no ' {} '");
+  Expr i64 = cast<int64_t>(index);
+  return require(i64 >= Expr(lo) && i64 < Expr(hi), index, std::string(kIndexErrorMarker) + message.substr(0, at), i64,
+                 message.substr(at + 4));
 }
 
 // The input coordinates a reduction over `axes` reads, from its output coordinates and domain.
@@ -168,37 +114,62 @@ void reduce(LowerCtx& ctx, Stage& s, const Node& n, Fold fold) {
       acc(v) += x;
       break;
     case Fold::Max:
-      acc(v) = t.is_bool() ? constant(t, 0) : lowest(t);
-      acc(v) = t.is_bool() ? (acc(v) || x) : max(acc(v), x);
+    case Fold::Min: {
+      const bool is_max = fold == Fold::Max;
+      if (t.is_float()) {  // over ordered integer keys, so that NaN propagates (see ieee::max_key)
+        Expr key = is_max ? ieee::max_key(x) : ieee::min_key(x);
+        acc(v) = is_max ? key.type().min() : key.type().max();
+        acc(v) = is_max ? max(acc(v), key) : min(acc(v), key);
+      } else {
+        acc(v) = is_max ? ieee::max_identity(t) : ieee::min_identity(t);
+        acc(v) = is_max ? ieee::max(acc(v), x) : ieee::min(acc(v), x);
+      }
       break;
-    case Fold::Min:
-      acc(v) = t.is_bool() ? constant(t, 1) : highest(t);
-      acc(v) = t.is_bool() ? (acc(v) && x) : min(acc(v), x);
-      break;
+    }
   }
-  s.func(v) = acc(v);
+  LowerCtx::define(s, t.is_float() && fold != Fold::Sum ? ieee::from_key(acc(v)) : acc(v));
   s.reduction = acc;
   for (int i = 0; i < r.dimensions(); ++i) s.rvars.push_back(r[i]);
 }
 
-// Index of the first extreme along the axis; a NaN counts as the extreme (as the eager kernel).
+// Index of the first extreme along the axis; the first NaN counts as the extreme (as PyTorch).
 void arg_reduce(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
   const TensorType& in = ctx.g.type(n.inputs[0]);
+  if (in.rank() == 0) {  // a 0-d tensor is its own extreme
+    LowerCtx::define(s, cast<int64_t>(0));
+    return;
+  }
   const std::vector<int64_t> axes{n.attrs.i("axis")};
   const Type vt = compute_type(in.dtype);
   std::vector<Expr> v(s.vars.begin(), s.vars.end());
   Func acc(s.func.name() + "_acc");
   RDom r = reduction_domain(in.shape, axes);
   Expr x = ctx.at(n.inputs[0], reduced_coords(LowerCtx::coords(s), r, axes, in.rank(), n.attrs.i("keepdims")));
-  Expr start = is_max ? lowest(vt) : highest(vt);
-  acc(v) = Tuple(cast<int64_t>(0), start);
+  acc(v) = Tuple(cast<int64_t>(0), is_max ? ieee::max_identity(vt) : ieee::min_identity(vt));
   Expr best = acc(v)[1];
   Expr better = is_max ? x > best : x < best;
-  if (vt.is_float()) better = better || (nan_test(x) && !nan_test(best));
+  if (vt.is_float()) better = !ieee::is_nan(best) && (ieee::is_nan(x) || better);
   acc(v) = Tuple(select(better, cast<int64_t>(r.x), acc(v)[0]), select(better, x, best));
-  s.func(v) = acc(v)[0];
+  LowerCtx::define(s, acc(v)[0]);
   s.reduction = acc;
   s.rvars.push_back(r.x);
+}
+
+// A float converted to an integer type as PyTorch does on x86: truncated to i32 (to i64 for the
+// 64-bit and u32 targets), with the lowest value for NaN and out of range, then wrapped to the
+// narrower type. (C++ and LLVM leave out-of-range conversions undefined.)
+Expr float_to_int(const Expr& x, Type t) {
+  auto truncated = [&](Type wide) {
+    const double limit = std::ldexp(1.0, wide.bits() - 1);
+    Expr in_range = x > Internal::make_const(x.type(), -limit - 1) && x < Internal::make_const(x.type(), limit);
+    return select(ieee::is_nan(x) || !in_range, wide.min(), cast(wide, x));
+  };
+  if (t.bits() == 64 && t.is_uint()) {  // beyond i64: subtract 2^63 first
+    Expr two63 = Internal::make_const(x.type(), std::ldexp(1.0, 63));
+    Expr high = cast(t, cast(Int(64), x - two63)) + Internal::make_const(t, uint64_t(1) << 63);
+    return select(x >= two63 && x < two63 * 2, high, cast(t, truncated(Int(64))));
+  }
+  return cast(t, truncated(t.bits() == 64 || (t.is_uint() && t.bits() == 32) ? Int(64) : Int(32)));
 }
 
 }  // namespace
@@ -214,43 +185,70 @@ void Neg(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type)
 void Abs(LowerCtx& c, Stage& s, const Node& n) {
   unary(c, s, n, [](Expr x, Type t) { return t.is_uint() ? x : cast(t, abs(x)); });
 }
-void Sign(LowerCtx& c, Stage& s, const Node& n) {
+void Sign(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ieee::sign(x); }); }
+// x < 0 ? 0 : x, as PyTorch's: NaN and -0.0 pass through.
+void Relu(LowerCtx& c, Stage& s, const Node& n) {
   unary(c, s, n, [](Expr x, Type t) {
-    return select(x > constant(t, 0), constant(t, 1), x < constant(t, 0), constant(t, -1), constant(t, 0));
+    return select(t.is_float() ? ieee::is_negative(x) : x < constant(t, 0), constant(t, 0), x);
   });
 }
-void Relu(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type t) { return max_nan(x, constant(t, 0)); }); }
 void Floor(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return floor(x); }); }
 void Ceil(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ceil(x); }); }
 void Round(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return round(x); }); }
-void Exp(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return exp_of(x); }); }
-void Log(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return log_of(x); }); }
-void Log1p(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return log1p_of(x); }); }
+void Exp(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ieee::exp(x); }); }
+void Log(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ieee::log(x); }); }
+void Log1p(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ieee::log1p(x); }); }
 void Sqrt(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return sqrt(x); }); }
 void Rsqrt(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type t) { return constant(t, 1) / sqrt(x); }); }
 void Sin(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return sin(x); }); }
 void Cos(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return cos(x); }); }
 void Tanh(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return tanh(x); }); }
 void Sigmoid(LowerCtx& c, Stage& s, const Node& n) {
-  unary(c, s, n, [](Expr x, Type t) { return constant(t, 1) / (constant(t, 1) + exp_of(-x)); });
+  unary(c, s, n, [](Expr x, Type t) { return constant(t, 1) / (constant(t, 1) + ieee::exp(-x)); });
 }
-void Erf(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return erf_of(x); }); }
+void Erf(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ieee::erf(x); }); }
 void Not(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return !x; }); }
 void Cast(LowerCtx& c, Stage& s, const Node& n) {
-  unary(c, s, n, [](Expr x, Type t) { return t.is_bool() ? x != constant(x.type(), 0) : cast(t, x); });
+  unary(c, s, n, [](Expr x, Type t) {
+    if (t.is_bool()) return ieee::is_nonzero(x);
+    if (x.type().is_float() && !t.is_float()) return float_to_int(x, t);
+    return cast(t, x);
+  });
 }
 
-void Add(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a + b; }); }
-void Sub(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a - b; }); }
-void Mul(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a * b; }); }
+// Whether a float add or sub reads another: then it is computed strictly in the order the graph
+// says, as eager execution does. Reassociated, (x - max) - log(sum) becomes x - (max + log(sum)),
+// which loses the digits of log_softmax for large x (PyTorch keeps the order for that reason);
+// strict_float also keeps FMA contraction away from the chain, and only the chain.
+bool in_sum_chain(const LowerCtx& ctx, const Node& n) {
+  if (!is_floating(n.type.dtype)) return false;
+  for (int in : n.inputs)
+    if (ctx.g.node(in).op == OpKind::Add || ctx.g.node(in).op == OpKind::Sub) return true;
+  return false;
+}
+
+// Bool operands: add is or, mul is and (PyTorch's bool arithmetic).
+void Add(LowerCtx& c, Stage& s, const Node& n) {
+  const bool chain = in_sum_chain(c, n);
+  binary(c, s, n, [&](Expr a, Expr b) { return a.type().is_bool() ? a || b : chain ? strict_float(a + b) : a + b; });
+}
+void Sub(LowerCtx& c, Stage& s, const Node& n) {
+  const bool chain = in_sum_chain(c, n);
+  binary(c, s, n, [&](Expr a, Expr b) { return chain ? strict_float(a - b) : a - b; });
+}
+void Mul(LowerCtx& c, Stage& s, const Node& n) {
+  binary(c, s, n, [](Expr a, Expr b) { return a.type().is_bool() ? a && b : a * b; });
+}
 void Div(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a / b; }); }
-void Pow(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return pow(a, b); }); }
-void Max(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, max_nan); }
-void Min(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, min_nan); }
+void Pow(LowerCtx& c, Stage& s, const Node& n) {
+  binary(c, s, n, [](Expr a, Expr b) { return a.type().is_float() ? ieee::pow(a, b) : ieee::int_pow(a, b); });
+}
+void Max(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, ieee::max); }
+void Min(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, ieee::min); }
 // Comparisons follow IEEE for NaN (x != x is the NaN test; NaN < y is false), where Halide
 // assumes there are none: its simplifier folds x == x to true, and LLVM's no-NaN flag lets an
 // ordered compare become an unordered one.
-Expr nan_operand(const Expr& a, const Expr& b) { return nan_test(a) || nan_test(b); }
+Expr nan_operand(const Expr& a, const Expr& b) { return ieee::is_nan(a) || ieee::is_nan(b); }
 template <class Cmp>
 void ordered(LowerCtx& c, Stage& s, const Node& n, Cmp cmp) {
   binary(c, s, n, [&](Expr a, Expr b) { return a.type().is_float() ? !nan_operand(a, b) && cmp(a, b) : cmp(a, b); });
@@ -440,15 +438,15 @@ void pool(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
   const size_t r = xs.size();
   const auto &k = n.attrs.ints("kernel"), &st = n.attrs.ints("stride"), &pad = n.attrs.ints("padding");
   const Type t = ct(n);
-  Helper padded_helper = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], is_max ? lowest(t) : constant(t, 0));
+  Helper padded_helper = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], is_max ? ieee::max_identity(t) : constant(t, 0));
   Func padded = padded_helper.func;
   RDom w(0, int(k[1]), 0, int(k[0]));
   std::vector<Expr> at(s.vars.begin(), s.vars.end());
   at[0] = s.vars[0] * int(st[1]) + w.x;
   at[1] = s.vars[1] * int(st[0]) + w.y;
   Func acc(s.func.name() + "_acc");
-  acc(s.vars) = is_max ? lowest(t) : constant(t, 0);
-  if (is_max) acc(s.vars) = max(acc(s.vars), cast(t, padded(at)));
+  acc(s.vars) = is_max ? ieee::max_identity(t) : constant(t, 0);
+  if (is_max) acc(s.vars) = ieee::max(acc(s.vars), cast(t, padded(at)));
   else acc(s.vars) += cast(t, padded(at));
   Expr value = acc(s.vars);
   if (!is_max) {
@@ -498,10 +496,16 @@ void Take(LowerCtx& ctx, Stage& s, const Node& n) {
   const size_t axis = size_t(n.attrs.i("axis"));
   const Coords o = LowerCtx::coords(s);
   Coords idx(o.begin() + std::ptrdiff_t(axis), o.begin() + std::ptrdiff_t(axis + is.size()));
-  // Out-of-range indices are an IndexError eagerly; compiled code clamps them (it cannot throw).
-  const int extent = int(xs[axis]);
-  Expr k = cast<int>(ctx.at(n.inputs[1], idx));
-  k = clamp(select(k < 0, k + extent, k), 0, extent - 1);
+  // An index out of range fails the call (an IndexError, as eagerly); the clamp only keeps the
+  // loads that run before the failure is noticed inside the buffer.
+  const int64_t extent = xs[axis];
+  Expr raw = cast<int64_t>(ctx.at(n.inputs[1], idx));
+  raw = index_in_range(raw, -extent, extent,
+                       "take: index {} is out of range for axis " + std::to_string(axis) + " of " +
+                           ctx.g.type(n.inputs[0]).str() + " (valid: " + std::to_string(-extent) + " to " +
+                           std::to_string(extent - 1) + ")");
+  Expr k = cast<int>(raw);
+  k = clamp(select(k < 0, k + int(extent), k), 0, int(extent - 1));
   Coords xc(o.begin(), o.begin() + std::ptrdiff_t(axis));
   xc.push_back(k);
   xc.insert(xc.end(), o.begin() + std::ptrdiff_t(axis + is.size()), o.end());
@@ -546,7 +550,7 @@ void Attention(LowerCtx& ctx, Stage& s, const Node& n) {
   masked(vars({j, i})) = causal ? select(j <= i, scaled, lowest(t)) : scaled;
   row_max(vars({i})) = lowest(t);
   row_max(vars({i})) = max(row_max(vars({i})), masked(args({rj, i})));
-  Expr p = exp_of(masked(vars({j, i})) - row_max(vars({i})));
+  Expr p = ieee::exp(masked(vars({j, i})) - row_max(vars({i})));
   probs(vars({j, i})) = causal ? select(j <= i, p, constant(t, 0)) : p;
   row_sum(vars({i})) = constant(t, 0);
   row_sum(vars({i})) += probs(args({rj, i}));
@@ -617,9 +621,11 @@ void MaxPool2dGrad(LowerCtx& ctx, Stage& s, const Node& n) {
   const auto &k = n.attrs.ints("kernel"), &st = n.attrs.ints("stride"), &pad = n.attrs.ints("padding");
   const int64_t OH = gs[rank - 2], OW = gs[rank - 1];
   const Type vt = compute_type(ctx.g.type(n.inputs[0]).dtype), t = ct(n);
-  Helper padded_helper = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], lowest(vt));
+  const int64_t H = xs[rank - 2], W = xs[rank - 1];
+  Helper padded_helper = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], Expr(0));
   Func padded = padded_helper.func;
-  // Which element of each window is its first maximum (ky * kw + kx), over windows in Halide order.
+  // Which element of each window is its first maximum (ky * kw + kx), over windows in Halide
+  // order: padding never wins, and the first NaN is the maximum (as max_pool2d and the eager kernel).
   std::vector<Var> wv;
   for (size_t d = 0; d < rank; ++d) wv.emplace_back("w" + std::to_string(d));
   RDom win(0, int(k[1]), 0, int(k[0]));
@@ -627,9 +633,12 @@ void MaxPool2dGrad(LowerCtx& ctx, Stage& s, const Node& n) {
   at[0] = wv[0] * int(st[1]) + win.x;
   at[1] = wv[1] * int(st[0]) + win.y;
   Func first_max(s.func.name() + "_argmax");
-  first_max(wv) = Tuple(-1, lowest(vt));
+  first_max(wv) = Tuple(-1, cast(vt, 0));
   Expr v = cast(vt, padded(at)), best = first_max(wv)[1];
-  Expr better = first_max(wv)[0] < 0 || v > best;
+  Expr iy = at[1] - int(pad[0]), ix = at[0] - int(pad[1]);
+  Expr inside = iy >= 0 && iy < int(H) && ix >= 0 && ix < int(W);
+  Expr exceeds = vt.is_float() ? !ieee::is_nan(best) && (ieee::is_nan(v) || v > best) : v > best;
+  Expr better = inside && (first_max(wv)[0] < 0 || exceeds);
   first_max(wv) = Tuple(select(better, win.y * int(k[1]) + win.x, first_max(wv)[0]), select(better, v, best));
   // The windows containing input (ix, iy): ox in [(ix + pw - kw + 1) / sw, (ix + pw) / sw].
   const int cx = int((k[1] + st[1] - 1) / st[1]), cy = int((k[0] + st[0] - 1) / st[0]);
@@ -649,6 +658,36 @@ void MaxPool2dGrad(LowerCtx& ctx, Stage& s, const Node& n) {
   s.rvars = {cand.x, cand.y};
   s.helpers.push_back(padded_helper);
   s.helpers.push_back(Helper{"argmax", first_max, wv, to_halide_order(gs), {win.x, win.y}});
+}
+
+}  // namespace hjit::backend::lowering
+
+namespace hjit::backend::lowering {
+
+// v where the output lies on the slice's lattice, x elsewhere.
+void SliceUpdate(LowerCtx& ctx, Stage& s, const Node& n) {
+  const auto &starts = n.attrs.ints("starts"), &stops = n.attrs.ints("stops"), &steps = n.attrs.ints("steps");
+  const Shape& vs = ctx.g.type(n.inputs[1]).shape;
+  const Coords o = LowerCtx::coords(s);
+  Coords vc(o.size());
+  Expr inside = Internal::const_true();
+  for (size_t d = 0; d < o.size(); ++d) {
+    if (starts[d] == 0 && steps[d] == 1 && stops[d] == n.type.shape[d]) {
+      vc[d] = o[d];
+      continue;
+    }
+    Expr rel = o[d] - int(starts[d]);
+    inside = inside && rel >= 0 && o[d] < int(stops[d]) && (steps[d] == 1 ? Internal::const_true() : rel % int(steps[d]) == 0);
+    vc[d] = clamp(steps[d] == 1 ? rel : rel / int(steps[d]), 0, int(std::max<int64_t>(vs[d], 1) - 1));
+  }
+  LowerCtx::define(s, select(inside, ctx.at(n.inputs[1], vc), ctx.at(n.inputs[0], o)));
+}
+
+void CheckIndex(LowerCtx& ctx, Stage& s, const Node& n) {
+  const int64_t lo = n.attrs.i("lo"), hi = n.attrs.i("hi");
+  LowerCtx::define(s, index_in_range(operand(ctx, s, n, 0), lo, hi,
+                                     n.attrs.s("what") + " {} is out of range [" + std::to_string(lo) + ", " +
+                                         std::to_string(hi) + ")"));
 }
 
 }  // namespace hjit::backend::lowering

@@ -10,7 +10,10 @@
 
 namespace hjit::backend {
 
-using Coords = std::vector<Halide::Expr>;  // row-major: coordinate of dimension 0 first
+using Coords = std::vector<Halide::Expr>;
+
+// Starts the message of a require() that a compiled call turns into an IndexError.
+inline constexpr const char* kIndexErrorMarker = "hjit-index-error:";  // row-major: coordinate of dimension 0 first
 
 // The one place where hjit's order (row-major: dimension 0 outermost) and Halide's (dimension 0
 // innermost) meet: every shape, coordinate list and axis list crosses through these.
@@ -36,6 +39,7 @@ struct Helper {
 struct Stage {
   int node = -1;
   OpKind op = OpKind::Parameter;
+  DType dtype = DType::F32;         // of the node: its values are computed in compute_type(dtype)
   Halide::Func func;
   Halide::Func reduction;           // reductions and matmul: the accumulator with the update
                                     // definition; func only reads it (argmax: its index)

@@ -58,10 +58,26 @@ void Div(const KernelArgs& a) {
     binary_loop<T, T>(a, [](auto x, auto y) { return x / y; });
   });
 }
+namespace {
+// Square and multiply, wrapping as the type does (in unsigned arithmetic, where C++ defines the
+// wrap); a negative exponent gives 1 for base 1, +-1 for base -1 and 0 otherwise (PyTorch's rule).
+template <class T>
+T int_pow(T x, T y) {
+  if constexpr (std::is_signed_v<T>) {
+    if (y < 0) return x == 1 ? T(1) : x == -1 ? ((y & 1) ? T(-1) : T(1)) : T(0);
+  }
+  uint64_t r = 1, b = uint64_t(x), e = uint64_t(y);
+  for (; e; e >>= 1, b *= b)
+    if (e & 1) r *= b;
+  return T(r);
+}
+}  // namespace
+
 void Pow(const KernelArgs& a) {
-  dispatch_float(a.out.type->dtype, [&](auto tag) {
+  dispatch_numeric(a.out.type->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    binary_loop<T, T>(a, [](auto x, auto y) { return std::pow(x, y); });
+    if constexpr (std::is_integral_v<T>) binary_loop<T, T>(a, [](T x, T y) { return int_pow(x, y); });
+    else binary_loop<T, T>(a, [](auto x, auto y) { return std::pow(x, y); });
   });
 }
 void Max(const KernelArgs& a) { arith(a, [](auto x, auto y) { return max_nan(x, y); }); }

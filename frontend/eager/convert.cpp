@@ -1,15 +1,42 @@
 // dtype conversion and the source ops (fill, iota).
+#include <limits>
+
 #include "frontend/eager/loops.h"
 
 namespace hjit::eager {
 namespace {
 
-// One element converted like a C++ cast, except that anything to bool means "is nonzero" and the
-// 16-bit floats go through f32.
+// A float truncated to the signed integer type W, or W's lowest value for NaN and out of range
+// (what x86's cvtt instructions give, and so PyTorch; C++ leaves it undefined).
+template <class W, class F>
+inline W truncate_to(F v) {
+  const F limit = F(std::ldexp(1.0, int(sizeof(W)) * 8 - 1));
+  return (v > -limit - F(1) && v < limit) ? static_cast<W>(v) : std::numeric_limits<W>::min();
+}
+
+// A float converted to an integer type as PyTorch does on x86: truncated to i32 (i64 for the
+// 64-bit and u32 targets, u64 above 2^63 by way of subtracting it), then wrapped to the type.
+// The compiled code does the same (halide_backend/lower_ops.cpp, float_to_int).
+template <class To, class F>
+inline To float_to_int(F v) {
+  if constexpr (std::is_same_v<To, uint64_t>) {
+    const F two63 = F(std::ldexp(1.0, 63));
+    if (v >= two63 && v < two63 * F(2)) return uint64_t(truncate_to<int64_t>(v - two63)) + (uint64_t(1) << 63);
+    return uint64_t(truncate_to<int64_t>(v));
+  } else if constexpr (sizeof(To) == 8 || std::is_same_v<To, uint32_t>) {
+    return static_cast<To>(truncate_to<int64_t>(v));
+  } else {
+    return static_cast<To>(truncate_to<int32_t>(v));
+  }
+}
+
+// One element converted like a C++ cast, except that anything to bool means "is nonzero" (NaN
+// is), the 16-bit floats go through f32, and floats become integers as float_to_int says.
 template <class To, class From>
 inline To convert(From v) {
   if constexpr (std::is_same_v<To, bool>) return v != From(0);
   else if constexpr (std::is_same_v<To, f16> || std::is_same_v<To, bf16>) return To(float(v));
+  else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) return float_to_int<To>(v);
   else return static_cast<To>(v);
 }
 
@@ -35,7 +62,9 @@ void Full(const KernelArgs& a) {
   dispatch_all(a.out.type->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T x;
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) x = static_cast<T>(static_cast<int64_t>(v));
+    // Integers: the value truncated to i64, then wrapped (how PyTorch converts a scalar).
+    if constexpr (std::is_same_v<T, uint64_t>) x = float_to_int<uint64_t>(v);
+    else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) x = static_cast<T>(truncate_to<int64_t>(v));
     else x = convert<T>(v);
     T* o = static_cast<T*>(a.out.data);
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)

@@ -103,3 +103,36 @@ void Flip(const KernelArgs& a) {
 }
 
 }  // namespace hjit::eager
+
+namespace hjit::eager {
+
+void SliceUpdate(const KernelArgs& a) {
+  std::memcpy(a.out.data, a.in[0].data, size_t(a.out.type->numel()) * size_t(elem(a)));
+  const auto &starts = a.attrs.ints("starts"), &steps = a.attrs.ints("steps");
+  std::vector<int64_t> out_strides = strides_of(a.out.type->shape), dst(starts.size());
+  int64_t offset = 0;
+  for (size_t d = 0; d < starts.size(); ++d) offset += starts[d] * out_strides[d], dst[d] = out_strides[d] * steps[d];
+  char* base = static_cast<char*>(a.out.data) + offset * elem(a);
+  strided_copy(base, dst, a.in[1].data, strides_of(a.in[1].type->shape), a.in[1].type->shape, elem(a));
+}
+
+void CheckIndex(const KernelArgs& a) {
+  const int64_t lo = a.attrs.i("lo"), hi = a.attrs.i("hi"), n = a.out.type->numel();
+  dispatch_all(a.in[0].type->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* x = static_cast<const T*>(a.in[0].data);
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      for (int64_t i = 0; i < n; ++i) {
+        // Compared in the type's own domain: u64 values above i64's range are out of any range.
+        const bool ok = std::is_unsigned_v<T> ? (uint64_t(x[i]) < uint64_t(INT64_MAX) && int64_t(x[i]) >= lo && int64_t(x[i]) < hi)
+                                              : (int64_t(x[i]) >= lo && int64_t(x[i]) < hi);
+        if (!ok)
+          throw IndexError(a.attrs.s("what") + " " + std::to_string(x[i]) + " is out of range [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + ")");
+      }
+    }
+  });
+  std::memcpy(a.out.data, a.in[0].data, size_t(n) * size_t(elem(a)));
+}
+
+}  // namespace hjit::eager

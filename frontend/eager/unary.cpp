@@ -29,13 +29,15 @@ void Neg(const KernelArgs& a) { numeric_unary(a, [](auto x) { return decltype(x)
 void Abs(const KernelArgs& a) {
   numeric_unary(a, [](auto x) {
     if constexpr (std::is_unsigned_v<decltype(x)>) return x;
+    else if constexpr (std::is_floating_point_v<decltype(x)>) return std::fabs(x);  // abs(-0.0) is +0.0
     else return decltype(x)(x < 0 ? -x : x);
   });
 }
 void Sign(const KernelArgs& a) {
   numeric_unary(a, [](auto x) { return decltype(x)((x > 0) - (x < 0)); });
 }
-void Relu(const KernelArgs& a) { numeric_unary(a, [](auto x) { return max_nan(x, decltype(x)(0)); }); }
+// PyTorch's relu: x < 0 ? 0 : x, so NaN and -0.0 pass through.
+void Relu(const KernelArgs& a) { numeric_unary(a, [](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; }); }
 void Floor(const KernelArgs& a) { float_unary(a, [](auto x) { return std::floor(x); }); }
 void Ceil(const KernelArgs& a) { float_unary(a, [](auto x) { return std::ceil(x); }); }
 void Round(const KernelArgs& a) { float_unary(a, [](auto x) { return std::nearbyint(x); }); }

@@ -103,6 +103,7 @@ void Round(GradCtx& c) { none(c); }
 // Gradients of gradients are not supported: these ops only appear in gradient graphs.
 void Conv2dWeightGrad(GradCtx& c) { none(c); }
 void MaxPool2dGrad(GradCtx& c) { none(c); }
+void CheckIndex(GradCtx& c) { none(c); }  // integers
 
 // ---- elementwise, one operand
 void Neg(GradCtx& c) { c.dx[0] = c.b.neg(c.g); }
@@ -314,6 +315,13 @@ void Pad(GradCtx& c) {
   c.dx[0] = c.b.slice(c.g, lo, stops, steps);
 }
 void Flip(GradCtx& c) { c.dx[0] = c.b.flip(c.g, c.node.attrs.ints("axes")); }
+void SliceUpdate(GradCtx& c) {
+  // The slice of x was overwritten: its gradient is zero there; v gets the slice of the gradient.
+  const Attrs& a = c.node.attrs;
+  int zeros = c.b.graph().add_full(TensorType{c.b.type(c.g).dtype, shape_of(c, 1)}, 0.0);
+  c.dx[0] = c.b.op(OpKind::SliceUpdate, {c.g, zeros}, a);
+  c.dx[1] = c.b.slice(c.g, a.ints("starts"), a.ints("stops"), a.ints("steps"));
+}
 void Take(GradCtx& c) {
   // x[.., idx, ..] gathers; its gradient scatters back, added where indices repeat: a one-hot
   // matrix [indices, n] transposed times the gradient, with the gathered axis moved in front.

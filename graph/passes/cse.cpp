@@ -17,6 +17,7 @@ uint64_t node_hash(const Node& n, const std::vector<int>& inputs, const Graph& g
     std::visit([&](const auto& v) {
       using V = std::decay_t<decltype(v)>;
       if constexpr (std::is_same_v<V, std::vector<int64_t>>) h.add_range(v);
+      else if constexpr (std::is_same_v<V, std::string>) h.add_string(v);
       else h.add(v);
     }, value);
   }

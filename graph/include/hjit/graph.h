@@ -34,8 +34,9 @@ struct TensorType {
   bool operator==(const TensorType&) const = default;
 };
 
-// Attribute values: integers (and booleans), floating point numbers, integer lists, dtypes.
-using AttrValue = std::variant<int64_t, double, std::vector<int64_t>, DType>;
+// Attribute values: integers (and booleans), floating point numbers, integer lists, dtypes, text
+// (what an error raised by the op at run time says it was checking).
+using AttrValue = std::variant<int64_t, double, std::vector<int64_t>, DType, std::string>;
 
 class Attrs {
  public:
@@ -50,6 +51,7 @@ class Attrs {
   double f(std::string_view name) const;
   const std::vector<int64_t>& ints(std::string_view name) const;
   DType dtype(std::string_view name) const;
+  const std::string& s(std::string_view name) const;
 
   const std::vector<Item>& items() const { return items_; }
   bool operator==(const Attrs&) const = default;

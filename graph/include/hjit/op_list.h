@@ -37,11 +37,11 @@
   X(Not, "not", 1, Elementwise | BoolOnly, "", infer_unary)                                \
   X(Cast, "convert", 1, Elementwise, "dtype", infer_cast)                                  \
   /* elementwise, two operands of one dtype, numpy broadcasting */                         \
-  X(Add, "add", 2, Elementwise | NumericOnly | Commutative, "", infer_binary)              \
+  X(Add, "add", 2, Elementwise | Commutative, "", infer_binary)  /* bool: or */              \
   X(Sub, "sub", 2, Elementwise | NumericOnly, "", infer_binary)                            \
-  X(Mul, "mul", 2, Elementwise | NumericOnly | Commutative, "", infer_binary)              \
+  X(Mul, "mul", 2, Elementwise | Commutative, "", infer_binary)  /* bool: and */             \
   X(Div, "div", 2, Elementwise | FloatOnly, "", infer_binary)                              \
-  X(Pow, "pow", 2, Elementwise | FloatOnly, "", infer_binary)                              \
+  X(Pow, "pow", 2, Elementwise | NumericOnly, "", infer_binary)                            \
   X(Max, "max", 2, Elementwise | Commutative, "", infer_binary)                            \
   X(Min, "min", 2, Elementwise | Commutative, "", infer_binary)                            \
   X(Eq, "eq", 2, Elementwise | Comparison | Commutative, "", infer_compare)                \
@@ -60,7 +60,7 @@
   X(ArgMax, "argmax", 1, Reduction | NonDifferentiable, "axis,keepdims", infer_arg_reduce) \
   X(ArgMin, "argmin", 1, Reduction | NonDifferentiable, "axis,keepdims", infer_arg_reduce) \
   X(Matmul, "matmul", 2, Contraction, "", infer_matmul)                                    \
-  X(Conv2d, "conv2d", 2, Contraction | FloatOnly, "stride,padding,dilation,groups", infer_conv2d) \
+  X(Conv2d, "conv2d", 2, Contraction | NumericOnly, "stride,padding,dilation,groups", infer_conv2d) \
   X(Attention, "attention", 3, Contraction | FloatOnly, "causal,scale", infer_attention)  \
   X(MaxPool2d, "max_pool2d", 1, Reduction | NumericOnly, "kernel,stride,padding", infer_pool2d) \
   X(AvgPool2d, "avg_pool2d", 1, Reduction | FloatOnly, "kernel,stride,padding,count_include_pad", infer_pool2d) \
@@ -78,7 +78,11 @@
   X(Concat, "concatenate", -1, Movement, "axis", infer_concat)                             \
   X(Pad, "pad", 1, Movement, "lo,hi,value", infer_pad)                                     \
   X(Take, "take", 2, Movement, "axis", infer_take)                                         \
-  X(Flip, "flip", 1, Movement, "axes", infer_flip)
+  X(Flip, "flip", 1, Movement, "axes", infer_flip)                                         \
+  /* x with the slice [starts:stops:steps] replaced by v (the functional form of x[...] = v) */ \
+  X(SliceUpdate, "slice_update", 2, Movement, "starts,stops,steps", infer_slice_update)     \
+  /* checks: the operand, or an IndexError naming `what` when a value is outside [lo, hi) */ \
+  X(CheckIndex, "check_index", 1, Elementwise | NonDifferentiable, "lo,hi,what", infer_check_index)
 
 namespace hjit {
 

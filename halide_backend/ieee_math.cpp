@@ -1,0 +1,282 @@
+#include "halide_backend/ieee_math.h"
+
+#include <limits>
+
+#include <hjit/error.h>
+
+namespace hjit::backend::ieee {
+
+using namespace Halide;
+using Internal::make_const;
+
+namespace {
+
+bool is_f64(const Expr& x) { return x.type().bits() == 64; }
+Type bits_type(const Expr& x) { return UInt(x.type().bits(), x.type().lanes()); }
+Expr ucon(const Expr& like, uint64_t v) { return make_const(bits_type(like), v); }
+Expr fcon(const Expr& like, double v) { return make_const(like.type(), v); }
+
+Expr magnitude_bits(const Expr& x) {
+  return reinterpret(bits_type(x), x) & ucon(x, is_f64(x) ? 0x7fffffffffffffffull : 0x7fffffffull);
+}
+Expr infinity_bits(const Expr& x) { return ucon(x, is_f64(x) ? 0x7ff0000000000000ull : 0x7f800000ull); }
+
+// Halide's runtime defines these constants in functions LLVM inlines after it has applied the
+// fast-math flags, so they arrive as values rather than as literals it may assume away.
+Expr runtime_constant(Type t, const char* f32_name, const char* f64_name) {
+  const Type scalar = t.with_lanes(1);
+  Expr c = Internal::Call::make(scalar, scalar.bits() == 64 ? f64_name : f32_name, {}, Internal::Call::PureExtern);
+  return t.is_vector() ? Internal::Broadcast::make(c, t.lanes()) : c;
+}
+
+}  // namespace
+
+Expr is_nan(const Expr& x) { return magnitude_bits(x) > infinity_bits(x); }
+Expr is_inf(const Expr& x) { return magnitude_bits(x) == infinity_bits(x); }
+Expr is_finite(const Expr& x) { return magnitude_bits(x) < infinity_bits(x); }
+Expr sign_bit(const Expr& x) {
+  return (reinterpret(bits_type(x), x) >> (x.type().bits() - 1)) != ucon(x, 0);
+}
+
+// The bits of a value below zero lie in (-0.0, -inf], one unsigned range.
+Expr is_negative(const Expr& x) {
+  const bool f64 = is_f64(x);
+  Expr offset = reinterpret(bits_type(x), x) - ucon(x, f64 ? 0x8000000000000001ull : 0x80000001ull);
+  return offset < ucon(x, f64 ? 0x7ff0000000000000ull : 0x7f800000ull);
+}
+
+Expr infinity(Type t, bool negative) {
+  if (!t.is_float()) throw InternalError("ieee::infinity of a non-float type");
+  return negative ? runtime_constant(t, "neg_inf_f32", "neg_inf_f64") : runtime_constant(t, "inf_f32", "inf_f64");
+}
+Expr quiet_nan(Type t) { return runtime_constant(t, "nan_f32", "nan_f64"); }
+
+// NaN in either operand gives a NaN (a + b is one); otherwise Halide's max, exact on numbers.
+Expr max(const Expr& a, const Expr& b) {
+  if (a.type().is_bool()) return a || b;
+  if (!a.type().is_float()) return Halide::max(a, b);
+  return select(ieee::is_nan(a) || ieee::is_nan(b), a + b, Halide::max(a, b));
+}
+Expr min(const Expr& a, const Expr& b) {
+  if (a.type().is_bool()) return a && b;
+  if (!a.type().is_float()) return Halide::min(a, b);
+  return select(ieee::is_nan(a) || ieee::is_nan(b), a + b, Halide::min(a, b));
+}
+Expr max_identity(Type t) {
+  if (t.is_bool()) return Internal::const_false();
+  return t.is_float() ? infinity(t, true) : t.min();
+}
+Expr min_identity(Type t) {
+  if (t.is_bool()) return Internal::const_true();
+  return t.is_float() ? infinity(t) : t.max();
+}
+
+namespace {
+// Flips the magnitude bits of negative values: an involution from float bits to ordered integers.
+Expr order_bits(const Expr& b) {
+  const int bits = b.type().bits();
+  return b ^ ((b >> (bits - 1)) & make_const(b.type(), (uint64_t(1) << (bits - 1)) - 1));
+}
+Expr key_of(const Expr& x, bool nan_high) {
+  const Type k = Int(x.type().bits(), x.type().lanes());
+  return select(ieee::is_nan(x), nan_high ? k.max() : k.min(), order_bits(reinterpret(k, x)));
+}
+}  // namespace
+
+Expr max_key(const Expr& x) { return key_of(x, true); }
+Expr min_key(const Expr& x) { return key_of(x, false); }
+Expr from_key(const Expr& key) {
+  return reinterpret(Float(key.type().bits(), key.type().lanes()), order_bits(key));
+}
+
+// f32: Cody-Waite reduction x = k ln2 + r with |r| <= ln2 / 2, Cephes' polynomial for e^r (about
+// 1 ulp), and 2^k applied as two halves so that results between the largest float and the
+// smallest subnormal come out right (overflow to inf, gradual underflow to 0). Measured against
+// libm over [-104, 89]: at most 1 ulp, also under fast-math (which contracts the reduction into
+// FMAs), at W2's speed.
+Expr exp(const Expr& x) {
+  if (is_f64(x)) return Halide::exp(x);
+  const Type f = x.type(), i = Int(32, f.lanes());
+  Expr xc = Halide::clamp(x, -104.0f, 89.0f);  // e^-104 rounds to 0, e^89 overflows: k stays small
+  Expr k = Halide::round(xc * 1.44269504088896341f);
+  Expr r = xc - k * 0.693359375f - k * -2.12194440e-4f;
+  Expr z = r * r;
+  Expr p = 1.9875691500e-4f;
+  for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f}) p = p * r + c;
+  p = p * z + r + 1.0f;
+  Expr ki = cast(i, k), k1 = ki >> 1, k2 = ki - k1;
+  Expr two_k1 = reinterpret(f, (k1 + 127) << 23), two_k2 = reinterpret(f, (k2 + 127) << 23);
+  Expr y = p * two_k1 * two_k2;
+  // NaN and +inf come back as they went in (clamping would lose them).
+  return select(ieee::is_nan(x) || (ieee::is_inf(x) && !ieee::sign_bit(x)), x, y);
+}
+
+// f32: x = m 2^e with m in [sqrt(1/2), sqrt(2)), Cephes' polynomial for log(m) (about 1 ulp).
+// Subnormals are scaled into the normal range first.
+Expr log(const Expr& x) {
+  if (is_f64(x)) return Halide::log(x);
+  const Type f = x.type(), u = bits_type(x), i = Int(32, f.lanes());
+  Expr tiny = magnitude_bits(x) < ucon(x, 0x00800000u);
+  Expr xs = select(tiny, x * 33554432.0f, x);  // 2^25
+  Expr bits = reinterpret(u, xs);
+  Expr e = cast(i, (bits >> 23) & ucon(x, 0xff)) - select(tiny, 126 + 25, 126);
+  Expr m = reinterpret(f, (bits & ucon(x, 0x807fffffu)) | ucon(x, 0x3f000000u));  // [0.5, 1)
+  Expr small = m < 0.707106781186547524f;
+  Expr ef = cast(f, e - select(small, 1, 0));
+  Expr t = select(small, m + m, m) - 1.0f;
+  Expr z = t * t;
+  Expr p = 7.0376836292e-2f;
+  for (float c : {-1.1514610310e-1f, 1.1676998740e-1f, -1.2420140846e-1f, 1.4249322787e-1f, -1.6668057665e-1f,
+                  2.0000714765e-1f, -2.4999993993e-1f, 3.3333331174e-1f})
+    p = p * t + c;
+  // Strict: reassociated, this sum loses the digits of log(m) for m near 1 (2000 ulp).
+  Expr y = strict_float(p * t * z + ef * -2.12194440e-4f - 0.5f * z + t + ef * 0.693359375f);
+  Expr zero = magnitude_bits(x) == ucon(x, 0);
+  return select(ieee::is_nan(x), x, zero, infinity(f, true), ieee::sign_bit(x), quiet_nan(f), ieee::is_inf(x), x, y);
+}
+
+// log(1 + x) without losing the digits of small x: log(u) * x / (u - 1) with u = 1 + x rounded
+// (Goldberg). Strict, so that (1 + x) - 1 is not simplified back to x.
+Expr log1p(const Expr& x) {
+  Expr one = fcon(x, 1.0);
+  Expr u = strict_float(x + one);
+  Expr d = strict_float(u - one);
+  Expr y = select(d == fcon(x, 0.0), x, ieee::log(u) * strict_float(x / d));
+  // +inf (where x / d is inf / inf) and NaN pass through; -1 gives log(0) = -inf, below it NaN.
+  return select(ieee::is_nan(x) || (ieee::is_inf(x) && !ieee::sign_bit(x)), x, y);
+}
+
+// f32: a rational approximation on [-4, 4] (odd numerator, even denominator; a few ulp), beyond
+// which erf is +-1 in f32; f64: libm's erf (scalar, exact).
+Expr erf(const Expr& x) {
+  if (is_f64(x)) return Internal::Call::make(x.type(), "erf", {x}, Internal::Call::PureExtern);
+  Expr c = Halide::clamp(x, -4.0f, 4.0f), x2 = c * c;
+  Expr p = -2.72614225801306e-10f;
+  for (float a : {2.77068142495902e-08f, -2.10102402082508e-06f, -5.69250639462346e-05f, -7.34990630326855e-04f,
+                  -2.95459980854025e-03f, -1.60960333262415e-02f})
+    p = p * x2 + a;
+  Expr q = -1.45660718464996e-05f;
+  for (float b : {-2.13374055278905e-04f, -1.68282697438203e-03f, -7.37332916720468e-03f, -1.42647390514189e-02f})
+    q = q * x2 + b;
+  return select(ieee::is_nan(x), x, c * p / q);
+}
+
+// libm's pow in f64 (scalar, correctly rounded for f32 operands): every special case of C99
+// (pow(x, 0) = 1 for NaN x, pow(-8, 1/3) = NaN, pow(-inf, 3) = -inf, ...) as the eager kernel.
+Expr pow(const Expr& x, const Expr& y) {
+  Expr r = Internal::Call::make(Float(64, x.type().lanes()), "pow_f64", {cast(Float(64, x.type().lanes()), x), cast(Float(64, y.type().lanes()), y)},
+                                Internal::Call::PureExtern);
+  return cast(x.type(), r);
+}
+
+// Square and multiply over every bit of the exponent, wrapping as the integer type does; a
+// negative exponent gives 1 for base 1, +-1 for base -1 and 0 otherwise (PyTorch's rule).
+Expr int_pow(const Expr& x_in, const Expr& y_in) {
+  const Type t = x_in.type();
+  if (t.is_bool()) throw InternalError("ieee::int_pow of bool");
+  // Every intermediate is a Let: base * base as a tree would double in size with each bit.
+  using Internal::Let;
+  using Internal::Variable;
+  auto var = [&](const char* prefix) { return Variable::make(t, Internal::unique_name(prefix)); };
+  const Expr one = make_const(t, 1), zero = make_const(t, 0);
+  const Expr x = var("pow_x"), y = var("pow_y");
+  const int bits = t.bits() - (t.is_int() ? 1 : 0);
+  std::vector<Expr> base{x}, acc{one};
+  for (int bit = 0; bit < bits; ++bit) base.push_back(var("pow_b")), acc.push_back(var("pow_r"));
+  Expr body = acc.back();
+  if (t.is_int()) {
+    Expr odd = (y & one) != zero;
+    Expr negative_power = select(x == one, one, x == make_const(t, -1), select(odd, make_const(t, -1), one), zero);
+    body = select(y < zero, negative_power, body);
+  }
+  for (int bit = bits - 1; bit >= 0; --bit) {
+    const std::string& b_next = base[size_t(bit + 1)].as<Variable>()->name;
+    const std::string& r_next = acc[size_t(bit + 1)].as<Variable>()->name;
+    Expr set = ((y >> bit) & one) != zero;
+    body = Let::make(b_next, base[size_t(bit)] * base[size_t(bit)], body);
+    body = Let::make(r_next, select(set, acc[size_t(bit)] * base[size_t(bit)], acc[size_t(bit)]), body);
+  }
+  body = Let::make(y.as<Variable>()->name, y_in, body);
+  return Let::make(x.as<Variable>()->name, x_in, body);
+}
+
+Expr sign(const Expr& x) {
+  const Type t = x.type();
+  if (t.is_bool()) return x;
+  if (t.is_uint()) return select(x > make_const(t, 0), make_const(t, 1), make_const(t, 0));
+  Expr zero = make_const(t, 0);
+  Expr s = select(x > zero, make_const(t, 1), x < zero, make_const(t, -1), zero);
+  return t.is_float() ? select(ieee::is_nan(x), zero, s) : s;  // PyTorch's sign(NaN) is 0
+}
+
+Expr is_nonzero(const Expr& x) {
+  if (x.type().is_bool()) return x;
+  if (x.type().is_float()) return magnitude_bits(x) != ucon(x, 0);  // NaN is nonzero
+  return x != make_const(x.type(), 0);
+}
+
+// IEEE binary16 from f32 bits, all in integer arithmetic: round to nearest even, overflow to inf,
+// subnormals by a variable shift of the significand, NaN kept quiet.
+namespace {
+
+Expr f32_to_f16(const Expr& f) {
+  const Type u32 = UInt(32, f.type().lanes()), u16 = UInt(16, f.type().lanes());
+  auto c = [&](uint32_t v) { return make_const(u32, v); };
+  Expr bits = reinterpret(u32, f);
+  Expr sign = (bits >> 16) & c(0x8000);
+  Expr a = bits & c(0x7fffffff);
+  // Normal halves: rebias the exponent, keep 10 significand bits, round on the 13 dropped.
+  Expr h = (a >> 13) - c(112 << 10), rest = a & c(0x1fff);
+  Expr normal = h + select(rest > c(0x1000) || (rest == c(0x1000) && (h & c(1)) == c(1)), c(1), c(0));
+  // Subnormal halves: the significand (with its leading 1) shifted right by 126 - exponent.
+  Expr m = (a & c(0x7fffff)) | c(0x800000);
+  Expr shift = Halide::clamp(c(126) - (a >> 23), c(14), c(25));
+  Expr q = m >> shift, r = m & ((c(1) << shift) - c(1)), half = c(1) << (shift - c(1));
+  Expr sub = q + select(r > half || (r == half && (q & c(1)) == c(1)), c(1), c(0));
+  sub = select((a >> 23) == c(0), c(0), sub);  // f32 zeros and subnormals are far below the smallest half
+  Expr out = select(a > c(0x7f800000), c(0x7e00), a >= c(0x477ff000), c(0x7c00), a < c(0x38800000), sub, normal);
+  return cast(u16, out | sign);
+}
+
+Expr f16_to_f32(const Expr& bits) {
+  const Type u32 = UInt(32, bits.type().lanes()), f32 = Float(32, bits.type().lanes());
+  auto c = [&](uint32_t v) { return make_const(u32, v); };
+  Expr h = cast(u32, bits);
+  Expr sign = (h & c(0x8000)) << 16, e = (h >> 10) & c(0x1f), m = h & c(0x3ff);
+  Expr special = sign | c(0x7f800000) | (m << 13);            // inf, NaN
+  Expr normal = sign | ((e + c(112)) << 23) | (m << 13);
+  Expr sub = cast(f32, m) * 5.9604644775390625e-8f;           // m * 2^-24, exact
+  sub = select((sign != c(0)), -sub, sub);
+  return select(e == c(0x1f), reinterpret(f32, special), e == c(0), sub, reinterpret(f32, normal));
+}
+
+Expr f32_to_bf16(const Expr& f) {
+  const Type u32 = UInt(32, f.type().lanes()), u16 = UInt(16, f.type().lanes());
+  auto c = [&](uint32_t v) { return make_const(u32, v); };
+  Expr u = reinterpret(u32, f);
+  Expr rounded = (u + c(0x7fff) + ((u >> 16) & c(1))) >> 16;
+  return cast(u16, select((u & c(0x7fffffff)) > c(0x7f800000), (u >> 16) | c(0x40), rounded));
+}
+
+Expr bf16_to_f32(const Expr& bits) {
+  const Type u32 = UInt(32, bits.type().lanes());
+  return reinterpret(Float(32, bits.type().lanes()), cast(u32, bits) << 16);
+}
+
+}  // namespace
+
+Expr narrow_bits(DType dtype, const Expr& f32) {
+  if (dtype == DType::F16) return f32_to_f16(f32);
+  if (dtype == DType::BF16) return f32_to_bf16(f32);
+  throw InternalError("ieee::narrow_bits: not a 16-bit float dtype");
+}
+
+Expr widen_bits(DType dtype, const Expr& bits) {
+  if (dtype == DType::F16) return f16_to_f32(bits);
+  if (dtype == DType::BF16) return bf16_to_f32(bits);
+  throw InternalError("ieee::widen_bits: not a 16-bit float dtype");
+}
+
+Expr round_to(DType dtype, const Expr& f32) { return widen_bits(dtype, narrow_bits(dtype, f32)); }
+
+}  // namespace hjit::backend::ieee

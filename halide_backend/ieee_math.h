@@ -1,0 +1,61 @@
+// Floating point in Halide Exprs that computes what the eager kernels (C++ and libm) compute,
+// special values included.
+//
+// Halide compiles every pipeline with LLVM's fast-math flags (no NaNs, no infinities, reassociation,
+// approximate functions), its own f32 exp and log are polynomials that know neither infinities nor
+// subnormals (exp(1e10) is 0, log(1e-40) is -88), its f32 pow is exp(log(x) * y), its max drops
+// NaNs, and its float16 conversion turns NaN into infinity. Every lowering whose result depends
+// on NaN, infinity, signed zero, subnormals or rounding to a 16-bit float goes through here:
+// special values are recognized on the bits (integer tests LLVM cannot fold away), and infinities
+// and NaNs are produced by arithmetic or read from Halide's runtime, never written as literals.
+#pragma once
+#include <Halide.h>
+#include <hjit/dtype.h>
+
+namespace hjit::backend::ieee {
+
+using Halide::Expr;
+using Halide::Type;
+
+// Tests on the bits of an f32 or f64 value.
+Expr is_nan(const Expr& x);
+Expr is_inf(const Expr& x);
+Expr is_finite(const Expr& x);
+Expr sign_bit(const Expr& x);  // true for -0.0, negative values, -inf and NaNs with the sign set
+Expr is_negative(const Expr& x);  // x < 0: false for -0.0 and NaN
+
+// +inf or -inf, and a quiet NaN, of float type t (values LLVM does not see as literals).
+Expr infinity(Type t, bool negative = false);
+Expr quiet_nan(Type t);
+
+// maximum / minimum that propagate NaN (as PyTorch's and the eager kernels'); bool: or / and.
+Expr max(const Expr& a, const Expr& b);
+Expr min(const Expr& a, const Expr& b);
+// The identity of max (min) for a type: -inf (+inf) for floats, the lowest (highest) value else.
+Expr max_identity(Type t);
+Expr min_identity(Type t);
+
+// Floats as signed integers ordered as the floats are, with every NaN above (max_key) or below
+// (min_key) every number: a max / min reduction over keys propagates NaN and is still a plain
+// integer max / min, which Halide can prove associative (rfactor) and vectorizes.
+Expr max_key(const Expr& x);
+Expr min_key(const Expr& x);
+Expr from_key(const Expr& key);  // back to the float (an extreme key gives a NaN)
+
+// libm's functions: NaN and infinities in and out, gradual underflow, overflow to infinity.
+Expr exp(const Expr& x);
+Expr log(const Expr& x);
+Expr log1p(const Expr& x);
+Expr erf(const Expr& x);
+Expr pow(const Expr& x, const Expr& y);      // floats: C99 pow, special cases included
+Expr int_pow(const Expr& x, const Expr& y);  // integers: wrapping, PyTorch's negative exponents
+Expr sign(const Expr& x);                    // -1, 0 or 1; NaN stays NaN for floats
+Expr is_nonzero(const Expr& x);              // conversion to bool: NaN is true
+
+// 16-bit floats are stored as their bits (UInt(16)) and computed in f32. Conversions round to
+// nearest even, overflow to infinity, keep NaN a NaN and handle subnormals.
+Expr narrow_bits(DType dtype, const Expr& f32);   // f32 -> UInt(16) bits of dtype (F16 or BF16)
+Expr widen_bits(DType dtype, const Expr& bits);   // UInt(16) bits of dtype -> f32
+Expr round_to(DType dtype, const Expr& f32);      // f32 rounded to a value dtype holds
+
+}  // namespace hjit::backend::ieee
