@@ -1,4 +1,5 @@
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <new>
 
@@ -6,11 +7,13 @@
 #include <hjit/tensor.h>
 
 #include "frontend/dispatch.h"
+#include "frontend/op_support.h"
 #include "frontend/eager/kernel.h"
 #include "frontend/trace.h"
 #include "support/allocator.h"
 #include "graph/rewriter.h"
 #include "graph/shape_inference.h"
+#include "graph/text_format.h"
 
 namespace hjit {
 namespace detail {
@@ -21,8 +24,12 @@ std::atomic<int64_t> g_storage_allocations{0};
 int64_t storage_allocations() { return g_storage_allocations.load(); }
 
 Storage::Storage(size_t n) : data(nullptr), nbytes(n) {
+  try {
+    data = cached_alloc(n);
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemoryError("cannot allocate " + std::to_string(n) + " bytes for a tensor");
+  }
   ++g_storage_allocations;
-  data = cached_alloc(n);
 }
 Storage::~Storage() { cached_free(data); }
 
@@ -30,7 +37,10 @@ Tensor make_tensor(TensorType type) {
   for (int64_t d : type.shape)
     if (d < 0) throw ShapeError("cannot make a tensor of shape " + shape_str(type.shape) + ": negative dimension");
   auto impl = std::make_shared<TensorImpl>();
-  size_t bytes = size_t(type.numel()) * size_t(dtype_size(type.dtype));
+  const int64_t numel = type.numel();  // ShapeError if it overflows
+  if (uint64_t(numel) > uint64_t(INT64_MAX) / uint64_t(dtype_size(type.dtype)))
+    throw ShapeError("cannot make a tensor of " + type.str() + ": its size in bytes overflows");
+  size_t bytes = size_t(numel) * size_t(dtype_size(type.dtype));
   impl->type = std::move(type);
   impl->storage = std::make_shared<Storage>(bytes);
   impl->born_in_trace = current_trace_id();
@@ -72,10 +82,33 @@ const detail::TensorImpl& readable(const Tensor& t, const char* what) {
   return im;
 }
 
-Tensor uniform_tensor(Shape shape, double value, DType dtype) {
+// PyTorch's check of a fill value: integers must fit the type (negative values may wrap into an
+// unsigned one: full(-1, u8) is 255), floats must not overflow to infinity (inf and NaN may be
+// asked for); bool takes anything.
+void check_fill_value(double v, DType t, const char* what) {
+  bool ok = true;
+  if (is_integral(t)) {
+    const int bits = dtype_size(t) * 8;
+    const bool is_unsigned = dtype_info(t).kind == DTypeKind::UnsignedInt;
+    const double max = std::ldexp(1.0, is_unsigned ? bits : bits - 1) - 1;
+    ok = !std::isnan(v) && v <= max && (is_unsigned ? -v <= max : v >= -max - 1);
+  } else if (is_floating(t) && std::isfinite(v)) {
+    const double max = t == DType::F16 ? 65504.0 : t == DType::BF16 ? 3.3895313892515355e38 : t == DType::F32 ? 3.4028234663852886e38 : HUGE_VAL;
+    ok = std::fabs(v) <= max;
+  }
+  if (!ok)
+    throw ValueError(std::string(what) + ": the value " + format_number(v, DType::F64) + " cannot be converted to " +
+                     dtype_name(t) + " without overflow");
+}
+
+}  // namespace
+
+namespace detail {
+
+Tensor make_full(Shape shape, double value, DType dtype) {
   Attrs attrs{{"value", value}};
   TensorType type{dtype, std::move(shape)};
-  Tensor t = detail::make_tensor(type);
+  Tensor t = make_tensor(type);
   eager::Full(eager::KernelArgs{OpKind::Full, attrs, {}, eager::Out{t.impl()->data(), &t.impl()->type}});
   // Traced as a full of the value as stored (1.67 in f16 is 1.669921875), so that compiled code
   // computes with what eager code does.
@@ -83,7 +116,7 @@ Tensor uniform_tensor(Shape shape, double value, DType dtype) {
   return t;
 }
 
-}  // namespace
+}  // namespace detail
 
 Tensor Tensor::from_values(const void* data, size_t count, Shape shape, DType dtype) {
   if (int64_t(count) != shape_numel(shape))
@@ -94,15 +127,21 @@ Tensor Tensor::from_values(const void* data, size_t count, Shape shape, DType dt
 
 Tensor Tensor::from_bytes(const void* data, Shape shape, DType dtype) {
   Tensor t = detail::make_tensor(TensorType{dtype, std::move(shape)});
-  std::memcpy(t.impl()->data(), data, t.impl()->storage->nbytes);
+  if (t.impl()->storage->nbytes > 0) std::memcpy(t.impl()->data(), data, t.impl()->storage->nbytes);
   return t;
 }
 
 Tensor Tensor::empty(Shape shape, DType dtype) { return detail::make_tensor(TensorType{dtype, std::move(shape)}); }
-Tensor Tensor::zeros(Shape shape, DType dtype) { return uniform_tensor(std::move(shape), 0.0, dtype); }
-Tensor Tensor::ones(Shape shape, DType dtype) { return uniform_tensor(std::move(shape), 1.0, dtype); }
-Tensor Tensor::full(Shape shape, double value, DType dtype) { return uniform_tensor(std::move(shape), value, dtype); }
-Tensor Tensor::scalar(double value, DType dtype) { return uniform_tensor({}, value, dtype); }
+Tensor Tensor::zeros(Shape shape, DType dtype) { return detail::make_full(std::move(shape), 0.0, dtype); }
+Tensor Tensor::ones(Shape shape, DType dtype) { return detail::make_full(std::move(shape), 1.0, dtype); }
+Tensor Tensor::full(Shape shape, double value, DType dtype) {
+  check_fill_value(value, dtype, "full");
+  return detail::make_full(std::move(shape), value, dtype);
+}
+Tensor Tensor::scalar(double value, DType dtype) {
+  check_fill_value(value, dtype, "scalar");
+  return detail::make_full({}, value, dtype);
+}
 
 Tensor Tensor::arange(int64_t n, DType dtype) {
   if (n < 0) throw ValueError("arange: n must be >= 0, got " + std::to_string(n));
@@ -136,12 +175,12 @@ bool Tensor::same_storage(const Tensor& other) const {
 void Tensor::copy_to(void* dst, DType as, const char* what) const {
   const detail::TensorImpl& im = readable(*this, what);
   if (im.type.dtype == as) {
-    std::memcpy(dst, im.data(), im.storage->nbytes);
+    if (im.storage->nbytes > 0) std::memcpy(dst, im.data(), im.storage->nbytes);
     return;
   }
   Tensor eager = detail::alias_tensor(im.storage, im.type);
   Tensor converted = detail::run_eager(OpKind::Cast, {eager}, Attrs{{"dtype", as}});
-  std::memcpy(dst, converted.impl()->data(), converted.impl()->storage->nbytes);
+  if (converted.impl()->storage->nbytes > 0) std::memcpy(dst, converted.impl()->data(), converted.impl()->storage->nbytes);
 }
 
 Tensor::operator bool() const {
@@ -156,6 +195,14 @@ Tensor::operator bool() const {
 Tensor& Tensor::assign(const Tensor& value) {
   const detail::TensorImpl& self = impl_of(*this, "assign");
   impl_of(value, "assign");
+  // Storage borrowed from an op's operand (same_value) becomes this tensor's own first, so that
+  // writing here never writes into the operand.
+  if (self.borrowed && self.storage && !self.traced()) {
+    auto own = std::make_shared<detail::Storage>(self.storage->nbytes);
+    std::memcpy(own->data, self.storage->data, own->nbytes);
+    impl_->storage = std::move(own);
+    impl_->borrowed = false;
+  }
   // The value, converted to this tensor's dtype and broadcast to its shape (recorded if tracing).
   Tensor v = value.dtype() == self.type.dtype ? value : hjit::astype(value, self.type.dtype);
   if (v.shape() != self.type.shape) {
@@ -172,8 +219,22 @@ Tensor& Tensor::assign(const Tensor& value) {
     return *this;
   }
   if (v.is_traced()) throw ValueError("assign: a traced value cannot be assigned outside of its trace");
-  std::memmove(impl_->data(), readable(v, "assign").data(), impl_->storage->nbytes);
+  if (self.type.numel() > 0) std::memmove(impl_->data(), readable(v, "assign").data(), impl_->storage->nbytes);
   return *this;
+}
+
+Tensor& Tensor::assign_slice(int axis, std::optional<int64_t> start, std::optional<int64_t> stop, const Tensor& value,
+                             int64_t step) {
+  return assign(hjit::slice_update(*this, value, axis, start, stop, step));
+}
+
+Tensor Tensor::clone() const {
+  const detail::TensorImpl& im = impl_of(*this, "clone");
+  if (im.traced() || detail::current_trace()) return detail::same_value(*this);  // values are values in a trace
+  Tensor t = detail::make_tensor(im.type);
+  if (im.type.numel() > 0) std::memcpy(t.impl()->data(), im.data(), im.storage->nbytes);
+  t.impl()->uniform = im.uniform;
+  return t;
 }
 
 Tensor Tensor::astype(DType dtype) const { return hjit::astype(*this, dtype); }

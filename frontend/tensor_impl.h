@@ -28,6 +28,8 @@ struct TensorImpl {
   int value = -1;                    // tracers: their value in that trace's graph
   uint64_t born_in_trace = 0;        // the trace active on this thread when the tensor was made
   std::optional<double> uniform;     // set by full/zeros/ones/scalar: traced as a full, not bytes
+  bool borrowed = false;             // storage borrowed from an op's operand (same_value): the
+                                     // first assign() gives this tensor storage of its own
 
   bool traced() const { return trace_id != 0; }
   void* data() const { return storage ? storage->data : nullptr; }
@@ -38,6 +40,9 @@ int64_t storage_allocations();
 
 // A fresh eager tensor of `type` (uninitialized).
 Tensor make_tensor(TensorType type);
+// A tensor of `shape` filled with `value` converted to dtype (integers wrap, as PyTorch converts a
+// scalar operand): traced as a full of the value as stored. Tensor::full checks the value first.
+Tensor make_full(Shape shape, double value, DType dtype);
 // A tensor sharing `storage` with a new type (same number of bytes).
 Tensor alias_tensor(const std::shared_ptr<Storage>& storage, TensorType type);
 const TensorImpl& impl_of(const Tensor& t, const char* what);  // ValueError for an undefined handle

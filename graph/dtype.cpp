@@ -44,6 +44,35 @@ DType promote_types(DType a, DType b) {
   return int_of_size(unsigned_size * 2, true);
 }
 
+namespace {
+
+constexpr int kNoDType = -1;
+
+int kind_rank(DType t) { return t == DType::Bool ? 0 : is_floating(t) ? 2 : 1; }
+
+// c10's combine_categories: `higher` wins unless it is bool, or `lower` is of a higher kind.
+int combine(int higher, int lower) {
+  if (higher == kNoDType) return lower;
+  if (lower == kNoDType) return higher;
+  const DType h = DType(higher), l = DType(lower);
+  if (is_floating(h)) return higher;
+  if (h == DType::Bool || kind_rank(l) > kind_rank(h)) return int(promote_types(h, l));
+  return higher;
+}
+
+}  // namespace
+
+DType result_type(const std::vector<Operand>& operands) {
+  int by_category[3] = {kNoDType, kNoDType, kNoDType};
+  for (const Operand& o : operands) {
+    int& r = by_category[int(o.category)];
+    r = r == kNoDType ? int(o.dtype) : int(promote_types(DType(r), o.dtype));
+  }
+  const int t = combine(by_category[0], combine(by_category[1], by_category[2]));
+  if (t == kNoDType) throw InternalError("result_type: no operands");
+  return DType(t);
+}
+
 std::string shape_str(const Shape& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
@@ -52,7 +81,9 @@ std::string shape_str(const Shape& shape) {
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw ShapeError("the shape " + shape_str(shape) + " has more elements than an int64 counts");
   return n;
 }
 

@@ -303,8 +303,10 @@ TEST_CASE("cumsum, take, embedding, tril, triu, iota, silu, cross_entropy by han
   CHECK(vals(hjit::cumsum(f32({1, 2, 3, 4}, {2, 2}), 0)) == std::vector<float>{1, 2, 4, 6});
   CHECK(hjit::cumsum(Tensor::ones({3}, DType::I32)).dtype() == DType::I64);
   Tensor table = Tensor::arange(6).reshape({3, 2});
-  Tensor ids = Tensor::from_vector<int32_t>({2, 0, -1}, {3});
+  Tensor ids = Tensor::from_vector<int32_t>({2, 0, 2}, {3});
   CHECK(vals(hjit::embedding(table, ids)) == std::vector<float>{4, 5, 0, 1, 4, 5});
+  CHECK(vals(hjit::take(table, Tensor::from_vector<int32_t>({-1}, {1}))) == std::vector<float>{4, 5});  // take wraps
+  CHECK_THROWS_AS(hjit::embedding(table, Tensor::from_vector<int32_t>({-1}, {1})), hjit::IndexError);  // embedding does not
   CHECK(hjit::take(table, Tensor::from_vector<int64_t>({1, 1, 0, 1}, {2, 2}), 1).shape() == Shape{3, 2, 2});
   CHECK_THROWS_AS(hjit::embedding(table, Tensor::from_vector<int32_t>({3}, {1})), hjit::IndexError);
   Tensor sq = Tensor::ones({3, 3});

@@ -71,7 +71,9 @@ TEST_CASE("out-of-range and repeated axes, empty reductions") {
 
 TEST_CASE("unsupported dtypes") {
   Tensor b = Tensor::zeros({2}, DType::Bool);
-  both_throw<hjit::DTypeError>([](const Tensor& x) { return x - x; }, b, "numeric");
+  both_throw<hjit::DTypeError>([](const Tensor& x) { return x - x; }, b, "logical_xor");
+  both_throw<hjit::DTypeError>([](const Tensor& x) { return -x; }, b, "logical_not");
+  both_throw<hjit::DTypeError>([](const Tensor& x) { return hjit::pow(x, x); }, b, "numeric");
   both_throw<hjit::DTypeError>([](const Tensor& x) { return hjit::matmul(x, x); }, b, "numeric");
   both_throw<hjit::DTypeError>([](const Tensor& x) { return hjit::mean(x); }, Tensor::zeros({2}, DType::I32), "floating");
   both_throw<hjit::DTypeError>([](const Tensor& x) { return x + Tensor::zeros({2}, DType::U64); }, Tensor::zeros({2}, DType::I8),
@@ -85,7 +87,17 @@ TEST_CASE("bad argument values") {
   Tensor x = Tensor::zeros({4});
   both_throw<hjit::ValueError>([](const Tensor& x) { return hjit::slice(x, 0, 0, 4, 0); }, x, "step must be positive");
   both_throw<hjit::ValueError>([](const Tensor& x) { return x.reshape({-1, -1}); }, x, "only one dimension can be -1");
-  both_throw<hjit::ValueError>([](const Tensor& x) { return hjit::pad(x, {{-1, 0}}); }, x, ">= 0");
+  both_throw<hjit::ShapeError>([](const Tensor& x) { return hjit::pad(x, {{-3, -2}}); }, x, "crop more than");
+  both_throw<hjit::ValueError>([](const Tensor& x) { return hjit::pow(x.astype(DType::I32), -1); }, x, "negative integer powers");
+  both_throw<hjit::ValueError>([](const Tensor& x) { return x + Tensor::full({1}, 1e10, DType::I32); }, x, "without overflow");
+  CHECK_THROWS_AS(Tensor::full({2}, 70000, DType::F16), hjit::ValueError);
+  CHECK_THROWS_AS(Tensor::full({2}, 256, DType::U8), hjit::ValueError);
+  CHECK_THROWS_AS(Tensor::scalar(-129, DType::I8), hjit::ValueError);
+  CHECK(Tensor::full({1}, -1, DType::U8).item<uint8_t>() == 255);  // PyTorch lets negatives wrap into unsigned types
+  CHECK(std::isinf(Tensor::full({1}, HUGE_VAL, DType::F16).item<float>()));
+  CHECK_THROWS_AS(Tensor::zeros({int64_t(1) << 40, int64_t(1) << 40}), hjit::ShapeError);
+  CHECK_THROWS_AS(Tensor::zeros({int64_t(1) << 62}), hjit::ShapeError);  // its bytes overflow
+  CHECK_THROWS_AS(Tensor::zeros({int64_t(1) << 45}), hjit::OutOfMemoryError);
   CHECK_THROWS_AS(hjit::concat({}), hjit::ValueError);
   CHECK_THROWS_AS(hjit::stack({}), hjit::ValueError);
   CHECK_THROWS_AS(Tensor::arange(-1), hjit::ValueError);
@@ -139,7 +151,7 @@ TEST_CASE("bad layer arguments") {
   both_throw<hjit::DTypeError>([](const Tensor& x) { return hjit::take(x, Tensor::zeros({2})); }, x, "indices must be i32 or i64");
   CHECK_THROWS_AS(hjit::embedding(Tensor::zeros({3}), Tensor::zeros({1}, DType::I32)), hjit::ShapeError);
   CHECK_THROWS_AS(hjit::take(Tensor::zeros({3, 2}), Tensor::full({1}, -4, DType::I64)), hjit::IndexError);
-  CHECK_THROWS_AS(hjit::adaptive_avg_pool2d(x, {2, 2}), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::adaptive_avg_pool2d(x, {0, 2}), hjit::ValueError);
   CHECK_THROWS_AS(hjit::batch_norm_training(x, std::nullopt, std::nullopt, std::nullopt, std::nullopt, 2.0), hjit::ValueError);
   CHECK_THROWS_AS(hjit::batch_norm_training(Tensor::zeros({1, 3}), Tensor::zeros({3}), std::nullopt, std::nullopt, std::nullopt),
                   hjit::ValueError);

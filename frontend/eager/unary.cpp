@@ -34,10 +34,18 @@ void Abs(const KernelArgs& a) {
   });
 }
 void Sign(const KernelArgs& a) {
-  numeric_unary(a, [](auto x) { return decltype(x)((x > 0) - (x < 0)); });
+  numeric_unary(a, [](auto x) {
+    if constexpr (std::is_unsigned_v<decltype(x)>) return decltype(x)(x > 0);
+    else return decltype(x)((x > 0) - (x < 0));  // NaN gives 0, as PyTorch's sign
+  });
 }
 // PyTorch's relu: x < 0 ? 0 : x, so NaN and -0.0 pass through.
-void Relu(const KernelArgs& a) { numeric_unary(a, [](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; }); }
+void Relu(const KernelArgs& a) {
+  numeric_unary(a, [](auto x) {
+    if constexpr (std::is_unsigned_v<decltype(x)>) return x;
+    else return x < decltype(x)(0) ? decltype(x)(0) : x;
+  });
+}
 void Floor(const KernelArgs& a) { float_unary(a, [](auto x) { return std::floor(x); }); }
 void Ceil(const KernelArgs& a) { float_unary(a, [](auto x) { return std::ceil(x); }); }
 void Round(const KernelArgs& a) { float_unary(a, [](auto x) { return std::nearbyint(x); }); }

@@ -1,13 +1,19 @@
 // The op API. Every function works eagerly (computes now) and inside hjit::jit (records a node):
 // both paths share one shape/dtype inference, so an error reads the same in both.
 //
-// Type promotion follows PyTorch: bool < integers < floats between tensors; a C++ number is a
-// "weak" scalar that does not widen a tensor's dtype (f16 tensor * 2.0 stays f16) unless its kind is
-// higher (an integer tensor times 0.5 gives f32, a bool tensor plus 1 gives i64). Division and the
-// transcendental functions turn integer tensors into f32.
+// Type promotion follows PyTorch's result_type: bool < integers < floats between tensors; a 0-d
+// tensor, and below it a C++ number (a "weak" scalar), only widen a tensor's dtype when their
+// kind is higher (f16[4] * f32[] and f16[4] * 2.0 stay f16, i32[4] + i64[] stays i32, an integer
+// tensor times 0.5 gives f32, a bool tensor plus 1 gives i64). Division and the transcendental
+// functions turn integer tensors into f32. Bool tensors add as or and multiply as and.
+//
+// Results never share storage with operands in a way assign() could show: an op with nothing to
+// do (a reshape to the same shape, astype to the same dtype) hands back a new handle whose first
+// assign copies. Tensor::clone copies; slice_update / Tensor::assign_slice write into a slice.
 #pragma once
 #include <array>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -45,7 +51,9 @@ Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor logical_not(const Tensor& a);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
-Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);
+// PyTorch's clamp: the result dtype promotes x with the bounds (an integer tensor clamped by
+// integers stays integer), NaN stays NaN, hi wins when lo > hi.
+Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi);
 
 // Tensor-with-scalar forms: the scalar is weak (see above).
 Tensor add(const Tensor& a, Scalar b);
@@ -56,6 +64,9 @@ Tensor mul(const Tensor& a, Scalar b);
 Tensor mul(Scalar a, const Tensor& b);
 Tensor div(const Tensor& a, Scalar b);
 Tensor div(Scalar a, const Tensor& b);
+// pow of integers is integer (wrapping; PyTorch's rule for negative exponents of tensors, and a
+// ValueError for a negative C++ integer exponent); a scalar exponent takes PyTorch's shortcuts
+// (2: x * x, 0.5: sqrt, -1: 1 / x, ...).
 Tensor pow(const Tensor& a, Scalar b);
 Tensor pow(Scalar a, const Tensor& b);
 Tensor maximum(const Tensor& a, Scalar b);
@@ -134,8 +145,13 @@ Tensor squeeze(const Tensor& x, std::vector<int> axes = {});  // {} = every size
 // Python slicing of one axis, x[start:stop:step]: negative indices count from the end and
 // out-of-range bounds are clipped; step must be positive.
 Tensor slice(const Tensor& x, int axis, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step = 1);
+// x with x[start:stop:step] (along axis) replaced by value (broadcast to the slice): JAX's
+// x.at[...].set(value), PyTorch's x[...] = value without the mutation.
+Tensor slice_update(const Tensor& x, const Tensor& value, int axis, std::optional<int64_t> start, std::optional<int64_t> stop,
+                    int64_t step = 1);
 Tensor concat(const std::vector<Tensor>& xs, int axis = 0);
 Tensor stack(const std::vector<Tensor>& xs, int axis = 0);
+// Negative widths crop (as PyTorch's F.pad).
 Tensor pad(const Tensor& x, std::vector<std::pair<int64_t, int64_t>> widths, double value = 0);
 
 // ---- neural network functions (over the last axis unless an axis is given)
@@ -147,10 +163,13 @@ Tensor rms_norm(const Tensor& x, const std::optional<Tensor>& weight, double eps
 Tensor silu(const Tensor& x);
 Tensor cumsum(const Tensor& x, int axis = -1);  // integers accumulate in i64, like PyTorch
 // x[..., indices, ...] along `axis`: out has x's shape with that axis replaced by indices' shape.
-// Indices are i32 or i64; negative ones count from the end. Out of range: IndexError (eagerly;
-// compiled code clamps, as it cannot throw).
+// Indices are i32 or i64; negative ones count from the end. Out of range: IndexError, eagerly and
+// from compiled code (the call fails).
 Tensor take(const Tensor& x, const Tensor& indices, int axis = 0);
-Tensor embedding(const Tensor& table, const Tensor& ids);  // take(table, ids, 0)
+Tensor embedding(const Tensor& table, const Tensor& ids);  // take(table, ids, 0), ids in [0, rows)
+// indices unchanged, or an IndexError "<what> <index> is out of range [lo, hi)" (eagerly, or when
+// the compiled function runs): how a gathering composite checks its indices.
+Tensor check_index(const Tensor& indices, int64_t lo, int64_t hi, const std::string& what);
 // The lower (upper) triangle of the last two dimensions, k diagonals above (below) the main one.
 Tensor tril(const Tensor& x, int64_t k = 0);
 Tensor triu(const Tensor& x, int64_t k = 0);
@@ -165,7 +184,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 // stride {0, 0} means the kernel size (PyTorch's stride=None).
 Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0});
 Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0}, bool count_include_pad = true);
-Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);  // output size (1, 1): the global average
+Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);  // PyTorch's windows; (1, 1): the global average
 // Inference: normalizes with the running statistics (torch.nn.functional.batch_norm with
 // training=False).
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
@@ -183,9 +202,12 @@ struct BatchNormResult {
 BatchNormResult batch_norm_stats(const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
                                  double eps = 1e-5);
 // Mean over the batch of -log_softmax(logits)[i, labels[i]]; logits [N, C], labels [N] of i32/i64.
-Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
-// softmax(q @ k^T * scale (+ causal mask)) @ v on [..., S, D], [..., T, D], [..., T, Dv]; scale
-// defaults to 1/sqrt(D). Compiled, it never holds the whole [S, T] score matrix.
+// Rows labelled ignore_index do not count (PyTorch's default -100); other labels outside [0, C)
+// are an IndexError.
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, int64_t ignore_index = -100);
+// softmax(q @ k^T * scale (+ causal mask)) @ v on [..., S, D], [..., T, D], [..., T, Dv] (batch
+// dimensions broadcast); scale defaults to 1/sqrt(D). Compiled, it never holds the whole [S, T]
+// score matrix.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = false,
                                     std::optional<double> scale = std::nullopt);
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -64,6 +65,13 @@ class Tensor {
   // change. value must have this tensor's shape (or broadcast to it); it is converted to its dtype.
   // Inside a traced function, assign on a captured tensor is recorded and done after every call.
   Tensor& assign(const Tensor& value);
+  // x[start:stop:step] = value along one axis (Python's slicing rules, as hjit::slice), in place:
+  // assign(hjit::slice_update(*this, value, axis, start, stop, step)).
+  Tensor& assign_slice(int axis, std::optional<int64_t> start, std::optional<int64_t> stop, const Tensor& value,
+                       int64_t step = 1);
+  // A copy with storage of its own. (Ops never return storage an assign could write through to
+  // their operands: y = x.reshape(x.shape()); y.assign(z) leaves x as it was.)
+  Tensor clone() const;
 
   Tensor astype(DType dtype) const;
   Tensor reshape(Shape shape) const;                  // one -1 allowed

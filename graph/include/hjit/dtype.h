@@ -73,6 +73,18 @@ DType dtype_from_name(const std::string& name);
 // we pick the float); f16 with bf16 gives f32.
 DType promote_types(DType a, DType b);
 
+// PyTorch's result_type: operands fall in three categories, and a lower category only widens
+// the result when its kind (bool < integer < float) is higher. Tensors with dimensions come
+// first, then 0-d tensors, then C++ numbers ("weak" scalars, of dtype f32 for floating point,
+// i64 for integers, bool for bool). So f16[4] + f32[] is f16, i32[4] + i64[] is i32, i32[4] + 2.5
+// is f32, and bool[4] + 1 is i64.
+enum class OperandCategory : uint8_t { Dimensioned, ZeroDim, Weak };
+struct Operand {
+  DType dtype;
+  OperandCategory category;
+};
+DType result_type(const std::vector<Operand>& operands);  // DTypeError as promote_types
+
 // The C++ storage type of each dtype and back.
 template <class T> struct dtype_of_t;
 #define HJIT_DTYPE_OF(e, name, T, kind) \

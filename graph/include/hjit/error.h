@@ -16,6 +16,7 @@ struct ValueError : Error { using Error::Error; };           // bad attribute va
 struct IndexError : Error { using Error::Error; };           // an index out of range
 struct ConcretizationError : Error { using Error::Error; };  // reading the value of a traced tensor
 struct CompileError : Error { using Error::Error; };        // a pipeline failed to compile or run
+struct OutOfMemoryError : Error { using Error::Error; };    // an allocation failed
 struct InternalError : Error { using Error::Error; };       // a bug in hjit: please report it
 
 }  // namespace hjit
