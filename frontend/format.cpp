@@ -24,10 +24,6 @@ std::vector<std::string> format_values(const std::vector<double>& v, DType dtype
     for (double x : v) out.push_back(x != 0 ? "True" : "False");
     return out;
   }
-  if (!is_floating(dtype)) {
-    for (double x : v) out.push_back(std::to_string(int64_t(x)));
-    return out;
-  }
   double max_abs = 0, min_abs = HUGE_VAL;
   for (double x : v)
     if (std::isfinite(x)) max_abs = std::max(max_abs, std::fabs(x)), min_abs = x != 0 ? std::min(min_abs, std::fabs(x)) : min_abs;
@@ -145,9 +141,20 @@ std::string Tensor::str() const {
   bool summarize = numel() > kSummarizeOver;
   std::vector<int64_t> idx;
   printed_indices(s, summarize, 0, 0, idx);
-  std::vector<double> all = to_vector<double>(), vals;
-  for (int64_t i : idx) vals.push_back(all[size_t(i)]);
-  std::vector<std::string> cells = format_values(vals, dtype());
+  std::vector<std::string> cells;
+  // Integers print exactly from their own type (a double holds 53 bits; u64 values above 2^63
+  // are not negative).
+  if (dtype_info(dtype()).kind == DTypeKind::UnsignedInt) {
+    std::vector<uint64_t> all = to_vector<uint64_t>();
+    for (int64_t i : idx) cells.push_back(std::to_string(all[size_t(i)]));
+  } else if (is_integral(dtype())) {
+    std::vector<int64_t> all = to_vector<int64_t>();
+    for (int64_t i : idx) cells.push_back(std::to_string(all[size_t(i)]));
+  } else {
+    std::vector<double> all = to_vector<double>(), vals;
+    for (int64_t i : idx) vals.push_back(all[size_t(i)]);
+    cells = format_values(vals, dtype());
+  }
   if (s.empty()) return cells[0];
   Printer p{s, cells};
   for (const auto& c : cells) p.width = std::max(p.width, c.size());

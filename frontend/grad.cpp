@@ -54,6 +54,8 @@ std::shared_ptr<GradEntry> build(const GradCore::State& s, const CallArgs& args,
   auto e = std::make_shared<GradEntry>();
   e->key = Signature::of(args, hash);
   Graph fwd = scope.finish(outs);
+  outs.clear();
+  scope.check_no_escaped_tracers();
   e->captured = scope.state().captured;
   // The graph inputs to differentiate with respect to, and where each requested gradient lands.
   std::vector<int> wrt;
@@ -89,6 +91,12 @@ std::shared_ptr<GradEntry> build(const GradCore::State& s, const CallArgs& args,
 }
 
 }  // namespace
+
+void throw_grad_of_list(size_t n) {
+  throw ValueError("grad: the differentiated argument is a std::vector<Tensor> with " + std::to_string(n) +
+                   " tensors, so it has " + std::to_string(n) + " gradients, but grad(fn, argnum) returns one Tensor; "
+                   "use hjit::grad<N>(fn) (a std::vector<Tensor> of gradients) or hjit::grad(fn, {N})");
+}
 
 std::vector<Tensor> GradCore::call(const CallArgs& args, Tracer trace) {
   State& s = *s_;

@@ -37,11 +37,11 @@ struct Entry {
   std::vector<int> tree;  // result structure
   std::vector<std::shared_ptr<TensorImpl>> captured;
   std::vector<TensorType> out_types;
-  std::vector<size_t> update_captured;  // per update: index into captured
+  std::vector<size_t> update_input;  // per update: the input it writes (arguments, then captured)
   size_t num_args = 0;
   std::vector<Tensor> first_outputs;  // Concrete mode: the eager results of the tracing call
-  // New values of updated captured tensors are computed into these (allocated on the first call,
-  // reused after), then copied into the tensors' own storage. run_mu makes such calls one at a time.
+  // New values of updated inputs are computed into these (allocated on the first call, reused
+  // after), then copied into the tensors' own storage. run_mu makes such calls one at a time.
   std::vector<std::shared_ptr<Storage>> update_buffers;
   std::mutex run_mu;
 };
@@ -71,6 +71,17 @@ struct JitCore::State {
   std::shared_ptr<Entry> last_built;
   std::atomic<int64_t> traces{0}, compiles{0}, hits{0}, compile_us{0};
   std::string schedule;  // guarded by mu
+
+  // Drops an entry from the cache (its build or its check failed): the next call builds it again.
+  void forget(uint64_t h, const std::shared_ptr<Entry>& e) {
+    std::unique_lock lk(mu);
+    auto [lo, hi] = entries.equal_range(h);
+    for (auto it = lo; it != hi; ++it)
+      if (it->second == e) {
+        entries.erase(it);
+        break;
+      }
+  }
 
   std::shared_ptr<Entry> find_locked(uint64_t h, const CallArgs& a) const {
     auto [lo, hi] = entries.equal_range(h);
@@ -123,6 +134,8 @@ Traced trace_and_optimize(const std::string& name, bool concrete, const CallArgs
       r.concrete_outputs.push_back(alias_tensor(im.storage, im.type));
     }
   Graph raw = scope.finish(outs);
+  outs.clear();
+  scope.check_no_escaped_tracers();
   log().debug("traced '{}' in {:.2f} ms: {} nodes, {} inputs ({} captured), {} outputs", name, t.ms(), raw.nodes.size(),
               raw.inputs.size(), scope.state().captured.size(), raw.outputs.size());
   log().trace("trace of '{}':\n{}", name, raw.str());
@@ -134,9 +147,34 @@ Traced trace_and_optimize(const std::string& name, bool concrete, const CallArgs
   return r;
 }
 
+// The storage an update writes: the argument's or the captured tensor's. An argument whose
+// storage is borrowed from another tensor (same_value) gets its own first, as assign() does.
+TensorImpl& update_target(const Entry& e, const CallArgs& args, size_t input) {
+  if (input >= args.count) return *e.captured[input - args.count];
+  TensorImpl& t = *args.tensor(input).impl();
+  if (t.borrowed && t.storage) {
+    auto own = std::make_shared<Storage>(t.storage->nbytes);
+    if (own->nbytes > 0) std::memcpy(own->data, t.storage->data, own->nbytes);
+    t.storage = std::move(own);
+    t.borrowed = false;
+  }
+  return t;
+}
+
+// A captured tensor only this entry still holds was rebound or dropped by its owner after the
+// trace (w = w - lr * g outside the function): the compiled code would read the old value forever.
+void check_captured_alive(const Entry& e, const std::string& fn) {
+  for (size_t j = 0; j < e.captured.size(); ++j)
+    if (e.captured[j].use_count() == 1)
+      throw ValueError("jit '" + fn + "': the tensor " + e.captured[j]->type.str() + " the function captured (input " +
+                       std::to_string(e.num_args + j) + ") is no longer held by anything but the compiled function: it "
+                       "was rebound (w = w - lr * g) or destroyed after the function was traced, and the compiled code "
+                       "would keep reading its old value. Update captured tensors in place (w.assign(w - lr * g)).");
+}
+
 void run_entry(Entry& e, const CallArgs& args, std::vector<Tensor>& outputs) {
   constexpr size_t kInline = 32;
-  const size_t n_in = args.count + e.captured.size(), n_out = e.out_types.size() + e.update_captured.size();
+  const size_t n_in = args.count + e.captured.size(), n_out = e.out_types.size() + e.update_input.size();
   const void* in_inline[kInline];
   void* out_inline[kInline];
   std::vector<const void*> in_heap;
@@ -153,15 +191,16 @@ void run_entry(Entry& e, const CallArgs& args, std::vector<Tensor>& outputs) {
     out[k] = outputs.back().impl()->data();
   }
   if (e.update_buffers.empty())
-    for (size_t k : e.update_captured) e.update_buffers.push_back(std::make_shared<Storage>(e.captured[k]->storage->nbytes));
+    for (size_t input : e.update_input)
+      e.update_buffers.push_back(std::make_shared<Storage>(update_target(e, args, input).storage->nbytes));
   for (size_t k = 0; k < e.update_buffers.size(); ++k) out[e.out_types.size() + k] = e.update_buffers[k]->data;
   e.exe->run(in, out);
 }
 
-void apply_updates(const Entry& e) {
+void apply_updates(const Entry& e, const CallArgs& args) {
   for (size_t k = 0; k < e.update_buffers.size(); ++k) {
-    TensorImpl& target = *e.captured[e.update_captured[k]];
-    std::memcpy(target.data(), e.update_buffers[k]->data, e.update_buffers[k]->nbytes);
+    TensorImpl& target = update_target(e, args, e.update_input[k]);
+    if (e.update_buffers[k]->nbytes > 0) std::memcpy(target.data(), e.update_buffers[k]->data, e.update_buffers[k]->nbytes);
   }
 }
 
@@ -203,22 +242,13 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
       e->captured = std::move(tr.captured);
       e->num_args = tr.num_args;
       for (int o : e->graph.outputs) e->out_types.push_back(e->graph.type(o));
-      for (const Update& u : e->graph.updates)
-        e->update_captured.push_back(size_t(e->graph.node(u.target).attrs.i("index")) - e->num_args);
+      for (const Update& u : e->graph.updates) e->update_input.push_back(size_t(e->graph.node(u.target).attrs.i("index")));
       e->first_outputs = std::move(tr.concrete_outputs);
       s.compile_us += int64_t(t.ms() * 1000);
       log().debug("jit '{}': ready in {:.1f} ms (backend {:.1f} ms{})", s.opt.name, t.ms(), c.ms,
                   c.cache_hit ? ", found compiled" : "");
     } catch (...) {
-      {
-        std::unique_lock lk(s.mu);
-        auto [lo, hi] = s.entries.equal_range(h);
-        for (auto it = lo; it != hi; ++it)
-          if (it->second == e) {
-            s.entries.erase(it);
-            break;
-          }
-      }
+      s.forget(h, e);
       std::lock_guard g(e->mu);
       e->error = std::current_exception();
       e->ready = true;
@@ -245,19 +275,20 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
     if (e->error) std::rethrow_exception(e->error);
     ++s.hits;
     log().debug("jit '{}': cache hit", s.opt.name);
+    check_captured_alive(*e, s.opt.name);
     *tree = &e->tree;
   }
 
   std::vector<Tensor> outputs;
   std::unique_lock<std::mutex> one_at_a_time;
-  if (!e->update_captured.empty()) one_at_a_time = std::unique_lock(e->run_mu);
+  if (!e->update_input.empty()) one_at_a_time = std::unique_lock(e->run_mu);
   run_entry(*e, args, outputs);
   const std::vector<std::shared_ptr<Storage>>& updates = e->update_buffers;
   if (built_here && s.opt.check_trace) {
-    // Run the function eagerly on the same inputs, compare, and put captured tensors back as they were.
+    // Run the function eagerly on the same inputs, compare, and put updated tensors back as they were.
     std::vector<std::vector<unsigned char>> saved;
-    for (size_t k = 0; k < updates.size(); ++k) {
-      const TensorImpl& t = *e->captured[e->update_captured[k]];
+    for (size_t input : e->update_input) {
+      const TensorImpl& t = update_target(*e, args, input);
       const auto* p = static_cast<const unsigned char*>(t.data());
       saved.emplace_back(p, p + t.storage->nbytes);
     }
@@ -269,18 +300,20 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
     for (size_t k = 0; k < outputs.size() && bad.empty(); ++k)
       bad = compare(outputs[k], expected[k], s.opt.check_tolerance, "output " + std::to_string(k));
     for (size_t k = 0; k < updates.size(); ++k) {
-      TensorImpl& t = *e->captured[e->update_captured[k]];
+      TensorImpl& t = update_target(*e, args, e->update_input[k]);
       if (bad.empty()) {
         Tensor compiled = alias_tensor(updates[k], t.type), eager = alias_tensor(t.storage, t.type);
         bad = compare(compiled, eager, s.opt.check_tolerance, "update " + std::to_string(k));
       }
-      std::memcpy(t.data(), saved[k].data(), saved[k].size());
+      if (!saved[k].empty()) std::memcpy(t.data(), saved[k].data(), saved[k].size());
     }
-    if (!bad.empty())
+    if (!bad.empty()) {
+      s.forget(h, e);  // a retry must not find the unchecked entry
       throw CompileError("jit '" + s.opt.name + "' (check_trace): the compiled function differs from eager execution: " + bad);
+    }
     log().debug("jit '{}': check_trace passed", s.opt.name);
   }
-  apply_updates(*e);
+  apply_updates(*e, args);
   return outputs;
 }
 
@@ -308,7 +341,10 @@ Graph trace_graph(const std::string& name, const CallArgs& args, Tracer trace) {
   TraceScope scope(name, false);
   std::vector<int> tree;
   std::vector<Tensor> outs = scope.run(args, trace, &tree);
-  return scope.finish(outs);
+  Graph g = scope.finish(outs);
+  outs.clear();
+  scope.check_no_escaped_tracers();
+  return g;
 }
 
 bool tracing_active() { return current_trace() != nullptr; }

@@ -44,7 +44,7 @@ void SGD::step(const std::vector<Tensor>& grads) {
 }
 
 Adam::Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps)
-    : params_(std::move(params)), t_(Tensor::zeros({})), lr_(lr), beta1_(beta1), beta2_(beta2), eps_(eps) {
+    : params_(std::move(params)), t_(Tensor::zeros({}, DType::F64)), lr_(lr), beta1_(beta1), beta2_(beta2), eps_(eps) {
   if (lr <= 0 || beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1 || eps <= 0)
     throw ValueError("Adam: needs lr > 0, 0 <= beta1, beta2 < 1 and eps > 0");
   for (const Tensor& p : params_)
@@ -60,16 +60,21 @@ std::vector<Tensor> Adam::state() const {
   return s;
 }
 
+// PyTorch's Adam, operation for operation: the bias corrections 1 - beta^t in f64 (PyTorch computes
+// them in Python floats), then as scalars of the parameter's dtype:
+//   m = m * beta1 + g * (1 - beta1);  v = v * beta2 + ((1 - beta2) * g) * g
+//   p = p + (-lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 void Adam::step(const std::vector<Tensor>& grads) {
   check_grads("Adam", params_, grads);
   t_.assign(t_ + 1);
-  Tensor correct1 = 1.0 - pow(beta1_, t_), correct2 = 1.0 - pow(beta2_, t_);
+  Tensor step_size = -lr_ / (1.0 - pow(beta1_, t_)), correction2_sqrt = sqrt(1.0 - pow(beta2_, t_));
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& g = grads[i];
-    m_[i].assign(beta1_ * m_[i] + (1 - beta1_) * g);
-    v_[i].assign(beta2_ * v_[i] + (1 - beta2_) * (g * g));
-    Tensor m_hat = m_[i] / correct1.astype(params_[i].dtype()), v_hat = v_[i] / correct2.astype(params_[i].dtype());
-    params_[i].assign(params_[i] - lr_ * m_hat / (sqrt(v_hat) + eps_));
+    const DType t = params_[i].dtype();
+    m_[i].assign(m_[i] * beta1_ + g * (1 - beta1_));
+    v_[i].assign(v_[i] * beta2_ + ((1 - beta2_) * g) * g);
+    Tensor denom = sqrt(v_[i]) / correction2_sqrt.astype(t) + eps_;
+    params_[i].assign(params_[i] + step_size.astype(t) * m_[i] / denom);
   }
 }
 

@@ -26,13 +26,14 @@ TraceScope::~TraceScope() {
   if (!t_traces.empty() && t_traces.back() == state_.get()) t_traces.pop_back();
 }
 
-Tensor make_tracer(const TraceState& ts, int value, std::shared_ptr<Storage> concrete) {
+Tensor make_tracer(TraceState& ts, int value, std::shared_ptr<Storage> concrete) {
   auto impl = std::make_shared<TensorImpl>();
   impl->type = ts.graph.type(value);
   impl->trace_id = ts.id;
   impl->value = value;
   impl->born_in_trace = ts.id;
   impl->storage = std::move(concrete);
+  ts.tracers.push_back(impl);
   return Tensor(std::move(impl));
 }
 
@@ -40,7 +41,9 @@ Tensor TraceScope::add_argument(const Tensor& example) {
   const TensorImpl& im = impl_of(example, state_->fn_name.c_str());
   int id = state_->graph.add_parameter(im.type, false);
   ++state_->num_args;
-  return make_tracer(*state_, id, state_->concrete ? im.storage : nullptr);
+  Tensor tracer = make_tracer(*state_, id, state_->concrete ? im.storage : nullptr);
+  state_->argument_param[tracer.impl().get()] = id;
+  return tracer;
 }
 
 bool is_active_trace(uint64_t id) {
@@ -91,15 +94,25 @@ void record_assign(TraceState& ts, const Tensor& target, const Tensor& value) {
   TensorImpl& im = *target.impl();
   const std::shared_ptr<Storage>& concrete = value.impl()->storage;
   const bool captured = im.traced() ? im.trace_id != ts.id : im.born_in_trace != ts.id;
+  // Concrete mode runs the first call eagerly: the write happens now, as it would in eager code.
+  auto write_now = [&] {
+    if (ts.concrete && concrete && im.storage && im.storage->nbytes > 0) std::memmove(im.data(), concrete->data, im.storage->nbytes);
+  };
   if (captured) {
     value_in_trace(ts, target);  // the parameter the update writes to
     ts.captured_value[&im] = v;
-    // Concrete mode runs the first call eagerly: the write happens now, as it would in eager code.
-    if (ts.concrete && concrete) std::memmove(im.data(), concrete->data, im.storage->nbytes);
+    write_now();
+    return;
+  }
+  if (auto arg = ts.argument_param.find(&im); arg != ts.argument_param.end()) {
+    ts.argument_value[arg->second] = v;
+    write_now();
+    im.value = v;  // later reads in the trace see the new value
     return;
   }
   im.trace_id = ts.id;
   im.value = v;
+  ts.tracers.push_back(target.impl());
   im.storage = ts.concrete ? concrete : nullptr;
   im.uniform.reset();
   ts.constant_value.erase(&im);
@@ -108,11 +121,27 @@ void record_assign(TraceState& ts, const Tensor& target, const Tensor& value) {
 Graph TraceScope::finish(const std::vector<Tensor>& outputs) {
   TraceState& ts = *state_;
   for (const Tensor& o : outputs) ts.graph.outputs.push_back(value_in_trace(ts, o));
+  for (int param : ts.graph.inputs) {  // arguments first, in input order
+    auto it = ts.argument_value.find(param);
+    if (it != ts.argument_value.end() && it->second != param) ts.graph.updates.push_back(Update{param, it->second});
+  }
   for (const auto& impl : ts.captured) {
     int param = ts.captured_param.at(impl.get()), current = ts.captured_value.at(impl.get());
     if (current != param) ts.graph.updates.push_back(Update{param, current});
   }
   return std::move(ts.graph);
+}
+
+void TraceScope::check_no_escaped_tracers() const {
+  for (const auto& weak : state_->tracers) {
+    std::shared_ptr<TensorImpl> t = weak.lock();
+    if (!t || t->trace_id != state_->id) continue;
+    throw ValueError("a traced value " + t->type.str() + " escaped the function '" + state_->fn_name +
+                     "': a variable that outlives the trace (a global, a static, or a tensor the function captures by "
+                     "reference) still holds it after tracing. Rebinding a captured tensor inside a traced function "
+                     "(w = w - lr * g) does this; update it in place instead (w.assign(w - lr * g)), which is done "
+                     "after every call, or return the value from the function.");
+  }
 }
 
 void rethrow_in_trace(const TraceState& ts) {

@@ -25,6 +25,11 @@ struct TraceState {
   std::unordered_map<const TensorImpl*, int> captured_value;  // captured impl -> current value (after assigns)
   std::unordered_map<const TensorImpl*, int> constant_value;  // in-trace eager tensor -> node id
   std::vector<std::shared_ptr<TensorImpl>> keep_alive;        // owners of constants' bytes
+  // Tracers of the arguments -> their parameter, and the value assign() gave each argument.
+  std::unordered_map<const TensorImpl*, int> argument_param;
+  std::unordered_map<int, int> argument_value;
+  // Every tracer made in this trace: one still alive when the trace is over has escaped it.
+  std::vector<std::weak_ptr<TensorImpl>> tracers;
 };
 
 // Starts a trace on this thread for the lifetime of the object.
@@ -42,6 +47,9 @@ class TraceScope {
   std::vector<Tensor> run(const CallArgs& args, Tracer trace, std::vector<int>* tree);
   // Marks `outputs` as the graph outputs and returns the finished graph (updates included).
   Graph finish(const std::vector<Tensor>& outputs);
+  // After the traced function's results are dropped: ValueError if one of this trace's tracers is
+  // still held somewhere (a global, or a captured variable rebound to a traced value).
+  void check_no_escaped_tracers() const;
 
  private:
   std::unique_ptr<TraceState> state_;
@@ -55,12 +63,13 @@ bool is_active_trace(uint64_t id);  // a trace on this thread's stack (the curre
 // first use), or a constant for an eager tensor made inside the traced function.
 int value_in_trace(TraceState& ts, const Tensor& t);
 
-// `target.assign(value)` inside the trace: a captured target gets an update; a tracer or an
-// in-trace tensor is rebound to the value (every handle sharing it sees the new value).
+// `target.assign(value)` inside the trace: a captured target and an argument get an update (done
+// to the caller's tensor after every call); a tracer or an in-trace tensor is rebound to the
+// value (every handle sharing it sees the new value).
 void record_assign(TraceState& ts, const Tensor& target, const Tensor& value);
 
 // A tracer for node `value` of the trace (carrying `concrete` as its value in Concrete mode).
-Tensor make_tracer(const TraceState& ts, int value, std::shared_ptr<Storage> concrete = nullptr);
+Tensor make_tracer(TraceState& ts, int value, std::shared_ptr<Storage> concrete = nullptr);
 
 // Rethrows the exception in flight with "(while tracing 'name')" appended, keeping its type, so
 // that an error reads the same eagerly and traced, plus the function it happened in.

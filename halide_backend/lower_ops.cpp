@@ -36,11 +36,13 @@ Expr constant(Type t, double v) {
   return cast(t, Expr(v));
 }
 
-// A value of a fill or a pad: a literal when finite; inf or nan is read from a hidden input, where
-// LLVM cannot see it.
+// A value of a fill or a pad: a literal when finite; inf, nan and -0.0 are read from a hidden
+// input, where neither Halide's simplifier nor LLVM's fast-math flags can see them (x * -0.0
+// would fold to +0.0).
 Expr value_of(LowerCtx& ctx, DType dtype, double v) {
   const Type t = compute_type(dtype);
-  if (std::isfinite(v) || !t.is_float()) return constant(t, std::isfinite(v) ? v : 0);
+  const bool literal = !t.is_float() || (std::isfinite(v) && !(v == 0 && std::signbit(v)));
+  if (literal) return constant(t, std::isfinite(v) ? v : 0);
   const TensorType scalar{dtype, {}};
   return bind_constant(ctx.p, scalar, fill_bytes(scalar, v), {});
 }

@@ -2,12 +2,16 @@
 // HJIT_LOG=debug (or trace, info, warn, error, off) sets the level when the library loads.
 #pragma once
 #include <chrono>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
 namespace hjit {
 
 spdlog::logger& log();
+
+// A level's name as HJIT_LOG spells it; false for anything else (spdlog would read it as "off").
+bool parse_log_level(const std::string& name, spdlog::level::level_enum* level);
 
 class Timer {
  public:

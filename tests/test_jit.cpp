@@ -229,13 +229,13 @@ TEST_CASE("a jitted function called while tracing another is inlined") {
   CHECK(outer.graph(x).str().find("mul") != std::string::npos);
 }
 
-TEST_CASE("a traced value that escapes its function is an error when used later") {
+TEST_CASE("a traced value that escapes its function is an error, at the end of the trace and when used later") {
   Tensor leaked;
   auto f = hjit::jit([&](const Tensor& x) {
     leaked = x * 2;
     return x;
   });
-  f(Tensor::ones({2}));
+  CHECK_THROWS_WITH_AS(f(Tensor::ones({2})), doctest::Contains("escaped"), hjit::ValueError);
   CHECK(leaked.is_traced());
   CHECK_THROWS_AS(leaked + 1, hjit::ValueError);
 }

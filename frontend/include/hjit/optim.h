@@ -21,7 +21,8 @@ class SGD {
   double lr_, momentum_, weight_decay_;
 };
 
-// Adam (Kingma & Ba), with bias correction; the step count is a tensor, so a jitted step counts too.
+// Adam (Kingma & Ba) as PyTorch computes it, bias corrections in f64; the step count is an f64
+// tensor, so a jitted step counts too.
 class Adam {
  public:
   Adam(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8);

@@ -75,8 +75,9 @@ struct Node {
   int constant = -1;  // Constant nodes: index into Graph::constants
 };
 
-// After a call, the captured input `target` (a Parameter node id) takes the value of node `value`:
-// this is how Tensor::assign inside a traced function reaches model parameters.
+// After a call, the input `target` (a Parameter node id) takes the value of node `value`: this is
+// how Tensor::assign inside a traced function reaches model parameters (captured inputs) and the
+// caller's tensors (arguments).
 struct Update {
   int target = -1;
   int value = -1;

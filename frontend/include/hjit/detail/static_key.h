@@ -3,6 +3,7 @@
 #pragma once
 #include <concepts>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <sstream>
@@ -34,13 +35,23 @@ template <class T>
 struct StaticValueOf final : StaticValue {
   T value;
   explicit StaticValueOf(T v) : value(std::move(v)) {}
+  // Floating point values are keyed by their bits: a NaN argument finds its own entry again (NaN
+  // != NaN), and -0.0 does not share 0.0's (1 / x tells them apart).
   bool equals(const StaticValue& other) const override {
     const auto* o = dynamic_cast<const StaticValueOf*>(&other);
-    return o && o->value == value;
+    if constexpr (std::is_floating_point_v<T>) return o && std::memcmp(&o->value, &value, sizeof(T)) == 0;
+    else return o && o->value == value;
   }
   size_t hash() const override {
-    if constexpr (std::is_enum_v<T>) return std::hash<std::underlying_type_t<T>>{}(std::underlying_type_t<T>(value));
-    else return std::hash<T>{}(value);
+    if constexpr (std::is_floating_point_v<T>) {
+      uint64_t bits = 0;
+      std::memcpy(&bits, &value, sizeof(T) < 8 ? sizeof(T) : 8);
+      return std::hash<uint64_t>{}(bits);
+    } else if constexpr (std::is_enum_v<T>) {
+      return std::hash<std::underlying_type_t<T>>{}(std::underlying_type_t<T>(value));
+    } else {
+      return std::hash<T>{}(value);
+    }
   }
   std::string str() const override {
     if constexpr (std::is_same_v<T, std::string>) {

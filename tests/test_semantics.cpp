@@ -1,0 +1,247 @@
+// The rules a user relies on without reading the source: what aliases what, what assign writes,
+// what happens to a captured tensor that is rebound or a tracer that escapes, how static
+// arguments are keyed, PyTorch's Adam, and the small contracts around them (str(), HJIT_LOG).
+#include <cmath>
+#include <limits>
+
+#include "support/log.h"
+#include "tests/support.h"
+
+using hjit::DType;
+using hjit::Shape;
+using hjit::Tensor;
+
+namespace {
+Tensor f32(std::vector<float> v, Shape s) { return Tensor::from_vector(v, s); }
+std::vector<float> vals(const Tensor& t) { return t.to_vector<float>(); }
+}  // namespace
+
+TEST_CASE("op results never alias their operands under assign, whether or not the op had work to do") {
+  Tensor w = f32({1, 2, 3, 4}, {2, 2});
+  // No-op ops hand back a new handle on the same value...
+  Tensor same = w.reshape({2, 2}), cast = w.astype(DType::F32), bcast = hjit::broadcast_to(w, {2, 2});
+  Tensor floor_int = hjit::floor(w.astype(DType::I32)), squeezed = hjit::squeeze(w);
+  CHECK(vals(same) == vals(w));
+  // ...whose first assign copies: the operand keeps its values.
+  same.assign(Tensor::zeros({2, 2}));
+  cast.assign(Tensor::ones({2, 2}));
+  bcast.assign(Tensor::full({2, 2}, 7));
+  squeezed.assign(Tensor::full({2, 2}, 9));
+  CHECK(vals(w) == std::vector<float>{1, 2, 3, 4});
+  CHECK(vals(same) == std::vector<float>{0, 0, 0, 0});
+  CHECK(vals(cast) == std::vector<float>{1, 1, 1, 1});
+  // Ops that computed something never shared storage in the first place.
+  Tensor part = hjit::slice(w, 0, 0, 1);
+  part.assign(Tensor::zeros({1, 2}));
+  CHECK(vals(w) == std::vector<float>{1, 2, 3, 4});
+  // Handles are shared: a copy of a handle is the same tensor.
+  Tensor alias = w;
+  alias.assign(Tensor::zeros({2, 2}));
+  CHECK(vals(w) == std::vector<float>{0, 0, 0, 0});
+}
+
+TEST_CASE("clone, slice_update and assign_slice, eagerly and jitted") {
+  Tensor w = f32({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor c = w.clone();
+  CHECK(!c.same_storage(w));
+  c.assign(Tensor::zeros({2, 3}));
+  CHECK(vals(w) == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK(vals(hjit::slice_update(w, Tensor::full({2, 1}, 9), 1, 1, 2)) == std::vector<float>{1, 9, 3, 4, 9, 6});
+  CHECK(vals(hjit::slice_update(w, Tensor::scalar(0), 1, std::nullopt, std::nullopt, 2)) == std::vector<float>{0, 2, 0, 0, 5, 0});
+  CHECK_THROWS_AS(hjit::slice_update(w, Tensor::zeros({3}), 1, 0, 2), hjit::ShapeError);
+  auto update = [](const Tensor& x, const Tensor& v) { return hjit::slice_update(x, v, 0, -1, std::nullopt); };
+  auto jitted = hjit::jit(update);
+  Tensor v = f32({7, 8, 9}, {1, 3});
+  CHECK(vals(jitted(w, v)) == vals(update(w, v)));
+  CHECK(vals(jitted(w, v)) == std::vector<float>{1, 2, 3, 7, 8, 9});
+  // In place: x[0, 1:] = 0 on a parameter, eagerly and inside a jitted step.
+  Tensor p = w.clone();
+  p.assign_slice(1, 1, std::nullopt, Tensor::scalar(0));
+  CHECK(vals(p) == std::vector<float>{1, 0, 0, 4, 0, 0});
+  Tensor q = w.clone();
+  auto zero_first_row = hjit::jit([&](const Tensor& s) { q.assign_slice(0, 0, 1, s); });
+  zero_first_row(Tensor::scalar(-1));
+  zero_first_row(Tensor::scalar(-2));
+  CHECK(vals(q) == std::vector<float>{-2, -2, -2, 4, 5, 6});
+  // The gradient of slice_update: zero where overwritten, the slice for the value.
+  Tensor x = Tensor::randn({3, 4}, 1, DType::F64), val = Tensor::randn({3, 2}, 2, DType::F64);
+  auto loss = [](const Tensor& x, const Tensor& val) { return hjit::sum(hjit::slice_update(x, val, 1, 1, 3) * 3.0); };
+  std::vector<Tensor> g = hjit::grad(loss, {0, 1})(x, val);
+  CHECK(g[0].to_vector<double>() == std::vector<double>{3, 0, 0, 3, 3, 0, 0, 3, 3, 0, 0, 3});
+  CHECK(g[1].to_vector<double>() == std::vector<double>(6, 3.0));
+}
+
+TEST_CASE("assign to an argument inside jit writes the caller's tensor, as eagerly") {
+  auto bump = [](const Tensor& counter, const Tensor& by) {
+    Tensor c = counter;  // a handle copy is the same tensor
+    c.assign(c + by);
+    return c * 10;
+  };
+  Tensor eager_counter = f32({1, 2}, {2});
+  Tensor r = bump(eager_counter, Tensor::ones({2}));
+  CHECK(vals(eager_counter) == std::vector<float>{2, 3});
+  auto jitted = hjit::jit(bump);
+  Tensor counter = f32({1, 2}, {2});
+  CHECK(vals(jitted(counter, Tensor::ones({2}))) == vals(r));
+  CHECK(vals(counter) == std::vector<float>{2, 3});
+  jitted(counter, Tensor::ones({2}));
+  CHECK(vals(counter) == std::vector<float>{3, 4});
+  CHECK(jitted.stats().traces == 1);
+  // An argument that is a no-op op's result writes its own storage, not the operand's.
+  Tensor base = f32({0, 0}, {2});
+  Tensor view = base.reshape({2});
+  jitted(view, Tensor::ones({2}));
+  CHECK(vals(view) == std::vector<float>{1, 1});
+  CHECK(vals(base) == std::vector<float>{0, 0});
+  // check_trace compares the argument's update too, and leaves it written once.
+  hjit::JitOptions o;
+  o.check_trace = true;
+  Tensor once = f32({5}, {1});
+  hjit::jit(bump, o)(once, Tensor::ones({1}));
+  CHECK(vals(once) == std::vector<float>{6});
+}
+
+TEST_CASE("a tracer that escapes its trace is an error at the end of the trace") {
+  Tensor w = f32({1, 2}, {2});
+  auto rebinding_step = hjit::jit([&](const Tensor& g) {
+    w = w - 0.5 * g;  // the PyTorch habit; w now holds a tracer
+    return hjit::sum(w);
+  });
+  CHECK_THROWS_WITH_AS(rebinding_step(Tensor::ones({2})), doctest::Contains("w.assign(w - lr * g)"), hjit::ValueError);
+  CHECK(w.is_traced());
+  CHECK_THROWS_AS(w + 1, hjit::ValueError);  // and using it later says so again
+  // The fix works and keeps training on every call.
+  Tensor v = f32({1, 2}, {2});
+  auto step = hjit::jit([&](const Tensor& g) {
+    v.assign(v - 0.5 * g);
+    return hjit::sum(v);
+  });
+  step(Tensor::ones({2}));
+  step(Tensor::ones({2}));
+  CHECK(vals(v) == std::vector<float>{0, 1});
+  CHECK(step.stats().cache_hits == 1);
+}
+
+TEST_CASE("rebinding a captured tensor after jit traced it is an error, not a stale read") {
+  Tensor w = f32({1, 2}, {2});
+  auto f = hjit::jit([&](const Tensor& x) { return x * w; });
+  CHECK(vals(f(Tensor::ones({2}))) == std::vector<float>{1, 2});
+  w = w * 3;  // the old storage is now held by the compiled function alone
+  CHECK_THROWS_WITH_AS(f(Tensor::ones({2})), doctest::Contains("no longer held"), hjit::ValueError);
+  // Captured by value, the tensor stays alive with the function: nothing to report.
+  Tensor u = f32({4}, {1});
+  auto g = hjit::jit([u](const Tensor& x) { return x + u; });
+  g(Tensor::ones({1}));
+  u = Tensor::zeros({1});
+  CHECK(vals(g(Tensor::ones({1}))) == std::vector<float>{5});
+}
+
+TEST_CASE("static floating point arguments are keyed by their bits") {
+  auto scale = hjit::jit([](const Tensor& x, double s) { return x * s; });
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = Tensor::ones({2});
+  scale(x, nan);
+  scale(x, nan);
+  CHECK(scale.stats().traces == 1);  // NaN finds its own entry again
+  Tensor zero = scale(x, 0.0), negative_zero = scale(x, -0.0);
+  CHECK(scale.stats().traces == 3);  // -0.0 is not 0.0
+  CHECK(!std::signbit(zero.to_vector<float>()[0]));
+  CHECK(std::signbit(negative_zero.to_vector<float>()[0]));
+}
+
+TEST_CASE("check_trace checks every new compilation, not only the first") {
+  hjit::JitOptions o;
+  o.check_trace = true;
+  // Correct for rank 1, wrong (when traced) for rank 2: only the second signature can catch it.
+  auto f = hjit::jit([](const Tensor& x) { return x.ndim() == 2 && x.is_traced() ? x * 2 : x; }, o);
+  CHECK_NOTHROW(f(Tensor::ones({3})));
+  CHECK_THROWS_AS(f(Tensor::ones({2, 2})), hjit::CompileError);
+  CHECK_THROWS_AS(f(Tensor::ones({2, 2})), hjit::CompileError);  // a failed check is not cached
+}
+
+TEST_CASE("grad of a std::vector<Tensor> argument returns every gradient") {
+  std::vector<Tensor> ws = {Tensor::randn({3}, 1, DType::F64), Tensor::randn({2}, 2, DType::F64)};
+  auto loss = [](const std::vector<Tensor>& ws) { return hjit::sum(ws[0] * ws[0]) + hjit::sum(ws[1] * 3.0); };
+  std::vector<Tensor> g = hjit::grad(loss)(ws);
+  REQUIRE(g.size() == 2);
+  CHECK_CLOSE(g[0], ws[0] * 2.0);
+  CHECK(g[1].to_vector<double>() == std::vector<double>{3, 3});
+  auto loss2 = [](const Tensor& x, const std::vector<Tensor>& ws) { return hjit::sum(x * ws[0]) + hjit::sum(ws[1]); };
+  Tensor x = Tensor::ones({3}, DType::F64);
+  std::vector<Tensor> g2 = hjit::grad<1>(loss2)(x, ws);
+  REQUIRE(g2.size() == 2);
+  CHECK_CLOSE(g2[0], x);
+  Tensor gx = hjit::grad(loss2)(x, ws);
+  CHECK_CLOSE(gx, ws[0]);
+  // With the argument chosen at run time, a list cannot come back as one Tensor: an error, not ws[0]'s.
+  CHECK_THROWS_WITH_AS(hjit::grad(loss2, 1)(x, ws), doctest::Contains("grad<N>"), hjit::ValueError);
+  auto [value, grads] = hjit::value_and_grad(loss)(ws);
+  CHECK(grads.size() == 2);
+  CHECK(value.ndim() == 0);
+}
+
+TEST_CASE("clamp's gradient is 1 at its bounds, as PyTorch's") {
+  Tensor x = Tensor::from_vector<double>({-1, 0, 0.5, 1, 2}, {5});
+  Tensor g = hjit::grad([](const Tensor& x) { return hjit::sum(hjit::clamp(x, 0.0, 1.0)); })(x);
+  CHECK(g.to_vector<double>() == std::vector<double>{0, 1, 1, 1, 0});
+}
+
+namespace {
+
+// PyTorch 1.13's single-tensor Adam, written out in the order of its operations (f32 tensors,
+// Python-float scalars).
+struct ReferenceAdam {
+  std::vector<float> m, v;
+  double lr, b1 = 0.9, b2 = 0.999, eps = 1e-8;
+  int step = 0;
+  void update(std::vector<float>& p, const std::vector<float>& g) {
+    if (m.empty()) m.assign(p.size(), 0), v.assign(p.size(), 0);
+    ++step;
+    const double c1 = 1 - std::pow(b1, step), c2 = 1 - std::pow(b2, step);
+    const float step_size = float(lr / c1), c2_sqrt = float(std::sqrt(c2));
+    for (size_t i = 0; i < p.size(); ++i) {
+      m[i] = m[i] * float(b1) + g[i] * float(1 - b1);
+      v[i] = v[i] * float(b2) + (float(1 - b2) * g[i]) * g[i];
+      const float denom = std::sqrt(v[i]) / c2_sqrt + float(eps);
+      p[i] = p[i] + (-step_size * m[i]) / denom;
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Adam follows PyTorch's arithmetic over many steps, eagerly and jitted") {
+  // A quadratic bowl with gradients that shrink as training converges: where f32 bias
+  // corrections used to drift (2e-6 by step 25, 5e-3 by step 30).
+  std::vector<float> start = {0.5f, -1.5f, 2.0f, 1e-3f};
+  Tensor target = f32({0.1f, 0.2f, -0.3f, 0.0f}, {4});
+  auto grad_of = [&](const Tensor& p) { return (p - target) * 2.0; };
+  ReferenceAdam ref{.lr = 0.05};
+  std::vector<float> expected = start;
+  Tensor eager_p = f32(start, {4}), jit_p = f32(start, {4});
+  hjit::optim::Adam eager_opt({eager_p}, 0.05), jit_opt({jit_p}, 0.05);
+  auto jit_step = hjit::jit([&]() { jit_opt.step({grad_of(jit_p)}); });
+  for (int step = 0; step < 60; ++step) {
+    std::vector<float> g = vals(grad_of(f32(expected, {4})));
+    ref.update(expected, g);
+    eager_opt.step({grad_of(eager_p)});
+    jit_step();
+  }
+  CHECK_CLOSE_TOL(eager_p, f32(expected, {4}), 1e-6);
+  CHECK_CLOSE_TOL(jit_p, eager_p, 1e-6);
+}
+
+TEST_CASE("str() prints integers exactly") {
+  CHECK(Tensor::from_vector<uint64_t>({uint64_t(1) << 63, 18446744073709551615ull}).str() ==
+        "[ 9223372036854775808 18446744073709551615]");
+  CHECK(Tensor::from_vector<int64_t>({(int64_t(1) << 62) + 1}).str() == "[4611686018427387905]");
+}
+
+TEST_CASE("HJIT_LOG: known levels are taken, others are reported") {
+  spdlog::level::level_enum level{};
+  CHECK(hjit::parse_log_level("debug", &level));
+  CHECK(level == spdlog::level::debug);
+  CHECK(hjit::parse_log_level("off", &level));
+  CHECK(!hjit::parse_log_level("verbose", &level));
+  CHECK(!hjit::parse_log_level("", &level));
+}
