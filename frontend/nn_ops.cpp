@@ -69,8 +69,11 @@ Tensor layer_norm(const Tensor& x, const std::optional<Tensor>& weight, const st
     if (*p && (*p)->shape() != Shape{n})
       throw ShapeError("layer_norm: weight and bias must have shape [" + std::to_string(n) + "] for input " +
                        shape_str(x.shape()) + ", got " + shape_str((*p)->shape()));
+  // Centered after a shift by the row's first element: far from zero (a mean of 1000, an f32 ulp
+  // of 6e-5) the mean itself cannot be stored exactly, but the shifted values and their mean can.
   return in_f32(floating(x), [&](const Tensor& v) {
-    Tensor centered = v - mean(v, {-1}, true);
+    Tensor shifted = n > 1 ? v - slice(v, -1, 0, 1) : v;
+    Tensor centered = shifted - mean(shifted, {-1}, true);
     Tensor y = centered * rsqrt(mean(centered * centered, {-1}, true) + eps);
     if (weight) y = y * *weight;
     if (bias) y = y + *bias;
@@ -166,7 +169,7 @@ Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
 Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool count_include_pad) {
   Attrs attrs = window_attrs(kernel, stride, padding);
   attrs.set("count_include_pad", int64_t(count_include_pad));
-  return apply(OpKind::AvgPool2d, {floating(x)}, std::move(attrs));
+  return apply(OpKind::AvgPool2d, {x}, std::move(attrs));  // integers: an integer average, as PyTorch
 }
 
 // Output cell (i, j) averages rows [floor(i H / OH), ceil((i + 1) H / OH)) and the same for

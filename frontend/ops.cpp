@@ -45,12 +45,19 @@ void reject_bool(const Tensor& x, const char* op, const char* instead) {
     throw DTypeError(std::string(op) + " of bool tensors is not supported (as in PyTorch); use " + instead);
 }
 
+// PyTorch refuses a subtraction with a bool operand, whatever the other one is.
+void reject_bool_sub(bool any_bool) {
+  if (any_bool)
+    throw DTypeError("sub: subtraction with a bool operand is not supported (as in PyTorch); use logical_xor (a != b) "
+                     "for two bools, or convert the bool with astype first");
+}
+
 }  // namespace
 
 // ---- arithmetic
 Tensor add(const Tensor& a, const Tensor& b) { return binary(OpKind::Add, a, b); }
 Tensor sub(const Tensor& a, const Tensor& b) {
-  if (a.dtype() == DType::Bool && b.dtype() == DType::Bool) reject_bool(a, "sub", "logical_xor: a != b");
+  reject_bool_sub(a.dtype() == DType::Bool || b.dtype() == DType::Bool);
   return binary(OpKind::Sub, a, b);
 }
 Tensor mul(const Tensor& a, const Tensor& b) { return binary(OpKind::Mul, a, b); }
@@ -72,7 +79,8 @@ Tensor logical_or(const Tensor& a, const Tensor& b) {
 Tensor logical_not(const Tensor& a) { return apply(OpKind::Not, {cast_to(a, DType::Bool)}); }
 
 // pow: integers stay integers (3^20 in i64 is exact); a scalar exponent takes PyTorch's shortcuts
-// (x * x for 2, sqrt for 0.5, ...), so that pow(-0.0, 0.5) is -0.0 and pow(-inf, 0.5) NaN as there.
+// (x * x for 2; sqrt for 0.5, rsqrt for -0.5 and 1 / x for -1 except in f16, as PyTorch's kernels
+// do), so that pow(-0.0, 0.5) is -0.0 and pow(-inf, 0.5) NaN in f32 as there.
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(OpKind::Pow, a, b); }
 Tensor pow(const Tensor& a, Scalar b) {
   const DType t = result_dtype(OpKind::Pow, {operand_of(a), operand_of(b)});
@@ -87,7 +95,7 @@ Tensor pow(const Tensor& a, Scalar b) {
   return detail::in_f32(x, [&](const Tensor& v) -> Tensor {
     if (e == 2) return v * v;
     if (e == 3) return v * v * v;
-    if (is_floating(t)) {
+    if (is_floating(t) && t != DType::F16) {
       if (e == 0.5) return sqrt(v);
       if (e == -0.5) return rsqrt(v);
       if (e == -1) return 1.0 / v;
@@ -130,8 +138,14 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
 
 Tensor add(const Tensor& a, Scalar b) { return binary(OpKind::Add, a, b, false); }
 Tensor add(Scalar a, const Tensor& b) { return binary(OpKind::Add, b, a, true); }
-Tensor sub(const Tensor& a, Scalar b) { return binary(OpKind::Sub, a, b, false); }
-Tensor sub(Scalar a, const Tensor& b) { return binary(OpKind::Sub, b, a, true); }
+Tensor sub(const Tensor& a, Scalar b) {
+  reject_bool_sub(a.dtype() == DType::Bool || b.kind == DTypeKind::Bool);
+  return binary(OpKind::Sub, a, b, false);
+}
+Tensor sub(Scalar a, const Tensor& b) {
+  reject_bool_sub(b.dtype() == DType::Bool || a.kind == DTypeKind::Bool);
+  return binary(OpKind::Sub, b, a, true);
+}
 Tensor mul(const Tensor& a, Scalar b) { return binary(OpKind::Mul, a, b, false); }
 Tensor mul(Scalar a, const Tensor& b) { return binary(OpKind::Mul, b, a, true); }
 Tensor div(const Tensor& a, Scalar b) { return binary(OpKind::Div, a, b, false); }

@@ -35,12 +35,12 @@ Expr min(const Expr& a, const Expr& b);
 Expr max_identity(Type t);
 Expr min_identity(Type t);
 
-// Floats as signed integers ordered as the floats are, with every NaN above (max_key) or below
-// (min_key) every number: a max / min reduction over keys propagates NaN and is still a plain
-// integer max / min, which Halide can prove associative (rfactor) and vectorizes.
-Expr max_key(const Expr& x);
-Expr min_key(const Expr& x);
-Expr from_key(const Expr& key);  // back to the float (an extreme key gives a NaN)
+// A reduction that propagates NaN without giving up Halide's (NaN-dropping) max and min: a second
+// accumulator folds the magnitude bits of the inputs with an unsigned max, and is above the bits of
+// infinity exactly when a NaN went in.
+Expr nan_seen_identity(Type t);                    // no NaN yet
+Expr nan_seen(const Expr& seen, const Expr& x);    // the accumulator after x
+Expr nan_if_seen(const Expr& seen, const Expr& v); // v, or NaN when one was seen
 
 // libm's functions: NaN and infinities in and out, gradual underflow, overflow to infinity.
 Expr exp(const Expr& x);

@@ -36,12 +36,12 @@ Expr constant(Type t, double v) {
   return cast(t, Expr(v));
 }
 
-// A value of a fill or a pad: a literal when finite; inf, nan and -0.0 are read from a hidden
-// input, where neither Halide's simplifier nor LLVM's fast-math flags can see them (x * -0.0
-// would fold to +0.0).
+// A value of a fill or a pad: a literal when finite and nonzero; inf, nan and the zeros are read
+// from a hidden input, where neither Halide's simplifier nor LLVM's fast-math flags can see them
+// (they fold x * 0, 0 / x and x / 0 as if there were no NaN or inf, and x * -0.0 to +0.0).
 Expr value_of(LowerCtx& ctx, DType dtype, double v) {
   const Type t = compute_type(dtype);
-  const bool literal = !t.is_float() || (std::isfinite(v) && !(v == 0 && std::signbit(v)));
+  const bool literal = !t.is_float() || (std::isfinite(v) && v != 0);
   if (literal) return constant(t, std::isfinite(v) ? v : 0);
   const TensorType scalar{dtype, {}};
   return bind_constant(ctx.p, scalar, fill_bytes(scalar, v), {});
@@ -118,18 +118,23 @@ void reduce(LowerCtx& ctx, Stage& s, const Node& n, Fold fold) {
     case Fold::Max:
     case Fold::Min: {
       const bool is_max = fold == Fold::Max;
-      if (t.is_float()) {  // over ordered integer keys, so that NaN propagates (see ieee::max_key)
-        Expr key = is_max ? ieee::max_key(x) : ieee::min_key(x);
-        acc(v) = is_max ? key.type().min() : key.type().max();
-        acc(v) = is_max ? max(acc(v), key) : min(acc(v), key);
-      } else {
-        acc(v) = is_max ? ieee::max_identity(t) : ieee::min_identity(t);
-        acc(v) = is_max ? ieee::max(acc(v), x) : ieee::min(acc(v), x);
+      if (t.is_float()) {
+        // Halide's max (exact on numbers, vectorized) beside the largest magnitude bits seen: both
+        // plain associative folds, so rfactor still applies; a NaN among the inputs shows in the
+        // second and makes the result NaN (see ieee::nan_seen).
+        acc(v) = Tuple(is_max ? ieee::max_identity(t) : ieee::min_identity(t), ieee::nan_seen_identity(t));
+        acc(v) = Tuple(is_max ? max(acc(v)[0], x) : min(acc(v)[0], x), ieee::nan_seen(acc(v)[1], x));
+        LowerCtx::define(s, ieee::nan_if_seen(acc(v)[1], acc(v)[0]));
+        s.reduction = acc;
+        for (int i = 0; i < r.dimensions(); ++i) s.rvars.push_back(r[i]);
+        return;
       }
+      acc(v) = is_max ? ieee::max_identity(t) : ieee::min_identity(t);
+      acc(v) = is_max ? ieee::max(acc(v), x) : ieee::min(acc(v), x);
       break;
     }
   }
-  LowerCtx::define(s, t.is_float() && fold != Fold::Sum ? ieee::from_key(acc(v)) : acc(v));
+  LowerCtx::define(s, acc(v));
   s.reduction = acc;
   for (int i = 0; i < r.dimensions(); ++i) s.rvars.push_back(r[i]);
 }
@@ -218,16 +223,22 @@ void Cast(LowerCtx& c, Stage& s, const Node& n) {
   });
 }
 
-// Whether a float add or sub reads another: then it is computed strictly in the order the graph
-// says, as eager execution does. Reassociated, (x - max) - log(sum) becomes x - (max + log(sum)),
-// which loses the digits of log_softmax for large x (PyTorch keeps the order for that reason);
-// strict_float also keeps FMA contraction away from the chain, and only the chain.
-bool in_sum_chain(const LowerCtx& ctx, const Node& n) {
+// Whether a float op reads an operand of its own family (add/sub, or mul/div), or reads the same
+// value twice: then it is computed strictly as the graph says, as eager execution does. LLVM's
+// reassociation turns (x - max) - log(sum) into x - (max + log(sum)), which loses the digits of
+// log_softmax for large x (PyTorch keeps the order for that reason), and (0.5 * x) * (1 + erf)
+// into an overflow at the largest floats; Halide's simplifier folds x - x and x / x to constants,
+// wrong for inf and NaN. strict_float keeps fast-math away from this op and what it inlines.
+bool needs_order(const LowerCtx& ctx, const Node& n, std::initializer_list<OpKind> family) {
   if (!is_floating(n.type.dtype)) return false;
+  if (n.inputs.size() == 2 && n.inputs[0] == n.inputs[1]) return true;
   for (int in : n.inputs)
-    if (ctx.g.node(in).op == OpKind::Add || ctx.g.node(in).op == OpKind::Sub) return true;
+    for (OpKind k : family)
+      if (ctx.g.node(in).op == k) return true;
   return false;
 }
+bool in_sum_chain(const LowerCtx& ctx, const Node& n) { return needs_order(ctx, n, {OpKind::Add, OpKind::Sub}); }
+bool in_product_chain(const LowerCtx& ctx, const Node& n) { return needs_order(ctx, n, {OpKind::Mul, OpKind::Div}); }
 
 // Bool operands: add is or, mul is and (PyTorch's bool arithmetic).
 void Add(LowerCtx& c, Stage& s, const Node& n) {
@@ -239,9 +250,13 @@ void Sub(LowerCtx& c, Stage& s, const Node& n) {
   binary(c, s, n, [&](Expr a, Expr b) { return chain ? strict_float(a - b) : a - b; });
 }
 void Mul(LowerCtx& c, Stage& s, const Node& n) {
-  binary(c, s, n, [](Expr a, Expr b) { return a.type().is_bool() ? a && b : a * b; });
+  const bool chain = in_product_chain(c, n);
+  binary(c, s, n, [&](Expr a, Expr b) { return a.type().is_bool() ? a && b : chain ? strict_float(a * b) : a * b; });
 }
-void Div(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a / b; }); }
+void Div(LowerCtx& c, Stage& s, const Node& n) {
+  const bool chain = in_product_chain(c, n);
+  binary(c, s, n, [&](Expr a, Expr b) { return chain ? strict_float(a / b) : a / b; });
+}
 void Pow(LowerCtx& c, Stage& s, const Node& n) {
   binary(c, s, n, [](Expr a, Expr b) { return a.type().is_float() ? ieee::pow(a, b) : ieee::int_pow(a, b); });
 }
@@ -440,6 +455,8 @@ void pool(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
   const size_t r = xs.size();
   const auto &k = n.attrs.ints("kernel"), &st = n.attrs.ints("stride"), &pad = n.attrs.ints("padding");
   const Type t = ct(n);
+  // Integer averages accumulate in i64 and divide rounding toward zero (PyTorch's).
+  const Type at_type = !is_max && !t.is_float() ? Int(64) : t;
   Helper padded_helper = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], is_max ? ieee::max_identity(t) : constant(t, 0));
   Func padded = padded_helper.func;
   RDom w(0, int(k[1]), 0, int(k[0]));
@@ -447,9 +464,9 @@ void pool(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
   at[0] = s.vars[0] * int(st[1]) + w.x;
   at[1] = s.vars[1] * int(st[0]) + w.y;
   Func acc(s.func.name() + "_acc");
-  acc(s.vars) = is_max ? ieee::max_identity(t) : constant(t, 0);
+  acc(s.vars) = is_max ? ieee::max_identity(t) : constant(at_type, 0);
   if (is_max) acc(s.vars) = ieee::max(acc(s.vars), cast(t, padded(at)));
-  else acc(s.vars) += cast(t, padded(at));
+  else acc(s.vars) += cast(at_type, padded(at));
   Expr value = acc(s.vars);
   if (!is_max) {
     Expr count = int(k[0] * k[1]);
@@ -461,7 +478,7 @@ void pool(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
       };
       count = inside(s.vars[1], st[0], pad[0], k[0], xs[r - 2]) * inside(s.vars[0], st[1], pad[1], k[1], xs[r - 1]);
     }
-    value = value / cast(t, count);
+    value = t.is_float() ? value / cast(t, count) : cast(t, div_round_to_zero(value, cast(at_type, count)));
   }
   LowerCtx::define(s, value);
   s.reduction = acc;

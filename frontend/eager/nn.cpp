@@ -124,10 +124,11 @@ void MaxPool2d(const KernelArgs& a) {
 void AvgPool2d(const KernelArgs& a) {
   const auto& k = a.attrs.ints("kernel");
   const bool include_pad = a.attrs.i("count_include_pad") != 0;
-  dispatch_float(a.out.type->dtype, [&](auto tag) {
+  // Integers accumulate in i64 and divide rounding toward zero, as PyTorch's avg_pool2d.
+  dispatch_numeric(a.out.type->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using A = C<T>;
-    pool<T>(a, [] { return A(0); }, [](A s, A v) { return s + v; },
+    using A = std::conditional_t<std::is_integral_v<T>, int64_t, C<T>>;
+    pool<T>(a, [] { return A(0); }, [](A s, auto v) { return A(s + A(v)); },
             [&](A s, int64_t valid) { return s / A(include_pad ? k[0] * k[1] : std::max<int64_t>(valid, 1)); });
   });
 }

@@ -242,6 +242,7 @@ void MaxPool2d(GradCtx& c) {
 void AvgPool2d(GradCtx& c) {
   // Each window spreads its gradient over its elements: a transposed convolution with a kernel of
   // ones, each image and channel on its own, after dividing by the window's count.
+  if (!is_floating(c.b.type(c.in[0]).dtype)) return;
   Builder& b = c.b;
   const Shape xs = shape_of(c, 0);
   const Shape gs = b.type(c.g).shape;

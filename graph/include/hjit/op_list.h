@@ -63,7 +63,7 @@
   X(Conv2d, "conv2d", 2, Contraction | NumericOnly, "stride,padding,dilation,groups", infer_conv2d) \
   X(Attention, "attention", 3, Contraction | FloatOnly, "causal,scale", infer_attention)  \
   X(MaxPool2d, "max_pool2d", 1, Reduction | NumericOnly, "kernel,stride,padding", infer_pool2d) \
-  X(AvgPool2d, "avg_pool2d", 1, Reduction | FloatOnly, "kernel,stride,padding,count_include_pad", infer_pool2d) \
+  X(AvgPool2d, "avg_pool2d", 1, Reduction | NumericOnly, "kernel,stride,padding,count_include_pad", infer_pool2d) \
   X(CumSum, "cumsum", 1, Reduction | NumericOnly, "axis", infer_cumsum)                    \
   /* gradients of the layers that need their own loops */                                  \
   X(Conv2dWeightGrad, "conv2d_weight_grad", 2, Contraction | FloatOnly | NonDifferentiable, \
