@@ -158,33 +158,36 @@ Expr pow(const Expr& x, const Expr& y) {
   return cast(x.type(), r);
 }
 
-// Square and multiply over every bit of the exponent, wrapping as the integer type does; a
+// Square and multiply over every bit of the exponent, in unsigned arithmetic (where wrapping is
+// defined, also for Halide's constant folding of a literal base), then back to the type; a
 // negative exponent gives 1 for base 1, +-1 for base -1 and 0 otherwise (PyTorch's rule).
 Expr int_pow(const Expr& x_in, const Expr& y_in) {
-  const Type t = x_in.type();
+  const Type t = x_in.type(), u = t.with_code(halide_type_uint);
   if (t.is_bool()) throw InternalError("ieee::int_pow of bool");
   // Every intermediate is a Let: base * base as a tree would double in size with each bit.
   using Internal::Let;
   using Internal::Variable;
-  auto var = [&](const char* prefix) { return Variable::make(t, Internal::unique_name(prefix)); };
-  const Expr one = make_const(t, 1), zero = make_const(t, 0);
-  const Expr x = var("pow_x"), y = var("pow_y");
+  auto var = [&](Type type, const char* prefix) { return Variable::make(type, Internal::unique_name(prefix)); };
+  const Expr one = make_const(u, 1), zero = make_const(u, 0);
+  const Expr x = var(t, "pow_x"), y = var(t, "pow_y"), e = var(u, "pow_e");
   const int bits = t.bits() - (t.is_int() ? 1 : 0);
-  std::vector<Expr> base{x}, acc{one};
-  for (int bit = 0; bit < bits; ++bit) base.push_back(var("pow_b")), acc.push_back(var("pow_r"));
-  Expr body = acc.back();
+  std::vector<Expr> base{cast(u, x)}, acc{one};
+  for (int bit = 0; bit < bits; ++bit) base.push_back(var(u, "pow_b")), acc.push_back(var(u, "pow_r"));
+  Expr body = cast(t, acc.back());
   if (t.is_int()) {
-    Expr odd = (y & one) != zero;
-    Expr negative_power = select(x == one, one, x == make_const(t, -1), select(odd, make_const(t, -1), one), zero);
-    body = select(y < zero, negative_power, body);
+    const Expr tone = make_const(t, 1), tminus = make_const(t, -1);
+    Expr odd = (y & tone) != make_const(t, 0);
+    Expr negative_power = select(x == tone, tone, x == tminus, select(odd, tminus, tone), make_const(t, 0));
+    body = select(y < make_const(t, 0), negative_power, body);
   }
   for (int bit = bits - 1; bit >= 0; --bit) {
     const std::string& b_next = base[size_t(bit + 1)].as<Variable>()->name;
     const std::string& r_next = acc[size_t(bit + 1)].as<Variable>()->name;
-    Expr set = ((y >> bit) & one) != zero;
+    Expr set = ((e >> bit) & one) != zero;
     body = Let::make(b_next, base[size_t(bit)] * base[size_t(bit)], body);
     body = Let::make(r_next, select(set, acc[size_t(bit)] * base[size_t(bit)], acc[size_t(bit)]), body);
   }
+  body = Let::make(e.as<Variable>()->name, cast(u, y), body);
   body = Let::make(y.as<Variable>()->name, y_in, body);
   return Let::make(x.as<Variable>()->name, x_in, body);
 }

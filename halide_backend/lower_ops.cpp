@@ -567,15 +567,21 @@ void Attention(LowerCtx& ctx, Stage& s, const Node& n) {
   const bool causal = n.attrs.i("causal") != 0;
   Func masked(name + "_masked");
   masked(vars({j, i})) = causal ? select(j <= i, scaled, lowest(t)) : scaled;
-  row_max(vars({i})) = lowest(t);
-  row_max(vars({i})) = max(row_max(vars({i})), masked(args({rj, i})));
-  Expr p = ieee::exp(masked(vars({j, i})) - row_max(vars({i})));
+  // Beside each row's maximum, whether a score of it is NaN or +inf: then the row is NaN, as
+  // eagerly (softmax of such a row), decided on the bits where fast-math cannot reason it away.
+  Expr score = masked(args({rj, i}));
+  Expr bad = cast<uint8_t>(ieee::is_nan(score) || (ieee::is_inf(score) && !ieee::sign_bit(score)));
+  row_max(vars({i})) = Tuple(lowest(t), cast<uint8_t>(0));
+  row_max(vars({i})) = Tuple(max(row_max(vars({i}))[0], score), row_max(vars({i}))[1] | bad);
+  Expr p = ieee::exp(masked(vars({j, i})) - row_max(vars({i}))[0]);
   probs(vars({j, i})) = causal ? select(j <= i, p, constant(t, 0)) : p;
   row_sum(vars({i})) = constant(t, 0);
   row_sum(vars({i})) += probs(args({rj, i}));
   acc(s.vars) = constant(t, 0);
-  acc(s.vars) += probs(args({rj, i})) * load(2, e, rj);
-  LowerCtx::define(s, acc(s.vars) / row_sum(vars({i})));
+  // Masked keys do not contribute, whatever their values (inf or NaN in v included).
+  Expr term = probs(args({rj, i})) * load(2, e, rj);
+  acc(s.vars) += causal ? select(rj <= i, term, constant(t, 0)) : term;
+  LowerCtx::define(s, select(row_max(vars({i}))[1] != 0, ieee::quiet_nan(t), acc(s.vars) / row_sum(vars({i}))));
   s.reduction = acc;
   s.rvars = {rj.x};
   const Shape batch_extents(s.extents.begin() + 2, s.extents.end());

@@ -13,6 +13,11 @@ namespace test {
 // Normal floats; integers in [-5, 5] (unsigned [0, 10]); bools half true.
 hjit::Tensor random(hjit::Shape shape, hjit::DType dtype, uint64_t seed);
 
+// A tensor of special values, cycled from `offset`: floats NaN, +-inf, +-0, the smallest normal and
+// a subnormal, values near the ends of exp's range, large and small values, and ordinary ones;
+// integers their type's extremes, 0 and +-1.
+hjit::Tensor specials(hjit::Shape shape, hjit::DType dtype, size_t offset);
+
 // Allowed |got - want| / (1 + |want|): exact for integers and bool.
 double tolerance(hjit::DType dtype);
 

@@ -150,8 +150,9 @@ Group reductions(int rank, bool floating, bool empty) {
         if (!empty) out.push_back(hjit::max(x, axes, keep)), out.push_back(hjit::min(x, axes, keep));
       }
     if (!empty && x.dtype() != DType::Bool)
-      for (int axis = 0; axis < rank; ++axis)
+      for (int axis = 0; axis < std::max(rank, 1); ++axis)  // a 0-d tensor has axis 0 (and -1) for argmax
         for (bool keep : {false, true}) out.push_back(hjit::argmax(x, axis, keep)), out.push_back(hjit::argmin(x, axis, keep));
+    if (rank == 0 && x.dtype() != DType::Bool) out.push_back(hjit::argmax(x, -1)), out.push_back(hjit::cumsum(x));
     return out;
   };
 }
@@ -320,6 +321,14 @@ Group scans_and_gathers() {
   };
 }
 
+// 0-d indices select without adding an axis; 0-d tables are errors (checked in test_errors).
+Group scalar_index_gathers() {
+  return [](const std::vector<Tensor>& in) {
+    const Tensor &x = in[0], &i = in[1];  // x [5, 7], i a 0-d index
+    return std::vector<Tensor>{hjit::take(x, i, 0), hjit::take(x, i, 1), hjit::embedding(x, hjit::abs(i)), hjit::take(x.reshape({-1}), i)};
+  };
+}
+
 Group losses() {
   return [](const std::vector<Tensor>& in) { return std::vector<Tensor>{hjit::cross_entropy(in[0], in[1])}; };
 }
@@ -376,6 +385,13 @@ TEST_CASE("cumsum, take, embedding, tril/triu, iota, cross_entropy") {
   }
 }
 
+TEST_CASE("0-d indices for every gathering op") {
+  uint64_t seed = 1050;
+  for (DType idx : {DType::I32, DType::I64})
+    for (DType t : autoscheduled() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F16, DType::I64})
+      check("scalar_index_gathers", scalar_index_gathers(), {test::random({5, 7}, t, seed++), Tensor::scalar(-3, idx)});
+}
+
 TEST_CASE("scaled dot-product attention") {
   uint64_t seed = 1100;
   std::vector<std::array<Shape, 3>> shapes = {{Shape{1, 2, 5, 8}, Shape{1, 2, 5, 8}, Shape{1, 2, 5, 8}},
@@ -402,6 +418,42 @@ TEST_CASE("infinities and NaNs: in the data and as literals") {
   };
   for (DType t : autoscheduled() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64})
     check("specials", specials, {Tensor::from_vector<double>({-inf, -2, -0.5, 0, 0.5, 3, 100, inf, nan}, {9}).astype(t)});
+}
+
+// Every group again, on tensors made of special values (NaN, +-inf, +-0, subnormals, values near
+// the ends of exp's range and of the dtype's range): compiled code must treat them as eagerly.
+TEST_CASE("special values through every group") {
+  const std::vector<DType> floats = autoscheduled() ? std::vector<DType>{DType::F32} : float_dtypes();
+  for (DType t : floats) {
+    check("unary_float", unary_float(), {test::specials({4, 7}, t, 0)});
+    check("unary_float", unary_float(), {test::specials({}, t, 1)});
+    check("binary_numeric", binary_numeric(), {test::specials({9, 1}, t, 0), test::specials({1, 9}, t, 3)});
+    check("binary_float", binary_float(), {test::specials({9, 1}, t, 0), test::specials({1, 9}, t, 5)});
+    check("casts", casts(), {test::specials({3, 6}, t, 0)});
+    check("reductions", reductions(2, true, false), {test::specials({3, 6}, t, 0)});
+    check("reductions", reductions(0, true, false), {test::specials({}, t, 0)});
+    check("movement", movement(), {test::specials({2, 3, 4}, t, 2)});
+    check("matmul", matmuls(), {test::specials({3, 5}, t, 0), test::random({5, 2}, t, 7)});
+    check("nn", nn(), {test::specials({3, 6}, t, 4), test::random({6}, t, 8), test::random({6}, t, 9)});
+    check("promotion", promotion(), {test::random({4}, DType::I32, 10), test::specials({4}, t, 6)});
+  }
+  for (DType t : autoscheduled() ? std::vector<DType>{DType::I32} : std::vector<DType>{DType::I8, DType::I32, DType::I64, DType::U8}) {
+    check("unary_int", unary_int(), {test::specials({3, 5}, t, 0)});
+    check("binary_numeric", binary_numeric(), {test::specials({5, 1}, t, 0), test::specials({1, 5}, t, 2)});
+    check("reductions", reductions(2, false, false), {test::specials({3, 5}, t, 0)});
+    check("casts", casts(), {test::specials({3, 5}, t, 0)});
+  }
+  for (DType t : autoscheduled() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64}) {
+    check("pools", pools(), {test::specials({1, 2, 6, 5}, t, 0)});
+    check("conv2d", conv(ConvCase{{1, 2, 5, 6}, {3, 2, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false}),
+          {test::specials({1, 2, 5, 6}, t, 0), test::random({3, 2, 3, 3}, t, 11)});
+    check("norms", norms(),
+          {test::specials({2, 3, 4, 5}, t, 0), test::random({3}, t, 12), test::random({3}, t, 13), test::random({3}, t, 14),
+           test::random({3}, t, 15)});
+    check("attention", attention(true), {test::specials({1, 2, 5, 8}, t, 0), test::random({1, 2, 5, 8}, t, 16), test::specials({1, 2, 5, 8}, t, 3)});
+    Tensor ids = Tensor::from_vector<int64_t>({0, 4, -1, 2, 3, -5}, {2, 3});
+    check("scans_and_gathers", scans_and_gathers(), {test::specials({5, 7}, t, 0), ids});
+  }
 }
 
 TEST_CASE("randomized shapes and convolution parameters") {

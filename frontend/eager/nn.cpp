@@ -165,7 +165,9 @@ void Attention(const KernelArgs& a) {
         }
         A l = 0;
         for (int64_t j = 0; j < Tn; ++j) l += (p[size_t(j)] = std::exp(p[size_t(j)] - m));
-        for (int64_t j = 0; j < Tn; ++j) {
+        // Masked keys do not contribute, whatever their values (inf or NaN in v included).
+        const int64_t visible = causal ? std::min(Tn, i + 1) : Tn;
+        for (int64_t j = 0; j < visible; ++j) {
           const A* vj = v + (b * Tn + j) * Dv;
           for (int64_t e = 0; e < Dv; ++e) o[size_t(e)] += p[size_t(j)] * vj[e];
         }
