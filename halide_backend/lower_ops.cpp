@@ -573,7 +573,9 @@ void Attention(LowerCtx& ctx, Stage& s, const Node& n) {
   Expr bad = cast<uint8_t>(ieee::is_nan(score) || (ieee::is_inf(score) && !ieee::sign_bit(score)));
   row_max(vars({i})) = Tuple(lowest(t), cast<uint8_t>(0));
   row_max(vars({i})) = Tuple(max(row_max(vars({i}))[0], score), row_max(vars({i}))[1] | bad);
-  Expr p = ieee::exp(masked(vars({j, i})) - row_max(vars({i}))[0]);
+  // Strict: contracted into an FMA, score * scale - max keeps the rounding error of the product,
+  // which for scores of 1e29 is 1e22, and its exp overflows where the exact difference is 0.
+  Expr p = ieee::exp(strict_float(masked(vars({j, i})) - row_max(vars({i}))[0]));
   probs(vars({j, i})) = causal ? select(j <= i, p, constant(t, 0)) : p;
   row_sum(vars({i})) = constant(t, 0);
   row_sum(vars({i})) += probs(args({rj, i}));

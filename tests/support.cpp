@@ -31,7 +31,7 @@ Tensor specials(hjit::Shape shape, DType dtype, size_t offset) {
     const bool is_unsigned = hjit::dtype_info(dtype).kind == hjit::DTypeKind::UnsignedInt;
     const int bits = hjit::dtype_size(dtype) * 8;
     const double max = std::ldexp(1.0, is_unsigned ? bits : bits - 1) - 1, min = is_unsigned ? 0 : -max - 1;
-    values = {0, 1, max, min, 2, is_unsigned ? 3 : -1, max - 1, min + 1, 7};
+    values = {0, 1, max, min, 2, is_unsigned ? 3.0 : -1.0, max - 1, min + 1, 7};
   }
   std::vector<double> data(size_t(hjit::shape_numel(shape)));
   for (size_t i = 0; i < data.size(); ++i) data[i] = values[(i + offset) % values.size()];
