@@ -3,6 +3,8 @@
 #include <fstream>
 #include <iterator>
 
+#include <cerrno>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <mutex>
 #include <set>
@@ -79,6 +81,31 @@ auto with_stderr_captured(F&& f) {
   return f();
 }
 
+// Runs f in a child process first: Halide 14's autoschedulers end the process (std::terminate from
+// inside the plugin) on some pipelines (Adams2019 on a gather indexed by a 0-d tensor), which a
+// catch cannot stop. Empty when the child finished, else what killed it. The child's result is
+// thrown away: an autoscheduler applies its schedule to the Funcs of the process that runs it, so
+// the caller then runs f itself (the search is deterministic and takes milliseconds).
+template <class F>
+std::string crash_in_child(F&& f) {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return "";  // cannot tell: let the caller try
+  if (pid == 0) {
+    try {
+      f();
+    } catch (...) {
+    }
+    _exit(0);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status)) return "it crashed (signal " + std::to_string(WTERMSIG(status)) + ")";
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0) return "it ended the process (exit status " + std::to_string(WEXITSTATUS(status)) + ")";
+  return "";
+}
+
 template <class Dim>
 void estimate(Dim dim_of, const Shape& shape) {
   const Shape halide_shape = backend::to_halide_order(shape);
@@ -126,6 +153,12 @@ std::optional<std::string> schedule_auto(backend::LoweredPipeline& p, const std:
     }
     Halide::MachineParams machine(halide_threads(), last_level_cache_bytes(), 40);
     Timer t;
+    const std::string crash =
+        with_stderr_captured([&] { return crash_in_child([&] { Halide::Pipeline(outs).auto_schedule(name, p.target, machine); }); });
+    if (!crash.empty()) {
+      *why = crash;
+      return std::nullopt;
+    }
     Halide::AutoSchedulerResults r =
         with_stderr_captured([&] { return Halide::Pipeline(outs).auto_schedule(name, p.target, machine); });
     log().debug("{} scheduled '{}' in {:.1f} ms", name, g.name, t.ms());

@@ -10,6 +10,10 @@
 
 namespace test {
 
+// Small tensors written out, and their values.
+inline hjit::Tensor f32(std::vector<float> v, hjit::Shape s) { return hjit::Tensor::from_vector(v, std::move(s)); }
+inline std::vector<float> vals(const hjit::Tensor& t) { return t.to_vector<float>(); }
+
 // Normal floats; integers in [-5, 5] (unsigned [0, 10]); bools half true.
 hjit::Tensor random(hjit::Shape shape, hjit::DType dtype, uint64_t seed);
 

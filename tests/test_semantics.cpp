@@ -10,11 +10,8 @@
 using hjit::DType;
 using hjit::Shape;
 using hjit::Tensor;
-
-namespace {
-Tensor f32(std::vector<float> v, Shape s) { return Tensor::from_vector(v, s); }
-std::vector<float> vals(const Tensor& t) { return t.to_vector<float>(); }
-}  // namespace
+using test::f32;
+using test::vals;
 
 TEST_CASE("op results never alias their operands under assign, whether or not the op had work to do") {
   Tensor w = f32({1, 2, 3, 4}, {2, 2});
@@ -216,7 +213,7 @@ TEST_CASE("Adam follows PyTorch's arithmetic over many steps, eagerly and jitted
   std::vector<float> start = {0.5f, -1.5f, 2.0f, 1e-3f};
   Tensor target = f32({0.1f, 0.2f, -0.3f, 0.0f}, {4});
   auto grad_of = [&](const Tensor& p) { return (p - target) * 2.0; };
-  ReferenceAdam ref{.lr = 0.05};
+  ReferenceAdam ref{{}, {}, 0.05};
   std::vector<float> expected = start;
   Tensor eager_p = f32(start, {4}), jit_p = f32(start, {4});
   hjit::optim::Adam eager_opt({eager_p}, 0.05), jit_opt({jit_p}, 0.05);
@@ -244,4 +241,16 @@ TEST_CASE("HJIT_LOG: known levels are taken, others are reported") {
   CHECK(hjit::parse_log_level("off", &level));
   CHECK(!hjit::parse_log_level("verbose", &level));
   CHECK(!hjit::parse_log_level("", &level));
+}
+
+TEST_CASE("an autoscheduler that ends the process is run in a child first, and its failure falls back") {
+  // Halide 14's Adams2019 calls std::terminate on a gather indexed by a 0-d tensor.
+  hjit::JitOptions o;
+  o.opt_level = 2;
+  o.autoscheduler = "Adams2019";
+  auto pick = [](const Tensor& x, const Tensor& i) { return hjit::take(x, i, 1); };
+  Tensor x = Tensor::randn({5, 7}, 1), i = Tensor::scalar(-3, DType::I64);
+  auto f = hjit::jit(pick, o);
+  CHECK(vals(f(x, i)) == vals(pick(x, i)));
+  CHECK(f.stats().schedule.find("Adams2019") != std::string::npos);  // used, or named with why it was not
 }

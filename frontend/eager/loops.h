@@ -50,17 +50,20 @@ void dispatch_float(DType t, F&& f) {
   }
 }
 
-// The values of p as C<T> (16-bit floats widened into buf; other types as they are).
-template <class T>
-const C<T>* widened(const T* p, int64_t n, std::vector<C<T>>& buf) {
-  if constexpr (std::is_same_v<T, C<T>>) {
+// The values of p as type A (converted into buf by way of C<T>; as they are when T is A).
+template <class A, class T>
+const A* converted(const T* p, int64_t n, std::vector<A>& buf) {
+  if constexpr (std::is_same_v<T, A>) {
     return p;
   } else {
     buf.resize(size_t(n));
-    for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = C<T>(p[i]);
+    for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = A(C<T>(p[i]));
     return buf.data();
   }
 }
+// The values of p as C<T> (16-bit floats widened into buf; other types as they are).
+template <class T>
+const C<T>* widened(const T* p, int64_t n, std::vector<C<T>>& buf) { return converted<C<T>>(p, n, buf); }
 
 // Below this many elements a kernel runs on one thread: OpenMP's fork costs more than it saves.
 inline constexpr int64_t kParallelGrain = 1 << 15;

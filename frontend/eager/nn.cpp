@@ -23,21 +23,11 @@ std::pair<int64_t, int64_t> valid_outputs(int64_t out_n, int64_t n, int64_t s, i
 
 namespace {
 
-// The values of p in the accumulation type of a convolution: floats as C<T> (16-bit ones in f32),
-// integers in u64, where products and sums wrap as C++ defines it (the result is then wrapped to
-// the type, as the type's own arithmetic would).
+// The accumulation type of a convolution: floats as C<T> (16-bit ones in f32), integers in u64,
+// where products and sums wrap as C++ defines it (the result is then wrapped to the type, as the
+// type's own arithmetic would).
 template <class T>
 using ConvAcc = std::conditional_t<std::is_integral_v<T>, uint64_t, C<T>>;
-template <class T>
-const ConvAcc<T>* conv_operand(const T* p, int64_t n, std::vector<ConvAcc<T>>& buf) {
-  if constexpr (std::is_same_v<T, ConvAcc<T>>) {
-    return p;
-  } else {
-    buf.resize(size_t(n));
-    for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = ConvAcc<T>(C<T>(p[i]));
-    return buf.data();
-  }
-}
 
 }  // namespace
 
@@ -50,8 +40,8 @@ void Conv2d(const KernelArgs& a) {
     using T = typename decltype(tag)::type;
     using A = ConvAcc<T>;
     std::vector<A> bx, bw;
-    const A* x = conv_operand(static_cast<const T*>(a.in[0].data), a.in[0].type->numel(), bx);
-    const A* w = conv_operand(static_cast<const T*>(a.in[1].data), a.in[1].type->numel(), bw);
+    const A* x = converted<A>(static_cast<const T*>(a.in[0].data), a.in[0].type->numel(), bx);
+    const A* w = converted<A>(static_cast<const T*>(a.in[1].data), a.in[1].type->numel(), bw);
     T* out = static_cast<T*>(a.out.data);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t n = 0; n < N; ++n)
