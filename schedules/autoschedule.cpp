@@ -81,9 +81,9 @@ auto with_stderr_captured(F&& f) {
   return f();
 }
 
-// Runs f in a child process first: Halide 14's autoschedulers end the process (std::terminate from
-// inside the plugin) on some pipelines (Adams2019 on a gather indexed by a 0-d tensor), which a
-// catch cannot stop. Empty when the child finished, else what killed it. The child's result is
+// Runs f in a child process first: Halide 14's Adams2019 ends the process (std::terminate from
+// inside the plugin, an error escaping one of its threads) on some pipelines (a gather indexed by a
+// 0-d tensor), which a catch cannot stop. Empty when the child finished, else what killed it. The child's result is
 // thrown away: an autoscheduler applies its schedule to the Funcs of the process that runs it, so
 // the caller then runs f itself (the search is deterministic and takes milliseconds).
 template <class F>
@@ -153,7 +153,8 @@ std::optional<std::string> schedule_auto(backend::LoweredPipeline& p, const std:
     }
     Halide::MachineParams machine(halide_threads(), last_level_cache_bytes(), 40);
     Timer t;
-    const std::string crash =
+    // Only Adams2019 has been seen to end the process; the others' errors reach the catch below.
+    const std::string crash = name != "Adams2019" ? std::string() :
         with_stderr_captured([&] { return crash_in_child([&] { Halide::Pipeline(outs).auto_schedule(name, p.target, machine); }); });
     if (!crash.empty()) {
       *why = crash;
