@@ -33,7 +33,6 @@ Expr runtime_constant(Type t, const char* f32_name, const char* f64_name) {
 
 Expr is_nan(const Expr& x) { return magnitude_bits(x) > infinity_bits(x); }
 Expr is_inf(const Expr& x) { return magnitude_bits(x) == infinity_bits(x); }
-Expr is_finite(const Expr& x) { return magnitude_bits(x) < infinity_bits(x); }
 Expr sign_bit(const Expr& x) {
   return (reinterpret(bits_type(x), x) >> (x.type().bits() - 1)) != ucon(x, 0);
 }

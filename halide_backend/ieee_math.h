@@ -20,7 +20,6 @@ using Halide::Type;
 // Tests on the bits of an f32 or f64 value.
 Expr is_nan(const Expr& x);
 Expr is_inf(const Expr& x);
-Expr is_finite(const Expr& x);
 Expr sign_bit(const Expr& x);  // true for -0.0, negative values, -inf and NaNs with the sign set
 Expr is_negative(const Expr& x);  // x < 0: false for -0.0 and NaN
 
