@@ -1,7 +1,10 @@
 // hjit-bench: the standard workloads (../shared/WORKLOADS.md) eager, at opt levels 0 and 1, and with
 // each of Halide's autoschedulers, as a table of prepare and steady times.
 //
-//   prepare: the first call (trace + compile + run) in a fresh process;
+//   cold:    prepare (the first call: trace + compile + run) in a fresh process with an empty
+//            compile cache;
+//   warm:    prepare in another fresh process with the cache the cold one filled (what every
+//            later run of a program pays);
 //   steady:  the median time of one call after warm-up (W1: of 1000 calls);
 //   ratios:  taken in that same process against eager and against a hand-written reference
 //            (a C++ OpenMP loop, or OpenBLAS for W3), measured interleaved with the variant.
@@ -15,6 +18,7 @@
 #include <cmath>
 #include <unistd.h>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -78,14 +82,20 @@ std::vector<double> measure(const std::vector<std::function<void()>>& fns, int c
   return out;
 }
 
-// One (workload, variant) in this fresh process; prints a RESULT line.
-int child(const std::string& id, const std::string& variant, bool quick) {
+// One (workload, variant) in this fresh process; prints a RESULT line (or, with prepare_only, a
+// PREPARE line with the first call's time only).
+int child(const std::string& id, const std::string& variant, bool quick, bool prepare_only) {
   bench::Workload w = bench::make_workload(id);
   hjit::JitOptions opts = options_for(variant, id);
   bench::Runner run = w.make_runner(variant == "eager" ? nullptr : &opts);
   auto t = Clock::now();
   hjit::Tensor first = run.call();
   double prepare = ms_since(t);
+  if (prepare_only) {
+    const hjit::CacheStats c = hjit::cache_stats();
+    std::printf("PREPARE %.4f %lld\n", prepare, (long long)c.misses);
+    return 0;
+  }
   bench::Runner eager = w.make_runner(nullptr);
   std::vector<std::function<void()>> fns{[&] { run.call(); }};
   if (variant != "eager") fns.push_back([&] { eager.call(); });
@@ -105,14 +115,18 @@ int child(const std::string& id, const std::string& variant, bool quick) {
 
 struct Row {
   std::string variant;
-  double prepare = 0, steady = 0, eager = 0, ref = 0, err = 0, ref_err = 0;
+  double prepare = 0, warm = -1, steady = 0, eager = 0, ref = 0, err = 0, ref_err = 0;
   std::string schedule;
   bool ok = false;
 };
 
+// Runs the child for (id, variant) twice on one new, empty compile cache: cold, then warm.
 Row run_child(const std::string& self, const std::string& id, const std::string& variant, bool quick) {
+  char dir[] = "/tmp/hjit_bench_cache_XXXXXX";
+  if (!mkdtemp(dir)) return Row{};
   // OpenBLAS's threads otherwise spin for ~0.1 s after each call, on the cores the next block needs.
-  std::string cmd = "OPENBLAS_THREAD_TIMEOUT=4 " + self + " --child " + id + " " + variant + (quick ? " --quick" : "") + " 2>&1";
+  const std::string env = "HJIT_CACHE_DIR=" + std::string(dir) + " OPENBLAS_THREAD_TIMEOUT=4 ";
+  std::string cmd = env + self + " --child " + id + " " + variant + (quick ? " --quick" : "") + " 2>&1";
   Row r;
   r.variant = variant;
   FILE* p = popen(cmd.c_str(), "r");
@@ -132,6 +146,21 @@ Row run_child(const std::string& self, const std::string& id, const std::string&
   }
   pclose(p);
   if (!r.ok) std::fprintf(stderr, "  %s %s failed: %s", id.c_str(), variant.c_str(), last.c_str());
+  if (r.ok && variant != "eager") {
+    // Warm: the median of three fresh processes on the filled cache; each must compile nothing.
+    std::vector<double> warm;
+    for (int i = 0; i < 3; ++i) {
+      FILE* q = popen((env + self + " --prepare-only " + id + " " + variant + " 2>&1").c_str(), "r");
+      double ms = 0;
+      long long misses = -1;
+      while (q && std::fgets(line, sizeof line, q))
+        if (std::sscanf(line, "PREPARE %lf %lld", &ms, &misses) == 2 && misses == 0) warm.push_back(ms);
+      if (q) pclose(q);
+    }
+    if (warm.size() == 3) r.warm = median(warm);
+  }
+  std::string rm = "rm -rf " + std::string(dir);
+  if (std::system(rm.c_str()) != 0) std::fprintf(stderr, "  could not remove %s\n", dir);
   return r;
 }
 
@@ -142,7 +171,9 @@ int main(int argc, char** argv) {
   bool quick = false, all = false, variants_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--child" && i + 2 < argc) return child(argv[i + 1], argv[i + 2], argc > i + 3 && std::string(argv[i + 3]) == "--quick");
+    if (a == "--child" && i + 2 < argc)
+      return child(argv[i + 1], argv[i + 2], argc > i + 3 && std::string(argv[i + 3]) == "--quick", false);
+    if (a == "--prepare-only" && i + 2 < argc) return child(argv[i + 1], argv[i + 2], true, true);
     if (a == "--workloads" && i + 1 < argc) workloads = split(argv[++i]);
     else if (a == "--variants" && i + 1 < argc) variants = split(argv[++i]), variants_given = true;
     else if (a == "--quick") quick = true;
@@ -157,12 +188,13 @@ int main(int argc, char** argv) {
   if (len <= 0) return 1;
   self[len] = 0;
 
-  std::printf("hjit-bench: %u hardware threads; prepare = first call in a fresh process, steady = median per call\n",
+  std::printf("hjit-bench: %u hardware threads; cold = first call in a fresh process with an empty compile cache,\n"
+              "warm = first call in a fresh process with the cache filled (median of 3), steady = median per call\n",
               std::thread::hardware_concurrency());
   std::printf("(W1: per 1000 calls); 'vs eager' and 'vs ref' are speed-ups over eager hjit and over the hand-written\n"
               "reference measured in the same process (>1 is faster); err = max |jit - eager| / (1 + |eager|).\n\n");
-  std::printf("%-4s %-10s %-18s %12s %12s %9s %9s  %-16s %8s\n", "id", "workload", "variant", "prepare ms", "steady ms",
-              "vs eager", "vs ref", "reference", "err");
+  std::printf("%-4s %-10s %-18s %10s %9s %12s %9s %9s  %-16s %8s\n", "id", "workload", "variant", "cold ms", "warm ms",
+              "steady ms", "vs eager", "vs ref", "reference", "err");
   bool all_ok = true;
   std::vector<std::string> notes;
   for (const std::string& id : workloads) {
@@ -185,8 +217,10 @@ int main(int argc, char** argv) {
       }
       char err[32] = "-";
       if (r.err >= 0) std::snprintf(err, sizeof err, "%.1e", r.err);
-      std::printf("%-4s %-10s %-18s %12.2f %12.4f %8.2fx %9s  %-16s %8s%s\n", id.c_str(), w.name.c_str(), shown.c_str(),
-                  r.prepare, r.steady, r.eager / r.steady, vs_ref, ref.c_str(), err, extra);
+      char warm[32] = "-";
+      if (r.warm >= 0) std::snprintf(warm, sizeof warm, "%.2f", r.warm);
+      std::printf("%-4s %-10s %-18s %10.2f %9s %12.4f %8.2fx %9s  %-16s %8s%s\n", id.c_str(), w.name.c_str(), shown.c_str(),
+                  r.prepare, warm, r.steady, r.eager / r.steady, vs_ref, ref.c_str(), err, extra);
       std::fflush(stdout);
     }
   }

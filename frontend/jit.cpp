@@ -15,6 +15,7 @@
 #include "frontend/const_eval.h"
 #include "frontend/signature.h"
 #include "frontend/trace.h"
+#include "frontend/traced.h"
 #include "graph/passes/optimize.h"
 #include "halide_backend/backend.h"
 #include "support/hash.h"
@@ -113,16 +114,6 @@ JitStats JitCore::stats() const {
                   s_->schedule};
 }
 
-namespace {
-
-struct Traced {
-  Graph graph;  // optimized
-  std::vector<int> tree;
-  std::vector<std::shared_ptr<TensorImpl>> captured;
-  std::vector<Tensor> concrete_outputs;
-  size_t num_args = 0;
-};
-
 Traced trace_and_optimize(const std::string& name, bool concrete, const CallArgs& args, Tracer trace) {
   Timer t;
   TraceScope scope(name, concrete);
@@ -146,6 +137,8 @@ Traced trace_and_optimize(const std::string& name, bool concrete, const CallArgs
   log().trace("optimized graph of '{}':\n{}", name, r.graph.str());
   return r;
 }
+
+namespace {
 
 // The storage an update writes: the argument's or the captured tensor's. An argument whose
 // storage is borrowed from another tensor (same_value) gets its own first, as assign() does.
@@ -366,3 +359,16 @@ std::string default_name(const std::type_info& fn_type) {
 }
 
 }  // namespace hjit::detail
+
+namespace hjit {
+
+CacheStats cache_stats() {
+  const backend::CacheCounts c = backend::cache_counts();
+  CacheStats s;
+  s.memory_hits = c.memory_hits, s.disk_hits = c.disk_hits, s.misses = c.misses, s.disk_rejected = c.disk_rejected;
+  s.disk_writes = c.disk_writes, s.disk_evictions = c.disk_evictions, s.disk_entries = c.disk_entries;
+  s.disk_bytes = c.disk_bytes, s.directory = c.directory;
+  return s;
+}
+
+}  // namespace hjit

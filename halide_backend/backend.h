@@ -38,6 +38,15 @@ struct Compiled {
 // Throws CompileError when Halide rejects the pipeline.
 Compiled compile(const Graph& graph, const Options& options);
 
+// The compile cache's counters (hjit::cache_stats()).
+struct CacheCounts {
+  int64_t memory_hits = 0, memory_entries = 0;
+  int64_t disk_hits = 0, misses = 0, disk_rejected = 0, disk_writes = 0, disk_evictions = 0;
+  int64_t disk_entries = 0, disk_bytes = 0;
+  std::string directory;
+};
+CacheCounts cache_counts();
+
 // The names compile() accepts for Options::autoscheduler.
 bool is_known_autoscheduler(const std::string& name);
 

@@ -1,48 +1,61 @@
-// A compiled pipeline: the JIT module, and halide_buffer_t templates for its arguments, so that a
-// call only fills in host pointers (no allocation, no Halide::Buffer, no global ImageParam state).
+// A compiled pipeline, ready to call: the function, and halide_buffer_t templates for its
+// arguments, so that a call only fills in host pointers (no allocation, no Halide::Buffer, no
+// global ImageParam state). The code comes from a shared object (the disk cache's, see
+// shared_object.h) or, where no linker is installed, from Halide's in-process JIT.
 #pragma once
-#include <mutex>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include <HalideRuntime.h>
+
 #include "halide_backend/backend.h"
-#include "halide_backend/lowered.h"
 
 namespace hjit::backend {
 
-// Held while Halide compiles or lowers anything: its compiler keeps process-global state.
-std::mutex& compile_mutex();
+// An argument of a compiled function: where its host pointer comes from, and its buffer.
+struct ArgSpec {
+  enum class From : uint8_t { Input, Constant, Output };
+  From from = From::Input;
+  int index = 0;  // into the call's inputs, the constants, or the call's outputs
+  halide_type_t type{};
+  std::vector<halide_dimension_t> dims;  // Halide order (innermost first), dense
+};
+
+// Everything about a compiled function except its code: what the disk cache stores beside it.
+struct PipelineInfo {
+  std::string function;   // the symbol: <function>_argv is called
+  std::string summary;    // one line naming the schedule
+  std::string schedule;   // the schedule's text form
+  std::string statement;  // Halide's lowered statement (explain())
+  std::vector<ArgSpec> args;
+  std::vector<std::shared_ptr<const std::vector<uint8_t>>> constants;  // hidden inputs' bytes
+  bool computes_nothing() const;
+};
+
+using ArgvFunction = int (*)(void**);
 
 class HalideExecutable final : public Executable {
  public:
-  // summary: one line naming the schedule; schedule: what it decided, stage by stage.
-  HalideExecutable(const Graph& g, LoweredPipeline lowered, std::string fn_name, std::string summary, std::string schedule);
+  // code: keeps the function alive (a loaded shared object, a JIT module); jit_context: the
+  // user_context the in-process JIT needs, or null for code that calls the global runtime hooks.
+  HalideExecutable(PipelineInfo info, ArgvFunction fn, std::shared_ptr<void> code, std::shared_ptr<void> jit_context);
   void run(const void* const* inputs, void* const* outputs) const override;
   std::string explain() const override;
-  std::string summary() const override { return summary_; }
-  void set_summary(std::string s) { summary_ = std::move(s); }
+  std::string summary() const override { return info_.summary; }
+  void set_summary(std::string s) { info_.summary = std::move(s); }
+  const PipelineInfo& info() const { return info_; }
 
  private:
-  // An argument of the compiled function: where its host pointer comes from.
-  enum class From { Input, Constant, Output };
-  struct Arg {
-    From from;
-    int index;  // into inputs, constants_ or outputs
-    halide_buffer_t buffer{};
-  };
-
-  std::string name_;
-  std::string summary_;
-  std::string schedule_;
-  std::vector<ConstData> constants_;
-  std::vector<std::vector<halide_dimension_t>> dims_;  // storage the templates point into
-  std::vector<Arg> args_;
-  Halide::Pipeline pipeline_;
-  std::vector<Halide::Argument> pipeline_args_;
-  Halide::Target target_;
-  Halide::Internal::JITModule module_;
-  int (*fn_)(const void**) = nullptr;
-  Halide::JITUserContext context_{};
+  PipelineInfo info_;
+  ArgvFunction fn_;
+  std::shared_ptr<void> code_, jit_context_;
 };
+
+// Installs hjit's handlers (errors into the call's context, temporaries from hjit's allocator,
+// parallel loops on OpenMP) in the Halide runtime of a loaded shared object; `find` looks up the
+// runtime's functions in it. Throws CompileError when it has none.
+void install_runtime_hooks(const std::function<void*(const char*)>& find);
 
 }  // namespace hjit::backend

@@ -90,10 +90,14 @@ Coords reduced_coords(const Coords& out, const RDom& r, const std::vector<int64_
   return in;
 }
 
-RDom reduction_domain(const Shape& in, const std::vector<int64_t>& axes) {
+// Reduction domains are named after their stage: Halide names unnamed ones from a process-wide
+// counter, and a schedule value names loops, so that names must be the same in every lowering.
+std::string rdom_name(const Stage& s, const char* role) { return "n" + std::to_string(s.node) + "_" + role; }
+
+RDom reduction_domain(const Shape& in, const std::vector<int64_t>& axes, const std::string& name) {
   Region ranges;
   for (int64_t axis : to_halide_order(axes)) ranges.emplace_back(0, int(in[size_t(axis)]));
-  return RDom(ranges);
+  return RDom(ranges, name);
 }
 
 enum class Fold { Sum, Max, Min };
@@ -108,7 +112,7 @@ void reduce(LowerCtx& ctx, Stage& s, const Node& n, Fold fold) {
   }
   std::vector<Expr> v(s.vars.begin(), s.vars.end());
   Func acc(s.func.name() + "_acc");
-  RDom r = reduction_domain(in.shape, axes);
+  RDom r = reduction_domain(in.shape, axes, rdom_name(s, "r"));
   Expr x = cast(t, ctx.at(n.inputs[0], reduced_coords(LowerCtx::coords(s), r, axes, in.rank(), n.attrs.i("keepdims"))));
   switch (fold) {
     case Fold::Sum:
@@ -150,7 +154,7 @@ void arg_reduce(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
   const Type vt = compute_type(in.dtype);
   std::vector<Expr> v(s.vars.begin(), s.vars.end());
   Func acc(s.func.name() + "_acc");
-  RDom r = reduction_domain(in.shape, axes);
+  RDom r = reduction_domain(in.shape, axes, rdom_name(s, "r"));
   Expr x = ctx.at(n.inputs[0], reduced_coords(LowerCtx::coords(s), r, axes, in.rank(), n.attrs.i("keepdims")));
   acc(v) = Tuple(cast<int64_t>(0), is_max ? ieee::max_identity(vt) : ieee::min_identity(vt));
   Expr best = acc(v)[1];
@@ -295,7 +299,7 @@ void Matmul(LowerCtx& ctx, Stage& s, const Node& n) {
   const size_t r = size_t(n.type.rank());
   const Type t = ct(n);
   Coords o = LowerCtx::coords(s), ca(r), cb(r);
-  RDom k(0, int(a.shape[r - 1]));
+  RDom k({{0, int(a.shape[r - 1])}}, rdom_name(s, "k"));
   for (size_t d = 0; d + 2 < r; ++d) {
     ca[d] = a.shape[d] == 1 ? Expr(0) : o[d];
     cb[d] = b.shape[d] == 1 ? Expr(0) : o[d];
@@ -434,7 +438,7 @@ void Conv2d(LowerCtx& ctx, Stage& s, const Node& n) {
   Helper padded_helper = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], Expr(0));
   Func padded = padded_helper.func;
   // Halide order: (ox, oy, co, n); the domain runs kx, ky, then the input channels of the group.
-  RDom r(0, int(ws[3]), 0, int(ws[2]), 0, int(cg));
+  RDom r({{0, int(ws[3])}, {0, int(ws[2])}, {0, int(cg)}}, rdom_name(s, "r"));
   const Var &ox = s.vars[0], &oy = s.vars[1], &co = s.vars[2], &nb = s.vars[3];
   Expr ci = groups == 1 ? Expr(r.z) : (co / int(per_group)) * int(cg) + r.z;
   Func acc(s.func.name() + "_acc");
@@ -459,7 +463,7 @@ void pool(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
   const Type at_type = !is_max && !t.is_float() ? Int(64) : t;
   Helper padded_helper = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], is_max ? ieee::max_identity(t) : constant(t, 0));
   Func padded = padded_helper.func;
-  RDom w(0, int(k[1]), 0, int(k[0]));
+  RDom w({{0, int(k[1])}, {0, int(k[0])}}, rdom_name(s, "w"));
   std::vector<Expr> at(s.vars.begin(), s.vars.end());
   at[0] = s.vars[0] * int(st[1]) + w.x;
   at[1] = s.vars[1] * int(st[0]) + w.y;
@@ -499,7 +503,7 @@ void CumSum(LowerCtx& ctx, Stage& s, const Node& n) {
   std::vector<Expr> v(s.vars.begin(), s.vars.end());
   acc(s.vars) = cast(t, ctx.at(n.inputs[0], LowerCtx::coords(s)));
   if (xs[axis] >= 2) {
-    RDom r(1, int(xs[axis] - 1));
+    RDom r({{1, int(xs[axis] - 1)}}, rdom_name(s, "r"));
     std::vector<Expr> here = v, before = v;
     here[hd] = r.x;
     before[hd] = r.x - 1;
@@ -559,7 +563,7 @@ void Attention(LowerCtx& ctx, Stage& s, const Node& n) {
   Func keys_t(name + "_keys_t"), scores(name + "_scores"), row_max(name + "_row_max"), probs(name + "_probs"),
       row_sum(name + "_row_sum"), acc(name + "_acc");
   keys_t(vars({j, d})) = load(1, d, j);  // keys with the key index innermost
-  RDom rd(0, D), rj(0, T);
+  RDom rd({{0, D}}, rdom_name(s, "rd")), rj({{0, T}}, rdom_name(s, "rj"));
   scores(vars({j, i})) = constant(t, 0);
   scores(vars({j, i})) += load(0, rd, i) * keys_t(args({j, rd}));
   Expr scaled = scores(vars({j, i})) * constant(t, n.attrs.f("scale"));
@@ -626,7 +630,7 @@ void Conv2dWeightGrad(LowerCtx& ctx, Stage& s, const Node& n) {
   Func grad_t(s.func.name() + "_grad_t");
   grad_t(c, ox, oy, nb) = cast(t, ctx.at(n.inputs[1], {nb, c, oy, ox}));
   // Halide order: (kx, ky, cg, co); the domain runs over output x, output y, then images.
-  RDom r(0, int(gs[3]), 0, int(gs[2]), 0, int(gs[0]));
+  RDom r({{0, int(gs[3])}, {0, int(gs[2])}, {0, int(gs[0])}}, rdom_name(s, "r"));
   const Var &kx = s.vars[0], &ky = s.vars[1], &cv = s.vars[2], &co = s.vars[3];
   Expr ci = n.attrs.i("groups") == 1 ? Expr(cv) : (co / int(per_group)) * int(cg) + cv;
   Func acc(s.func.name() + "_acc");
@@ -655,7 +659,7 @@ void MaxPool2dGrad(LowerCtx& ctx, Stage& s, const Node& n) {
   // order: padding never wins, and the first NaN is the maximum (as max_pool2d and the eager kernel).
   std::vector<Var> wv;
   for (size_t d = 0; d < rank; ++d) wv.emplace_back("w" + std::to_string(d));
-  RDom win(0, int(k[1]), 0, int(k[0]));
+  RDom win({{0, int(k[1])}, {0, int(k[0])}}, rdom_name(s, "win"));
   std::vector<Expr> at(wv.begin(), wv.end());
   at[0] = wv[0] * int(st[1]) + win.x;
   at[1] = wv[1] * int(st[0]) + win.y;
@@ -669,7 +673,7 @@ void MaxPool2dGrad(LowerCtx& ctx, Stage& s, const Node& n) {
   first_max(wv) = Tuple(select(better, win.y * int(k[1]) + win.x, first_max(wv)[0]), select(better, v, best));
   // The windows containing input (ix, iy): ox in [(ix + pw - kw + 1) / sw, (ix + pw) / sw].
   const int cx = int((k[1] + st[1] - 1) / st[1]), cy = int((k[0] + st[0] - 1) / st[0]);
-  RDom cand(0, cx, 0, cy);
+  RDom cand({{0, cx}, {0, cy}}, rdom_name(s, "cand"));
   Expr ox = (s.vars[0] + int(pad[1])) / int(st[1]) - cand.x, oy = (s.vars[1] + int(pad[0])) / int(st[0]) - cand.y;
   Expr kxe = s.vars[0] + int(pad[1]) - ox * int(st[1]), kye = s.vars[1] + int(pad[0]) - oy * int(st[0]);
   Expr valid = ox >= 0 && ox < int(OW) && oy >= 0 && oy < int(OH) && kxe < int(k[1]) && kye < int(k[0]);

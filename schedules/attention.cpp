@@ -7,32 +7,33 @@ namespace hjit::schedules {
 
 using Halide::Var;
 
-std::string schedule_attention_helpers(const backend::LoweredPipeline& p, backend::Stage& s, Halide::Func nest,
-                                       Var row_tile, const TileSpec& spec) {
+std::string schedule_attention_helpers(const backend::LoweredPipeline& p, const backend::Stage& s, const FuncRef& nest,
+                                       Var row_tile, const TileSpec& spec, Schedule& out) {
   std::string what;
-  for (backend::Helper& h : s.helpers) {
+  for (const backend::Helper& h : s.helpers) {
+    FuncRef f(&out, h.func);
     const int vec = vector_width(p.target, h.func.output_types()[0]);
     const Var& j = h.vars[0];
     if (h.role == "keys_t") {
-      h.func.compute_root();
-      what += " keys_t: root " + vectorize_and_parallelize(h.func, h.vars, h.extents, vec, halide_threads()).what;
+      f.compute_root();
+      what += " keys_t: root " + vectorize_and_parallelize(f, h.vars, h.extents, vec, halide_threads()).what;
       continue;
     }
-    h.func.compute_at(nest, row_tile);
+    f.compute_at(nest, row_tile);
     if (h.role == "scores") {
       // The row tile's scores: a small matmul, keys vectorized, the tile's query rows unrolled.
       const int64_t T = h.extents[0];
       const int jt = int(T >= 2 * vec ? 2 * vec : T >= vec ? vec : T);
       Var jo("jo"), ji("ji");
-      Halide::Stage u = h.func.update();
+      StageRef u = f.update();
       u.split(j, jo, ji, jt).reorder(ji, h.vars[1], h.rvars[0], jo);
       if (jt >= vec) {
-        h.func.vectorize(j, vec);
+        f.vectorize(j, vec);
         u.vectorize(ji, vec).unroll(ji);
       }
       if (spec.tu > 1) u.unroll(h.vars[1]);
     } else if (h.role == "probs" && h.extents[0] >= vec) {
-      h.func.vectorize(j, vec);
+      f.vectorize(j, vec);
     }
     what += " " + h.role + ": per row tile";
   }

@@ -10,8 +10,11 @@
 #include <set>
 #include <omp.h>
 #include <thread>
+#include <functional>
 
 #include "graph/op_def.h"
+#include "halide_backend/lower.h"
+#include "schedules/autoscheduler_source.h"
 #include "schedules/schedule.h"
 #include "support/log.h"
 
@@ -29,6 +32,8 @@ std::string lowercase(std::string s) {
   return s;
 }
 
+}  // namespace
+
 void load_plugin(const std::string& name) {
   static std::mutex mu;
   static std::set<std::string> loaded;
@@ -41,6 +46,8 @@ void load_plugin(const std::string& name) {
   loaded.insert(name);
   log().debug("loaded autoscheduler plugin {}", path);
 }
+
+namespace {
 
 // The size of the largest cache of cpu0, from sysfs ("32768K"); 32 MiB when it cannot be read.
 uint64_t last_level_cache_bytes() {
@@ -81,29 +88,66 @@ auto with_stderr_captured(F&& f) {
   return f();
 }
 
-// Runs f in a child process first: Halide 14's Adams2019 ends the process (std::terminate from
-// inside the plugin, an error escaping one of its threads) on some pipelines (a gather indexed by a
-// 0-d tensor), which a catch cannot stop. Empty when the child finished, else what killed it. The child's result is
-// thrown away: an autoscheduler applies its schedule to the Funcs of the process that runs it, so
-// the caller then runs f itself (the search is deterministic and takes milliseconds).
-template <class F>
-std::string crash_in_child(F&& f) {
+// Runs f in a child process and returns what it returned: Halide 14's Adams2019 ends the process
+// (std::terminate from inside the plugin, an error escaping one of its threads) on some pipelines
+// (a gather indexed by a 0-d tensor), which a catch cannot stop. Throws ValueError with what
+// stopped the child when it did not finish.
+std::string run_in_child(const std::function<std::string()>& f) {
+  int fds[2];
+  if (pipe(fds) != 0) return f();
   std::fflush(nullptr);
   const pid_t pid = fork();
-  if (pid < 0) return "";  // cannot tell: let the caller try
+  if (pid < 0) {
+    close(fds[0]), close(fds[1]);
+    return f();
+  }
   if (pid == 0) {
+    close(fds[0]);
+    std::string out;
+    char status = 0;
     try {
-      f();
+      out = f();
+    } catch (const std::exception& e) {
+      out = e.what(), status = 1;
     } catch (...) {
+      out = "an unknown exception", status = 1;
     }
+    auto write_all = [&](const char* p, size_t n) {
+      while (n > 0) {
+        ssize_t w = write(fds[1], p, n);
+        if (w <= 0 && errno != EINTR) break;
+        if (w > 0) p += w, n -= size_t(w);
+      }
+    };
+    write_all(&status, 1);
+    write_all(out.data(), out.size());
     _exit(0);
   }
+  close(fds[1]);
+  std::string text;
+  char buf[65536];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    text.append(buf, size_t(n));
+  }
+  close(fds[0]);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (WIFSIGNALED(status)) return "it crashed (signal " + std::to_string(WTERMSIG(status)) + ")";
-  if (WIFEXITED(status) && WEXITSTATUS(status) != 0) return "it ended the process (exit status " + std::to_string(WEXITSTATUS(status)) + ")";
-  return "";
+  if (WIFSIGNALED(status)) throw ValueError("it crashed (signal " + std::to_string(WTERMSIG(status)) + ")");
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+    throw ValueError("it ended the process (exit status " + std::to_string(WEXITSTATUS(status)) + ")");
+  if (text.empty()) throw ValueError("it ended without a result");
+  if (text[0] != 0) throw ValueError("it failed: " + text.substr(1));
+  return text.substr(1);
+}
+
+Halide::MachineParams machine_params() { return Halide::MachineParams(halide_threads(), last_level_cache_bytes(), 40); }
+
+int adams2019_limit() {
+  const char* env = std::getenv("HJIT_ADAMS2019_MAX_FUNCS");
+  return env ? std::atoi(env) : kAdams2019MaxFuncs;
 }
 
 template <class Dim>
@@ -122,52 +166,59 @@ bool is_autoscheduler(const std::string& name) {
 
 int halide_threads() { return std::max(1, omp_get_max_threads()); }
 
-std::optional<std::string> schedule_auto(backend::LoweredPipeline& p, const std::string& name, std::string* why) {
+std::string autoscheduler_identity(const std::string& name) {
+  std::string id = name + " machine=" + machine_params().to_string();
+  if (name == "Adams2019") id += " max_funcs=" + std::to_string(adams2019_limit());
+  return id + " guarded=1.5x";
+}
+
+std::optional<backend::Schedule> schedule_auto(const backend::LoweredPipeline& p, const std::string& name, std::string* why) {
   const Graph& g = *p.graph;
   int stages = 0;  // the Funcs the autoscheduler would place: stages, accumulators, helpers
   for (const backend::Stage& s : p.stages)
     if (s.func.defined() && !has_trait(s.op, Source))
       stages += 1 + (s.reduction.defined() ? 1 : 0) + int(s.helpers.size());
   log().debug("{} on '{}': {} funcs", name, g.name, stages);
-  int limit = kAdams2019MaxFuncs;
-  if (const char* env = std::getenv("HJIT_ADAMS2019_MAX_FUNCS")) limit = std::atoi(env);
+  const int limit = adams2019_limit();
   if (name == "Adams2019" && stages > limit) {
     *why = "Adams2019 is not tried on pipelines of more than " + std::to_string(limit) + " Funcs (this one has " +
            std::to_string(stages) + "): its search takes minutes there; raise HJIT_ADAMS2019_MAX_FUNCS to try anyway";
     return std::nullopt;
   }
-  try {
+  // The autoscheduler applies its schedule to the Funcs it is given: give it a scratch lowering.
+  auto search = [&]() -> std::string {
+    backend::LoweredPipeline q = backend::lower(g, p.target);
     load_plugin(name);
-    for (size_t i = 0; i < p.params.size(); ++i)
-      if (p.params[i].defined()) estimate([&](int d) { return p.params[i].dim(d); }, g.type(g.inputs[i]).shape);
-    for (size_t i = 0; i < p.const_params.size(); ++i)
-      estimate([&](int d) { return p.const_params[i].dim(d); }, p.const_types[i].shape);
+    for (size_t i = 0; i < q.params.size(); ++i)
+      if (q.params[i].defined()) estimate([&](int d) { return q.params[i].dim(d); }, g.type(g.inputs[i]).shape);
+    for (size_t i = 0; i < q.const_params.size(); ++i)
+      estimate([&](int d) { return q.const_params[i].dim(d); }, q.const_types[i].shape);
     std::vector<Halide::Func> outs;
-    for (size_t k = 0; k < p.outputs.size(); ++k) {
-      if (!p.outputs[k].defined()) continue;
+    for (size_t k = 0; k < q.outputs.size(); ++k) {
+      if (!q.outputs[k].defined()) continue;
       Halide::Region region;
-      const Shape& shape = g.type(p.output_node[k]).shape;
-      for (int64_t extent : backend::to_halide_order(shape)) region.emplace_back(0, int(extent));
-      p.outputs[k].set_estimates(region);
-      outs.push_back(p.outputs[k]);
+      for (int64_t extent : backend::to_halide_order(g.type(q.output_node[k]).shape)) region.emplace_back(0, int(extent));
+      q.outputs[k].set_estimates(region);
+      outs.push_back(q.outputs[k]);
     }
-    Halide::MachineParams machine(halide_threads(), last_level_cache_bytes(), 40);
+    return Halide::Pipeline(outs).auto_schedule(name, q.target, machine_params()).schedule_source;
+  };
+  try {
     Timer t;
     // Only Adams2019 has been seen to end the process; the others' errors reach the catch below.
-    const std::string crash = name != "Adams2019" ? std::string() :
-        with_stderr_captured([&] { return crash_in_child([&] { Halide::Pipeline(outs).auto_schedule(name, p.target, machine); }); });
-    if (!crash.empty()) {
-      *why = crash;
-      return std::nullopt;
-    }
-    Halide::AutoSchedulerResults r =
-        with_stderr_captured([&] { return Halide::Pipeline(outs).auto_schedule(name, p.target, machine); });
+    const std::string source = with_stderr_captured([&] { return name == "Adams2019" ? run_in_child(search) : search(); });
     log().debug("{} scheduled '{}' in {:.1f} ms", name, g.name, t.ms());
-    return "machine parameters " + machine.to_string() + "\n" + r.schedule_source;
+    log().trace("{} schedule of '{}':\n{}", name, g.name, source);
+    backend::Schedule s = parse_autoscheduler_source(source, p);
+    s.source = autoscheduler_identity(name);
+    s.notes = {name + "'s schedule: " + std::to_string(s.directives.size()) + " directives"};
+    return s;
   } catch (const Halide::Error& e) {
     *why = std::string("it failed: ") + e.what();
-    return std::nullopt;
+  } catch (const ValueError& e) {
+    *why = e.what();
   }
+  return std::nullopt;
 }
 
 }  // namespace hjit::schedules

@@ -77,9 +77,9 @@ struct Place {
 
 class Builtin {
  public:
-  explicit Builtin(LoweredPipeline& p) : p_(p), n_(p.stages.size()) {}
+  explicit Builtin(const LoweredPipeline& p) : p_(p), n_(p.stages.size()) {}
 
-  std::string run() {
+  Schedule run() {
     func_.assign(n_, Place{});
     acc_.assign(n_, Place{});
     site_.assign(n_, Site{});
@@ -95,11 +95,14 @@ class Builtin {
     for (Nest& nest : nests_)
       if (nest.can_host) schedule_nest(nest);
     for (size_t id = 0; id < n_; ++id) schedule_guests(int(id));
-    return os_.str();
+    out_.notes = note_lines(os_.str());
+    return std::move(out_);
   }
 
  private:
-  Stage& st(int id) { return p_.stages[size_t(id)]; }
+  const Stage& st(int id) const { return p_.stages[size_t(id)]; }
+  FuncRef ref(const Halide::Func& f) { return FuncRef(&out_, f); }
+  static std::string nm(const Halide::Func& f) { return backend::canonical_name(f.name()); }
   const Node& node(int id) const { return p_.graph->node(id); }
 
   int add_nest(Halide::Func f, int stage, bool can_host = true) {
@@ -173,7 +176,7 @@ class Builtin {
 
   void place(int id) {
     if (!live(id)) return;
-    Stage& s = st(id);
+    const Stage& s = st(id);
     Site site = value_site(id);
     site_[size_t(id)] = site;
     if (func_[size_t(id)].kind == Place::Inline) {
@@ -222,36 +225,36 @@ class Builtin {
     const Stage& s = st(nest.stage);
     const int vec = vector_width(p_.target, value_type(s));
     const int threads = halide_threads();
-    if (nest.is_root_stage) nest.func.compute_root();
+    if (nest.is_root_stage) ref(nest.func).compute_root();
     if (!nest.tiled()) {
-      LoopNest ln = vectorize_and_parallelize(nest.func, s.vars, s.extents, vec, threads);
+      LoopNest ln = vectorize_and_parallelize(ref(nest.func), s.vars, s.extents, vec, threads);
       nest.has_row = ln.has_row;
       nest.row = ln.row;
-      os_ << nest.func.name() << ": " << (nest.is_root_stage ? "root " : "") << ln.what << "\n";
+      os_ << nm(nest.func) << ": " << (nest.is_root_stage ? "root " : "") << ln.what << "\n";
       return;
     }
     nest.spec = tile_spec(p_, st(nest.host));
-    TiledNest t = tile_nest(nest.func, s.vars, s.extents, nest.spec, vec, threads);
+    TiledNest t = tile_nest(ref(nest.func), s.vars, s.extents, nest.spec, vec, threads);
     nest.tile = t.tile;
     nest.parallel = t.parallel;
-    os_ << nest.func.name() << ": " << (nest.is_root_stage ? "root " : "") << t.what << "\n";
+    os_ << nm(nest.func) << ": " << (nest.is_root_stage ? "root " : "") << t.what << "\n";
   }
 
   Var level_var(const Nest& nest, Level level) { return level == Level::Tile ? nest.tile : nest.row; }
 
   void schedule_guests(int id) {
-    Stage& s = st(id);
+    const Stage& s = st(id);
     const Place& f = func_[size_t(id)];
     if (f.kind == Place::At) {
       const Nest& nest = nests_[size_t(f.nest)];
       if (!nest.has_row) {
-        s.func.compute_root();
-        os_ << s.func.name() << ": root (no row loop in " << nest.func.name() << ")\n";
+        ref(s.func).compute_root();
+        os_ << nm(s.func) << ": root (no row loop in " << nm(nest.func) << ")\n";
       } else {
-        s.func.compute_at(nest.func, level_var(nest, f.level));
+        ref(s.func).compute_at(ref(nest.func), level_var(nest, f.level));
         const int vec = vector_width(p_.target, value_type(s));
-        if (s.extents[0] >= vec) s.func.vectorize(s.vars[0], vec);
-        os_ << s.func.name() << ": per row of " << nest.func.name() << "\n";
+        if (s.extents[0] >= vec) ref(s.func).vectorize(s.vars[0], vec);
+        os_ << nm(s.func) << ": per row of " << nm(nest.func) << "\n";
       }
     }
     if (!has_reduction(s) || !live(id)) return;
@@ -259,28 +262,29 @@ class Builtin {
     if (a.kind == Place::At) {
       const Nest& nest = nests_[size_t(a.nest)];
       if (a.level == Level::Row && !nest.has_row) {
-        s.reduction.compute_root();
-        os_ << s.reduction.name() << ": root " << schedule_reduction(p_, s, true) << schedule_helpers_at_root(p_, s) << "\n";
+        ref(s.reduction).compute_root();
+        os_ << nm(s.reduction) << ": root " << schedule_reduction(p_, s, true, out_) << schedule_helpers_at_root(p_, s, out_) << "\n";
         return;
       }
-      s.reduction.compute_at(nest.func, level_var(nest, a.level));
+      ref(s.reduction).compute_at(ref(nest.func), level_var(nest, a.level));
       if (a.level == Level::Tile) {
-        os_ << s.reduction.name() << ": per tile of " << nest.func.name() << ", "
-            << schedule_contraction_tile(p_, s, nest.spec);
-        if (s.op == OpKind::Attention) os_ << ";" << schedule_attention_helpers(p_, s, nest.func, nest.parallel, nest.spec);
-        else os_ << ";" << schedule_helpers_at_root(p_, s);
+        os_ << nm(s.reduction) << ": per tile of " << nm(nest.func) << ", "
+            << schedule_contraction_tile(p_, s, nest.spec, out_);
+        if (s.op == OpKind::Attention) os_ << ";" << schedule_attention_helpers(p_, s, ref(nest.func), nest.parallel, nest.spec, out_);
+        else os_ << ";" << schedule_helpers_at_root(p_, s, out_);
         os_ << "\n";
       } else {
-        os_ << s.reduction.name() << ": per row of " << nest.func.name() << ", " << schedule_reduction(p_, s, false)
-            << schedule_helpers_at_root(p_, s) << "\n";
+        os_ << nm(s.reduction) << ": per row of " << nm(nest.func) << ", " << schedule_reduction(p_, s, false, out_)
+            << schedule_helpers_at_root(p_, s, out_) << "\n";
       }
     } else if (a.kind == Place::Nest) {
-      s.reduction.compute_root();
-      os_ << s.reduction.name() << ": root " << schedule_reduction(p_, s, true) << schedule_helpers_at_root(p_, s) << "\n";
+      ref(s.reduction).compute_root();
+      os_ << nm(s.reduction) << ": root " << schedule_reduction(p_, s, true, out_) << schedule_helpers_at_root(p_, s, out_) << "\n";
     }
   }
 
-  LoweredPipeline& p_;
+  const LoweredPipeline& p_;
+  Schedule out_;
   const size_t n_;
   std::vector<Nest> nests_;
   std::vector<Place> func_, acc_;
@@ -291,6 +295,20 @@ class Builtin {
 
 }  // namespace
 
-std::string schedule_builtin(LoweredPipeline& p) { return Builtin(p).run(); }
+std::string builtin_identity() { return "built-in v1 threads=" + std::to_string(halide_threads()); }
+
+std::vector<std::string> note_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+Schedule schedule_builtin(const LoweredPipeline& p) {
+  Schedule s = Builtin(p).run();
+  s.source = builtin_identity();
+  return s;
+}
 
 }  // namespace hjit::schedules

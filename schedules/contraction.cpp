@@ -36,7 +36,7 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s) {
   return spec;
 }
 
-TiledNest tile_nest(Halide::Func f, const std::vector<Var>& vars, const Shape& extents, const TileSpec& spec, int vec,
+TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extents, const TileSpec& spec, int vec,
                     int threads) {
   const Var &inner = vars[size_t(spec.inner)], &unrolled = vars[size_t(spec.unrolled)];
   Var io(inner.name() + "_t"), ii(inner.name() + "_i"), uo(unrolled.name() + "_t"), ui(unrolled.name() + "_i");
@@ -72,10 +72,11 @@ TiledNest tile_nest(Halide::Func f, const std::vector<Var>& vars, const Shape& e
   return t;
 }
 
-std::string schedule_contraction_tile(const backend::LoweredPipeline& p, backend::Stage& s, const TileSpec& spec) {
+std::string schedule_contraction_tile(const backend::LoweredPipeline& p, const backend::Stage& s, const TileSpec& spec,
+                                      Schedule& out) {
   const int vec = vector_width(p.target, value_type(s));
-  Halide::Func acc = s.reduction;
-  Halide::Stage u = acc.update();
+  FuncRef acc(&out, s.reduction);
+  StageRef u = acc.update();
   const Var &inner = s.vars[size_t(spec.inner)], &unrolled = s.vars[size_t(spec.unrolled)];
   auto is_whole = [&](size_t d) { return std::find(spec.whole.begin(), spec.whole.end(), int(d)) != spec.whole.end(); };
   std::vector<VarOrRVar> order{inner};

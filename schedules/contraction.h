@@ -5,6 +5,7 @@
 #include <string>
 
 #include "halide_backend/lowered.h"
+#include "schedules/recorder.h"
 
 namespace hjit::schedules {
 
@@ -23,11 +24,12 @@ struct TiledNest {
   std::string what;
 };
 // Splits the nest `f` (iterating `vars` with `extents`) into tiles and runs the tiles in parallel.
-TiledNest tile_nest(Halide::Func f, const std::vector<Halide::Var>& vars, const Shape& extents, const TileSpec& spec,
+TiledNest tile_nest(FuncRef f, const std::vector<Halide::Var>& vars, const Shape& extents, const TileSpec& spec,
                     int vec, int threads);
 
 // The accumulator of contraction stage `s`, computed at one tile: reduction loops outside, the
 // tile vectorized and unrolled inside.
-std::string schedule_contraction_tile(const backend::LoweredPipeline& p, backend::Stage& s, const TileSpec& spec);
+std::string schedule_contraction_tile(const backend::LoweredPipeline& p, const backend::Stage& s, const TileSpec& spec,
+                                      Schedule& out);
 
 }  // namespace hjit::schedules

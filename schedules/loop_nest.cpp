@@ -13,11 +13,11 @@ int vector_width(const Halide::Target& target, const Halide::Type& t) {
   return std::max(1, target.natural_vector_size(sized));
 }
 
-LoopNest vectorize_and_parallelize(Halide::Stage stage, const std::vector<Var>& vars, const Shape& extents, int vec,
+LoopNest vectorize_and_parallelize(StageRef stage, const std::vector<Var>& vars, const Shape& extents, int vec,
                                    int threads, bool update, int64_t min_parallel_work) {
   const TailStrategy tail = update ? TailStrategy::GuardWithIf : TailStrategy::Auto;
   LoopNest nest;
-  if (vars.empty()) return LoopNest{"scalar"};
+  if (vars.empty()) return LoopNest{"scalar", false, Var()};
   std::string& what = nest.what;
   if (vars.size() > 1) nest.has_row = true, nest.row = vars[1];
   int64_t total = 1;

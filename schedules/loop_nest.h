@@ -6,6 +6,8 @@
 #include <Halide.h>
 #include <hjit/dtype.h>
 
+#include "schedules/recorder.h"
+
 namespace hjit::schedules {
 
 // Vectorizes the innermost of `vars` (innermost first, with their extents) at width `vec` when it
@@ -19,7 +21,7 @@ struct LoopNest {
 };
 // `update`: the stage is an update definition, whose splits must guard their tails (rounding up
 // would read inputs past their ends, and shifting inwards would apply the update twice).
-LoopNest vectorize_and_parallelize(Halide::Stage stage, const std::vector<Halide::Var>& vars, const Shape& extents,
+LoopNest vectorize_and_parallelize(StageRef stage, const std::vector<Halide::Var>& vars, const Shape& extents,
                                    int vec, int threads, bool update = false, int64_t min_parallel_work = 1 << 14);
 
 // The natural SIMD width for values of type t on the target.

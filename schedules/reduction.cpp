@@ -31,12 +31,12 @@ int64_t innermost_reduced_extent(const backend::LoweredPipeline& p, const backen
 
 }  // namespace
 
-std::string schedule_reduction(const backend::LoweredPipeline& p, backend::Stage& s, bool parallel) {
+std::string schedule_reduction(const backend::LoweredPipeline& p, const backend::Stage& s, bool parallel, Schedule& out) {
   const int vec = vector_width(p.target, value_type(s));
   const int threads = parallel ? halide_threads() : 1;
-  Halide::Func acc = s.reduction;
+  FuncRef acc(&out, s.reduction);
   std::string what = vectorize_and_parallelize(acc, s.vars, s.extents, vec, threads).what;
-  Halide::Stage u = acc.update();
+  StageRef u = acc.update();
   // The update is worth threads when the reduction is big, even if its output is small (a batch
   // norm's per-channel sums).
   const Node& node = p.graph->node(s.node);
@@ -71,7 +71,7 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, backend::Stage
     RVar ro(s.rvars[0].name() + "_o"), ri(s.rvars[0].name() + "_i");
     Var lane("lane");
     u.split(s.rvars[0], ro, ri, lanes_n);
-    Halide::Func lanes = u.rfactor(ri, lane);
+    FuncRef lanes = u.rfactor(ri, lane);
     if (s.vars.empty()) lanes.compute_at(acc, Var::outermost());
     else lanes.compute_at(acc, s.vars[0]);
     lanes.vectorize(lane);
@@ -81,14 +81,15 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, backend::Stage
   return what + "; update " + vectorize_and_parallelize(u, s.vars, s.extents, 1, threads, true, min_points).what;
 }
 
-std::string schedule_helpers_at_root(const backend::LoweredPipeline& p, backend::Stage& s) {
+std::string schedule_helpers_at_root(const backend::LoweredPipeline& p, const backend::Stage& s, Schedule& out) {
   std::string what;
-  for (backend::Helper& h : s.helpers) {
-    h.func.compute_root();
+  for (const backend::Helper& h : s.helpers) {
+    FuncRef f(&out, h.func);
+    f.compute_root();
     const int vec = vector_width(p.target, h.func.output_types()[0]);
-    what += " " + h.role + ": root " + vectorize_and_parallelize(h.func, h.vars, h.extents, vec, halide_threads()).what;
+    what += " " + h.role + ": root " + vectorize_and_parallelize(f, h.vars, h.extents, vec, halide_threads()).what;
     if (h.func.has_update_definition())
-      what += " update " + vectorize_and_parallelize(h.func.update(), h.vars, h.extents, 1, halide_threads(), true).what;
+      what += " update " + vectorize_and_parallelize(f.update(), h.vars, h.extents, 1, halide_threads(), true).what;
   }
   return what;
 }

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "halide_backend/lowered.h"
+#include "schedules/recorder.h"
 
 namespace hjit::schedules {
 
@@ -10,9 +11,9 @@ namespace hjit::schedules {
 // dimension is kept (the reduction loop goes outside it), or across lanes of the reduced innermost
 // axis with rfactor when that axis is reduced. With `parallel`, outer output dimensions run in
 // parallel (for accumulators computed at root).
-std::string schedule_reduction(const backend::LoweredPipeline& p, backend::Stage& s, bool parallel);
+std::string schedule_reduction(const backend::LoweredPipeline& p, const backend::Stage& s, bool parallel, Schedule& out);
 
 // Helpers a lowering made (padded inputs, ...) computed at root, vectorized and parallel.
-std::string schedule_helpers_at_root(const backend::LoweredPipeline& p, backend::Stage& s);
+std::string schedule_helpers_at_root(const backend::LoweredPipeline& p, const backend::Stage& s, Schedule& out);
 
 }  // namespace hjit::schedules

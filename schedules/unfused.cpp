@@ -10,30 +10,39 @@ namespace hjit::schedules {
 
 using backend::Stage;
 
-std::string schedule_unfused(backend::LoweredPipeline& p) {
+std::string unfused_identity() { return "unfused v1 threads=" + std::to_string(halide_threads()); }
+
+backend::Schedule schedule_unfused(const backend::LoweredPipeline& p) {
   const int threads = halide_threads();
+  Schedule out;
   std::ostringstream os;
-  for (Stage& s : p.stages) {
+  auto name = [](const Halide::Func& f) { return backend::canonical_name(f.name()); };
+  for (const Stage& s : p.stages) {
     if (is_source(s) || !s.func.defined() || (s.consumers.empty() && !s.is_output)) continue;
     const int vec = vector_width(p.target, value_type(s));
+    FuncRef f(&out, s.func);
     if (has_reduction(s)) {
       // The accumulator is the op's stage; its reader is a copy, kept only when it is an output.
-      s.reduction.compute_root();
-      os << s.reduction.name() << ": root " << schedule_reduction(p, s, true) << schedule_helpers_at_root(p, s) << "\n";
+      FuncRef(&out, s.reduction).compute_root();
+      os << name(s.reduction) << ": root " << schedule_reduction(p, s, true, out) << schedule_helpers_at_root(p, s, out) << "\n";
       if (!s.is_output) continue;
     } else if (!s.is_output) {
-      s.func.compute_root();
+      f.compute_root();
     }
-    os << s.func.name() << ": root " << vectorize_and_parallelize(s.func, s.vars, s.extents, vec, threads).what << "\n";
+    os << name(s.func) << ": root " << vectorize_and_parallelize(f, s.vars, s.extents, vec, threads).what << "\n";
   }
   for (size_t k = 0; k < p.outputs.size(); ++k)
     if (p.output_is_wrapper[k] && p.outputs[k].defined()) {
       const Stage& s = p.stages[size_t(p.output_node[k])];
-      os << p.outputs[k].name() << ": "
-         << vectorize_and_parallelize(p.outputs[k], s.vars, s.extents, vector_width(p.target, value_type(s)), threads).what
+      os << name(p.outputs[k]) << ": "
+         << vectorize_and_parallelize(FuncRef(&out, p.outputs[k]), s.vars, s.extents, vector_width(p.target, value_type(s)),
+                                      threads)
+                .what
          << "\n";
     }
-  return os.str();
+  out.notes = note_lines(os.str());
+  out.source = unfused_identity();
+  return out;
 }
 
 }  // namespace hjit::schedules

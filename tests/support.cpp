@@ -1,5 +1,8 @@
 #include "tests/support.h"
 
+#include <fstream>
+#include <iterator>
+
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -74,6 +77,16 @@ std::string compare(const Tensor& got, const Tensor& want, double tol) {
     }
   }
   return "";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
 }
 
 }  // namespace test

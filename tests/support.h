@@ -22,6 +22,10 @@ hjit::Tensor random(hjit::Shape shape, hjit::DType dtype, uint64_t seed);
 // integers their type's extremes, 0 and +-1.
 hjit::Tensor specials(hjit::Shape shape, hjit::DType dtype, size_t offset);
 
+// A whole file's bytes ("" when it cannot be read), and writing them.
+std::string read_file(const std::string& path);
+void write_file(const std::string& path, const std::string& bytes);
+
 // Allowed |got - want| / (1 + |want|): exact for integers and bool.
 double tolerance(hjit::DType dtype);
 

@@ -25,9 +25,11 @@
 
 #include <hjit/dtype.h>
 #include <hjit/error.h>
+#include <hjit/export.h>
 #include <hjit/grad.h>
 #include <hjit/graph.h>
 #include <hjit/jit.h>
+#include <hjit/module.h>
 #include <hjit/ops.h>
 #include <hjit/optim.h>
 #include <hjit/tensor.h>

@@ -43,6 +43,23 @@ struct JitStats {
                             // "built-in (Li2018 fell back: <why>)"
 };
 
+// The compile cache, process-wide: pipelines found in memory, loaded from the disk cache, and
+// compiled. The disk cache lives in HJIT_CACHE_DIR (default $XDG_CACHE_HOME/hjit, else
+// ~/.cache/hjit; set and empty: off), at most HJIT_CACHE_MAX_MB (default 2048) megabytes, least
+// recently used entries evicted first.
+struct CacheStats {
+  int64_t memory_hits = 0;    // compiles answered by this process's own compiled pipelines
+  int64_t disk_hits = 0;      // pipelines loaded from the disk cache instead of compiled
+  int64_t misses = 0;         // pipelines compiled
+  int64_t disk_rejected = 0;  // disk entries that failed their checks (corrupt, truncated, foreign): compiled again
+  int64_t disk_writes = 0;
+  int64_t disk_evictions = 0;
+  int64_t disk_entries = 0;   // on disk now, and their size
+  int64_t disk_bytes = 0;
+  std::string directory;      // "" when the disk cache is off
+};
+CacheStats cache_stats();
+
 namespace detail {
 
 using Tracer = FunctionRef<std::vector<Tensor>(const std::vector<Tensor>& args, std::vector<int>* tree)>;

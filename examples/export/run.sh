@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Exports the ResNet block, builds the C consumer from the exported files alone, and runs it.
+# Arguments: <export_resnet_block program> <scratch dir>.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$2"
+"$1" "$2"
+cc -O2 -std=c11 -o "$2/consumer" "$here/consumer.c" -I"$2" "$2/libresnet_block.a" -lpthread -ldl -lm
+"$2/consumer" "$2"

@@ -1,0 +1,29 @@
+// export_library: trace, optionally bake the captured tensors in, hand the graph to the backend.
+#include <hjit/export.h>
+
+#include "frontend/traced.h"
+#include "halide_backend/export.h"
+#include "support/log.h"
+
+namespace hjit::detail {
+
+std::vector<std::string> export_traced(const std::string& directory, const std::string& name, const ExportOptions& options,
+                                       const std::string& fn_name, const CallArgs& args, Tracer trace) {
+  if (options.opt_level < 0 || options.opt_level > 1)
+    throw ValueError("hjit: export_library: opt_level must be 0 or 1, got " + std::to_string(options.opt_level));
+  Traced tr = trace_and_optimize(fn_name, false, args, trace);
+  std::vector<Tensor> captured;
+  for (const auto& c : tr.captured) captured.push_back(alias_tensor(c->storage, c->type));
+  Graph g = options.bake_parameters ? freeze_inputs(tr.graph, tr.num_args, captured) : std::move(tr.graph);
+  backend::ExportRequest r;
+  r.directory = directory;
+  r.name = name;
+  r.target = options.target;
+  r.opt_level = options.opt_level;
+  r.source = "'" + fn_name + "'";
+  for (size_t i = 0; i < g.inputs.size(); ++i)
+    r.input_names.push_back(i < tr.num_args ? "in" + std::to_string(i) : "param" + std::to_string(i - tr.num_args));
+  return backend::export_static_library(g, r);
+}
+
+}  // namespace hjit::detail

@@ -1,0 +1,60 @@
+// Ahead-of-time export: a traced function compiled into a static library and a C header that
+// need neither hjit nor Halide nor LLVM (link with -lpthread -ldl -lm), for any Halide target:
+//
+//   hjit::export_library("out", "block", block, x);   // out/libblock.a, out/block.h
+//   // block.h: int block(const float* in0, float* out0);  shapes as constants beside it
+#pragma once
+#include <string>
+#include <vector>
+
+#include <hjit/jit.h>
+
+namespace hjit {
+
+struct ExportOptions {
+  std::string target = "host";  // any Halide target string ("x86-64-linux-avx2", "host-cuda", ...)
+  bool bake_parameters = true;  // captured tensors' current values become constants in the
+                                // library; otherwise they are arguments after the function's own
+  int opt_level = 1;            // 0: unfused; 1: the built-in schedules
+};
+
+namespace detail {
+std::vector<std::string> export_traced(const std::string& directory, const std::string& name, const ExportOptions& options,
+                                       const std::string& fn_name, const CallArgs& args, Tracer trace);
+}
+
+// Returns the paths written (the library, then the header).
+template <class Fn, class... Args>
+std::vector<std::string> export_library_with(const ExportOptions& options, const std::string& directory,
+                                             const std::string& name, Fn&& fn, const Args&... example_args) {
+  using Inv = detail::Invocation<std::decay_t<Fn>, Args...>;
+  detail::CallArgs call = Inv::collect_all(example_args...);
+  auto tracer = [&](const std::vector<Tensor>& tracers, std::vector<int>* tree) {
+    return Inv::trace(fn, tracers, tree, example_args...);
+  };
+  return detail::export_traced(directory, name, options, detail::default_name(typeid(std::decay_t<Fn>)), call, tracer);
+}
+
+// The same with the options last: export_library(dir, name, fn, x, w, {.target = "host-cuda"}).
+template <class Fn, class A>
+std::vector<std::string> export_library(const std::string& dir, const std::string& name, Fn&& fn, const A& a,
+                                        const ExportOptions& o = {}) {
+  return export_library_with(o, dir, name, std::forward<Fn>(fn), a);
+}
+template <class Fn, class A, class B>
+std::vector<std::string> export_library(const std::string& dir, const std::string& name, Fn&& fn, const A& a, const B& b,
+                                        const ExportOptions& o = {}) {
+  return export_library_with(o, dir, name, std::forward<Fn>(fn), a, b);
+}
+template <class Fn, class A, class B, class C>
+std::vector<std::string> export_library(const std::string& dir, const std::string& name, Fn&& fn, const A& a, const B& b,
+                                        const C& c, const ExportOptions& o = {}) {
+  return export_library_with(o, dir, name, std::forward<Fn>(fn), a, b, c);
+}
+template <class Fn, class A, class B, class C, class D>
+std::vector<std::string> export_library(const std::string& dir, const std::string& name, Fn&& fn, const A& a, const B& b,
+                                        const C& c, const D& d, const ExportOptions& o = {}) {
+  return export_library_with(o, dir, name, std::forward<Fn>(fn), a, b, c, d);
+}
+
+}  // namespace hjit

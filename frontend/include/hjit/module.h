@@ -1,0 +1,101 @@
+// Saved functions: hjit::save traces a function and writes its graph, the values of the tensors it
+// captured (its parameters) and its signature to one file; Module::load reads it back in a program
+// that does not have the function's source, and runs it compiled (MegEngine's dump,
+// torch.jit.save/load).
+//
+//   hjit::save("block.hjit", block, x);               // traced with x's dtype and shape
+//   hjit::Module m = hjit::Module::load("block.hjit");
+//   Tensor y = m(x);                                   // compiled on the first call (or found in
+//                                                      // the compile cache), then straight to code
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <hjit/jit.h>
+
+namespace hjit {
+
+struct SaveOptions {
+  // Bake the captured tensors' current values into the graph as constants (MegEngine's
+  // capture_as_const). A function that assigns to a captured tensor cannot be frozen.
+  bool freeze_parameters = false;
+};
+
+struct ModuleOptions {
+  int opt_level = 2;            // as JitOptions
+  std::string autoscheduler{};  // as JitOptions
+};
+
+// What a module call returns: its outputs, in the order the function returned them flattened
+// (a std::pair<Tensor, std::vector<Tensor>> becomes 1 + n tensors). Converts to a Tensor when
+// there is exactly one.
+class ModuleResult : public std::vector<Tensor> {
+ public:
+  using std::vector<Tensor>::vector;
+  operator Tensor() const;  // ValueError unless there is exactly one output
+};
+
+class Module {
+ public:
+  // Reads and checks a saved module. A missing, truncated, corrupt or foreign file, or one of
+  // another format version, is a ValueError saying what is wrong.
+  static Module load(const std::string& path, ModuleOptions options = {});
+  void save(const std::string& path) const;
+
+  // Runs the module on tensors of the saved signature (ShapeError / DTypeError otherwise).
+  // Tensor and std::vector<Tensor> arguments, in the order of the saved function's. Safe to call
+  // from several threads; calls of a module that updates its parameters run one at a time.
+  template <class... Args>
+  ModuleResult operator()(const Args&... args) const {
+    std::vector<Tensor> flat;
+    (flatten(flat, args), ...);
+    return call(flat);
+  }
+  ModuleResult call(const std::vector<Tensor>& args) const;
+
+  // The captured tensors (handles sharing the module's storage), read at every call: assign() to
+  // them changes what the module computes, and a function that assigned to them updates them at
+  // every call.
+  std::vector<Tensor> parameters() const;
+  // The same module with the parameters' current values baked in as constants.
+  Module freeze() const;
+
+  const std::string& name() const;
+  const Graph& graph() const;
+  std::vector<TensorType> input_types() const;   // of the arguments (parameters excluded)
+  std::vector<TensorType> output_types() const;
+  std::string str() const;  // signature, parameters and graph
+
+  struct Impl;
+
+ private:
+  explicit Module(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  static void flatten(std::vector<Tensor>& out, const Tensor& t) { out.push_back(t); }
+  static void flatten(std::vector<Tensor>& out, const std::vector<Tensor>& ts) { out.insert(out.end(), ts.begin(), ts.end()); }
+  std::shared_ptr<Impl> impl_;
+  friend void detail_save(const std::string&, const std::string&, const detail::CallArgs&, detail::Tracer, const SaveOptions&);
+};
+
+void detail_save(const std::string& path, const std::string& name, const detail::CallArgs& args, detail::Tracer trace,
+                 const SaveOptions& options);
+
+// Traces fn with the example arguments' dtypes and shapes (static arguments are traced with their
+// values) and writes the module. Throws what tracing throws, and ValueError when the file cannot
+// be written.
+template <class Fn, class... Args>
+void save(const std::string& path, const SaveOptions& options, Fn&& fn, const Args&... example_args) {
+  using Inv = detail::Invocation<std::decay_t<Fn>, Args...>;
+  detail::CallArgs call = Inv::collect_all(example_args...);
+  auto tracer = [&](const std::vector<Tensor>& tracers, std::vector<int>* tree) {
+    return Inv::trace(fn, tracers, tree, example_args...);
+  };
+  detail_save(path, detail::default_name(typeid(std::decay_t<Fn>)), call, tracer, options);
+}
+template <class Fn, class... Args>
+  requires(!std::is_same_v<std::decay_t<Fn>, SaveOptions>)
+void save(const std::string& path, Fn&& fn, const Args&... example_args) {
+  save(path, SaveOptions{}, std::forward<Fn>(fn), example_args...);
+}
+
+}  // namespace hjit

@@ -1,0 +1,289 @@
+// Saved modules: the file format, load with validation, calls, freezing.
+//
+// File: the binary_io header (magic "HJITMODL", format version, payload size, checksum), then
+//   name | graph text (Graph::to_text, constants included) | number of arguments |
+//   parameters: dtype, shape, little-endian bytes
+#include <hjit/module.h>
+
+#include <bit>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <sstream>
+
+#include "frontend/tensor_impl.h"
+#include "frontend/traced.h"
+#include "graph/passes/optimize.h"
+#include "graph/passes/verify.h"
+#include "halide_backend/backend.h"
+#include "frontend/const_eval.h"
+#include "support/binary_io.h"
+#include "support/log.h"
+
+namespace hjit {
+
+using detail::make_tensor;
+
+namespace {
+
+constexpr char kMagic[9] = "HJITMODL";
+constexpr uint32_t kModuleFormatVersion = 1;
+
+static_assert(std::endian::native == std::endian::little, "saved modules store little-endian data as is");
+
+}  // namespace
+
+Graph detail::freeze_inputs(const Graph& g, size_t first, const std::vector<Tensor>& values) {
+  for (const Update& u : g.updates)
+    if (size_t(g.node(u.target).attrs.i("index")) >= first)
+      throw ValueError("hjit: cannot freeze the parameters of '" + g.name + "': the function assigns to parameter " +
+                       std::to_string(g.node(u.target).attrs.i("index") - int64_t(first)));
+  Graph out;
+  out.name = g.name;
+  std::vector<int> id(g.nodes.size(), -1);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& node = g.nodes[n];
+    if (node.op == OpKind::Parameter) {
+      const size_t index = size_t(node.attrs.i("index"));
+      if (index < first) {
+        id[n] = out.add_parameter(node.type);
+      } else {
+        const detail::TensorImpl& v = *values[index - first].impl();
+        id[n] = out.add_constant(node.type, ConstData{v.storage, v.data(), v.storage ? v.storage->nbytes : 0});
+      }
+    } else if (node.op == OpKind::Constant) {
+      id[n] = out.add_constant(node.type, g.constants[size_t(node.constant)]);
+    } else {
+      Node copy = node;
+      for (int& in : copy.inputs) in = id[size_t(in)];
+      id[n] = out.add(std::move(copy));
+    }
+  }
+  for (int o : g.outputs) out.outputs.push_back(id[size_t(o)]);
+  for (const Update& u : g.updates) out.updates.push_back(Update{id[size_t(u.target)], id[size_t(u.value)]});
+  ConstEvaluator eval = detail::evaluate_node;
+  return optimize(out, &eval);
+}
+
+namespace {
+
+std::string read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ValueError("hjit: cannot open the module file '" + path + "'");
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_whole_file(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+    if (!out) throw ValueError("hjit: cannot write the module file '" + path + "'");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw ValueError("hjit: cannot write the module file '" + path + "'");
+  }
+}
+
+}  // namespace
+
+struct Module::Impl {
+  std::string name;
+  Graph graph;
+  size_t num_args = 0;
+  std::vector<Tensor> params;
+  ModuleOptions options;
+
+  std::mutex compile_mu;
+  std::shared_ptr<const backend::Executable> exe;
+  std::mutex run_mu;  // calls that update tensors run one at a time
+
+  const backend::Executable& executable() {
+    std::lock_guard lock(compile_mu);
+    if (!exe)
+      exe = backend::compile(graph, backend::Options{name, Device::CPU, options.opt_level, options.autoscheduler}).executable;
+    return *exe;
+  }
+
+  std::string encode() const {
+    BinaryWriter w;
+    w.str(name);
+    w.str(graph.to_text());
+    w.u64(num_args);
+    w.u64(params.size());
+    for (const Tensor& p : params) {
+      w.u8(uint8_t(p.dtype()));
+      w.u64(p.shape().size());
+      for (int64_t d : p.shape()) w.i64(d);
+      const detail::TensorImpl& im = *p.impl();
+      w.bytes(im.data(), size_t(p.numel()) * size_t(dtype_size(p.dtype())));
+    }
+    return wrap_payload(kMagic, kModuleFormatVersion, w.out());
+  }
+
+  static std::shared_ptr<Impl> decode(const std::string& file, const ModuleOptions& options) {
+    auto m = std::make_shared<Impl>();
+    m->options = options;
+    const std::string payload = unwrap_payload(file, kMagic, kModuleFormatVersion, "a saved hjit module");
+    BinaryReader r(payload);
+    m->name = r.str();
+    const std::string text = r.str();
+    try {
+      m->graph = Graph::parse(text);
+      verify(m->graph, "loading");
+    } catch (const std::exception& e) {
+      throw ValueError(std::string("its graph is not valid: ") + e.what());
+    }
+    const Graph& g = m->graph;
+    m->num_args = r.count(g.inputs.size());
+    const size_t n_params = r.count(g.inputs.size());
+    if (m->num_args + n_params != g.inputs.size())
+      throw ValueError("it declares " + std::to_string(m->num_args) + " arguments and " + std::to_string(n_params) +
+                       " parameters, but its graph has " + std::to_string(g.inputs.size()) + " inputs");
+    for (size_t j = 0; j < n_params; ++j) {
+      const uint8_t code = r.u8();
+      if (code >= kNumDTypes) throw ValueError("parameter " + std::to_string(j) + " has an unknown dtype");
+      TensorType t{DType(code), {}};
+      const size_t rank = r.count(64);
+      for (size_t d = 0; d < rank; ++d) t.shape.push_back(r.i64());
+      if (!(t == g.type(g.inputs[m->num_args + j])))
+        throw ValueError("parameter " + std::to_string(j) + " is " + t.str() + " where the graph reads " +
+                         g.type(g.inputs[m->num_args + j]).str());
+      const std::string bytes = r.str();
+      if (bytes.size() != size_t(t.numel()) * size_t(dtype_size(t.dtype)))
+        throw ValueError("parameter " + std::to_string(j) + " has " + std::to_string(bytes.size()) + " bytes of data");
+      Tensor p = make_tensor(t);
+      if (!bytes.empty()) std::memcpy(p.impl()->data(), bytes.data(), bytes.size());
+      m->params.push_back(std::move(p));
+    }
+    if (!r.done()) throw ValueError("it has bytes after its end");
+    return m;
+  }
+};
+
+ModuleResult::operator Tensor() const {
+  if (size() != 1)
+    throw ValueError("hjit: the module returned " + std::to_string(size()) + " tensors; read them from the result as a vector");
+  return front();
+}
+
+Module Module::load(const std::string& path, ModuleOptions options) {
+  try {
+    Module m(Impl::decode(read_whole_file(path), options));
+    log().debug("module '{}' loaded from {}: {} nodes, {} parameters", m.name(), path, m.graph().nodes.size(),
+                m.parameters().size());
+    return m;
+  } catch (const ValueError& e) {
+    const std::string what = e.what();
+    if (what.rfind("hjit:", 0) == 0) throw;
+    throw ValueError("hjit: cannot load the module '" + path + "': " + what);
+  }
+}
+
+void Module::save(const std::string& path) const { write_whole_file(path, impl_->encode()); }
+
+void detail_save(const std::string& path, const std::string& name, const detail::CallArgs& args, detail::Tracer trace,
+                 const SaveOptions& options) {
+  detail::Traced tr = detail::trace_and_optimize(name, false, args, trace);
+  auto m = std::make_shared<Module::Impl>();
+  m->name = name;
+  m->num_args = tr.num_args;
+  for (const auto& c : tr.captured) {
+    Tensor p = make_tensor(c->type);
+    if (c->storage && c->storage->nbytes) std::memcpy(p.impl()->data(), c->data(), c->storage->nbytes);
+    m->params.push_back(std::move(p));
+  }
+  m->graph = std::move(tr.graph);
+  if (options.freeze_parameters) {
+    m->graph = detail::freeze_inputs(m->graph, m->num_args, m->params);
+    m->params.clear();
+  }
+  Module(m).save(path);
+  log().debug("saved '{}' to {}", name, path);
+}
+
+ModuleResult Module::call(const std::vector<Tensor>& args) const {
+  Impl& m = *impl_;
+  const Graph& g = m.graph;
+  if (args.size() != m.num_args)
+    throw ValueError("hjit: module '" + m.name + "' takes " + std::to_string(m.num_args) + " tensors, got " +
+                     std::to_string(args.size()));
+  for (size_t i = 0; i < args.size(); ++i) {
+    const detail::TensorImpl& im = detail::impl_of(args[i], "a module argument");
+    const TensorType& want = g.type(g.inputs[i]);
+    if (im.type.dtype != want.dtype)
+      throw DTypeError("hjit: module '" + m.name + "' argument " + std::to_string(i) + " must be " + want.str() + ", got " +
+                       im.type.str());
+    if (im.type.shape != want.shape)
+      throw ShapeError("hjit: module '" + m.name + "' argument " + std::to_string(i) + " must be " + want.str() + ", got " +
+                       im.type.str());
+    if (args[i].is_traced()) throw ValueError("hjit: a module cannot be called inside a traced function");
+  }
+  const backend::Executable& exe = m.executable();
+  std::vector<const void*> in;
+  for (const Tensor& a : args) in.push_back(a.impl()->data());
+  for (const Tensor& p : m.params) in.push_back(p.impl()->data());
+  ModuleResult outs;
+  std::vector<void*> out;
+  for (int o : g.outputs) {
+    outs.push_back(make_tensor(g.type(o)));
+    out.push_back(outs.back().impl()->data());
+  }
+  std::vector<Tensor> updated;
+  for (const Update& u : g.updates) {
+    updated.push_back(make_tensor(g.type(u.value)));
+    out.push_back(updated.back().impl()->data());
+  }
+  std::unique_lock<std::mutex> one_at_a_time;
+  if (!g.updates.empty()) one_at_a_time = std::unique_lock(m.run_mu);
+  exe.run(in.data(), out.data());
+  for (size_t k = 0; k < g.updates.size(); ++k) {
+    const size_t input = size_t(g.node(g.updates[k].target).attrs.i("index"));
+    Tensor target = input < m.num_args ? args[input] : m.params[input - m.num_args];
+    target.assign(updated[k]);
+  }
+  return outs;
+}
+
+std::vector<Tensor> Module::parameters() const { return impl_->params; }
+
+Module Module::freeze() const {
+  auto m = std::make_shared<Impl>();
+  m->name = impl_->name;
+  m->num_args = impl_->num_args;
+  m->options = impl_->options;
+  m->graph = detail::freeze_inputs(impl_->graph, impl_->num_args, impl_->params);
+  return Module(m);
+}
+
+const std::string& Module::name() const { return impl_->name; }
+const Graph& Module::graph() const { return impl_->graph; }
+
+std::vector<TensorType> Module::input_types() const {
+  std::vector<TensorType> t;
+  for (size_t i = 0; i < impl_->num_args; ++i) t.push_back(impl_->graph.type(impl_->graph.inputs[i]));
+  return t;
+}
+
+std::vector<TensorType> Module::output_types() const {
+  std::vector<TensorType> t;
+  for (int o : impl_->graph.outputs) t.push_back(impl_->graph.type(o));
+  return t;
+}
+
+std::string Module::str() const {
+  std::ostringstream os;
+  os << "module " << impl_->name << "\n  arguments:";
+  for (const TensorType& t : input_types()) os << " " << t.str();
+  os << "\n  parameters:";
+  for (const Tensor& p : impl_->params) os << " " << TensorType{p.dtype(), p.shape()}.str();
+  if (impl_->params.empty()) os << " none";
+  os << "\n  outputs:";
+  for (const TensorType& t : output_types()) os << " " << t.str();
+  os << "\n" << impl_->graph.str();
+  return os.str();
+}
+
+}  // namespace hjit

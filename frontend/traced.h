@@ -1,0 +1,28 @@
+// A function traced and optimized, ready for the backend: what jit() compiles and save() writes.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <hjit/jit.h>
+
+#include "frontend/tensor_impl.h"
+
+namespace hjit::detail {
+
+struct Traced {
+  Graph graph;  // optimized
+  std::vector<int> tree;  // result structure
+  std::vector<std::shared_ptr<TensorImpl>> captured;  // graph inputs after the arguments
+  std::vector<Tensor> concrete_outputs;  // TraceMode::Concrete: the eager results
+  size_t num_args = 0;
+};
+
+Traced trace_and_optimize(const std::string& name, bool concrete, const CallArgs& args, Tracer trace);
+
+// The graph with inputs first.. replaced by constants holding `values` (then optimized again, so
+// that what depends only on them folds): MegEngine's capture_as_const. ValueError when the
+// function assigns to one of them.
+Graph freeze_inputs(const Graph& g, size_t first, const std::vector<Tensor>& values);
+
+}  // namespace hjit::detail

@@ -1,0 +1,185 @@
+#include "halide_backend/apply_schedule.h"
+
+#include <charconv>
+
+namespace hjit::backend {
+
+using Halide::RVar;
+using Halide::Var;
+using Halide::VarOrRVar;
+
+std::map<std::string, Halide::Func> funcs_by_canonical_name(const LoweredPipeline& p) {
+  std::map<std::string, Halide::Func> out;
+  for (const Halide::Func& f : p.outputs) {
+    if (!f.defined()) continue;
+    std::map<std::string, Halide::Internal::Function> reached = Halide::Internal::find_transitive_calls(f.function());
+    reached.emplace(f.name(), f.function());
+    for (auto& [name, fn] : reached) {
+      auto [it, inserted] = out.emplace(canonical_name(name), Halide::Func(fn));
+      if (!inserted && it->second.name() != name)
+        throw InternalError("hjit: two Funcs of one pipeline are both named '" + it->first + "'");
+    }
+  }
+  return out;
+}
+
+namespace {
+
+int64_t number(const std::string& s) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) throw ValueError("hjit: schedule: '" + s + "' is not a number");
+  return v;
+}
+
+Halide::TailStrategy tail_strategy(const std::string& s) {
+  using T = Halide::TailStrategy;
+  static const std::pair<const char*, T> names[] = {
+      {"Auto", T::Auto},           {"GuardWithIf", T::GuardWithIf}, {"ShiftInwards", T::ShiftInwards},
+      {"RoundUp", T::RoundUp},     {"Predicate", T::Predicate},     {"PredicateLoads", T::PredicateLoads},
+      {"PredicateStores", T::PredicateStores}};
+  for (auto& [name, t] : names)
+    if (s == name) return t;
+  throw ValueError("hjit: schedule: unknown tail strategy '" + s + "'");
+}
+
+Halide::MemoryType memory_type(const std::string& s) {
+  using M = Halide::MemoryType;
+  static const std::pair<const char*, M> names[] = {{"Auto", M::Auto},           {"Heap", M::Heap},
+                                                     {"Stack", M::Stack},         {"Register", M::Register},
+                                                     {"GPUShared", M::GPUShared}, {"GPUTexture", M::GPUTexture},
+                                                     {"LockedCache", M::LockedCache}, {"VTCM", M::VTCM},
+                                                     {"AMXTile", M::AMXTile}};
+  for (auto& [name, m] : names)
+    if (s == name) return m;
+  throw ValueError("hjit: schedule: unknown memory type '" + s + "'");
+}
+
+// Whether `name` is a reduction variable of the stage (its loops as scheduled so far).
+bool is_rvar(const Halide::Stage& st, const std::string& name) {
+  for (const auto& d : st.get_schedule().dims())
+    if (d.var == name) return d.is_rvar();
+  for (const auto& r : st.get_schedule().rvars())
+    if (r.var == name) return true;
+  return false;
+}
+
+VarOrRVar var_of(const Halide::Stage& st, const std::string& name) {
+  if (name == "__outermost") return Var::outermost();
+  return is_rvar(st, name) ? VarOrRVar(RVar(name)) : VarOrRVar(Var(name));
+}
+
+// The same kind (Var or RVar) as `like`, named `name`.
+VarOrRVar same_kind(const VarOrRVar& like, const std::string& name) {
+  return like.is_rvar ? VarOrRVar(RVar(name)) : VarOrRVar(Var(name));
+}
+
+// A loop of any stage of f, for compute_at and store_at.
+VarOrRVar loop_of(Halide::Func f, const std::string& name) {
+  if (name == "__outermost") return Var::outermost();
+  if (is_rvar(f, name)) return RVar(name);
+  for (int k = 0; k < f.num_update_definitions(); ++k)
+    if (is_rvar(f.update(k), name)) return RVar(name);
+  return Var(name);
+}
+
+class Applier {
+ public:
+  explicit Applier(LoweredPipeline& p) : funcs_(funcs_by_canonical_name(p)) {}
+
+  void apply(const Directive& d) {
+    Halide::Func f = func(d.func);
+    if (d.update >= f.num_update_definitions())
+      throw ValueError("hjit: schedule: " + d.func + " has no update definition " + std::to_string(d.update));
+    Halide::Stage st = d.update < 0 ? Halide::Stage(f) : f.update(d.update);
+    const auto& a = d.args;
+    const std::string& v = d.verb;
+    const bool func_level = v == "compute_root" || v == "compute_inline" || v == "store_root" || v == "compute_at" ||
+                            v == "store_at" || v == "reorder_storage" || v == "bound" || v == "bound_extent" ||
+                            v == "fold_storage" || v == "store_in" || v == "align_storage";
+    if (func_level && d.update >= 0) throw ValueError("hjit: schedule: '" + v + "' applies to a Func, not an update");
+    if (v == "compute_root") f.compute_root();
+    else if (v == "compute_inline") f.compute_inline();
+    else if (v == "store_root") f.store_root();
+    else if (v == "compute_at" || v == "store_at") {
+      Halide::Func consumer = func(a[0]);
+      VarOrRVar loop = loop_of(consumer, a[1]);
+      if (v == "compute_at") loop.is_rvar ? f.compute_at(consumer, loop.rvar) : f.compute_at(consumer, loop.var);
+      else loop.is_rvar ? f.store_at(consumer, loop.rvar) : f.store_at(consumer, loop.var);
+    }
+    else if (v == "split") {
+      VarOrRVar old = var_of(st, a[0]);
+      st.split(old, same_kind(old, a[1]), same_kind(old, a[2]), Halide::Expr(int(number(a[3]))), tail_strategy(a[4]));
+    } else if (v == "fuse") {
+      VarOrRVar inner = var_of(st, a[0]), outer = var_of(st, a[1]);
+      VarOrRVar fused = inner.is_rvar || outer.is_rvar ? VarOrRVar(RVar(a[2])) : VarOrRVar(Var(a[2]));
+      st.fuse(inner, outer, fused);
+    } else if (v == "reorder") {
+      std::vector<VarOrRVar> order;
+      for (const std::string& n : a) order.push_back(var_of(st, n));
+      st.reorder(order);
+    } else if (v == "vectorize" || v == "unroll" || v == "parallel") {
+      VarOrRVar x = var_of(st, a[0]);
+      const Halide::TailStrategy tail = a.size() > 2 ? tail_strategy(a[2]) : Halide::TailStrategy::Auto;
+      if (a.size() == 1) {
+        if (v == "vectorize") st.vectorize(x);
+        else if (v == "unroll") st.unroll(x);
+        else st.parallel(x);
+      } else {
+        Halide::Expr n = int(number(a[1]));
+        if (v == "vectorize") st.vectorize(x, n, tail);
+        else if (v == "unroll") st.unroll(x, n, tail);
+        else st.parallel(x, n, tail);
+      }
+    } else if (v == "serial") {
+      st.serial(var_of(st, a[0]));
+    } else if (v == "rfactor") {
+      std::vector<std::pair<RVar, Var>> preserved;
+      for (size_t from = 0; from < a[0].size();) {
+        size_t comma = a[0].find(',', from);
+        if (comma == std::string::npos) comma = a[0].size();
+        const std::string pair = a[0].substr(from, comma - from);
+        const size_t colon = pair.find(':');
+        if (colon == std::string::npos) throw ValueError("hjit: schedule: rfactor takes rvar:var pairs, not '" + pair + "'");
+        preserved.emplace_back(RVar(pair.substr(0, colon)), Var(pair.substr(colon + 1)));
+        from = comma + 1;
+      }
+      Halide::Func intm = st.rfactor(preserved);
+      funcs_[a[1]] = intm;
+      funcs_[canonical_name(intm.name())] = intm;
+    } else if (v == "reorder_storage") {
+      std::vector<Var> order;
+      for (const std::string& n : a) order.emplace_back(n);
+      f.reorder_storage(order);
+    } else if (v == "bound") {
+      f.bound(Var(a[0]), int(number(a[1])), int(number(a[2])));
+    } else if (v == "bound_extent") {
+      f.bound_extent(Var(a[0]), int(number(a[1])));
+    } else if (v == "fold_storage") {
+      f.fold_storage(Var(a[0]), int(number(a[1])), a.size() < 3 || a[2] != "backward");
+    } else if (v == "store_in") {
+      f.store_in(memory_type(a[0]));
+    } else if (v == "align_storage") {
+      f.align_storage(Var(a[0]), int(number(a[1])));
+    } else {
+      throw ValueError("hjit: schedule: unknown directive '" + v + "'");
+    }
+  }
+
+ private:
+  Halide::Func func(const std::string& name) {
+    auto it = funcs_.find(name);
+    if (it == funcs_.end()) throw ValueError("hjit: schedule names the Func '" + name + "', which this pipeline does not have");
+    return it->second;
+  }
+  std::map<std::string, Halide::Func> funcs_;
+};
+
+}  // namespace
+
+void apply_schedule(const Schedule& s, LoweredPipeline& p) {
+  Applier applier(p);
+  for (const Directive& d : s.directives) applier.apply(d);
+}
+
+}  // namespace hjit::backend

@@ -1,0 +1,130 @@
+#include "halide_backend/build.h"
+
+#include <atomic>
+#include <cstdio>
+
+#include "halide_backend/apply_schedule.h"
+#include "halide_backend/codegen.h"
+#include "halide_backend/lower.h"
+#include "halide_backend/scheduler.h"
+#include "halide_backend/trial.h"
+#include "support/log.h"
+
+namespace hjit::backend {
+
+std::mutex& compile_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+namespace {
+
+// Halide's warnings (storage folding notes and the like) go to the debug log instead of stderr:
+// hjit is quiet by default. Errors still throw, as Halide's own reporter does.
+class QuietReporter final : public Halide::CompileTimeErrorReporter {
+ public:
+  void warning(const char* msg) override { log().debug("halide: {}", msg); }
+  void error(const char* msg) override { throw Halide::CompileError(msg); }
+};
+
+void install_reporter() {
+  static QuietReporter reporter;
+  static std::once_flag once;
+  std::call_once(once, [] { Halide::set_custom_compile_time_error_reporter(&reporter); });
+}
+
+std::string function_name(const std::string& name) {
+  static std::atomic<int> counter{0};
+  std::string s = "hjit_";
+  for (char c : name) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  if (s.size() > 40) s.resize(40);
+  return s + "_" + std::to_string(counter++);
+}
+
+// One candidate: lowered afresh, scheduled `how`, compiled. No executable (with the reason in
+// *why) when the autoscheduler does not schedule it.
+Built make(const Graph& g, const Options& o, const Target& target, const std::string& how, std::string* why = nullptr) {
+  LoweredPipeline p = lower(g, target.halide(false));
+  std::string reason;
+  std::optional<Schedule> s = scheduler().schedule(p, how, &reason);
+  if (!s) {
+    if (why) *why = reason;
+    return {};
+  }
+  apply_schedule(*s, p);
+  PipelineInfo info = describe(g, p, function_name(o.name.empty() ? g.name : o.name), how, s->str());
+  Built b;
+  b.shared_object = compile_shared_object(p, target, info);
+  b.executable = b.shared_object ? load_shared_object(*b.shared_object, std::move(info)) : jit_compile(p, target, std::move(info));
+  return b;
+}
+
+// An autoscheduler's schedule is used only when it compiles, runs, computes what the built-in
+// schedule computes, and is not much slower on this very pipeline; otherwise the built-in schedule
+// stands in, with a warning. (Halide 14's autoschedulers fail on some pipelines, emit schedules
+// that do not compile, that read outside the buffers, or that compute wrong results (Adams2019's
+// storage folding of a padded pooling input), and are sometimes an order of magnitude slower.)
+Built build_guarded(const Graph& g, const Options& o, const Target& target) {
+  constexpr double kTolerated = 1.5, kNoiseMs = 0.02;  // below ~20 us a run, timings are noise
+  Built builtin = make(g, o, target, "built-in");
+  TrialBuffers reference(g), trial(g);
+  const double builtin_ms = trial_ms(*builtin.executable, reference);
+  Built chosen;
+  std::string why;
+  double auto_ms = 0;
+  try {
+    chosen = make(g, o, target, o.autoscheduler, &why);
+    if (chosen.executable) {
+      auto_ms = trial_ms(*chosen.executable, trial);
+      std::string diff = first_difference(trial, reference);
+      if (!diff.empty()) why = "its schedule computes wrong results (" + diff + ")", chosen = {};
+    }
+  } catch (const std::exception& e) {
+    why = std::string("its schedule failed: ") + e.what();
+    chosen = {};
+  }
+  if (chosen.executable && (auto_ms <= kTolerated * builtin_ms || auto_ms - builtin_ms < kNoiseMs)) {
+    log().debug("{} on '{}': {:.3f} ms a run (built-in {:.3f} ms)", o.autoscheduler, g.name, auto_ms, builtin_ms);
+    return chosen;
+  }
+  if (chosen.executable) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "its schedule ran %.1fx slower than the built-in one (%.3f ms vs %.3f ms a run)",
+                  auto_ms / builtin_ms, auto_ms, builtin_ms);
+    why = buf;
+  }
+  log().warn("{} on '{}': {}; using the built-in schedule", o.autoscheduler, g.name, why);
+  builtin.executable->set_summary("built-in (" + o.autoscheduler + " fell back: " + why + ")");
+  return builtin;
+}
+
+// Whether the pipeline computes anything: every output (and update) may have no elements.
+bool computes_nothing(const Graph& g) {
+  for (int out : g.outputs)
+    if (g.type(out).numel() > 0) return false;
+  for (const Update& u : g.updates)
+    if (g.type(u.value).numel() > 0) return false;
+  return true;
+}
+
+}  // namespace
+
+std::string schedule_request(const Options& o) {
+  if (o.opt_level == 0) return "unfused";
+  if (o.opt_level == 2 && !o.autoscheduler.empty()) return o.autoscheduler;
+  return "built-in";
+}
+
+Built build(const Graph& g, const Options& o, const Target& target) {
+  install_reporter();
+  const std::string how = schedule_request(o);
+  try {
+    if (how == "unfused" || how == "built-in") return make(g, o, target, how);
+    if (computes_nothing(g)) return make(g, o, target, "built-in");  // nothing for an autoscheduler to schedule
+    return build_guarded(g, o, target);
+  } catch (const Halide::Error& e) {
+    throw CompileError("hjit: Halide could not compile '" + g.name + "': " + e.what());
+  }
+}
+
+}  // namespace hjit::backend

@@ -1,0 +1,29 @@
+// Building a compiled pipeline for a graph: lower, ask the scheduler for a schedule, apply it,
+// generate code; and the guard that keeps an autoscheduler's schedule only when it earns its place.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "halide_backend/backend.h"
+#include "halide_backend/executable.h"
+#include "halide_backend/target.h"
+
+namespace hjit::backend {
+
+// Held while Halide compiles or lowers anything: its compiler keeps process-global state.
+std::mutex& compile_mutex();
+
+// `how`: the request's schedule: "unfused", "built-in" or an autoscheduler's name.
+std::string schedule_request(const Options& o);
+
+struct Built {
+  std::shared_ptr<HalideExecutable> executable;
+  std::optional<std::string> shared_object;  // its code, for the disk cache (none when JIT-compiled)
+};
+
+// Builds the pipeline. Throws CompileError when Halide rejects it. Call under compile_mutex().
+Built build(const Graph& g, const Options& o, const Target& target);
+
+}  // namespace hjit::backend

@@ -1,0 +1,240 @@
+#include "halide_backend/codegen.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "halide_backend/lower.h"
+#include "halide_backend/runtime_object.h"
+#include "support/log.h"
+
+extern char** environ;
+
+namespace hjit::backend {
+
+std::shared_ptr<void> make_jit_context();  // executable.cpp
+
+namespace {
+
+std::vector<halide_dimension_t> dense_dims(const Shape& shape) {
+  std::vector<halide_dimension_t> dims;
+  int32_t stride = 1;
+  for (int64_t extent : to_halide_order(shape)) {
+    dims.push_back(halide_dimension_t{0, int32_t(extent), stride, 0});
+    stride *= int32_t(extent);
+  }
+  return dims;
+}
+
+// The Halide arguments of p's function, in the order of info.args.
+std::vector<Halide::Argument> halide_arguments(const LoweredPipeline& p) {
+  std::vector<Halide::Argument> args;
+  for (const Halide::ImageParam& param : p.params)
+    if (param.defined()) args.push_back(param);
+  for (const Halide::ImageParam& param : p.const_params) args.push_back(param);
+  return args;
+}
+
+std::vector<Halide::Func> defined_outputs(const LoweredPipeline& p) {
+  std::vector<Halide::Func> outs;
+  for (const Halide::Func& f : p.outputs)
+    if (f.defined()) outs.push_back(f);
+  return outs;
+}
+
+}  // namespace
+
+std::string find_program(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (size_t from = 0; from <= dirs.size();) {
+    size_t colon = dirs.find(':', from);
+    if (colon == std::string::npos) colon = dirs.size();
+    std::string candidate = dirs.substr(from, colon - from) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    from = colon + 1;
+  }
+  return "";
+}
+
+namespace {
+
+// The linker: ld itself (starting the compiler driver only to run ld costs more than linking).
+const std::string& linker() {
+  static const std::string ld = [] {
+    if (const char* env = std::getenv("HJIT_LINKER")) return std::string(env);
+    std::string found = find_program("ld");
+    return found;
+  }();
+  return ld;
+}
+
+}  // namespace
+
+int run_program(const std::vector<std::string>& argv, std::string* output) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  char log_path[] = "/tmp/hjit_link_XXXXXX";
+  int log_fd = mkstemp(log_path);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (log_fd >= 0) {
+    posix_spawn_file_actions_adddup2(&actions, log_fd, 1);
+    posix_spawn_file_actions_adddup2(&actions, log_fd, 2);
+  }
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  int status = -1;
+  if (rc == 0) {
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    status = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  }
+  if (log_fd >= 0) {
+    std::ifstream in(log_path);
+    if (output) output->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    close(log_fd);
+    std::remove(log_path);
+  }
+  return rc == 0 ? status : -1;
+}
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// A directory of its own under TMPDIR, removed when this goes.
+struct ScratchDir {
+  std::string path;
+  ScratchDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/hjit_build_XXXXXX";
+    if (!mkdtemp(templ.data())) throw CompileError("hjit: cannot create a scratch directory under " + templ);
+    path = templ;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
+PipelineInfo describe(const Graph& g, const LoweredPipeline& p, std::string function, std::string summary,
+                      std::string schedule) {
+  PipelineInfo info;
+  info.function = std::move(function);
+  info.summary = std::move(summary);
+  info.schedule = std::move(schedule);
+  auto add = [&](ArgSpec::From from, int index, const TensorType& t) {
+    ArgSpec a;
+    a.from = from;
+    a.index = index;
+    a.type = storage_type(t.dtype);
+    a.dims = dense_dims(t.shape);
+    info.args.push_back(std::move(a));
+  };
+  for (size_t i = 0; i < p.params.size(); ++i)
+    if (p.params[i].defined()) add(ArgSpec::From::Input, int(i), g.type(g.inputs[i]));
+  for (size_t i = 0; i < p.const_params.size(); ++i) {
+    add(ArgSpec::From::Constant, int(i), p.const_types[i]);
+    const auto* bytes = static_cast<const uint8_t*>(p.const_data[i].data);
+    info.constants.push_back(std::make_shared<const std::vector<uint8_t>>(bytes, bytes + p.const_data[i].nbytes));
+  }
+  for (size_t k = 0; k < p.outputs.size(); ++k)
+    if (p.outputs[k].defined()) add(ArgSpec::From::Output, int(k), g.type(p.output_node[k]));
+  return info;
+}
+
+std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Target& target, PipelineInfo& info) {
+  if (info.computes_nothing()) return std::string();
+  if (linker().empty()) {
+    static std::once_flag warned;
+    std::call_once(warned, [] {
+      log().warn("hjit: no linker (ld) on PATH: compiling in process, and nothing is kept in the disk cache");
+    });
+    return std::nullopt;
+  }
+  Timer t;
+  const Halide::Target halide_target = target.halide(false).with_feature(Halide::Target::NoRuntime);
+  Halide::Module module = Halide::Pipeline(defined_outputs(p)).compile_to_module(halide_arguments(p), info.function, halide_target);
+  const double lowered_ms = t.ms();
+  ScratchDir dir;
+  const std::string object = dir.path + "/pipeline.o", stmt = dir.path + "/pipeline.stmt", so = dir.path + "/pipeline.so";
+  const std::string runtime = dir.path + "/runtime.o";
+  {
+    std::ofstream out(runtime, std::ios::binary);
+    out.write(halide_runtime_object().data(), std::streamsize(halide_runtime_object().size()));
+  }
+  module.compile({{Halide::OutputFileType::object, object}, {Halide::OutputFileType::stmt, stmt}});
+  const double codegen_ms = t.ms();
+  std::string output;
+  // -Bsymbolic: the pipeline calls its own runtime, whatever other Halide code the process holds.
+  const int status = run_program({linker(), "-shared", "-Bsymbolic", "-o", so, object, runtime}, &output);
+  if (status != 0)
+    throw CompileError("hjit: linking " + info.function + " failed (" + linker() + " exited with status " +
+                       std::to_string(status) + "): " + output);
+  info.statement = read_file(stmt);
+  std::string bytes = read_file(so);
+  log().debug("backend: {} lowered in {:.1f} ms, code generated in {:.1f} ms, linked in {:.1f} ms ({} KiB)", info.function,
+              lowered_ms, codegen_ms - lowered_ms, t.ms() - codegen_ms, bytes.size() / 1024);
+  return bytes;
+}
+
+std::shared_ptr<HalideExecutable> load_shared_object(const std::string& bytes, PipelineInfo info) {
+  if (info.computes_nothing()) return std::make_shared<HalideExecutable>(std::move(info), nullptr, nullptr, nullptr);
+  // From a private copy of the checked bytes, not from the cache file, which could change under us.
+  // (Each copy is a file of its own: the dynamic loader takes a path it has loaded before, such as
+  // a reused /proc/self/fd/N, for the object it already has.)
+  const char* tmp = std::getenv("TMPDIR");
+  std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/hjit_code_XXXXXX";
+  const int fd = mkstemp(path.data());
+  if (fd < 0) throw CompileError("hjit: cannot create a file for compiled code in " + path + ": " + std::strerror(errno));
+  bool written = true;
+  for (size_t done = 0; written && done < bytes.size();) {
+    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    written = n > 0;
+    if (written) done += size_t(n);
+  }
+  close(fd);
+  void* handle = written ? dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
+  std::remove(path.c_str());
+  if (!written) throw CompileError("hjit: writing compiled code to " + path + " failed: " + std::strerror(errno));
+  if (!handle) throw CompileError(std::string("hjit: loading compiled code failed: ") + dlerror());
+  std::shared_ptr<void> code(handle, [](void* h) { dlclose(h); });
+  auto fn = reinterpret_cast<ArgvFunction>(dlsym(handle, (info.function + "_argv").c_str()));
+  if (!fn) throw CompileError("hjit: compiled code has no function " + info.function + "_argv");
+  install_runtime_hooks([&](const char* symbol) { return dlsym(handle, symbol); });
+  return std::make_shared<HalideExecutable>(std::move(info), fn, std::move(code), nullptr);
+}
+
+std::shared_ptr<HalideExecutable> jit_compile(LoweredPipeline& p, const Target& target, PipelineInfo info) {
+  if (info.computes_nothing()) return std::make_shared<HalideExecutable>(std::move(info), nullptr, nullptr, nullptr);
+  auto pipeline = std::make_shared<Halide::Pipeline>(defined_outputs(p));
+  const std::vector<Halide::Argument> args = halide_arguments(p);
+  Halide::Module module = pipeline->compile_to_module(args, info.function, target.halide(true));
+  auto jit = std::make_shared<Halide::Internal::JITModule>(module, module.get_function_by_name(info.function));
+  std::ostringstream stmt;
+  for (const auto& f : module.functions()) stmt << f.body << "\n";
+  info.statement = stmt.str();
+  ArgvFunction fn = reinterpret_cast<ArgvFunction>(jit->argv_function());
+  return std::make_shared<HalideExecutable>(std::move(info), fn, std::move(jit), make_jit_context());
+}
+
+}  // namespace hjit::backend

@@ -1,0 +1,36 @@
+// Code for a scheduled pipeline: object code linked into a shared object and loaded with dlopen
+// (what the disk cache stores, and what a later process loads without Halide or LLVM running),
+// or, where no linker is installed, Halide's in-process JIT.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "halide_backend/executable.h"
+#include "halide_backend/lowered.h"
+#include "halide_backend/target.h"
+
+namespace hjit::backend {
+
+// The arguments of the function compiled from p, and the bytes of its hidden inputs.
+PipelineInfo describe(const Graph& g, const LoweredPipeline& p, std::string function, std::string summary,
+                      std::string schedule);
+
+// Compiles p to object code for `target`, links it into a shared object and returns the shared
+// object's bytes; fills info.statement. nullopt when this machine has no linker (hjit then uses
+// the JIT, and says so once). Throws Halide::CompileError when Halide rejects the pipeline.
+std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Target& target, PipelineInfo& info);
+
+// Loads a shared object from its bytes (checked by the caller). Throws CompileError when the
+// dynamic loader rejects it.
+std::shared_ptr<HalideExecutable> load_shared_object(const std::string& bytes, PipelineInfo info);
+
+// Where the program `name` is on PATH ("" if nowhere), and running one: its exit status (-1 when
+// it could not be started), with what it printed in *output.
+std::string find_program(const std::string& name);
+int run_program(const std::vector<std::string>& argv, std::string* output);
+
+// Compiles p in process with Halide's JIT.
+std::shared_ptr<HalideExecutable> jit_compile(LoweredPipeline& p, const Target& target, PipelineInfo info);
+
+}  // namespace hjit::backend

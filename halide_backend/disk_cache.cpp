@@ -1,0 +1,184 @@
+#include "halide_backend/disk_cache.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <vector>
+
+#include "support/log.h"
+
+namespace hjit::backend {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::mutex& stats_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::string default_directory() {
+  if (const char* dir = std::getenv("HJIT_CACHE_DIR")) return dir;  // set and empty: off
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/hjit";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/hjit";
+  return "";
+}
+
+int64_t default_max_bytes() {
+  constexpr int64_t kDefaultMb = 2048;
+  const char* env = std::getenv("HJIT_CACHE_MAX_MB");
+  if (!env || !*env) return kDefaultMb << 20;
+  char* end = nullptr;
+  const long long mb = std::strtoll(env, &end, 10);
+  if (*end || mb < 0) {
+    log().warn("hjit: HJIT_CACHE_MAX_MB='{}' is not a number of megabytes; using {}", env, kDefaultMb);
+    return kDefaultMb << 20;
+  }
+  return int64_t(mb) << 20;
+}
+
+}  // namespace
+
+DiskCache& DiskCache::instance() {
+  static DiskCache cache;
+  return cache;
+}
+
+DiskCache::DiskCache() { configure(default_directory(), default_max_bytes()); }
+
+void DiskCache::configure(const std::string& dir, int64_t max_bytes) {
+  std::lock_guard lock(stats_mutex());
+  max_bytes_ = max_bytes;
+  dir_.clear();
+  if (dir.empty()) return;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || access(dir.c_str(), W_OK) != 0) {
+    log().warn("hjit: the compile cache directory {} cannot be written ({}); compiled code is not kept on disk", dir,
+               ec ? ec.message() : std::strerror(errno));
+    return;
+  }
+  dir_ = dir;
+  log().debug("cache: compiled code is kept in {} (at most {} MiB)", dir_, max_bytes_ >> 20);
+}
+
+std::optional<std::string> DiskCache::read(const std::string& name) {
+  if (!enabled()) return std::nullopt;
+  const std::string p = path(name);
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  utimensat(AT_FDCWD, p.c_str(), nullptr, 0);  // last use, for eviction
+  std::lock_guard lock(stats_mutex());
+  ++counts_.hits;
+  return bytes;
+}
+
+void DiskCache::reject(const std::string& name, const std::string& why) {
+  log().info("cache: ignoring entry {}: {}; compiling it again", path(name), why);
+  std::lock_guard lock(stats_mutex());
+  --counts_.hits;
+  ++counts_.rejected;
+}
+
+void DiskCache::count_miss() {
+  std::lock_guard lock(stats_mutex());
+  ++counts_.misses;
+}
+
+void DiskCache::write(const std::string& name, const std::string& bytes) {
+  if (!enabled()) return;
+  static std::atomic<uint64_t> counter{0};
+  const std::string final_path = path(name);
+  const std::string tmp = final_path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  bool ok = fd >= 0;
+  for (size_t done = 0; ok && done < bytes.size();) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += size_t(n);
+  }
+  if (fd >= 0 && close(fd) != 0) ok = false;
+  // rename() replaces atomically: a reader sees the old entry or the new one, never a mix. Two
+  // processes writing the same entry leave one of their two (equal) entries.
+  if (ok && std::rename(tmp.c_str(), final_path.c_str()) != 0) ok = false;
+  if (!ok) {
+    log().warn("hjit: could not write the cache entry {}: {}", final_path, std::strerror(errno));
+    std::remove(tmp.c_str());
+    return;
+  }
+  {
+    std::lock_guard lock(stats_mutex());
+    ++counts_.writes;
+  }
+  evict();
+}
+
+void DiskCache::evict() {
+  struct File {
+    fs::path path;
+    int64_t bytes;
+    fs::file_time_type used;
+  };
+  std::vector<File> files;
+  int64_t total = 0;
+  std::error_code ec;
+  const auto now = fs::file_time_type::clock::now();
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string file = e.path().filename().string();
+    std::error_code ec2;
+    const auto used = e.last_write_time(ec2);
+    const int64_t bytes = int64_t(e.file_size(ec2));
+    if (ec2) continue;
+    // Temporaries of writers that died mid-write.
+    if (file.find(".hjit.tmp.") != std::string::npos) {
+      if (now - used > std::chrono::hours(1)) fs::remove(e.path(), ec2);
+      continue;
+    }
+    if (e.path().extension() != ".hjit") continue;
+    files.push_back({e.path(), bytes, used});
+    total += bytes;
+  }
+  if (total <= max_bytes_) return;
+  std::sort(files.begin(), files.end(), [](const File& a, const File& b) { return a.used < b.used; });
+  int64_t evicted = 0;
+  for (const File& f : files) {
+    if (total <= max_bytes_ * 9 / 10) break;
+    std::error_code ec2;
+    if (fs::remove(f.path, ec2)) total -= f.bytes, ++evicted;
+  }
+  log().debug("cache: evicted {} least recently used entries ({} MiB left)", evicted, total >> 20);
+  std::lock_guard lock(stats_mutex());
+  counts_.evictions += evicted;
+}
+
+DiskCacheStats DiskCache::stats() const {
+  DiskCacheStats s;
+  {
+    std::lock_guard lock(stats_mutex());
+    s = counts_;
+  }
+  s.directory = dir_;
+  if (!enabled()) return s;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    if (e.path().extension() != ".hjit") continue;
+    std::error_code ec2;
+    const auto bytes = e.file_size(ec2);
+    if (!ec2) ++s.entries, s.bytes += int64_t(bytes);
+  }
+  return s;
+}
+
+}  // namespace hjit::backend

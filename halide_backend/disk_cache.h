@@ -1,0 +1,48 @@
+// The disk tier of the compile cache: one file per entry in HJIT_CACHE_DIR (default
+// $XDG_CACHE_HOME/hjit, else ~/.cache/hjit; set and empty: off), written to a temporary file and
+// renamed into place (a reader sees a whole entry or none), least recently used entries evicted
+// above HJIT_CACHE_MAX_MB (default 2048). What an entry holds is cache_entry.h's business.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace hjit::backend {
+
+struct DiskCacheStats {
+  int64_t hits = 0, misses = 0, rejected = 0, writes = 0, evictions = 0;
+  int64_t entries = 0, bytes = 0;  // on disk now
+  std::string directory;           // "" when the disk cache is off
+};
+
+class DiskCache {
+ public:
+  static DiskCache& instance();  // configured from the environment on first use
+
+  bool enabled() const { return !dir_.empty(); }
+  const std::string& directory() const { return dir_; }
+  // The entry's bytes, marking it used; nullopt when there is none.
+  std::optional<std::string> read(const std::string& name);
+  // Writes the entry atomically, then evicts least recently used entries above the size limit.
+  // Failures (a full disk, a read-only directory) are logged, never thrown: the cache is an
+  // optimization.
+  void write(const std::string& name, const std::string& bytes);
+  // An entry that failed its checks: counted and logged; the rebuilt entry replaces it.
+  void reject(const std::string& name, const std::string& why);
+  void count_miss();
+  DiskCacheStats stats() const;
+
+  // For tests: point the cache somewhere else ("" turns it off), with a size limit.
+  void configure(const std::string& dir, int64_t max_bytes);
+
+ private:
+  DiskCache();
+  void evict();
+  std::string path(const std::string& name) const { return dir_ + "/" + name + ".hjit"; }
+
+  std::string dir_;
+  int64_t max_bytes_ = 0;
+  mutable DiskCacheStats counts_;
+};
+
+}  // namespace hjit::backend

@@ -1,0 +1,27 @@
+// Halide's runtime as an object file, compiled at build time (tools/halide_runtime.cpp) and kept
+// in libhjit as bytes: every shared object hjit links gets its own copy, bound to itself
+// (-Bsymbolic). Exporting one runtime from libhjit instead would interpose on other Halide code in
+// the process: the Adams2019 plugin's cost model then ran its parallel loops through hjit's hooks.
+#include "halide_backend/runtime_object.h"
+
+__asm__(".section .rodata\n"
+        ".balign 64\n"
+        ".globl hjit_halide_runtime_begin\n"
+        ".hidden hjit_halide_runtime_begin\n"
+        "hjit_halide_runtime_begin:\n"
+        ".incbin \"" HJIT_HALIDE_RUNTIME_OBJECT "\"\n"
+        ".globl hjit_halide_runtime_end\n"
+        ".hidden hjit_halide_runtime_end\n"
+        "hjit_halide_runtime_end:\n"
+        ".previous\n");
+
+extern "C" const char hjit_halide_runtime_begin[];
+extern "C" const char hjit_halide_runtime_end[];
+
+namespace hjit::backend {
+
+std::string_view halide_runtime_object() {
+  return std::string_view(hjit_halide_runtime_begin, size_t(hjit_halide_runtime_end - hjit_halide_runtime_begin));
+}
+
+}  // namespace hjit::backend

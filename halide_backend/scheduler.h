@@ -1,0 +1,32 @@
+// What the backend asks of a scheduler. The backend lowers, applies and compiles; deciding the
+// schedule is schedules/'s job, which implements this interface and registers itself, so the
+// backend never includes schedules/ (the two folders meet only at this header and at link time).
+#pragma once
+#include <optional>
+#include <string>
+
+#include "halide_backend/schedule_value.h"
+
+namespace hjit::backend {
+
+struct LoweredPipeline;
+
+class Scheduler {
+ public:
+  virtual ~Scheduler() = default;
+  // The schedule `how` decides for the lowered, unscheduled pipeline p: how is "unfused",
+  // "built-in" or an autoscheduler's name. nullopt, with the reason in *why, when an autoscheduler
+  // declines or fails (the caller falls back to "built-in").
+  virtual std::optional<Schedule> schedule(const LoweredPipeline& p, const std::string& how, std::string* why) const = 0;
+  // Everything besides the graph and the target that the schedule `how` depends on (versions,
+  // threads, machine parameters): part of every cache key.
+  virtual std::string identity(const std::string& how) const = 0;
+  virtual bool is_autoscheduler(const std::string& name) const = 0;
+};
+
+// Called once, by schedules/, before the first compile.
+void register_scheduler(const Scheduler& s);
+// Throws InternalError when none was registered.
+const Scheduler& scheduler();
+
+}  // namespace hjit::backend

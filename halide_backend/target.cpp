@@ -1,0 +1,44 @@
+#include "halide_backend/target.h"
+
+#include <Halide.h>
+#include <cpuid.h>
+
+namespace hjit::backend {
+namespace {
+
+// Whether the CPU executes AVX512-FP16 (CPUID leaf 7, EDX bit 23).
+bool cpu_has_avx512_fp16() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 23));
+}
+
+}  // namespace
+
+Target Target::host(Device device) {
+  if (device != Device::CPU)
+    throw CompileError("hjit: CUDA pipelines cannot run in this build (no GPU runtime); use Device::CPU");
+  Halide::Target t = Halide::get_host_target();
+  // Halide 14 reports avx512_sapphirerapids on AMD Zen 4, whose AVX-512 has BF16 and VNNI but no
+  // FP16: code for it uses AVX512-FP16 instructions on f16 values and dies with SIGILL there.
+  if (t.has_feature(Halide::Target::AVX512_SapphireRapids) && !cpu_has_avx512_fp16())
+    t = t.without_feature(Halide::Target::AVX512_SapphireRapids);
+  Target out;
+  out.str_ = t.to_string();
+  return out;
+}
+
+Target Target::parse(const std::string& s) {
+  if (!Halide::Target::validate_target_string(s))
+    throw ValueError("hjit: '" + s + "' is not a Halide target string (e.g. host, x86-64-linux-avx2, host-cuda)");
+  Target out;
+  out.str_ = Halide::Target(s).to_string();
+  return out;
+}
+
+Halide::Target Target::halide(bool jit) const {
+  Halide::Target t(str_);
+  t = t.with_feature(Halide::Target::UserContext);
+  return jit ? t.with_feature(Halide::Target::JIT) : t;
+}
+
+}  // namespace hjit::backend

@@ -1,0 +1,31 @@
+// The target as data: the Halide target string code is compiled for. It is part of every cache
+// key; the features hjit adds for its own calling convention (user_context, JIT) are not in it.
+#pragma once
+#include <string>
+
+#include <hjit/graph.h>
+
+namespace Halide {
+struct Target;
+}
+
+namespace hjit::backend {
+
+class Target {
+ public:
+  // This machine's CPU as Halide detects it, less what it cannot run (see target.cpp).
+  static Target host(Device device);
+  // Any Halide target string ("host", "x86-64-linux-avx2", "host-cuda-cuda_capability_80"). Throws
+  // ValueError naming the string when Halide does not know it.
+  static Target parse(const std::string& s);
+
+  const std::string& str() const { return str_; }
+  bool operator==(const Target& o) const { return str_ == o.str_; }
+  // For Halide: with user_context (hjit's calls pass one), and JIT when compiling in process.
+  Halide::Target halide(bool jit) const;
+
+ private:
+  std::string str_;
+};
+
+}  // namespace hjit::backend

@@ -1,0 +1,80 @@
+#include "schedules/recorder.h"
+
+namespace hjit::schedules {
+
+const char* tail_name(Halide::TailStrategy t) {
+  using T = Halide::TailStrategy;
+  switch (t) {
+    case T::RoundUp: return "RoundUp";
+    case T::GuardWithIf: return "GuardWithIf";
+    case T::Predicate: return "Predicate";
+    case T::PredicateLoads: return "PredicateLoads";
+    case T::PredicateStores: return "PredicateStores";
+    case T::ShiftInwards: return "ShiftInwards";
+    case T::Auto: return "Auto";
+  }
+  return "Auto";
+}
+
+void StageRef::add(std::string verb, std::vector<std::string> args) {
+  s_->directives.push_back(backend::Directive{func_, update_, std::move(verb), std::move(args)});
+}
+
+StageRef& StageRef::split(const Halide::VarOrRVar& old, const Halide::VarOrRVar& outer, const Halide::VarOrRVar& inner,
+                          int factor, Halide::TailStrategy tail) {
+  add("split", {old.name(), outer.name(), inner.name(), std::to_string(factor), tail_name(tail)});
+  return *this;
+}
+
+StageRef& StageRef::fuse(const Halide::VarOrRVar& inner, const Halide::VarOrRVar& outer, const Halide::VarOrRVar& fused) {
+  add("fuse", {inner.name(), outer.name(), fused.name()});
+  return *this;
+}
+
+StageRef& StageRef::reorder(const std::vector<Halide::VarOrRVar>& order) {
+  std::vector<std::string> names;
+  for (const auto& v : order) names.push_back(v.name());
+  add("reorder", std::move(names));
+  return *this;
+}
+
+StageRef& StageRef::vectorize(const Halide::VarOrRVar& v, int factor, Halide::TailStrategy tail) {
+  if (factor == 0) add("vectorize", {v.name()});
+  else add("vectorize", {v.name(), std::to_string(factor), tail_name(tail)});
+  return *this;
+}
+
+StageRef& StageRef::unroll(const Halide::VarOrRVar& v) {
+  add("unroll", {v.name()});
+  return *this;
+}
+
+StageRef& StageRef::parallel(const Halide::VarOrRVar& v) {
+  add("parallel", {v.name()});
+  return *this;
+}
+
+FuncRef StageRef::rfactor(const Halide::RVar& r, const Halide::Var& v) {
+  const std::string intm = func_ + "_intm";
+  add("rfactor", {r.name() + ":" + v.name(), intm});
+  return FuncRef(s_, intm);
+}
+
+FuncRef& FuncRef::compute_root() {
+  add("compute_root", {});
+  return *this;
+}
+
+FuncRef& FuncRef::compute_at(const FuncRef& consumer, const Halide::VarOrRVar& loop) {
+  add("compute_at", {consumer.name(), loop.name()});
+  return *this;
+}
+
+FuncRef& FuncRef::reorder_storage(const std::vector<Halide::Var>& order) {
+  std::vector<std::string> names;
+  for (const auto& v : order) names.push_back(v.name());
+  add("reorder_storage", std::move(names));
+  return *this;
+}
+
+}  // namespace hjit::schedules

@@ -1,0 +1,50 @@
+#include "support/binary_io.h"
+
+#include <cstdio>
+
+#include "support/hash.h"
+
+namespace hjit {
+namespace {
+
+constexpr size_t kHeaderBytes = 8 + 4 + 8 + 32;
+
+uint64_t hash_with(const std::string& s, uint64_t seed) {
+  Hasher h;
+  h.add(seed);
+  h.add_bytes(s.data(), s.size());
+  return h.value();
+}
+
+}  // namespace
+
+std::string hash_hex(const std::string& bytes) {
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", (unsigned long long)hash_with(bytes, 1),
+                (unsigned long long)hash_with(bytes, 0x5bd1e995u));
+  return buf;
+}
+
+std::string wrap_payload(const char (&magic)[9], uint32_t version, const std::string& payload) {
+  BinaryWriter h;
+  h.out().append(magic, 8);
+  h.u32(version);
+  h.u64(payload.size());
+  h.out() += hash_hex(payload);
+  return h.out() + payload;
+}
+
+std::string unwrap_payload(const std::string& file, const char (&magic)[9], uint32_t version, const std::string& what) {
+  if (file.size() < kHeaderBytes || file.compare(0, 8, magic, 8) != 0) throw ValueError("it is not " + what);
+  BinaryReader header(file, 8);
+  const uint32_t v = header.u32();
+  if (v != version)
+    throw ValueError("it is " + what + " of format version " + std::to_string(v) + "; this hjit reads version " +
+                     std::to_string(version));
+  if (header.u64() != file.size() - kHeaderBytes) throw ValueError("it is truncated or has bytes after its end");
+  std::string payload = file.substr(kHeaderBytes);
+  if (file.compare(8 + 4 + 8, 32, hash_hex(payload)) != 0) throw ValueError("its checksum does not match (it is corrupt)");
+  return payload;
+}
+
+}  // namespace hjit

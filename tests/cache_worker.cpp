@@ -1,0 +1,59 @@
+// A separate process for the disk-cache tests: runs a few jitted functions (elementwise,
+// reductions, matmul, a training step with updates) and prints a checksum of every result and
+// the cache's counters, one "key value" per line. HJIT_CACHE_DIR says where the cache is.
+#include <hjit/hjit.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+using hjit::Tensor;
+
+namespace {
+
+uint64_t checksum(const Tensor& t) {
+  std::vector<double> v = t.to_vector<double>();
+  uint64_t h = 1469598103934665603ull;
+  for (double d : v) {
+    uint64_t bits = 0;
+    float f = float(d);  // results compared at float precision: bits of the f32 value
+    std::memcpy(&bits, &f, sizeof f);
+    h = (h ^ bits) * 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+int main() {
+  try {
+    Tensor x = Tensor::randn({64, 96}, 1), w = Tensor::randn({96, 48}, 2);
+    auto mlp = hjit::jit([](const Tensor& x, const Tensor& w) { return hjit::softmax(hjit::relu(hjit::matmul(x, w))); });
+    auto norm = hjit::jit([](const Tensor& x) { return hjit::layer_norm(x, std::nullopt, std::nullopt) * 2.0 + 1.0; });
+    auto idx = hjit::jit([](const Tensor& t, const Tensor& i) { return hjit::take(t, i, 0); });
+    Tensor param = Tensor::ones({96, 48});
+    auto step = hjit::jit([&](const Tensor& x) {
+      Tensor loss = hjit::sum(hjit::matmul(x, param));
+      param.assign(param - 0.001 * loss);
+      return loss;
+    });
+    std::printf("mlp %" PRIu64 "\n", checksum(mlp(x, w)));
+    std::printf("norm %" PRIu64 "\n", checksum(norm(x)));
+    std::printf("take %" PRIu64 "\n", checksum(idx(w, Tensor::from_vector(std::vector<int64_t>{3, 1, 4}, {3}))));
+    try {
+      idx(w, Tensor::from_vector(std::vector<int64_t>{3, 100}, {2}));
+      std::printf("index_error none\n");
+    } catch (const hjit::IndexError&) {
+      std::printf("index_error raised\n");
+    }
+    for (int i = 0; i < 3; ++i) step(x);
+    std::printf("step %" PRIu64 "\n", checksum(param));
+    const hjit::CacheStats s = hjit::cache_stats();
+    std::printf("disk_hits %lld\nmisses %lld\nrejected %lld\nwrites %lld\nentries %lld\n", (long long)s.disk_hits,
+                (long long)s.misses, (long long)s.disk_rejected, (long long)s.disk_writes, (long long)s.disk_entries);
+    return 0;
+  } catch (const std::exception& e) {
+    std::printf("error %s\n", e.what());
+    return 1;
+  }
+}

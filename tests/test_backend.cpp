@@ -1,0 +1,187 @@
+// The backend's data: schedule values (text form, the readers of the autoschedulers' sources,
+// applying them) and targets.
+#include <doctest/doctest.h>
+
+#include <Halide.h>
+#include <hjit/hjit.h>
+
+#include <map>
+#include <sstream>
+
+#include "halide_backend/apply_schedule.h"
+#include "halide_backend/lower.h"
+#include "halide_backend/scheduler.h"
+#include "halide_backend/target.h"
+#include "schedules/schedule.h"
+
+using hjit::Tensor;
+using namespace hjit::backend;
+
+namespace {
+
+Halide::Target host() { return Target::host(hjit::Device::CPU).halide(true); }
+
+hjit::Graph softmax_of_matmul() {
+  return hjit::make_graph([](const Tensor& x, const Tensor& w) { return hjit::softmax(hjit::relu(hjit::matmul(x, w))); },
+                          Tensor::randn({64, 48}, 1), Tensor::randn({48, 32}, 2));
+}
+hjit::Graph layer_norm_graph() {
+  return hjit::make_graph([](const Tensor& x) { return hjit::layer_norm(x, std::nullopt, std::nullopt) * 2.0 + 1.0; }, Tensor::randn({32, 256}, 3));
+}
+hjit::Graph conv_graph() {
+  return hjit::make_graph([](const Tensor& x, const Tensor& w) { return hjit::relu(hjit::conv2d(x, w, std::nullopt, {1, 1}, {1, 1})); },
+                          Tensor::randn({1, 8, 16, 16}, 4), Tensor::randn({8, 8, 3, 3}, 5));
+}
+
+// Everything Halide holds as a pipeline's schedule, Func by Func, with canonical names: two
+// pipelines scheduled alike print alike.
+std::map<std::string, std::string> fingerprints(const LoweredPipeline& p) {
+  std::map<std::string, std::string> out;
+  std::ostringstream os;
+  auto stage = [&](const Halide::Internal::StageSchedule& s) {
+    for (const auto& d : s.dims()) os << " " << d.var << ":" << int(d.for_type);
+    os << " |";
+    for (const auto& sp : s.splits())
+      os << " " << sp.old_var << "/" << sp.outer << "/" << sp.inner << "/" << sp.factor << "/" << int(sp.tail) << "/"
+         << int(sp.split_type);
+    os << "\n";
+  };
+  for (auto& [name, f] : funcs_by_canonical_name(p)) {
+    os.str("");
+    const auto& fs = f.function().schedule();
+    Halide::LoopLevel compute = fs.compute_level(), store = fs.store_level();
+    compute.lock(), store.lock();
+    if (store.is_inlined()) store = compute;  // unset: stored where computed
+    os << name << " compute " << canonical_name(compute.to_string()) << " store " << canonical_name(store.to_string()) << " memory " << int(fs.memory_type()) << " storage";
+    for (const auto& sd : fs.storage_dims()) os << " " << sd.var << (sd.fold_factor.defined() ? "(folded)" : "");
+    os << "\n  pure";
+    stage(f.function().definition().schedule());
+    for (int k = 0; k < f.num_update_definitions(); ++k) {
+      os << "  update " << k;
+      stage(f.function().update(k).schedule());
+    }
+    // Li2018 numbers its loops from a process-wide counter (v<n>): number them by first use.
+    std::string text = os.str(), renumbered;
+    std::map<std::string, std::string> renamed;
+    for (size_t i = 0; i < text.size();) {
+      const bool starts = text[i] == 'v' && (i == 0 || text[i - 1] == '.' || text[i - 1] == '/' || text[i - 1] == ' ');
+      size_t j = i + 1;
+      while (starts && j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
+      if (starts && j > i + 1) {
+        renumbered += renamed.emplace(text.substr(i, j - i), "v" + std::to_string(renamed.size())).first->second;
+        i = j;
+      } else {
+        renumbered += text[i++];
+      }
+    }
+    out[name] = renumbered;
+  }
+  return out;
+}
+
+std::string fingerprint(const LoweredPipeline& p) {
+  std::string all;
+  for (auto& [name, text] : fingerprints(p)) all += text;
+  return all;
+}
+
+// Halide's own application of an autoscheduler's schedule to p, with the estimates hjit gives.
+void halide_autoschedule(LoweredPipeline& p, const std::string& name) {
+  const hjit::Graph& g = *p.graph;
+  auto estimate = [](auto dim_of, const hjit::Shape& shape) {
+    const hjit::Shape h = to_halide_order(shape);
+    for (int i = 0; i < int(h.size()); ++i) dim_of(i).set_estimate(0, int(h[size_t(i)]));
+  };
+  for (size_t i = 0; i < p.params.size(); ++i)
+    if (p.params[i].defined()) estimate([&](int d) { return p.params[i].dim(d); }, g.type(g.inputs[i]).shape);
+  for (size_t i = 0; i < p.const_params.size(); ++i) estimate([&](int d) { return p.const_params[i].dim(d); }, p.const_types[i].shape);
+  std::vector<Halide::Func> outs;
+  for (size_t k = 0; k < p.outputs.size(); ++k) {
+    Halide::Region region;
+    for (int64_t e : to_halide_order(g.type(p.output_node[k]).shape)) region.emplace_back(0, int(e));
+    p.outputs[k].set_estimates(region);
+    outs.push_back(p.outputs[k]);
+  }
+  Halide::MachineParams machine(hjit::schedules::halide_threads(), 0, 40);
+  // schedule_auto's machine parameters: read them back from its identity.
+  const std::string id = hjit::schedules::autoscheduler_identity(name);
+  const size_t at = id.find("machine=") + 8;
+  machine = Halide::MachineParams(id.substr(at, id.find(' ', at) - at));
+  hjit::schedules::load_plugin(name);
+  Halide::Pipeline(outs).auto_schedule(name, p.target, machine);
+}
+
+}  // namespace
+
+TEST_CASE("canonical names drop Halide's uniquifying suffixes, and only those") {
+  CHECK(canonical_name("n3_sum$12_acc$1") == "n3_sum_acc");
+  CHECK(canonical_name("n3_r$x") == "n3_r$x");
+  CHECK(canonical_name("d0") == "d0");
+  CHECK(canonical_name("f$") == "f$");
+}
+
+TEST_CASE("the built-in schedule is a value: its text parses back to the same value, the same in every lowering") {
+  for (const hjit::Graph& g : {softmax_of_matmul(), layer_norm_graph(), conv_graph()}) {
+    LoweredPipeline p = lower(g, host()), q = lower(g, host());
+    Schedule s = hjit::schedules::schedule_builtin(p);
+    CHECK(!s.directives.empty());
+    CHECK(Schedule::parse(s.str()) == s);
+    CHECK(hjit::schedules::schedule_builtin(q).str() == s.str());  // names do not depend on the process's history
+    CHECK(hjit::schedules::schedule_unfused(p).str() != s.str());
+    // Deciding touched nothing; applying does.
+    const std::string before = fingerprint(p);
+    apply_schedule(s, p);
+    CHECK(fingerprint(p) != before);
+  }
+}
+
+TEST_CASE("an autoscheduler's source, read into a value and applied, schedules exactly as Halide applies it") {
+  for (const char* name : {"Adams2019", "Li2018", "Mullapudi2016"}) {
+    for (const hjit::Graph& g : {softmax_of_matmul(), layer_norm_graph(), conv_graph()}) {
+      INFO(name << " on " << g.str());
+      LoweredPipeline theirs = lower(g, host()), ours = lower(g, host());
+      std::string why;
+      std::optional<Schedule> s = scheduler().schedule(ours, name, &why);
+      REQUIRE_MESSAGE(s.has_value(), why);
+      CHECK(!s->directives.empty());
+      CHECK(Schedule::parse(s->str()) == *s);
+      halide_autoschedule(theirs, name);
+      apply_schedule(*s, ours);
+      // Mullapudi2016 also substitutes trivial Funcs into their callers' definitions; in ours they
+      // remain, inlined by default, which compiles to the same code.
+      std::map<std::string, std::string> a = fingerprints(ours), b = fingerprints(theirs);
+      for (auto& [func, text] : a) {
+        INFO(func);
+        if (b.count(func)) CHECK(text == b[func]);
+        else CHECK(text.find(" compute . store . ") != std::string::npos);
+      }
+    }
+  }
+}
+
+TEST_CASE("schedule text that is not a schedule is a ValueError naming the line") {
+  CHECK_THROWS_AS(Schedule::parse(""), hjit::ValueError);
+  CHECK_THROWS_AS(Schedule::parse("hjit-schedule 2\nsource x\n"), hjit::ValueError);
+  CHECK_THROWS_AS(Schedule::parse("hjit-schedule 1\nsource x\nf explode d0\n"), hjit::ValueError);
+  CHECK_THROWS_AS(Schedule::parse("hjit-schedule 1\nsource x\nf split d0 d1\n"), hjit::ValueError);
+  CHECK_THROWS_AS(Schedule::parse("hjit-schedule 1\nsource x\nf.update(x) vectorize d0\n"), hjit::ValueError);
+  try {
+    Schedule::parse("hjit-schedule 1\nsource x\nf compute_root\nf explode\n");
+    FAIL("no throw");
+  } catch (const hjit::ValueError& e) {
+    CHECK(std::string(e.what()).find("line 4") != std::string::npos);
+  }
+  // A schedule for another pipeline names Funcs this one does not have.
+  LoweredPipeline p = lower(softmax_of_matmul(), host());
+  CHECK_THROWS_AS(apply_schedule(Schedule::parse("hjit-schedule 1\nsource x\nno_such_func compute_root\n"), p),
+                  hjit::ValueError);
+}
+
+TEST_CASE("targets are values: the host's string, and Halide's strings validated") {
+  const Target h = Target::host(hjit::Device::CPU);
+  CHECK(h.str().find("x86-64-linux") == 0);
+  CHECK(Target::parse(h.str()) == h);
+  CHECK(Target::parse("x86-64-linux-avx2").str() == "x86-64-linux-avx2");
+  CHECK_THROWS_AS(Target::parse("not-a-target"), hjit::ValueError);
+  CHECK_THROWS_AS(Target::host(hjit::Device::CUDA), hjit::CompileError);
+}

@@ -1,0 +1,142 @@
+// Ahead-of-time export: the library and header build a separate program, with no hjit, Halide or
+// LLVM (only -lpthread -ldl -lm), whose results equal eager execution.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support.h"
+
+using hjit::Tensor;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string scratch(const std::string& name) {
+  std::string dir = fs::temp_directory_path().string() + "/hjit_test_export_" + std::to_string(getpid()) + "_" + name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+void write_floats(const std::string& path, const Tensor& t) {
+  std::vector<float> v = t.to_vector<float>();
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * sizeof(float)));
+}
+
+std::vector<float> read_floats(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<float> v(s.size() / sizeof(float));
+  std::memcpy(v.data(), s.data(), v.size() * sizeof(float));
+  return v;
+}
+
+int run(const std::string& cmd) { return std::system(cmd.c_str()); }
+
+// Builds dir/main.cpp against dir/lib<name>.a with only the C++ standard library (no hjit include
+// path or library), runs it on dir/<in>, and returns the floats it wrote to dir/<out>.
+std::vector<float> build_and_run(const std::string& dir, const std::string& name, const std::string& in, const std::string& out) {
+  const std::string build = "c++ -O1 -o " + dir + "/prog " + dir + "/main.cpp -I" + dir + " " + dir + "/lib" + name +
+                            ".a -lpthread -ldl -lm";
+  REQUIRE(run(build) == 0);
+  REQUIRE(run(dir + "/prog " + dir + "/" + in + " " + dir + "/" + out) == 0);
+  return read_floats(dir + "/" + out);
+}
+
+}  // namespace
+
+TEST_CASE("an exported function builds a program without hjit that computes what eager computes") {
+  const std::string dir = scratch("block");
+  Tensor w = Tensor::randn({32, 16}, 1), b = Tensor::randn({16}, 2);
+  auto block = [&](const Tensor& x) { return hjit::softmax(hjit::relu(hjit::matmul(x, w) + b)); };
+  Tensor x = Tensor::randn({8, 32}, 3);
+  std::vector<std::string> files = hjit::export_library(dir, "block", block, x);
+  REQUIRE(files.size() == 2);
+  CHECK(fs::exists(dir + "/libblock.a"));
+  CHECK(fs::exists(dir + "/block.h"));
+  std::ifstream h(dir + "/block.h");
+  std::string header((std::istreambuf_iterator<char>(h)), std::istreambuf_iterator<char>());
+  CHECK(header.find("int block(const float* in0, float* out0);") != std::string::npos);
+  CHECK(header.find("block_in0_shape[] = {8, 32}") != std::string::npos);
+  CHECK(header.find("halide_") == std::string::npos);  // nothing of Halide's in the interface
+  std::ofstream(dir + "/main.cpp") << R"(#include <cstdio>
+#include <cstdlib>
+#include "block.h"
+int main(int argc, char** argv) {
+  float* in = static_cast<float*>(aligned_alloc(64, 8 * 32 * 4));
+  float* out = static_cast<float*>(aligned_alloc(64, 8 * 16 * 4));
+  FILE* f = fopen(argv[1], "rb");
+  if (!f || fread(in, 4, 8 * 32, f) != 8 * 32) return 3;
+  fclose(f);
+  if (block(in, out) != 0) return 4;
+  if (block(in + 1, out) != -1) return 5;  // misaligned: refused
+  f = fopen(argv[2], "wb");
+  fwrite(out, 4, 8 * 16, f);
+  fclose(f);
+  return 0;
+}
+)";
+  write_floats(dir + "/x.bin", x);
+  CHECK_CLOSE(Tensor::from_vector(build_and_run(dir, "block", "x.bin", "y.bin"), {8, 16}), block(x));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("parameters passed as arguments, and another x86 target") {
+  const std::string dir = scratch("params");
+  Tensor w = Tensor::randn({4, 3}, 1);
+  auto f = [&](const Tensor& x) { return hjit::tanh(hjit::matmul(x, w)); };
+  Tensor x = Tensor::randn({2, 4}, 2);
+  hjit::ExportOptions o;
+  o.bake_parameters = false;
+  o.target = "x86-64-linux-avx2";
+  hjit::export_library(dir, "f", f, x, o);
+  std::ifstream h(dir + "/f.h");
+  std::string header((std::istreambuf_iterator<char>(h)), std::istreambuf_iterator<char>());
+  CHECK(header.find("int f(const float* in0, const float* param0, float* out0);") != std::string::npos);
+  CHECK(header.find("x86-64-linux-avx2") != std::string::npos);
+  std::ofstream(dir + "/main.cpp") << R"(#include <cstdio>
+#include <cstdlib>
+#include "f.h"
+int main(int argc, char** argv) {
+  float* in = static_cast<float*>(aligned_alloc(64, 64));
+  float* w = static_cast<float*>(aligned_alloc(64, 64));
+  float* out = static_cast<float*>(aligned_alloc(64, 64));
+  FILE* fi = fopen(argv[1], "rb");
+  if (!fi || fread(in, 4, 8, fi) != 8 || fread(w, 4, 12, fi) != 12) return 3;
+  fclose(fi);
+  if (f(in, w, out) != 0) return 4;
+  FILE* fo = fopen(argv[2], "wb");
+  fwrite(out, 4, 6, fo);
+  fclose(fo);
+  return 0;
+}
+)";
+  {
+    std::vector<float> xs = x.to_vector<float>(), ws = w.to_vector<float>();
+    std::ofstream out(dir + "/in.bin", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(xs.data()), 32);
+    out.write(reinterpret_cast<const char*>(ws.data()), 48);
+  }
+  CHECK_CLOSE(Tensor::from_vector(build_and_run(dir, "f", "in.bin", "out.bin"), {2, 3}), f(x));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("export errors are typed and say what is wrong") {
+  const std::string dir = scratch("errors");
+  auto f = [](const Tensor& x) { return x * 2.0; };
+  Tensor x = Tensor::ones({4});
+  CHECK_THROWS_AS(hjit::export_library(dir, "not a name", f, x), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::export_library(dir, "9lives", f, x), hjit::ValueError);
+  hjit::ExportOptions o;
+  o.target = "no-such-target";
+  CHECK_THROWS_AS(hjit::export_library(dir, "f", f, x, o), hjit::ValueError);
+  o = {};
+  o.opt_level = 2;
+  CHECK_THROWS_AS(hjit::export_library(dir, "f", f, x, o), hjit::ValueError);
+  fs::remove_all(dir);
+}
