@@ -2,6 +2,10 @@
 
 #include <atomic>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include <unistd.h>
 
 #include "halide_backend/apply_schedule.h"
 #include "halide_backend/codegen.h"
@@ -108,6 +112,24 @@ bool computes_nothing(const Graph& g) {
 }
 
 }  // namespace
+
+std::string lowered_statement(const Graph& g, const Target& target, const std::string& schedule_text) {
+  std::lock_guard lock(compile_mutex());
+  install_reporter();
+  LoweredPipeline p = lower(g, target.halide(false));
+  apply_schedule(Schedule::parse(schedule_text), p);
+  const std::vector<Halide::Func> outs = defined_outputs(p);
+  if (outs.empty()) return "(nothing is computed)\n";
+  char path[] = "/tmp/hjit_stmt_XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd < 0) return "(no temporary file for the statement)\n";
+  close(fd);
+  Halide::Pipeline(outs).compile_to_lowered_stmt(path, halide_arguments(p), Halide::Text, target.halide(false));
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::remove(path);
+  return text;
+}
 
 std::string schedule_request(const Options& o) {
   if (o.opt_level == 0) return "unfused";

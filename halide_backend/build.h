@@ -23,6 +23,9 @@ struct Built {
   std::optional<std::string> shared_object;  // its code, for the disk cache (none when JIT-compiled)
 };
 
+// Halide's lowered statement for g with the schedule of that text form (explain()).
+std::string lowered_statement(const Graph& g, const Target& target, const std::string& schedule_text);
+
 // Builds the pipeline. Throws CompileError when Halide rejects it. Call under compile_mutex().
 Built build(const Graph& g, const Options& o, const Target& target);
 

@@ -36,7 +36,8 @@ std::vector<halide_dimension_t> dense_dims(const Shape& shape) {
   return dims;
 }
 
-// The Halide arguments of p's function, in the order of info.args.
+}  // namespace
+
 std::vector<Halide::Argument> halide_arguments(const LoweredPipeline& p) {
   std::vector<Halide::Argument> args;
   for (const Halide::ImageParam& param : p.params)
@@ -51,6 +52,8 @@ std::vector<Halide::Func> defined_outputs(const LoweredPipeline& p) {
     if (f.defined()) outs.push_back(f);
   return outs;
 }
+
+namespace {
 
 }  // namespace
 
@@ -72,9 +75,9 @@ namespace {
 // The linker: ld itself (starting the compiler driver only to run ld costs more than linking).
 const std::string& linker() {
   static const std::string ld = [] {
-    if (const char* env = std::getenv("HJIT_LINKER")) return std::string(env);
-    std::string found = find_program("ld");
-    return found;
+    // HJIT_LINKER names another ld (or, naming nothing runnable, stands for a machine without one).
+    if (const char* env = std::getenv("HJIT_LINKER")) return access(env, X_OK) == 0 ? std::string(env) : std::string();
+    return find_program("ld");
   }();
   return ld;
 }
@@ -175,13 +178,13 @@ std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Targe
   Halide::Module module = Halide::Pipeline(defined_outputs(p)).compile_to_module(halide_arguments(p), info.function, halide_target);
   const double lowered_ms = t.ms();
   ScratchDir dir;
-  const std::string object = dir.path + "/pipeline.o", stmt = dir.path + "/pipeline.stmt", so = dir.path + "/pipeline.so";
+  const std::string object = dir.path + "/pipeline.o", so = dir.path + "/pipeline.so";
   const std::string runtime = dir.path + "/runtime.o";
   {
     std::ofstream out(runtime, std::ios::binary);
     out.write(halide_runtime_object().data(), std::streamsize(halide_runtime_object().size()));
   }
-  module.compile({{Halide::OutputFileType::object, object}, {Halide::OutputFileType::stmt, stmt}});
+  module.compile({{Halide::OutputFileType::object, object}});
   const double codegen_ms = t.ms();
   std::string output;
   // -Bsymbolic: the pipeline calls its own runtime, whatever other Halide code the process holds.
@@ -189,7 +192,6 @@ std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Targe
   if (status != 0)
     throw CompileError("hjit: linking " + info.function + " failed (" + linker() + " exited with status " +
                        std::to_string(status) + "): " + output);
-  info.statement = read_file(stmt);
   std::string bytes = read_file(so);
   log().debug("backend: {} lowered in {:.1f} ms, code generated in {:.1f} ms, linked in {:.1f} ms ({} KiB)", info.function,
               lowered_ms, codegen_ms - lowered_ms, t.ms() - codegen_ms, bytes.size() / 1024);
@@ -230,9 +232,6 @@ std::shared_ptr<HalideExecutable> jit_compile(LoweredPipeline& p, const Target& 
   const std::vector<Halide::Argument> args = halide_arguments(p);
   Halide::Module module = pipeline->compile_to_module(args, info.function, target.halide(true));
   auto jit = std::make_shared<Halide::Internal::JITModule>(module, module.get_function_by_name(info.function));
-  std::ostringstream stmt;
-  for (const auto& f : module.functions()) stmt << f.body << "\n";
-  info.statement = stmt.str();
   ArgvFunction fn = reinterpret_cast<ArgvFunction>(jit->argv_function());
   return std::make_shared<HalideExecutable>(std::move(info), fn, std::move(jit), make_jit_context());
 }

@@ -16,8 +16,12 @@ namespace hjit::backend {
 PipelineInfo describe(const Graph& g, const LoweredPipeline& p, std::string function, std::string summary,
                       std::string schedule);
 
+// The Halide arguments of p's function (in the order of describe()'s args) and its outputs.
+std::vector<Halide::Argument> halide_arguments(const LoweredPipeline& p);
+std::vector<Halide::Func> defined_outputs(const LoweredPipeline& p);
+
 // Compiles p to object code for `target`, links it into a shared object and returns the shared
-// object's bytes; fills info.statement. nullopt when this machine has no linker (hjit then uses
+// object's bytes. nullopt when this machine has no linker (hjit then uses
 // the JIT, and says so once). Throws Halide::CompileError when Halide rejects the pipeline.
 std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Target& target, PipelineInfo& info);
 

@@ -11,6 +11,7 @@
 #include "halide_backend/build.h"
 #include "halide_backend/cache_entry.h"
 #include "halide_backend/codegen.h"
+#include "halide_backend/executable.h"
 #include "halide_backend/disk_cache.h"
 #include "halide_backend/lower.h"
 #include "halide_backend/scheduler.h"
@@ -23,7 +24,7 @@ namespace {
 
 std::string cache_key(const Graph& g, const Options& o, const Target& target) {
   std::string constants;
-  for (const ConstData& c : g.constants) constants += hash_hex(std::string(static_cast<const char*>(c.data), c.nbytes));
+  for (const ConstData& c : g.constants) constants += hash_hex(std::string_view(static_cast<const char*>(c.data), c.nbytes));
   return "hjit " + library_build_id() + " halide " HJIT_HALIDE_VERSION "\ntarget " + target.str() + "\nschedule " +
          scheduler().identity(schedule_request(o)) + "\nconstants " + hash_hex(constants) + "\n" + g.str();
 }
@@ -61,7 +62,7 @@ void check_fits(const PipelineInfo& info, const Graph& g) {
 }
 
 // The entry for `key` from the disk, when there is a good one.
-std::shared_ptr<const Executable> load_from_disk(const std::string& name, const std::string& key, const Graph& g) {
+std::shared_ptr<HalideExecutable> load_from_disk(const std::string& name, const std::string& key, const Graph& g) {
   DiskCache& disk = DiskCache::instance();
   std::optional<std::string> bytes = disk.read(name);
   if (!bytes) return nullptr;
@@ -104,7 +105,7 @@ Compiled compile(const Graph& g, const Options& o) {
     }
   }
   const std::string name = hash_hex(key);
-  std::shared_ptr<const Executable> exe = load_from_disk(name, key, g);
+  std::shared_ptr<HalideExecutable> exe = load_from_disk(name, key, g);
   if (exe) {
     log().debug("cache: '{}' loaded from the disk cache in {:.2f} ms", g.name, t.ms());
   } else {
@@ -119,6 +120,7 @@ Compiled compile(const Graph& g, const Options& o) {
     log().debug("backend: compiled '{}' (opt_level {}{}) in {:.1f} ms", g.name, o.opt_level,
                 o.autoscheduler.empty() ? "" : ", " + o.autoscheduler, t.ms());
   }
+  exe->set_statement_source([g, target, schedule = exe->info().schedule] { return lowered_statement(g, target, schedule); });
   std::lock_guard lock(mem.mu);
   auto [it, inserted] = mem.entries.emplace(key, exe);
   return Compiled{it->second, !inserted, t.ms()};

@@ -129,7 +129,7 @@ std::string HalideExecutable::explain() const {
   std::ostringstream os;
   os << "pipeline " << info_.function << "\nschedule: " << info_.summary << "\n" << info_.schedule << "\n";
   if (!fn_) return os.str() + "(no outputs with elements: nothing is computed)\n";
-  os << "lowered statement:\n" << info_.statement;
+  os << "lowered statement:\n" << (statement_ ? statement_() : std::string("(not available)\n"));
   return os.str();
 }
 

@@ -28,7 +28,6 @@ struct PipelineInfo {
   std::string function;   // the symbol: <function>_argv is called
   std::string summary;    // one line naming the schedule
   std::string schedule;   // the schedule's text form
-  std::string statement;  // Halide's lowered statement (explain())
   std::vector<ArgSpec> args;
   std::vector<std::shared_ptr<const std::vector<uint8_t>>> constants;  // hidden inputs' bytes
   bool computes_nothing() const;
@@ -45,12 +44,16 @@ class HalideExecutable final : public Executable {
   std::string explain() const override;
   std::string summary() const override { return info_.summary; }
   void set_summary(std::string s) { info_.summary = std::move(s); }
+  // How explain() gets Halide's lowered statement: lowering again, on demand (keeping it would cost
+  // every compile the printing and every cache entry the text).
+  void set_statement_source(std::function<std::string()> f) { statement_ = std::move(f); }
   const PipelineInfo& info() const { return info_; }
 
  private:
   PipelineInfo info_;
   ArgvFunction fn_;
   std::shared_ptr<void> code_, jit_context_;
+  std::function<std::string()> statement_;
 };
 
 // Installs hjit's handlers (errors into the call's context, temporaries from hjit's allocator,

@@ -6,22 +6,13 @@
 
 namespace hjit {
 namespace {
-
 constexpr size_t kHeaderBytes = 8 + 4 + 8 + 32;
-
-uint64_t hash_with(const std::string& s, uint64_t seed) {
-  Hasher h;
-  h.add(seed);
-  h.add_bytes(s.data(), s.size());
-  return h.value();
-}
-
 }  // namespace
 
-std::string hash_hex(const std::string& bytes) {
+std::string hash_hex(std::string_view bytes) {
+  const Hash128 h = hash128(bytes.data(), bytes.size());
   char buf[33];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", (unsigned long long)hash_with(bytes, 1),
-                (unsigned long long)hash_with(bytes, 0x5bd1e995u));
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", (unsigned long long)h.hi, (unsigned long long)h.lo);
   return buf;
 }
 
@@ -42,9 +33,9 @@ std::string unwrap_payload(const std::string& file, const char (&magic)[9], uint
     throw ValueError("it is " + what + " of format version " + std::to_string(v) + "; this hjit reads version " +
                      std::to_string(version));
   if (header.u64() != file.size() - kHeaderBytes) throw ValueError("it is truncated or has bytes after its end");
-  std::string payload = file.substr(kHeaderBytes);
-  if (file.compare(8 + 4 + 8, 32, hash_hex(payload)) != 0) throw ValueError("its checksum does not match (it is corrupt)");
-  return payload;
+  if (file.compare(8 + 4 + 8, 32, hash_hex(std::string_view(file).substr(kHeaderBytes))) != 0)
+    throw ValueError("its checksum does not match (it is corrupt)");
+  return file.substr(kHeaderBytes);
 }
 
 }  // namespace hjit

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include <hjit/error.h>
 
@@ -74,8 +75,8 @@ class BinaryReader {
   size_t at_;
 };
 
-// 32 hex digits of a 128-bit hash (two independent 64-bit hashes of the bytes).
-std::string hash_hex(const std::string& bytes);
+// 32 hex digits of a 128-bit hash of the bytes (hash128).
+std::string hash_hex(std::string_view bytes);
 
 // magic (8 bytes) | format version (u32) | payload size (u64) | hash_hex(payload) (32) | payload
 std::string wrap_payload(const char (&magic)[9], uint32_t version, const std::string& payload);

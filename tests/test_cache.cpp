@@ -34,9 +34,10 @@ std::string scratch(const std::string& name) {
   return dir;
 }
 
-// Starts the worker with HJIT_CACHE_DIR=dir, its output into `out`.
-pid_t start_worker(const std::string& dir, const std::string& out) {
+// Starts the worker with HJIT_CACHE_DIR=dir (and `extra` variables), its output into `out`.
+pid_t start_worker(const std::string& dir, const std::string& out, std::vector<std::string> extra = {}) {
   std::vector<std::string> env_strings{"HJIT_CACHE_DIR=" + dir};
+  env_strings.insert(env_strings.end(), extra.begin(), extra.end());
   for (char** e = environ; *e; ++e)
     if (std::strncmp(*e, "HJIT_CACHE_DIR=", 15) != 0) env_strings.push_back(*e);
   std::vector<char*> env;
@@ -191,6 +192,18 @@ TEST_CASE("corrupted entries in a cache are misses that are rebuilt, with the ri
     CHECK(results(again) == results(want));
   }
   fs::remove_all(dir);
+}
+
+TEST_CASE("without a linker, pipelines compile in process (the JIT), compute the same, and nothing is kept") {
+  const std::string dir = scratch("nolinker"), reference = scratch("nolinker_ref");
+  Report want = run_worker(reference);
+  Report r = finish_worker(start_worker(dir, dir + ".out", {"HJIT_LINKER=/nonexistent/ld"}), dir + ".out");
+  REQUIRE(r["exit"] == "0");
+  CHECK(results(r) == results(want));
+  CHECK(r["writes"] == "0");
+  CHECK(entries(dir).empty());
+  fs::remove_all(dir);
+  fs::remove_all(reference);
 }
 
 TEST_CASE("HJIT_CACHE_DIR= (empty) keeps nothing on disk") {
