@@ -4,7 +4,8 @@
 //   cold:    prepare (the first call: trace + compile + run) in a fresh process with an empty
 //            compile cache;
 //   warm:    prepare in another fresh process with the cache the cold one filled (what every
-//            later run of a program pays);
+//            later run of a program pays), and "ready", the part of it before the run (tracing,
+//            optimizing, finding and loading the compiled code: JitStats::compile_ms);
 //   steady:  the median time of one call after warm-up (W1: of 1000 calls);
 //   ratios:  taken in that same process against eager and against a hand-written reference
 //            (a C++ OpenMP loop, or OpenBLAS for W3), measured interleaved with the variant.
@@ -93,7 +94,7 @@ int child(const std::string& id, const std::string& variant, bool quick, bool pr
   double prepare = ms_since(t);
   if (prepare_only) {
     const hjit::CacheStats c = hjit::cache_stats();
-    std::printf("PREPARE %.4f %lld\n", prepare, (long long)c.misses);
+    std::printf("PREPARE %.4f %lld %.4f\n", prepare, (long long)c.misses, run.stats ? run.stats().compile_ms : 0.0);
     return 0;
   }
   bench::Runner eager = w.make_runner(nullptr);
@@ -115,7 +116,7 @@ int child(const std::string& id, const std::string& variant, bool quick, bool pr
 
 struct Row {
   std::string variant;
-  double prepare = 0, warm = -1, steady = 0, eager = 0, ref = 0, err = 0, ref_err = 0;
+  double prepare = 0, warm = -1, warm_ready = -1, steady = 0, eager = 0, ref = 0, err = 0, ref_err = 0;
   std::string schedule;
   bool ok = false;
 };
@@ -148,16 +149,17 @@ Row run_child(const std::string& self, const std::string& id, const std::string&
   if (!r.ok) std::fprintf(stderr, "  %s %s failed: %s", id.c_str(), variant.c_str(), last.c_str());
   if (r.ok && variant != "eager") {
     // Warm: the median of three fresh processes on the filled cache; each must compile nothing.
-    std::vector<double> warm;
+    std::vector<double> warm, ready;
     for (int i = 0; i < 3; ++i) {
       FILE* q = popen((env + self + " --prepare-only " + id + " " + variant + " 2>&1").c_str(), "r");
-      double ms = 0;
+      double ms = 0, ready_ms = 0;
       long long misses = -1;
       while (q && std::fgets(line, sizeof line, q))
-        if (std::sscanf(line, "PREPARE %lf %lld", &ms, &misses) == 2 && misses == 0) warm.push_back(ms);
+        if (std::sscanf(line, "PREPARE %lf %lld %lf", &ms, &misses, &ready_ms) == 3 && misses == 0)
+          warm.push_back(ms), ready.push_back(ready_ms);
       if (q) pclose(q);
     }
-    if (warm.size() == 3) r.warm = median(warm);
+    if (warm.size() == 3) r.warm = median(warm), r.warm_ready = median(ready);
   }
   std::string rm = "rm -rf " + std::string(dir);
   if (std::system(rm.c_str()) != 0) std::fprintf(stderr, "  could not remove %s\n", dir);
@@ -189,12 +191,13 @@ int main(int argc, char** argv) {
   self[len] = 0;
 
   std::printf("hjit-bench: %u hardware threads; cold = first call in a fresh process with an empty compile cache,\n"
-              "warm = first call in a fresh process with the cache filled (median of 3), steady = median per call\n",
+              "warm = first call in a fresh process with the cache filled (median of 3) and ready = its part before\n"
+              "the run (trace + load), steady = median per call\n",
               std::thread::hardware_concurrency());
   std::printf("(W1: per 1000 calls); 'vs eager' and 'vs ref' are speed-ups over eager hjit and over the hand-written\n"
               "reference measured in the same process (>1 is faster); err = max |jit - eager| / (1 + |eager|).\n\n");
-  std::printf("%-4s %-10s %-18s %10s %9s %12s %9s %9s  %-16s %8s\n", "id", "workload", "variant", "cold ms", "warm ms",
-              "steady ms", "vs eager", "vs ref", "reference", "err");
+  std::printf("%-4s %-10s %-18s %10s %9s %9s %12s %9s %9s  %-16s %8s\n", "id", "workload", "variant", "cold ms",
+              "warm ms", "ready ms", "steady ms", "vs eager", "vs ref", "reference", "err");
   bool all_ok = true;
   std::vector<std::string> notes;
   for (const std::string& id : workloads) {
@@ -217,10 +220,11 @@ int main(int argc, char** argv) {
       }
       char err[32] = "-";
       if (r.err >= 0) std::snprintf(err, sizeof err, "%.1e", r.err);
-      char warm[32] = "-";
+      char warm[32] = "-", ready[32] = "-";
       if (r.warm >= 0) std::snprintf(warm, sizeof warm, "%.2f", r.warm);
-      std::printf("%-4s %-10s %-18s %10.2f %9s %12.4f %8.2fx %9s  %-16s %8s%s\n", id.c_str(), w.name.c_str(), shown.c_str(),
-                  r.prepare, warm, r.steady, r.eager / r.steady, vs_ref, ref.c_str(), err, extra);
+      if (r.warm_ready >= 0) std::snprintf(ready, sizeof ready, "%.2f", r.warm_ready);
+      std::printf("%-4s %-10s %-18s %10.2f %9s %9s %12.4f %8.2fx %9s  %-16s %8s%s\n", id.c_str(), w.name.c_str(),
+                  shown.c_str(), r.prepare, warm, ready, r.steady, r.eager / r.steady, vs_ref, ref.c_str(), err, extra);
       std::fflush(stdout);
     }
   }

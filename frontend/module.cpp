@@ -126,7 +126,7 @@ struct Module::Impl {
   static std::shared_ptr<Impl> decode(const std::string& file, const ModuleOptions& options) {
     auto m = std::make_shared<Impl>();
     m->options = options;
-    const std::string payload = unwrap_payload(file, kMagic, kModuleFormatVersion, "a saved hjit module");
+    const std::string_view payload = unwrap_payload(file, kMagic, kModuleFormatVersion, "a saved hjit module");
     BinaryReader r(payload);
     m->name = r.str();
     const std::string text = r.str();

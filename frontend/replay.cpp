@@ -17,8 +17,10 @@ std::vector<Tensor> replay(const Graph& g, const std::vector<Tensor>& inputs) {
         v[id] = Tensor::from_bytes(c.data, n.type.shape, n.type.dtype);
         break;
       }
-      case OpKind::Full: v[id] = Tensor::full(n.type.shape, n.attrs.f("value"), n.type.dtype); break;
-      case OpKind::Iota: v[id] = apply_source(OpKind::Iota, n.type, n.attrs); break;
+      // Inside a trace, recorded as nodes: a full of an activation's shape (the gradient of a mean)
+      // is not filled in memory only to be traced as a full.
+      case OpKind::Full:
+      case OpKind::Iota: v[id] = apply_source(n.op, n.type, n.attrs); break;
       default: {
         std::vector<Tensor> in;
         for (int i : n.inputs) in.push_back(v[size_t(i)]);

@@ -31,10 +31,10 @@ std::string encode_cache_entry(const std::string& key, const PipelineInfo& info,
   return wrap_payload(kMagic, kCacheFormatVersion, w.out());
 }
 
-DecodedEntry decode_cache_entry(const std::string& bytes, const std::string& key) {
-  const std::string payload = unwrap_payload(bytes, kMagic, kCacheFormatVersion, "an hjit cache entry");
+DecodedEntry decode_cache_entry(std::string_view bytes, const std::string& key) {
+  const std::string_view payload = unwrap_payload(bytes, kMagic, kCacheFormatVersion, "an hjit cache entry");
   BinaryReader r(payload);
-  if (r.str() != key) throw ValueError("it holds another pipeline (a different key)");
+  if (r.view() != key) throw ValueError("it holds another pipeline (a different key)");
   DecodedEntry e;
   PipelineInfo& info = e.info;
   info.function = r.str();
@@ -64,10 +64,10 @@ DecodedEntry decode_cache_entry(const std::string& bytes, const std::string& key
   const size_t nconst = r.count(1 << 20);
   if (nconst < constants_used) throw ValueError("a constant argument has no data");
   for (size_t i = 0; i < nconst; ++i) {
-    std::string c = r.str();
+    const std::string_view c = r.view();
     info.constants.push_back(std::make_shared<const std::vector<uint8_t>>(c.begin(), c.end()));
   }
-  e.shared_object = r.str();
+  e.shared_object = r.view();
   if (!r.done()) throw ValueError("it has bytes after its end");
   return e;
 }

@@ -14,10 +14,10 @@ std::string encode_cache_entry(const std::string& key, const PipelineInfo& info,
 
 struct DecodedEntry {
   PipelineInfo info;
-  std::string shared_object;
+  std::string_view shared_object;  // a view into the decoded bytes
 };
 // Throws ValueError saying what is wrong: not an entry, another format version, truncated, a
 // checksum that does not match, another key, or a description that does not hold together.
-DecodedEntry decode_cache_entry(const std::string& bytes, const std::string& key);
+DecodedEntry decode_cache_entry(std::string_view bytes, const std::string& key);
 
 }  // namespace hjit::backend

@@ -198,7 +198,7 @@ std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Targe
   return bytes;
 }
 
-std::shared_ptr<HalideExecutable> load_shared_object(const std::string& bytes, PipelineInfo info) {
+std::shared_ptr<HalideExecutable> load_shared_object(std::string_view bytes, PipelineInfo info) {
   if (info.computes_nothing()) return std::make_shared<HalideExecutable>(std::move(info), nullptr, nullptr, nullptr);
   // From a private copy of the checked bytes, not from the cache file, which could change under us.
   // (Each copy is a file of its own: the dynamic loader takes a path it has loaded before, such as

@@ -27,7 +27,7 @@ std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Targe
 
 // Loads a shared object from its bytes (checked by the caller). Throws CompileError when the
 // dynamic loader rejects it.
-std::shared_ptr<HalideExecutable> load_shared_object(const std::string& bytes, PipelineInfo info);
+std::shared_ptr<HalideExecutable> load_shared_object(std::string_view bytes, PipelineInfo info);
 
 // Where the program `name` is on PATH ("" if nowhere), and running one: its exit status (-1 when
 // it could not be started), with what it printed in *output.

@@ -67,9 +67,13 @@ std::shared_ptr<HalideExecutable> load_from_disk(const std::string& name, const 
   std::optional<std::string> bytes = disk.read(name);
   if (!bytes) return nullptr;
   try {
+    Timer t;
     DecodedEntry e = decode_cache_entry(*bytes, key);
+    const double decoded = t.ms();
     check_fits(e.info, g);
-    return load_shared_object(e.shared_object, std::move(e.info));
+    auto exe = load_shared_object(e.shared_object, std::move(e.info));
+    log().debug("cache: {} KiB decoded in {:.2f} ms, loaded in {:.2f} ms", bytes->size() / 1024, decoded, t.ms() - decoded);
+    return exe;
   } catch (const Error& err) {
     disk.reject(name, err.what());
     return nullptr;
@@ -95,6 +99,7 @@ Compiled compile(const Graph& g, const Options& o) {
   Timer t;
   const Target target = Target::host(o.device);
   const std::string key = cache_key(g, o, target);
+  log().debug("cache: key of '{}' in {:.2f} ms", g.name, t.ms());
   {
     std::lock_guard lock(mem.mu);
     auto it = mem.entries.find(key);

@@ -75,9 +75,20 @@ void DiskCache::configure(const std::string& dir, int64_t max_bytes) {
 std::optional<std::string> DiskCache::read(const std::string& name) {
   if (!enabled()) return std::nullopt;
   const std::string p = path(name);
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const int fd = open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  std::string bytes;
+  if (fstat(fd, &st) == 0) bytes.resize(size_t(st.st_size));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += size_t(n);
+  }
+  close(fd);
+  bytes.resize(done);  // shorter if the file shrank meanwhile: the entry's checks reject it
   utimensat(AT_FDCWD, p.c_str(), nullptr, 0);  // last use, for eviction
   std::lock_guard lock(stats_mutex());
   ++counts_.hits;

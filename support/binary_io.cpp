@@ -25,7 +25,7 @@ std::string wrap_payload(const char (&magic)[9], uint32_t version, const std::st
   return h.out() + payload;
 }
 
-std::string unwrap_payload(const std::string& file, const char (&magic)[9], uint32_t version, const std::string& what) {
+std::string_view unwrap_payload(std::string_view file, const char (&magic)[9], uint32_t version, const std::string& what) {
   if (file.size() < kHeaderBytes || file.compare(0, 8, magic, 8) != 0) throw ValueError("it is not " + what);
   BinaryReader header(file, 8);
   const uint32_t v = header.u32();
@@ -33,7 +33,7 @@ std::string unwrap_payload(const std::string& file, const char (&magic)[9], uint
     throw ValueError("it is " + what + " of format version " + std::to_string(v) + "; this hjit reads version " +
                      std::to_string(version));
   if (header.u64() != file.size() - kHeaderBytes) throw ValueError("it is truncated or has bytes after its end");
-  if (file.compare(8 + 4 + 8, 32, hash_hex(std::string_view(file).substr(kHeaderBytes))) != 0)
+  if (file.compare(8 + 4 + 8, 32, hash_hex(file.substr(kHeaderBytes))) != 0)
     throw ValueError("its checksum does not match (it is corrupt)");
   return file.substr(kHeaderBytes);
 }

@@ -35,7 +35,7 @@ class BinaryWriter {
 
 class BinaryReader {
  public:
-  BinaryReader(const std::string& s, size_t at = 0) : s_(s), at_(at) {}
+  explicit BinaryReader(std::string_view s, size_t at = 0) : s_(s), at_(at) {}
   uint8_t u8() {
     need(1);
     return uint8_t(s_[at_++]);
@@ -52,10 +52,12 @@ class BinaryReader {
   }
   int32_t i32() { return int32_t(u32()); }
   int64_t i64() { return int64_t(u64()); }
-  std::string str() {
+  std::string str() { return std::string(view()); }
+  // The next string, without copying it (valid while the reader's bytes are).
+  std::string_view view() {
     const uint64_t n = u64();
     need(n);
-    std::string v = s_.substr(at_, size_t(n));
+    std::string_view v = s_.substr(at_, size_t(n));
     at_ += size_t(n);
     return v;
   }
@@ -71,7 +73,7 @@ class BinaryReader {
   void need(uint64_t n) {
     if (n > s_.size() - at_) throw ValueError("it is truncated");
   }
-  const std::string& s_;
+  std::string_view s_;
   size_t at_;
 };
 
@@ -82,6 +84,7 @@ std::string hash_hex(std::string_view bytes);
 std::string wrap_payload(const char (&magic)[9], uint32_t version, const std::string& payload);
 // The payload, once the header checks: throws ValueError saying which check failed (`what` names
 // the kind of file: "an hjit cache entry", "a saved hjit module").
-std::string unwrap_payload(const std::string& file, const char (&magic)[9], uint32_t version, const std::string& what);
+// The payload is a view into `file`.
+std::string_view unwrap_payload(std::string_view file, const char (&magic)[9], uint32_t version, const std::string& what);
 
 }  // namespace hjit
