@@ -49,8 +49,9 @@ int main() {
     for (int i = 0; i < 3; ++i) step(x);
     std::printf("step %" PRIu64 "\n", checksum(param));
     const hjit::CacheStats s = hjit::cache_stats();
-    std::printf("disk_hits %lld\nmisses %lld\nrejected %lld\nwrites %lld\nentries %lld\n", (long long)s.disk_hits,
-                (long long)s.misses, (long long)s.disk_rejected, (long long)s.disk_writes, (long long)s.disk_entries);
+    std::printf("disk_hits %lld\nmisses %lld\nrejected %lld\nwrites %lld\nentries %lld\nbytes %lld\nevictions %lld\n",
+                (long long)s.disk_hits, (long long)s.misses, (long long)s.disk_rejected, (long long)s.disk_writes,
+                (long long)s.disk_entries, (long long)s.disk_bytes, (long long)s.disk_evictions);
     return 0;
   } catch (const std::exception& e) {
     std::printf("error %s\n", e.what());

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -71,7 +72,7 @@ Report run_worker(const std::string& dir) {
 
 // The results, without the counters.
 Report results(Report r) {
-  for (const char* k : {"disk_hits", "misses", "rejected", "writes", "entries"}) r.erase(k);
+  for (const char* k : {"disk_hits", "misses", "rejected", "writes", "entries", "bytes", "evictions"}) r.erase(k);
   return r;
 }
 
@@ -204,6 +205,36 @@ TEST_CASE("without a linker, pipelines compile in process (the JIT), compute the
   CHECK(entries(dir).empty());
   fs::remove_all(dir);
   fs::remove_all(reference);
+}
+
+TEST_CASE("above HJIT_CACHE_MAX_MB, the least recently used entries go") {
+  const std::string dir = scratch("lru");
+  Report full = run_worker(dir);
+  REQUIRE(full["exit"] == "0");
+  REQUIRE(std::stoll(full["bytes"]) < (1 << 20));  // the worker's entries fit in a megabyte
+  fs::remove_all(dir);
+  const std::string out = dir + ".out";
+  Report r = finish_worker(start_worker(dir, out, {"HJIT_CACHE_MAX_MB=0"}), out);
+  REQUIRE(r["exit"] == "0");
+  CHECK(r["entries"] == "0");  // 0: nothing is kept
+  CHECK(std::stoll(r["evictions"]) == std::stoll(r["writes"]));
+  CHECK(results(r) == results(full));
+  // The least recently used go first: a big entry nobody used for a day goes before the ones this
+  // run uses, when a write (one entry removed, so compiled again) takes the cache over its limit.
+  fs::remove_all(dir);
+  REQUIRE(run_worker(dir)["exit"] == "0");
+  std::vector<fs::path> files = entries(dir);
+  const fs::path stale = dir + "/00000000000000000000000000000000.hjit";
+  test::write_file(stale.string(), std::string(size_t(3) << 20, 'x'));
+  fs::last_write_time(stale, fs::file_time_type::clock::now() - std::chrono::hours(24));
+  fs::remove(files[0]);
+  Report lru = finish_worker(start_worker(dir, out, {"HJIT_CACHE_MAX_MB=2"}), out);
+  REQUIRE(lru["exit"] == "0");
+  CHECK(lru["writes"] == "1");
+  CHECK(lru["evictions"] == "1");
+  CHECK(!fs::exists(stale));
+  CHECK(entries(dir) == files);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("HJIT_CACHE_DIR= (empty) keeps nothing on disk") {
