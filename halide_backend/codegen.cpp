@@ -164,6 +164,8 @@ PipelineInfo describe(const Graph& g, const LoweredPipeline& p, std::string func
   return info;
 }
 
+bool can_link() { return !linker().empty(); }
+
 std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Target& target, PipelineInfo& info) {
   if (info.computes_nothing()) return std::string();
   if (linker().empty()) {

@@ -3,6 +3,11 @@
 // determines the code: the graph's text and constants, the target, the schedule request's
 // identity, and the versions of hjit and Halide (tinygrad's normalized key: two functions that
 // trace to the same graph share one compiled pipeline).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
 #include <mutex>
 #include <unordered_map>
 
@@ -14,6 +19,7 @@
 #include "halide_backend/executable.h"
 #include "halide_backend/disk_cache.h"
 #include "halide_backend/lower.h"
+#include "halide_backend/partition.h"
 #include "halide_backend/scheduler.h"
 #include "support/binary_io.h"
 #include "support/build_id.h"
@@ -94,6 +100,65 @@ MemoryTier& memory() {
 
 bool is_known_autoscheduler(const std::string& name) { return scheduler().is_autoscheduler(name); }
 
+namespace {
+
+// One graph through the two tiers: memory, disk, else built here (and written to disk).
+std::shared_ptr<const Executable> compile_one(const Graph& g, const Options& o, const Target& target, const std::string& key) {
+  const std::string name = hash_hex(key);
+  std::shared_ptr<HalideExecutable> exe = load_from_disk(name, key, g);
+  if (exe) {
+    log().debug("cache: '{}' loaded from the disk cache", g.name);
+  } else {
+    DiskCache::instance().count_miss();
+    Built b;
+    {
+      std::lock_guard lock(compile_mutex());
+      b = build(g, o, target);
+    }
+    if (b.shared_object) DiskCache::instance().write(name, encode_cache_entry(key, b.executable->info(), *b.shared_object));
+    exe = b.executable;
+  }
+  exe->set_statement_source([g, target, schedule = exe->info().schedule] { return lowered_statement(g, target, schedule); });
+  return exe;
+}
+
+// The parts of a partitioned graph: the second built in a child process, into the disk cache,
+// while this process builds the first; then both come from the cache like any other pipeline.
+std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part> parts, const Options& o,
+                                                const Target& target) {
+  std::vector<std::string> keys;
+  for (const Part& p : parts) keys.push_back(cache_key(p.graph, o, target));
+  DiskCache& disk = DiskCache::instance();
+  pid_t child = -1;
+  if (!disk.has(hash_hex(keys[1]))) {
+    // Forked while holding the compile lock: no other thread is inside Halide, and the child, the
+    // only thread it has, builds without taking it.
+    std::lock_guard lock(compile_mutex());
+    std::fflush(nullptr);
+    child = fork();
+    if (child == 0) {
+      try {
+        Built b = build(parts[1].graph, o, target);
+        if (b.shared_object) disk.write(hash_hex(keys[1]), encode_cache_entry(keys[1], b.executable->info(), *b.shared_object));
+      } catch (...) {
+      }
+      _exit(0);
+    }
+  }
+  std::vector<std::shared_ptr<const Executable>> exes;
+  exes.push_back(compile_one(parts[0].graph, o, target, keys[0]));
+  if (child > 0) {
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status)) log().warn("hjit: the process compiling half of '{}' died; compiling it here", g.name);
+  }
+  exes.push_back(compile_one(parts[1].graph, o, target, keys[1]));
+  return make_partitioned(g, std::move(parts), std::move(exes));
+}
+
+}  // namespace
+
 Compiled compile(const Graph& g, const Options& o) {
   MemoryTier& mem = memory();
   Timer t;
@@ -109,23 +174,19 @@ Compiled compile(const Graph& g, const Options& o) {
       return Compiled{it->second, true, t.ms()};
     }
   }
-  const std::string name = hash_hex(key);
-  std::shared_ptr<HalideExecutable> exe = load_from_disk(name, key, g);
-  if (exe) {
-    log().debug("cache: '{}' loaded from the disk cache in {:.2f} ms", g.name, t.ms());
+  std::shared_ptr<const Executable> exe;
+  // Big graphs with the built-in schedule compile in two halves at once, where the disk cache can
+  // carry a half from the child process that compiles it.
+  std::vector<Part> parts;
+  if (schedule_request(o) == "built-in" && DiskCache::instance().enabled() && can_link()) parts = partition(g);
+  if (!parts.empty()) {
+    log().debug("backend: '{}' compiles in {} parts at once", g.name, parts.size());
+    exe = compile_parts(g, std::move(parts), o, target);
   } else {
-    DiskCache::instance().count_miss();
-    Built b;
-    {
-      std::lock_guard lock(compile_mutex());
-      b = build(g, o, target);
-    }
-    if (b.shared_object) DiskCache::instance().write(name, encode_cache_entry(key, b.executable->info(), *b.shared_object));
-    exe = b.executable;
-    log().debug("backend: compiled '{}' (opt_level {}{}) in {:.1f} ms", g.name, o.opt_level,
-                o.autoscheduler.empty() ? "" : ", " + o.autoscheduler, t.ms());
+    exe = compile_one(g, o, target, key);
   }
-  exe->set_statement_source([g, target, schedule = exe->info().schedule] { return lowered_statement(g, target, schedule); });
+  log().debug("backend: '{}' ready (opt_level {}{}) in {:.1f} ms", g.name, o.opt_level,
+              o.autoscheduler.empty() ? "" : ", " + o.autoscheduler, t.ms());
   std::lock_guard lock(mem.mu);
   auto [it, inserted] = mem.entries.emplace(key, exe);
   return Compiled{it->second, !inserted, t.ms()};

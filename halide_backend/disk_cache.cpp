@@ -72,6 +72,8 @@ void DiskCache::configure(const std::string& dir, int64_t max_bytes) {
   log().debug("cache: compiled code is kept in {} (at most {} MiB)", dir_, max_bytes_ >> 20);
 }
 
+bool DiskCache::has(const std::string& name) const { return enabled() && access(path(name).c_str(), F_OK) == 0; }
+
 std::optional<std::string> DiskCache::read(const std::string& name) {
   if (!enabled()) return std::nullopt;
   const std::string p = path(name);

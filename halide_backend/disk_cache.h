@@ -21,6 +21,8 @@ class DiskCache {
 
   bool enabled() const { return !dir_.empty(); }
   const std::string& directory() const { return dir_; }
+  // Whether an entry of that name exists (unchecked).
+  bool has(const std::string& name) const;
   // The entry's bytes, marking it used; nullopt when there is none.
   std::optional<std::string> read(const std::string& name);
   // Writes the entry atomically, then evicts least recently used entries above the size limit.

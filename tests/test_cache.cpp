@@ -19,6 +19,8 @@
 
 #include "halide_backend/cache_entry.h"
 #include "tests/support.h"
+
+using hjit::Tensor;
 #include "support/binary_io.h"
 
 extern char** environ;
@@ -235,6 +237,42 @@ TEST_CASE("above HJIT_CACHE_MAX_MB, the least recently used entries go") {
   CHECK(!fs::exists(stale));
   CHECK(entries(dir) == files);
   fs::remove_all(dir);
+}
+
+TEST_CASE("a big graph compiles in two parts at once and computes what eager computes") {
+  // A training step of a small MLP, cut in two (HJIT_PARTITION_WORK lowered so that it is).
+  Tensor w1 = Tensor::randn({32, 64}, 1), w2 = Tensor::randn({64, 8}, 2);
+  Tensor x = Tensor::randn({16, 32}, 3), y = Tensor::randn({16, 8}, 4);
+  auto step = [](Tensor& w1, Tensor& w2) {
+    return [&w1, &w2](const Tensor& x, const Tensor& y) {
+      auto loss = [&](const Tensor& x) {
+        Tensor d = hjit::matmul(hjit::relu(hjit::matmul(x, w1)), w2) - y;
+        return hjit::mean(d * d);
+      };
+      auto [l, g] = hjit::value_and_grad(loss, std::vector<Tensor>{w1, w2})(x);
+      w1.assign(w1 - 0.1 * g[0]);
+      w2.assign(w2 - 0.1 * g[1]);
+      return std::vector<Tensor>{l, g[0], g[1]};
+    };
+  };
+  Tensor a1 = w1.clone(), a2 = w2.clone(), b1 = w1.clone(), b2 = w2.clone();
+  auto eager = step(a1, a2);
+  setenv("HJIT_PARTITION_WORK", "4", 1);
+  hjit::JitOptions o;
+  o.opt_level = 1;
+  auto jitted = hjit::jit(step(b1, b2), o);
+  for (int i = 0; i < 3; ++i) {
+    std::vector<Tensor> want = eager(x, y), got = jitted(x, y);
+    REQUIRE(got.size() == want.size());
+    for (size_t k = 0; k < got.size(); ++k) CHECK_CLOSE_TOL(got[k], want[k], 1e-4);  // parameters drift apart by rounding
+  }
+  unsetenv("HJIT_PARTITION_WORK");
+  CHECK_CLOSE_TOL(b1, a1, 1e-4);  // three steps of rounding in another order
+  CHECK_CLOSE_TOL(b2, a2, 1e-4);
+  CHECK(jitted.stats().schedule.find("in 2 parts") != std::string::npos);
+  const std::string e = jitted.explain(x, y);
+  CHECK(e.find("part 1 of 2") != std::string::npos);
+  CHECK(e.find("part 2 of 2") != std::string::npos);
 }
 
 TEST_CASE("HJIT_CACHE_DIR= (empty) keeps nothing on disk") {
