@@ -3,10 +3,11 @@
 // determines the code: the graph's text and constants, the target, the schedule request's
 // identity, and the versions of hjit and Halide (tinygrad's normalized key: two functions that
 // trace to the same graph share one compiled pipeline).
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 #include <unordered_map>
@@ -146,12 +147,23 @@ std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part
     }
   }
   std::vector<std::shared_ptr<const Executable>> exes;
+  Timer t;
   exes.push_back(compile_one(parts[0].graph, o, target, keys[0]));
   if (child > 0) {
+    // The halves are about the same work: a child still busy long after this half was done is
+    // stuck (a lock another thread held when it was forked) and is stopped; this process then
+    // compiles its half.
+    const double limit_ms = std::max(30000.0, 3 * t.ms());
     int status = 0;
-    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    pid_t done = 0;
+    while ((done = waitpid(child, &status, WNOHANG)) == 0 && t.ms() < limit_ms) usleep(2000);
+    if (done == 0) {
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+      log().warn("hjit: the process compiling half of '{}' did not finish; compiling it here", g.name);
+    } else if (done < 0 || !WIFEXITED(status)) {
+      log().warn("hjit: the process compiling half of '{}' died; compiling it here", g.name);
     }
-    if (!WIFEXITED(status)) log().warn("hjit: the process compiling half of '{}' died; compiling it here", g.name);
   }
   exes.push_back(compile_one(parts[1].graph, o, target, keys[1]));
   return make_partitioned(g, std::move(parts), std::move(exes));
