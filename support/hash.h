@@ -17,7 +17,14 @@ class Hasher {
   template <class T>
   Hasher& add(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>);
-    return add_bytes(&v, sizeof(T));
+    if constexpr ((std::is_integral_v<T> || std::is_enum_v<T>) && sizeof(T) <= 8) {
+      // A word at a time: a call's signature (dtypes and dims) is hashed on every jitted call.
+      h_ = (h_ ^ static_cast<uint64_t>(v)) * 0x100000001b3ull;
+      h_ ^= h_ >> 29;
+      return *this;
+    } else {
+      return add_bytes(&v, sizeof(T));
+    }
   }
   Hasher& add_string(std::string_view s) { return add(s.size()).add_bytes(s.data(), s.size()); }
   template <class R>
