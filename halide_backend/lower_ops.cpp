@@ -7,6 +7,7 @@
 #include "graph/rewriter.h"
 #include "halide_backend/ieee_math.h"
 #include "halide_backend/lower_ctx.h"
+#include "halide_backend/schedule_value.h"
 
 namespace hjit::backend {
 
@@ -90,6 +91,11 @@ Coords reduced_coords(const Coords& out, const RDom& r, const std::vector<int64_
   return in;
 }
 
+// A Func a lowering adds besides a stage's func, named after the stage without Halide's
+// uniquifying suffix: unique_name() rewrites a '$' inside a name it must uniquify to '_', and
+// "n3_sum$2_acc" could become "n3_sum_2_acc$1", a name that depends on the process's history.
+std::string helper_name(const Stage& s, const char* role) { return canonical_name(s.func.name()) + role; }
+
 // Reduction domains are named after their stage: Halide names unnamed ones from a process-wide
 // counter, and a schedule value names loops, so that names must be the same in every lowering.
 std::string rdom_name(const Stage& s, const char* role) { return "n" + std::to_string(s.node) + "_" + role; }
@@ -111,7 +117,7 @@ void reduce(LowerCtx& ctx, Stage& s, const Node& n, Fold fold) {
     return;
   }
   std::vector<Expr> v(s.vars.begin(), s.vars.end());
-  Func acc(s.func.name() + "_acc");
+  Func acc(helper_name(s, "_acc"));
   RDom r = reduction_domain(in.shape, axes, rdom_name(s, "r"));
   Expr x = cast(t, ctx.at(n.inputs[0], reduced_coords(LowerCtx::coords(s), r, axes, in.rank(), n.attrs.i("keepdims"))));
   switch (fold) {
@@ -153,7 +159,7 @@ void arg_reduce(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
   const std::vector<int64_t> axes{n.attrs.i("axis")};
   const Type vt = compute_type(in.dtype);
   std::vector<Expr> v(s.vars.begin(), s.vars.end());
-  Func acc(s.func.name() + "_acc");
+  Func acc(helper_name(s, "_acc"));
   RDom r = reduction_domain(in.shape, axes, rdom_name(s, "r"));
   Expr x = ctx.at(n.inputs[0], reduced_coords(LowerCtx::coords(s), r, axes, in.rank(), n.attrs.i("keepdims")));
   acc(v) = Tuple(cast<int64_t>(0), is_max ? ieee::max_identity(vt) : ieee::min_identity(vt));
@@ -307,7 +313,7 @@ void Matmul(LowerCtx& ctx, Stage& s, const Node& n) {
   ca[r - 2] = o[r - 2], ca[r - 1] = k.x;
   cb[r - 2] = k.x, cb[r - 1] = o[r - 1];
   std::vector<Expr> v(s.vars.begin(), s.vars.end());
-  Func acc(s.func.name() + "_acc");
+  Func acc(helper_name(s, "_acc"));
   acc(v) = constant(t, 0);
   acc(v) += cast(t, ctx.at(n.inputs[0], ca)) * cast(t, ctx.at(n.inputs[1], cb));
   s.func(v) = acc(v);
@@ -422,7 +428,7 @@ Helper padded_input(LowerCtx& ctx, const Stage& s, int x_node, int64_t ph, int64
   Coords inside = c;
   inside[r - 2] = clamp(iy, 0, int(H - 1));
   inside[r - 1] = clamp(ix, 0, int(W - 1));
-  Func f(s.func.name() + "_padded");
+  Func f(helper_name(s, "_padded"));
   Expr v = ctx.at(x_node, inside);
   f(vars) = (ph == 0 && pw == 0) ? v : select(iy >= 0 && iy < int(H) && ix >= 0 && ix < int(W), v, cast(v.type(), fill));
   return Helper{"padded", f, vars, to_halide_order(padded_shape), {}};
@@ -441,7 +447,7 @@ void Conv2d(LowerCtx& ctx, Stage& s, const Node& n) {
   RDom r({{0, int(ws[3])}, {0, int(ws[2])}, {0, int(cg)}}, rdom_name(s, "r"));
   const Var &ox = s.vars[0], &oy = s.vars[1], &co = s.vars[2], &nb = s.vars[3];
   Expr ci = groups == 1 ? Expr(r.z) : (co / int(per_group)) * int(cg) + r.z;
-  Func acc(s.func.name() + "_acc");
+  Func acc(helper_name(s, "_acc"));
   acc(s.vars) = constant(t, 0);
   acc(s.vars) += cast(t, ctx.at(n.inputs[1], {co, r.z, r.y, r.x})) *
                  cast(t, padded(ox * int(stride[1]) + r.x * int(dil[1]), oy * int(stride[0]) + r.y * int(dil[0]), ci, nb));
@@ -467,7 +473,7 @@ void pool(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
   std::vector<Expr> at(s.vars.begin(), s.vars.end());
   at[0] = s.vars[0] * int(st[1]) + w.x;
   at[1] = s.vars[1] * int(st[0]) + w.y;
-  Func acc(s.func.name() + "_acc");
+  Func acc(helper_name(s, "_acc"));
   acc(s.vars) = is_max ? ieee::max_identity(t) : constant(at_type, 0);
   if (is_max) acc(s.vars) = ieee::max(acc(s.vars), cast(t, padded(at)));
   else acc(s.vars) += cast(at_type, padded(at));
@@ -499,7 +505,7 @@ void CumSum(LowerCtx& ctx, Stage& s, const Node& n) {
   const Shape& xs = ctx.g.type(n.inputs[0]).shape;
   const size_t axis = size_t(n.attrs.i("axis")), hd = xs.size() - 1 - axis;  // the axis in Halide order
   const Type t = ct(n);
-  Func acc(s.func.name() + "_acc");
+  Func acc(helper_name(s, "_acc"));
   std::vector<Expr> v(s.vars.begin(), s.vars.end());
   acc(s.vars) = cast(t, ctx.at(n.inputs[0], LowerCtx::coords(s)));
   if (xs[axis] >= 2) {
@@ -559,7 +565,7 @@ void Attention(LowerCtx& ctx, Stage& s, const Node& n) {
   auto load = [&](int input, Expr inner, Expr outer) {
     return cast(t, ctx.at(n.inputs[size_t(input)], to_row_major(args({inner, outer}))));
   };
-  const std::string name = s.func.name();
+  const std::string name = helper_name(s, "");
   Func keys_t(name + "_keys_t"), scores(name + "_scores"), row_max(name + "_row_max"), probs(name + "_probs"),
       row_sum(name + "_row_sum"), acc(name + "_acc");
   keys_t(vars({j, d})) = load(1, d, j);  // keys with the key index innermost
@@ -627,13 +633,13 @@ void Conv2dWeightGrad(LowerCtx& ctx, Stage& s, const Node& n) {
   Helper padded_helper = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], Expr(0));
   Func padded = padded_helper.func;
   Var c("c"), ox("ox"), oy("oy"), nb("nb");
-  Func grad_t(s.func.name() + "_grad_t");
+  Func grad_t(helper_name(s, "_grad_t"));
   grad_t(c, ox, oy, nb) = cast(t, ctx.at(n.inputs[1], {nb, c, oy, ox}));
   // Halide order: (kx, ky, cg, co); the domain runs over output x, output y, then images.
   RDom r({{0, int(gs[3])}, {0, int(gs[2])}, {0, int(gs[0])}}, rdom_name(s, "r"));
   const Var &kx = s.vars[0], &ky = s.vars[1], &cv = s.vars[2], &co = s.vars[3];
   Expr ci = n.attrs.i("groups") == 1 ? Expr(cv) : (co / int(per_group)) * int(cg) + cv;
-  Func acc(s.func.name() + "_acc");
+  Func acc(helper_name(s, "_acc"));
   acc(s.vars) = constant(t, 0);
   acc(s.vars) += grad_t(co, r.x, r.y, r.z) *
                  cast(t, padded(r.x * int(stride[1]) + kx * int(dil[1]), r.y * int(stride[0]) + ky * int(dil[0]), ci, r.z));
@@ -663,7 +669,7 @@ void MaxPool2dGrad(LowerCtx& ctx, Stage& s, const Node& n) {
   std::vector<Expr> at(wv.begin(), wv.end());
   at[0] = wv[0] * int(st[1]) + win.x;
   at[1] = wv[1] * int(st[0]) + win.y;
-  Func first_max(s.func.name() + "_argmax");
+  Func first_max(helper_name(s, "_argmax"));
   first_max(wv) = Tuple(-1, cast(vt, 0));
   Expr v = cast(vt, padded(at)), best = first_max(wv)[1];
   Expr iy = at[1] - int(pad[0]), ix = at[0] - int(pad[1]);
@@ -681,7 +687,7 @@ void MaxPool2dGrad(LowerCtx& ctx, Stage& s, const Node& n) {
   wat[0] = gat[0] = clamp(ox, 0, int(OW - 1));
   wat[1] = gat[1] = clamp(oy, 0, int(OH - 1));
   Expr picked = valid && first_max(wat)[0] == kye * int(k[1]) + kxe;
-  Func acc(s.func.name() + "_acc");
+  Func acc(helper_name(s, "_acc"));
   acc(s.vars) = constant(t, 0);
   acc(s.vars) += select(picked, cast(t, ctx.at(n.inputs[1], to_row_major(gat))), constant(t, 0));
   LowerCtx::define(s, acc(s.vars));
