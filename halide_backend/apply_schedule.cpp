@@ -94,10 +94,9 @@ class Applier {
     Halide::Stage st = d.update < 0 ? Halide::Stage(f) : f.update(d.update);
     const auto& a = d.args;
     const std::string& v = d.verb;
-    const bool func_level = v == "compute_root" || v == "compute_inline" || v == "store_root" || v == "compute_at" ||
-                            v == "store_at" || v == "reorder_storage" || v == "bound" || v == "bound_extent" ||
-                            v == "fold_storage" || v == "store_in" || v == "align_storage";
-    if (func_level && d.update >= 0) throw ValueError("hjit: schedule: '" + v + "' applies to a Func, not an update");
+    const VerbArity* verb = find_verb(v);
+    if (!verb) throw ValueError("hjit: schedule: unknown directive '" + v + "'");
+    if (verb->func_level && d.update >= 0) throw ValueError("hjit: schedule: '" + v + "' applies to a Func, not an update");
     if (v == "compute_root") f.compute_root();
     else if (v == "compute_inline") f.compute_inline();
     else if (v == "store_root") f.store_root();

@@ -12,7 +12,6 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "graph/op_def.h"
 #include "halide_backend/backend.h"
 #include "halide_backend/build.h"
 #include "halide_backend/cache_entry.h"

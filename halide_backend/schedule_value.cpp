@@ -10,12 +10,6 @@ namespace hjit::backend {
 namespace {
 constexpr const char* kHeader = "hjit-schedule 1";
 
-const VerbArity* find_verb(const std::string& verb) {
-  for (const VerbArity& v : schedule_verbs())
-    if (verb == v.verb) return &v;
-  return nullptr;
-}
-
 bool is_token(const std::string& s) {
   if (s.empty()) return false;
   for (char c : s)
@@ -25,14 +19,23 @@ bool is_token(const std::string& s) {
 }  // namespace
 
 const std::vector<VerbArity>& schedule_verbs() {
+  constexpr bool kFunc = true;
   static const std::vector<VerbArity> verbs = {
-      {"compute_root", 0, 0},    {"compute_inline", 0, 0}, {"store_root", 0, 0},     {"compute_at", 2, 2},
-      {"store_at", 2, 2},        {"split", 5, 5},          {"fuse", 3, 3},           {"reorder", 1, 64},
-      {"vectorize", 1, 3},       {"unroll", 1, 3},         {"parallel", 1, 3},       {"serial", 1, 1},
-      {"rfactor", 2, 2},         {"reorder_storage", 1, 64}, {"bound", 3, 3},        {"bound_extent", 2, 2},
-      {"fold_storage", 2, 3},    {"store_in", 1, 1},       {"align_storage", 2, 2},
+      {"compute_root", 0, 0, kFunc}, {"compute_inline", 0, 0, kFunc}, {"store_root", 0, 0, kFunc},
+      {"compute_at", 2, 2, kFunc},   {"store_at", 2, 2, kFunc},       {"split", 5, 5},
+      {"fuse", 3, 3},                {"reorder", 1, 64},              {"vectorize", 1, 3},
+      {"unroll", 1, 3},              {"parallel", 1, 3},              {"serial", 1, 1},
+      {"rfactor", 2, 2},             {"reorder_storage", 1, 64, kFunc}, {"bound", 3, 3, kFunc},
+      {"bound_extent", 2, 2, kFunc}, {"fold_storage", 2, 3, kFunc},   {"store_in", 1, 1, kFunc},
+      {"align_storage", 2, 2, kFunc},
   };
   return verbs;
+}
+
+const VerbArity* find_verb(const std::string& verb) {
+  for (const VerbArity& v : schedule_verbs())
+    if (verb == v.verb) return &v;
+  return nullptr;
 }
 
 std::string canonical_name(const std::string& name) {
@@ -98,7 +101,7 @@ Schedule Schedule::parse(const std::string& text) {
     if (!is_token(d.func)) throw fail("missing Func name");
     const VerbArity* v = find_verb(d.verb);
     if (!v) throw fail("unknown scheduling directive '" + d.verb + "'");
-    if (int(d.args.size()) < v->min_args || int(d.args.size()) > v->max_args)
+    if (!v->takes(d.args.size()))
       throw fail("'" + d.verb + "' takes " + std::to_string(v->min_args) + " to " + std::to_string(v->max_args) +
                  " arguments");
     s.directives.push_back(std::move(d));

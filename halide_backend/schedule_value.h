@@ -38,11 +38,15 @@ struct Schedule {
 // Halide's unique_name() appends $<n> to names already used in the process: removes those.
 std::string canonical_name(const std::string& halide_name);
 
-// The verbs apply_schedule() knows, with the number of arguments each takes (min, max).
+// The verbs apply_schedule() knows: the number of arguments each takes (min, max), and whether it
+// schedules a Func as a whole (compute_at, store_in, ...) rather than one of its definitions.
 struct VerbArity {
   const char* verb;
   int min_args, max_args;
+  bool func_level = false;
+  bool takes(size_t args) const { return int(args) >= min_args && int(args) <= max_args; }
 };
 const std::vector<VerbArity>& schedule_verbs();
+const VerbArity* find_verb(const std::string& verb);  // null for an unknown verb
 
 }  // namespace hjit::backend

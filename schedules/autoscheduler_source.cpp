@@ -252,17 +252,12 @@ class Reader {
       if (!a.func.empty()) d.args.push_back(a.func);
       else d.args.insert(d.args.end(), a.names.begin(), a.names.end());
     }
-    if (method == "compute_root" || method == "compute_inline" || method == "store_root" || method == "compute_at" ||
-        method == "store_at" || method == "store_in" || method == "bound" || method == "fold_storage" ||
-        method == "reorder_storage")
-      d.update = -1;
     if (method == "split" && d.args.size() == 4) d.args.push_back("Auto");
     if ((method == "vectorize" || method == "unroll" || method == "parallel") && d.args.size() == 2)
       d.args.push_back("Auto");
-    bool known = false;
-    for (const backend::VerbArity& v : backend::schedule_verbs())
-      if (method == v.verb) known = int(d.args.size()) >= v.min_args && int(d.args.size()) <= v.max_args;
-    if (!known) fail("the call ." + method + "() with " + std::to_string(d.args.size()) + " arguments");
+    const backend::VerbArity* verb = backend::find_verb(method);
+    if (verb && verb->func_level) d.update = -1;  // written inside a chain that began with .update(k)
+    if (!verb || !verb->takes(d.args.size())) fail("the call ." + method + "() with " + std::to_string(d.args.size()) + " arguments");
     out_.directives.push_back(std::move(d));
   }
 

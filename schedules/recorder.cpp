@@ -1,6 +1,16 @@
 #include "schedules/recorder.h"
 
 namespace hjit::schedules {
+namespace {
+
+template <class V>
+std::vector<std::string> names_of(const std::vector<V>& vars) {
+  std::vector<std::string> names;
+  for (const auto& v : vars) names.push_back(v.name());
+  return names;
+}
+
+}  // namespace
 
 const char* tail_name(Halide::TailStrategy t) {
   using T = Halide::TailStrategy;
@@ -32,9 +42,7 @@ StageRef& StageRef::fuse(const Halide::VarOrRVar& inner, const Halide::VarOrRVar
 }
 
 StageRef& StageRef::reorder(const std::vector<Halide::VarOrRVar>& order) {
-  std::vector<std::string> names;
-  for (const auto& v : order) names.push_back(v.name());
-  add("reorder", std::move(names));
+  add("reorder", names_of(order));
   return *this;
 }
 
@@ -71,9 +79,7 @@ FuncRef& FuncRef::compute_at(const FuncRef& consumer, const Halide::VarOrRVar& l
 }
 
 FuncRef& FuncRef::reorder_storage(const std::vector<Halide::Var>& order) {
-  std::vector<std::string> names;
-  for (const auto& v : order) names.push_back(v.name());
-  add("reorder_storage", std::move(names));
+  add("reorder_storage", names_of(order));
   return *this;
 }
 
