@@ -10,7 +10,9 @@
 //   ratios:  taken in that same process against eager and against a hand-written reference
 //            (a C++ OpenMP loop, or OpenBLAS for W3), measured interleaved with the variant.
 //
-// Usage: hjit-bench [--workloads W1,W3] [--variants eager,O1,Adams2019] [--quick] [--all]
+//   tuned:   (with --db FILE) the best schedule a tuning run (hjit-tune) left in that database.
+//
+// Usage: hjit-bench [--workloads W1,W3] [--variants eager,O1,Adams2019] [--db tuning.sqlite] [--quick] [--all]
 // By default the training workloads (W7, W9, W11) run eager and at opt level 1 only: their
 // unfused baseline and the autoschedulers take minutes to compile their large graphs (--all runs
 // every variant on every workload).
@@ -36,11 +38,15 @@ using Clock = std::chrono::steady_clock;
 
 const std::vector<std::string> kVariants = {"eager", "O0", "O1", "Adams2019", "Li2018", "Mullapudi2016"};
 
+// The tuning database of the "tuned" rows (--db).
+std::string g_db;
+
 hjit::JitOptions options_for(const std::string& variant, const std::string& workload) {
   hjit::JitOptions o;
   o.name = workload + "_" + variant;
   if (variant == "O0") o.opt_level = 0;
   else if (variant == "O1") o.opt_level = 1;
+  else if (variant == "tuned") o.opt_level = 1, o.tuning_db = g_db;
   else o.opt_level = 2, o.autoscheduler = variant;
   return o;
 }
@@ -127,7 +133,8 @@ Row run_child(const std::string& self, const std::string& id, const std::string&
   if (!mkdtemp(dir)) return Row{};
   // OpenBLAS's threads otherwise spin for ~0.1 s after each call, on the cores the next block needs.
   const std::string env = "HJIT_CACHE_DIR=" + std::string(dir) + " OPENBLAS_THREAD_TIMEOUT=4 ";
-  std::string cmd = env + self + " --child " + id + " " + variant + (quick ? " --quick" : "") + " 2>&1";
+  std::string db = g_db.empty() ? "" : " --db '" + g_db + "'";
+  std::string cmd = env + self + db + " --child " + id + " " + variant + (quick ? " --quick" : "") + " 2>&1";
   Row r;
   r.variant = variant;
   FILE* p = popen(cmd.c_str(), "r");
@@ -151,7 +158,7 @@ Row run_child(const std::string& self, const std::string& id, const std::string&
     // Warm: the median of three fresh processes on the filled cache; each must compile nothing.
     std::vector<double> warm, ready;
     for (int i = 0; i < 3; ++i) {
-      FILE* q = popen((env + self + " --prepare-only " + id + " " + variant + " 2>&1").c_str(), "r");
+      FILE* q = popen((env + self + db + " --prepare-only " + id + " " + variant + " 2>&1").c_str(), "r");
       double ms = 0, ready_ms = 0;
       long long misses = -1;
       while (q && std::fgets(line, sizeof line, q))
@@ -173,6 +180,10 @@ int main(int argc, char** argv) {
   bool quick = false, all = false, variants_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--db" && i + 1 < argc) {
+      g_db = argv[++i];
+      continue;
+    }
     if (a == "--child" && i + 2 < argc)
       return child(argv[i + 1], argv[i + 2], argc > i + 3 && std::string(argv[i + 3]) == "--quick", false);
     if (a == "--prepare-only" && i + 2 < argc) return child(argv[i + 1], argv[i + 2], true, true);
@@ -181,10 +192,14 @@ int main(int argc, char** argv) {
     else if (a == "--quick") quick = true;
     else if (a == "--all") all = true;
     else {
-      std::fprintf(stderr, "usage: hjit-bench [--workloads W1,W2,...] [--variants eager,O0,O1,Adams2019,Li2018,Mullapudi2016] [--quick] [--all]\n");
+      std::fprintf(stderr, "usage: hjit-bench [--workloads W1,W2,...] [--variants eager,O0,O1,Adams2019,Li2018,Mullapudi2016,tuned] "
+                           "[--db tuning.sqlite] [--quick] [--all]\n");
       return 2;
     }
   }
+  // With a tuning database, each workload also gets a "tuned" row: its best known schedule.
+  if (!g_db.empty() && std::find(variants.begin(), variants.end(), "tuned") == variants.end()) variants.push_back("tuned");
+  if (g_db.empty()) variants.erase(std::remove(variants.begin(), variants.end(), "tuned"), variants.end());
   char self[4096];
   ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   if (len <= 0) return 1;
@@ -204,7 +219,7 @@ int main(int argc, char** argv) {
     bench::Workload w = bench::make_workload(id);
     for (const std::string& v : variants) {
       const bool training = id == "W7" || id == "W9" || id == "W11";
-      if (training && !all && !variants_given && v != "eager" && v != "O1") continue;
+      if (training && !all && !variants_given && v != "eager" && v != "O1" && v != "tuned") continue;
       Row r = run_child(self, id, v, quick);
       all_ok &= r.ok;
       if (!r.ok) continue;

@@ -36,6 +36,13 @@ std::function<Runner(const hjit::JitOptions*)> runner(Fn fn, T... inputs) {
   };
 }
 
+// The workload's function on its inputs: run (eager or jitted) by hjit-bench, tuned by hjit-tune.
+template <class Fn, class... T>
+void attach(Workload& w, Fn fn, T... inputs) {
+  w.make_runner = runner(fn, inputs...);
+  w.tune = [=](const hjit::TuneOptions& o) { return hjit::tune(fn, o, inputs...); };
+}
+
 double max_diff(const std::vector<float>& a, const Tensor& b) {
   std::vector<float> v = b.to_vector<float>();
   double m = 0;
@@ -49,7 +56,7 @@ Workload w1() {
   Tensor a = Tensor::randn({2, 3}, 1), b = Tensor::randn({2, 3}, 2), c = Tensor::randn({2, 3}, 3);
   Workload w;
   w.id = "W1", w.name = "tiny_fma", w.shapes = "a,b,c: [2,3]";
-  w.make_runner = runner([](const Tensor& a, const Tensor& b, const Tensor& c) { return a * b + c; }, a, b, c);
+  attach(w, [](const Tensor& a, const Tensor& b, const Tensor& c) { return a * b + c; }, a, b, c);
   return w;
 }
 
@@ -59,7 +66,7 @@ Workload w2() {
   auto out = std::make_shared<std::vector<float>>(size_t(n));
   Workload w;
   w.id = "W2", w.name = "selu", w.shapes = "x: [1048576]";
-  w.make_runner = runner(selu, x);
+  attach(w, selu, x);
   w.reference = "C++ OpenMP loop";
   w.run_reference = [x, out, n] {
     const float* p = x.data_ptr<float>();
@@ -79,7 +86,7 @@ Workload w3() {
   Tensor a = Tensor::randn({n, n}, 1), b = Tensor::randn({n, n}, 2);
   Workload w;
   w.id = "W3", w.name = "matmul", w.shapes = "a,b: [1024,1024]";
-  w.make_runner = runner([](const Tensor& a, const Tensor& b) { return hjit::matmul(a, b); }, a, b);
+  attach(w, [](const Tensor& a, const Tensor& b) { return hjit::matmul(a, b); }, a, b);
   w.flops = 2.0 * n * n * n;
 #ifdef HJIT_BENCH_OPENBLAS
   auto out = std::make_shared<std::vector<float>>(size_t(n) * n);
@@ -102,7 +109,7 @@ Workload w4() {
   auto out = std::make_shared<std::vector<float>>(size_t(rows * cols));
   Workload w;
   w.id = "W4", w.name = "softmax", w.shapes = "x: [4096,1024]";
-  w.make_runner = runner([](const Tensor& x) { return hjit::softmax(x); }, x);
+  attach(w, [](const Tensor& x) { return hjit::softmax(x); }, x);
   w.reference = "C++ OpenMP rows";
   w.run_reference = [x, out, rows, cols] {
     const float* p = x.data_ptr<float>();
@@ -133,7 +140,7 @@ Workload w5() {
   auto ln = [](const Tensor& x, const Tensor& g, const Tensor& b) { return hjit::layer_norm(x, g, b, 1e-5); };
   Workload w;
   w.id = "W5", w.name = "layernorm", w.shapes = "x: [4096,1024], w,b: [1024]";
-  w.make_runner = runner(ln, x, g, b);
+  attach(w, ln, x, g, b);
   w.reference = "C++ OpenMP rows";
   w.run_reference = [x, g, b, out, rows, cols] {
     const float *p = x.data_ptr<float>(), *gp = g.data_ptr<float>(), *bp = b.data_ptr<float>();
@@ -166,7 +173,7 @@ Workload w6() {
   };
   Workload w;
   w.id = "W6", w.name = "mlp_fwd", w.shapes = "x: [64,784], w1: [784,256], w2: [256,10]";
-  w.make_runner = runner(mlp, x, w1, b1, w2, b2);
+  attach(w, mlp, x, w1, b1, w2, b2);
   w.flops = 2.0 * 64 * (784 * 256 + 256 * 10);
   return w;
 }
@@ -179,7 +186,7 @@ Workload w7() {
   Tensor labels = hjit::floor(Tensor::uniform({64}, 2, 0, 10)).astype(hjit::DType::I32);
   Workload w;
   w.id = "W7", w.name = "mlp_train", w.shapes = "W6 + cross-entropy, SGD lr 0.01";
-  w.make_runner = runner(
+  attach(w, 
       [model, opt](const Tensor& x, const Tensor& y) {
         auto loss = [&](const Tensor& x, const Tensor& y) { return hjit::cross_entropy((*model)(x), y); };
         auto [value, grads] = hjit::value_and_grad(loss, model->parameters())(x, y);
@@ -198,7 +205,7 @@ Workload w8() {
   Tensor x = Tensor::randn({4, 64, 56, 56}, 1);
   Workload w;
   w.id = "W8", w.name = "resnet_blk", w.shapes = "x: [4,64,56,56], 3x3 convs 64->64";
-  w.make_runner = runner([block](const Tensor& x) { return (*block)(x); }, x);
+  attach(w, [block](const Tensor& x) { return (*block)(x); }, x);
   w.flops = 2 * 2.0 * 4 * 64 * 56 * 56 * 64 * 9;
   return w;
 }
@@ -209,7 +216,7 @@ Workload w9() {
   Tensor x = Tensor::randn({4, 64, 56, 56}, 1);
   Workload w;
   w.id = "W9", w.name = "resnet_trn", w.shapes = "W8, training form, d mean / d weights";
-  w.make_runner = runner(
+  attach(w, 
       [block](const Tensor& x) {
         auto loss = [&](const Tensor& x) { return hjit::mean((*block)(x, true)); };
         auto [value, grads] = hjit::value_and_grad(loss, block->parameters())(x);
@@ -227,7 +234,7 @@ Workload w10() {
   Tensor x = Tensor::randn({1, 256, 512}, 1);
   Workload w;
   w.id = "W10", w.name = "attention", w.shapes = "x: [1,256,512], 8 heads of 64";
-  w.make_runner = runner([attn](const Tensor& x) { return (*attn)(x); }, x);
+  attach(w, [attn](const Tensor& x) { return (*attn)(x); }, x);
   w.flops = 4 * 2.0 * 256 * 512 * 512 + 2 * 2.0 * 8 * 256 * 256 * 64;
   return w;
 }
@@ -238,7 +245,7 @@ Workload w11() {
   Tensor x = Tensor::randn({1, 256, 512}, 1);
   Workload w;
   w.id = "W11", w.name = "attn_train", w.shapes = "W10, d mean / d weights";
-  w.make_runner = runner(
+  attach(w, 
       [attn](const Tensor& x) {
         auto loss = [&](const Tensor& x) { return hjit::mean((*attn)(x)); };
         auto [value, grads] = hjit::value_and_grad(loss, attn->parameters())(x);

@@ -18,6 +18,8 @@ struct Workload {
   std::string id, name, shapes;
   // A call of the workload on its inputs: eager when options is null, else through hjit::jit.
   std::function<Runner(const hjit::JitOptions* options)> make_runner;
+  // A tuning run of the workload's function on its inputs (hjit-tune --workload).
+  std::function<hjit::TuneResult(const hjit::TuneOptions& options)> tune;
   double flops = 0;                     // per call, for a GFLOP/s column (0: not reported)
   bool stateful = false;                // updates parameters: results differ from call to call
   std::string reference;                // the hand-written reference, if there is one

@@ -18,6 +18,7 @@
 #include "frontend/traced.h"
 #include "graph/passes/optimize.h"
 #include "halide_backend/backend.h"
+#include "tuning/use.h"
 #include "support/hash.h"
 #include "support/log.h"
 
@@ -67,6 +68,7 @@ std::string compare(const Tensor& compiled, const Tensor& eager, double tol, con
 struct JitCore::State {
   JitOptions opt;
   backend::Options backend_opt;
+  std::string tuning_db;  // "" when none
   mutable std::shared_mutex mu;
   std::unordered_multimap<uint64_t, std::shared_ptr<Entry>> entries;
   std::shared_ptr<Entry> last_built;
@@ -103,6 +105,7 @@ JitCore::JitCore(JitOptions options) : s_(std::make_unique<State>()) {
   if (options.check_tolerance < 0) throw ValueError("jit '" + options.name + "': check_tolerance must be >= 0");
   s_->opt = std::move(options);
   s_->backend_opt = backend::Options{s_->opt.name, s_->opt.device, s_->opt.opt_level, s_->opt.autoscheduler};
+  s_->tuning_db = tuning::tuning_db_path(s_->opt.tuning_db);
 }
 
 JitCore::~JitCore() = default;
@@ -227,7 +230,7 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
       Timer t;
       Traced tr = trace_and_optimize(s.opt.name, s.opt.trace_mode == TraceMode::Concrete, args, trace);
       ++s.traces;
-      backend::Compiled c = backend::compile(tr.graph, s.backend_opt);
+      backend::Compiled c = tuning::compile_tuned(tr.graph, s.backend_opt, s.tuning_db);
       if (!c.cache_hit) ++s.compiles;
       e->graph = std::move(tr.graph);
       e->exe = c.executable;
@@ -326,7 +329,7 @@ Graph JitCore::graph(const CallArgs& args, Tracer trace) {
 
 std::string JitCore::explain(const CallArgs& args, Tracer trace) {
   Traced tr = trace_and_optimize(s_->opt.name, false, args, trace);
-  backend::Compiled c = backend::compile(tr.graph, s_->backend_opt);
+  backend::Compiled c = tuning::compile_tuned(tr.graph, s_->backend_opt, s_->tuning_db);
   return c.executable->explain();
 }
 

@@ -17,6 +17,7 @@
 #include "graph/passes/optimize.h"
 #include "graph/passes/verify.h"
 #include "halide_backend/backend.h"
+#include "tuning/use.h"
 #include "frontend/const_eval.h"
 #include "support/binary_io.h"
 #include "support/log.h"
@@ -103,7 +104,9 @@ struct Module::Impl {
   const backend::Executable& executable() {
     std::lock_guard lock(compile_mu);
     if (!exe)
-      exe = backend::compile(graph, backend::Options{name, Device::CPU, options.opt_level, options.autoscheduler}).executable;
+      exe = tuning::compile_tuned(graph, backend::Options{name, Device::CPU, options.opt_level, options.autoscheduler},
+                                  tuning::tuning_db_path(options.tuning_db))
+                .executable;
     return *exe;
   }
 

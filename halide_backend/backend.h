@@ -2,6 +2,7 @@
 // appears here, so the frontend compiles without Halide.h.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <hjit/graph.h>
@@ -13,6 +14,10 @@ struct Options {
   Device device = Device::CPU;
   int opt_level = 2;          // 0: one compute_root stage per op; 1: built-in schedules; 2: + autoscheduler
   std::string autoscheduler;  // "" or "Adams2019" / "Li2018" / "Mullapudi2016"
+  // A schedule's text form (schedule_value.h), decided elsewhere (a tuning database): used as it
+  // is, instead of the opt level's and the autoscheduler's. Throws ValueError when it does not
+  // apply to the graph.
+  std::string schedule_text;
 };
 
 class Executable {
@@ -49,5 +54,13 @@ CacheCounts cache_counts();
 
 // The names compile() accepts for Options::autoscheduler.
 bool is_known_autoscheduler(const std::string& name);
+
+// The Halide target string code for `device` is compiled for (part of every cache key).
+std::string target_name(Device device);
+
+// The schedule's text form that `how` decides for g: "built-in" or "unfused", an autoscheduler's
+// name, either followed by parameters ("built-in cols=3 rows=4", "Adams2019 seed=3 dropout=50";
+// schedules/schedule.h). nullopt, with the reason in *why, when the scheduler declines.
+std::optional<std::string> decide_schedule(const Graph& g, Device device, const std::string& how, std::string* why);
 
 }  // namespace hjit::backend

@@ -50,13 +50,14 @@ std::string function_name(const std::string& name) {
 Built make(const Graph& g, const Options& o, const Target& target, const std::string& how, std::string* why = nullptr) {
   LoweredPipeline p = lower(g, target.halide(false));
   std::string reason;
-  std::optional<Schedule> s = scheduler().schedule(p, how, &reason);
+  std::optional<Schedule> s = how == "given" ? Schedule::parse(o.schedule_text) : scheduler().schedule(p, how, &reason);
   if (!s) {
     if (why) *why = reason;
     return {};
   }
   apply_schedule(*s, p);
-  PipelineInfo info = describe(g, p, function_name(o.name.empty() ? g.name : o.name), how, s->str());
+  const std::string summary = how == "given" ? "tuned (" + s->source + ")" : how;
+  PipelineInfo info = describe(g, p, function_name(o.name.empty() ? g.name : o.name), summary, s->str());
   Built b;
   b.shared_object = compile_shared_object(p, target, info);
   b.executable = b.shared_object ? load_shared_object(*b.shared_object, std::move(info)) : jit_compile(p, target, std::move(info));
@@ -132,16 +133,25 @@ std::string lowered_statement(const Graph& g, const Target& target, const std::s
 }
 
 std::string schedule_request(const Options& o) {
+  if (!o.schedule_text.empty()) return "given";
   if (o.opt_level == 0) return "unfused";
   if (o.opt_level == 2 && !o.autoscheduler.empty()) return o.autoscheduler;
   return "built-in";
+}
+
+std::optional<std::string> decide(const Graph& g, const Target& target, const std::string& how, std::string* why) {
+  install_reporter();
+  LoweredPipeline p = lower(g, target.halide(false));
+  std::optional<Schedule> s = scheduler().schedule(p, how, why);
+  if (!s) return std::nullopt;
+  return s->str();
 }
 
 Built build(const Graph& g, const Options& o, const Target& target) {
   install_reporter();
   const std::string how = schedule_request(o);
   try {
-    if (how == "unfused" || how == "built-in") return make(g, o, target, how);
+    if (how == "unfused" || how == "built-in" || how == "given") return make(g, o, target, how);
     if (computes_nothing(g)) return make(g, o, target, "built-in");  // nothing for an autoscheduler to schedule
     return build_guarded(g, o, target);
   } catch (const Halide::Error& e) {

@@ -15,7 +15,8 @@ namespace hjit::backend {
 // Held while Halide compiles or lowers anything: its compiler keeps process-global state.
 std::mutex& compile_mutex();
 
-// `how`: the request's schedule: "unfused", "built-in" or an autoscheduler's name.
+// `how`: the request's schedule: "unfused", "built-in" or an autoscheduler's name; "given" when
+// Options::schedule_text holds it.
 std::string schedule_request(const Options& o);
 
 struct Built {
@@ -25,6 +26,9 @@ struct Built {
 
 // Halide's lowered statement for g with the schedule of that text form (explain()).
 std::string lowered_statement(const Graph& g, const Target& target, const std::string& schedule_text);
+
+// The schedule text `how` decides for g (backend.h's decide_schedule). Call under compile_mutex().
+std::optional<std::string> decide(const Graph& g, const Target& target, const std::string& how, std::string* why);
 
 // Builds the pipeline. Throws CompileError when Halide rejects it. Call under compile_mutex().
 Built build(const Graph& g, const Options& o, const Target& target);

@@ -31,8 +31,10 @@ namespace {
 std::string cache_key(const Graph& g, const Options& o, const Target& target) {
   std::string constants;
   for (const ConstData& c : g.constants) constants += hash_hex(std::string_view(static_cast<const char*>(c.data), c.nbytes));
+  const std::string how = schedule_request(o);
+  const std::string schedule = how == "given" ? "given " + hash_hex(o.schedule_text) : scheduler().identity(how);
   return "hjit " + library_build_id() + " halide " HJIT_HALIDE_VERSION "\ntarget " + target.str() + "\nschedule " +
-         scheduler().identity(schedule_request(o)) + "\nconstants " + hash_hex(constants) + "\n" + g.str();
+         schedule + "\nconstants " + hash_hex(constants) + "\n" + g.str();
 }
 
 // An entry's description must fit the graph it is loaded for: the arguments' kinds, indices,
@@ -99,6 +101,18 @@ MemoryTier& memory() {
 }  // namespace
 
 bool is_known_autoscheduler(const std::string& name) { return scheduler().is_autoscheduler(name); }
+
+std::string target_name(Device device) { return Target::host(device).str(); }
+
+std::optional<std::string> decide_schedule(const Graph& g, Device device, const std::string& how, std::string* why) {
+  std::lock_guard lock(compile_mutex());
+  try {
+    return decide(g, Target::host(device), how, why);
+  } catch (const Halide::Error& e) {
+    *why = std::string("Halide: ") + e.what();
+    return std::nullopt;
+  }
+}
 
 namespace {
 

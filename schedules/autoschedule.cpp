@@ -11,6 +11,7 @@
 #include <omp.h>
 #include <thread>
 #include <functional>
+#include <sstream>
 
 #include "graph/op_def.h"
 #include "halide_backend/lower.h"
@@ -150,6 +151,46 @@ int adams2019_limit() {
   return env ? std::atoi(env) : kAdams2019MaxFuncs;
 }
 
+// The words after an autoscheduler's name in a request ("Adams2019 seed=3 dropout=50"): what a
+// tuning run varies. Machine parameters for every autoscheduler; the search's own for Adams2019
+// (Halide reads those from its environment: the search runs in a child process that sets them).
+struct AutoParams {
+  Halide::MachineParams machine = machine_params();
+  int max_funcs = adams2019_limit();  // 0: no limit
+  std::vector<std::pair<std::string, std::string>> env;  // HL_SEED, HL_RANDOM_DROPOUT, ...
+  std::string features;  // where Adams2019's featurization of its choice is written, if anywhere
+};
+
+AutoParams parse_auto_params(const std::string& name, const std::string& words) {
+  AutoParams a;
+  std::istringstream in(words);
+  for (std::string w; in >> w;) {
+    const size_t eq = w.find('=');
+    if (eq == std::string::npos) throw ValueError(name + " parameters: '" + w + "' is not key=value");
+    const std::string key = w.substr(0, eq), value = w.substr(eq + 1);
+    auto number = [&] {
+      try {
+        size_t used = 0;
+        const long long v = std::stoll(value, &used);
+        if (used == value.size() && v >= 0) return v;
+      } catch (const std::exception&) {
+      }
+      throw ValueError(name + " parameters: " + key + " must be a non-negative integer, got '" + value + "'");
+    };
+    if (key == "parallelism") a.machine.parallelism = int(number());
+    else if (key == "cache") a.machine.last_level_cache_size = number();
+    else if (key == "balance") a.machine.balance = float(number());
+    else if (name == "Adams2019" && key == "max_funcs") a.max_funcs = int(number());
+    else if (name == "Adams2019" && key == "seed") a.env.emplace_back("HL_SEED", std::to_string(number()));
+    else if (name == "Adams2019" && key == "dropout") a.env.emplace_back("HL_RANDOM_DROPOUT", std::to_string(number()));
+    else if (name == "Adams2019" && key == "beam") a.env.emplace_back("HL_BEAM_SIZE", std::to_string(number()));
+    else if (name == "Adams2019" && key == "weights") a.env.emplace_back("HL_WEIGHTS_DIR", value);
+    else if (name == "Adams2019" && key == "features") a.features = value;
+    else throw ValueError(name + " parameters: unknown '" + key + "'");
+  }
+  return a;
+}
+
 template <class Dim>
 void estimate(Dim dim_of, const Shape& shape) {
   const Shape halide_shape = backend::to_halide_order(shape);
@@ -172,15 +213,23 @@ std::string autoscheduler_identity(const std::string& name) {
   return id + " guarded=1.5x";
 }
 
-std::optional<backend::Schedule> schedule_auto(const backend::LoweredPipeline& p, const std::string& name, std::string* why) {
+std::optional<backend::Schedule> schedule_auto(const backend::LoweredPipeline& p, const std::string& name, std::string* why,
+                                               const std::string& params) {
   const Graph& g = *p.graph;
+  AutoParams a;
+  try {
+    a = parse_auto_params(name, params);
+  } catch (const ValueError& e) {
+    *why = e.what();
+    return std::nullopt;
+  }
   int stages = 0;  // the Funcs the autoscheduler would place: stages, accumulators, helpers
   for (const backend::Stage& s : p.stages)
     if (s.func.defined() && !has_trait(s.op, Source))
       stages += 1 + (s.reduction.defined() ? 1 : 0) + int(s.helpers.size());
   log().debug("{} on '{}': {} funcs", name, g.name, stages);
-  const int limit = adams2019_limit();
-  if (name == "Adams2019" && stages > limit) {
+  const int limit = a.max_funcs;
+  if (name == "Adams2019" && limit > 0 && stages > limit) {
     *why = "Adams2019 is not tried on pipelines of more than " + std::to_string(limit) + " Funcs (this one has " +
            std::to_string(stages) + "): its search takes minutes there; raise HJIT_ADAMS2019_MAX_FUNCS to try anyway";
     return std::nullopt;
@@ -201,7 +250,13 @@ std::optional<backend::Schedule> schedule_auto(const backend::LoweredPipeline& p
       q.outputs[k].set_estimates(region);
       outs.push_back(q.outputs[k]);
     }
-    return Halide::Pipeline(outs).auto_schedule(name, q.target, machine_params()).schedule_source;
+    for (const auto& [key, value] : a.env) setenv(key.c_str(), value.c_str(), 1);
+    Halide::AutoSchedulerResults r = Halide::Pipeline(outs).auto_schedule(name, q.target, a.machine);
+    if (!a.features.empty()) {
+      std::ofstream f(a.features, std::ios::binary);
+      f.write(reinterpret_cast<const char*>(r.featurization.data()), std::streamsize(r.featurization.size()));
+    }
+    return r.schedule_source;
   };
   try {
     Timer t;
@@ -210,7 +265,7 @@ std::optional<backend::Schedule> schedule_auto(const backend::LoweredPipeline& p
     log().debug("{} scheduled '{}' in {:.1f} ms", name, g.name, t.ms());
     log().trace("{} schedule of '{}':\n{}", name, g.name, source);
     backend::Schedule s = parse_autoscheduler_source(source, p);
-    s.source = autoscheduler_identity(name);
+    s.source = params.empty() ? autoscheduler_identity(name) : name + " " + params;
     s.notes = {name + "'s schedule: " + std::to_string(s.directives.size()) + " directives"};
     return s;
   } catch (const Halide::Error& e) {

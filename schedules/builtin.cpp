@@ -77,7 +77,7 @@ struct Place {
 
 class Builtin {
  public:
-  explicit Builtin(const LoweredPipeline& p) : p_(p), n_(p.stages.size()) {}
+  Builtin(const LoweredPipeline& p, const BuiltinParams& params) : p_(p), params_(params), n_(p.stages.size()) {}
 
   Schedule run() {
     func_.assign(n_, Place{});
@@ -180,7 +180,7 @@ class Builtin {
     Site site = value_site(id);
     site_[size_t(id)] = site;
     if (func_[size_t(id)].kind == Place::Inline) {
-      bool reused_expensive = expensive(s.op) && s.consumers.size() >= 2;
+      bool reused_expensive = params_.store_expensive && expensive(s.op) && s.consumers.size() >= 2;
       if (feeds_contraction(id)) {
         make_nest(id);
       } else if (reused_expensive) {
@@ -225,16 +225,18 @@ class Builtin {
     const Stage& s = st(nest.stage);
     const int vec = vector_width(p_.target, value_type(s));
     const int threads = halide_threads();
+    const int64_t grain = int64_t(1) << params_.grain;
     if (nest.is_root_stage) ref(nest.func).compute_root();
     if (!nest.tiled()) {
-      LoopNest ln = vectorize_and_parallelize(ref(nest.func), s.vars, s.extents, vec, threads);
+      LoopNest ln = vectorize_and_parallelize(ref(nest.func), s.vars, s.extents, vec * params_.vec, threads, false, grain,
+                                              params_.tasks);
       nest.has_row = ln.has_row;
       nest.row = ln.row;
       os_ << nm(nest.func) << ": " << (nest.is_root_stage ? "root " : "") << ln.what << "\n";
       return;
     }
-    nest.spec = tile_spec(p_, st(nest.host));
-    TiledNest t = tile_nest(ref(nest.func), s.vars, s.extents, nest.spec, vec, threads);
+    nest.spec = tile_spec(p_, st(nest.host), params_);
+    TiledNest t = tile_nest(ref(nest.func), s.vars, s.extents, nest.spec, vec, threads, grain);
     nest.tile = t.tile;
     nest.parallel = t.parallel;
     os_ << nm(nest.func) << ": " << (nest.is_root_stage ? "root " : "") << t.what << "\n";
@@ -284,6 +286,7 @@ class Builtin {
   }
 
   const LoweredPipeline& p_;
+  const BuiltinParams params_;
   Schedule out_;
   const size_t n_;
   std::vector<Nest> nests_;
@@ -305,9 +308,9 @@ std::vector<std::string> note_lines(const std::string& text) {
   return lines;
 }
 
-Schedule schedule_builtin(const LoweredPipeline& p) {
-  Schedule s = Builtin(p).run();
-  s.source = builtin_identity();
+Schedule schedule_builtin(const LoweredPipeline& p, const BuiltinParams& params) {
+  Schedule s = Builtin(p, params).run();
+  s.source = builtin_identity() + (params.is_default() ? "" : " " + params.str());
   return s;
 }
 

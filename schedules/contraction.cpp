@@ -10,10 +10,15 @@ namespace hjit::schedules {
 using Halide::Var;
 using Halide::VarOrRVar;
 
-TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s) {
+TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, const BuiltinParams& params) {
   const int vec = vector_width(p.target, value_type(s));
   TileSpec spec;
-  auto columns = [&](int64_t n) { return int(n >= 2 * vec ? 2 * vec : n >= vec ? vec : n); };
+  auto columns = [&](int64_t n) {
+    for (int c = params.cols; c >= 1; --c)
+      if (n >= int64_t(c) * vec) return c * vec;
+    return int(n);
+  };
+  auto rows = [&](int fallback) { return params.rows > 0 ? params.rows : fallback; };
   if (s.op == OpKind::Conv2dWeightGrad) {
     // A vector of output channels times one input value; the kernel window and two input
     // channels of accumulators stay in registers while the sum over positions and images runs.
@@ -26,18 +31,18 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s) {
     // Width vectorized, 8 output channels unrolled: one input vector feeds 8 accumulators.
     spec.inner = 0, spec.unrolled = 2;
     spec.tx = int(s.extents[0] >= vec ? vec : s.extents[0]);
-    spec.tu = int(std::min<int64_t>(8, s.extents[2]));
+    spec.tu = int(std::min<int64_t>(rows(8), s.extents[2]));
   } else {
     // Matmul and attention: columns x rows; attention keeps fewer rows (its scores are per row).
     spec.inner = 0, spec.unrolled = 1;
     spec.tx = columns(s.extents[0]);
-    spec.tu = int(std::min<int64_t>(s.op == OpKind::Attention ? 4 : 8, s.extents[1]));
+    spec.tu = int(std::min<int64_t>(rows(s.op == OpKind::Attention ? 4 : 8), s.extents[1]));
   }
   return spec;
 }
 
 TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extents, const TileSpec& spec, int vec,
-                    int threads) {
+                    int threads, int64_t min_parallel_work) {
   const Var &inner = vars[size_t(spec.inner)], &unrolled = vars[size_t(spec.unrolled)];
   Var io(inner.name() + "_t"), ii(inner.name() + "_i"), uo(unrolled.name() + "_t"), ui(unrolled.name() + "_i");
   f.split(inner, io, ii, spec.tx).split(unrolled, uo, ui, spec.tu);
@@ -63,12 +68,12 @@ TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extent
   }
   int64_t work = 1;
   for (int64_t e : extents) work *= e;
-  if (work >= (1 << 14) && threads > 1) f.parallel(par);
+  if (work >= min_parallel_work && threads > 1) f.parallel(par);
   if (spec.tx >= vec) f.vectorize(ii, vec);
   f.unroll(ui);
   for (int d : spec.whole) f.unroll(vars[size_t(d)]);
   t.parallel = par;
-  t.what = "tiles " + std::to_string(spec.tx) + "x" + std::to_string(spec.tu) + (work >= (1 << 14) ? " par" : "");
+  t.what = "tiles " + std::to_string(spec.tx) + "x" + std::to_string(spec.tu) + (work >= min_parallel_work ? " par" : "");
   return t;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "halide_backend/lowered.h"
+#include "schedules/builtin_params.h"
 #include "schedules/recorder.h"
 
 namespace hjit::schedules {
@@ -16,7 +17,7 @@ struct TileSpec {
   int tx = 1, tu = 1;
   std::vector<int> whole;  // dimensions kept whole inside the tile (a weight gradient's kx, ky)
 };
-TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& contraction);
+TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& contraction, const BuiltinParams& params);
 
 struct TiledNest {
   Halide::Var tile;      // the loop over tiles of `inner` inside which one tile is computed
@@ -25,7 +26,7 @@ struct TiledNest {
 };
 // Splits the nest `f` (iterating `vars` with `extents`) into tiles and runs the tiles in parallel.
 TiledNest tile_nest(FuncRef f, const std::vector<Halide::Var>& vars, const Shape& extents, const TileSpec& spec,
-                    int vec, int threads);
+                    int vec, int threads, int64_t min_parallel_work = 1 << 14);
 
 // The accumulator of contraction stage `s`, computed at one tile: reduction loops outside, the
 // tile vectorized and unrolled inside.

@@ -14,7 +14,8 @@ int vector_width(const Halide::Target& target, const Halide::Type& t) {
 }
 
 LoopNest vectorize_and_parallelize(StageRef stage, const std::vector<Var>& vars, const Shape& extents, int vec,
-                                   int threads, bool update, int64_t min_parallel_work) {
+                                   int threads, bool update, int64_t min_parallel_work,
+                                   int tasks_per_thread) {
   const TailStrategy tail = update ? TailStrategy::GuardWithIf : TailStrategy::Auto;
   LoopNest nest;
   if (vars.empty()) return LoopNest{"scalar", false, Var()};
@@ -56,7 +57,7 @@ LoopNest vectorize_and_parallelize(StageRef stage, const std::vector<Var>& vars,
     Var par = vars[rank - 1];
     int64_t tasks = extents[rank - 1];
     std::string names = par.name();
-    for (size_t d = rank - 1; d-- > 1 && tasks < 8 * threads;) {
+    for (size_t d = rank - 1; d-- > 1 && tasks < int64_t(tasks_per_thread) * threads;) {
       Var fused(par.name() + "_" + vars[d].name());
       stage.fuse(vars[d], par, fused);
       par = fused;

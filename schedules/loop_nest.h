@@ -22,7 +22,8 @@ struct LoopNest {
 // `update`: the stage is an update definition, whose splits must guard their tails (rounding up
 // would read inputs past their ends, and shifting inwards would apply the update twice).
 LoopNest vectorize_and_parallelize(StageRef stage, const std::vector<Halide::Var>& vars, const Shape& extents,
-                                   int vec, int threads, bool update = false, int64_t min_parallel_work = 1 << 14);
+                                   int vec, int threads, bool update = false, int64_t min_parallel_work = 1 << 14,
+                                   int tasks_per_thread = 8);
 
 // The natural SIMD width for values of type t on the target.
 int vector_width(const Halide::Target& target, const Halide::Type& t);

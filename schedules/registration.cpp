@@ -5,13 +5,21 @@
 namespace hjit::schedules {
 namespace {
 
+// A request is a scheduler's name, then its parameters: "built-in cols=3", "Adams2019 seed=4".
+std::pair<std::string, std::string> split_request(const std::string& how) {
+  const size_t space = how.find(' ');
+  if (space == std::string::npos) return {how, ""};
+  return {how.substr(0, space), how.substr(space + 1)};
+}
+
 class Schedules final : public backend::Scheduler {
  public:
   std::optional<backend::Schedule> schedule(const backend::LoweredPipeline& p, const std::string& how,
                                             std::string* why) const override {
-    if (how == "unfused") return schedule_unfused(p);
-    if (how == "built-in") return schedule_builtin(p);
-    return schedule_auto(p, how, why);
+    const auto [name, params] = split_request(how);
+    if (name == "unfused") return schedule_unfused(p);
+    if (name == "built-in") return schedule_builtin(p, BuiltinParams::parse(params));
+    return schedule_auto(p, name, why, params);
   }
   std::string identity(const std::string& how) const override {
     if (how == "unfused") return unfused_identity();

@@ -6,6 +6,7 @@
 
 #include "halide_backend/lowered.h"
 #include "halide_backend/schedule_value.h"
+#include "schedules/builtin_params.h"
 
 namespace hjit::schedules {
 
@@ -16,7 +17,8 @@ backend::Schedule schedule_unfused(const backend::LoweredPipeline& p);
 // opt_level 1: what a good Halide programmer writes by hand: elementwise chains inlined into one
 // loop nest, innermost dimension vectorized at the target's natural width, outer dimensions
 // parallel, reductions and matmul computed at root with tiled, vectorized, parallel loops.
-backend::Schedule schedule_builtin(const backend::LoweredPipeline& p);
+// params: a point of the space tuning runs search; the defaults are the built-in schedule.
+backend::Schedule schedule_builtin(const backend::LoweredPipeline& p, const BuiltinParams& params = {});
 
 // What makes the built-in and unfused schedules what they are besides the pipeline and target:
 // their version and the thread count they split work for. Part of every cache key.
@@ -31,8 +33,11 @@ std::string unfused_identity();
 // takes 2 s on softmax (7 Funcs), 6 s on layer norm (13) and 9 minutes on a ResNet block (29),
 // and gigabytes of memory on a training step.
 inline constexpr int kAdams2019MaxFuncs = 20;
+// params: "key=value" words a tuning run varies: parallelism, cache, balance (machine parameters);
+// for Adams2019 also seed, dropout, beam, weights (HL_SEED, HL_RANDOM_DROPOUT, HL_BEAM_SIZE,
+// HL_WEIGHTS_DIR), max_funcs (0: no limit) and features (a file for the featurization of its choice).
 std::optional<backend::Schedule> schedule_auto(const backend::LoweredPipeline& p, const std::string& autoscheduler,
-                                               std::string* why);
+                                               std::string* why, const std::string& params = "");
 // The autoscheduler with its machine parameters and limits: part of every cache key.
 std::string autoscheduler_identity(const std::string& autoscheduler);
 

@@ -33,3 +33,4 @@
 #include <hjit/ops.h>
 #include <hjit/optim.h>
 #include <hjit/tensor.h>
+#include <hjit/tune.h>

@@ -1,0 +1,73 @@
+// Tuning runs: spend minutes once searching for a pipeline's schedule, keep every measurement in
+// a SQLite database, and have every later process use the best one without searching.
+//
+//   hjit::TuneResult r = hjit::tune(block, {.minutes = 5, .db = "tuning.sqlite"}, x);
+//   auto f = hjit::jit(block, {.tuning_db = "tuning.sqlite"});   // or HJIT_TUNING_DB
+//
+// Candidates are schedules from the built-in scheduler's parameter space (tile sizes, vector
+// widths, parallel grain, what is stored), Adams2019 (its beam search and random-dropout samples,
+// with its cost model retrained on this machine's measurements once there are enough),
+// Mullapudi2016 over a grid of machine parameters, and Li2018. Each is compiled, checked against
+// eager execution on the same inputs and timed (median of repeated runs) in a worker process of
+// its own (the hjit-tune program): one that crashes, hangs or computes wrong results is recorded
+// as failed and never chosen. A second run on the same database resumes where the first stopped.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <hjit/jit.h>
+
+namespace hjit {
+
+struct TuneOptions {
+  double minutes = 1;              // the run's length (a candidate under way is stopped at the end)
+  std::string db{};                // the database file (created when missing); required
+  std::string name{};              // for the database's report; default: the function's type
+  Device device = Device::CPU;
+  // Which schedulers propose candidates: "built-in", "Adams2019", "Li2018", "Mullapudi2016"
+  // (empty: all of them).
+  std::vector<std::string> schedulers{};
+  double candidate_timeout_s = 180;  // compiling, checking and timing one candidate
+  bool progress = true;              // a progress line on stderr when it is a terminal
+  bool retrain = true;               // retrain Adams2019's cost model from this run's samples
+};
+
+struct TuneResult {
+  std::string name, key;      // the pipeline and its database key
+  int tried = 0, failed = 0;  // candidates measured in this run, and those that failed
+  double builtin_ms = 0;      // the built-in schedule's time
+  double best_ms = 0;         // the best known (over every run on this database)
+  std::string best_origin;    // the request that produced it ("built-in cols=3 rows=4", ...)
+  double seconds = 0;         // this run's length
+  bool interrupted = false;   // stopped by Ctrl-C (SIGINT): what was measured is kept
+  std::string cost_model;     // what became of Adams2019's retraining at the end of the run
+  double speedup() const { return best_ms > 0 ? builtin_ms / best_ms : 0; }
+};
+
+// Tunes a graph with its inputs (one tensor per graph input, captured ones included): what
+// hjit-tune --module does with a saved function.
+TuneResult tune_graph(const Graph& graph, const std::vector<Tensor>& inputs, const TuneOptions& options);
+
+// What the database at db knows, as a table: per pipeline the built-in and best times, the
+// speed-up, candidates tried and failed, tuning time and the best schedule's origin; per
+// scheduler the best speed-up; Adams2019's beam search with Halide's weights against the
+// retrained ones. With svg_prefix, also two plots: <svg_prefix>_speedup.svg (speed-up per
+// pipeline) and <svg_prefix>_progress.svg (best-so-far speed-up against tuning time).
+std::string tuning_report(const std::string& db, const std::string& svg_prefix = "");
+
+namespace detail {
+TuneResult tune_traced(const std::string& fn_name, const CallArgs& args, Tracer trace, const TuneOptions& options);
+}
+
+// Traces fn on the arguments (as jit() would) and tunes the pipeline it compiles to.
+template <class Fn, class... Args>
+TuneResult tune(Fn&& fn, const TuneOptions& options, const Args&... args) {
+  using Inv = detail::Invocation<std::decay_t<Fn>, Args...>;
+  detail::CallArgs call = Inv::collect_all(args...);
+  auto tracer = [&](const std::vector<Tensor>& tracers, std::vector<int>* tree) {
+    return Inv::trace(fn, tracers, tree, args...);
+  };
+  return detail::tune_traced(detail::default_name(typeid(std::decay_t<Fn>)), call, tracer, options);
+}
+
+}  // namespace hjit

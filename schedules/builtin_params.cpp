@@ -1,0 +1,62 @@
+#include "schedules/builtin_params.h"
+
+#include <sstream>
+
+#include <hjit/error.h>
+
+namespace hjit::schedules {
+namespace {
+
+struct Knob {
+  const char* key;
+  int BuiltinParams::*field;
+  int lo, hi;
+};
+const Knob kKnobs[] = {{"cols", &BuiltinParams::cols, 1, 8}, {"rows", &BuiltinParams::rows, 0, 32},
+                       {"vec", &BuiltinParams::vec, 1, 8},   {"tasks", &BuiltinParams::tasks, 1, 256},
+                       {"grain", &BuiltinParams::grain, 0, 30}};
+
+}  // namespace
+
+bool BuiltinParams::is_default() const { return *this == BuiltinParams{}; }
+
+std::string BuiltinParams::str() const {
+  const BuiltinParams d;
+  std::string s;
+  auto word = [&](const std::string& w) { s += (s.empty() ? "" : " ") + w; };
+  for (const Knob& k : kKnobs)
+    if (this->*k.field != d.*k.field) word(std::string(k.key) + "=" + std::to_string(this->*k.field));
+  if (store_expensive != d.store_expensive) word(std::string("store_expensive=") + (store_expensive ? "1" : "0"));
+  return s;
+}
+
+BuiltinParams BuiltinParams::parse(const std::string& words) {
+  BuiltinParams p;
+  std::istringstream in(words);
+  for (std::string w; in >> w;) {
+    const size_t eq = w.find('=');
+    const std::string key = w.substr(0, eq);
+    int value = 0;
+    try {
+      size_t used = 0;
+      value = std::stoi(w.substr(eq == std::string::npos ? w.size() : eq + 1), &used);
+      if (eq + 1 + used != w.size()) throw std::invalid_argument(w);
+    } catch (const std::exception&) {
+      throw ValueError("built-in schedule parameters: '" + w + "' is not key=integer");
+    }
+    bool known = false;
+    for (const Knob& k : kKnobs)
+      if (key == k.key) {
+        if (value < k.lo || value > k.hi)
+          throw ValueError("built-in schedule parameters: " + key + " must be in [" + std::to_string(k.lo) + ", " +
+                           std::to_string(k.hi) + "], got " + std::to_string(value));
+        p.*k.field = value, known = true;
+      }
+    if (key == "store_expensive") p.store_expensive = value != 0, known = true;
+    if (!known)
+      throw ValueError("built-in schedule parameters: unknown '" + key + "'; known: cols rows vec tasks grain store_expensive");
+  }
+  return p;
+}
+
+}  // namespace hjit::schedules

@@ -1,0 +1,24 @@
+// The built-in schedule's knobs: the space a tuning run searches (hjit-tune). The defaults are the
+// built-in schedule itself; a schedule decided with other values names them in its source line.
+// Written and read as "key=value" words: "cols=3 rows=6 vec=2".
+#pragma once
+#include <string>
+
+namespace hjit::schedules {
+
+struct BuiltinParams {
+  int cols = 2;               // a contraction tile's columns, in vectors (matmul, attention)
+  int rows = 0;               // a contraction tile's unrolled rows / output channels (0: per op: 8, 4 attention)
+  int vec = 1;                // vector width of element-wise and row nests, in natural vectors
+  int tasks = 8;              // parallel tasks per thread that fused outer loops aim for
+  int grain = 14;             // log2 of the fewest points a loop nest needs to run in parallel
+  bool store_expensive = true;  // expensive values read twice are stored (per row or at root), not recomputed
+
+  bool is_default() const;
+  std::string str() const;  // only the values that differ from the defaults
+  // Throws ValueError naming a bad word.
+  static BuiltinParams parse(const std::string& words);
+  bool operator==(const BuiltinParams&) const = default;
+};
+
+}  // namespace hjit::schedules

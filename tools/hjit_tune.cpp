@@ -1,0 +1,109 @@
+// hjit-tune: tuning runs from the command line (hjit/tune.h).
+//
+//   hjit-tune --workload W8 --minutes 10 --db tuning.sqlite       a bench workload (W1..W11) by name
+//   hjit-tune --module block.hjit --minutes 10 --db tuning.sqlite  a function saved with hjit::save
+//   hjit-tune --db tuning.sqlite --report [--plots PREFIX]         what the database knows, and plots
+//
+// Options: --schedulers built-in,Adams2019,Li2018,Mullapudi2016 (default: all), --timeout S (one
+// candidate's compile, check and timing; default 180), --no-retrain, --quiet (no progress line).
+// Ctrl-C stops the run and keeps what was measured. A saved module is tuned on made-up inputs of
+// its signature (normally distributed floats, zero integers).
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <hjit/hjit.h>
+
+#include "bench/workloads.h"
+#include "tuning/worker.h"
+
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: hjit-tune --workload W8[,W3...] --db FILE [--minutes M] [options]\n"
+               "       hjit-tune --module FILE.hjit --db FILE [--minutes M] [options]\n"
+               "       hjit-tune --db FILE --report [--plots PREFIX]\n"
+               "options: --schedulers built-in,Adams2019,Li2018,Mullapudi2016  --timeout S  --no-retrain  --quiet\n");
+  return 2;
+}
+
+void print(const hjit::TuneResult& r) {
+  std::printf("%s: built-in %.4f ms, best %.4f ms (%.2fx, %s); %d tried, %d failed in %.0f s%s\n", r.name.c_str(),
+              r.builtin_ms, r.best_ms, r.speedup(), r.best_origin.c_str(), r.tried, r.failed, r.seconds,
+              r.interrupted ? " (interrupted)" : "");
+  if (!r.cost_model.empty()) std::printf("  %s\n", r.cost_model.c_str());
+  std::fflush(stdout);
+}
+
+// Made-up inputs of a saved module's signature, then its parameters.
+std::vector<hjit::Tensor> module_inputs(const hjit::Module& m) {
+  std::vector<hjit::Tensor> in;
+  uint64_t seed = 1;
+  for (const hjit::TensorType& t : m.input_types())
+    in.push_back(hjit::is_floating(t.dtype) ? hjit::Tensor::randn(t.shape, seed++, t.dtype) : hjit::Tensor::zeros(t.shape, t.dtype));
+  for (const hjit::Tensor& p : m.parameters()) in.push_back(p);
+  return in;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 5 && std::string(argv[1]) == "--worker") return hjit::tuning::worker_main(argv[2], argv[3], argv[4]);
+  std::vector<std::string> workloads;
+  std::string module, plots;
+  bool report = false;
+  hjit::TuneOptions o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--workload" && has_value) workloads = split(argv[++i]);
+    else if (a == "--module" && has_value) module = argv[++i];
+    else if (a == "--db" && has_value) o.db = argv[++i];
+    else if (a == "--minutes" && has_value) o.minutes = std::atof(argv[++i]);
+    else if (a == "--schedulers" && has_value) o.schedulers = split(argv[++i]);
+    else if (a == "--timeout" && has_value) o.candidate_timeout_s = std::atof(argv[++i]);
+    else if (a == "--plots" && has_value) plots = argv[++i];
+    else if (a == "--report") report = true;
+    else if (a == "--no-retrain") o.retrain = false;
+    else if (a == "--quiet") o.progress = false;
+    else return usage();
+  }
+  if (o.db.empty() || (!report && workloads.empty() && module.empty())) return usage();
+  try {
+    for (const std::string& id : workloads) {
+      bench::Workload w = bench::make_workload(id);
+      hjit::TuneOptions wo = o;
+      wo.name = w.id + " " + w.name;
+      print(w.tune(wo));
+    }
+    if (!module.empty()) {
+      hjit::Module m = hjit::Module::load(module);
+      hjit::TuneOptions mo = o;
+      if (mo.name.empty()) mo.name = m.name();
+      print(hjit::tune_graph(m.graph(), module_inputs(m), mo));
+    }
+    if (report) {
+      if (plots.empty()) {
+        plots = o.db;
+        const size_t dot = plots.rfind('.');
+        if (dot != std::string::npos && plots.find('/', dot) == std::string::npos) plots.resize(dot);
+      }
+      std::fputs(hjit::tuning_report(o.db, plots).c_str(), stdout);
+    }
+  } catch (const hjit::Error& e) {
+    std::fprintf(stderr, "hjit-tune: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

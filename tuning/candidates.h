@@ -1,0 +1,45 @@
+// Which schedule to try next in a tuning run: requests for backend::decide_schedule, from every
+// scheduler the run uses, in an order that spends the first minutes where experience says the
+// wins are (the built-in schedule, each autoscheduler's own choice), then alternates between
+// local moves around the best built-in parameters, random points of the built-in space,
+// Adams2019's random-dropout samples and Mullapudi2016's machine-parameter grid.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace hjit::tuning {
+
+class Candidates {
+ public:
+  // schedulers: those the run uses (empty: all); tried: requests measured before (a resumed run
+  // does not repeat them); weights: Adams2019 cost-model weights to search with ("" : Halide's).
+  Candidates(std::vector<std::string> schedulers, std::set<std::string> tried, uint64_t seed);
+  void set_weights(const std::string& path) { weights_ = path; }
+  // The next request not tried, given the best one so far; "" when the space is exhausted.
+  std::string next(const std::string& best);
+  void tried(const std::string& request) { tried_.insert(request); }
+
+ private:
+  bool uses(const std::string& scheduler) const;
+  std::string fresh(const std::string& request);  // request, or "" when tried before
+  std::string builtin_local(const std::string& best);
+  std::string builtin_random();
+  std::string adams_sample();
+  std::string mullapudi_grid();
+  std::string li_variant();
+
+  std::vector<std::string> schedulers_;
+  std::set<std::string> tried_;
+  std::mt19937_64 rng_;
+  std::string weights_;
+  size_t step_ = 0, firsts_ = 0, mullapudi_ = 0, li_ = 0;
+  int adams_seed_ = 0;
+};
+
+// The request's scheduler ("built-in", "Adams2019", ...): its first word.
+std::string scheduler_of(const std::string& request);
+
+}  // namespace hjit::tuning

@@ -1,0 +1,79 @@
+// The tuning database: every schedule a tuning run measured for a pipeline, kept in SQLite, so that
+// later processes use the best one without searching (hjit-tune writes it, jit() reads it).
+//
+// Schema version 1 (PRAGMA user_version), application id 'hjit' (PRAGMA application_id):
+//   pipelines:  one row per pipeline key (normalized graph hash, shapes and dtypes, target, hjit and
+//               Halide versions), with the graph's text, the built-in schedule's time and the
+//               seconds spent tuning it;
+//   candidates: every schedule tried on it: origin ("built-in cols=3", "Adams2019 seed=7", ...),
+//               schedule text, median ms, valid or why not, when in the tuning run it was
+//               measured; the fastest valid one is marked best.
+// WAL mode, so that several tuning processes share one file. A file that is not an SQLite
+// database, a database of another application, or a newer schema is a ValueError naming it.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hjit::tuning {
+
+inline constexpr int kSchemaVersion = 1;
+
+struct PipelineRecord {
+  int64_t id = 0;
+  std::string key;         // hash of everything below: what a lookup matches
+  std::string graph_hash;  // of the normalized graph text and its constants
+  std::string signature;   // input and output types: "f32[1024,1024], f32[1024,1024] -> f32[1024,1024]"
+  std::string target, hjit_version, halide_version;
+  std::string name;        // a name for people (the first one seen)
+  std::string graph;       // the graph's text (for people, and for re-tuning from the database)
+  double builtin_ms = 0;   // the built-in schedule's time (0: not yet measured)
+  double tuning_s = 0;     // seconds of tuning spent on it, over every run
+};
+
+struct CandidateRecord {
+  int64_t id = 0, pipeline = 0;
+  std::string origin;    // the request that produced it ("built-in rows=4", "Mullapudi2016 cache=...")
+  std::string schedule;  // its text form (empty when the scheduler produced none)
+  double ms = 0;         // median time of a run (valid ones)
+  bool valid = false;    // compiled, ran, and matched eager
+  std::string error;     // why not, when not valid
+  double compile_ms = 0;
+  double at_s = 0;       // the pipeline's tuning time when it was measured
+  bool best = false;
+};
+
+class Database {
+ public:
+  // Opens (creating when `create`, else ValueError if missing) and checks the file.
+  static std::shared_ptr<Database> open(const std::string& path, bool create);
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  const std::string& path() const { return path_; }
+  // The pipeline's row, inserted when new (its id filled in).
+  PipelineRecord pipeline(const PipelineRecord& p);
+  std::optional<PipelineRecord> find_pipeline(const std::string& key);
+  std::vector<PipelineRecord> pipelines();
+  void set_builtin_ms(int64_t pipeline, double ms);
+  void add_tuning_time(int64_t pipeline, double seconds);
+  // Records a candidate; marks it best when it is valid and faster than the best so far. Returns its id.
+  int64_t add(CandidateRecord c);
+  std::vector<CandidateRecord> candidates(int64_t pipeline);
+  std::optional<CandidateRecord> best(int64_t pipeline);
+
+ private:
+  struct Impl;
+  explicit Database(std::string path);
+  std::string path_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The best known schedule's text for a pipeline key in the database at path, from a process-wide
+// cache of open databases (jit() asks at every trace). nullopt when none is known.
+std::optional<std::string> best_schedule(const std::string& path, const std::string& key);
+
+}  // namespace hjit::tuning

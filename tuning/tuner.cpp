@@ -1,0 +1,227 @@
+// hjit::tune_graph: the tuning loop. Candidates come from tuning/candidates.h, are measured in
+// worker processes (tuning/worker.h) against eager results computed here once, and every
+// measurement goes into the database as it is made, so that an interrupted run loses nothing.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include <hjit/tune.h>
+
+#include "frontend/replay.h"
+#include "frontend/traced.h"
+#include "halide_backend/backend.h"
+#include "support/log.h"
+#include "tuning/candidates.h"
+#include "tuning/database.h"
+#include "tuning/pipeline_key.h"
+#include "tuning/retrain.h"
+#include "tuning/worker.h"
+
+namespace hjit {
+namespace {
+
+using namespace tuning;
+
+volatile sig_atomic_t g_interrupted = 0;
+void on_sigint(int) { g_interrupted = 1; }
+
+// Ctrl-C while tuning stops the run (keeping what was measured) instead of the process.
+class InterruptScope {
+ public:
+  InterruptScope() {
+    g_interrupted = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_);
+  }
+  ~InterruptScope() { sigaction(SIGINT, &old_, nullptr); }
+  bool interrupted() const { return g_interrupted != 0; }
+
+ private:
+  struct sigaction old_ {};
+};
+
+std::string tensor_bytes(const Tensor& t) {
+  std::string s(size_t(t.numel()) * size_t(dtype_size(t.dtype())), '\0');
+  if (!s.empty()) std::memcpy(s.data(), t.data(), s.size());
+  return s;
+}
+
+// The request every candidate is measured on: the inputs, and eager's results on copies of them.
+Request make_request(const Graph& g, const std::vector<Tensor>& inputs, Device device) {
+  Request r;
+  r.graph = g;
+  r.device = device;
+  std::vector<Tensor> copies;
+  for (const Tensor& t : inputs) copies.push_back(t.clone()), r.inputs.push_back(tensor_bytes(t));
+  std::vector<Tensor> outs = detail::replay(g, copies);  // applies the graph's updates to the copies
+  for (const Tensor& o : outs) r.expected.push_back(tensor_bytes(o));
+  for (const Update& u : g.updates) r.expected.push_back(tensor_bytes(copies[size_t(g.node(u.target).attrs.i("index"))]));
+  return r;
+}
+
+void check_inputs(const Graph& g, const std::vector<Tensor>& inputs) {
+  if (inputs.size() != g.inputs.size())
+    throw ValueError("hjit::tune: the graph '" + g.name + "' takes " + std::to_string(g.inputs.size()) + " inputs, got " +
+                     std::to_string(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorType& t = g.type(g.inputs[i]);
+    if (inputs[i].is_traced()) throw ValueError("hjit::tune: input " + std::to_string(i) + " is a traced tensor");
+    if (inputs[i].dtype() != t.dtype)
+      throw DTypeError("hjit::tune: input " + std::to_string(i) + " is " + dtype_name(inputs[i].dtype()) + ", the graph takes " +
+                       t.str());
+    if (inputs[i].shape() != t.shape)
+      throw ShapeError("hjit::tune: input " + std::to_string(i) + " has shape " + shape_str(inputs[i].shape()) +
+                       ", the graph takes " + t.str());
+  }
+}
+
+void check_options(const TuneOptions& o) {
+  if (o.db.empty()) throw ValueError("hjit::tune: TuneOptions::db must name the tuning database file");
+  if (!(o.minutes > 0) || !std::isfinite(o.minutes)) throw ValueError("hjit::tune: minutes must be > 0");
+  if (!(o.candidate_timeout_s > 0)) throw ValueError("hjit::tune: candidate_timeout_s must be > 0");
+  if (o.device != Device::CPU) throw ValueError("hjit::tune: only the CPU target is tuned so far");
+  for (const std::string& s : o.schedulers)
+    if (s != "built-in" && !backend::is_known_autoscheduler(s))
+      throw ValueError("hjit::tune: unknown scheduler '" + s + "'; choose built-in, Adams2019, Li2018 or Mullapudi2016");
+}
+
+std::string clock(double seconds) {
+  char buf[32];
+  const int s = int(std::max(0.0, seconds));
+  std::snprintf(buf, sizeof buf, "%d:%02d", s / 60, s % 60);
+  return buf;
+}
+
+// One line, rewritten in place on a terminal.
+void show_progress(const TuneResult& r, double elapsed_s, double budget_s, const std::string& now) {
+  const int width = 20, done = int(std::min(1.0, elapsed_s / budget_s) * width);
+  std::string bar(size_t(done), '#');
+  bar.resize(size_t(width), '.');
+  char speed[64] = "best -";
+  if (r.best_ms > 0 && r.builtin_ms > 0) std::snprintf(speed, sizeof speed, "best %.2fx (%.3f ms)", r.speedup(), r.best_ms);
+  std::string line = "\r[" + bar + "] " + clock(budget_s - elapsed_s) + " left  " + std::to_string(r.tried) + " tried, " +
+                     std::to_string(r.failed) + " failed  " + speed + "  " + now;
+  if (line.size() > 118) line.resize(118);
+  std::fprintf(stderr, "%s\033[K", line.c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, const TuneOptions& o) {
+  check_options(o);
+  check_inputs(traced, inputs);
+  const Graph graph = canonical_graph(traced);
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const double budget = o.minutes * 60;
+  std::shared_ptr<Database> db = Database::open(o.db, true);
+  PipelineRecord p = db->pipeline(describe_pipeline(graph, o.device, o.name));
+  const double earlier_s = p.tuning_s;
+
+  TuneResult r;
+  r.name = p.name, r.key = p.key, r.builtin_ms = p.builtin_ms;
+  std::set<std::string> tried;
+  std::string best_origin;
+  for (const CandidateRecord& c : db->candidates(p.id)) tried.insert(c.origin);
+  if (std::optional<CandidateRecord> b = db->best(p.id)) r.best_ms = b->ms, r.best_origin = best_origin = b->origin;
+
+  char req_path[] = "/tmp/hjit_tune_request_XXXXXX";
+  const int fd = mkstemp(req_path);
+  if (fd < 0) throw ValueError("hjit::tune: no temporary file for the tuning request");
+  close(fd);
+  struct RemoveFile {
+    const char* path;
+    ~RemoveFile() { std::remove(path); }
+  } remove_request{req_path};
+  write_request(req_path, make_request(graph, inputs, o.device));
+
+  CostModelFiles model(o.db);
+  Candidates candidates(o.schedulers, tried, std::random_device{}());
+  if (model.has_weights()) candidates.set_weights(model.weights);
+  const bool progress = o.progress && isatty(2);
+  log().info("tuning '{}' for {:.1f} min ({} candidates measured before)", p.name, o.minutes, tried.size());
+  InterruptScope interrupt;
+  double recorded_s = 0;  // of this run's time, what the database has been told
+  while (elapsed() < budget && !interrupt.interrupted()) {
+    const std::string request = candidates.next(best_origin);
+    if (request.empty()) {
+      log().info("tuning '{}': every candidate has been measured", p.name);
+      break;
+    }
+    candidates.tried(request);
+    if (progress) show_progress(r, elapsed(), budget, request);
+    // Adams2019 leaves its featurization for the cost model's retraining.
+    std::string how = request, features;
+    const int64_t next_id = int64_t(tried.size()) + r.tried + 1;
+    if (o.retrain && scheduler_of(request) == "Adams2019") features = model.featurization(p.id, next_id), how += " features=" + features;
+    const double timeout = std::min(o.candidate_timeout_s, std::max(10.0, budget - elapsed() + 5));
+    Measurement m = measure_in_worker(req_path, how, timeout, [&] { return interrupt.interrupted(); });
+    if (interrupt.interrupted()) break;  // stopped by Ctrl-C: not a measurement
+    CandidateRecord c;
+    c.pipeline = p.id, c.origin = request, c.schedule = m.schedule, c.ms = m.ms, c.valid = m.valid, c.error = m.error;
+    c.compile_ms = m.compile_ms, c.at_s = earlier_s + elapsed();
+    const int64_t id = db->add(c);
+    db->add_tuning_time(p.id, elapsed() - recorded_s);
+    recorded_s = elapsed();
+    ++r.tried;
+    if (!m.valid) {
+      ++r.failed;
+      log().debug("tuning '{}': {} failed: {}", p.name, request, m.error);
+    } else {
+      log().debug("tuning '{}': {} runs in {:.4f} ms (compiled in {:.0f} ms)", p.name, request, m.ms, m.compile_ms);
+      if (request == "built-in") {
+        r.builtin_ms = m.ms;
+        db->set_builtin_ms(p.id, m.ms);
+      }
+      if (r.best_ms <= 0 || m.ms < r.best_ms) r.best_ms = m.ms, r.best_origin = best_origin = request;
+      if (!features.empty()) add_sample(model, features, m.ms, p.id, id);
+    }
+    if (!features.empty()) std::remove(features.c_str());
+  }
+  r.interrupted = interrupt.interrupted();
+  db->add_tuning_time(p.id, elapsed() - recorded_s);
+  if (progress) {
+    show_progress(r, elapsed(), budget, r.interrupted ? "interrupted" : "done");
+    std::fprintf(stderr, "\n");
+  }
+  if (o.retrain && !r.interrupted) {
+    r.cost_model = retrain(model, 100, 120);
+    log().info("tuning '{}': {}", p.name, r.cost_model);
+  }
+  // The best schedule compiled here once, so that the disk cache has it for jit() in any process.
+  if (std::optional<CandidateRecord> b = db->best(p.id); b && !r.interrupted) {
+    backend::Options bo;
+    bo.name = p.name, bo.device = o.device, bo.schedule_text = b->schedule;
+    try {
+      backend::compile(graph, bo);
+    } catch (const Error& e) {
+      log().warn("tuning '{}': the best schedule did not compile here: {}", p.name, e.what());
+    }
+  }
+  r.seconds = elapsed();
+  return r;
+}
+
+namespace detail {
+
+TuneResult tune_traced(const std::string& fn_name, const CallArgs& args, Tracer trace, const TuneOptions& options) {
+  const std::string name = options.name.empty() ? fn_name : options.name;
+  Traced tr = trace_and_optimize(name, false, args, trace);
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < args.count; ++i) inputs.push_back(args.tensor(i));
+  for (const auto& c : tr.captured) inputs.push_back(alias_tensor(c->storage, c->type));
+  TuneOptions o = options;
+  o.name = name;
+  return tune_graph(tr.graph, inputs, o);
+}
+
+}  // namespace detail
+}  // namespace hjit

@@ -1,0 +1,277 @@
+#include "tuning/worker.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include <hjit/tensor.h>
+
+#include "halide_backend/backend.h"
+#include "support/binary_io.h"
+#include "support/log.h"
+
+extern char** environ;
+
+#ifndef HJIT_TUNE_WORKER_BUILD
+#define HJIT_TUNE_WORKER_BUILD ""
+#endif
+#ifndef HJIT_TUNE_WORKER_INSTALLED
+#define HJIT_TUNE_WORKER_INSTALLED ""
+#endif
+
+namespace hjit::tuning {
+namespace {
+
+constexpr char kMagic[9] = "HJITTREQ";
+constexpr uint32_t kVersion = 1;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ValueError("cannot read '" + path + "'");
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+  if (!out) throw ValueError("cannot write '" + path + "'");
+}
+
+size_t nbytes(const TensorType& t) { return size_t(t.numel()) * size_t(dtype_size(t.dtype)); }
+
+std::vector<TensorType> result_types(const Graph& g) {
+  std::vector<TensorType> out;
+  for (int o : g.outputs) out.push_back(g.type(o));
+  for (const Update& u : g.updates) out.push_back(g.type(u.value));
+  return out;
+}
+
+// Where a candidate's results differ from eager beyond what reassociating float sums explains.
+std::string difference(const std::vector<Tensor>& got, const std::vector<std::string>& want, const std::vector<TensorType>& types) {
+  for (size_t k = 0; k < types.size(); ++k) {
+    const TensorType& t = types[k];
+    if (t.numel() == 0) continue;
+    const std::vector<double> a = got[k].to_vector<double>();
+    const std::vector<double> b = Tensor::from_bytes(want[k].data(), t.shape, t.dtype).to_vector<double>();
+    const double tol = t.dtype == DType::F64 ? 1e-9 : t.dtype == DType::F32 ? 1e-3 : is_floating(t.dtype) ? 2e-2 : 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double x = a[i], y = b[i];
+      if (x == y || (std::isnan(x) && std::isnan(y)) || std::fabs(x - y) <= tol * (1 + std::fabs(y))) continue;
+      return "result " + std::to_string(k) + " element " + std::to_string(i) + " is " + std::to_string(x) + ", eager computes " +
+             std::to_string(y);
+    }
+  }
+  return "";
+}
+
+// The median of repeated runs after a warm-up: at least 5 and for at least 0.3 s (at most 50, and
+// at most 3 for a run that takes over a second).
+double median_ms(const backend::Executable& exe, const void* const* in, void* const* out) {
+  exe.run(in, out);
+  std::vector<double> runs;
+  double total = 0;
+  while (runs.size() < 50) {
+    Timer t;
+    exe.run(in, out);
+    runs.push_back(t.ms());
+    total += runs.back();
+    if (runs.size() >= 5 && total >= 300) break;
+    if (runs.size() >= 3 && total >= 3000) break;
+  }
+  std::sort(runs.begin(), runs.end());
+  return runs[runs.size() / 2];
+}
+
+std::string format_result(const Measurement& m) {
+  char head[96];
+  std::snprintf(head, sizeof head, "%s %.6f %.3f\n", m.valid ? "ok" : "failed", m.ms, m.compile_ms);
+  std::string error = m.error;
+  std::replace(error.begin(), error.end(), '\n', ' ');
+  return head + error + "\n" + m.schedule;
+}
+
+Measurement parse_result(const std::string& text) {
+  Measurement m;
+  std::istringstream in(text);
+  std::string status, error;
+  if (!(in >> status >> m.ms >> m.compile_ms) || (status != "ok" && status != "failed")) {
+    m.error = "the worker wrote no result";
+    return m;
+  }
+  m.valid = status == "ok";
+  in.ignore(1);
+  std::getline(in, m.error);
+  m.schedule.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return m;
+}
+
+bool executable_file(const std::string& path) { return !path.empty() && access(path.c_str(), X_OK) == 0; }
+
+}  // namespace
+
+void write_request(const std::string& path, const Request& r) {
+  BinaryWriter w;
+  w.str(r.graph.to_text());
+  w.str(r.graph.name);
+  w.u32(uint32_t(r.device));
+  w.u64(r.inputs.size());
+  for (const std::string& s : r.inputs) w.str(s);
+  w.u64(r.expected.size());
+  for (const std::string& s : r.expected) w.str(s);
+  write_file(path, wrap_payload(kMagic, kVersion, w.out()));
+}
+
+Request read_request(const std::string& path) {
+  const std::string file = read_file(path);
+  BinaryReader in(unwrap_payload(file, kMagic, kVersion, "a tuning request"));
+  Request r;
+  r.graph = Graph::parse(in.str());
+  r.graph.name = in.str();
+  r.device = Device(in.u32());
+  const size_t n_in = in.count(r.graph.inputs.size());
+  for (size_t i = 0; i < n_in; ++i) r.inputs.push_back(in.str());
+  const size_t n_out = in.count(r.graph.outputs.size() + r.graph.updates.size());
+  for (size_t i = 0; i < n_out; ++i) r.expected.push_back(in.str());
+  const std::vector<TensorType> types = result_types(r.graph);
+  if (n_in != r.graph.inputs.size() || n_out != types.size()) throw ValueError("a tuning request does not fit its graph");
+  for (size_t i = 0; i < n_in; ++i)
+    if (r.inputs[i].size() != nbytes(r.graph.type(r.graph.inputs[i]))) throw ValueError("a tuning request's input size");
+  for (size_t i = 0; i < n_out; ++i)
+    if (r.expected[i].size() != nbytes(types[i])) throw ValueError("a tuning request's result size");
+  return r;
+}
+
+int worker_main(const std::string& request, const std::string& how, const std::string& result) {
+  Measurement m;
+  try {
+    Request r = read_request(request);
+    Timer t;
+    std::string why;
+    std::optional<std::string> text = backend::decide_schedule(r.graph, r.device, how, &why);
+    if (!text) {
+      m.error = "no schedule: " + why;
+    } else {
+      m.schedule = *text;
+      backend::Options o;
+      o.name = r.graph.name;
+      o.device = r.device;
+      o.opt_level = 1;
+      o.schedule_text = *text;
+      std::shared_ptr<const backend::Executable> exe = backend::compile(r.graph, o).executable;
+      m.compile_ms = t.ms();
+      // Tensors for their storage: aligned as compiled code requires.
+      const std::vector<TensorType> types = result_types(r.graph);
+      std::vector<Tensor> inputs, got;
+      std::vector<const void*> in;
+      std::vector<void*> out;
+      for (size_t i = 0; i < r.inputs.size(); ++i) {
+        const TensorType& ty = r.graph.type(r.graph.inputs[i]);
+        inputs.push_back(Tensor::from_bytes(r.inputs[i].data(), ty.shape, ty.dtype));
+        in.push_back(inputs.back().data());
+      }
+      for (const TensorType& ty : types) {
+        got.push_back(Tensor::empty(ty.shape, ty.dtype));
+        out.push_back(ty.numel() == 0 ? nullptr : const_cast<void*>(got.back().data()));
+      }
+      exe->run(in.data(), out.data());
+      m.error = difference(got, r.expected, types);
+      if (m.error.empty()) {
+        m.ms = median_ms(*exe, in.data(), out.data());
+        m.valid = true;
+      } else {
+        m.error = "wrong results: " + m.error;
+      }
+    }
+  } catch (const std::exception& e) {
+    m.error = e.what();
+  }
+  try {
+    write_file(result, format_result(m));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hjit-tune worker: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+std::string worker_program() {
+  if (const char* env = std::getenv("HJIT_TUNE_WORKER")) {
+    if (executable_file(env)) return env;
+    throw ValueError(std::string("HJIT_TUNE_WORKER='") + env + "' is not an executable file");
+  }
+  for (const char* p : {HJIT_TUNE_WORKER_BUILD, HJIT_TUNE_WORKER_INSTALLED})
+    if (executable_file(p)) return p;
+  throw ValueError("hjit: tuning needs the hjit-tune program (it measures candidates in a process of their own); build "
+                   "it, or set HJIT_TUNE_WORKER to its path");
+}
+
+Measurement measure_in_worker(const std::string& req, const std::string& how, double timeout_s,
+                              const std::function<bool()>& stop) {
+  const std::string program = worker_program();
+  char result[] = "/tmp/hjit_tune_result_XXXXXX";
+  const int fd = mkstemp(result);
+  if (fd < 0) throw ValueError("hjit: no temporary file for a tuning result");
+  close(fd);
+  std::vector<std::string> args{program, "--worker", req, how, result};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // The worker's environment: no disk cache (candidates are not worth keeping), and its own
+  // process group, so that Ctrl-C reaches the tuning run, which then stops the worker.
+  std::vector<std::string> env_strings{"HJIT_CACHE_DIR="};
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "HJIT_CACHE_DIR=", 15) != 0) env_strings.emplace_back(*e);
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, program.c_str(), nullptr, &attr, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
+  Measurement m;
+  if (rc != 0) {
+    std::remove(result);
+    throw ValueError("hjit: could not start the tuning worker '" + program + "': " + std::strerror(rc));
+  }
+  Timer t;
+  int status = 0;
+  pid_t done = 0;
+  while ((done = waitpid(pid, &status, WNOHANG)) == 0) {
+    const bool stopped = stop && stop();
+    if (stopped || t.ms() > timeout_s * 1000) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      std::remove(result);
+      m.error = stopped ? "interrupted" : "timed out after " + std::to_string(int(timeout_s)) + " s";
+      m.compile_ms = t.ms();
+      return m;
+    }
+    usleep(5000);
+  }
+  if (done < 0 || WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0)) {
+    std::remove(result);
+    m.error = done > 0 && WIFSIGNALED(status) ? "the worker crashed (signal " + std::to_string(WTERMSIG(status)) + ")"
+                                              : "the worker failed";
+    m.compile_ms = t.ms();
+    return m;
+  }
+  m = parse_result(read_file(result));
+  std::remove(result);
+  return m;
+}
+
+}  // namespace hjit::tuning

@@ -1,0 +1,45 @@
+// Candidates are compiled, checked and timed in a worker process (hjit-tune --worker), so that one
+// that crashes or hangs while compiling or running costs a failed record and not the tuning run.
+// A worker is started with exec, not only forked: OpenMP's thread pool (which runs compiled
+// parallel loops) hangs in a forked child of a process that has used it.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <hjit/graph.h>
+
+namespace hjit::tuning {
+
+// What every candidate of one pipeline is measured on: the graph, its inputs, and what eager
+// execution computes from them (the outputs, then the updated values).
+struct Request {
+  Graph graph;
+  Device device = Device::CPU;
+  std::vector<std::string> inputs;    // raw bytes, one per graph input
+  std::vector<std::string> expected;  // raw bytes, one per output then per update
+};
+void write_request(const std::string& path, const Request& r);
+Request read_request(const std::string& path);  // ValueError when the file is not one
+
+struct Measurement {
+  bool valid = false;
+  double ms = 0, compile_ms = 0;
+  std::string schedule;  // the text form measured (empty when none was decided)
+  std::string error;     // why it is not valid
+};
+
+// Runs the worker on request `req` for the schedule request `how` (backend::decide_schedule),
+// killing it after timeout_s; a crash, a hang, a wrong result are invalid measurements.
+// Returns early with error "interrupted" when stop() becomes true.
+Measurement measure_in_worker(const std::string& req, const std::string& how, double timeout_s,
+                              const std::function<bool()>& stop);
+
+// The worker's main: hjit-tune --worker REQUEST HOW RESULT.
+int worker_main(const std::string& request, const std::string& how, const std::string& result);
+
+// The hjit-tune executable that serves as the worker: $HJIT_TUNE_WORKER, else the one built
+// beside this library, else the installed one. ValueError when none is found.
+std::string worker_program();
+
+}  // namespace hjit::tuning
