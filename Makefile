@@ -3,8 +3,9 @@
 #   make test   installs what is missing, builds, and runs the test suite (CI runs this)
 BUILD ?= build
 JOBS ?= $(shell nproc)
-# Debian packages the build needs; OpenBLAS is hjit-bench's W3 reference.
-PACKAGES := cmake ninja-build g++ pkg-config ccache libhalide14-0-dev libspdlog-dev doctest-dev libopenblas-dev libsqlite3-dev
+# Debian packages the build needs; OpenBLAS is hjit-bench's W3 reference; oneDNN the extern sgemm
+# stage tuning runs may choose (optional: without it, OpenBLAS; without both, none).
+PACKAGES := cmake ninja-build g++ pkg-config ccache libhalide14-0-dev libspdlog-dev doctest-dev libopenblas-dev libsqlite3-dev libdnnl-dev
 
 .PHONY: all deps configure build demo test bench examples clean
 

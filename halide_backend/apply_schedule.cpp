@@ -23,6 +23,26 @@ std::map<std::string, Halide::Func> funcs_by_canonical_name(const LoweredPipelin
   return out;
 }
 
+std::set<int> extern_stages_of(const Schedule& s) {
+  std::set<int> out;
+  for (const Directive& d : s.directives) {
+    if (d.verb != "extern") continue;
+    int id = -1;
+    auto [end, ec] = std::from_chars(d.func.data() + 1, d.func.data() + d.func.size(), id);
+    if (d.func.empty() || d.func[0] != 'n' || ec != std::errc() || *end != '_' || id < 0)
+      throw ValueError("hjit: schedule: '" + d.func + "' is no stage's name, so it cannot be extern");
+    out.insert(id);
+  }
+  return out;
+}
+
+void add_extern_directives(const LoweredPipeline& p, Schedule& s) {
+  std::vector<Directive> externs;
+  for (const Stage& st : p.stages)
+    if (st.is_extern) externs.push_back(Directive{canonical_name(st.func.name()), -1, "extern", {"sgemm"}});
+  s.directives.insert(s.directives.begin(), externs.begin(), externs.end());
+}
+
 namespace {
 
 int64_t number(const std::string& s) {
@@ -89,6 +109,10 @@ class Applier {
 
   void apply(const Directive& d) {
     Halide::Func f = func(d.func);
+    if (d.verb == "extern") {  // already lowered so: nothing to schedule
+      if (!f.is_extern()) throw ValueError("hjit: schedule: " + d.func + " was not lowered as an extern stage");
+      return;
+    }
     if (d.update >= f.num_update_definitions())
       throw ValueError("hjit: schedule: " + d.func + " has no update definition " + std::to_string(d.update));
     Halide::Stage st = d.update < 0 ? Halide::Stage(f) : f.update(d.update);

@@ -47,10 +47,24 @@ std::string function_name(const std::string& name) {
 
 // One candidate: lowered afresh, scheduled `how`, compiled. No executable (with the reason in
 // *why) when the autoscheduler does not schedule it.
+// The pipeline lowered and scheduled as `how` decides (or, "given", as o.schedule_text says).
+std::optional<Schedule> lower_and_schedule(const Graph& g, const Target& target, const std::string& how,
+                                           const std::string& given, LoweredPipeline& p, std::string* why) {
+  if (how == "given") {
+    Schedule s = Schedule::parse(given);
+    p = lower(g, target.halide(false), extern_stages_of(s));
+    return s;
+  }
+  p = lower(g, target.halide(false), scheduler().extern_stages(g, how));
+  std::optional<Schedule> s = scheduler().schedule(p, how, why);
+  if (s) add_extern_directives(p, *s);
+  return s;
+}
+
 Built make(const Graph& g, const Options& o, const Target& target, const std::string& how, std::string* why = nullptr) {
-  LoweredPipeline p = lower(g, target.halide(false));
+  LoweredPipeline p;
   std::string reason;
-  std::optional<Schedule> s = how == "given" ? Schedule::parse(o.schedule_text) : scheduler().schedule(p, how, &reason);
+  std::optional<Schedule> s = lower_and_schedule(g, target, how, o.schedule_text, p, &reason);
   if (!s) {
     if (why) *why = reason;
     return {};
@@ -117,8 +131,9 @@ bool computes_nothing(const Graph& g) {
 std::string lowered_statement(const Graph& g, const Target& target, const std::string& schedule_text) {
   std::lock_guard lock(compile_mutex());
   install_reporter();
-  LoweredPipeline p = lower(g, target.halide(false));
-  apply_schedule(Schedule::parse(schedule_text), p);
+  LoweredPipeline p;
+  const std::optional<Schedule> s = lower_and_schedule(g, target, "given", schedule_text, p, nullptr);
+  apply_schedule(*s, p);
   const std::vector<Halide::Func> outs = defined_outputs(p);
   if (outs.empty()) return "(nothing is computed)\n";
   char path[] = "/tmp/hjit_stmt_XXXXXX";
@@ -141,8 +156,8 @@ std::string schedule_request(const Options& o) {
 
 std::optional<std::string> decide(const Graph& g, const Target& target, const std::string& how, std::string* why) {
   install_reporter();
-  LoweredPipeline p = lower(g, target.halide(false));
-  std::optional<Schedule> s = scheduler().schedule(p, how, why);
+  LoweredPipeline p;
+  std::optional<Schedule> s = lower_and_schedule(g, target, how, "", p, why);
   if (!s) return std::nullopt;
   return s->str();
 }

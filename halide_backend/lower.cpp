@@ -1,5 +1,7 @@
 #include "halide_backend/lower.h"
 
+#include "halide_backend/extern_gemm.h"
+
 #include <algorithm>
 #include <climits>
 
@@ -91,6 +93,20 @@ ImageParam make_param(const TensorType& t, const std::string& name, bool aligned
   return p;
 }
 
+// A matmul computed by the extern sgemm: operands that are graph inputs are passed as they are,
+// computed ones as Funcs (which the schedule computes at root).
+void lower_extern_gemm(const Graph& g, LoweredPipeline& p, Stage& s, const Node& n) {
+  std::vector<Halide::ExternFuncArgument> args;
+  for (int in : n.inputs) {
+    const Node& o = g.node(in);
+    if (o.op == OpKind::Parameter) args.emplace_back(p.params[size_t(o.attrs.i("index"))]);
+    else args.emplace_back(p.stages[size_t(in)].func);
+  }
+  args.emplace_back(Expr(int32_t(g.type(n.inputs[0]).shape[1])));
+  s.func.define_extern(kExternGemmSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
+  s.is_extern = true;
+}
+
 }  // namespace
 
 Expr bind_constant(LoweredPipeline& p, const TensorType& type, ConstData data, const std::vector<Expr>& args) {
@@ -101,7 +117,7 @@ Expr bind_constant(LoweredPipeline& p, const TensorType& type, ConstData data, c
   return from_storage(type.dtype, c(args));
 }
 
-LoweredPipeline lower(const Graph& g, const Halide::Target& target) {
+LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::set<int>& extern_gemms) {
   for (const Node& n : g.nodes)
     if (n.type.numel() > INT_MAX)
       throw CompileError("hjit compiles tensors of at most 2^31-1 elements; " + n.type.str() + " is larger");
@@ -138,6 +154,12 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target) {
     }
     if (n.op == OpKind::Constant) {
       LowerCtx::define(s, bind_constant(p, n.type, g.constants[size_t(n.constant)], std::vector<Expr>(s.vars.begin(), s.vars.end())));
+      continue;
+    }
+    if (extern_gemms.count(int(id))) {
+      if (!extern_gemm_nodes(g).count(int(id)))
+        throw ValueError("hjit: schedule: node " + std::to_string(id) + " (" + op_name(n.op) + ") cannot be an extern sgemm");
+      lower_extern_gemm(g, p, s, n);
       continue;
     }
     lowering_for(n.op)(ctx, s, n);

@@ -1,13 +1,15 @@
 // Graph -> Halide Funcs (unscheduled). Each node's lowering is an entry of the per-op table in
 // lower_ops.cpp, keyed by the op list like every other per-op table.
 #pragma once
+#include <set>
+
 #include "halide_backend/lowered.h"
 
 namespace hjit::backend {
 
 // Throws CompileError for graphs Halide cannot take (a dimension or tensor too large for int32
-// indexing).
-LoweredPipeline lower(const Graph& g, const Halide::Target& target);
+// indexing). extern_gemms: matmul nodes computed by an extern sgemm stage (extern_gemm.h).
+LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::set<int>& extern_gemms = {});
 
 // Types: what a dtype is computed in (16-bit floats in f32, bool as UInt(1)) and stored as.
 Halide::Type compute_type(DType t);

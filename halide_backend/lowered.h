@@ -51,6 +51,7 @@ struct Stage {
   Shape extents;                    // of vars, innermost first
   std::vector<int> consumers;       // stages (node ids) that read this one, one entry per use
   bool is_output = false;           // the func itself is a pipeline output
+  bool is_extern = false;           // func is an extern stage (a library call): computed at root, unscheduled
 };
 
 struct LoweredPipeline;

@@ -3,7 +3,10 @@
 // backend never includes schedules/ (the two folders meet only at this header and at link time).
 #pragma once
 #include <optional>
+#include <set>
 #include <string>
+
+#include <hjit/graph.h>
 
 #include "halide_backend/schedule_value.h"
 
@@ -22,6 +25,9 @@ class Scheduler {
   // threads, machine parameters): part of every cache key.
   virtual std::string identity(const std::string& how) const = 0;
   virtual bool is_autoscheduler(const std::string& name) const = 0;
+  // The nodes `how` computes with extern stages (extern_gemm.h): decided on the graph, before
+  // lowering, which builds them differently.
+  virtual std::set<int> extern_stages(const Graph& g, const std::string& how) const = 0;
 };
 
 // Called once, by schedules/, before the first compile.

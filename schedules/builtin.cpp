@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "graph/op_def.h"
+#include "halide_backend/extern_gemm.h"
 #include "schedules/attention.h"
 #include "schedules/contraction.h"
 #include "schedules/loop_nest.h"
@@ -179,6 +180,14 @@ class Builtin {
     const Stage& s = st(id);
     Site site = value_site(id);
     site_[size_t(id)] = site;
+    if (s.is_extern) {  // a library call: a loop nest of its own that nothing is computed inside
+      if (func_[size_t(id)].kind == Place::Inline) make_nest(id);
+      Nest& nest = nests_[size_t(func_[size_t(id)].nest)];
+      nest.can_host = false;
+      if (nest.is_root_stage) ref(s.func).compute_root();
+      os_ << nm(s.func) << ": extern " << backend::extern_gemm_library() << " sgemm\n";
+      return;
+    }
     if (func_[size_t(id)].kind == Place::Inline) {
       bool reused_expensive = params_.store_expensive && expensive(s.op) && s.consumers.size() >= 2;
       if (feeds_contraction(id)) {

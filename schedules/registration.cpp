@@ -1,4 +1,5 @@
 // schedules/ as the backend's scheduler (halide_backend/scheduler.h).
+#include "halide_backend/extern_gemm.h"
 #include "halide_backend/scheduler.h"
 #include "schedules/schedule.h"
 
@@ -27,6 +28,11 @@ class Schedules final : public backend::Scheduler {
     return autoscheduler_identity(how);
   }
   bool is_autoscheduler(const std::string& name) const override { return schedules::is_autoscheduler(name); }
+  std::set<int> extern_stages(const Graph& g, const std::string& how) const override {
+    const auto [name, params] = split_request(how);
+    if (name != "built-in" || !BuiltinParams::parse(params).extern_gemm) return {};
+    return backend::extern_gemm_nodes(g);
+  }
 };
 
 const bool registered = [] {

@@ -39,8 +39,8 @@ std::vector<std::string> mullapudi_grid_points() {
 
 std::string scheduler_of(const std::string& request) { return request.substr(0, request.find(' ')); }
 
-Candidates::Candidates(std::vector<std::string> schedulers, std::set<std::string> tried, uint64_t seed)
-    : schedulers_(std::move(schedulers)), tried_(std::move(tried)), rng_(seed) {
+Candidates::Candidates(std::vector<std::string> schedulers, std::set<std::string> tried, uint64_t seed, bool extern_gemm)
+    : schedulers_(std::move(schedulers)), tried_(std::move(tried)), rng_(seed), extern_gemm_(extern_gemm) {
   // Seeds of earlier runs' Adams2019 samples are not drawn again.
   for (const std::string& r : tried_)
     if (scheduler_of(r) == "Adams2019") ++adams_seed_;
@@ -64,8 +64,9 @@ std::string Candidates::builtin_local(const std::string& best) {
     case 2: p.vec = pick(kVec, rng_); break;
     case 3: p.tasks = pick(kTasks, rng_); break;
     case 4: p.grain = pick(kGrain, rng_); break;
-    default: p.store_expensive = !p.store_expensive; break;
+    case 5: p.store_expensive = !p.store_expensive; break;
   }
+  if (extern_gemm_ && std::uniform_int_distribution<int>(0, 5)(rng_) == 0) p.extern_gemm = !p.extern_gemm;
   return fresh(builtin_request(p));
 }
 
@@ -73,6 +74,7 @@ std::string Candidates::builtin_random() {
   BuiltinParams p;
   p.cols = pick(kCols, rng_), p.rows = pick(kRows, rng_), p.vec = pick(kVec, rng_), p.tasks = pick(kTasks, rng_);
   p.grain = pick(kGrain, rng_), p.store_expensive = std::uniform_int_distribution<int>(0, 1)(rng_) == 1;
+  p.extern_gemm = extern_gemm_ && std::uniform_int_distribution<int>(0, 1)(rng_) == 1;
   return fresh(builtin_request(p));
 }
 
@@ -108,6 +110,10 @@ std::string Candidates::next(const std::string& best) {
   static const std::vector<std::string> firsts{"built-in", "Li2018", "Mullapudi2016", "Adams2019 max_funcs=0"};
   while (firsts_ < firsts.size()) {
     std::string r = fresh(firsts[firsts_++]);
+    if (!r.empty()) return r;
+  }
+  if (extern_gemm_) {
+    std::string r = fresh("built-in extern_gemm=1");  // the matmuls by oneDNN / OpenBLAS, the rest fused around them
     if (!r.empty()) return r;
   }
   if (!weights_.empty()) {

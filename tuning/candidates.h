@@ -15,8 +15,9 @@ namespace hjit::tuning {
 class Candidates {
  public:
   // schedulers: those the run uses (empty: all); tried: requests measured before (a resumed run
-  // does not repeat them); weights: Adams2019 cost-model weights to search with ("" : Halide's).
-  Candidates(std::vector<std::string> schedulers, std::set<std::string> tried, uint64_t seed);
+  // does not repeat them); extern_gemm: whether the pipeline has matmuls an extern sgemm can compute.
+  Candidates(std::vector<std::string> schedulers, std::set<std::string> tried, uint64_t seed, bool extern_gemm);
+  // Adams2019 cost-model weights to search with from now on ("": Halide's own).
   void set_weights(const std::string& path) { weights_ = path; }
   // The next request not tried, given the best one so far; "" when the space is exhausted.
   std::string next(const std::string& best);
@@ -37,6 +38,7 @@ class Candidates {
   std::string weights_;
   size_t step_ = 0, firsts_ = 0, mullapudi_ = 0, li_ = 0;
   int adams_seed_ = 0;
+  bool extern_gemm_ = false;
 };
 
 // The request's scheduler ("built-in", "Adams2019", ...): its first word.

@@ -15,6 +15,7 @@
 #include "frontend/replay.h"
 #include "frontend/traced.h"
 #include "halide_backend/backend.h"
+#include "halide_backend/extern_gemm.h"
 #include "support/log.h"
 #include "tuning/candidates.h"
 #include "tuning/database.h"
@@ -144,7 +145,7 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   write_request(req_path, make_request(graph, inputs, o.device));
 
   CostModelFiles model(o.db);
-  Candidates candidates(o.schedulers, tried, std::random_device{}());
+  Candidates candidates(o.schedulers, tried, std::random_device{}(), !backend::extern_gemm_nodes(graph).empty());
   if (model.has_weights()) candidates.set_weights(model.weights);
   const bool progress = o.progress && isatty(2);
   log().info("tuning '{}' for {:.1f} min ({} candidates measured before)", p.name, o.minutes, tried.size());
