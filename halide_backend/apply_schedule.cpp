@@ -1,6 +1,7 @@
 #include "halide_backend/apply_schedule.h"
 
 #include <charconv>
+#include <optional>
 
 namespace hjit::backend {
 
@@ -115,12 +116,15 @@ class Applier {
     }
     if (d.update >= f.num_update_definitions())
       throw ValueError("hjit: schedule: " + d.func + " has no update definition " + std::to_string(d.update));
-    Halide::Stage st = d.update < 0 ? Halide::Stage(f) : f.update(d.update);
     const auto& a = d.args;
     const std::string& v = d.verb;
     const VerbArity* verb = find_verb(v);
     if (!verb) throw ValueError("hjit: schedule: unknown directive '" + v + "'");
     if (verb->func_level && d.update >= 0) throw ValueError("hjit: schedule: '" + v + "' applies to a Func, not an update");
+    if (!verb->func_level && f.is_extern()) throw ValueError("hjit: schedule: '" + v + "' on the extern stage " + d.func);
+    // An extern Func has no Stage: only Func-level directives (compute_root, ...) reach it.
+    std::optional<Halide::Stage> st;
+    if (!verb->func_level) st.emplace(d.update < 0 ? Halide::Stage(f) : f.update(d.update));
     if (v == "compute_root") f.compute_root();
     else if (v == "compute_inline") f.compute_inline();
     else if (v == "store_root") f.store_root();
@@ -131,31 +135,31 @@ class Applier {
       else loop.is_rvar ? f.store_at(consumer, loop.rvar) : f.store_at(consumer, loop.var);
     }
     else if (v == "split") {
-      VarOrRVar old = var_of(st, a[0]);
-      st.split(old, same_kind(old, a[1]), same_kind(old, a[2]), Halide::Expr(int(number(a[3]))), tail_strategy(a[4]));
+      VarOrRVar old = var_of(*st, a[0]);
+      st->split(old, same_kind(old, a[1]), same_kind(old, a[2]), Halide::Expr(int(number(a[3]))), tail_strategy(a[4]));
     } else if (v == "fuse") {
-      VarOrRVar inner = var_of(st, a[0]), outer = var_of(st, a[1]);
+      VarOrRVar inner = var_of(*st, a[0]), outer = var_of(*st, a[1]);
       VarOrRVar fused = inner.is_rvar || outer.is_rvar ? VarOrRVar(RVar(a[2])) : VarOrRVar(Var(a[2]));
-      st.fuse(inner, outer, fused);
+      st->fuse(inner, outer, fused);
     } else if (v == "reorder") {
       std::vector<VarOrRVar> order;
-      for (const std::string& n : a) order.push_back(var_of(st, n));
-      st.reorder(order);
+      for (const std::string& n : a) order.push_back(var_of(*st, n));
+      st->reorder(order);
     } else if (v == "vectorize" || v == "unroll" || v == "parallel") {
-      VarOrRVar x = var_of(st, a[0]);
+      VarOrRVar x = var_of(*st, a[0]);
       const Halide::TailStrategy tail = a.size() > 2 ? tail_strategy(a[2]) : Halide::TailStrategy::Auto;
       if (a.size() == 1) {
-        if (v == "vectorize") st.vectorize(x);
-        else if (v == "unroll") st.unroll(x);
-        else st.parallel(x);
+        if (v == "vectorize") st->vectorize(x);
+        else if (v == "unroll") st->unroll(x);
+        else st->parallel(x);
       } else {
         Halide::Expr n = int(number(a[1]));
-        if (v == "vectorize") st.vectorize(x, n, tail);
-        else if (v == "unroll") st.unroll(x, n, tail);
-        else st.parallel(x, n, tail);
+        if (v == "vectorize") st->vectorize(x, n, tail);
+        else if (v == "unroll") st->unroll(x, n, tail);
+        else st->parallel(x, n, tail);
       }
     } else if (v == "serial") {
-      st.serial(var_of(st, a[0]));
+      st->serial(var_of(*st, a[0]));
     } else if (v == "rfactor") {
       std::vector<std::pair<RVar, Var>> preserved;
       for (size_t from = 0; from < a[0].size();) {
@@ -167,7 +171,7 @@ class Applier {
         preserved.emplace_back(RVar(pair.substr(0, colon)), Var(pair.substr(colon + 1)));
         from = comma + 1;
       }
-      Halide::Func intm = st.rfactor(preserved);
+      Halide::Func intm = st->rfactor(preserved);
       funcs_[a[1]] = intm;
       funcs_[canonical_name(intm.name())] = intm;
     } else if (v == "reorder_storage") {

@@ -16,10 +16,10 @@ PipelineRecord describe_pipeline(const Graph& g, Device device, const std::strin
   std::string constants;
   for (const ConstData& c : g.constants) constants += hash_hex(std::string_view(static_cast<const char*>(c.data), c.nbytes));
   p.graph_hash = hash_hex(g.str() + "\nconstants " + constants);
-  for (size_t i = 0; i < g.inputs.size(); ++i) p.signature += (i ? ", " : "") + g.type(g.inputs[i]).str();
+  for (size_t i = 0; i < g.inputs.size(); ++i) p.signature.append(i ? ", " : "").append(g.type(g.inputs[i]).str());
   p.signature += " ->";
-  for (size_t i = 0; i < g.outputs.size(); ++i) p.signature += (i ? ", " : " ") + g.type(g.outputs[i]).str();
-  for (const Update& u : g.updates) p.signature += " " + g.type(u.target).str() + "<-";
+  for (size_t i = 0; i < g.outputs.size(); ++i) p.signature.append(i ? ", " : " ").append(g.type(g.outputs[i]).str());
+  for (const Update& u : g.updates) p.signature.append(" ").append(g.type(u.target).str()).append("<-");
   p.target = backend::target_name(device);
   p.hjit_version = HJIT_VERSION;
   p.halide_version = HJIT_HALIDE_VERSION;

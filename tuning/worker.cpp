@@ -118,6 +118,20 @@ Measurement parse_result(const std::string& text) {
 
 bool executable_file(const std::string& path) { return !path.empty() && access(path.c_str(), X_OK) == 0; }
 
+// Faults a test asks the worker to commit, to show that a tuning run survives them:
+// HJIT_TUNE_FAULT="crash:cols=3;hang:rows=4;wrong:vec=2" crashes, hangs or perturbs the first
+// result for every request containing that text. Only the test suite sets it.
+std::string fault_for(const std::string& how) {
+  const char* env = std::getenv("HJIT_TUNE_FAULT");
+  if (!env) return "";
+  std::stringstream ss(env);
+  for (std::string item; std::getline(ss, item, ';');) {
+    const size_t colon = item.find(':');
+    if (colon != std::string::npos && how.find(item.substr(colon + 1)) != std::string::npos) return item.substr(0, colon);
+  }
+  return "";
+}
+
 }  // namespace
 
 void write_request(const std::string& path, const Request& r) {
@@ -184,7 +198,12 @@ int worker_main(const std::string& request, const std::string& how, const std::s
         got.push_back(Tensor::empty(ty.shape, ty.dtype));
         out.push_back(ty.numel() == 0 ? nullptr : const_cast<void*>(got.back().data()));
       }
+      const std::string fault = fault_for(how);
+      if (fault == "crash") raise(SIGSEGV);
+      if (fault == "hang") for (;;) pause();
       exe->run(in.data(), out.data());
+      if (fault == "wrong" && !got.empty() && got[0].numel() > 0 && got[0].dtype() == DType::F32)
+        const_cast<float*>(got[0].data_ptr<float>())[0] += 1.0f;
       m.error = difference(got, r.expected, types);
       if (m.error.empty()) {
         m.ms = median_ms(*exe, in.data(), out.data());

@@ -1,0 +1,343 @@
+// Tuning runs (hjit/tune.h): the database, the candidates, the worker's honesty (crashes, hangs and
+// wrong results recorded as failed, never chosen), Ctrl-C, resuming, the report, and jit() /
+// Module using what a run found.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include <hjit/hjit.h>
+
+#include "halide_backend/backend.h"
+#include "halide_backend/extern_gemm.h"
+#include "schedules/builtin_params.h"
+#include "tests/support.h"
+#include "tuning/candidates.h"
+#include "tuning/database.h"
+#include "tuning/pipeline_key.h"
+
+using hjit::Tensor;
+using namespace hjit::tuning;
+using test::compare;
+using test::read_file;
+using test::write_file;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory for one test's files.
+std::string scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("hjit_test_tune_" + std::to_string(getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+CandidateRecord candidate(int64_t pipeline, const std::string& origin, double ms, bool valid) {
+  CandidateRecord c;
+  c.pipeline = pipeline, c.origin = origin, c.schedule = "hjit-schedule 1\nsource " + origin + "\n", c.ms = ms, c.valid = valid;
+  c.error = valid ? "" : "wrong results", c.at_s = ms;
+  return c;
+}
+
+PipelineRecord some_pipeline(const std::string& key) {
+  PipelineRecord p;
+  p.key = key, p.graph_hash = "g", p.signature = "f32[2] -> f32[2]", p.target = "host", p.hjit_version = "0";
+  p.halide_version = "14", p.name = "p", p.graph = "{ lambda ; a:f32[2]. let in (a) }";
+  return p;
+}
+
+Tensor layer(const Tensor& x, const Tensor& w, const Tensor& b) { return hjit::relu(hjit::matmul(x, w) + b); }
+
+}  // namespace
+
+TEST_CASE("tuning database: best marking, reopening, schema checks") {
+  const std::string dir = scratch("db"), path = dir + "/t.sqlite";
+  {
+    auto db = Database::open(path, true);
+    PipelineRecord p = db->pipeline(some_pipeline("k1"));
+    CHECK(p.id > 0);
+    CHECK(db->pipeline(some_pipeline("k1")).id == p.id);  // the same key is the same row
+    db->add(candidate(p.id, "built-in", 2.0, true));
+    CHECK(db->best(p.id)->origin == "built-in");
+    db->add(candidate(p.id, "wrong-but-fast", 0.5, false));  // invalid: never best
+    CHECK(db->best(p.id)->origin == "built-in");
+    db->add(candidate(p.id, "built-in cols=3", 1.5, true));
+    db->add(candidate(p.id, "built-in cols=1", 1.8, true));
+    CHECK(db->best(p.id)->origin == "built-in cols=3");
+    int bests = 0;
+    for (const CandidateRecord& c : db->candidates(p.id)) bests += c.best;
+    CHECK(bests == 1);
+    db->set_builtin_ms(p.id, 2.0);
+    db->add_tuning_time(p.id, 12.5);
+  }
+  auto db = Database::open(path, false);  // a second run finds everything
+  std::optional<PipelineRecord> p = db->find_pipeline("k1");
+  REQUIRE(p);
+  CHECK(p->builtin_ms == 2.0);
+  CHECK(p->tuning_s == 12.5);
+  CHECK(db->candidates(p->id).size() == 4);
+  CHECK(best_schedule(path, "k1").value().find("built-in cols=3") != std::string::npos);
+  CHECK_FALSE(best_schedule(path, "unknown key"));
+
+  CHECK_THROWS_AS(Database::open(dir + "/missing.sqlite", false), hjit::ValueError);
+  write_file(dir + "/garbage.sqlite", std::string(4096, 'x'));
+  CHECK_THROWS_WITH_AS(Database::open(dir + "/garbage.sqlite", false), doctest::Contains("not an SQLite database"), hjit::ValueError);
+  // A valid SQLite file of another application.
+  REQUIRE(std::system(("sqlite3 '" + dir + "/other.sqlite' 'CREATE TABLE t(x); INSERT INTO t VALUES(1);'").c_str()) == 0);
+  CHECK_THROWS_WITH_AS(Database::open(dir + "/other.sqlite", false), doctest::Contains("another application"), hjit::ValueError);
+  // A newer schema.
+  REQUIRE(std::system(("cp '" + path + "' '" + dir + "/newer.sqlite' && sqlite3 '" + dir + "/newer.sqlite' 'PRAGMA user_version=99'").c_str()) == 0);
+  CHECK_THROWS_WITH_AS(Database::open(dir + "/newer.sqlite", false), doctest::Contains("schema version 99"), hjit::ValueError);
+  // A truncated database.
+  const std::string bytes = read_file(path);
+  write_file(dir + "/truncated.sqlite", bytes.substr(0, bytes.size() / 3));
+  CHECK_THROWS_AS([&] { Database::open(dir + "/truncated.sqlite", false)->candidates(1); }(), hjit::ValueError);
+}
+
+TEST_CASE("tuning database: processes writing one database at once lose nothing") {
+  const std::string path = scratch("concurrent") + "/t.sqlite";
+  const int64_t id = Database::open(path, true)->pipeline(some_pipeline("shared")).id;
+  std::vector<pid_t> children;
+  for (int w = 0; w < 4; ++w) {
+    const pid_t pid = fork();
+    if (pid == 0) {  // SQLite only in the child: no OpenMP, which a fork would hang
+      int rc = 0;
+      try {
+        auto db = Database::open(path, true);
+        for (int i = 0; i < 50; ++i) db->add(candidate(id, "w" + std::to_string(w) + "_" + std::to_string(i), 1 + (i * 7 + w) % 13, true));
+      } catch (...) {
+        rc = 1;
+      }
+      _exit(rc);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
+  auto db = Database::open(path, false);
+  const std::vector<CandidateRecord> all = db->candidates(id);
+  CHECK(all.size() == 200);
+  int bests = 0;
+  double fastest = 1e9;
+  for (const CandidateRecord& c : all) bests += c.best, fastest = std::min(fastest, c.ms);
+  CHECK(bests == 1);
+  CHECK(db->best(id)->ms == fastest);
+}
+
+TEST_CASE("built-in schedule parameters: text round trip and bad words") {
+  using hjit::schedules::BuiltinParams;
+  CHECK(BuiltinParams{}.str().empty());
+  BuiltinParams p = BuiltinParams::parse("cols=3 rows=6 vec=2 store_expensive=0 extern_gemm=1");
+  CHECK(p.cols == 3);
+  CHECK(p.rows == 6);
+  CHECK_FALSE(p.store_expensive);
+  CHECK(BuiltinParams::parse(p.str()) == p);
+  CHECK(BuiltinParams::parse("cols=2") == BuiltinParams{});  // defaults are not written
+  CHECK_THROWS_AS(BuiltinParams::parse("cols=99"), hjit::ValueError);
+  CHECK_THROWS_AS(BuiltinParams::parse("colour=3"), hjit::ValueError);
+  CHECK_THROWS_AS(BuiltinParams::parse("cols=x"), hjit::ValueError);
+}
+
+TEST_CASE("candidates: each scheduler's own choice first, no repeats, resumed runs skip what was measured") {
+  Candidates c({}, {}, 1, true);
+  std::vector<std::string> first;
+  std::set<std::string> seen;
+  for (int i = 0; i < 300; ++i) {
+    const std::string r = c.next(i > 50 ? "built-in cols=3" : "built-in");
+    REQUIRE_FALSE(r.empty());
+    CHECK(seen.insert(r).second);
+    c.tried(r);
+    if (i < 5) first.push_back(r);
+  }
+  CHECK(first == std::vector<std::string>{"built-in", "Li2018", "Mullapudi2016", "Adams2019 max_funcs=0", "built-in extern_gemm=1"});
+  std::set<std::string> kinds;
+  for (const std::string& r : seen) kinds.insert(scheduler_of(r));
+  CHECK(kinds == std::set<std::string>{"built-in", "Li2018", "Mullapudi2016", "Adams2019"});
+  // Every built-in request parses, and Adams2019 samples vary their seed.
+  for (const std::string& r : seen)
+    if (scheduler_of(r) == "built-in" && r.size() > 9) CHECK_NOTHROW(hjit::schedules::BuiltinParams::parse(r.substr(9)));
+  // Resumed: nothing measured before comes again; only the schedulers asked for.
+  Candidates resumed({"built-in"}, seen, 2, false);
+  for (int i = 0; i < 50; ++i) {
+    const std::string r = resumed.next("built-in");
+    CHECK(scheduler_of(r) == "built-in");
+    CHECK(seen.count(r) == 0);
+    CHECK(r.find("extern_gemm") == std::string::npos);
+    resumed.tried(r);
+  }
+}
+
+TEST_CASE("tune: candidates that crash, hang or compute wrong results are recorded as failed and never chosen") {
+  const std::string dir = scratch("faults"), db = dir + "/t.sqlite";
+  Tensor x = Tensor::randn({64, 48}, 1), w = Tensor::randn({48, 32}, 2), b = Tensor::randn({32}, 3);
+  setenv("HJIT_TUNE_FAULT", "crash:cols=3;hang:rows=4;wrong:vec=2", 1);
+  hjit::TuneOptions o;
+  o.db = db, o.minutes = 0.25, o.schedulers = {"built-in"}, o.candidate_timeout_s = 3, o.progress = false;
+  hjit::TuneResult r = hjit::tune(layer, o, x, w, b);
+  unsetenv("HJIT_TUNE_FAULT");
+  CHECK(r.tried >= 5);
+  CHECK(r.builtin_ms > 0);
+  CHECK(r.best_ms > 0);
+  CHECK(r.best_ms <= r.builtin_ms);
+  CHECK_FALSE(r.interrupted);
+  auto d = Database::open(db, false);
+  const PipelineRecord p = d->pipelines().at(0);
+  CHECK(p.key == r.key);
+  int crashed = 0, hung = 0, wrong = 0;
+  for (const CandidateRecord& c : d->candidates(p.id)) {
+    auto has = [&](const char* s) { return c.origin.find(s) != std::string::npos; };
+    if (has("cols=3") || has("rows=4") || has("vec=2")) {
+      CHECK_FALSE(c.valid);
+      if (has("cols=3")) crashed += c.error.find("crashed") != std::string::npos;
+      else if (has("rows=4")) hung += c.error.find("timed out") != std::string::npos;
+      else wrong += c.error.find("wrong results") != std::string::npos;
+    } else {
+      CHECK(c.valid);
+    }
+    if (c.best) CHECK(c.valid);
+    if (c.valid) CHECK(c.schedule.rfind("hjit-schedule 1", 0) == 0);
+  }
+  MESSAGE("crashed " << crashed << ", hung " << hung << ", wrong " << wrong << " of " << r.tried);
+  CHECK(crashed + hung + wrong == r.failed);
+  CHECK(r.failed > 0);
+}
+
+TEST_CASE("tune then jit: the best schedule is used with no search, from the disk cache, and computes what eager does") {
+  const std::string dir = scratch("use"), db = dir + "/t.sqlite";
+  Tensor x = Tensor::randn({96, 64}, 4), w = Tensor::randn({64, 80}, 5), b = Tensor::randn({80}, 6);
+  hjit::TuneOptions o;
+  o.db = db, o.minutes = 0.15, o.schedulers = {"built-in"}, o.progress = false;
+  hjit::TuneResult r = hjit::tune(layer, o, x, w, b);
+  REQUIRE(r.best_ms > 0);
+  // A second run resumes: it measures only what the first did not.
+  hjit::TuneResult again = hjit::tune(layer, o, x, w, b);
+  auto d = Database::open(db, false);
+  std::set<std::string> origins;
+  for (const CandidateRecord& c : d->candidates(d->pipelines().at(0).id)) CHECK(origins.insert(c.origin).second);
+  CHECK(origins.size() == size_t(r.tried + again.tried));
+  CHECK(d->pipelines().at(0).tuning_s >= r.seconds + again.seconds - 1);
+
+  const hjit::CacheStats before = hjit::cache_stats();
+  hjit::JitOptions jo;
+  jo.tuning_db = db;
+  auto f = hjit::jit(layer, jo);
+  Tensor got = f(x, w, b);
+  CHECK(compare(got, layer(x, w, b), 1e-4).empty());
+  CHECK(f.stats().schedule.rfind("tuned (", 0) == 0);
+  const hjit::CacheStats after = hjit::cache_stats();
+  CHECK(after.misses == before.misses);  // the tuning run left it compiled: nothing is compiled here
+  // The same function with another shape is not in the database: compiled as without it.
+  Tensor x2 = Tensor::randn({8, 64}, 7);
+  CHECK(compare(f(x2, w, b), layer(x2, w, b), 1e-4).empty());
+  CHECK(f.stats().schedule == "built-in");
+  // HJIT_TUNING_DB does the same as the option.
+  setenv("HJIT_TUNING_DB", db.c_str(), 1);
+  auto g = hjit::jit(layer);
+  CHECK(compare(g(x, w, b), layer(x, w, b), 1e-4).empty());
+  CHECK(g.stats().schedule.rfind("tuned (", 0) == 0);
+  unsetenv("HJIT_TUNING_DB");
+
+  // The report: a table naming the pipeline, and two SVG plots.
+  const std::string report = hjit::tuning_report(db, dir + "/plots");
+  CHECK(report.find(r.name.substr(0, 22)) != std::string::npos);
+  CHECK(report.find("speed-up") != std::string::npos);
+  for (const char* plot : {"/plots_speedup.svg", "/plots_progress.svg"}) {
+    const std::string svg = read_file(dir + plot);
+    CHECK(svg.rfind("<svg", 0) == 0);
+    CHECK(svg.find("</svg>") != std::string::npos);
+  }
+}
+
+TEST_CASE("tune a saved module; Module::load with the database runs the tuned schedule") {
+  const std::string dir = scratch("module"), db = dir + "/t.sqlite", file = dir + "/layer.hjit";
+  Tensor x = Tensor::randn({32, 16}, 8), w = Tensor::randn({16, 24}, 9), b = Tensor::randn({24}, 10);
+  hjit::save(file, hjit::SaveOptions{}, [&](const Tensor& v) { return layer(v, w, b); }, x);
+  hjit::Module m = hjit::Module::load(file);
+  std::vector<Tensor> inputs{x};
+  for (const Tensor& p : m.parameters()) inputs.push_back(p);
+  hjit::TuneOptions o;
+  o.db = db, o.minutes = 0.1, o.schedulers = {"built-in"}, o.progress = false;
+  hjit::TuneResult r = hjit::tune_graph(m.graph(), inputs, o);
+  CHECK(r.best_ms > 0);
+  hjit::Module tuned = hjit::Module::load(file, hjit::ModuleOptions{2, "", db});
+  CHECK(compare(tuned(x), layer(x, w, b), 1e-4).empty());
+}
+
+TEST_CASE("an extern sgemm stage computes what eager does, with the work after it fused") {
+  if (!*hjit::backend::extern_gemm_library()) {
+    MESSAGE("skipped: hjit was built without oneDNN or OpenBLAS");
+    return;
+  }
+  Tensor x = Tensor::randn({70, 33}, 11), w = Tensor::randn({33, 45}, 12), b = Tensor::randn({45}, 13);
+  hjit::Graph g = hjit::jit(layer).graph(x, w, b);
+  std::string why;
+  std::optional<std::string> s = hjit::backend::decide_schedule(g, hjit::Device::CPU, "built-in extern_gemm=1", &why);
+  REQUIRE(s);
+  CHECK(s->find(" extern sgemm") != std::string::npos);
+  // Through a database, as a tuning run would leave it.
+  const std::string dir = scratch("extern"), db = dir + "/t.sqlite";
+  auto d = Database::open(db, true);
+  const PipelineRecord p = d->pipeline(describe_pipeline(canonical_graph(g), hjit::Device::CPU, "layer"));
+  CandidateRecord c = candidate(p.id, "built-in extern_gemm=1", 1, true);
+  c.schedule = *hjit::backend::decide_schedule(canonical_graph(g), hjit::Device::CPU, "built-in extern_gemm=1", &why);
+  d->add(c);
+  hjit::JitOptions jo;
+  jo.tuning_db = db;
+  auto f = hjit::jit(layer, jo);
+  CHECK(compare(f(x, w, b), layer(x, w, b), 1e-4).empty());
+  CHECK(f.stats().schedule.find("extern_gemm=1") != std::string::npos);
+  CHECK(f.explain(x, w, b).find("hjit_extern_sgemm") != std::string::npos);
+}
+
+TEST_CASE("Ctrl-C stops a tuning run and keeps what it measured") {
+  const std::string db = scratch("interrupt") + "/t.sqlite";
+  Tensor x = Tensor::randn({64, 64}, 14), w = Tensor::randn({64, 64}, 15), b = Tensor::randn({64}, 16);
+  std::thread interrupter([] {
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    kill(getpid(), SIGINT);
+  });
+  hjit::TuneOptions o;
+  o.db = db, o.minutes = 2, o.schedulers = {"built-in"}, o.progress = false;
+  hjit::TuneResult r = hjit::tune(layer, o, x, w, b);
+  interrupter.join();
+  CHECK(r.interrupted);
+  CHECK(r.seconds < 60);
+  CHECK(r.tried >= 1);
+  auto d = Database::open(db, false);
+  CHECK(d->candidates(d->pipelines().at(0).id).size() == size_t(r.tried));
+}
+
+TEST_CASE("bad tuning options and databases are typed errors") {
+  const std::string dir = scratch("bad");
+  Tensor x = Tensor::randn({4, 4}, 1), w = Tensor::randn({4, 4}, 2), b = Tensor::randn({4}, 3);
+  hjit::TuneOptions o;
+  CHECK_THROWS_WITH_AS(hjit::tune(layer, o, x, w, b), doctest::Contains("db"), hjit::ValueError);
+  o.db = dir + "/t.sqlite";
+  o.minutes = 0;
+  CHECK_THROWS_AS(hjit::tune(layer, o, x, w, b), hjit::ValueError);
+  o.minutes = 0.1, o.schedulers = {"Adams2020"};
+  CHECK_THROWS_WITH_AS(hjit::tune(layer, o, x, w, b), doctest::Contains("Adams2020"), hjit::ValueError);
+  o.schedulers = {};
+  hjit::Graph g = hjit::jit(layer).graph(x, w, b);
+  CHECK_THROWS_AS(hjit::tune_graph(g, {x, w}, o), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::tune_graph(g, {x, w, Tensor::randn({5}, 1)}, o), hjit::ShapeError);
+  write_file(dir + "/garbage.sqlite", std::string(8192, 'z'));
+  o.db = dir + "/garbage.sqlite";
+  CHECK_THROWS_AS(hjit::tune(layer, o, x, w, b), hjit::ValueError);
+  hjit::JitOptions jo;
+  jo.tuning_db = dir + "/garbage.sqlite";
+  CHECK_THROWS_AS(hjit::jit(layer, jo)(x, w, b), hjit::ValueError);
+  jo.tuning_db = dir + "/missing.sqlite";
+  CHECK_THROWS_WITH_AS(hjit::jit(layer, jo)(x, w, b), doctest::Contains("does not exist"), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::tuning_report(dir + "/missing.sqlite"), hjit::ValueError);
+}
