@@ -46,7 +46,7 @@ hjit::JitOptions options_for(const std::string& variant, const std::string& work
   o.name = workload + "_" + variant;
   if (variant == "O0") o.opt_level = 0;
   else if (variant == "O1") o.opt_level = 1;
-  else if (variant == "tuned") o.opt_level = 1, o.tuning_db = g_db;
+  else if (variant == "tuned") o.opt_level = 2, o.tuning_db = g_db;
   else o.opt_level = 2, o.autoscheduler = variant;
   return o;
 }

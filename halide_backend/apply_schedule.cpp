@@ -40,7 +40,8 @@ std::set<int> extern_stages_of(const Schedule& s) {
 void add_extern_directives(const LoweredPipeline& p, Schedule& s) {
   std::vector<Directive> externs;
   for (const Stage& st : p.stages)
-    if (st.is_extern) externs.push_back(Directive{canonical_name(st.func.name()), -1, "extern", {"sgemm"}});
+    if (st.is_extern)
+      externs.push_back(Directive{canonical_name(st.func.name()), -1, "extern", {st.op == OpKind::Matmul ? "sgemm" : "conv"}});
   s.directives.insert(s.directives.begin(), externs.begin(), externs.end());
 }
 

@@ -1,11 +1,10 @@
 #include "halide_backend/lower.h"
 
-#include "halide_backend/extern_gemm.h"
-
 #include <algorithm>
 #include <climits>
 
 #include "graph/op_def.h"
+#include "halide_backend/extern_stages.h"
 #include "halide_backend/ieee_math.h"
 #include "halide_backend/lower_ctx.h"
 
@@ -93,17 +92,26 @@ ImageParam make_param(const TensorType& t, const std::string& name, bool aligned
   return p;
 }
 
-// A matmul computed by the extern sgemm: operands that are graph inputs are passed as they are,
-// computed ones as Funcs (which the schedule computes at root).
-void lower_extern_gemm(const Graph& g, LoweredPipeline& p, Stage& s, const Node& n) {
+// A matmul or convolution computed by a library (extern_stages.h): operands that are graph inputs
+// are passed as they are, computed ones as Funcs (which the schedule computes at root).
+void lower_extern(const Graph& g, LoweredPipeline& p, Stage& s, const Node& n) {
   std::vector<Halide::ExternFuncArgument> args;
   for (int in : n.inputs) {
     const Node& o = g.node(in);
     if (o.op == OpKind::Parameter) args.emplace_back(p.params[size_t(o.attrs.i("index"))]);
     else args.emplace_back(p.stages[size_t(in)].func);
   }
-  args.emplace_back(Expr(int32_t(g.type(n.inputs[0]).shape[1])));
-  s.func.define_extern(kExternGemmSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
+  auto arg = [&](int64_t v) { args.emplace_back(Expr(int32_t(v))); };
+  const Shape& x = g.type(n.inputs[0]).shape;
+  if (n.op == OpKind::Matmul) {
+    arg(x[1]);
+    s.func.define_extern(kExternGemmSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
+  } else {
+    const Shape& w = g.type(n.inputs[1]).shape;
+    const auto &stride = n.attrs.ints("stride"), &pad = n.attrs.ints("padding"), &dil = n.attrs.ints("dilation");
+    for (int64_t v : {x[1], x[2], x[3], w[2], w[3], stride[0], stride[1], pad[0], pad[1], dil[0], dil[1]}) arg(v);
+    s.func.define_extern(kExternConvSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
+  }
   s.is_extern = true;
 }
 
@@ -117,7 +125,7 @@ Expr bind_constant(LoweredPipeline& p, const TensorType& type, ConstData data, c
   return from_storage(type.dtype, c(args));
 }
 
-LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::set<int>& extern_gemms) {
+LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::set<int>& externs) {
   for (const Node& n : g.nodes)
     if (n.type.numel() > INT_MAX)
       throw CompileError("hjit compiles tensors of at most 2^31-1 elements; " + n.type.str() + " is larger");
@@ -156,10 +164,10 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::s
       LowerCtx::define(s, bind_constant(p, n.type, g.constants[size_t(n.constant)], std::vector<Expr>(s.vars.begin(), s.vars.end())));
       continue;
     }
-    if (extern_gemms.count(int(id))) {
-      if (!extern_gemm_nodes(g).count(int(id)))
-        throw ValueError("hjit: schedule: node " + std::to_string(id) + " (" + op_name(n.op) + ") cannot be an extern sgemm");
-      lower_extern_gemm(g, p, s, n);
+    if (externs.count(int(id))) {
+      if (!extern_gemm_nodes(g).count(int(id)) && !extern_conv_nodes(g).count(int(id)))
+        throw ValueError("hjit: schedule: node " + std::to_string(id) + " (" + op_name(n.op) + ") cannot be an extern stage");
+      lower_extern(g, p, s, n);
       continue;
     }
     lowering_for(n.op)(ctx, s, n);

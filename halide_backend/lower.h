@@ -8,8 +8,8 @@
 namespace hjit::backend {
 
 // Throws CompileError for graphs Halide cannot take (a dimension or tensor too large for int32
-// indexing). extern_gemms: matmul nodes computed by an extern sgemm stage (extern_gemm.h).
-LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::set<int>& extern_gemms = {});
+// indexing). externs: matmul and conv2d nodes computed by library calls (extern_stages.h).
+LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::set<int>& externs = {});
 
 // Types: what a dtype is computed in (16-bit floats in f32, bool as UInt(1)) and stored as.
 Halide::Type compute_type(DType t);

@@ -17,7 +17,7 @@
 #include <sstream>
 
 #include "graph/op_def.h"
-#include "halide_backend/extern_gemm.h"
+#include "halide_backend/extern_stages.h"
 #include "schedules/attention.h"
 #include "schedules/contraction.h"
 #include "schedules/loop_nest.h"
@@ -185,7 +185,7 @@ class Builtin {
       Nest& nest = nests_[size_t(func_[size_t(id)].nest)];
       nest.can_host = false;
       if (nest.is_root_stage) ref(s.func).compute_root();
-      os_ << nm(s.func) << ": extern " << backend::extern_gemm_library() << " sgemm\n";
+      os_ << nm(s.func) << ": extern " << (s.op == OpKind::Matmul ? backend::extern_gemm_library() + std::string(" sgemm") : "oneDNN convolution") << "\n";
       return;
     }
     if (func_[size_t(id)].kind == Place::Inline) {

@@ -28,6 +28,7 @@ std::string BuiltinParams::str() const {
     if (this->*k.field != d.*k.field) word(std::string(k.key) + "=" + std::to_string(this->*k.field));
   if (store_expensive != d.store_expensive) word(std::string("store_expensive=") + (store_expensive ? "1" : "0"));
   if (extern_gemm != d.extern_gemm) word(std::string("extern_gemm=") + (extern_gemm ? "1" : "0"));
+  if (extern_conv != d.extern_conv) word(std::string("extern_conv=") + (extern_conv ? "1" : "0"));
   return s;
 }
 
@@ -55,9 +56,10 @@ BuiltinParams BuiltinParams::parse(const std::string& words) {
       }
     if (key == "store_expensive") p.store_expensive = value != 0, known = true;
     if (key == "extern_gemm") p.extern_gemm = value != 0, known = true;
+    if (key == "extern_conv") p.extern_conv = value != 0, known = true;
     if (!known)
       throw ValueError("built-in schedule parameters: unknown '" + key +
-                       "'; known: cols rows vec tasks grain store_expensive extern_gemm");
+                       "'; known: cols rows vec tasks grain store_expensive extern_gemm extern_conv");
   }
   return p;
 }

@@ -1,5 +1,5 @@
 // schedules/ as the backend's scheduler (halide_backend/scheduler.h).
-#include "halide_backend/extern_gemm.h"
+#include "halide_backend/extern_stages.h"
 #include "halide_backend/scheduler.h"
 #include "schedules/schedule.h"
 
@@ -30,8 +30,12 @@ class Schedules final : public backend::Scheduler {
   bool is_autoscheduler(const std::string& name) const override { return schedules::is_autoscheduler(name); }
   std::set<int> extern_stages(const Graph& g, const std::string& how) const override {
     const auto [name, params] = split_request(how);
-    if (name != "built-in" || !BuiltinParams::parse(params).extern_gemm) return {};
-    return backend::extern_gemm_nodes(g);
+    if (name != "built-in") return {};
+    const BuiltinParams b = BuiltinParams::parse(params);
+    std::set<int> out;
+    if (b.extern_gemm) out = backend::extern_gemm_nodes(g);
+    if (b.extern_conv) out.merge(backend::extern_conv_nodes(g));
+    return out;
   }
 };
 

@@ -15,7 +15,7 @@
 #include <hjit/hjit.h>
 
 #include "halide_backend/backend.h"
-#include "halide_backend/extern_gemm.h"
+#include "halide_backend/extern_stages.h"
 #include "schedules/builtin_params.h"
 #include "tests/support.h"
 #include "tuning/candidates.h"
@@ -149,7 +149,7 @@ TEST_CASE("built-in schedule parameters: text round trip and bad words") {
 }
 
 TEST_CASE("candidates: each scheduler's own choice first, no repeats, resumed runs skip what was measured") {
-  Candidates c({}, {}, 1, true);
+  Candidates c({}, {}, 1, true, false);
   std::vector<std::string> first;
   std::set<std::string> seen;
   for (int i = 0; i < 300; ++i) {
@@ -167,7 +167,7 @@ TEST_CASE("candidates: each scheduler's own choice first, no repeats, resumed ru
   for (const std::string& r : seen)
     if (scheduler_of(r) == "built-in" && r.size() > 9) CHECK_NOTHROW(hjit::schedules::BuiltinParams::parse(r.substr(9)));
   // Resumed: nothing measured before comes again; only the schedulers asked for.
-  Candidates resumed({"built-in"}, seen, 2, false);
+  Candidates resumed({"built-in"}, seen, 2, false, false);
   for (int i = 0; i < 50; ++i) {
     const std::string r = resumed.next("built-in");
     CHECK(scheduler_of(r) == "built-in");
@@ -273,30 +273,51 @@ TEST_CASE("tune a saved module; Module::load with the database runs the tuned sc
   CHECK(compare(tuned(x), layer(x, w, b), 1e-4).empty());
 }
 
-TEST_CASE("an extern sgemm stage computes what eager does, with the work after it fused") {
+// What a database holding the `request` schedule for fn's pipeline makes jit() compute.
+template <class Fn, class... T>
+void check_through_database(const std::string& name, const std::string& request, const char* symbol, Fn fn, const T&... args) {
+  hjit::Graph g = canonical_graph(hjit::jit(fn).graph(args...));
+  std::string why;
+  std::optional<std::string> s = hjit::backend::decide_schedule(g, hjit::Device::CPU, request, &why);
+  REQUIRE_MESSAGE(s, why);
+  CHECK(s->find(" extern ") != std::string::npos);
+  const std::string db = scratch(name) + "/t.sqlite";
+  auto d = Database::open(db, true);
+  const PipelineRecord p = d->pipeline(describe_pipeline(g, hjit::Device::CPU, name));
+  CandidateRecord c = candidate(p.id, request, 1, true);
+  c.schedule = *s;
+  d->add(c);
+  hjit::JitOptions jo;
+  jo.tuning_db = db;
+  auto f = hjit::jit(fn, jo);
+  CHECK(compare(f(args...), fn(args...), 1e-4).empty());
+  CHECK(f.stats().schedule.find(request.substr(9)) != std::string::npos);
+  CHECK(f.explain(args...).find(symbol) != std::string::npos);
+}
+
+TEST_CASE("extern sgemm and convolution stages compute what eager does, with the work around them fused") {
   if (!*hjit::backend::extern_gemm_library()) {
     MESSAGE("skipped: hjit was built without oneDNN or OpenBLAS");
     return;
   }
   Tensor x = Tensor::randn({70, 33}, 11), w = Tensor::randn({33, 45}, 12), b = Tensor::randn({45}, 13);
-  hjit::Graph g = hjit::jit(layer).graph(x, w, b);
-  std::string why;
-  std::optional<std::string> s = hjit::backend::decide_schedule(g, hjit::Device::CPU, "built-in extern_gemm=1", &why);
-  REQUIRE(s);
-  CHECK(s->find(" extern sgemm") != std::string::npos);
-  // Through a database, as a tuning run would leave it.
-  const std::string dir = scratch("extern"), db = dir + "/t.sqlite";
-  auto d = Database::open(db, true);
-  const PipelineRecord p = d->pipeline(describe_pipeline(canonical_graph(g), hjit::Device::CPU, "layer"));
-  CandidateRecord c = candidate(p.id, "built-in extern_gemm=1", 1, true);
-  c.schedule = *hjit::backend::decide_schedule(canonical_graph(g), hjit::Device::CPU, "built-in extern_gemm=1", &why);
-  d->add(c);
-  hjit::JitOptions jo;
-  jo.tuning_db = db;
-  auto f = hjit::jit(layer, jo);
-  CHECK(compare(f(x, w, b), layer(x, w, b), 1e-4).empty());
-  CHECK(f.stats().schedule.find("extern_gemm=1") != std::string::npos);
-  CHECK(f.explain(x, w, b).find("hjit_extern_sgemm") != std::string::npos);
+  check_through_database("gemm", "built-in extern_gemm=1", "hjit_extern_sgemm", layer, x, w, b);
+  // A matmul of computed operands (stored at root for the library), and a transposed one.
+  auto two = [](const Tensor& a, const Tensor& v) { return hjit::matmul(hjit::exp(a) * 0.5, hjit::transpose(v, {1, 0})) + 1.0; };
+  check_through_database("gemm2", "built-in extern_gemm=1", "hjit_extern_sgemm", two, x, Tensor::randn({45, 33}, 14));
+  if (!hjit::backend::extern_conv_available()) {
+    MESSAGE("convolutions skipped: hjit was built without oneDNN");
+    return;
+  }
+  // Padding, stride 2 on an odd size (oneDNN's right padding differs from the left), dilation.
+  Tensor img = Tensor::randn({2, 5, 13, 11}, 15), k = Tensor::randn({6, 5, 3, 3}, 16), shift = Tensor::randn({6, 1, 1}, 17);
+  auto conv = [](const Tensor& v, const Tensor& k, const Tensor& s) {
+    Tensor a = hjit::relu(hjit::conv2d(v, k, std::nullopt, {2, 2}, {1, 1}) + s);
+    return a + hjit::conv2d(v, k, std::nullopt, {2, 2}, {1, 1});
+  };
+  check_through_database("conv", "built-in extern_conv=1", "hjit_extern_conv2d", conv, img, k, shift);
+  auto dilated = [](const Tensor& v, const Tensor& k) { return hjit::conv2d(hjit::sigmoid(v), k, std::nullopt, {1, 1}, {2, 1}, {2, 2}); };
+  check_through_database("conv2", "built-in extern_conv=1", "hjit_extern_conv2d", dilated, img, k);
 }
 
 TEST_CASE("Ctrl-C stops a tuning run and keeps what it measured") {
@@ -339,5 +360,7 @@ TEST_CASE("bad tuning options and databases are typed errors") {
   CHECK_THROWS_AS(hjit::jit(layer, jo)(x, w, b), hjit::ValueError);
   jo.tuning_db = dir + "/missing.sqlite";
   CHECK_THROWS_WITH_AS(hjit::jit(layer, jo)(x, w, b), doctest::Contains("does not exist"), hjit::ValueError);
+  jo.opt_level = 1;
+  CHECK_THROWS_WITH_AS(hjit::jit(layer, jo), doctest::Contains("opt_level 2"), hjit::ValueError);
   CHECK_THROWS_AS(hjit::tuning_report(dir + "/missing.sqlite"), hjit::ValueError);
 }

@@ -39,8 +39,10 @@ std::vector<std::string> mullapudi_grid_points() {
 
 std::string scheduler_of(const std::string& request) { return request.substr(0, request.find(' ')); }
 
-Candidates::Candidates(std::vector<std::string> schedulers, std::set<std::string> tried, uint64_t seed, bool extern_gemm)
-    : schedulers_(std::move(schedulers)), tried_(std::move(tried)), rng_(seed), extern_gemm_(extern_gemm) {
+Candidates::Candidates(std::vector<std::string> schedulers, std::set<std::string> tried, uint64_t seed, bool extern_gemm,
+                       bool extern_conv)
+    : schedulers_(std::move(schedulers)), tried_(std::move(tried)), rng_(seed), extern_gemm_(extern_gemm),
+      extern_conv_(extern_conv) {
   // Seeds of earlier runs' Adams2019 samples are not drawn again.
   for (const std::string& r : tried_)
     if (scheduler_of(r) == "Adams2019") ++adams_seed_;
@@ -67,6 +69,7 @@ std::string Candidates::builtin_local(const std::string& best) {
     case 5: p.store_expensive = !p.store_expensive; break;
   }
   if (extern_gemm_ && std::uniform_int_distribution<int>(0, 5)(rng_) == 0) p.extern_gemm = !p.extern_gemm;
+  if (extern_conv_ && std::uniform_int_distribution<int>(0, 5)(rng_) == 0) p.extern_conv = !p.extern_conv;
   return fresh(builtin_request(p));
 }
 
@@ -75,6 +78,7 @@ std::string Candidates::builtin_random() {
   p.cols = pick(kCols, rng_), p.rows = pick(kRows, rng_), p.vec = pick(kVec, rng_), p.tasks = pick(kTasks, rng_);
   p.grain = pick(kGrain, rng_), p.store_expensive = std::uniform_int_distribution<int>(0, 1)(rng_) == 1;
   p.extern_gemm = extern_gemm_ && std::uniform_int_distribution<int>(0, 1)(rng_) == 1;
+  p.extern_conv = extern_conv_ && std::uniform_int_distribution<int>(0, 1)(rng_) == 1;
   return fresh(builtin_request(p));
 }
 
@@ -112,8 +116,13 @@ std::string Candidates::next(const std::string& best) {
     std::string r = fresh(firsts[firsts_++]);
     if (!r.empty()) return r;
   }
-  if (extern_gemm_) {
-    std::string r = fresh("built-in extern_gemm=1");  // the matmuls by oneDNN / OpenBLAS, the rest fused around them
+  // The libraries' matmuls and convolutions, the rest fused around them: alone and together.
+  std::vector<std::string> externs;
+  if (extern_gemm_) externs.push_back("built-in extern_gemm=1");
+  if (extern_conv_) externs.push_back("built-in extern_conv=1");
+  if (extern_gemm_ && extern_conv_) externs.push_back("built-in extern_gemm=1 extern_conv=1");
+  while (externs_ < externs.size()) {
+    std::string r = fresh(externs[externs_++]);
     if (!r.empty()) return r;
   }
   if (!weights_.empty()) {

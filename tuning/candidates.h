@@ -15,8 +15,10 @@ namespace hjit::tuning {
 class Candidates {
  public:
   // schedulers: those the run uses (empty: all); tried: requests measured before (a resumed run
-  // does not repeat them); extern_gemm: whether the pipeline has matmuls an extern sgemm can compute.
-  Candidates(std::vector<std::string> schedulers, std::set<std::string> tried, uint64_t seed, bool extern_gemm);
+  // does not repeat them); extern_gemm, extern_conv: whether the pipeline has matmuls or
+  // convolutions a library can compute (halide_backend/extern_stages.h).
+  Candidates(std::vector<std::string> schedulers, std::set<std::string> tried, uint64_t seed, bool extern_gemm,
+             bool extern_conv);
   // Adams2019 cost-model weights to search with from now on ("": Halide's own).
   void set_weights(const std::string& path) { weights_ = path; }
   // The next request not tried, given the best one so far; "" when the space is exhausted.
@@ -38,7 +40,8 @@ class Candidates {
   std::string weights_;
   size_t step_ = 0, firsts_ = 0, mullapudi_ = 0, li_ = 0;
   int adams_seed_ = 0;
-  bool extern_gemm_ = false;
+  bool extern_gemm_ = false, extern_conv_ = false;
+  size_t externs_ = 0;
 };
 
 // The request's scheduler ("built-in", "Adams2019", ...): its first word.

@@ -15,7 +15,7 @@
 #include "frontend/replay.h"
 #include "frontend/traced.h"
 #include "halide_backend/backend.h"
-#include "halide_backend/extern_gemm.h"
+#include "halide_backend/extern_stages.h"
 #include "support/log.h"
 #include "tuning/candidates.h"
 #include "tuning/database.h"
@@ -145,7 +145,8 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   write_request(req_path, make_request(graph, inputs, o.device));
 
   CostModelFiles model(o.db);
-  Candidates candidates(o.schedulers, tried, std::random_device{}(), !backend::extern_gemm_nodes(graph).empty());
+  Candidates candidates(o.schedulers, tried, std::random_device{}(), !backend::extern_gemm_nodes(graph).empty(),
+                        !backend::extern_conv_nodes(graph).empty());
   if (model.has_weights()) candidates.set_weights(model.weights);
   const bool progress = o.progress && isatty(2);
   log().info("tuning '{}' for {:.1f} min ({} candidates measured before)", p.name, o.minutes, tried.size());
@@ -161,8 +162,10 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
     if (progress) show_progress(r, elapsed(), budget, request);
     // Adams2019 leaves its featurization for the cost model's retraining.
     std::string how = request, features;
-    const int64_t next_id = int64_t(tried.size()) + r.tried + 1;
-    if (o.retrain && scheduler_of(request) == "Adams2019") features = model.featurization(p.id, next_id), how += " features=" + features;
+    if (o.retrain && scheduler_of(request) == "Adams2019") {  // named apart from other processes' samples
+      features = model.featurization(p.id, int64_t(getpid()) * 1000000 + r.tried);
+      how += " features=" + features;
+    }
     const double timeout = std::min(o.candidate_timeout_s, std::max(10.0, budget - elapsed() + 5));
     Measurement m = measure_in_worker(req_path, how, timeout, [&] { return interrupt.interrupted(); });
     if (interrupt.interrupted()) break;  // stopped by Ctrl-C: not a measurement

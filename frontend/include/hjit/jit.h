@@ -32,9 +32,9 @@ struct JitOptions {
   TraceMode trace_mode = TraceMode::Symbolic;
   bool check_trace = false;    // compare each new compilation with eager execution
   double check_tolerance = 1e-5;
-  // A tuning database (hjit/tune.h): a pipeline it knows runs its best measured schedule (found
-  // compiled in the disk cache when the tuning run left it there), with no search; other
-  // pipelines compile as without it. Default: $HJIT_TUNING_DB when set.
+  // A tuning database (hjit/tune.h): at opt_level 2, a pipeline it knows runs its best measured
+  // schedule (found compiled in the disk cache when the tuning run left it there), with no
+  // search; other pipelines compile as without it. Default: $HJIT_TUNING_DB when set.
   std::string tuning_db{};
 };
 

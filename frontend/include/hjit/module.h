@@ -25,7 +25,7 @@ struct SaveOptions {
 struct ModuleOptions {
   int opt_level = 2;            // as JitOptions
   std::string autoscheduler{};  // as JitOptions
-  std::string tuning_db{};      // as JitOptions: the best schedule hjit-tune --module found
+  std::string tuning_db{};      // as JitOptions (opt_level 2): the best schedule hjit-tune --module found
 };
 
 // What a module call returns: its outputs, in the order the function returned them flattened
