@@ -45,9 +45,8 @@ std::string function_name(const std::string& name) {
   return s + "_" + std::to_string(counter++);
 }
 
-// One candidate: lowered afresh, scheduled `how`, compiled. No executable (with the reason in
-// *why) when the autoscheduler does not schedule it.
-// The pipeline lowered and scheduled as `how` decides (or, "given", as o.schedule_text says).
+// The pipeline lowered and scheduled as `how` decides (or, "given", as the schedule text says).
+// Extern stages are lowered as the schedule says before the rest of it applies.
 std::optional<Schedule> lower_and_schedule(const Graph& g, const Target& target, const std::string& how,
                                            const std::string& given, LoweredPipeline& p, std::string* why) {
   if (how == "given") {
@@ -61,6 +60,8 @@ std::optional<Schedule> lower_and_schedule(const Graph& g, const Target& target,
   return s;
 }
 
+// One candidate: lowered afresh, scheduled `how`, compiled. No executable (with the reason in
+// *why) when the autoscheduler does not schedule it.
 Built make(const Graph& g, const Options& o, const Target& target, const std::string& how, std::string* why = nullptr) {
   LoweredPipeline p;
   std::string reason;

@@ -111,7 +111,10 @@ TEST_CASE("tuning database: processes writing one database at once lose nothing"
       int rc = 0;
       try {
         auto db = Database::open(path, true);
-        for (int i = 0; i < 50; ++i) db->add(candidate(id, "w" + std::to_string(w) + "_" + std::to_string(i), 1 + (i * 7 + w) % 13, true));
+        for (int i = 0; i < 50; ++i) {
+          const std::string origin = std::string("w").append(std::to_string(w)).append("_").append(std::to_string(i));
+          db->add(candidate(id, origin, 1 + (i * 7 + w) % 13, true));
+        }
       } catch (...) {
         rc = 1;
       }

@@ -3,9 +3,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -79,7 +81,31 @@ std::string baseline_weights() {
 
 }  // namespace
 
-CostModelFiles::CostModelFiles(const std::string& db_path) : dir(db_path + ".adams2019"), weights(dir + "/retrained.weights") {}
+CostModelFiles::CostModelFiles(const std::string& db_path) : dir(db_path + ".adams2019") {}
+
+namespace {
+
+// n of <dir>/retrained-<n>.weights, the latest; 0 when there is none.
+int latest_weights(const std::string& dir) {
+  int latest = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    int n = 0;
+    if (std::sscanf(name.c_str(), "retrained-%d.weights", &n) == 1 && name == "retrained-" + std::to_string(n) + ".weights")
+      latest = std::max(latest, n);
+  }
+  return latest;
+}
+
+std::string weights_file(const std::string& dir, int n) { return dir + "/retrained-" + std::to_string(n) + ".weights"; }
+
+}  // namespace
+
+std::string CostModelFiles::weights() const {
+  const int n = latest_weights(dir);
+  return n > 0 ? weights_file(dir, n) : "";
+}
 
 std::string CostModelFiles::featurization(long long pipeline, long long candidate) const {
   std::error_code ec;
@@ -87,7 +113,6 @@ std::string CostModelFiles::featurization(long long pipeline, long long candidat
   return dir + "/p" + std::to_string(pipeline) + "_c" + std::to_string(candidate) + ".featurization";
 }
 
-bool CostModelFiles::has_weights() const { return access(weights.c_str(), R_OK) == 0; }
 
 int CostModelFiles::samples() const {
   int n = 0;
@@ -117,8 +142,8 @@ std::string retrain(const CostModelFiles& f, int epochs, double timeout_s) {
                     shell_quoted(tool("retrain_cost_model")) + " --epochs=" + std::to_string(epochs) +
                     " --rates=0.0001 --num_cores=2 --weights_out=" + shell_quoted(out) + " --best_benchmark=" +
                     shell_quoted(f.dir + "/best.benchmark.txt") + " --best_schedule=" + shell_quoted(f.dir + "/best.schedule.h");
-  std::string initial = f.weights;
-  if (!f.has_weights()) {
+  std::string initial = f.weights();
+  if (initial.empty()) {
     initial = f.dir + "/baseline.weights";
     const std::string w = baseline_weights();
     if (w.empty()) return "not retrained: Halide's baseline weights were not found in the Adams2019 plugin";
@@ -134,14 +159,16 @@ std::string retrain(const CostModelFiles& f, int epochs, double timeout_s) {
   // its weights would spoil every later search.
   const std::string log_text = read_all(f.dir + "/retrain.log");
   const size_t loss = log_text.rfind("Loss:");
-  if (loss == std::string::npos || log_text.find("nan", loss) < log_text.find('\n', loss)) {
+  const double last_loss = loss == std::string::npos ? NAN : std::strtod(log_text.c_str() + loss + 5, nullptr);
+  if (!std::isfinite(last_loss)) {
     std::remove(out.c_str());
     return "not retrained: the " + std::to_string(n) + " samples do not differ enough to fit (see " + f.dir + "/retrain.log)";
   }
-  std::rename(out.c_str(), f.weights.c_str());
+  const std::string written = weights_file(f.dir, latest_weights(f.dir) + 1);
+  std::rename(out.c_str(), written.c_str());
   char buf[160];
-  std::snprintf(buf, sizeof buf, "Adams2019 cost model retrained on %d samples (%d epochs, %.1f s): %s", n, epochs, t.ms() / 1000,
-                f.weights.c_str());
+  std::snprintf(buf, sizeof buf, "Adams2019 cost model retrained on %d samples (%d epochs, %.1f s, loss %.3g): %s", n, epochs,
+                t.ms() / 1000, last_loss, written.c_str());
   return buf;
 }
 

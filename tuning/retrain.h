@@ -8,11 +8,13 @@
 namespace hjit::tuning {
 
 struct CostModelFiles {
-  std::string dir;      // <db>.adams2019/: samples and weights
-  std::string weights;  // <dir>/retrained.weights
+  std::string dir;  // <db>.adams2019/: samples and weights
   explicit CostModelFiles(const std::string& db_path);
   std::string featurization(long long pipeline, long long candidate) const;
-  bool has_weights() const;
+  // The latest retrained weights, <dir>/retrained-<n>.weights ("" when none): each retraining
+  // writes the next n, so a candidate's request (which names its weights file) says which
+  // model searched.
+  std::string weights() const;
   int samples() const;
 };
 

@@ -147,7 +147,7 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   CostModelFiles model(o.db);
   Candidates candidates(o.schedulers, tried, std::random_device{}(), !backend::extern_gemm_nodes(graph).empty(),
                         !backend::extern_conv_nodes(graph).empty());
-  if (model.has_weights()) candidates.set_weights(model.weights);
+  candidates.set_weights(model.weights());
   const bool progress = o.progress && isatty(2);
   log().info("tuning '{}' for {:.1f} min ({} candidates measured before)", p.name, o.minutes, tried.size());
   InterruptScope interrupt;

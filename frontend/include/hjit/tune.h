@@ -50,8 +50,8 @@ TuneResult tune_graph(const Graph& graph, const std::vector<Tensor>& inputs, con
 
 // What the database at db knows, as a table: per pipeline the built-in and best times, the
 // speed-up, candidates tried and failed, tuning time and the best schedule's origin; per
-// scheduler the best speed-up; Adams2019's beam search with Halide's weights against the
-// retrained ones. With svg_prefix, also two plots: <svg_prefix>_speedup.svg (speed-up per
+// scheduler the best speed-up; Adams2019's best with Halide's cost-model weights against its best
+// with the retrained ones. With svg_prefix, also two plots: <svg_prefix>_speedup.svg (speed-up per
 // pipeline) and <svg_prefix>_progress.svg (best-so-far speed-up against tuning time).
 std::string tuning_report(const std::string& db, const std::string& svg_prefix = "");
 
