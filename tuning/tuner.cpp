@@ -166,7 +166,9 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
       features = model.featurization(p.id, int64_t(getpid()) * 1000000 + r.tried);
       how += " features=" + features;
     }
-    const double timeout = std::min(o.candidate_timeout_s, std::max(10.0, budget - elapsed() + 5));
+    // No candidate may take more than a sixth of the run (an Adams2019 beam search on a large
+    // pipeline can take ten minutes), nor run past its end.
+    const double timeout = std::min({o.candidate_timeout_s, std::max(30.0, budget / 6), std::max(10.0, budget - elapsed() + 5)});
     Measurement m = measure_in_worker(req_path, how, timeout, [&] { return interrupt.interrupted(); });
     if (interrupt.interrupted()) break;  // stopped by Ctrl-C: not a measurement
     CandidateRecord c;

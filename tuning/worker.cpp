@@ -272,7 +272,9 @@ Measurement measure_in_worker(const std::string& req, const std::string& how, do
   while ((done = waitpid(pid, &status, WNOHANG)) == 0) {
     const bool stopped = stop && stop();
     if (stopped || t.ms() > timeout_s * 1000) {
-      kill(pid, SIGKILL);
+      // The whole process group: an Adams2019 search runs in a child of the worker, which would
+      // otherwise search on for minutes, on the cores the next candidates are timed on.
+      kill(-pid, SIGKILL);
       waitpid(pid, &status, 0);
       std::remove(result);
       m.error = stopped ? "interrupted" : "timed out after " + std::to_string(int(timeout_s)) + " s";
@@ -281,6 +283,7 @@ Measurement measure_in_worker(const std::string& req, const std::string& how, do
     }
     usleep(5000);
   }
+  kill(-pid, SIGKILL);  // anything the worker left behind
   if (done < 0 || WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0)) {
     std::remove(result);
     m.error = done > 0 && WIFSIGNALED(status) ? "the worker crashed (signal " + std::to_string(WTERMSIG(status)) + ")"

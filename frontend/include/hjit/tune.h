@@ -27,7 +27,8 @@ struct TuneOptions {
   // Which schedulers propose candidates: "built-in", "Adams2019", "Li2018", "Mullapudi2016"
   // (empty: all of them).
   std::vector<std::string> schedulers{};
-  double candidate_timeout_s = 180;  // compiling, checking and timing one candidate
+  double candidate_timeout_s = 180;  // compiling, checking and timing one candidate (and at most a
+                                     // sixth of the run, at least 30 s)
   bool progress = true;              // a progress line on stderr when it is a terminal
   bool retrain = true;               // retrain Adams2019's cost model from this run's samples
 };
