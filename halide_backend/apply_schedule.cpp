@@ -159,6 +159,8 @@ class Applier {
         else if (v == "unroll") st->unroll(x, n, tail);
         else st->parallel(x, n, tail);
       }
+    } else if (v == "atomic") {
+      st->atomic();
     } else if (v == "serial") {
       st->serial(var_of(*st, a[0]));
     } else if (v == "rfactor") {

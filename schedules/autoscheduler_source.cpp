@@ -6,6 +6,7 @@
 #include <cctype>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "halide_backend/apply_schedule.h"
 
@@ -105,9 +106,48 @@ class Reader {
       declare_func();
     } else if (word == "Var" || word == "RVar") {
       declare_var();
+    } else if (peek().kind == Token::Punct && peek().text == "=") {
+      rfactor_assignment(word);
     } else {
       chain(word);
     }
+  }
+
+  // Li2018: <intm> = <f>.update(k).rfactor({{r, v}, ...}) .method(args) ... ;
+  // the calls after rfactor() schedule the new Func.
+  void rfactor_assignment(const std::string& intm) {
+    expect("=");
+    const std::string f = func_name(ident());
+    int update = 0;
+    expect(".");
+    if (ident() == "update") {
+      expect("(");
+      if (!accept(")")) update = number(), expect(")");
+      expect(".");
+      if (ident() != "rfactor") fail("expected .rfactor");
+    }
+    expect("(");
+    std::string pairs;
+    auto pair = [&] {
+      const std::string r = var_name(ident());
+      expect(",");
+      pairs += (pairs.empty() ? "" : ",") + r + ":" + var_name(ident());
+    };
+    if (accept("{")) {
+      while (!accept("}")) {
+        expect("{");
+        pair();
+        expect("}");
+        accept(",");
+      }
+    } else {
+      pair();
+    }
+    expect(")");
+    const std::string name = backend::canonical_name(intm);
+    out_.directives.push_back(Directive{f, update, "rfactor", {pairs, name}});
+    intermediates_.insert(name);
+    calls(name, -1);
   }
 
   // Func <alias> = pipeline.get_func(<i>);
@@ -187,14 +227,18 @@ class Reader {
     if (it == funcs_.end()) fail("unknown Func '" + name + "'");
     return it->second;
   }
-  std::string func_name(const std::string& name) { return backend::canonical_name(func(name).name()); }
+  std::string func_name(const std::string& name) {
+    if (intermediates_.count(backend::canonical_name(name))) return backend::canonical_name(name);
+    return backend::canonical_name(func(name).name());
+  }
   std::string var_name(const std::string& name) {
     auto it = var_alias_.find(name);
     if (it != var_alias_.end()) return it->second;
     // Li2018 names new loops v<n> from a process-wide counter: number them by first use instead,
     // so that the same pipeline reads to the same schedule text in every process.
-    if (name.size() > 1 && name[0] == 'v' && name.find_first_not_of("0123456789", 1) == std::string::npos) {
-      auto [at, fresh] = renamed_.emplace(name, "v" + std::to_string(renamed_.size()));
+    // The same for the RVars its splits make, r<n>.
+    if (name.size() > 1 && (name[0] == 'v' || name[0] == 'r') && name.find_first_not_of("0123456789", 1) == std::string::npos) {
+      auto [at, fresh] = renamed_.emplace(name, std::string(1, name[0]) + std::to_string(renamed_.size()));
       return at->second;
     }
     return name;
@@ -218,17 +262,19 @@ class Reader {
       return Arg{{member}, ""};
     }
     if (word == "true" || word == "false") return Arg{{word == "true" ? "forward" : "backward"}, ""};
-    if (func_alias_.count(word) || funcs_.count(backend::canonical_name(word))) {
+    if (func_alias_.count(word) || funcs_.count(backend::canonical_name(word)) || intermediates_.count(backend::canonical_name(word))) {
       if (!var_alias_.count(word)) return Arg{{}, func_name(word)};
     }
     return Arg{{var_name(word)}, ""};
   }
 
   // <f>[.update(k)] .method(args) ... ;
-  void chain(const std::string& head) {
-    const std::string f = func_name(head);
-    int update = -1;
+  void chain(const std::string& head) { calls(func_name(head), -1); }
+
+  void calls(const std::string& f, int update) {
     while (!accept(";")) {
+      // Li2018 leaves out the ';' after an rfactor intermediate's update: a name starts the next statement.
+      if (peek().kind == Token::Ident) return;
       expect(".");
       const std::string method = ident();
       expect("(");
@@ -237,9 +283,9 @@ class Reader {
         args.push_back(argument());
         accept(",");
       }
-      if (method == "update") {
-        if (args.size() != 1) fail("update takes one index");
-        update = std::stoi(args[0].names.at(0));
+      if (method == "update") {  // update() is update(0)
+        if (args.size() > 1) fail("update takes one index");
+        update = args.empty() ? 0 : std::stoi(args[0].names.at(0));
         continue;
       }
       add(f, update, method, args);
@@ -267,6 +313,7 @@ class Reader {
   std::vector<Halide::Func> outputs_;
   std::optional<Halide::Pipeline> pipeline_;
   std::map<std::string, std::string> func_alias_, var_alias_, renamed_;
+  std::set<std::string> intermediates_;  // Funcs an rfactor() made
   backend::Schedule out_;
 };
 

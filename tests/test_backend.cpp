@@ -60,15 +60,17 @@ std::map<std::string, std::string> fingerprints(const LoweredPipeline& p) {
       os << "  update " << k;
       stage(f.function().update(k).schedule());
     }
-    // Li2018 numbers its loops from a process-wide counter (v<n>): number them by first use.
+    // Li2018 numbers its loops and split RVars from a process-wide counter (v<n>, r<n>): number
+    // them by first use.
     std::string text = os.str(), renumbered;
     std::map<std::string, std::string> renamed;
     for (size_t i = 0; i < text.size();) {
-      const bool starts = text[i] == 'v' && (i == 0 || text[i - 1] == '.' || text[i - 1] == '/' || text[i - 1] == ' ');
+      const bool starts =
+          (text[i] == 'v' || text[i] == 'r') && (i == 0 || text[i - 1] == '.' || text[i - 1] == '/' || text[i - 1] == ' ');
       size_t j = i + 1;
       while (starts && j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
       if (starts && j > i + 1) {
-        renumbered += renamed.emplace(text.substr(i, j - i), "v" + std::to_string(renamed.size())).first->second;
+        renumbered += renamed.emplace(text.substr(i, j - i), text.substr(i, 1) + std::to_string(renamed.size())).first->second;
         i = j;
       } else {
         renumbered += text[i++];
@@ -169,6 +171,27 @@ TEST_CASE("an autoscheduler's source, read into a value and applied, schedules e
       }
     }
   }
+}
+
+TEST_CASE("Li2018's rfactor intermediates (its `intm = f.update(0).rfactor(...)` lines) read and apply as Halide applies them") {
+  // A loss: the sum of a large tensor, which Li2018 splits with rfactor to run in parallel (W9).
+  hjit::Graph g = hjit::make_graph([](const Tensor& x) { return hjit::sum(x * x) * 0.5; }, Tensor::randn({4, 64, 56, 56}, 6));
+  LoweredPipeline theirs = lower(g, host()), ours = lower(g, host());
+  std::string why;
+  std::optional<Schedule> s = scheduler().schedule(ours, "Li2018", &why);
+  REQUIRE_MESSAGE(s.has_value(), why);
+  bool has_rfactor = false;
+  for (const Directive& d : s->directives) has_rfactor |= d.verb == "rfactor";
+  CHECK(has_rfactor);
+  halide_autoschedule(theirs, "Li2018");
+  apply_schedule(*s, ours);
+  std::map<std::string, std::string> a = fingerprints(ours), b = fingerprints(theirs);
+  for (auto& [func, text] : a) {  // as above: Funcs Halide substituted away are inlined in ours
+    INFO(func);
+    if (b.count(func)) CHECK(text == b[func]);
+    else CHECK(text.find(" compute . store . ") != std::string::npos);
+  }
+  CHECK(a.count("n2_reduce_sum_acc_intm") == 1);
 }
 
 TEST_CASE("schedule text that is not a schedule is a ValueError naming the line") {
