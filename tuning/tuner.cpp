@@ -106,7 +106,7 @@ void show_progress(const TuneResult& r, double elapsed_s, double budget_s, const
   std::string bar(size_t(done), '#');
   bar.resize(size_t(width), '.');
   char speed[64] = "best -";
-  if (r.best_ms > 0 && r.builtin_ms > 0) std::snprintf(speed, sizeof speed, "best %.2fx (%.3f ms)", r.speedup(), r.best_ms);
+  if (r.best_ms > 0 && r.builtin_ms > 0) std::snprintf(speed, sizeof speed, "best %.2fx (%.3g ms)", r.speedup(), r.best_ms);
   std::string line = "\r[" + bar + "] " + clock(budget_s - elapsed_s) + " left  " + std::to_string(r.tried) + " tried, " +
                      std::to_string(r.failed) + " failed  " + speed + "  " + now;
   if (line.size() > 118) line.resize(118);
@@ -152,6 +152,7 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   log().info("tuning '{}' for {:.1f} min ({} candidates measured before)", p.name, o.minutes, tried.size());
   InterruptScope interrupt;
   double recorded_s = 0;  // of this run's time, what the database has been told
+  int new_samples = 0;    // Adams2019 samples this run added for retraining
   while (elapsed() < budget && !interrupt.interrupted()) {
     const std::string request = candidates.next(best_origin);
     if (request.empty()) {
@@ -188,7 +189,7 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
         db->set_builtin_ms(p.id, m.ms);
       }
       if (r.best_ms <= 0 || m.ms < r.best_ms) r.best_ms = m.ms, r.best_origin = best_origin = request;
-      if (!features.empty()) add_sample(model, features, m.ms, p.id, id);
+      if (!features.empty()) new_samples += add_sample(model, features, m.ms, p.id, id);
     }
     if (!features.empty()) std::remove(features.c_str());
   }
@@ -198,7 +199,7 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
     show_progress(r, elapsed(), budget, r.interrupted ? "interrupted" : "done");
     std::fprintf(stderr, "\n");
   }
-  if (o.retrain && !r.interrupted) {
+  if (o.retrain && !r.interrupted && new_samples > 0) {
     r.cost_model = retrain(model, 100, 120);
     log().info("tuning '{}': {}", p.name, r.cost_model);
   }
