@@ -69,7 +69,9 @@ std::string escape(const std::string& s) {
   return out;
 }
 
-const char* const kColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7"};
+const char* const kColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",
+                               "#b07aa1", "#ff9da7", "#9c755f", "#1f1f1f", "#8cd17d", "#499894"};
+constexpr size_t kNumColors = sizeof(kColors) / sizeof(kColors[0]);
 
 std::string color_of(const std::string& scheduler) {
   if (scheduler == "built-in") return kColors[0];
@@ -147,7 +149,7 @@ std::string progress_svg(const std::vector<Summary>& rows) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const Summary& s = rows[i];
     if (s.progress.empty()) continue;
-    const char* color = kColors[i % 8];
+    const char* color = kColors[i % kNumColors];
     std::string points;
     double last = s.progress.front().second;
     for (auto [t, v] : s.progress) {
