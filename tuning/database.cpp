@@ -289,7 +289,7 @@ std::optional<std::string> best_schedule(const std::string& path, const std::str
   std::optional<PipelineRecord> p = db->find_pipeline(key);
   if (!p) return std::nullopt;
   std::optional<CandidateRecord> c = db->best(p->id);
-  if (!c) return std::nullopt;
+  if (!c || c->schedule.empty()) return std::nullopt;  // the built-in baseline is best: nothing to apply
   return c->schedule;
 }
 

@@ -36,7 +36,9 @@ struct PipelineRecord {
 struct CandidateRecord {
   int64_t id = 0, pipeline = 0;
   std::string origin;    // the request that produced it ("built-in rows=4", "Mullapudi2016 cache=...")
-  std::string schedule;  // its text form (empty when the scheduler produced none)
+  std::string schedule;  // its text form; empty for the built-in baseline (what jit() compiles
+                         // without a database, perhaps as two partitioned pipelines) and when
+                         // the scheduler produced none
   double ms = 0;         // median time of a run (valid ones)
   bool valid = false;    // compiled, ran, and matched eager
   std::string error;     // why not, when not valid
@@ -73,7 +75,8 @@ class Database {
 };
 
 // The best known schedule's text for a pipeline key in the database at path, from a process-wide
-// cache of open databases (jit() asks at every trace). nullopt when none is known.
+// cache of open databases (jit() asks at every trace). nullopt when none is known, or when the
+// best is the built-in baseline (recorded with an empty schedule: what jit() compiles anyway).
 std::optional<std::string> best_schedule(const std::string& path, const std::string& key);
 
 }  // namespace hjit::tuning
