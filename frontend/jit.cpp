@@ -106,7 +106,7 @@ JitCore::JitCore(JitOptions options) : s_(std::make_unique<State>()) {
   if (!options.tuning_db.empty() && options.opt_level < 2)
     throw ValueError("jit '" + options.name + "': a tuning database needs opt_level 2, got " + std::to_string(options.opt_level));
   s_->opt = std::move(options);
-  s_->backend_opt = backend::Options{s_->opt.name, s_->opt.device, s_->opt.opt_level, s_->opt.autoscheduler};
+  s_->backend_opt = backend::Options{s_->opt.name, s_->opt.device, s_->opt.opt_level, s_->opt.autoscheduler, ""};
   // Tuned schedules are opt level 2's (as autoscheduled ones are): HJIT_TUNING_DB leaves the
   // lower levels as they are.
   s_->tuning_db = s_->opt.opt_level == 2 ? tuning::tuning_db_path(s_->opt.tuning_db) : "";

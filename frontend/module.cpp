@@ -104,7 +104,7 @@ struct Module::Impl {
   const backend::Executable& executable() {
     std::lock_guard lock(compile_mu);
     if (!exe)
-      exe = tuning::compile_tuned(graph, backend::Options{name, Device::CPU, options.opt_level, options.autoscheduler},
+      exe = tuning::compile_tuned(graph, backend::Options{name, Device::CPU, options.opt_level, options.autoscheduler, ""},
                                   options.opt_level == 2 ? tuning::tuning_db_path(options.tuning_db) : "")
                 .executable;
     return *exe;

@@ -319,7 +319,8 @@ std::vector<std::string> note_lines(const std::string& text) {
 
 Schedule schedule_builtin(const LoweredPipeline& p, const BuiltinParams& params) {
   Schedule s = Builtin(p, params).run();
-  s.source = builtin_identity() + (params.is_default() ? "" : " " + params.str());
+  s.source = builtin_identity();
+  if (!params.is_default()) s.source.append(" ").append(params.str());
   return s;
 }
 
