@@ -51,14 +51,6 @@ hjit::JitOptions options_for(const std::string& variant, const std::string& work
   return o;
 }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 double median(std::vector<double> v) {
@@ -187,8 +179,8 @@ int main(int argc, char** argv) {
     if (a == "--child" && i + 2 < argc)
       return child(argv[i + 1], argv[i + 2], argc > i + 3 && std::string(argv[i + 3]) == "--quick", false);
     if (a == "--prepare-only" && i + 2 < argc) return child(argv[i + 1], argv[i + 2], true, true);
-    if (a == "--workloads" && i + 1 < argc) workloads = split(argv[++i]);
-    else if (a == "--variants" && i + 1 < argc) variants = split(argv[++i]), variants_given = true;
+    if (a == "--workloads" && i + 1 < argc) workloads = bench::split_list(argv[++i]);
+    else if (a == "--variants" && i + 1 < argc) variants = bench::split_list(argv[++i]), variants_given = true;
     else if (a == "--quick") quick = true;
     else if (a == "--all") all = true;
     else {

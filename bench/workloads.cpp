@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <type_traits>
 
@@ -273,6 +274,14 @@ Workload make_workload(const std::string& id) {
   if (id == "W10") return w10();
   if (id == "W11") return w11();
   throw std::invalid_argument("unknown workload " + id);
+}
+
+std::vector<std::string> split_list(const std::string& comma_separated) {
+  std::vector<std::string> out;
+  std::stringstream ss(comma_separated);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
 }
 
 }  // namespace bench

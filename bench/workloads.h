@@ -27,8 +27,10 @@ struct Workload {
   std::function<double()> reference_error;  // max |reference - eager|, to show the reference is right
 };
 
-// All workloads bench knows, W1..W6 of WORKLOADS.md.
+// All workloads bench knows, W1..W11 of WORKLOADS.md.
 std::vector<std::string> workload_ids();
+// "W1,W3" -> {"W1", "W3"}: the lists hjit-bench and hjit-tune take on their command lines.
+std::vector<std::string> split_list(const std::string& comma_separated);
 Workload make_workload(const std::string& id);
 
 }  // namespace bench

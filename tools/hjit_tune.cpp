@@ -21,14 +21,6 @@
 
 namespace {
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 int usage() {
   std::fprintf(stderr,
                "usage: hjit-tune --workload W8[,W3...] --db FILE [--minutes M] [options]\n"
@@ -67,11 +59,11 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
-    if (a == "--workload" && has_value) workloads = split(argv[++i]);
+    if (a == "--workload" && has_value) workloads = bench::split_list(argv[++i]);
     else if (a == "--module" && has_value) module = argv[++i];
     else if (a == "--db" && has_value) o.db = argv[++i];
     else if (a == "--minutes" && has_value) o.minutes = std::atof(argv[++i]);
-    else if (a == "--schedulers" && has_value) o.schedulers = split(argv[++i]);
+    else if (a == "--schedulers" && has_value) o.schedulers = bench::split_list(argv[++i]);
     else if (a == "--timeout" && has_value) o.candidate_timeout_s = std::atof(argv[++i]);
     else if (a == "--plots" && has_value) plots = argv[++i];
     else if (a == "--report") report = true;
