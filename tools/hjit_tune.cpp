@@ -10,7 +10,6 @@
 // its signature (normally distributed floats, zero integers).
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <string>
 #include <vector>
 

@@ -15,7 +15,8 @@ PipelineRecord describe_pipeline(const Graph& g, Device device, const std::strin
   PipelineRecord p;
   std::string constants;
   for (const ConstData& c : g.constants) constants += hash_hex(std::string_view(static_cast<const char*>(c.data), c.nbytes));
-  p.graph_hash = hash_hex(g.str() + "\nconstants " + constants);
+  p.graph = g.str();
+  p.graph_hash = hash_hex(p.graph + "\nconstants " + constants);
   for (size_t i = 0; i < g.inputs.size(); ++i) p.signature.append(i ? ", " : "").append(g.type(g.inputs[i]).str());
   p.signature += " ->";
   for (size_t i = 0; i < g.outputs.size(); ++i) p.signature.append(i ? ", " : " ").append(g.type(g.outputs[i]).str());
@@ -26,7 +27,6 @@ PipelineRecord describe_pipeline(const Graph& g, Device device, const std::strin
   p.key = hash_hex(p.graph_hash + "\n" + p.signature + "\n" + p.target + "\nhjit " + p.hjit_version + "\nhalide " +
                    p.halide_version);
   p.name = name.empty() ? g.name : name;
-  p.graph = g.str();
   return p;
 }
 
