@@ -5,11 +5,13 @@
 #include "graph/op_def.h"
 
 #if defined(HJIT_HAVE_DNNL)
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <tuple>
+#include <unordered_map>
+#include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
 #elif defined(HJIT_HAVE_OPENBLAS)
@@ -69,7 +71,19 @@ std::set<int> extern_gemm_nodes(const Graph& g) {
 
 std::set<int> extern_conv_nodes(const Graph& g) {
   if (!extern_conv_available()) return {};
-  return nodes_where(g, OpKind::Conv2d, 4, [](const Node& n) { return n.attrs.i("groups") == 1; });
+  auto one_group = [](const Node& n) { return n.attrs.i("groups") == 1; };
+  std::set<int> out = nodes_where(g, OpKind::Conv2d, 4, one_group);
+  out.merge(nodes_where(g, OpKind::Conv2dWeightGrad, 4, one_group));
+  return out;
+}
+
+const char* extern_stage_kind(OpKind op) {
+  switch (op) {
+    case OpKind::Matmul: return "sgemm";
+    case OpKind::Conv2d: return "conv";
+    case OpKind::Conv2dWeightGrad: return "conv_weight_grad";
+    default: return "";
+  }
 }
 
 }  // namespace hjit::backend
@@ -115,54 +129,108 @@ extern "C" int hjit_extern_sgemm(halide_buffer_t* a, halide_buffer_t* b, int32_t
 #if defined(HJIT_HAVE_DNNL)
 namespace {
 
-// One convolution shape, planned once: oneDNN picks its own (blocked) layouts, and reorders
-// between hjit's NCHW / OIHW and them run around the convolution.
+using dnnl::memory;
+using tag = memory::format_tag;
+constexpr auto f32 = memory::data_type::f32;
+
+// A user array (hjit's dense NCHW / OIHW) and, where the primitive wants another layout, its own
+// copy with the reorder between them.
+struct Operand {
+  int arg;      // DNNL_ARG_SRC, ...
+  bool output;  // written by the primitive: reordered back after it runs
+  memory user, internal;
+  std::optional<dnnl::reorder> reorder;
+};
+
+// One convolution (forward, or the gradient of its weights) of one shape, planned once: oneDNN
+// picks its own blocked layouts, and reorders run around the primitive.
 struct ConvPlan {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
-  dnnl::convolution_forward conv;
-  dnnl::memory src_user, weights_user, dst_user, src, weights, dst, scratchpad;
-  std::optional<dnnl::reorder> to_src, to_weights, from_dst;
+  dnnl::primitive prim;
+  std::vector<Operand> operands;
+  memory scratchpad;
   std::mutex mu;  // one call at a time uses the plan's buffers
+
+  void add(int arg, bool output, const memory::desc& user, const memory::desc& wanted) {
+    Operand o{arg, output, memory(user, engine, nullptr), {}, {}};
+    if (wanted != user) {
+      o.internal = memory(wanted, engine);
+      o.reorder = output ? dnnl::reorder(o.internal, o.user) : dnnl::reorder(o.user, o.internal);
+    }
+    operands.push_back(std::move(o));
+  }
+
+  // Runs the primitive on the arrays given in the order the operands were added.
+  void run(std::initializer_list<void*> data) {
+    std::lock_guard lock(mu);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SCRATCHPAD, scratchpad}};
+    auto it = data.begin();
+    for (Operand& o : operands) {
+      o.user.set_data_handle(*it++);
+      if (o.reorder && !o.output) o.reorder->execute(stream, o.user, o.internal);
+      args[o.arg] = o.reorder ? o.internal : o.user;
+    }
+    prim.execute(stream, args);
+    for (Operand& o : operands)
+      if (o.reorder && o.output) o.reorder->execute(stream, o.internal, o.user);
+    stream.wait();
+  }
 };
 
-using ConvKey = std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, int, int, int>;
-
-ConvPlan& conv_plan(const ConvKey& key) {
-  static std::mutex mu;
-  static std::map<ConvKey, std::unique_ptr<ConvPlan>> plans;
-  std::lock_guard lock(mu);
-  std::unique_ptr<ConvPlan>& slot = plans[key];
-  if (slot) return *slot;
-  auto [n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow] = key;
-  using dnnl::memory;
-  using tag = memory::format_tag;
-  const auto f32 = memory::data_type::f32;
-  const memory::dims src{n, c, h, w}, wts{o, c, kh, kw}, dst{n, o, oh, ow};
+// The shape of a convolution: NCHW input, OIHW weights, output size, and its parameters.
+struct ConvShape {
+  int64_t n, c, h, w, o, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw;
+  memory::dims src() const { return {n, c, h, w}; }
+  memory::dims weights() const { return {o, c, kh, kw}; }
+  memory::dims dst() const { return {n, o, oh, ow}; }
   // PyTorch pads both sides alike and drops what does not fill a window: the right padding that
-  // gives the same output size.
-  const memory::dims pad_l{ph, pw}, pad_r{(oh - 1) * sh + (kh - 1) * dh + 1 - h - ph, (ow - 1) * sw + (kw - 1) * dw + 1 - w - pw};
+  // gives the same output size. oneDNN counts dilation from 0.
+  memory::dims pad_r() const { return {(oh - 1) * sh + (kh - 1) * dh + 1 - h - ph, (ow - 1) * sw + (kw - 1) * dw + 1 - w - pw}; }
+  memory::dims dilation() const { return {dh - 1, dw - 1}; }
+  dnnl::convolution_forward::desc forward(dnnl::prop_kind kind) const {
+    return {kind, dnnl::algorithm::convolution_direct, memory::desc(src(), f32, tag::any),
+            memory::desc(weights(), f32, tag::any), memory::desc(dst(), f32, tag::any), {sh, sw}, dilation(), {ph, pw}, pad_r()};
+  }
+  std::vector<int64_t> key(int kind) const { return {kind, n, c, h, w, o, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw}; }
+};
+
+enum PlanKind { kForward, kWeightGrad };
+
+std::unique_ptr<ConvPlan> make_plan(const ConvShape& s, PlanKind kind) {
   auto plan = std::make_unique<ConvPlan>();
-  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                    memory::desc(src, f32, tag::any), memory::desc(wts, f32, tag::any),
-                                    memory::desc(dst, f32, tag::any), {sh, sw}, {dh - 1, dw - 1}, pad_l, pad_r);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  dnnl::convolution_forward::primitive_desc pd(d, attr, plan->engine);
-  plan->conv = dnnl::convolution_forward(pd);
-  plan->src_user = memory(memory::desc(src, f32, tag::nchw), plan->engine, nullptr);
-  plan->weights_user = memory(memory::desc(wts, f32, tag::oihw), plan->engine, nullptr);
-  plan->dst_user = memory(memory::desc(dst, f32, tag::nchw), plan->engine, nullptr);
-  auto internal = [&](const memory::desc& want, memory& user, memory& mem, std::optional<dnnl::reorder>& r, bool into) {
-    if (want == user.get_desc()) return;
-    mem = memory(want, plan->engine);
-    r = into ? dnnl::reorder(user, mem) : dnnl::reorder(mem, user);
-  };
-  internal(pd.src_desc(), plan->src_user, plan->src, plan->to_src, true);
-  internal(pd.weights_desc(), plan->weights_user, plan->weights, plan->to_weights, true);
-  internal(pd.dst_desc(), plan->dst_user, plan->dst, plan->from_dst, false);
-  plan->scratchpad = memory(pd.scratchpad_desc(), plan->engine);
-  slot = std::move(plan);
+  const memory::desc src(s.src(), f32, tag::nchw), wts(s.weights(), f32, tag::oihw), dst(s.dst(), f32, tag::nchw);
+  if (kind == kForward) {
+    dnnl::convolution_forward::primitive_desc pd(s.forward(dnnl::prop_kind::forward_inference), attr, plan->engine);
+    plan->prim = dnnl::convolution_forward(pd);
+    plan->add(DNNL_ARG_SRC, false, src, pd.src_desc());
+    plan->add(DNNL_ARG_WEIGHTS, false, wts, pd.weights_desc());
+    plan->add(DNNL_ARG_DST, true, dst, pd.dst_desc());
+    plan->scratchpad = memory(pd.scratchpad_desc(), plan->engine);
+  } else {
+    // The weights' gradient is planned against the forward convolution it differentiates.
+    dnnl::convolution_forward::primitive_desc hint(s.forward(dnnl::prop_kind::forward_training), plan->engine);
+    dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, memory::desc(s.src(), f32, tag::any),
+                                               memory::desc(s.weights(), f32, tag::any), memory::desc(s.dst(), f32, tag::any),
+                                               {s.sh, s.sw}, s.dilation(), {s.ph, s.pw}, s.pad_r());
+    dnnl::convolution_backward_weights::primitive_desc pd(d, attr, plan->engine, hint);
+    plan->prim = dnnl::convolution_backward_weights(pd);
+    plan->add(DNNL_ARG_SRC, false, src, pd.src_desc());
+    plan->add(DNNL_ARG_DIFF_DST, false, dst, pd.diff_dst_desc());
+    plan->add(DNNL_ARG_DIFF_WEIGHTS, true, wts, pd.diff_weights_desc());
+    plan->scratchpad = memory(pd.scratchpad_desc(), plan->engine);
+  }
+  return plan;
+}
+
+ConvPlan& conv_plan(const ConvShape& s, PlanKind kind) {
+  static std::mutex mu;
+  static std::map<std::vector<int64_t>, std::unique_ptr<ConvPlan>> plans;
+  std::lock_guard lock(mu);
+  std::unique_ptr<ConvPlan>& slot = plans[s.key(kind)];
+  if (!slot) slot = make_plan(s, kind);
   return *slot;
 }
 
@@ -175,6 +243,18 @@ bool dense(const halide_buffer_t* b) {
   return true;
 }
 
+// In a bounds query (some host pointer null) an extern convolution reads its whole operands:
+// the extents given in Halide order.
+bool bounds_query(std::initializer_list<std::pair<halide_buffer_t*, std::array<int64_t, 4>>> operands) {
+  bool query = false;
+  for (auto& [b, extent] : operands)
+    if (!b->host) {
+      query = true;
+      for (int d = 0; d < 4; ++d) b->dim[d].min = 0, b->dim[d].extent = int32_t(extent[size_t(d)]);
+    }
+  return query;
+}
+
 }  // namespace
 
 // out = conv2d(in, weights) in NCHW / OIHW (Halide order: x, y, channel, image). Shapes and
@@ -183,30 +263,29 @@ bool dense(const halide_buffer_t* b) {
 extern "C" int hjit_extern_conv2d(halide_buffer_t* in, halide_buffer_t* weights, int32_t c, int32_t h, int32_t w, int32_t kh,
                                   int32_t kw, int32_t sh, int32_t sw, int32_t ph, int32_t pw, int32_t dh, int32_t dw,
                                   halide_buffer_t* out) {
-  const int32_t n = out->dim[3].extent, o = out->dim[2].extent, oh = out->dim[1].extent, ow = out->dim[0].extent;
-  if (!in->host || !weights->host || !out->host) {
-    const int32_t in_extent[4] = {w, h, c, n}, w_extent[4] = {kw, kh, c, o};
-    for (int d = 0; d < 4; ++d) {
-      if (!in->host) in->dim[d].min = 0, in->dim[d].extent = in_extent[d];
-      if (!weights->host) weights->dim[d].min = 0, weights->dim[d].extent = w_extent[d];
-    }
-    return 0;
-  }
+  const ConvShape s{out->dim[3].extent, c, h, w, out->dim[2].extent, kh, kw, out->dim[1].extent, out->dim[0].extent,
+                    sh, sw, ph, pw, dh, dw};
+  if (bounds_query({{in, {w, h, c, s.n}}, {weights, {kw, kh, c, s.o}}}) || !out->host) return 0;
   if (!dense(in) || !dense(weights) || !dense(out)) return -1;
   try {
-    ConvPlan& p = conv_plan(ConvKey{n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow});
-    std::lock_guard lock(p.mu);
-    p.src_user.set_data_handle(in->host);
-    p.weights_user.set_data_handle(weights->host);
-    p.dst_user.set_data_handle(out->host);
-    if (p.to_src) p.to_src->execute(p.stream, p.src_user, p.src);
-    if (p.to_weights) p.to_weights->execute(p.stream, p.weights_user, p.weights);
-    p.conv.execute(p.stream, {{DNNL_ARG_SRC, p.to_src ? p.src : p.src_user},
-                              {DNNL_ARG_WEIGHTS, p.to_weights ? p.weights : p.weights_user},
-                              {DNNL_ARG_DST, p.from_dst ? p.dst : p.dst_user},
-                              {DNNL_ARG_SCRATCHPAD, p.scratchpad}});
-    if (p.from_dst) p.from_dst->execute(p.stream, p.dst, p.dst_user);
-    p.stream.wait();
+    conv_plan(s, kForward).run({in->host, weights->host, out->host});
+    return 0;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+// out = conv2d_weight_grad(in, grad): the gradient of conv2d's OIHW weights (Halide order: kx, ky,
+// input channel, output channel) given its NCHW input and the gradient of its output.
+extern "C" int hjit_extern_conv2d_weight_grad(halide_buffer_t* in, halide_buffer_t* grad, int32_t n, int32_t h, int32_t w,
+                                              int32_t oh, int32_t ow, int32_t sh, int32_t sw, int32_t ph, int32_t pw,
+                                              int32_t dh, int32_t dw, halide_buffer_t* out) {
+  const ConvShape s{n, out->dim[2].extent, h, w, out->dim[3].extent, out->dim[1].extent, out->dim[0].extent, oh, ow,
+                    sh, sw, ph, pw, dh, dw};
+  if (bounds_query({{in, {w, h, s.c, n}}, {grad, {ow, oh, s.o, n}}}) || !out->host) return 0;
+  if (!dense(in) || !dense(grad) || !dense(out)) return -1;
+  try {
+    conv_plan(s, kWeightGrad).run({in->host, grad->host, out->host});
     return 0;
   } catch (const std::exception&) {
     return -1;

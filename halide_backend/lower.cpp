@@ -92,7 +92,7 @@ ImageParam make_param(const TensorType& t, const std::string& name, bool aligned
   return p;
 }
 
-// A matmul or convolution computed by a library (extern_stages.h): operands that are graph inputs
+// A matmul, convolution or convolution weight gradient computed by a library (extern_stages.h): operands that are graph inputs
 // are passed as they are, computed ones as Funcs (which the schedule computes at root).
 void lower_extern(const Graph& g, LoweredPipeline& p, Stage& s, const Node& n) {
   std::vector<Halide::ExternFuncArgument> args;
@@ -106,11 +106,16 @@ void lower_extern(const Graph& g, LoweredPipeline& p, Stage& s, const Node& n) {
   if (n.op == OpKind::Matmul) {
     arg(x[1]);
     s.func.define_extern(kExternGemmSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
-  } else {
+  } else if (n.op == OpKind::Conv2d) {
     const Shape& w = g.type(n.inputs[1]).shape;
     const auto &stride = n.attrs.ints("stride"), &pad = n.attrs.ints("padding"), &dil = n.attrs.ints("dilation");
     for (int64_t v : {x[1], x[2], x[3], w[2], w[3], stride[0], stride[1], pad[0], pad[1], dil[0], dil[1]}) arg(v);
     s.func.define_extern(kExternConvSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
+  } else {  // Conv2dWeightGrad(x, output gradient)
+    const Shape& gs = g.type(n.inputs[1]).shape;
+    const auto &stride = n.attrs.ints("stride"), &pad = n.attrs.ints("padding"), &dil = n.attrs.ints("dilation");
+    for (int64_t v : {x[0], x[2], x[3], gs[2], gs[3], stride[0], stride[1], pad[0], pad[1], dil[0], dil[1]}) arg(v);
+    s.func.define_extern(kExternConvWeightGradSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
   }
   s.is_extern = true;
 }

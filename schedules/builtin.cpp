@@ -185,7 +185,8 @@ class Builtin {
       Nest& nest = nests_[size_t(func_[size_t(id)].nest)];
       nest.can_host = false;
       if (nest.is_root_stage) ref(s.func).compute_root();
-      os_ << nm(s.func) << ": extern " << (s.op == OpKind::Matmul ? backend::extern_gemm_library() + std::string(" sgemm") : "oneDNN convolution") << "\n";
+      os_ << nm(s.func) << ": extern " << (s.op == OpKind::Matmul ? backend::extern_gemm_library() : "oneDNN") << " "
+          << backend::extern_stage_kind(s.op) << "\n";
       return;
     }
     if (func_[size_t(id)].kind == Place::Inline) {

@@ -330,6 +330,16 @@ TEST_CASE("extern sgemm and convolution stages compute what eager does, with the
   check_through_database("conv", "built-in extern_conv=1", "hjit_extern_conv2d", conv, img, k, shift);
   auto dilated = [](const Tensor& v, const Tensor& k) { return hjit::conv2d(hjit::sigmoid(v), k, std::nullopt, {1, 1}, {2, 1}, {2, 2}); };
   check_through_database("conv2", "built-in extern_conv=1", "hjit_extern_conv2d", dilated, img, k);
+  // The gradient of the weights (oneDNN's backward-weights primitive), strided and dilated, with a
+  // 2x3 kernel: oneDNN's right padding and the kernel's axes both matter.
+  auto weight_grad = [](const Tensor& v, const Tensor& k) {
+    auto loss = [](const Tensor& v, const Tensor& k) {
+      return hjit::sum(hjit::tanh(hjit::conv2d(v, k, std::nullopt, {2, 1}, {1, 2}, {2, 1})));
+    };
+    return hjit::grad(loss, 1)(v, k);
+  };
+  check_through_database("conv3", "built-in extern_conv=1", "hjit_extern_conv2d_weight_grad", weight_grad, img,
+                         Tensor::randn({6, 5, 2, 3}, 18));
 }
 
 TEST_CASE("Ctrl-C stops a tuning run and keeps what it measured") {
