@@ -146,6 +146,31 @@ TEST_CASE("simplify: x*1, x+0, double transpose, reshape of reshape, identities"
   CHECK(run_pass(widening, hjit::simplify).find("mul") != std::string::npos);
 }
 
+TEST_CASE("simplify: a symmetric spatial zero pad before a convolution becomes its padding") {
+  const char* in =
+      "{ lambda ; a:f32[1,2,5,5] b:f32[3,2,3,3] g:f32[1,3,5,5]. let\n"
+      "    c:f32[1,2,7,7] = pad[lo=(0,0,1,1) hi=(0,0,1,1) value=0.0] a\n"
+      "    d:f32[1,3,5,5] = conv2d[stride=(1,1) padding=(0,0) dilation=(1,1) groups=1] c b\n"
+      "    e:f32[3,2,3,3] = conv2d_weight_grad[kernel=(3,3) stride=(1,1) padding=(0,0) dilation=(1,1) groups=1] c g\n"
+      "  in (d, e) }\n";
+  CHECK(run_pass(in, [](const Graph& g) { return hjit::dce(hjit::simplify(g)); }) ==
+        "{ lambda ; a:f32[1,2,5,5] b:f32[3,2,3,3] c:f32[1,3,5,5]. let\n"
+        "    d:f32[1,3,5,5] = conv2d[stride=(1,1) padding=(1,1) dilation=(1,1) groups=1] a b\n"
+        "    e:f32[3,2,3,3] = conv2d_weight_grad[kernel=(3,3) stride=(1,1) padding=(1,1) dilation=(1,1) groups=1] a c\n"
+        "  in (d, e) }\n");
+  // Padding on one side only, with a value, or of the channels stays a pad.
+  const std::pair<const char*, const char*> kept_pads[] = {
+      {"f32[1,1,6,8] = pad[lo=(0,0,1,0) hi=(0,0,0,3) value=0.0]", "f32[1,3,4,6]"},
+      {"f32[1,1,7,7] = pad[lo=(0,0,1,1) hi=(0,0,1,1) value=1.0]", "f32[1,3,5,5]"},
+      {"f32[1,3,7,7] = pad[lo=(0,1,1,1) hi=(0,1,1,1) value=0.0]", "f32[1,3,5,5]"}};
+  for (auto [pad, out] : kept_pads) {
+    const std::string text = std::string("{ lambda ; a:f32[1,1,5,5] b:f32[3,") + (pad[6] == '3' ? "3" : "1") +
+                             ",3,3]. let\n    c:" + pad + " a\n    d:" + out +
+                             " = conv2d[stride=(1,1) padding=(0,0) dilation=(1,1) groups=1] c b\n  in (d) }\n";
+    CHECK(run_pass(text.c_str(), hjit::simplify).find("pad[") != std::string::npos);
+  }
+}
+
 TEST_CASE("simplify: empty values become fills") {
   const char* in =
       "{ lambda ; a:f32[0,3] b:f32[2,3]. let\n"

@@ -54,6 +54,25 @@ int rewrite(const Graph& out, const Node& n, const std::vector<int>& in) {
   }
 }
 
+// conv2d (or its weight gradient) of a zero-padded value is the convolution of the value with the
+// padding added, where the pad is symmetric and only spatial (the convolution's own padding is):
+// gradients of convolutions are written so, and a library convolution pads for free.
+bool fold_pad_into_conv(Graph& out, const Node& n, const std::vector<int>& in, int* result) {
+  if (n.op != OpKind::Conv2d && n.op != OpKind::Conv2dWeightGrad) return false;
+  const Node& pad = out.node(in[0]);
+  if (pad.op != OpKind::Pad || pad.attrs.f("value") != 0.0) return false;
+  const auto &lo = pad.attrs.ints("lo"), &hi = pad.attrs.ints("hi");
+  if (lo.size() != 4 || lo[0] || lo[1] || hi[0] || hi[1] || lo[2] != hi[2] || lo[3] != hi[3] || lo[2] < 0 || lo[3] < 0)
+    return false;
+  Attrs attrs = n.attrs;
+  const auto& padding = n.attrs.ints("padding");
+  attrs.set("padding", std::vector<int64_t>{padding[0] + lo[2], padding[1] + lo[3]});
+  std::vector<int> inputs = in;
+  inputs[0] = pad.inputs[0];
+  *result = out.add_op(n.op, inputs, attrs);
+  return true;
+}
+
 }  // namespace
 
 Graph simplify(const Graph& g) {
@@ -86,6 +105,10 @@ Graph simplify(const Graph& g) {
     }
     int r = rewrite(out, n, in);
     if (r >= 0) {
+      rw.map(int(id), r);
+      continue;
+    }
+    if (fold_pad_into_conv(out, n, in, &r)) {
       rw.map(int(id), r);
       continue;
     }
