@@ -225,13 +225,26 @@ void Database::add_tuning_time(int64_t pipeline, double seconds) {
   s.step();
 }
 
+// body() inside one write transaction (taken at once, so that concurrent writers wait their
+// turn instead of failing halfway), rolled back when it throws.
+#define HJIT_TRANSACTION(body)                                                \
+  [&] {                                                                       \
+    Stmt begin = HJIT_STMT("BEGIN IMMEDIATE");                                \
+    begin.step();                                                             \
+    try {                                                                     \
+      auto result = (body)();                                                 \
+      Stmt commit = HJIT_STMT("COMMIT");                                      \
+      commit.step();                                                          \
+      return result;                                                          \
+    } catch (...) {                                                           \
+      sqlite3_exec(impl_->db, "ROLLBACK", nullptr, nullptr, nullptr);         \
+      throw;                                                                  \
+    }                                                                         \
+  }()
+
 int64_t Database::add(CandidateRecord c) {
   std::lock_guard lock(impl_->mu);
-  {
-    Stmt begin = HJIT_STMT("BEGIN IMMEDIATE");
-    begin.step();
-  }
-  try {
+  return HJIT_TRANSACTION([&] {
     bool best = false;
     if (c.valid) {
       Stmt s = HJIT_STMT("SELECT min(ms) FROM candidates WHERE pipeline = ?1 AND best = 1");
@@ -248,14 +261,8 @@ int64_t Database::add(CandidateRecord c) {
     ins.bind(1, c.pipeline).bind(2, c.origin).bind(3, c.schedule).bind(4, c.ms).bind(5, int64_t(c.valid));
     ins.bind(6, c.error).bind(7, c.compile_ms).bind(8, c.at_s).bind(9, int64_t(best));
     ins.step();
-    const int64_t id = sqlite3_last_insert_rowid(impl_->db);
-    Stmt commit = HJIT_STMT("COMMIT");
-    commit.step();
-    return id;
-  } catch (...) {
-    sqlite3_exec(impl_->db, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
-  }
+    return int64_t(sqlite3_last_insert_rowid(impl_->db));
+  });
 }
 
 std::vector<CandidateRecord> Database::candidates(int64_t pipeline) {
@@ -274,6 +281,20 @@ std::optional<CandidateRecord> Database::best(int64_t pipeline) {
   s.bind(1, pipeline);
   if (!s.step()) return std::nullopt;
   return read_candidate(s);
+}
+
+void Database::mark_best(int64_t pipeline, int64_t candidate) {
+  std::lock_guard lock(impl_->mu);
+  HJIT_TRANSACTION([&] {
+    Stmt clear = HJIT_STMT("UPDATE candidates SET best = 0 WHERE pipeline = ?1 AND best = 1");
+    clear.bind(1, pipeline);
+    clear.step();
+    Stmt set = HJIT_STMT("UPDATE candidates SET best = 1 WHERE pipeline = ?1 AND id = ?2 AND valid = 1");
+    set.bind(1, pipeline).bind(2, candidate);
+    set.step();
+    if (sqlite3_changes(impl_->db) != 1) throw ValueError("hjit: tuning database: no valid candidate " + std::to_string(candidate));
+    return 0;
+  });
 }
 
 std::optional<std::string> best_schedule(const std::string& path, const std::string& key) {

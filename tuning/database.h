@@ -66,6 +66,8 @@ class Database {
   int64_t add(CandidateRecord c);
   std::vector<CandidateRecord> candidates(int64_t pipeline);
   std::optional<CandidateRecord> best(int64_t pipeline);
+  // Makes a valid candidate the pipeline's best (a confirmation found the faster-looking one no faster).
+  void mark_best(int64_t pipeline, int64_t candidate);
 
  private:
   struct Impl;

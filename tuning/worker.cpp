@@ -78,13 +78,14 @@ std::string difference(const std::vector<Tensor>& got, const std::vector<std::st
 
 // The median of repeated runs after a warm-up: at least 5 and for at least 0.3 s (at most 50, and
 // at most 3 for a run that takes over a second).
-double median_ms(const backend::Executable& exe, const void* const* in, void* const* out) {
-  exe.run(in, out);
+template <class Run>
+double median_ms(const Run& run) {
+  run();
   std::vector<double> runs;
   double total = 0;
   while (runs.size() < 50) {
     Timer t;
-    exe.run(in, out);
+    run();
     runs.push_back(t.ms());
     total += runs.back();
     if (runs.size() >= 5 && total >= 300) break;
@@ -95,8 +96,8 @@ double median_ms(const backend::Executable& exe, const void* const* in, void* co
 }
 
 std::string format_result(const Measurement& m) {
-  char head[96];
-  std::snprintf(head, sizeof head, "%s %.6f %.3f\n", m.valid ? "ok" : "failed", m.ms, m.compile_ms);
+  char head[128];
+  std::snprintf(head, sizeof head, "%s %.6f %.3f %.6f\n", m.valid ? "ok" : "failed", m.ms, m.compile_ms, m.baseline_ms);
   std::string error = m.error;
   std::replace(error.begin(), error.end(), '\n', ' ');
   return head + error + "\n" + m.schedule;
@@ -106,7 +107,7 @@ Measurement parse_result(const std::string& text) {
   Measurement m;
   std::istringstream in(text);
   std::string status, error;
-  if (!(in >> status >> m.ms >> m.compile_ms) || (status != "ok" && status != "failed")) {
+  if (!(in >> status >> m.ms >> m.compile_ms >> m.baseline_ms) || (status != "ok" && status != "failed")) {
     m.error = "the worker wrote no result";
     return m;
   }
@@ -121,16 +122,19 @@ bool executable_file(const std::string& path) { return !path.empty() && access(p
 
 // Faults a test asks the worker to commit, to show that a tuning run survives them:
 // HJIT_TUNE_FAULT="crash:cols=3;hang:rows=4;wrong:vec=2" crashes, hangs or perturbs the first
-// result for every request containing that text. Only the test suite sets it.
-std::string fault_for(const std::string& how) {
+// result for every request containing that text; "lucky:X" reports a tenth of the time measured
+// (a lucky measurement), "slow:X" sleeps in every run of a confirmation whose schedule text
+// contains X. Only the test suite sets it.
+bool fault(const std::string& kind, const std::string& text) {
   const char* env = std::getenv("HJIT_TUNE_FAULT");
-  if (!env) return "";
+  if (!env) return false;
   std::stringstream ss(env);
   for (std::string item; std::getline(ss, item, ';');) {
     const size_t colon = item.find(':');
-    if (colon != std::string::npos && how.find(item.substr(colon + 1)) != std::string::npos) return item.substr(0, colon);
+    if (colon != std::string::npos && item.substr(0, colon) == kind && text.find(item.substr(colon + 1)) != std::string::npos)
+      return true;
   }
-  return "";
+  return false;
 }
 
 }  // namespace
@@ -167,67 +171,117 @@ Request read_request(const std::string& path) {
   return r;
 }
 
+namespace {
+
+constexpr char kConfirm[] = "confirm ";
+
+// A pipeline compiled for a measurement, with inputs and outputs to run it on.
+struct Trial {
+  std::shared_ptr<const backend::Executable> exe;
+  std::vector<Tensor> inputs, got;
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  bool slow = false;  // a test's fault: sleeps in every run
+  void run() const {
+    if (slow) usleep(2000);
+    exe->run(in.data(), out.data());
+  }
+  double median_ms() const { return tuning::median_ms([this] { run(); }); }
+};
+
+// The baseline, an empty schedule text, is what jit() compiles without a database: a big graph in
+// two partitioned halves (which needs a disk cache: a private one, removed afterwards).
+Trial compile_trial(const Request& r, const std::string& schedule_text) {
+  std::string cache_dir;
+  if (schedule_text.empty()) {
+    char dir[] = "/tmp/hjit_tune_cache_XXXXXX";
+    if (mkdtemp(dir)) cache_dir = dir, setenv("HJIT_CACHE_DIR", dir, 1);
+  }
+  struct RemoveDir {
+    const std::string& dir;
+    ~RemoveDir() {
+      std::error_code ec;
+      if (!dir.empty()) std::filesystem::remove_all(dir, ec), setenv("HJIT_CACHE_DIR", "", 1);
+    }
+  } remove_cache{cache_dir};
+  backend::Options o;
+  o.name = r.graph.name;
+  o.device = r.device;
+  o.opt_level = 1;
+  o.schedule_text = schedule_text;
+  Trial t;
+  t.exe = backend::compile(r.graph, o).executable;
+  // Tensors for their storage: aligned as compiled code requires.
+  for (size_t i = 0; i < r.inputs.size(); ++i) {
+    const TensorType& ty = r.graph.type(r.graph.inputs[i]);
+    t.inputs.push_back(Tensor::from_bytes(r.inputs[i].data(), ty.shape, ty.dtype));
+    t.in.push_back(t.inputs.back().data());
+  }
+  for (const TensorType& ty : result_types(r.graph)) {
+    t.got.push_back(Tensor::empty(ty.shape, ty.dtype));
+    t.out.push_back(ty.numel() == 0 ? nullptr : const_cast<void*>(t.got.back().data()));
+  }
+  return t;
+}
+
+// A confirmation: the candidate and the baseline timed in alternating rounds; each one's time is
+// the median of its rounds' medians.
+void confirm(const Request& r, const std::string& schedule_path, Measurement& m) {
+  m.schedule = read_file(schedule_path);
+  Timer t;
+  Trial candidate = compile_trial(r, m.schedule), baseline = compile_trial(r, "");
+  m.compile_ms = t.ms();
+  candidate.slow = fault("slow", m.schedule);
+  for (const Trial* trial : {&candidate, &baseline}) {
+    trial->run();
+    m.error = difference(trial->got, r.expected, result_types(r.graph));
+    if (!m.error.empty()) {
+      m.error = std::string(trial == &baseline ? "the baseline's" : "its") + " results are wrong: " + m.error;
+      return;
+    }
+  }
+  std::vector<double> cand, base;
+  for (int round = 0; round < 5; ++round) {
+    cand.push_back(candidate.median_ms());
+    base.push_back(baseline.median_ms());
+  }
+  std::sort(cand.begin(), cand.end());
+  std::sort(base.begin(), base.end());
+  m.ms = cand[cand.size() / 2], m.baseline_ms = base[base.size() / 2], m.valid = true;
+}
+
+}  // namespace
+
+std::string confirm_request(const std::string& schedule_path) { return kConfirm + schedule_path; }
+
 int worker_main(const std::string& request, const std::string& how, const std::string& result) {
   Measurement m;
   try {
     Request r = read_request(request);
     Timer t;
     std::string why;
-    // The baseline, "built-in", is what jit() compiles without a database: a big graph in two
-    // partitioned halves (which needs a disk cache: a private one). Its schedule text stays empty:
-    // as the best, it means "compile as without the database".
-    const bool baseline = how == "built-in";
-    std::string cache_dir;
-    if (baseline) {
-      char dir[] = "/tmp/hjit_tune_cache_XXXXXX";
-      if (mkdtemp(dir)) cache_dir = dir, setenv("HJIT_CACHE_DIR", dir, 1);
-    }
-    struct RemoveDir {
-      const std::string& dir;
-      ~RemoveDir() {
-        std::error_code ec;
-        if (!dir.empty()) std::filesystem::remove_all(dir, ec);
-      }
-    } remove_cache{cache_dir};
-    std::optional<std::string> text = baseline ? std::optional<std::string>("") : backend::decide_schedule(r.graph, r.device, how, &why);
-    if (!text) {
-      m.error = "no schedule: " + why;
-    } else {
+    if (how.rfind(kConfirm, 0) == 0) {
+      confirm(r, how.substr(std::strlen(kConfirm)), m);
+    } else if (std::optional<std::string> text = how == "built-in" ? std::optional<std::string>("")
+                                                                   : backend::decide_schedule(r.graph, r.device, how, &why)) {
+      // The baseline's schedule text stays empty: as the best, it means "compile as without the database".
       m.schedule = *text;
-      backend::Options o;
-      o.name = r.graph.name;
-      o.device = r.device;
-      o.opt_level = 1;
-      o.schedule_text = *text;
-      std::shared_ptr<const backend::Executable> exe = backend::compile(r.graph, o).executable;
+      Trial trial = compile_trial(r, *text);
       m.compile_ms = t.ms();
-      // Tensors for their storage: aligned as compiled code requires.
-      const std::vector<TensorType> types = result_types(r.graph);
-      std::vector<Tensor> inputs, got;
-      std::vector<const void*> in;
-      std::vector<void*> out;
-      for (size_t i = 0; i < r.inputs.size(); ++i) {
-        const TensorType& ty = r.graph.type(r.graph.inputs[i]);
-        inputs.push_back(Tensor::from_bytes(r.inputs[i].data(), ty.shape, ty.dtype));
-        in.push_back(inputs.back().data());
-      }
-      for (const TensorType& ty : types) {
-        got.push_back(Tensor::empty(ty.shape, ty.dtype));
-        out.push_back(ty.numel() == 0 ? nullptr : const_cast<void*>(got.back().data()));
-      }
-      const std::string fault = fault_for(how);
-      if (fault == "crash") raise(SIGSEGV);
-      if (fault == "hang") for (;;) pause();
-      exe->run(in.data(), out.data());
-      if (fault == "wrong" && !got.empty() && got[0].numel() > 0 && got[0].dtype() == DType::F32)
-        const_cast<float*>(got[0].data_ptr<float>())[0] += 1.0f;
-      m.error = difference(got, r.expected, types);
+      if (fault("crash", how)) raise(SIGSEGV);
+      if (fault("hang", how)) for (;;) pause();
+      trial.run();
+      if (fault("wrong", how) && !trial.got.empty() && trial.got[0].numel() > 0 && trial.got[0].dtype() == DType::F32)
+        const_cast<float*>(trial.got[0].data_ptr<float>())[0] += 1.0f;
+      m.error = difference(trial.got, r.expected, result_types(r.graph));
       if (m.error.empty()) {
-        m.ms = median_ms(*exe, in.data(), out.data());
+        m.ms = trial.median_ms() / (fault("lucky", how) ? 10 : 1);
         m.valid = true;
       } else {
         m.error = "wrong results: " + m.error;
       }
+    } else {
+      m.error = "no schedule: " + why;
     }
   } catch (const std::exception& e) {
     m.error = e.what();

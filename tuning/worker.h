@@ -25,9 +25,14 @@ Request read_request(const std::string& path);  // ValueError when the file is n
 struct Measurement {
   bool valid = false;
   double ms = 0, compile_ms = 0;
+  double baseline_ms = 0;  // a confirmation's time of the built-in baseline (0 otherwise)
   std::string schedule;  // the text form measured (empty when none was decided)
   std::string error;     // why it is not valid
 };
+
+// A confirmation: `how` that times the schedule text in the file at schedule_path against the
+// built-in baseline in one worker, in alternating rounds, so that both see the same machine.
+std::string confirm_request(const std::string& schedule_path);
 
 // Runs the worker on request `req` for the schedule request `how` (backend::decide_schedule),
 // killing it after timeout_s; a crash, a hang, a wrong result are invalid measurements.
