@@ -79,21 +79,26 @@ Expr nan_if_seen(const Expr& seen, const Expr& v) {
 // f32: Cody-Waite reduction x = k ln2 + r with |r| <= ln2 / 2 and Cephes' polynomial for e^r (at
 // most 1 ulp from libm, measured over [-87, 89]), scaled by 2^k built in the exponent bits. The input
 // is clamped first so that k stays in range (overflow comes out as inf); results below 2^-125
-// (x < -86.6) are 0, not libm's tiny normals and subnormals, which keeps this as fast as Halide's
-// own exp (W2, W4). NaN comes back as NaN.
+// (x < -86.6) are 0, not libm's tiny normals and subnormals. NaN comes back as NaN.
+// k is rounded by adding and subtracting 1.5 * 2^23 (strict, so that the two do not cancel): the
+// sum's low bits are k itself, which then shift into the exponent field with no conversion. That
+// is five instructions fewer than round() and a conversion (AVX-512 rounds 16 lanes in two halves).
 Expr exp(const Expr& x) {
   if (is_f64(x)) return Halide::exp(x);
   const Type f = x.type(), i = Int(32, f.lanes());
+  const float magic = 12582912.0f;  // 1.5 * 2^23
   Expr xc = Halide::clamp(x, -104.0f, 89.0f);
-  Expr k = Halide::round(xc * 1.44269504088896341f);
+  Expr shifted = strict_float(xc * 1.44269504088896341f + magic);
+  Expr k = strict_float(shifted - magic);
   Expr r = xc - k * 0.693359375f - k * -2.12194440e-4f;
   Expr z = r * r;
   Expr p = 1.9875691500e-4f;
   for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f}) p = p * r + c;
   p = p * z + r + 1.0f;
   // p 2^k as (2p) 2^(k-1): k reaches 128 (x up to 88.72 rounds there) while the result is finite.
-  Expr biased = cast(i, k) + 126;
-  Expr y = select(biased > 0, (p + p) * reinterpret(f, biased << 23), make_const(f, 0.0));
+  // The exponent field k + 126 wraps for k <= -126, where the result is 0 anyway.
+  Expr scale = reinterpret(f, (reinterpret(i, shifted) << 23) + (126 << 23));
+  Expr y = select(k > -126.0f, (p + p) * scale, make_const(f, 0.0));
   return select(ieee::is_nan(x), x, y);
 }
 
