@@ -276,13 +276,24 @@ void Min(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, ieee::min); }
 // assumes there are none: its simplifier folds x == x to true, and LLVM's no-NaN flag lets an
 // ordered compare become an unordered one.
 Expr nan_operand(const Expr& a, const Expr& b) { return ieee::is_nan(a) || ieee::is_nan(b); }
+// An operand of a comparison: a finite fill is a literal here, zero included (a comparison with
+// one is exact under fast-math, unlike x * 0; see value_of), which saves a load and a NaN test.
+Expr compared(LowerCtx& ctx, const Stage& s, const Node& n, size_t i) {
+  const Node& in = ctx.g.node(n.inputs[i]);
+  if (in.op == OpKind::Full && std::isfinite(in.attrs.f("value"))) return constant(compute_type(in.type.dtype), in.attrs.f("value"));
+  return operand(ctx, s, n, i);
+}
+template <class F>
+void comparison(LowerCtx& ctx, Stage& s, const Node& n, F f) {
+  LowerCtx::define(s, f(compared(ctx, s, n, 0), compared(ctx, s, n, 1)));
+}
 template <class Cmp>
 void ordered(LowerCtx& c, Stage& s, const Node& n, Cmp cmp) {
-  binary(c, s, n, [&](Expr a, Expr b) { return a.type().is_float() ? !nan_operand(a, b) && cmp(a, b) : cmp(a, b); });
+  comparison(c, s, n, [&](Expr a, Expr b) { return a.type().is_float() ? !nan_operand(a, b) && cmp(a, b) : cmp(a, b); });
 }
 void Eq(LowerCtx& c, Stage& s, const Node& n) { ordered(c, s, n, [](Expr a, Expr b) { return a == b; }); }
 void Ne(LowerCtx& c, Stage& s, const Node& n) {
-  binary(c, s, n, [](Expr a, Expr b) { return a.type().is_float() ? nan_operand(a, b) || a != b : a != b; });
+  comparison(c, s, n, [](Expr a, Expr b) { return a.type().is_float() ? nan_operand(a, b) || a != b : a != b; });
 }
 void Lt(LowerCtx& c, Stage& s, const Node& n) { ordered(c, s, n, [](Expr a, Expr b) { return a < b; }); }
 void Le(LowerCtx& c, Stage& s, const Node& n) { ordered(c, s, n, [](Expr a, Expr b) { return a <= b; }); }
