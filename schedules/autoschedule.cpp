@@ -64,28 +64,31 @@ uint64_t last_level_cache_bytes() {
 }
 
 // Runs f with the process's stderr captured (Adams2019 prints its search there), and sends what
-// was printed to the debug log. Called under the compile mutex.
+// was printed to the debug log. Called under the compile mutex. The file is unlinked at once and
+// read back through its descriptor, so that a process killed mid-search (a tuning run's time
+// limit) leaves nothing behind.
 template <class F>
 auto with_stderr_captured(F&& f) {
   std::fflush(stderr);
   char path[] = "/tmp/hjit_autoschedule_XXXXXX";
   int tmp = mkstemp(path), saved = dup(2);
+  if (tmp >= 0) unlink(path);
   if (tmp < 0 || saved < 0) return f();
   dup2(tmp, 2);
   struct Restore {
     int saved, tmp;
-    const char* path;
     ~Restore() {
       std::fflush(stderr);
       dup2(saved, 2);
       close(saved);
-      std::ifstream in(path);
-      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      std::string text;
+      char buf[4096];
+      lseek(tmp, 0, SEEK_SET);
+      for (ssize_t n; (n = read(tmp, buf, sizeof buf)) > 0;) text.append(buf, size_t(n));
       if (!text.empty()) log().debug("autoscheduler output:\n{}", text);
       close(tmp);
-      std::remove(path);
     }
-  } restore{saved, tmp, path};
+  } restore{saved, tmp};
   return f();
 }
 
