@@ -3,8 +3,6 @@
 #include <charconv>
 #include <optional>
 
-#include "halide_backend/extern_stages.h"
-
 namespace hjit::backend {
 
 using Halide::RVar;
@@ -43,7 +41,7 @@ void add_extern_directives(const LoweredPipeline& p, Schedule& s) {
   std::vector<Directive> externs;
   for (const Stage& st : p.stages)
     if (st.is_extern)
-      externs.push_back(Directive{canonical_name(st.func.name()), -1, "extern", {extern_stage_kind(st.op)}});
+      externs.push_back(Directive{canonical_name(st.func.name()), -1, "extern", {st.extern_kind}});
   s.directives.insert(s.directives.begin(), externs.begin(), externs.end());
 }
 

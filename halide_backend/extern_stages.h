@@ -4,8 +4,10 @@
 // in Halide. Chosen by a tuning run only where they measure faster (BuiltinParams::extern_gemm,
 // extern_conv); a schedule names them ("n5_matmul extern sgemm"), and lowering builds them.
 #pragma once
+#include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <hjit/graph.h>
 
@@ -19,9 +21,36 @@ bool extern_conv_available();
 // The matmul nodes of g an extern sgemm can compute: f32, both operands 2-D and read from
 // graph inputs or from computed (not constant) values.
 std::set<int> extern_gemm_nodes(const Graph& g);
-// The conv2d and conv2d_weight_grad nodes oneDNN can compute: f32, one group, operands as above.
+// The element-wise work after a convolution that oneDNN does in the same pass (post-ops): add,
+// subtract, multiply or divide by a per-channel value (batch norm in inference, a bias), relu.
+struct PostOp {
+  enum Kind { Add = 1, Sub = 2, Mul = 3, Div = 4, Relu = 5 };
+  Kind kind;
+  int node;         // the graph node it computes
+  int operand = -1; // the per-channel operand's node (binary kinds)
+};
+// A convolution and the post-ops after it, each the only reader of the one before, whose last
+// value an extern stage computes in one oneDNN call.
+struct ConvChain {
+  int conv = -1;
+  std::vector<PostOp> post_ops;
+  int end() const { return post_ops.empty() ? conv : post_ops.back().node; }
+};
+inline constexpr size_t kMaxPostOps = 10;  // they travel as one int32, 3 bits each
+// The chain whose last value node `end` is (a conv2d node alone included), when there is one.
+std::optional<ConvChain> conv_chain_ending_at(const Graph& g, int end);
+// How many post-ops from the first are per-channel affine (no relu): they fold into the
+// convolution, a * conv(x, w) + b = conv(x, a * w) + b, which costs oneDNN nothing extra (each
+// post-op costs it about 5% of a 3x3 convolution).
+size_t affine_prefix(const ConvChain& c);
+// The post-ops from `first` on as the extern stage's integer argument.
+int32_t post_op_code(const ConvChain& c, size_t first);
+
+// The nodes whose values extern convolutions compute: the last node of each conv2d's longest chain,
+// and conv2d_weight_grad nodes. f32, one group, operands as above.
 std::set<int> extern_conv_nodes(const Graph& g);
-// What an extern stage computing op is called in a schedule ("sgemm", "conv", "conv_weight_grad").
+// What an extern stage whose chain starts with op is called in a schedule ("sgemm", "conv",
+// "conv_weight_grad").
 const char* extern_stage_kind(OpKind op);
 
 // The names the lowered pipeline calls (extern "C", defined in libhjit).

@@ -52,6 +52,10 @@ struct Stage {
   std::vector<int> consumers;       // stages (node ids) that read this one, one entry per use
   bool is_output = false;           // the func itself is a pipeline output
   bool is_extern = false;           // func is an extern stage (a library call): computed at root, unscheduled
+  std::string extern_kind;          // then what it calls: "sgemm", "conv", "conv_weight_grad"
+  // A node an extern stage computes with a later one (a convolution and the post-ops before a
+  // chain's last): no func, nothing to schedule.
+  bool absorbed = false;
 };
 
 struct LoweredPipeline;

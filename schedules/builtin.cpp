@@ -162,10 +162,11 @@ class Builtin {
     return true;
   }
 
-  // Operands of contractions are stored: each element is read many times.
+  // Operands of contractions are stored: each element is read many times. So are those of extern
+  // stages: Halide computes nothing inline inside a library call.
   bool feeds_contraction(int id) {
     for (int c : st(id).consumers)
-      if (has_trait(st(c).op, Contraction)) return true;
+      if (has_trait(st(c).op, Contraction) || st(c).is_extern) return true;
     return false;
   }
 
@@ -185,8 +186,8 @@ class Builtin {
       Nest& nest = nests_[size_t(func_[size_t(id)].nest)];
       nest.can_host = false;
       if (nest.is_root_stage) ref(s.func).compute_root();
-      os_ << nm(s.func) << ": extern " << (s.op == OpKind::Matmul ? backend::extern_gemm_library() : "oneDNN") << " "
-          << backend::extern_stage_kind(s.op) << "\n";
+      os_ << nm(s.func) << ": extern " << (s.extern_kind == "sgemm" ? backend::extern_gemm_library() : "oneDNN") << " "
+          << s.extern_kind << "\n";
       return;
     }
     if (func_[size_t(id)].kind == Place::Inline) {

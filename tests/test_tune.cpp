@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <thread>
 
 #include <hjit/hjit.h>
@@ -362,6 +363,33 @@ TEST_CASE("extern sgemm and convolution stages compute what eager does, with the
   check_through_database("conv", "built-in extern_conv=1", "hjit_extern_conv2d", conv, img, k, shift);
   auto dilated = [](const Tensor& v, const Tensor& k) { return hjit::conv2d(hjit::sigmoid(v), k, std::nullopt, {1, 1}, {2, 1}, {2, 2}); };
   check_through_database("conv2", "built-in extern_conv=1", "hjit_extern_conv2d", dilated, img, k);
+  // Batch norm (inference), a bias and relu after a convolution are its post-ops: the extern stage
+  // computes the relu's value, and a later reader of that value is Halide's again.
+  Tensor mean = Tensor::randn({6}, 19), var = Tensor::uniform({6}, 20, 0.5, 1.5), scale = Tensor::randn({6, 1, 1}, 21);
+  auto block = [](const Tensor& v, const Tensor& k, const Tensor& mean, const Tensor& var, const Tensor& scale) {
+    Tensor y = hjit::batch_norm(hjit::conv2d(v, k, std::nullopt, {1, 1}, {1, 1}), mean, var, scale.reshape({6}), mean * 0.5);
+    return hjit::relu(y / (scale + 3.0)) * 2.0 - 1.0;
+  };
+  check_through_database("conv_post_ops", "built-in extern_conv=1", "hjit_extern_conv2d", block, img, k, mean, var, scale);
+  hjit::Graph gb = canonical_graph(hjit::jit(block).graph(img, k, mean, var, scale));
+  const std::set<int> ends = hjit::backend::extern_conv_nodes(gb);
+  REQUIRE(ends.size() == 1);
+  auto chain = hjit::backend::conv_chain_ending_at(gb, *ends.begin());
+  REQUIRE(chain);
+  // conv, - mean, * rsqrt(var + eps), * weight, + bias, / (scale + 3), relu, * 2, - 1 (a scalar is per channel too)
+  CHECK(chain->post_ops.size() == 8);
+  CHECK(gb.node(chain->end()).op == hjit::OpKind::Sub);
+  CHECK(chain->post_ops[5].kind == hjit::backend::PostOp::Relu);
+  // Where the chain's value is the right operand of a subtraction, or is read twice, it ends.
+  auto reversed = [](const Tensor& v, const Tensor& k) { return 1.0 - hjit::relu(hjit::conv2d(v, k, std::nullopt, {1, 1}, {1, 1})); };
+  check_through_database("conv_reversed", "built-in extern_conv=1", "hjit_extern_conv2d", reversed, img, k);
+  auto twice = [](const Tensor& v, const Tensor& k) {
+    Tensor y = hjit::conv2d(v, k, std::nullopt, {1, 1}, {1, 1}) + 0.5;
+    return hjit::relu(y) + y;
+  };
+  check_through_database("conv_twice", "built-in extern_conv=1", "hjit_extern_conv2d", twice, img, k);
+  hjit::Graph gt = canonical_graph(hjit::jit(twice).graph(img, k));
+  CHECK(gt.node(*hjit::backend::extern_conv_nodes(gt).begin()).op == hjit::OpKind::Add);
   // The gradient of the weights (oneDNN's backward-weights primitive), strided and dilated, with a
   // 2x3 kernel: oneDNN's right padding and the kernel's axes both matter.
   auto weight_grad = [](const Tensor& v, const Tensor& k) {
