@@ -101,51 +101,57 @@ bool per_channel(const TensorType& t, const Shape& out) {
   return true;
 }
 
-// Node `id` as a post-op of the chain value it reads: its kind, and which input is the chain.
-std::optional<std::pair<PostOp, int>> as_post_op(const Graph& g, int id) {
+// Node `id` as a post-op of the chain value it reads as input `chain`.
+std::optional<PostOp> as_post_op(const Graph& g, int id, size_t chain) {
   const Node& n = g.node(id);
-  if (n.type.dtype != DType::F32 || n.type.rank() != 4) return std::nullopt;
-  if (n.op == OpKind::Relu) return std::make_pair(PostOp{PostOp::Relu, id, -1}, 0);
-  PostOp::Kind kind;
+  if (n.type.dtype != DType::F32 || n.type.rank() != 4 || chain >= n.inputs.size()) return std::nullopt;
+  if (n.op == OpKind::Relu) return PostOp{PostOp::Relu, id, -1};
+  if (n.inputs.size() != 2 || g.type(n.inputs[chain]).shape != n.type.shape) return std::nullopt;
+  const int operand = n.inputs[1 - chain];
+  if (operand == n.inputs[chain]) return std::nullopt;
+  const TensorType& t = g.type(operand);
+  if (n.op == OpKind::Add && t == n.type && extern_operand(g, operand, 4)) return PostOp{PostOp::Sum, id, operand};
+  // oneDNN subtracts and divides only with the chain value on the left.
+  if (!per_channel(t, n.type.shape) || (chain == 1 && n.op != OpKind::Add && n.op != OpKind::Mul)) return std::nullopt;
   switch (n.op) {
-    case OpKind::Add: kind = PostOp::Add; break;
-    case OpKind::Sub: kind = PostOp::Sub; break;
-    case OpKind::Mul: kind = PostOp::Mul; break;
-    case OpKind::Div: kind = PostOp::Div; break;
+    case OpKind::Add: return PostOp{PostOp::Add, id, operand};
+    case OpKind::Sub: return PostOp{PostOp::Sub, id, operand};
+    case OpKind::Mul: return PostOp{PostOp::Mul, id, operand};
+    case OpKind::Div: return PostOp{PostOp::Div, id, operand};
     default: return std::nullopt;
   }
-  // The chain value keeps the node's shape; oneDNN subtracts and divides only with it on the left.
-  const bool commutes = kind == PostOp::Add || kind == PostOp::Mul;
-  for (int chain : {0, 1}) {
-    if (chain == 1 && !commutes) break;
-    const int value = n.inputs[size_t(chain)], operand = n.inputs[size_t(1 - chain)];
-    if (g.type(value).shape == n.type.shape && per_channel(g.type(operand), n.type.shape))
-      return std::make_pair(PostOp{kind, id, operand}, chain);
+}
+
+bool has_sum(const ConvChain& c) {
+  for (const PostOp& op : c.post_ops)
+    if (op.kind == PostOp::Sum) return true;
+  return false;
+}
+
+// The chain ending at `at`, walking back through values read only by the next post-op (either
+// input of a sum may be the chain's).
+std::optional<ConvChain> chain_to(const Graph& g, const std::vector<int>& n_uses, int at) {
+  const Node& n = g.node(at);
+  if (n.op == OpKind::Conv2d) return conv_extern(g, n) ? std::optional<ConvChain>(ConvChain{at, {}}) : std::nullopt;
+  for (size_t chain = 0; chain < n.inputs.size(); ++chain) {
+    std::optional<PostOp> op = as_post_op(g, at, chain);
+    const int prev = op ? n.inputs[chain] : -1;
+    if (!op || n_uses[size_t(prev)] != 1) continue;  // an earlier value read elsewhere is not absorbed
+    std::optional<ConvChain> c = chain_to(g, n_uses, prev);
+    if (!c || c->post_ops.size() == kMaxPostOps || (op->kind == PostOp::Sum && has_sum(*c))) continue;
+    c->post_ops.push_back(*op);
+    return c;
   }
   return std::nullopt;
 }
 
 }  // namespace
 
-std::optional<ConvChain> conv_chain_ending_at(const Graph& g, int end) {
-  const std::vector<int> n_uses = uses(g);
-  ConvChain c;
-  int at = end;
-  while (g.node(at).op != OpKind::Conv2d) {
-    auto op = as_post_op(g, at);
-    if (!op || c.post_ops.size() == kMaxPostOps) return std::nullopt;
-    c.post_ops.insert(c.post_ops.begin(), op->first);
-    at = g.node(at).inputs[size_t(op->second)];
-    if (n_uses[size_t(at)] != 1) return std::nullopt;  // an earlier value read elsewhere is not absorbed
-  }
-  if (!conv_extern(g, g.node(at))) return std::nullopt;
-  c.conv = at;
-  return c;
-}
+std::optional<ConvChain> conv_chain_ending_at(const Graph& g, int end) { return chain_to(g, uses(g), end); }
 
 size_t affine_prefix(const ConvChain& c) {
   size_t n = 0;
-  while (n < c.post_ops.size() && c.post_ops[n].kind != PostOp::Relu) ++n;
+  while (n < c.post_ops.size() && c.post_ops[n].kind != PostOp::Relu && c.post_ops[n].kind != PostOp::Sum) ++n;
   return n;
 }
 
@@ -153,6 +159,26 @@ int32_t post_op_code(const ConvChain& c, size_t first) {
   int32_t code = 0;
   for (size_t i = first; i < c.post_ops.size(); ++i) code |= int32_t(c.post_ops[i].kind) << (3 * (i - first));
   return code;
+}
+
+std::map<int, int> conv_layouts(const Graph& g, const std::vector<ConvChain>& chains) {
+  // Where oneDNN computes in the blocked layout (ConvShape::forward).
+  auto blocked = [&](int conv) {
+    const Node& n = g.node(conv);
+    return g.type(n.inputs[0]).shape[1] % 16 == 0 && n.type.shape[1] % 16 == 0;
+  };
+  const std::vector<int> n_uses = uses(g);
+  std::map<int, int> layout;
+  for (const ConvChain& reader : chains)
+    for (const ConvChain& writer : chains) {
+      const int value = writer.end();
+      if (g.node(reader.conv).inputs[0] == value && g.node(reader.conv).inputs[1] != value && n_uses[size_t(value)] == 1 &&
+          blocked(reader.conv) && blocked(writer.conv)) {
+        layout[reader.end()] |= kBlockedInput;
+        layout[value] |= kBlockedOutput;
+      }
+    }
+  return layout;
 }
 
 std::set<int> extern_conv_nodes(const Graph& g) {
@@ -165,13 +191,16 @@ std::set<int> extern_conv_nodes(const Graph& g) {
   for (size_t id = 0; id < g.nodes.size(); ++id) {
     if (!conv_extern(g, g.nodes[id])) continue;
     // The chain grows while its value has one reader that is a post-op reading it as the chain.
-    int end = int(id);
-    for (size_t length = 0; length < kMaxPostOps && n_uses[size_t(end)] == 1 && readers[size_t(end)].size() == 1; ++length) {
-      const int next = readers[size_t(end)][0];
-      auto op = as_post_op(g, next);
-      if (!op || g.node(next).inputs[size_t(op->second)] != end) break;
-      end = next;
+    ConvChain chain{int(id), {}};
+    while (chain.post_ops.size() < kMaxPostOps && n_uses[size_t(chain.end())] == 1 && readers[size_t(chain.end())].size() == 1) {
+      const int next = readers[size_t(chain.end())][0];
+      const std::vector<int>& in = g.node(next).inputs;
+      const size_t at = size_t(std::find(in.begin(), in.end(), chain.end()) - in.begin());
+      std::optional<PostOp> op = as_post_op(g, next, at);
+      if (!op || (op->kind == PostOp::Sum && has_sum(chain))) break;
+      chain.post_ops.push_back(*op);
     }
+    const int end = chain.end();
     out.insert(end);
   }
   return out;
@@ -236,10 +265,11 @@ constexpr auto f32 = memory::data_type::f32;
 // A user array (hjit's dense NCHW / OIHW) and, where the primitive wants another layout, its own
 // copy with the reorder between them.
 struct Operand {
-  int arg;      // DNNL_ARG_SRC, ...
+  int arg;      // DNNL_ARG_SRC, ...; for a residual, DNNL_ARG_DST
   bool output;  // written by the primitive: reordered back after it runs
   memory user, internal;
   std::optional<dnnl::reorder> reorder;
+  bool residual = false;  // copied into the destination before the primitive adds to it (sum post-op)
 };
 
 // One convolution (forward, or the gradient of its weights) of one shape, planned once: oneDNN
@@ -260,6 +290,13 @@ struct ConvPlan {
     }
     operands.push_back(std::move(o));
   }
+  // The value a sum post-op adds, copied (reordered) into what the primitive writes first.
+  void add_residual(const memory::desc& user, const memory::desc& dst) {
+    Operand o{DNNL_ARG_DST, false, memory(user, engine, nullptr), {}, {}};
+    o.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine, user, engine, dst));
+    o.residual = true;
+    operands.push_back(std::move(o));
+  }
 
   // Runs the primitive on the arrays given in the order the operands were added.
   void run(const std::vector<void*>& data) {
@@ -268,6 +305,10 @@ struct ConvPlan {
     auto it = data.begin();
     for (Operand& o : operands) {
       o.user.set_data_handle(*it++);
+      if (o.residual) {
+        o.reorder->execute(stream, o.user, args.at(DNNL_ARG_DST));
+        continue;
+      }
       if (o.reorder && !o.output) o.reorder->execute(stream, o.user, o.internal);
       args[o.arg] = o.reorder ? o.internal : o.user;
     }
@@ -283,6 +324,7 @@ struct ConvPlan {
 struct ConvShape {
   int64_t n, c, h, w, o, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw;
   int32_t post_ops = 0;
+  int32_t layout = 0;  // ConvLayout bits: which of src and dst hjit hands over blocked
   memory::dims src() const { return {n, c, h, w}; }
   memory::dims weights() const { return {o, c, kh, kw}; }
   memory::dims dst() const { return {n, o, oh, ow}; }
@@ -300,7 +342,7 @@ struct ConvShape {
       return {kind, dnnl::algorithm::convolution_direct, s, w, memory::desc({o}, f32, tag::a), d, {sh, sw}, dilation(), {ph, pw}, pad_r()};
     return {kind, dnnl::algorithm::convolution_direct, s, w, d, {sh, sw}, dilation(), {ph, pw}, pad_r()};
   }
-  std::vector<int64_t> key(int kind) const { return {kind, n, c, h, w, o, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, post_ops}; }
+  std::vector<int64_t> key(int kind) const { return {kind, n, c, h, w, o, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, post_ops, layout}; }
   // The post-ops' kinds, in order.
   std::vector<hjit::backend::PostOp::Kind> post_op_kinds() const {
     std::vector<hjit::backend::PostOp::Kind> out;
@@ -309,8 +351,13 @@ struct ConvShape {
   }
   int64_t binary_post_ops() const {
     int64_t k = 0;
-    for (auto kind : post_op_kinds()) k += kind != hjit::backend::PostOp::Relu;
+    for (auto kind : post_op_kinds()) k += kind != hjit::backend::PostOp::Relu && kind != hjit::backend::PostOp::Sum;
     return k;
+  }
+  bool sum() const {
+    for (auto kind : post_op_kinds())
+      if (kind == hjit::backend::PostOp::Sum) return true;
+    return false;
   }
 };
 
@@ -325,6 +372,7 @@ dnnl::post_ops make_post_ops(const ConvShape& s) {
       case PostOp::Mul: po.append_binary(dnnl::algorithm::binary_mul, per_channel); break;
       case PostOp::Div: po.append_binary(dnnl::algorithm::binary_div, per_channel); break;
       case PostOp::Relu: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f); break;
+      case PostOp::Sum: po.append_sum(1.0f); break;
     }
   }
   return po;
@@ -339,16 +387,20 @@ std::unique_ptr<ConvPlan> make_plan(const ConvShape& s, PlanKind kind) {
   const memory::desc src(s.src(), f32, tag::nchw), wts(s.weights(), f32, tag::oihw), dst(s.dst(), f32, tag::nchw);
   if (kind == kForward) {
     attr.set_post_ops(make_post_ops(s));
+    using hjit::backend::kBlockedInput, hjit::backend::kBlockedOutput;
+    const memory::desc src_given(s.src(), f32, s.layout & kBlockedInput ? tag::nChw16c : tag::nchw),
+        dst_given(s.dst(), f32, s.layout & kBlockedOutput ? tag::nChw16c : tag::nchw);
     dnnl::convolution_forward::primitive_desc pd(s.forward(dnnl::prop_kind::forward_inference, true), attr, plan->engine);
     plan->prim = dnnl::convolution_forward(pd);
-    plan->add(DNNL_ARG_SRC, false, src, pd.src_desc());
+    plan->add(DNNL_ARG_SRC, false, src_given, pd.src_desc());
     plan->add(DNNL_ARG_WEIGHTS, false, wts, pd.weights_desc());
-    plan->add(DNNL_ARG_DST, true, dst, pd.dst_desc());
+    plan->add(DNNL_ARG_DST, true, dst_given, pd.dst_desc());
     const memory::desc bias({s.o}, f32, tag::a), per_channel({1, s.o, 1, 1}, f32, tag::nchw);
     plan->add(DNNL_ARG_BIAS, false, bias, pd.bias_desc());
+    if (s.sum()) plan->add_residual(memory::desc(s.dst(), f32, tag::nchw), pd.dst_desc());
     const auto kinds = s.post_op_kinds();
     for (size_t i = 0; i < kinds.size(); ++i)
-      if (kinds[i] != hjit::backend::PostOp::Relu)
+      if (kinds[i] != hjit::backend::PostOp::Relu && kinds[i] != hjit::backend::PostOp::Sum)
         plan->add(DNNL_ARG_ATTR_MULTIPLE_POST_OP(int(i)) | DNNL_ARG_SRC_1, false, per_channel, per_channel);
     plan->scratchpad = memory(pd.scratchpad_desc(), plan->engine);
   } else {
@@ -400,27 +452,38 @@ bool bounds_query(std::initializer_list<std::pair<halide_buffer_t*, std::array<i
 }  // namespace
 
 // out = the post-ops of conv2d(in, weights) + bias in NCHW / OIHW (Halide order: x, y, channel,
-// image). per_channel holds the bias, then the binary post-ops' operands, one row of output
-// channels each. Shapes and parameters come as arguments so that a bounds query can say what the
+// image), or in oneDNN's blocked layout where `layout` says so (conv_layouts). per_channel holds the
+// bias, then the binary post-ops' operands, one row of output channels each; residual, what a sum
+// post-op adds (NCHW), or one unused element. Shapes and parameters come as arguments so that a bounds query can say what the
 // whole stage reads; the stage is computed at root, for its whole output.
-extern "C" int hjit_extern_conv2d(halide_buffer_t* in, halide_buffer_t* weights, halide_buffer_t* per_channel, int32_t c,
+extern "C" int hjit_extern_conv2d(halide_buffer_t* in, halide_buffer_t* weights, halide_buffer_t* per_channel,
+                                  halide_buffer_t* residual, int32_t c,
                                   int32_t h, int32_t w, int32_t kh, int32_t kw, int32_t sh, int32_t sw, int32_t ph,
-                                  int32_t pw, int32_t dh, int32_t dw, int32_t post_ops, halide_buffer_t* out) {
+                                  int32_t pw, int32_t dh, int32_t dw, int32_t post_ops, int32_t layout,
+                                  halide_buffer_t* out) {
   ConvShape s{out->dim[3].extent, c, h, w, out->dim[2].extent, kh, kw, out->dim[1].extent, out->dim[0].extent,
               sh, sw, ph, pw, dh, dw};
-  s.post_ops = post_ops;
+  s.post_ops = post_ops, s.layout = layout;
+  // The residual a sum post-op adds is the output's shape; without one, a single element.
+  const std::array<int64_t, 4> out_extent{s.ow, s.oh, s.o, s.n};
   bool query = bounds_query({{in, {w, h, c, s.n}}, {weights, {kw, kh, c, s.o}}});
+  if (!residual->host) {
+    query = true;
+    for (int d = 0; d < residual->dimensions; ++d)
+      residual->dim[d].min = 0, residual->dim[d].extent = s.sum() ? int32_t(out_extent[size_t(d)]) : 1;
+  }
   if (!per_channel->host) {
     query = true;
     per_channel->dim[0].min = 0, per_channel->dim[0].extent = int32_t(s.o);
     per_channel->dim[1].min = 0, per_channel->dim[1].extent = int32_t(1 + s.binary_post_ops());
   }
   if (query || !out->host) return 0;
-  if (!dense(in) || !dense(weights) || !dense(per_channel) || !dense(out)) return -1;
+  if (!dense(in) || !dense(weights) || !dense(per_channel) || !dense(out) || (s.sum() && !dense(residual))) return -1;
   try {
     float* row = reinterpret_cast<float*>(per_channel->host);
     std::vector<void*> data{in->host, weights->host, out->host};
     for (int64_t k = 0; k <= s.binary_post_ops(); ++k) data.push_back(row + k * s.o);
+    if (s.sum()) data.push_back(residual->host);
     conv_plan(s, kForward).run(data);
     return 0;
   } catch (const std::exception&) {

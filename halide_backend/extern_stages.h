@@ -4,6 +4,7 @@
 // in Halide. Chosen by a tuning run only where they measure faster (BuiltinParams::extern_gemm,
 // extern_conv); a schedule names them ("n5_matmul extern sgemm"), and lowering builds them.
 #pragma once
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -22,12 +23,13 @@ bool extern_conv_available();
 // graph inputs or from computed (not constant) values.
 std::set<int> extern_gemm_nodes(const Graph& g);
 // The element-wise work after a convolution that oneDNN does in the same pass (post-ops): add,
-// subtract, multiply or divide by a per-channel value (batch norm in inference, a bias), relu.
+// subtract, multiply or divide by a per-channel value (batch norm in inference, a bias), relu,
+// and once per chain the sum with a value of the output's shape (a residual connection).
 struct PostOp {
-  enum Kind { Add = 1, Sub = 2, Mul = 3, Div = 4, Relu = 5 };
+  enum Kind { Add = 1, Sub = 2, Mul = 3, Div = 4, Relu = 5, Sum = 6 };
   Kind kind;
   int node;         // the graph node it computes
-  int operand = -1; // the per-channel operand's node (binary kinds)
+  int operand = -1; // the per-channel operand's node (binary kinds), the residual (sum)
 };
 // A convolution and the post-ops after it, each the only reader of the one before, whose last
 // value an extern stage computes in one oneDNN call.
@@ -45,6 +47,12 @@ std::optional<ConvChain> conv_chain_ending_at(const Graph& g, int end);
 size_t affine_prefix(const ConvChain& c);
 // The post-ops from `first` on as the extern stage's integer argument.
 int32_t post_op_code(const ConvChain& c, size_t first);
+
+// A chain whose value only the next extern convolution reads hands it over in oneDNN's blocked
+// layout (16 channels innermost), where both convolutions use it: no reorder to NCHW and back in
+// between. Halide allocates that buffer with NCHW's size and never reads it. Per chain end:
+enum ConvLayout { kBlockedInput = 1, kBlockedOutput = 2 };
+std::map<int, int> conv_layouts(const Graph& g, const std::vector<ConvChain>& chains);
 
 // The nodes whose values extern convolutions compute: the last node of each conv2d's longest chain,
 // and conv2d_weight_grad nodes. f32, one group, operands as above.

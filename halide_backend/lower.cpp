@@ -104,7 +104,7 @@ Halide::ExternFuncArgument extern_input(const Graph& g, LoweredPipeline& p, int 
 
 // A matmul, a convolution with its post-ops (`chain`), or a convolution's weight gradient,
 // computed by a library (extern_stages.h).
-void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<ConvChain>& chain) {
+void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<ConvChain>& chain, int layout) {
   const Graph& g = ctx.g;
   LoweredPipeline& p = ctx.p;
   const Node& head = chain ? g.node(chain->conv) : n;
@@ -133,8 +133,12 @@ void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<Co
       if (op.kind == PostOp::Div) scale = scale / v, bias = bias / v;
     }
     std::vector<Expr> rows{bias};
-    for (size_t i = folded; i < chain->post_ops.size(); ++i)
-      if (chain->post_ops[i].operand >= 0) rows.push_back(value(chain->post_ops[i].operand));
+    int residual = -1;
+    for (size_t i = folded; i < chain->post_ops.size(); ++i) {
+      const PostOp& op = chain->post_ops[i];
+      if (op.kind == PostOp::Sum) residual = op.operand;
+      else if (op.operand >= 0) rows.push_back(value(op.operand));
+    }
     Func per_channel(s.func.name() + "_per_channel");
     Expr row = rows.back();
     for (size_t r = rows.size() - 1; r-- > 0;) row = select(k == int(r), rows[r], row);
@@ -152,11 +156,20 @@ void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<Co
       args[1] = scaled;
     }
     args.emplace_back(per_channel);
+    if (residual >= 0) {
+      args.push_back(extern_input(g, p, residual));
+    } else {  // an element the library call does not read
+      Func unused(s.func.name() + "_no_residual");
+      unused(s.vars) = 0.0f;
+      unused.compute_root();
+      args.emplace_back(unused);
+    }
     const Shape& w = g.type(head.inputs[1]).shape;
     for (int64_t v : {x[1], x[2], x[3], w[2], w[3], attr("stride")[0], attr("stride")[1], attr("padding")[0],
                       attr("padding")[1], attr("dilation")[0], attr("dilation")[1]})
       arg(v);
     arg(post_op_code(*chain, folded));
+    arg(layout);
     s.func.define_extern(kExternConvSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
     s.helpers.push_back(Helper{"per_channel", per_channel, {c, k}, {w[0], int64_t(rows.size())}, {}});
   } else {  // Conv2dWeightGrad(x, output gradient)
@@ -211,6 +224,10 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::s
   // An extern convolution reads the convolution's operands and its post-ops' per-channel values;
   // the nodes it absorbs are read by nothing else.
   const std::map<int, std::optional<ConvChain>> chains = extern_chains(g, externs);
+  std::vector<ConvChain> conv_chains;
+  for (const auto& [end, chain] : chains)
+    if (chain) conv_chains.push_back(*chain);
+  const std::map<int, int> layouts = conv_layouts(g, conv_chains);
   for (const auto& [end, chain] : chains) {
     if (!chain) continue;
     if (chain->conv != end) p.stages[size_t(chain->conv)].absorbed = true;
@@ -257,7 +274,8 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::s
     }
     if (s.absorbed) continue;
     if (auto it = chains.find(int(id)); it != chains.end()) {
-      lower_extern(ctx, s, n, it->second);
+      auto layout = layouts.find(int(id));
+      lower_extern(ctx, s, n, it->second, layout == layouts.end() ? 0 : layout->second);
       continue;
     }
     lowering_for(n.op)(ctx, s, n);

@@ -380,6 +380,22 @@ TEST_CASE("extern sgemm and convolution stages compute what eager does, with the
   CHECK(chain->post_ops.size() == 8);
   CHECK(gb.node(chain->end()).op == hjit::OpKind::Sub);
   CHECK(chain->post_ops[5].kind == hjit::backend::PostOp::Relu);
+  // A residual connection (a sum post-op), of an input or of a computed value, then relu; and the
+  // first block's value handed to the second convolution in oneDNN's blocked layout (16 channels).
+  Tensor img2 = Tensor::randn({2, 16, 9, 7}, 22), k2 = Tensor::randn({16, 16, 3, 3}, 23), k3 = Tensor::randn({16, 16, 3, 3}, 24);
+  auto residual = [](const Tensor& v, const Tensor& k, const Tensor& k3) {
+    Tensor y = hjit::relu(hjit::conv2d(v, k, std::nullopt, {1, 1}, {1, 1}) * 0.5 + v);
+    return hjit::relu(hjit::tanh(v) + hjit::conv2d(y, k3, std::nullopt, {1, 1}, {1, 1}));
+  };
+  check_through_database("conv_residual", "built-in extern_conv=1", "hjit_extern_conv2d", residual, img2, k2, k3);
+  hjit::Graph gr = canonical_graph(hjit::jit(residual).graph(img2, k2, k3));
+  int sums = 0;
+  for (int end : hjit::backend::extern_conv_nodes(gr)) {
+    const auto chain = hjit::backend::conv_chain_ending_at(gr, end);
+    REQUIRE(chain);
+    for (const auto& op : chain->post_ops) sums += op.kind == hjit::backend::PostOp::Sum;
+  }
+  CHECK(sums == 2);
   // Where the chain's value is the right operand of a subtraction, or is read twice, it ends.
   auto reversed = [](const Tensor& v, const Tensor& k) { return 1.0 - hjit::relu(hjit::conv2d(v, k, std::nullopt, {1, 1}, {1, 1})); };
   check_through_database("conv_reversed", "built-in extern_conv=1", "hjit_extern_conv2d", reversed, img, k);
