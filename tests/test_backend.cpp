@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "halide_backend/apply_schedule.h"
+#include "halide_backend/extern_stages.h"
 #include "halide_backend/lower.h"
 #include "halide_backend/scheduler.h"
 #include "halide_backend/target.h"
@@ -210,6 +211,21 @@ TEST_CASE("schedule text that is not a schedule is a ValueError naming the line"
   LoweredPipeline p = lower(softmax_of_matmul(), host());
   CHECK_THROWS_AS(apply_schedule(Schedule::parse("hjit-schedule 1\nsource x\nno_such_func compute_root\n"), p),
                   hjit::ValueError);
+  // Extern stages a schedule names must be nodes a library can compute: a graph input, a node
+  // past the end of the graph, or a relu of a matmul (no convolution chain ends there) are not.
+  const hjit::Graph conv = conv_graph(), mm = softmax_of_matmul();
+  for (int id : {0, int(conv.nodes.size())}) CHECK_THROWS_AS(lower(conv, host(), {id}), hjit::ValueError);
+  for (size_t id = 0; id < mm.nodes.size(); ++id)
+    if (mm.nodes[id].op == hjit::OpKind::Relu) CHECK_THROWS_AS(lower(mm, host(), {int(id)}), hjit::ValueError);
+  if (hjit::backend::extern_conv_available()) {
+    // The convolution alone, or it and the relu after it.
+    for (size_t id = 0; id < conv.nodes.size(); ++id)
+      if (conv.nodes[id].op == hjit::OpKind::Conv2d || conv.nodes[id].op == hjit::OpKind::Relu) {
+        LoweredPipeline lp = lower(conv, host(), {int(id)});
+        CHECK(lp.stages[id].is_extern);
+        CHECK(lp.stages[id].extern_kind == "conv");
+      }
+  }
 }
 
 TEST_CASE("targets are values: the host's string, and Halide's strings validated") {
