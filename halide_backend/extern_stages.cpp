@@ -72,6 +72,10 @@ std::set<int> extern_gemm_nodes(const Graph& g) {
 
 namespace {
 
+// Whether oneDNN's forward convolution with these input and output channel counts computes in the
+// 16-channel blocked layout (whole blocks only).
+bool blocked_activations(int64_t in_channels, int64_t out_channels) { return in_channels % 16 == 0 && out_channels % 16 == 0; }
+
 // How many nodes read each node's value, with outputs and updates counted as readers.
 std::vector<int> uses(const Graph& g) {
   std::vector<int> n(g.nodes.size(), 0);
@@ -162,10 +166,9 @@ int32_t post_op_code(const ConvChain& c, size_t first) {
 }
 
 std::map<int, int> conv_layouts(const Graph& g, const std::vector<ConvChain>& chains) {
-  // Where oneDNN computes in the blocked layout (ConvShape::forward).
   auto blocked = [&](int conv) {
     const Node& n = g.node(conv);
-    return g.type(n.inputs[0]).shape[1] % 16 == 0 && n.type.shape[1] % 16 == 0;
+    return blocked_activations(g.type(n.inputs[0]).shape[1], n.type.shape[1]);
   };
   const std::vector<int> n_uses = uses(g);
   std::map<int, int> layout;
@@ -336,7 +339,7 @@ struct ConvShape {
   // (channels-last) convolves as fast, but its reorders from and to NCHW take three times as long
   // (W8's 3x3 64-channel convolution with both reorders: 2.26 ms against 2.46, Zen 5).
   dnnl::convolution_forward::desc forward(dnnl::prop_kind kind, bool bias = false) const {
-    const tag activations = c % 16 == 0 && o % 16 == 0 ? tag::nChw16c : tag::any;
+    const tag activations = hjit::backend::blocked_activations(c, o) ? tag::nChw16c : tag::any;
     const memory::desc s(src(), f32, activations), w(weights(), f32, tag::any), d(dst(), f32, activations);
     if (bias)
       return {kind, dnnl::algorithm::convolution_direct, s, w, memory::desc({o}, f32, tag::a), d, {sh, sw}, dilation(), {ph, pw}, pad_r()};
