@@ -190,20 +190,8 @@ struct Trial {
 };
 
 // The baseline, an empty schedule text, is what jit() compiles without a database: a big graph in
-// two partitioned halves (which needs a disk cache: a private one, removed afterwards).
+// two partitioned halves, which needs a disk cache (the worker's own, see measure_in_worker).
 Trial compile_trial(const Request& r, const std::string& schedule_text) {
-  std::string cache_dir;
-  if (schedule_text.empty()) {
-    char dir[] = "/tmp/hjit_tune_cache_XXXXXX";
-    if (mkdtemp(dir)) cache_dir = dir, setenv("HJIT_CACHE_DIR", dir, 1);
-  }
-  struct RemoveDir {
-    const std::string& dir;
-    ~RemoveDir() {
-      std::error_code ec;
-      if (!dir.empty()) std::filesystem::remove_all(dir, ec), setenv("HJIT_CACHE_DIR", "", 1);
-    }
-  } remove_cache{cache_dir};
   backend::Options o;
   o.name = r.graph.name;
   o.device = r.device;
@@ -317,9 +305,21 @@ Measurement measure_in_worker(const std::string& req, const std::string& how, do
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  // The worker's environment: no disk cache (candidates are not worth keeping), and its own
-  // process group, so that Ctrl-C reaches the tuning run, which then stops the worker.
-  std::vector<std::string> env_strings{"HJIT_CACHE_DIR="};
+  // The worker's environment: a disk cache of its own, made here and removed after it ends however
+  // it ends (candidates are not worth keeping, but the baseline's partitioned build needs one; the
+  // cache reads HJIT_CACHE_DIR once per process, so the worker cannot switch it per compile), and
+  // its own process group, so that Ctrl-C reaches the tuning run, which then stops the worker.
+  char cache_dir[] = "/tmp/hjit_tune_cache_XXXXXX";
+  const bool have_cache = mkdtemp(cache_dir) != nullptr;
+  struct RemoveCache {
+    const char* dir;
+    bool made;
+    ~RemoveCache() {
+      std::error_code ec;
+      if (made) std::filesystem::remove_all(dir, ec);
+    }
+  } remove_cache{cache_dir, have_cache};
+  std::vector<std::string> env_strings{std::string("HJIT_CACHE_DIR=") + (have_cache ? cache_dir : "")};
   for (char** e = environ; *e; ++e)
     if (std::strncmp(*e, "HJIT_CACHE_DIR=", 15) != 0) env_strings.emplace_back(*e);
   std::vector<char*> envp;
