@@ -50,16 +50,20 @@ bool extern_operand(const Graph& g, int id, int rank) {
          (o.op == OpKind::Parameter || !has_trait(o.op, Source));
 }
 
-template <class Accept>
-std::set<int> nodes_where(const Graph& g, OpKind op, int rank, Accept accept) {
+// Node n is an `op` a library computes: f32 of `rank`, not empty, with operands as above;
+// convolutions and their gradients of one group only.
+bool extern_node(const Graph& g, const Node& n, OpKind op, int rank) {
+  if (n.op != op || n.type.dtype != DType::F32 || n.type.rank() != rank || n.type.numel() == 0) return false;
+  if (op != OpKind::Matmul && n.attrs.i("groups") != 1) return false;
+  for (int in : n.inputs)
+    if (!extern_operand(g, in, rank)) return false;
+  return true;
+}
+
+std::set<int> nodes_where(const Graph& g, OpKind op, int rank) {
   std::set<int> out;
-  for (size_t id = 0; id < g.nodes.size(); ++id) {
-    const Node& n = g.nodes[id];
-    if (n.op != op || n.type.dtype != DType::F32 || n.type.rank() != rank || n.type.numel() == 0 || !accept(n)) continue;
-    bool ok = true;
-    for (int in : n.inputs) ok &= extern_operand(g, in, rank);
-    if (ok) out.insert(int(id));
-  }
+  for (size_t id = 0; id < g.nodes.size(); ++id)
+    if (extern_node(g, g.nodes[id], op, rank)) out.insert(int(id));
   return out;
 }
 
@@ -67,7 +71,7 @@ std::set<int> nodes_where(const Graph& g, OpKind op, int rank, Accept accept) {
 
 std::set<int> extern_gemm_nodes(const Graph& g) {
   if (!*extern_gemm_library()) return {};
-  return nodes_where(g, OpKind::Matmul, 2, [](const Node&) { return true; });
+  return nodes_where(g, OpKind::Matmul, 2);
 }
 
 namespace {
@@ -86,14 +90,7 @@ std::vector<int> uses(const Graph& g) {
   return n;
 }
 
-bool conv_extern(const Graph& g, const Node& n) {
-  if (n.op != OpKind::Conv2d || n.type.dtype != DType::F32 || n.type.rank() != 4 || n.type.numel() == 0 ||
-      n.attrs.i("groups") != 1)
-    return false;
-  for (int in : n.inputs)
-    if (!extern_operand(g, in, 4)) return false;
-  return true;
-}
+bool conv_extern(const Graph& g, const Node& n) { return extern_node(g, n, OpKind::Conv2d, 4); }
 
 // Constant along images, rows and columns of an NCHW value of `out` shape: a per-channel operand.
 bool per_channel(const TensorType& t, const Shape& out) {
@@ -190,7 +187,7 @@ std::set<int> extern_conv_nodes(const Graph& g) {
   std::vector<std::vector<int>> readers(g.nodes.size());
   for (size_t id = 0; id < g.nodes.size(); ++id)
     for (int in : g.nodes[id].inputs) readers[size_t(in)].push_back(int(id));
-  std::set<int> out = nodes_where(g, OpKind::Conv2dWeightGrad, 4, [](const Node& n) { return n.attrs.i("groups") == 1; });
+  std::set<int> out = nodes_where(g, OpKind::Conv2dWeightGrad, 4);
   for (size_t id = 0; id < g.nodes.size(); ++id) {
     if (!conv_extern(g, g.nodes[id])) continue;
     // The chain grows while its value has one reader that is a post-op reading it as the chain.
