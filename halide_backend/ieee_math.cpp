@@ -1,5 +1,6 @@
 #include "halide_backend/ieee_math.h"
 
+#include <cstring>
 #include <limits>
 
 #include <hjit/error.h>
@@ -44,6 +45,44 @@ Expr is_negative(const Expr& x) {
   return offset < ucon(x, f64 ? 0x7ff0000000000000ull : 0x7f800000ull);
 }
 
+// Non-negative floats ascend with their bits from +0 to +inf, negative ones descend from -0 to
+// -inf; NaNs lie above both runs. So x > c for c >= 0 is "bits in (bits(c), bits(+inf)]".
+Expr compare_with_literal(const Expr& x, Cmp cmp, double literal) {
+  const bool f64 = is_f64(x);
+  const uint64_t sign = f64 ? 0x8000000000000000ull : 0x80000000ull, inf = f64 ? 0x7ff0000000000000ull : 0x7f800000ull;
+  const double c = literal == 0 ? 0.0 : literal;  // -0.0 compares as +0.0
+  uint64_t cbits;
+  if (f64) std::memcpy(&cbits, &c, 8);
+  else {
+    const float cf = float(c);
+    if (double(cf) != c) return Expr();  // compared in f64 by the eager kernel? leave it to the general path
+    uint32_t b;
+    std::memcpy(&b, &cf, 4);
+    cbits = b;
+  }
+  Expr bits = reinterpret(bits_type(x), x);
+  auto within = [&](uint64_t lo, uint64_t hi) { return bits - ucon(x, lo) <= ucon(x, hi - lo); };
+  switch (cmp) {
+    case Cmp::Eq: return c == 0 ? magnitude_bits(x) == ucon(x, 0) : bits == ucon(x, cbits);
+    case Cmp::Ne: return c == 0 ? magnitude_bits(x) != ucon(x, 0) : bits != ucon(x, cbits);
+    case Cmp::Gt: return c >= 0 ? within(cbits + 1, inf) : Expr();
+    case Cmp::Ge: return c > 0 ? within(cbits, inf) : Expr();
+    case Cmp::Lt: return c < 0 ? within(cbits + 1, sign | inf) : c == 0 ? within(sign + 1, sign | inf) : Expr();
+    case Cmp::Le: return c < 0 ? within(cbits, sign | inf) : Expr();
+  }
+  return Expr();
+}
+
+Cmp mirrored(Cmp cmp) {
+  switch (cmp) {
+    case Cmp::Lt: return Cmp::Gt;
+    case Cmp::Le: return Cmp::Ge;
+    case Cmp::Gt: return Cmp::Lt;
+    case Cmp::Ge: return Cmp::Le;
+    default: return cmp;
+  }
+}
+
 Expr infinity(Type t, bool negative) {
   if (!t.is_float()) throw InternalError("ieee::infinity of a non-float type");
   return negative ? runtime_constant(t, "neg_inf_f32", "neg_inf_f64") : runtime_constant(t, "inf_f32", "inf_f64");
@@ -76,30 +115,39 @@ Expr nan_if_seen(const Expr& seen, const Expr& v) {
   return select(seen > ucon(v, v.type().bits() == 64 ? 0x7ff0000000000000ull : 0x7f800000ull), quiet_nan(v.type()), v);
 }
 
-// f32: Cody-Waite reduction x = k ln2 + r with |r| <= ln2 / 2 and Cephes' polynomial for e^r (at
-// most 1 ulp from libm, measured over [-87, 89]), scaled by 2^k built in the exponent bits. The input
-// is clamped first so that k stays in range (overflow comes out as inf); results below 2^-125
-// (x < -86.6) are 0, not libm's tiny normals and subnormals. NaN comes back as NaN.
-// k is rounded by adding and subtracting 1.5 * 2^23 (strict, so that the two do not cancel): the
-// sum's low bits are k itself, which then shift into the exponent field with no conversion. That
-// is five instructions fewer than round() and a conversion (AVX-512 rounds 16 lanes in two halves).
+// f32: Cody-Waite reduction x = k ln2 + r with |r| <= ln2 / 2 and Cephes' polynomial for e^r (under
+// 0.9 ulp from libm over [-86.5, 88.5], for x and for a negation: tests/test_backend.cpp), scaled
+// by 2^k built in the exponent bits. The input is clamped first so that k stays in range (overflow
+// comes out as inf); results below 2^-125 (x < -86.6) are 0, not libm's tiny normals and
+// subnormals. NaN comes back as NaN.
+// k is rounded by adding 1.5 * 2^23: the sum's low bits are k itself, which then shift into the
+// exponent field with no conversion, and k as a float is those bits less the constant's, converted
+// (fewer instructions than round() and a conversion: AVX-512 rounds 16 lanes in two halves). Not
+// (sum - 1.5 * 2^23) as floats: under fast-math LLVM distributes that subtraction into the
+// multiplication by ln2 below, and r loses every digit.
 Expr exp(const Expr& x) {
   if (is_f64(x)) return Halide::exp(x);
-  const Type f = x.type(), i = Int(32, f.lanes());
-  const float magic = 12582912.0f;  // 1.5 * 2^23
+  const Type f = x.type(), u = bits_type(x), i = Int(32, f.lanes());
   Expr xc = Halide::clamp(x, -104.0f, 89.0f);
-  Expr shifted = strict_float(xc * 1.44269504088896341f + magic);
-  Expr k = strict_float(shifted - magic);
-  Expr r = xc - k * 0.693359375f - k * -2.12194440e-4f;
-  Expr z = r * r;
-  Expr p = 1.9875691500e-4f;
-  for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f}) p = p * r + c;
-  p = p * z + r + 1.0f;
-  // p 2^k as (2p) 2^(k-1): k reaches 128 (x up to 88.72 rounds there) while the result is finite.
-  // The exponent field k + 126 wraps for k <= -126, where the result is 0 anyway.
-  Expr scale = reinterpret(f, (reinterpret(i, shifted) << 23) + (126 << 23));
-  Expr y = select(k > -126.0f, (p + p) * scale, make_const(f, 0.0));
-  return select(ieee::is_nan(x), x, y);
+  Expr shifted = reinterpret(u, xc * 1.44269504088896341f + 12582912.0f);
+  Expr k = cast(f, reinterpret(i, shifted - ucon(x, 0x4b400000u)));
+  // Cody-Waite: x - k C1 is exact (k C1 has few bits; the difference, Sterbenz's lemma), and only
+  // then is the small k C2 taken off. Strict, so that neither Halide's simplifier (which merges
+  // k C1 + k C2 into k (C1 + C2)) nor LLVM's reassociation (which took k C2 from -x first) undoes
+  // that order: either costs the split its accuracy (5 and 60 ulp, not 1).
+  Expr r = strict_float(xc - k * 0.693359375f) - k * -2.12194440e-4f;
+  // e^r = 1 + r (1 + r P(r)) in Horner's form, all of it doubled (exactly: the coefficients are
+  // doubled), which is 2 e^r in seven fused multiply-adds.
+  Expr p = 2 * 1.9875691500e-4f;
+  for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f, 1.0f, 1.0f})
+    p = p * r + 2 * c;
+  // e^x as (2 e^r) 2^(k-1): k reaches 128 (x up to 88.72 rounds there) while the result is finite.
+  // The exponent field k + 126, built in unsigned arithmetic (it wraps), is negative as an int32
+  // for k < -126 and zero at -126, where the result is 0: a max with 0 makes those scales +0.0,
+  // one instruction instead of a compare and a select.
+  Expr field = reinterpret(i, (shifted << 23) + ucon(x, 126u << 23));
+  Expr scale = reinterpret(f, Halide::max(field, 0));
+  return select(ieee::is_nan(x), x, p * scale);
 }
 
 // f32: x = m 2^e with m in [sqrt(1/2), sqrt(2)), Cephes' polynomial for log(m) (about 1 ulp).

@@ -23,6 +23,13 @@ Expr is_inf(const Expr& x);
 Expr sign_bit(const Expr& x);  // true for -0.0, negative values, -inf and NaNs with the sign set
 Expr is_negative(const Expr& x);  // x < 0: false for -0.0 and NaN
 
+// An IEEE comparison of a float with a finite literal as one range test on its bits, where the
+// values it holds for are one run of bit patterns (x > 0, x <= -1, x == 2.5, ...): two integer
+// instructions instead of a NaN test and a compare. Undefined where no such run exists.
+enum class Cmp { Eq, Ne, Lt, Le, Gt, Ge };
+Expr compare_with_literal(const Expr& x, Cmp cmp, double literal);
+Cmp mirrored(Cmp cmp);  // c OP x as x mirrored(OP) c
+
 // +inf or -inf, and a quiet NaN, of float type t (values LLVM does not see as literals).
 Expr infinity(Type t, bool negative = false);
 Expr quiet_nan(Type t);

@@ -275,7 +275,12 @@ void Min(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, ieee::min); }
 // Comparisons follow IEEE for NaN (x != x is the NaN test; NaN < y is false), where Halide
 // assumes there are none: its simplifier folds x == x to true, and LLVM's no-NaN flag lets an
 // ordered compare become an unordered one.
-Expr nan_operand(const Expr& a, const Expr& b) { return ieee::is_nan(a) || ieee::is_nan(b); }
+// A literal operand is never NaN (see compared), so it needs no test.
+Expr nan_operand(const Expr& a, const Expr& b) {
+  if (Internal::as_const_float(a)) return ieee::is_nan(b);
+  if (Internal::as_const_float(b)) return ieee::is_nan(a);
+  return ieee::is_nan(a) || ieee::is_nan(b);
+}
 // An operand of a comparison: a finite fill is a literal here, zero included (a comparison with
 // one is exact under fast-math, unlike x * 0; see value_of), which saves a load and a NaN test.
 Expr compared(LowerCtx& ctx, const Stage& s, const Node& n, size_t i) {
@@ -283,22 +288,35 @@ Expr compared(LowerCtx& ctx, const Stage& s, const Node& n, size_t i) {
   if (in.op == OpKind::Full && std::isfinite(in.attrs.f("value"))) return constant(compute_type(in.type.dtype), in.attrs.f("value"));
   return operand(ctx, s, n, i);
 }
-template <class F>
-void comparison(LowerCtx& ctx, Stage& s, const Node& n, F f) {
-  LowerCtx::define(s, f(compared(ctx, s, n, 0), compared(ctx, s, n, 1)));
+// x OP y as IEEE orders floats. With a literal on one side, a range test on the other's bits where
+// one exists (ieee::compare_with_literal); otherwise the NaN test and Halide's compare.
+void comparison(LowerCtx& ctx, Stage& s, const Node& n, ieee::Cmp cmp) {
+  Expr a = compared(ctx, s, n, 0), b = compared(ctx, s, n, 1);
+  auto halide_cmp = [cmp](const Expr& x, const Expr& y) {
+    switch (cmp) {
+      case ieee::Cmp::Eq: return x == y;
+      case ieee::Cmp::Ne: return x != y;
+      case ieee::Cmp::Lt: return x < y;
+      case ieee::Cmp::Le: return x <= y;
+      case ieee::Cmp::Gt: return x > y;
+      case ieee::Cmp::Ge: return x >= y;
+    }
+    throw InternalError("unknown comparison");
+  };
+  if (!a.type().is_float()) return LowerCtx::define(s, halide_cmp(a, b));
+  Expr bits_test;
+  if (const double* c = Internal::as_const_float(b)) bits_test = ieee::compare_with_literal(a, cmp, *c);
+  else if (const double* c = Internal::as_const_float(a)) bits_test = ieee::compare_with_literal(b, ieee::mirrored(cmp), *c);
+  if (bits_test.defined()) return LowerCtx::define(s, bits_test);
+  Expr nan = nan_operand(a, b);
+  LowerCtx::define(s, cmp == ieee::Cmp::Ne ? nan || a != b : !nan && halide_cmp(a, b));
 }
-template <class Cmp>
-void ordered(LowerCtx& c, Stage& s, const Node& n, Cmp cmp) {
-  comparison(c, s, n, [&](Expr a, Expr b) { return a.type().is_float() ? !nan_operand(a, b) && cmp(a, b) : cmp(a, b); });
-}
-void Eq(LowerCtx& c, Stage& s, const Node& n) { ordered(c, s, n, [](Expr a, Expr b) { return a == b; }); }
-void Ne(LowerCtx& c, Stage& s, const Node& n) {
-  comparison(c, s, n, [](Expr a, Expr b) { return a.type().is_float() ? nan_operand(a, b) || a != b : a != b; });
-}
-void Lt(LowerCtx& c, Stage& s, const Node& n) { ordered(c, s, n, [](Expr a, Expr b) { return a < b; }); }
-void Le(LowerCtx& c, Stage& s, const Node& n) { ordered(c, s, n, [](Expr a, Expr b) { return a <= b; }); }
-void Gt(LowerCtx& c, Stage& s, const Node& n) { ordered(c, s, n, [](Expr a, Expr b) { return a > b; }); }
-void Ge(LowerCtx& c, Stage& s, const Node& n) { ordered(c, s, n, [](Expr a, Expr b) { return a >= b; }); }
+void Eq(LowerCtx& c, Stage& s, const Node& n) { comparison(c, s, n, ieee::Cmp::Eq); }
+void Ne(LowerCtx& c, Stage& s, const Node& n) { comparison(c, s, n, ieee::Cmp::Ne); }
+void Lt(LowerCtx& c, Stage& s, const Node& n) { comparison(c, s, n, ieee::Cmp::Lt); }
+void Le(LowerCtx& c, Stage& s, const Node& n) { comparison(c, s, n, ieee::Cmp::Le); }
+void Gt(LowerCtx& c, Stage& s, const Node& n) { comparison(c, s, n, ieee::Cmp::Gt); }
+void Ge(LowerCtx& c, Stage& s, const Node& n) { comparison(c, s, n, ieee::Cmp::Ge); }
 void And(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a && b; }); }
 void Or(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a || b; }); }
 void Where(LowerCtx& c, Stage& s, const Node& n) {

@@ -13,7 +13,7 @@ struct Knob {
   int lo, hi;
 };
 const Knob kKnobs[] = {{"cols", &BuiltinParams::cols, 1, 8}, {"rows", &BuiltinParams::rows, 0, 32},
-                       {"vec", &BuiltinParams::vec, 1, 8},   {"tasks", &BuiltinParams::tasks, 1, 256},
+                       {"vec", &BuiltinParams::vec, 0, 8},   {"tasks", &BuiltinParams::tasks, 1, 256},
                        {"grain", &BuiltinParams::grain, 0, 30}};
 
 }  // namespace

@@ -9,7 +9,8 @@ namespace hjit::schedules {
 struct BuiltinParams {
   int cols = 2;               // a contraction tile's columns, in vectors (matmul, attention)
   int rows = 0;               // a contraction tile's unrolled rows / output channels (0: per op: 8, 4 attention)
-  int vec = 1;                // vector width of element-wise and row nests, in natural vectors
+  int vec = 0;                // vector width of element-wise and row nests, in natural vectors
+                              // (0: per nest, 4 where it computes exp, log, tanh, ... else 1)
   int tasks = 8;              // parallel tasks per thread that fused outer loops aim for
   int grain = 14;             // log2 of the fewest points a loop nest needs to run in parallel
   bool store_expensive = true;  // expensive values read twice are stored (per row or at root), not recomputed

@@ -112,6 +112,20 @@ Group binary_float() {
   };
 }
 
+// A comparison with a literal compiles to a range test on the bits (ieee::compare_with_literal):
+// every operator, literals of each sign, zeros of both signs, a subnormal, both orientations.
+Group literal_comparisons() {
+  return [](const std::vector<Tensor>& in) {
+    const Tensor& a = in[0];
+    std::vector<Tensor> out;
+    for (double c : {0.0, -0.0, 1.5, -2.5, 88.5, 1e-40, -1e-40, 6e4}) {
+      Tensor lit = Tensor::scalar(c, a.dtype());
+      for (Tensor t : {a == c, a != c, a < c, a <= c, a > c, a >= c, lit < a, lit <= a, lit > a, lit >= a}) out.push_back(t);
+    }
+    return out;
+  };
+}
+
 Group binary_bool() {
   return [](const std::vector<Tensor>& in) {
     const Tensor &a = in[0], &b = in[1];
@@ -438,6 +452,7 @@ TEST_CASE("special values through every group") {
     check("binary_numeric", binary_numeric(), {test::specials({9, 1}, t, 0), test::specials({1, 9}, t, 3)});
     check("binary_float", binary_float(), {test::specials({9, 1}, t, 0), test::specials({1, 9}, t, 5)});
     check("casts", casts(), {test::specials({3, 6}, t, 0)});
+    check("literal_comparisons", literal_comparisons(), {test::specials({4, 5}, t, 0)});
     check("reductions", reductions(2, true, false), {test::specials({3, 6}, t, 0)});
     check("reductions", reductions(0, true, false), {test::specials({}, t, 0)});
     check("movement", movement(), {test::specials({2, 3, 4}, t, 2)});

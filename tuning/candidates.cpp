@@ -10,7 +10,7 @@ namespace {
 using schedules::BuiltinParams;
 
 // The values each built-in knob takes in a tuning run.
-const std::vector<int> kCols{1, 2, 3, 4}, kRows{2, 4, 6, 8, 12, 16}, kVec{1, 2, 4}, kTasks{2, 4, 8, 16, 32},
+const std::vector<int> kCols{1, 2, 3, 4}, kRows{2, 4, 6, 8, 12, 16}, kVec{0, 1, 2, 4, 8}, kTasks{2, 4, 8, 16, 32},
     kGrain{10, 12, 14, 16, 18};
 
 std::string builtin_request(const BuiltinParams& p) {
