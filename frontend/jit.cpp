@@ -107,6 +107,7 @@ JitCore::JitCore(JitOptions options) : s_(std::make_unique<State>()) {
     throw ValueError("jit '" + options.name + "': a tuning database needs opt_level 2, got " + std::to_string(options.opt_level));
   s_->opt = std::move(options);
   s_->backend_opt = backend::Options{s_->opt.name, s_->opt.device, s_->opt.opt_level, s_->opt.autoscheduler, ""};
+  s_->backend_opt.cuda_capability = s_->opt.cuda_capability;
   // Tuned schedules are opt level 2's (as autoscheduled ones are): HJIT_TUNING_DB leaves the
   // lower levels as they are.
   s_->tuning_db = s_->opt.opt_level == 2 ? tuning::tuning_db_path(s_->opt.tuning_db) : "";
@@ -335,6 +336,11 @@ std::string JitCore::explain(const CallArgs& args, Tracer trace) {
   Traced tr = trace_and_optimize(s_->opt.name, false, args, trace);
   backend::Compiled c = tuning::compile_tuned(tr.graph, s_->backend_opt, s_->tuning_db);
   return c.executable->explain();
+}
+
+std::string JitCore::device_code(const CallArgs& args, Tracer trace) {
+  Traced tr = trace_and_optimize(s_->opt.name, false, args, trace);
+  return tuning::compile_tuned(tr.graph, s_->backend_opt, s_->tuning_db).executable->device_code();
 }
 
 Graph trace_graph(const std::string& name, const CallArgs& args, Tracer trace) {

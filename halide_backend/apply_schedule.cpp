@@ -159,6 +159,15 @@ class Applier {
         else if (v == "unroll") st->unroll(x, n, tail);
         else st->parallel(x, n, tail);
       }
+    } else if (v == "gpu_blocks" || v == "gpu_threads") {
+      std::vector<VarOrRVar> x;
+      for (const std::string& n : a) x.push_back(var_of(*st, n));
+      const bool blocks = v == "gpu_blocks";
+      if (x.size() == 1) blocks ? st->gpu_blocks(x[0]) : st->gpu_threads(x[0]);
+      else if (x.size() == 2) blocks ? st->gpu_blocks(x[0], x[1]) : st->gpu_threads(x[0], x[1]);
+      else blocks ? st->gpu_blocks(x[0], x[1], x[2]) : st->gpu_threads(x[0], x[1], x[2]);
+    } else if (v == "gpu_single_thread") {
+      st->gpu_single_thread();
     } else if (v == "atomic") {
       st->atomic();
     } else if (v == "serial") {

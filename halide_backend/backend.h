@@ -18,6 +18,7 @@ struct Options {
   // is, instead of the opt level's and the autoscheduler's. Throws ValueError when it does not
   // apply to the graph.
   std::string schedule_text;
+  int cuda_capability = 80;   // Device::CUDA: the compute capability code is generated for
 };
 
 class Executable {
@@ -31,6 +32,8 @@ class Executable {
   virtual std::string explain() const = 0;
   // One line naming the schedule: "built-in", "unfused", "Adams2019", or the fallback and why.
   virtual std::string summary() const = 0;
+  // The GPU kernels' device code (PTX for CUDA); empty for CPU code.
+  virtual std::string device_code() const { return {}; }
 };
 
 struct Compiled {

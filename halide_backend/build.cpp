@@ -75,6 +75,8 @@ Built make(const Graph& g, const Options& o, const Target& target, const std::st
   PipelineInfo info = describe(g, p, function_name(o.name.empty() ? g.name : o.name), summary, s->str());
   Built b;
   b.shared_object = compile_shared_object(p, target, info);
+  if (!b.shared_object && target.is_cuda())
+    throw CompileError("hjit: CUDA pipelines are linked into shared objects, and this machine has no linker (ld)");
   b.executable = b.shared_object ? load_shared_object(*b.shared_object, std::move(info)) : jit_compile(p, target, std::move(info));
   return b;
 }
@@ -86,6 +88,20 @@ Built make(const Graph& g, const Options& o, const Target& target, const std::st
 // storage folding of a padded pooling input), and are sometimes an order of magnitude slower.)
 Built build_guarded(const Graph& g, const Options& o, const Target& target) {
   constexpr double kTolerated = 1.5, kNoiseMs = 0.02;  // below ~20 us a run, timings are noise
+  if (target.is_cuda() && !cuda_driver_available()) {
+    // Nothing here can run it: the autoscheduler's schedule is used when it compiles.
+    std::string why;
+    try {
+      Built chosen = make(g, o, target, o.autoscheduler, &why);
+      if (chosen.executable) return chosen;
+    } catch (const Halide::Error& e) {
+      why = std::string("its schedule failed: ") + e.what();
+    }
+    log().warn("{} on '{}': {}; using the built-in schedule", o.autoscheduler, g.name, why);
+    Built builtin = make(g, o, target, "built-in");
+    builtin.executable->set_summary("built-in (" + o.autoscheduler + " fell back: " + why + ")");
+    return builtin;
+  }
   Built builtin = make(g, o, target, "built-in");
   TrialBuffers reference(g), trial(g);
   const double builtin_ms = trial_ms(*builtin.executable, reference);

@@ -15,6 +15,7 @@ std::string encode_cache_entry(const std::string& key, const PipelineInfo& info,
   w.str(info.function);
   w.str(info.summary);
   w.str(info.schedule);
+  w.str(info.device_code);
   w.u64(info.args.size());
   for (const ArgSpec& a : info.args) {
     w.u8(uint8_t(a.from));
@@ -40,6 +41,7 @@ DecodedEntry decode_cache_entry(std::string_view bytes, const std::string& key) 
   info.function = r.str();
   info.summary = r.str();
   info.schedule = r.str();
+  info.device_code = r.str();
   const size_t nargs = r.count(1 << 16);
   size_t constants_used = 0;
   for (size_t i = 0; i < nargs; ++i) {

@@ -8,7 +8,7 @@
 
 namespace hjit::backend {
 
-inline constexpr uint32_t kCacheFormatVersion = 1;
+inline constexpr uint32_t kCacheFormatVersion = 2;  // 2: device code (PTX) of GPU pipelines
 
 std::string encode_cache_entry(const std::string& key, const PipelineInfo& info, const std::string& shared_object);
 

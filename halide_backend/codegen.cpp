@@ -53,9 +53,17 @@ std::vector<Halide::Func> defined_outputs(const LoweredPipeline& p) {
   return outs;
 }
 
-namespace {
-
-}  // namespace
+std::string device_code_of(const Halide::Module& module) {
+  std::string code;
+  for (const Halide::Buffer<>& b : module.buffers()) {
+    const std::string& name = b.name();
+    const std::string suffix = "_gpu_source_kernels";
+    if (name.size() < suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+    const char* bytes = static_cast<const char*>(b.data());
+    code.append(bytes, strnlen(bytes, b.size_in_bytes()));
+  }
+  return code;
+}
 
 std::string find_program(const std::string& name) {
   const char* path = std::getenv("PATH");
@@ -176,15 +184,20 @@ std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Targe
     return std::nullopt;
   }
   Timer t;
+  // The runtime is linked in from the one compiled at build time (with its CUDA part for GPU
+  // pipelines).
+  const bool gpu = target.is_cuda();
   const Halide::Target halide_target = target.halide(false).with_feature(Halide::Target::NoRuntime);
   Halide::Module module = Halide::Pipeline(defined_outputs(p)).compile_to_module(halide_arguments(p), info.function, halide_target);
+  info.device_code = device_code_of(module);
   const double lowered_ms = t.ms();
   ScratchDir dir;
   const std::string object = dir.path + "/pipeline.o", so = dir.path + "/pipeline.so";
   const std::string runtime = dir.path + "/runtime.o";
   {
     std::ofstream out(runtime, std::ios::binary);
-    out.write(halide_runtime_object().data(), std::streamsize(halide_runtime_object().size()));
+    const std::string_view rt = halide_runtime_object(gpu);
+    out.write(rt.data(), std::streamsize(rt.size()));
   }
   module.compile({{Halide::OutputFileType::object, object}});
   const double codegen_ms = t.ms();
@@ -225,7 +238,16 @@ std::shared_ptr<HalideExecutable> load_shared_object(std::string_view bytes, Pip
   auto fn = reinterpret_cast<ArgvFunction>(dlsym(handle, (info.function + "_argv").c_str()));
   if (!fn) throw CompileError("hjit: compiled code has no function " + info.function + "_argv");
   install_runtime_hooks([&](const char* symbol) { return dlsym(handle, symbol); });
-  return std::make_shared<HalideExecutable>(std::move(info), fn, std::move(code), nullptr);
+  const bool gpu = info.on_gpu();
+  auto exe = std::make_shared<HalideExecutable>(std::move(info), fn, std::move(code), nullptr);
+  if (gpu) {
+    HalideExecutable::DeviceRuntime d;
+    d.copy_to_host = reinterpret_cast<decltype(d.copy_to_host)>(dlsym(handle, "halide_copy_to_host"));
+    d.device_free = reinterpret_cast<decltype(d.device_free)>(dlsym(handle, "halide_device_free"));
+    if (!d.copy_to_host || !d.device_free) throw CompileError("hjit: a GPU pipeline's code has no Halide device runtime");
+    exe->set_device_runtime(d);
+  }
+  return exe;
 }
 
 std::shared_ptr<HalideExecutable> jit_compile(LoweredPipeline& p, const Target& target, PipelineInfo info) {

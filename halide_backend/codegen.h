@@ -37,6 +37,9 @@ bool can_link();
 std::string find_program(const std::string& name);
 int run_program(const std::vector<std::string>& argv, std::string* output);
 
+// The device code (PTX for CUDA) of a compiled module's GPU kernels; empty when it has none.
+std::string device_code_of(const Halide::Module& module);
+
 // Compiles p in process with Halide's JIT.
 std::shared_ptr<HalideExecutable> jit_compile(LoweredPipeline& p, const Target& target, PipelineInfo info);
 

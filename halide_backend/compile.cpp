@@ -187,7 +187,7 @@ std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part
 Compiled compile(const Graph& g, const Options& o) {
   MemoryTier& mem = memory();
   Timer t;
-  const Target target = Target::host(o.device);
+  const Target target = Target::host(o.device, o.cuda_capability);
   const std::string key = cache_key(g, o, target);
   log().debug("cache: key of '{}' in {:.2f} ms", g.name, t.ms());
   {

@@ -2,6 +2,8 @@
 
 #include <Halide.h>
 
+#include <dlfcn.h>
+
 #include <cstring>
 #include <mutex>
 #include <sstream>
@@ -45,6 +47,20 @@ int on_par_for(void* ctx, halide_task_t f, int min, int extent, uint8_t* closure
 
 }  // namespace
 
+bool cuda_driver_available() {
+  static const bool available = [] {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return false;
+    using Init = int (*)(unsigned);
+    using Count = int (*)(int*);
+    auto init = reinterpret_cast<Init>(dlsym(lib, "cuInit"));
+    auto count = reinterpret_cast<Count>(dlsym(lib, "cuDeviceGetCount"));
+    int devices = 0;
+    return init && count && init(0) == 0 && count(&devices) == 0 && devices > 0;
+  }();
+  return available;
+}
+
 void install_runtime_hooks(const std::function<void*(const char*)>& find) {
   auto set = [&](const char* name, auto hook) {
     using Setter = decltype(hook) (*)(decltype(hook));
@@ -84,6 +100,10 @@ HalideExecutable::HalideExecutable(PipelineInfo info, ArgvFunction fn, std::shar
 
 void HalideExecutable::run(const void* const* inputs, void* const* outputs) const {
   if (!fn_) return;
+  if (info_.on_gpu() && !cuda_driver_available())
+    throw DeviceError("hjit: " + info_.function +
+                      " is compiled for CUDA, and this process finds no CUDA driver with a device (libcuda.so.1 "
+                      "from NVIDIA's driver, and a GPU it sees); run it where one is, or compile for Device::CPU");
   constexpr size_t kInline = 16;
   const size_t n = info_.args.size();
   halide_buffer_t inline_bufs[kInline];
@@ -111,6 +131,17 @@ void HalideExecutable::run(const void* const* inputs, void* const* outputs) cons
     argv[a + 1] = &b;
   }
   int r = fn_(argv);
+  if (info_.on_gpu()) {
+    // Outputs come back to the host; every device allocation of the call is released.
+    for (size_t a = 0; a < n; ++a) {
+      if (r == 0 && info_.args[a].from == ArgSpec::From::Output && bufs[a].device && device_.copy_to_host)
+        r = device_.copy_to_host(ctx_ptr, &bufs[a]);
+      if (bufs[a].device && device_.device_free) device_.device_free(ctx_ptr, &bufs[a]);
+    }
+    if (r != 0)
+      throw DeviceError("hjit: compiled pipeline " + info_.function + " failed on the GPU (Halide error " + std::to_string(r) +
+                        "): " + ctx.error);
+  }
   if (r == halide_error_code_requirement_failed) {
     const size_t at = ctx.error.find(kIndexErrorMarker);
     if (at != std::string::npos) {
@@ -129,6 +160,7 @@ std::string HalideExecutable::explain() const {
   std::ostringstream os;
   os << "pipeline " << info_.function << "\nschedule: " << info_.summary << "\n" << info_.schedule << "\n";
   if (!fn_) return os.str() + "(no outputs with elements: nothing is computed)\n";
+  if (info_.on_gpu()) os << "device code (PTX, " << info_.device_code.size() << " bytes):\n" << info_.device_code << "\n";
   os << "lowered statement:\n" << (statement_ ? statement_() : std::string("(not available)\n"));
   return os.str();
 }

@@ -28,9 +28,12 @@ struct PipelineInfo {
   std::string function;   // the symbol: <function>_argv is called
   std::string summary;    // one line naming the schedule
   std::string schedule;   // the schedule's text form
+  // GPU pipelines: the device code (PTX for CUDA) its kernels were compiled to; empty on the CPU.
+  std::string device_code;
   std::vector<ArgSpec> args;
   std::vector<std::shared_ptr<const std::vector<uint8_t>>> constants;  // hidden inputs' bytes
   bool computes_nothing() const;
+  bool on_gpu() const { return !device_code.empty(); }
 };
 
 using ArgvFunction = int (*)(void**);
@@ -43,14 +46,23 @@ class HalideExecutable final : public Executable {
   void run(const void* const* inputs, void* const* outputs) const override;
   std::string explain() const override;
   std::string summary() const override { return info_.summary; }
+  std::string device_code() const override { return info_.device_code; }
   void set_summary(std::string s) { info_.summary = std::move(s); }
   // How explain() gets Halide's lowered statement: lowering again, on demand (keeping it would cost
   // every compile the printing and every cache entry the text).
   void set_statement_source(std::function<std::string()> f) { statement_ = std::move(f); }
   const PipelineInfo& info() const { return info_; }
+  // GPU pipelines: the runtime functions that bring outputs back to the host and release device
+  // memory after a call (looked up in the pipeline's own runtime).
+  struct DeviceRuntime {
+    int (*copy_to_host)(void* user_context, halide_buffer_t* b) = nullptr;
+    int (*device_free)(void* user_context, halide_buffer_t* b) = nullptr;
+  };
+  void set_device_runtime(DeviceRuntime d) { device_ = d; }
 
  private:
   PipelineInfo info_;
+  DeviceRuntime device_;
   ArgvFunction fn_;
   std::shared_ptr<void> code_, jit_context_;
   std::function<std::string()> statement_;
@@ -60,5 +72,9 @@ class HalideExecutable final : public Executable {
 // parallel loops on OpenMP) in the Halide runtime of a loaded shared object; `find` looks up the
 // runtime's functions in it. Throws CompileError when it has none.
 void install_runtime_hooks(const std::function<void*(const char*)>& find);
+
+// Whether this process can run CUDA code: the driver library (libcuda.so.1) loads and finds a
+// device. Asked once.
+bool cuda_driver_available();
 
 }  // namespace hjit::backend

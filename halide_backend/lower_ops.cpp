@@ -223,7 +223,10 @@ void Tanh(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type
 void Sigmoid(LowerCtx& c, Stage& s, const Node& n) {
   unary(c, s, n, [](Expr x, Type t) { return constant(t, 1) / (constant(t, 1) + ieee::exp(-x)); });
 }
-void Erf(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ieee::erf(x); }); }
+void Erf(LowerCtx& c, Stage& s, const Node& n) {
+  const bool gpu = c.p.target.has_gpu_feature();
+  unary(c, s, n, [gpu](Expr x, Type) { return ieee::erf(x, gpu); });
+}
 void Not(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return !x; }); }
 void Cast(LowerCtx& c, Stage& s, const Node& n) {
   unary(c, s, n, [](Expr x, Type t) {

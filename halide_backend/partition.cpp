@@ -148,6 +148,11 @@ class PartitionedExecutable final : public Executable {
     }
   }
 
+  std::string device_code() const override {
+    std::string code;
+    for (const auto& e : exes_) code += e->device_code();
+    return code;
+  }
   std::string explain() const override {
     std::ostringstream os;
     for (size_t k = 0; k < exes_.size(); ++k)

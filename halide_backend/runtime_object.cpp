@@ -13,14 +13,26 @@ __asm__(".section .rodata\n"
         ".globl hjit_halide_runtime_end\n"
         ".hidden hjit_halide_runtime_end\n"
         "hjit_halide_runtime_end:\n"
+        ".balign 64\n"
+        ".globl hjit_halide_runtime_cuda_begin\n"
+        ".hidden hjit_halide_runtime_cuda_begin\n"
+        "hjit_halide_runtime_cuda_begin:\n"
+        ".incbin \"" HJIT_HALIDE_RUNTIME_CUDA_OBJECT "\"\n"
+        ".globl hjit_halide_runtime_cuda_end\n"
+        ".hidden hjit_halide_runtime_cuda_end\n"
+        "hjit_halide_runtime_cuda_end:\n"
         ".previous\n");
 
 extern "C" const char hjit_halide_runtime_begin[];
 extern "C" const char hjit_halide_runtime_end[];
+extern "C" const char hjit_halide_runtime_cuda_begin[];
+extern "C" const char hjit_halide_runtime_cuda_end[];
 
 namespace hjit::backend {
 
-std::string_view halide_runtime_object() {
+std::string_view halide_runtime_object(bool cuda) {
+  if (cuda)
+    return std::string_view(hjit_halide_runtime_cuda_begin, size_t(hjit_halide_runtime_cuda_end - hjit_halide_runtime_cuda_begin));
   return std::string_view(hjit_halide_runtime_begin, size_t(hjit_halide_runtime_end - hjit_halide_runtime_begin));
 }
 

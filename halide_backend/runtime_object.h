@@ -5,6 +5,7 @@
 
 namespace hjit::backend {
 
-std::string_view halide_runtime_object();
+// cuda: the runtime with Halide's CUDA device part, for pipelines of Device::CUDA.
+std::string_view halide_runtime_object(bool cuda = false);
 
 }  // namespace hjit::backend

@@ -3,6 +3,10 @@
 #include <Halide.h>
 #include <cpuid.h>
 
+#include <string>
+
+#include <hjit/error.h>
+
 namespace hjit::backend {
 namespace {
 
@@ -12,11 +16,27 @@ bool cpu_has_avx512_fp16() {
   return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 23));
 }
 
+Halide::Target::Feature cuda_capability_feature(int capability) {
+  switch (capability) {
+    case 30: return Halide::Target::CUDACapability30;
+    case 32: return Halide::Target::CUDACapability32;
+    case 35: return Halide::Target::CUDACapability35;
+    case 50: return Halide::Target::CUDACapability50;
+    case 61: return Halide::Target::CUDACapability61;
+    case 70: return Halide::Target::CUDACapability70;
+    case 75: return Halide::Target::CUDACapability75;
+    case 80: return Halide::Target::CUDACapability80;
+    case 86: return Halide::Target::CUDACapability86;
+    default:
+      throw ValueError("hjit: CUDA compute capability " + std::to_string(capability) +
+                       " is not one Halide 14 generates code for (30, 32, 35, 50, 61, 70, 75, 80, 86; "
+                       "80 and 86 run on newer GPUs too)");
+  }
+}
+
 }  // namespace
 
-Target Target::host(Device device) {
-  if (device != Device::CPU)
-    throw CompileError("hjit: CUDA pipelines cannot run in this build (no GPU runtime); use Device::CPU");
+Target Target::host(Device device, int cuda_capability) {
   Halide::Target t = Halide::get_host_target();
   // Halide 14 reports avx512_sapphirerapids on AMD Zen 4, whose AVX-512 has BF16 and VNNI but no
   // FP16: code for it uses AVX512-FP16 instructions on f16 values and dies with SIGILL there.
@@ -27,6 +47,7 @@ Target Target::host(Device device) {
   // much again, but made W6 50% slower; NoAsserts saved 0.7 s of W9's 2 s, but also drops the
   // checks behind IndexError and the null checks of heap allocations.)
   t = t.with_feature(Halide::Target::NoBoundsQuery);
+  if (device == Device::CUDA) t = t.with_feature(Halide::Target::CUDA).with_feature(cuda_capability_feature(cuda_capability));
   Target out;
   out.str_ = t.to_string();
   return out;
@@ -39,6 +60,8 @@ Target Target::parse(const std::string& s) {
   out.str_ = Halide::Target(s).to_string();
   return out;
 }
+
+bool Target::is_cuda() const { return Halide::Target(str_).has_feature(Halide::Target::CUDA); }
 
 Halide::Target Target::halide(bool jit) const {
   Halide::Target t(str_);

@@ -13,8 +13,14 @@ namespace hjit::backend {
 
 class Target {
  public:
-  // This machine's CPU as Halide detects it, less what it cannot run (see target.cpp).
-  static Target host(Device device);
+  // This machine's CPU as Halide detects it, less what it cannot run (see target.cpp); for
+  // Device::CUDA, with Halide's CUDA backend at the given compute capability (Halide 14 knows 30,
+  // 32, 35, 50, 61, 70, 75, 80 and 86; PTX for 80 and 86 runs on newer GPUs through the driver).
+  // Throws ValueError for a capability Halide does not know.
+  static Target host(Device device, int cuda_capability = kDefaultCudaCapability);
+  static constexpr int kDefaultCudaCapability = 80;
+
+  bool is_cuda() const;
   // Any Halide target string ("host", "x86-64-linux-avx2", "host-cuda-cuda_capability_80"). Throws
   // ValueError naming the string when Halide does not know it.
   static Target parse(const std::string& s);

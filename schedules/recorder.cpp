@@ -52,6 +52,21 @@ StageRef& StageRef::vectorize(const Halide::VarOrRVar& v, int factor, Halide::Ta
   return *this;
 }
 
+StageRef& StageRef::gpu_blocks(const std::vector<Halide::VarOrRVar>& vars) {
+  add("gpu_blocks", names_of(vars));
+  return *this;
+}
+
+StageRef& StageRef::gpu_threads(const std::vector<Halide::VarOrRVar>& vars) {
+  add("gpu_threads", names_of(vars));
+  return *this;
+}
+
+StageRef& StageRef::gpu_single_thread() {
+  add("gpu_single_thread", {});
+  return *this;
+}
+
 StageRef& StageRef::unroll(const Halide::VarOrRVar& v) {
   add("unroll", {v.name()});
   return *this;

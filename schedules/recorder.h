@@ -31,6 +31,10 @@ class StageRef {
   StageRef& vectorize(const Halide::VarOrRVar& v, int factor = 0, Halide::TailStrategy tail = Halide::TailStrategy::Auto);
   StageRef& unroll(const Halide::VarOrRVar& v);
   StageRef& parallel(const Halide::VarOrRVar& v);
+  // GPU loops: block and thread dimensions (innermost first, up to three each), or one thread.
+  StageRef& gpu_blocks(const std::vector<Halide::VarOrRVar>& innermost_first);
+  StageRef& gpu_threads(const std::vector<Halide::VarOrRVar>& innermost_first);
+  StageRef& gpu_single_thread();
   // The intermediate Func of Halide's rfactor, named as Halide names it (<func>_intm).
   FuncRef rfactor(const Halide::RVar& r, const Halide::Var& v);
 

@@ -18,13 +18,20 @@ class Schedules final : public backend::Scheduler {
   std::optional<backend::Schedule> schedule(const backend::LoweredPipeline& p, const std::string& how,
                                             std::string* why) const override {
     const auto [name, params] = split_request(how);
+    if (p.target.has_gpu_feature()) {
+      if (name == "unfused" || name == "built-in") return schedule_gpu(p, name == "built-in");
+      if (name != "Li2018") {
+        if (why) *why = name + " schedules CPUs only (Li2018 schedules GPUs)";
+        return std::nullopt;
+      }
+    }
     if (name == "unfused") return schedule_unfused(p);
     if (name == "built-in") return schedule_builtin(p, BuiltinParams::parse(params));
     return schedule_auto(p, name, why, params);
   }
   std::string identity(const std::string& how) const override {
-    if (how == "unfused") return unfused_identity();
-    if (how == "built-in") return builtin_identity();
+    if (how == "unfused") return unfused_identity() + "; " + gpu_identity();
+    if (how == "built-in") return builtin_identity() + "; " + gpu_identity();
     return autoscheduler_identity(how);
   }
   bool is_autoscheduler(const std::string& name) const override { return schedules::is_autoscheduler(name); }

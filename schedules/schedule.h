@@ -20,6 +20,12 @@ backend::Schedule schedule_unfused(const backend::LoweredPipeline& p);
 // params: a point of the space tuning runs search; the defaults are the built-in schedule.
 backend::Schedule schedule_builtin(const backend::LoweredPipeline& p, const BuiltinParams& params = {});
 
+// On a GPU target (CUDA): every stage a kernel of tiled thread blocks (schedules/gpu.cpp); fused,
+// element-wise chains inline into the kernels that read them (opt_level 1), else each op is a
+// kernel of its own (opt_level 0).
+backend::Schedule schedule_gpu(const backend::LoweredPipeline& p, bool fuse);
+std::string gpu_identity();
+
 // What makes the built-in and unfused schedules what they are besides the pipeline and target:
 // their version and the thread count they split work for. Part of every cache key.
 std::string builtin_identity();

@@ -236,7 +236,12 @@ TEST_CASE("targets are values: the host's string, and Halide's strings validated
   CHECK(Target::parse(h.str()) == h);
   CHECK(Target::parse("x86-64-linux-avx2").str() == "x86-64-linux-avx2");
   CHECK_THROWS_AS(Target::parse("not-a-target"), hjit::ValueError);
-  CHECK_THROWS_AS(Target::host(hjit::Device::CUDA), hjit::CompileError);
+  const Target cuda = Target::host(hjit::Device::CUDA);
+  CHECK(cuda.is_cuda());
+  CHECK(!h.is_cuda());
+  CHECK(cuda.str().find("cuda_capability_80") != std::string::npos);
+  CHECK(Target::host(hjit::Device::CUDA, 86).str().find("cuda_capability_86") != std::string::npos);
+  CHECK_THROWS_AS(Target::host(hjit::Device::CUDA, 90), hjit::ValueError);
 }
 
 // ieee::exp against libm over the range where its results are normal floats (below it they are 0): Cody-Waite's split

@@ -2,16 +2,22 @@
 // with broadcasting, size-1 and size-0 dimensions and 0-d scalars, and over dtypes.
 //
 // The configuration comes from HJIT_TEST_CONFIG: O0, O1 (default), Adams2019, Li2018 or
-// Mullapudi2016; ctest runs this binary once per configuration. Ops are grouped: one jitted
+// Mullapudi2016; ctest runs this binary once per configuration. CUDA-O1 and CUDA-Li2018 compile
+// every group for a CUDA GPU instead of running it, and assemble the PTX with ptxas for sm_80 and
+// sm_90 (where no ptxas is found, the binary exits with 77: ctest reports the test skipped). Ops are grouped: one jitted
 // function returns every op of a group, so one compile checks a dozen ops.
 //
 // Adding an op: add it to the group whose inputs it takes (or a new group), nothing else.
 #include <cstdlib>
 #include <array>
+#include <fstream>
+#include <set>
+#include <unistd.h>
 #include <limits>
 #include <random>
 #include <functional>
 
+#include "graph/op_def.h"
 #include "tests/support.h"
 
 using hjit::DType;
@@ -26,16 +32,62 @@ std::string config() {
   return c ? c : "O1";
 }
 
-bool autoscheduled() { return config() != "O0" && config() != "O1"; }
+bool cuda() { return config().rfind("CUDA-", 0) == 0; }
+bool autoscheduled() { return config() != "O0" && config() != "O1" && config() != "CUDA-O1"; }
 
 hjit::JitOptions options(const std::string& name) {
   hjit::JitOptions o;
   o.name = name;
   std::string c = config();
+  if (cuda()) o.device = hjit::Device::CUDA, c = c.substr(5);
   if (c == "O0") o.opt_level = 0;
   else if (c == "O1") o.opt_level = 1;
   else o.opt_level = 2, o.autoscheduler = c;
   return o;
+}
+
+std::string ptxas() {
+  for (std::string p : {"/usr/local/cuda/bin/ptxas", "/usr/bin/ptxas"})
+    if (access(p.c_str(), X_OK) == 0) return p;
+  return "";
+}
+
+// The ops (with the dtypes of their values) whose PTX ptxas accepted.
+std::set<std::pair<hjit::OpKind, DType>>& assembled() {
+  static std::set<std::pair<hjit::OpKind, DType>> ops;
+  return ops;
+}
+
+// CUDA configurations: `group` compiled for the GPU (not run), its PTX assembled for sm_80 and sm_90.
+void check_ptx(const Group& group, const std::vector<Tensor>& inputs, const std::string& name) {
+  std::vector<Tensor> want = group(inputs);
+  int64_t elements = 0;
+  for (const Tensor& t : want) elements += t.numel();
+  auto jitted = hjit::jit(group, options(name));
+  const std::string ptx = jitted.device_code(inputs);
+  if (elements > 0) REQUIRE(ptx.find(".entry") != std::string::npos);
+  if (ptx.empty()) return;
+  char path[] = "/tmp/hjit_test_ptx_XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  std::ofstream(path) << ptx;
+  bool ok = true;
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    const std::string log = std::string(path) + ".log";
+    const std::string cmd = ptxas() + " -arch=" + arch + " " + path + " -o /dev/null > " + log + " 2>&1";
+    const int status = std::system(cmd.c_str());
+    std::ifstream in(log);
+    const std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::remove(log.c_str());
+    INFO("ptxas " << arch << " said: " << said);
+    CHECK(status == 0);
+    ok &= status == 0;
+  }
+  std::remove(path);
+  if (!ok) return;
+  const hjit::Graph g = jitted.graph(inputs);
+  for (const hjit::Node& n : g.nodes) assembled().insert({n.op, n.type.dtype});
 }
 
 // Runs `group` eagerly and compiled (twice: the second call is a cache hit) and compares.
@@ -43,6 +95,7 @@ void check(const std::string& name, const Group& group, const std::vector<Tensor
   std::string shapes;
   for (const Tensor& t : inputs) shapes += std::string(hjit::dtype_name(t.dtype())) + hjit::shape_str(t.shape()) + " ";
   INFO(name << " on " << shapes << "with " << config());
+  if (cuda()) return check_ptx(group, inputs, name);
   std::vector<Tensor> want = group(inputs);
   auto jitted = hjit::jit(group, options(name));
   for (int call = 0; call < 2; ++call) {
@@ -64,7 +117,7 @@ const std::vector<std::pair<Shape, Shape>> kBinaryShapes = {
 // Autoschedulers compile slowly: they get the shapes that exercise the most (broadcasting, size 1, odd sizes).
 template <class T>
 std::vector<T> shapes_for_config(const std::vector<T>& all) {
-  if (!autoscheduled()) return all;
+  if (!autoscheduled() && !cuda()) return all;
   return {all[1], all[2], all.back()};
 }
 
@@ -203,6 +256,13 @@ std::vector<DType> float_dtypes() {
 }
 
 }  // namespace
+
+TEST_CASE("CUDA configurations have ptxas to check their PTX with") {
+  if (cuda() && ptxas().empty()) {
+    MESSAGE("no ptxas (/usr/local/cuda/bin/ptxas or /usr/bin/ptxas): the CUDA configuration is skipped");
+    std::exit(77);  // ctest: SKIP_RETURN_CODE
+  }
+}
 
 TEST_CASE("unary ops on floats") {
   uint64_t seed = 1;
@@ -511,4 +571,34 @@ TEST_CASE("randomized shapes and convolution parameters") {
     if (c.bias) in.push_back(test::random({c.w[0]}, DType::F32, seed++));
     check("conv2d", conv(c), in);
   }
+}
+
+// Last, in the CUDA configurations: the groups above reached every op of op_list.h, and ptxas took
+// its PTX in every floating dtype the op computes in (integer and bool ops: in some dtype).
+TEST_CASE("every op's PTX was assembled, in every float dtype") {
+  if (!cuda()) return;
+  const auto& done = assembled();
+  std::set<hjit::OpKind> seen;
+  for (const auto& [op, dtype] : done) seen.insert(op);
+  std::string missing;
+  for (int k = 0; k < hjit::kNumOps; ++k) {
+    const auto op = hjit::OpKind(k);
+    if (hjit::has_trait(op, hjit::Source)) continue;
+    // Made only by gradient rules, which these groups do not differentiate (test_grad checks them
+    // on the CPU): not yet compiled for CUDA here.
+    if (op == hjit::OpKind::Conv2dWeightGrad || op == hjit::OpKind::MaxPool2dGrad || op == hjit::OpKind::Flip ||
+        op == hjit::OpKind::SliceUpdate)
+      continue;
+    if (!seen.count(op)) missing += std::string(" ") + hjit::op_name(op);
+  }
+  INFO("ops never compiled for CUDA:" << missing);
+  CHECK(missing.empty());
+  std::string missing_dtypes;
+  for (hjit::OpKind op : {hjit::OpKind::Exp, hjit::OpKind::Log, hjit::OpKind::Tanh, hjit::OpKind::Sigmoid, hjit::OpKind::Erf,
+                          hjit::OpKind::Add, hjit::OpKind::Mul, hjit::OpKind::Div, hjit::OpKind::Pow, hjit::OpKind::Matmul,
+                          hjit::OpKind::ReduceSum, hjit::OpKind::ReduceMax})
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64})
+      if (!done.count({op, t})) missing_dtypes += std::string(" ") + hjit::op_name(op) + "/" + hjit::dtype_name(t);
+  INFO("op and dtype pairs never compiled for CUDA:" << missing_dtypes);
+  if (!autoscheduled()) CHECK(missing_dtypes.empty());  // CUDA-Li2018 compiles f32 only, as the CPU's autoschedulers
 }

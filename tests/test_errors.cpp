@@ -123,7 +123,8 @@ TEST_CASE("bad jit options and arguments") {
   CHECK_THROWS_AS(hjit::jit(fn, o), hjit::ValueError);
   o = {};
   o.device = hjit::Device::CUDA;
-  CHECK_THROWS_AS(hjit::jit(fn, o)(Tensor::zeros({2})), hjit::CompileError);
+  o.cuda_capability = 90;  // Halide 14 generates 30 to 86
+  CHECK_THROWS_AS(hjit::jit(fn, o)(Tensor::zeros({2})), hjit::ValueError);
   CHECK_THROWS_AS(hjit::jit(fn)(Tensor()), hjit::ValueError);
 }
 

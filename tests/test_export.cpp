@@ -2,6 +2,8 @@
 // LLVM (only -lpthread -ldl -lm), whose results equal eager execution.
 #include <doctest/doctest.h>
 
+#include <dlfcn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -123,6 +125,44 @@ int main(int argc, char** argv) {
     out.write(reinterpret_cast<const char*>(ws.data()), 48);
   }
   CHECK_CLOSE(Tensor::from_vector(build_and_run(dir, "f", "in.bin", "out.bin"), {2, 3}), f(x));
+  fs::remove_all(dir);
+}
+
+// A CUDA library is made on a machine with no GPU: GPU schedules, PTX beside the library (which
+// ptxas accepts, where it is installed), and a program built against it that, where no driver is,
+// gets an error code back from the call instead of a crash.
+TEST_CASE("a function exported for CUDA builds here, and fails softly where no GPU is") {
+  const std::string dir = scratch("cuda");
+  Tensor w = Tensor::randn({32, 16}, 1);
+  auto block = [&](const Tensor& x) { return hjit::softmax(hjit::relu(hjit::matmul(x, w))) * 2.0; };
+  Tensor x = Tensor::randn({8, 32}, 3);
+  hjit::ExportOptions o;
+  o.target = "host-cuda-cuda_capability_80";
+  std::vector<std::string> files = hjit::export_library_with(o, dir, "gpublock", block, x);
+  REQUIRE(files.size() == 3);
+  CHECK(files[2] == dir + "/gpublock.ptx");
+  std::ifstream p(files[2]);
+  const std::string ptx((std::istreambuf_iterator<char>(p)), std::istreambuf_iterator<char>());
+  CHECK(ptx.find(".target sm_80") != std::string::npos);
+  CHECK(ptx.find(".entry") != std::string::npos);
+  if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0)
+    CHECK(run("/usr/local/cuda/bin/ptxas -arch=sm_90 " + files[2] + " -o /dev/null") == 0);
+  std::ofstream(dir + "/main.cpp") << R"(#include <cstdlib>
+#include "gpublock.h"
+int main() {
+  float* in = static_cast<float*>(aligned_alloc(64, 8 * 32 * 4));
+  float* out = static_cast<float*>(aligned_alloc(64, 8 * 16 * 4));
+  for (int i = 0; i < 8 * 32; ++i) in[i] = 0.5f;
+  return gpublock(in, out) == 0 ? 0 : 7;  // 7: the call returned an error code
+}
+)";
+  REQUIRE(run("c++ -O1 -o " + dir + "/prog " + dir + "/main.cpp -I" + dir + " " + dir + "/libgpublock.a -lpthread -ldl -lm") == 0);
+  const int status = run(dir + "/prog > " + dir + "/log 2>&1");
+  REQUIRE(WIFEXITED(status));
+  // Without a driver the call fails with a Halide error code; with one it computes.
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (!driver) CHECK(WEXITSTATUS(status) == 7);
+  else dlclose(driver);
   fs::remove_all(dir);
 }
 

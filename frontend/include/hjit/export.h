@@ -3,6 +3,9 @@
 //
 //   hjit::export_library("out", "block", block, x);   // out/libblock.a, out/block.h
 //   // block.h: int block(const float* in0, float* out0);  shapes as constants beside it
+//   hjit::export_library("out", "block", block, x, {.target = "host-cuda-cuda_capability_80"});
+//   // the same for a CUDA GPU, made on any machine (GPU schedules; out/block.ptx is the PTX):
+//   // the library then needs NVIDIA's driver where it runs, and nothing else
 #pragma once
 #include <string>
 #include <vector>
@@ -23,7 +26,7 @@ std::vector<std::string> export_traced(const std::string& directory, const std::
                                        const std::string& fn_name, const CallArgs& args, Tracer trace);
 }
 
-// Returns the paths written (the library, then the header).
+// Returns the paths written (the library, then the header, then the PTX for CUDA targets).
 template <class Fn, class... Args>
 std::vector<std::string> export_library_with(const ExportOptions& options, const std::string& directory,
                                              const std::string& name, Fn&& fn, const Args&... example_args) {

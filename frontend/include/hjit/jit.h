@@ -26,6 +26,8 @@ enum class TraceMode {
 struct JitOptions {
   std::string name{};          // shows in logs, stats, errors and cache entries
   Device device = Device::CPU;
+  int cuda_capability = 80;    // Device::CUDA: compute capability of the PTX (Halide 14: 30 to 86;
+                               // 80 and 86 run on newer GPUs through the driver)
   int opt_level = 2;           // 0: one stage per op, no fusion; 1: fusion + built-in schedules;
                                // 2: as 1, or the named autoscheduler's schedule
   std::string autoscheduler{}; // "" (built-in), "Adams2019", "Li2018", "Mullapudi2016"
@@ -98,6 +100,7 @@ class JitCore {
   std::vector<Tensor> call(const CallArgs& args, Tracer trace, const std::vector<int>** tree);
   Graph graph(const CallArgs& args, Tracer trace);
   std::string explain(const CallArgs& args, Tracer trace);
+  std::string device_code(const CallArgs& args, Tracer trace);
   JitStats stats() const;
   const JitOptions& options() const;
 
@@ -285,6 +288,18 @@ class Jitted {
       return Inv::trace(fn_, tracers, tree, args...);
     };
     return core_->explain(call, tracer);
+  }
+
+  // The GPU kernels' device code (PTX for Device::CUDA) compiled for these arguments' signature,
+  // without running it: works on a machine with no GPU. Empty for CPU functions.
+  template <class... Args>
+  std::string device_code(const Args&... args) const {
+    using Inv = detail::Invocation<Fn, Args...>;
+    detail::CallArgs call = Inv::collect_all(args...);
+    auto tracer = [&](const std::vector<Tensor>& tracers, std::vector<int>* tree) {
+      return Inv::trace(fn_, tracers, tree, args...);
+    };
+    return core_->device_code(call, tracer);
   }
 
   JitStats stats() const { return core_->stats(); }

@@ -1,0 +1,146 @@
+// GPU schedules (CUDA targets): the unfused (opt_level 0) and built-in (opt_level 1) schedules as
+// a GPU runs them. Every Func computed at root is one kernel launch over a grid of thread blocks:
+// two-dimensional 32 x 8 thread tiles where a stage has two dimensions or more (the innermost one
+// across a warp, so that its loads and stores coalesce), 256 threads in a row for one dimension,
+// one thread for a scalar. Reductions run their reduction loop inside each thread of the tiled
+// output; the built-in schedule inlines element-wise chains into the kernel that reads them.
+// Gathers with index checks (take, check_index) run on the host.
+#include <sstream>
+
+#include "graph/op_def.h"
+#include "schedules/recorder.h"
+#include "schedules/schedule.h"
+#include "schedules/stage_info.h"
+
+namespace hjit::schedules {
+namespace {
+
+using backend::LoweredPipeline;
+using backend::Stage;
+using Halide::Var;
+using Halide::VarOrRVar;
+
+constexpr int kTileX = 32, kTileY = 8, kRowThreads = 256, kBlockThreads = 256;
+
+std::string nm(const Halide::Func& f) { return backend::canonical_name(f.name()); }
+
+int clamp_tile(int64_t extent, int tile) { return int(std::max<int64_t>(1, std::min<int64_t>(extent, tile))); }
+
+// Tiles the loops `vars` (innermost first, of the given extents) of one stage over blocks and
+// threads. Returns what it did, for the schedule's notes.
+std::string tile(StageRef stage, const std::vector<std::string>& vars, const std::vector<int64_t>& extents) {
+  const auto tail = Halide::TailStrategy::GuardWithIf;
+  if (vars.empty()) {
+    stage.gpu_single_thread();
+    return "one thread";
+  }
+  if (vars.size() == 1) {
+    Var x(vars[0]), xo(vars[0] + "_bk"), xi(vars[0] + "_th");
+    const int t = clamp_tile(extents[0], kRowThreads);
+    stage.split(x, xo, xi, t, tail).gpu_blocks({xo}).gpu_threads({xi});
+    return "blocks of " + std::to_string(t);
+  }
+  Var x(vars[0]), y(vars[1]), xo(vars[0] + "_bk"), xi(vars[0] + "_th"), yo(vars[1] + "_bk"), yi(vars[1] + "_th");
+  // A narrow innermost dimension (a reduction's kept axis of size 1) leaves its threads to y.
+  const int tx = clamp_tile(extents[0], kTileX), ty = clamp_tile(extents[1], std::max(kTileY, kBlockThreads / tx));
+  stage.split(x, xo, xi, tx, tail).split(y, yo, yi, ty, tail).reorder({xi, yi, xo, yo});
+  std::vector<VarOrRVar> blocks{xo, yo};
+  if (vars.size() > 2) {
+    // Halide has three block dimensions: the outer ones are one loop.
+    Var outer(vars.back());
+    for (size_t d = vars.size() - 1; d-- > 2;) {
+      Var fused(vars[d] + "_f");
+      stage.fuse(Var(vars[d]), outer, fused);
+      outer = fused;
+    }
+    blocks.push_back(outer);
+  }
+  stage.gpu_blocks(blocks).gpu_threads({xi, yi});
+  return "tiles of " + std::to_string(tx) + "x" + std::to_string(ty);
+}
+
+std::vector<std::string> names(const std::vector<Var>& vars) {
+  std::vector<std::string> out;
+  for (const Var& v : vars) out.push_back(v.name());
+  return out;
+}
+
+// A Func at root, every definition tiled over the pure dimensions it has (an update that writes
+// computed coordinates, a scatter, has none: it runs on one thread).
+std::string root_kernel(Schedule& out, const Halide::Func& f, const std::vector<Var>& vars, const Shape& extents) {
+  FuncRef ref(&out, f);
+  ref.compute_root();
+  std::string what = nm(f) + ": root " + tile(ref, names(vars), extents);
+  for (int k = 0; k < f.num_update_definitions(); ++k) {
+    std::vector<std::string> pure;
+    std::vector<int64_t> pure_extents;
+    const std::vector<Halide::Expr> args = f.update_args(k);
+    for (size_t d = 0; d < vars.size() && d < args.size(); ++d) {
+      const auto* v = args[d].as<Halide::Internal::Variable>();
+      if (v && v->name == vars[d].name()) pure.push_back(v->name), pure_extents.push_back(extents[d]);
+    }
+    // Pure dimensions past a computed one cannot be tiled apart from it: only a leading run is.
+    size_t run = 0;
+    while (run < pure.size() && pure[run] == vars[run].name()) ++run;
+    pure.resize(run), pure_extents.resize(run);
+    what += "; update " + tile(ref.update(k), pure, pure_extents);
+  }
+  return what;
+}
+
+// Ops whose lowering checks indices with Halide's require(), whose error message a GPU kernel
+// cannot format: they run on the host (Halide copies their operands there).
+bool host_only(const Stage& s) { return s.op == OpKind::Take || s.op == OpKind::CheckIndex; }
+
+// Stored rather than inlined: operands of contractions (each element is read many times) and of
+// host-only stages (the host cannot run device code such as libdevice's functions).
+bool stored_for_consumers(const LoweredPipeline& p, const Stage& s) {
+  for (int c : s.consumers)
+    if (has_trait(p.stages[size_t(c)].op, Contraction) || host_only(p.stages[size_t(c)])) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string gpu_identity() {
+  return "gpu v1 tiles=" + std::to_string(kTileX) + "x" + std::to_string(kTileY) + " row=" + std::to_string(kRowThreads);
+}
+
+backend::Schedule schedule_gpu(const LoweredPipeline& p, bool fuse) {
+  Schedule out;
+  std::ostringstream os;
+  for (const Stage& s : p.stages) {
+    if (is_source(s) || !s.func.defined() || s.absorbed || (s.consumers.empty() && !s.is_output)) continue;
+    for (const backend::Helper& h : s.helpers) os << root_kernel(out, h.func, h.vars, h.extents) << "\n";
+    if (host_only(s)) {
+      if (!s.is_output) FuncRef(&out, s.func).compute_root();
+      os << nm(s.func) << ": root, on the host (index checks)\n";
+      continue;
+    }
+    if (has_reduction(s)) {
+      os << root_kernel(out, s.reduction, s.vars, s.extents) << "\n";
+      if (!s.is_output) continue;  // its reader is a copy, inlined into the consumers
+    } else if (!s.is_output) {
+      // Fused: element-wise and data movement inline into the kernels that read them; operands of
+      // contractions are stored, since each element is read many times.
+      if (!fuse || stored_for_consumers(p, s)) os << root_kernel(out, s.func, s.vars, s.extents) << "\n";
+      continue;
+    }
+    FuncRef f(&out, s.func);
+    os << nm(s.func) << ": " << tile(f, names(s.vars), s.extents) << "\n";
+  }
+  for (size_t k = 0; k < p.outputs.size(); ++k)
+    if (p.output_is_wrapper[k] && p.outputs[k].defined()) {
+      const Stage& s = p.stages[size_t(p.output_node[k])];
+      if (host_only(s)) {  // the wrapper inlines the gather: on the host too
+        os << nm(p.outputs[k]) << ": on the host (index checks)\n";
+        continue;
+      }
+      os << nm(p.outputs[k]) << ": " << tile(FuncRef(&out, p.outputs[k]), names(s.vars), s.extents) << "\n";
+    }
+  out.notes = note_lines(os.str());
+  out.source = gpu_identity() + (fuse ? " fused" : " unfused");
+  return out;
+}
+
+}  // namespace hjit::schedules
