@@ -32,7 +32,8 @@ class Executable {
   virtual std::string explain() const = 0;
   // One line naming the schedule: "built-in", "unfused", "Adams2019", or the fallback and why.
   virtual std::string summary() const = 0;
-  // The GPU kernels' device code (PTX for CUDA); empty for CPU code.
+  // The GPU kernels' device code (PTX for CUDA); empty for CPU code. A pipeline compiled in parts
+  // gives one PTX module after another.
   virtual std::string device_code() const { return {}; }
 };
 
