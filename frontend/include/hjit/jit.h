@@ -271,39 +271,38 @@ class Jitted {
   // The optimized graph for the signature of these arguments (traced if needed, not compiled).
   template <class... Args>
   Graph graph(const Args&... args) const {
-    using Inv = detail::Invocation<Fn, Args...>;
-    detail::CallArgs call = Inv::collect_all(args...);
-    auto tracer = [&](const std::vector<Tensor>& tracers, std::vector<int>* tree) {
-      return Inv::trace(fn_, tracers, tree, args...);
-    };
-    return core_->graph(call, tracer);
+    return traced_for(&detail::JitCore::graph, args...);
   }
 
   // The schedule and the lowered Halide statement compiled for these arguments' signature.
   template <class... Args>
   std::string explain(const Args&... args) const {
-    using Inv = detail::Invocation<Fn, Args...>;
-    detail::CallArgs call = Inv::collect_all(args...);
-    auto tracer = [&](const std::vector<Tensor>& tracers, std::vector<int>* tree) {
-      return Inv::trace(fn_, tracers, tree, args...);
-    };
-    return core_->explain(call, tracer);
+    return traced_for(&detail::JitCore::explain, args...);
   }
 
   // The GPU kernels' device code (PTX for Device::CUDA) compiled for these arguments' signature,
   // without running it: works on a machine with no GPU. Empty for CPU functions.
   template <class... Args>
   std::string device_code(const Args&... args) const {
+    return traced_for(&detail::JitCore::device_code, args...);
+  }
+
+  JitStats stats() const { return core_->stats(); }
+  const JitOptions& options() const { return core_->options(); }
+
+ private:
+  // Calls a JitCore query with these arguments' signature and a tracer of fn_ over them.
+  template <class R, class... Args>
+  R traced_for(R (detail::JitCore::*query)(const detail::CallArgs&, detail::Tracer), const Args&... args) const {
     using Inv = detail::Invocation<Fn, Args...>;
     detail::CallArgs call = Inv::collect_all(args...);
     auto tracer = [&](const std::vector<Tensor>& tracers, std::vector<int>* tree) {
       return Inv::trace(fn_, tracers, tree, args...);
     };
-    return core_->device_code(call, tracer);
+    return (core_.get()->*query)(call, tracer);
   }
 
-  JitStats stats() const { return core_->stats(); }
-  const JitOptions& options() const { return core_->options(); }
+ public:
 
  private:
   Fn fn_;
