@@ -5,10 +5,11 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 # Debian packages the build needs; OpenBLAS is hjit-bench's W3 reference; oneDNN the extern sgemm
-# stage tuning runs may choose (optional: without it, OpenBLAS; without both, none).
-PACKAGES := cmake ninja-build g++ pkg-config ccache libhalide14-0-dev libspdlog-dev doctest-dev libopenblas-dev libsqlite3-dev libdnnl-dev
+# stage tuning runs may choose (optional: without it, OpenBLAS; without both, none). pocl is an
+# OpenCL driver for the CPU: the test suite runs the GPU schedules' kernels on it (OpenCL-O1).
+PACKAGES := cmake ninja-build g++ pkg-config ccache libhalide14-0-dev libspdlog-dev doctest-dev libopenblas-dev libsqlite3-dev libdnnl-dev pocl-opencl-icd
 
-.PHONY: all deps configure build demo test bench examples clean
+.PHONY: all deps configure build demo test bench examples device-bundle clean
 
 all: build
 
@@ -35,6 +36,12 @@ demo: build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# The CUDA device bundle: every differential group exported for CUDA with its eager results, and a
+# runner that needs no Halide: carry $(BUILD)/device_bundle_cuda to a machine with a GPU and run
+# ./runner there (./runner --repeat 50 adds timings).
+device-bundle: build
+	cd $(BUILD)/tests && HJIT_TEST_CONFIG=CUDA-O1 HJIT_DEVICE_BUNDLE=$(abspath $(BUILD))/device_bundle_cuda ./test_differential
 
 examples: build
 	$(BUILD)/examples/quickstart

@@ -9,6 +9,7 @@
 
 #include "halide_backend/apply_schedule.h"
 #include "halide_backend/codegen.h"
+#include "halide_backend/device_pipeline.h"
 #include "halide_backend/lower.h"
 #include "halide_backend/scheduler.h"
 #include "halide_backend/trial.h"
@@ -157,7 +158,7 @@ std::string lowered_statement(const Graph& g, const Target& target, const std::s
   const int fd = mkstemp(path);
   if (fd < 0) return "(no temporary file for the statement)\n";
   close(fd);
-  Halide::Pipeline(outs).compile_to_lowered_stmt(path, halide_arguments(p), Halide::Text, target.halide(false));
+  device_ready_pipeline(outs, target.halide(false)).compile_to_lowered_stmt(path, halide_arguments(p), Halide::Text, target.halide(false));
   std::ifstream in(path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::remove(path);

@@ -15,6 +15,7 @@
 #include <iterator>
 
 #include "halide_backend/lower.h"
+#include "halide_backend/device_pipeline.h"
 #include "halide_backend/runtime_object.h"
 #include "support/log.h"
 
@@ -188,7 +189,8 @@ std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Targe
   // pipelines).
   const bool gpu = target.is_cuda();
   const Halide::Target halide_target = target.halide(false).with_feature(Halide::Target::NoRuntime);
-  Halide::Module module = Halide::Pipeline(defined_outputs(p)).compile_to_module(halide_arguments(p), info.function, halide_target);
+  Halide::Module module =
+      device_ready_pipeline(defined_outputs(p), halide_target).compile_to_module(halide_arguments(p), info.function, halide_target);
   info.device_code = device_code_of(module);
   const double lowered_ms = t.ms();
   ScratchDir dir;
@@ -252,9 +254,9 @@ std::shared_ptr<HalideExecutable> load_shared_object(std::string_view bytes, Pip
 
 std::shared_ptr<HalideExecutable> jit_compile(LoweredPipeline& p, const Target& target, PipelineInfo info) {
   if (info.computes_nothing()) return std::make_shared<HalideExecutable>(std::move(info), nullptr, nullptr, nullptr);
-  auto pipeline = std::make_shared<Halide::Pipeline>(defined_outputs(p));
-  const std::vector<Halide::Argument> args = halide_arguments(p);
-  Halide::Module module = pipeline->compile_to_module(args, info.function, target.halide(true));
+  const Halide::Target halide_target = target.halide(true);
+  Halide::Module module =
+      device_ready_pipeline(defined_outputs(p), halide_target).compile_to_module(halide_arguments(p), info.function, halide_target);
   auto jit = std::make_shared<Halide::Internal::JITModule>(module, module.get_function_by_name(info.function));
   ArgvFunction fn = reinterpret_cast<ArgvFunction>(jit->argv_function());
   return std::make_shared<HalideExecutable>(std::move(info), fn, std::move(jit), make_jit_context());

@@ -128,6 +128,8 @@ void HalideExecutable::run(const void* const* inputs, void* const* outputs) cons
                        : arg.from == ArgSpec::From::Constant ? info_.constants[size_t(arg.index)]->data()
                                                              : outputs[arg.index];
     b.host = static_cast<uint8_t*>(const_cast<void*>(host));
+    // A GPU pipeline copies an operand to the device only when its host copy is marked newer.
+    if (arg.from != ArgSpec::From::Output) b.flags = halide_buffer_flag_host_dirty;
     argv[a + 1] = &b;
   }
   int r = fn_(argv);

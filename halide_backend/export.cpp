@@ -8,6 +8,7 @@
 #include "halide_backend/apply_schedule.h"
 #include "halide_backend/build.h"
 #include "halide_backend/codegen.h"
+#include "halide_backend/device_pipeline.h"
 #include "halide_backend/lower.h"
 #include "halide_backend/scheduler.h"
 #include "support/log.h"
@@ -97,7 +98,8 @@ std::vector<std::string> export_static_library(const Graph& g, const ExportReque
       for (const Halide::Func& f : p.outputs)
         if (f.defined()) outs.push_back(f);
       if (outs.empty()) throw ValueError("hjit: export: the function computes nothing (every output is empty)");
-      Halide::Module module = Halide::Pipeline(outs).compile_to_module(args, impl, ht.with_feature(Halide::Target::NoRuntime));
+      const Halide::Target no_runtime = ht.with_feature(Halide::Target::NoRuntime);
+      Halide::Module module = device_ready_pipeline(outs, no_runtime).compile_to_module(args, impl, no_runtime);
       device_code = device_code_of(module);
       module.compile({{Halide::OutputFileType::object, scratch + "/pipeline.o"}});
       Halide::compile_standalone_runtime(scratch + "/runtime.o", ht);
@@ -172,7 +174,9 @@ std::vector<std::string> export_static_library(const Graph& g, const ExportReque
     if (a.from == ArgSpec::From::Input) host = cargs[size_t(a.index)].name;
     else if (a.from == ArgSpec::From::Output) host = cargs[g.inputs.size() + size_t(a.index)].name;
     else host = "hjit_" + r.name + "_const" + std::to_string(a.index);
-    c << "};\n  halide_buffer_t buf" << i << " = {0, 0, (uint8_t*)" << host << ", 0, {" << int(a.type.code) << ", "
+    // Inputs are marked host-dirty: a GPU pipeline copies to the device only what is marked so.
+    const int flags = a.from == ArgSpec::From::Output ? 0 : int(halide_buffer_flag_host_dirty);
+    c << "};\n  halide_buffer_t buf" << i << " = {0, 0, (uint8_t*)" << host << ", " << flags << ", {" << int(a.type.code) << ", "
       << int(a.type.bits) << ", " << a.type.lanes << "}, " << a.dims.size() << ", dim" << i << ", 0};\n";
   }
   c << "  int r = " << impl << "(";

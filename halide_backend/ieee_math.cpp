@@ -188,10 +188,10 @@ Expr log1p(const Expr& x) {
 }
 
 // f32: a rational approximation on [-4, 4] (odd numerator, even denominator; a few ulp), beyond
-// which erf is +-1 in f32; f64: libm's erf (scalar, exact), or
-// libdevice's in GPU kernels (Halide links it into every PTX module).
-Expr erf(const Expr& x, bool gpu) {
-  if (is_f64(x)) return Internal::Call::make(x.type(), gpu ? "__nv_erf" : "erf", {x}, Internal::Call::PureExtern);
+// which erf is +-1 in f32; f64: libm's erf (scalar, exact), OpenCL C's built-in of that name in
+// OpenCL kernels, or libdevice's in CUDA kernels (Halide links it into every PTX module).
+Expr erf(const Expr& x, bool cuda) {
+  if (is_f64(x)) return Internal::Call::make(x.type(), cuda ? "__nv_erf" : "erf", {x}, Internal::Call::PureExtern);
   Expr c = Halide::clamp(x, -4.0f, 4.0f), x2 = c * c;
   Expr p = -2.72614225801306e-10f;
   for (float a : {2.77068142495902e-08f, -2.10102402082508e-06f, -5.69250639462346e-05f, -7.34990630326855e-04f,

@@ -52,7 +52,7 @@ Expr nan_if_seen(const Expr& seen, const Expr& v); // v, or NaN when one was see
 Expr exp(const Expr& x);
 Expr log(const Expr& x);
 Expr log1p(const Expr& x);
-Expr erf(const Expr& x, bool gpu = false);  // gpu: f64 from NVIDIA's libdevice, not libm
+Expr erf(const Expr& x, bool cuda = false);  // cuda: f64 from NVIDIA's libdevice, not libm
 Expr pow(const Expr& x, const Expr& y);      // floats: C99 pow, special cases included
 Expr int_pow(const Expr& x, const Expr& y);  // integers: wrapping, PyTorch's negative exponents
 Expr sign(const Expr& x);                    // -1, 0 or 1; NaN stays NaN for floats

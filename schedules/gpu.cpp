@@ -2,9 +2,12 @@
 // a GPU runs them. Every Func computed at root is one kernel launch over a grid of thread blocks:
 // two-dimensional 32 x 8 thread tiles where a stage has two dimensions or more (the innermost one
 // across a warp, so that its loads and stores coalesce), 256 threads in a row for one dimension,
-// one thread for a scalar. Reductions run their reduction loop inside each thread of the tiled
-// output; the built-in schedule inlines element-wise chains into the kernel that reads them.
+// one thread for a scalar. Row reductions long enough to share out give each row a block whose
+// threads fold strided parts of it into shared memory; other reductions run their reduction loop
+// inside each thread of the tiled output. The built-in schedule inlines element-wise chains into
+// the kernel that reads them.
 // Gathers with index checks (take, check_index) run on the host.
+#include <optional>
 #include <sstream>
 
 #include "graph/op_def.h"
@@ -88,6 +91,45 @@ std::string root_kernel(Schedule& out, const Halide::Func& f, const std::vector<
   return what;
 }
 
+// A row reduction (the innermost input axis folded) over rows of kRowShareMin or more: a block per
+// output element (up to three block dimensions, outer ones fused), whose kRowLanes threads each fold
+// every kRowLanes-th element of the row (consecutive threads read consecutive elements: coalesced)
+// into shared memory; one thread then folds those partial results. Halide's rfactor proves the
+// fold associative; where it cannot (none of hjit's row reductions today), nullopt.
+constexpr int64_t kRowShareMin = 64;
+std::optional<std::string> block_reduction(Schedule& out, const LoweredPipeline& p, const Stage& s) {
+  if (s.op == OpKind::ArgMax || s.op == OpKind::ArgMin || !reduces_innermost(p, s)) return std::nullopt;
+  const int64_t row = innermost_reduced_extent(p, s);
+  if (row < kRowShareMin || s.vars.empty()) return std::nullopt;
+  const int lanes = row >= 4096 ? 128 : row >= 1024 ? 64 : 32;
+  FuncRef acc(&out, s.reduction);
+  acc.compute_root();
+  std::string what = nm(s.reduction) + ": root, init " + tile(acc, names(s.vars), s.extents);
+  StageRef u = acc.update();
+  std::vector<VarOrRVar> blocks;
+  Var outer = s.vars.back();
+  for (size_t d = s.vars.size() - 1; d-- > 2;) {  // Halide has three block dimensions
+    Var fused(s.vars[d].name() + "_f");
+    u.fuse(s.vars[d], outer, fused);
+    outer = fused;
+  }
+  // The final fold runs in a thread loop of one thread: at block level, Halide would put a barrier
+  // in each of its iterations.
+  Var row_block(s.vars[0].name() + "_bk"), one_thread(s.vars[0].name() + "_th");
+  blocks.emplace_back(row_block);
+  for (size_t d = 1; d < std::min<size_t>(2, s.vars.size()); ++d) blocks.emplace_back(s.vars[d]);
+  if (s.vars.size() > 2) blocks.emplace_back(outer);
+  Halide::RVar ro(s.rvars[0].name() + "_o"), ri(s.rvars[0].name() + "_i");
+  Var lane("lane");
+  u.split(s.rvars[0], ro, ri, lanes, Halide::TailStrategy::GuardWithIf);
+  FuncRef partial = u.rfactor(ri, lane);
+  u.split(s.vars[0], row_block, one_thread, 1).gpu_blocks(blocks).gpu_threads({one_thread});
+  partial.compute_at(acc, row_block);
+  partial.gpu_threads({lane});
+  partial.update().gpu_threads({lane});
+  return what + "; update a block per row, " + std::to_string(lanes) + " threads folding into shared memory";
+}
+
 // Ops whose lowering checks indices with Halide's require(), whose error message a GPU kernel
 // cannot format: they run on the host (Halide copies their operands there).
 bool host_only(const Stage& s) { return s.op == OpKind::Take || s.op == OpKind::CheckIndex; }
@@ -103,7 +145,7 @@ bool stored_for_consumers(const LoweredPipeline& p, const Stage& s) {
 }  // namespace
 
 std::string gpu_identity() {
-  return "gpu v1 tiles=" + std::to_string(kTileX) + "x" + std::to_string(kTileY) + " row=" + std::to_string(kRowThreads);
+  return "gpu v2 tiles=" + std::to_string(kTileX) + "x" + std::to_string(kTileY) + " row=" + std::to_string(kRowThreads);
 }
 
 backend::Schedule schedule_gpu(const LoweredPipeline& p, bool fuse) {
@@ -118,7 +160,8 @@ backend::Schedule schedule_gpu(const LoweredPipeline& p, bool fuse) {
       continue;
     }
     if (has_reduction(s)) {
-      os << root_kernel(out, s.reduction, s.vars, s.extents) << "\n";
+      if (std::optional<std::string> shared = block_reduction(out, p, s)) os << *shared << "\n";
+      else os << root_kernel(out, s.reduction, s.vars, s.extents) << "\n";
       if (!s.is_output) continue;  // its reader is a copy, inlined into the consumers
     } else if (!s.is_output) {
       // Fused: element-wise and data movement inline into the kernels that read them; operands of

@@ -12,25 +12,6 @@ using Halide::RVar;
 using Halide::Var;
 using Halide::VarOrRVar;
 
-namespace {
-
-// Whether the reduction folds the innermost axis of its input (a row reduction).
-bool reduces_innermost(const backend::LoweredPipeline& p, const backend::Stage& s) {
-  const Node& n = p.graph->node(s.node);
-  const int rank = p.graph->type(n.inputs[0]).rank();
-  if (n.op == OpKind::ArgMax || n.op == OpKind::ArgMin) return n.attrs.i("axis") == rank - 1;
-  if (!n.attrs.has("axes")) return false;  // matmul, convolution, pools, scans
-  const auto& axes = n.attrs.ints("axes");
-  return !axes.empty() && axes.back() == rank - 1;
-}
-
-int64_t innermost_reduced_extent(const backend::LoweredPipeline& p, const backend::Stage& s) {
-  const Node& n = p.graph->node(s.node);
-  return p.graph->type(n.inputs[0]).shape.back();
-}
-
-}  // namespace
-
 std::string schedule_reduction(const backend::LoweredPipeline& p, const backend::Stage& s, bool parallel, Schedule& out) {
   const int vec = vector_width(p.target, value_type(s));
   const int threads = parallel ? halide_threads() : 1;

@@ -8,6 +8,10 @@ namespace hjit::schedules {
 bool is_source(const backend::Stage& s);
 // The stage has a reduction (an update definition over a domain).
 bool has_reduction(const backend::Stage& s);
+// Whether the reduction folds the innermost axis of its input (a row reduction), and that axis's
+// extent.
+bool reduces_innermost(const backend::LoweredPipeline& p, const backend::Stage& s);
+int64_t innermost_reduced_extent(const backend::LoweredPipeline& p, const backend::Stage& s);
 // The type the stage's values are computed in.
 Halide::Type value_type(const backend::Stage& s);
 

@@ -4,7 +4,11 @@
 // The configuration comes from HJIT_TEST_CONFIG: O0, O1 (default), Adams2019, Li2018 or
 // Mullapudi2016; ctest runs this binary once per configuration. CUDA-O1 and CUDA-Li2018 compile
 // every group for a CUDA GPU instead of running it, and assemble the PTX with ptxas for sm_80 and
-// sm_90 (where no ptxas is found, the binary exits with 77: ctest reports the test skipped). Ops are grouped: one jitted
+// sm_90 (where no ptxas is found, the binary exits with 77: ctest reports the test skipped).
+// OpenCL-O1 runs the GPU schedules: every group is exported for an OpenCL GPU target into a device
+// bundle, whose runner (a process without Halide) runs them through pocl, a CPU OpenCL driver, and
+// compares with eager (no OpenCL driver: skipped, 77). With HJIT_DEVICE_BUNDLE=dir, CUDA-O1 also
+// writes such a bundle for CUDA, to be carried to a machine with a GPU. Ops are grouped: one jitted
 // function returns every op of a group, so one compile checks a dozen ops.
 //
 // Adding an op: add it to the group whose inputs it takes (or a new group), nothing else.
@@ -16,8 +20,11 @@
 #include <limits>
 #include <random>
 #include <functional>
+#include <memory>
+#include <sstream>
 
 #include "graph/op_def.h"
+#include "tests/device_bundle.h"
 #include "tests/support.h"
 
 using hjit::DType;
@@ -33,7 +40,24 @@ std::string config() {
 }
 
 bool cuda() { return config().rfind("CUDA-", 0) == 0; }
-bool autoscheduled() { return config() != "O0" && config() != "O1" && config() != "CUDA-O1"; }
+bool opencl() { return config().rfind("OpenCL-", 0) == 0; }
+bool autoscheduled() { return config() != "O0" && config() != "O1" && config() != "CUDA-O1" && config() != "OpenCL-O1"; }
+// Configurations whose cases cost seconds each (an autoscheduler's search; OpenCL's export and
+// driver compile) run fewer dtypes and shapes.
+bool reduced() { return autoscheduled() || opencl(); }
+
+// The bundle this run exports its groups into: OpenCL-O1's, or CUDA-O1's where HJIT_DEVICE_BUNDLE
+// names a directory; null otherwise.
+test::DeviceBundle* bundle() {
+  static std::unique_ptr<test::DeviceBundle> b = []() -> std::unique_ptr<test::DeviceBundle> {
+    const char* dir = std::getenv("HJIT_DEVICE_BUNDLE");
+    if (opencl())
+      return std::make_unique<test::DeviceBundle>(dir ? dir : "device_bundle_opencl", "host-opencl-cl_doubles");
+    if (config() == "CUDA-O1" && dir) return std::make_unique<test::DeviceBundle>(dir, "host-cuda-cuda_capability_80");
+    return nullptr;
+  }();
+  return b.get();
+}
 
 hjit::JitOptions options(const std::string& name) {
   hjit::JitOptions o;
@@ -106,7 +130,9 @@ void check(const std::string& name, const Group& group, const std::vector<Tensor
   std::string shapes;
   for (const Tensor& t : inputs) shapes += std::string(hjit::dtype_name(t.dtype())) + hjit::shape_str(t.shape()) + " ";
   INFO(name << " on " << shapes << "with " << config());
+  if (bundle()) bundle()->add(name + "_" + std::to_string(bundle()->size()), group, inputs);
   if (cuda()) return check_ptx(group, inputs, name);
+  if (opencl()) return;  // run at the end, all groups in one process
   std::vector<Tensor> want = group(inputs);
   auto jitted = hjit::jit(group, options(name));
   for (int call = 0; call < 2; ++call) {
@@ -128,7 +154,7 @@ const std::vector<std::pair<Shape, Shape>> kBinaryShapes = {
 // Autoschedulers compile slowly: they get the shapes that exercise the most (broadcasting, size 1, odd sizes).
 template <class T>
 std::vector<T> shapes_for_config(const std::vector<T>& all) {
-  if (!autoscheduled() && !cuda()) return all;
+  if (!autoscheduled() && !cuda() && !opencl()) return all;
   return {all[1], all[2], all.back()};
 }
 
@@ -262,7 +288,7 @@ Group nn() {
 }
 
 std::vector<DType> float_dtypes() {
-  if (autoscheduled()) return {DType::F32};
+  if (reduced()) return {DType::F32};
   return {DType::F32, DType::F64, DType::F16, DType::BF16};
 }
 
@@ -272,6 +298,10 @@ TEST_CASE("CUDA configurations have ptxas to check their PTX with") {
   if (cuda() && ptxas().empty()) {
     MESSAGE("no ptxas (/usr/local/cuda/bin/ptxas or /usr/bin/ptxas): the CUDA configuration is skipped");
     std::exit(77);  // ctest: SKIP_RETURN_CODE
+  }
+  if (opencl() && test::opencl_loader().empty()) {
+    MESSAGE("no OpenCL driver (libOpenCL.so.1 and an ICD in /etc/OpenCL/vendors): the OpenCL configuration is skipped");
+    std::exit(77);
   }
 }
 
@@ -283,7 +313,7 @@ TEST_CASE("unary ops on floats") {
 
 TEST_CASE("unary ops on integers and bool") {
   uint64_t seed = 100;
-  std::vector<DType> ints = autoscheduled() ? std::vector<DType>{DType::I32} : std::vector<DType>{DType::I8, DType::I16, DType::I32, DType::I64, DType::U8};
+  std::vector<DType> ints = reduced() ? std::vector<DType>{DType::I32} : std::vector<DType>{DType::I8, DType::I16, DType::I32, DType::I64, DType::U8};
   for (DType t : ints)
     for (const Shape& s : shapes_for_config(kUnaryShapes)) check("unary_int", unary_int(), {test::random(s, t, seed++)});
   for (const Shape& s : shapes_for_config(kUnaryShapes)) check("unary_bool", unary_bool(), {test::random(s, DType::Bool, seed++)});
@@ -291,7 +321,7 @@ TEST_CASE("unary ops on integers and bool") {
 
 TEST_CASE("binary ops with broadcasting") {
   uint64_t seed = 200;
-  std::vector<DType> numeric = autoscheduled() ? std::vector<DType>{DType::F32, DType::I32}
+  std::vector<DType> numeric = reduced() ? std::vector<DType>{DType::F32, DType::I32}
                                                : std::vector<DType>{DType::F32, DType::F64, DType::I8, DType::I32, DType::I64, DType::U8, DType::F16, DType::BF16};
   for (const auto& [sa, sb] : shapes_for_config(kBinaryShapes)) {
     for (DType t : numeric) check("binary_numeric", binary_numeric(), {test::random(sa, t, seed++), test::random(sb, t, seed++)});
@@ -303,7 +333,7 @@ TEST_CASE("binary ops with broadcasting") {
 
 TEST_CASE("casts between every pair of dtypes") {
   uint64_t seed = 300;
-  std::vector<DType> sources = autoscheduled() ? std::vector<DType>{DType::F32}
+  std::vector<DType> sources = reduced() ? std::vector<DType>{DType::F32}
                                                : std::vector<DType>{DType::Bool, DType::I8, DType::I32, DType::I64, DType::U8,
                                                                     DType::U16, DType::F16, DType::BF16, DType::F32, DType::F64};
   for (DType t : sources) {
@@ -316,9 +346,10 @@ TEST_CASE("casts between every pair of dtypes") {
 
 TEST_CASE("reductions over every axis set, with and without keepdims") {
   uint64_t seed = 400;
-  const std::vector<Shape> shapes = autoscheduled() ? std::vector<Shape>{{4, 6}, {2, 3, 5}}
-                                                    : std::vector<Shape>{{}, {5}, {4, 6}, {2, 3, 5}, {1, 7}, {3, 0}, {64, 200}};
-  std::vector<DType> dtypes = autoscheduled() ? std::vector<DType>{DType::F32}
+  // Rows of 70 and 1030 (odd: a tail after every split) take the GPU's block-per-row reductions.
+  const std::vector<Shape> shapes = reduced() ? std::vector<Shape>{{4, 6}, {2, 3, 5}, {3, 1030}}
+                                              : std::vector<Shape>{{}, {5}, {4, 6}, {2, 3, 5}, {1, 7}, {3, 0}, {64, 200}, {2, 3, 1030}};
+  std::vector<DType> dtypes = reduced() ? std::vector<DType>{DType::F32}
                                               : std::vector<DType>{DType::F32, DType::F64, DType::I32, DType::I64, DType::I8, DType::U8, DType::Bool, DType::F16, DType::BF16};
   for (DType t : dtypes)
     for (const Shape& s : shapes) {
@@ -333,8 +364,8 @@ TEST_CASE("matmul with numpy semantics") {
                                                  {{4}, {4}},             {{2, 3, 4}, {4, 5}},    {{2, 1, 3, 4}, {5, 4, 2}},
                                                  {{1, 1}, {1, 1}},       {{3, 0}, {0, 4}},       {{17, 33}, {33, 40}},
                                                  {{65, 70}, {70, 35}},   {{2, 130, 20}, {20, 9}}};
-  if (autoscheduled()) shapes = {{{2, 3, 4}, {4, 5}}, {{17, 33}, {33, 40}}, {{65, 70}, {70, 35}}};
-  std::vector<DType> dtypes = autoscheduled() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64, DType::I32};
+  if (reduced()) shapes = {{{2, 3, 4}, {4, 5}}, {{17, 33}, {33, 40}}, {{65, 70}, {70, 35}}};
+  std::vector<DType> dtypes = reduced() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64, DType::I32};
   for (DType t : dtypes)
     for (const auto& [sa, sb] : shapes) check("matmul", matmuls(), {test::random(sa, t, seed++), test::random(sb, t, seed++)});
   if (!autoscheduled())
@@ -344,13 +375,14 @@ TEST_CASE("matmul with numpy semantics") {
 
 TEST_CASE("data movement: reshape, transpose, broadcast, slice, concat, stack, pad") {
   uint64_t seed = 600;
-  for (DType t : autoscheduled() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::I64, DType::Bool, DType::F16})
+  for (DType t : reduced() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::I64, DType::Bool, DType::F16})
     check("movement", movement(), {test::random({2, 3, 4}, t, seed++)});
 }
 
 TEST_CASE("softmax, log_softmax and layer_norm") {
   uint64_t seed = 700;
-  const std::vector<Shape> shapes = autoscheduled() ? std::vector<Shape>{{8, 33}} : std::vector<Shape>{{5}, {8, 33}, {2, 3, 70}, {1, 1}};
+  const std::vector<Shape> shapes =
+      reduced() ? std::vector<Shape>{{8, 33}, {4, 1030}} : std::vector<Shape>{{5}, {8, 33}, {2, 3, 70}, {1, 1}, {3, 4100}};
   for (DType t : float_dtypes())
     for (const Shape& s : shapes)
       check("nn", nn(), {test::random(s, t, seed++), test::random({s.back()}, t, seed++), test::random({s.back()}, t, seed++)});
@@ -436,9 +468,9 @@ TEST_CASE("conv2d: strides, paddings, dilations, groups, bias, odd sizes") {
       {{1, 8, 17, 20}, {16, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true}, // tiles with tails
       {{1, 2, 4, 4}, {3, 2, 5, 5}, {1, 1}, {2, 2}, {1, 1}, 1, false},   // kernel larger than the input
       {{3, 16, 6, 33}, {32, 16, 3, 3}, {1, 2}, {1, 1}, {1, 1}, 1, true}};
-  if (autoscheduled()) cases = {cases[0], cases[1], cases[4]};
+  if (reduced()) cases = {cases[0], cases[1], cases[4]};
   for (const ConvCase& c : cases)
-    for (DType t : autoscheduled() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64}) {
+    for (DType t : reduced() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64}) {
       std::vector<Tensor> in = {test::random(c.x, t, seed++), test::random(c.w, t, seed++) * 0.3};
       if (c.bias) in.push_back(test::random({c.w[0]}, t, seed++));
       check("conv2d", conv(c), in);
@@ -463,7 +495,7 @@ TEST_CASE("cumsum, take, embedding, tril/triu, iota, cross_entropy") {
   uint64_t seed = 1000;
   for (DType idx : {DType::I32, DType::I64}) {
     Tensor ids = hjit::clamp(test::random({2, 3}, DType::I64, seed++), -5.0, 4.0).astype(idx);
-    for (DType t : autoscheduled() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64, DType::I32})
+    for (DType t : reduced() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64, DType::I32})
       check("scans_and_gathers", scans_and_gathers(), {test::random({5, 7}, t, seed++), ids});
     Tensor labels = hjit::abs(test::random({6}, idx, seed++));
     check("cross_entropy", losses(), {test::random({6, 11}, DType::F32, seed++), labels});
@@ -473,7 +505,7 @@ TEST_CASE("cumsum, take, embedding, tril/triu, iota, cross_entropy") {
 TEST_CASE("0-d indices for every gathering op") {
   uint64_t seed = 1050;
   for (DType idx : {DType::I32, DType::I64})
-    for (DType t : autoscheduled() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F16, DType::I64})
+    for (DType t : reduced() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F16, DType::I64})
       check("scalar_index_gathers", scalar_index_gathers(), {test::random({5, 7}, t, seed++), Tensor::scalar(-3, idx)});
 }
 
@@ -483,10 +515,10 @@ TEST_CASE("scaled dot-product attention") {
                                               {Shape{2, 3, 7, 16}, Shape{2, 3, 9, 16}, Shape{2, 3, 9, 12}},
                                               {Shape{1, 8, 40, 64}, Shape{1, 8, 40, 64}, Shape{1, 8, 40, 64}},
                                               {Shape{4, 33, 20}, Shape{4, 33, 20}, Shape{4, 33, 20}}};
-  if (autoscheduled()) shapes = {shapes[1], shapes[2]};
+  if (reduced()) shapes = {shapes[1], shapes[2]};
   for (bool causal : {false, true})
     for (const auto& s : shapes)
-      for (DType t : autoscheduled() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64})
+      for (DType t : reduced() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64})
         check("attention", attention(causal), {test::random(s[0], t, seed++), test::random(s[1], t, seed++), test::random(s[2], t, seed++)});
 }
 
@@ -501,7 +533,7 @@ TEST_CASE("infinities and NaNs: in the data and as literals") {
                                hjit::minimum(x, 1.0), x * 2 + 1, hjit::where(x > 0, inf, x), masked, hjit::softmax(masked),
                                hjit::sum(x != x)};
   };
-  for (DType t : autoscheduled() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64})
+  for (DType t : reduced() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64})
     check("specials", specials, {Tensor::from_vector<double>({-inf, -2, -0.5, 0, 0.5, 3, 100, inf, nan}, {9}).astype(t)});
 }
 
@@ -517,7 +549,9 @@ TEST_CASE("special values through every group") {
     check("pools", pools(), {test::specials({1, 2, 6, 5}, t, 0)});
     return;
   }
-  for (DType t : float_dtypes()) {
+  // OpenCL: f64 too, where Halide's OpenCL code generator lost the bits of 64-bit constants (pocl
+  // has no cl_khr_fp16 for f16).
+  for (DType t : opencl() ? std::vector<DType>{DType::F32, DType::F64} : float_dtypes()) {
     check("unary_float", unary_float(), {test::specials({4, 7}, t, 0)});
     check("unary_float", unary_float(), {test::specials({}, t, 1)});
     check("binary_numeric", binary_numeric(), {test::specials({9, 1}, t, 0), test::specials({1, 9}, t, 3)});
@@ -553,7 +587,7 @@ TEST_CASE("special values through every group") {
 TEST_CASE("randomized shapes and convolution parameters") {
   std::mt19937_64 rng(2026);
   auto pick = [&](int lo, int hi) { return int(std::uniform_int_distribution<int>(lo, hi)(rng)); };
-  const int rounds = autoscheduled() ? 2 : 8;
+  const int rounds = reduced() ? 2 : 8;
   uint64_t seed = 1200;
   // Shapes: a random rank and extents (sometimes 1 or 0); the other operand a suffix of it with
   // some extents replaced by 1, so that broadcasting goes both ways.
@@ -612,4 +646,26 @@ TEST_CASE("every op's PTX was assembled, in every float dtype") {
       if (!done.count({op, t})) missing_dtypes += std::string(" ") + hjit::op_name(op) + "/" + hjit::dtype_name(t);
   INFO("op and dtype pairs never compiled for CUDA:" << missing_dtypes);
   if (!autoscheduled()) CHECK(missing_dtypes.empty());  // CUDA-Li2018 compiles f32 only, as the CPU's autoschedulers
+}
+
+// Last: the device bundle is built, and (OpenCL) run: every group on the device, against eager.
+TEST_CASE("every group runs on the device and matches eager") {
+  if (!bundle()) return;
+  REQUIRE(bundle()->size() > 0);
+  bundle()->build_runner();
+  if (!opencl()) {
+    MESSAGE("device bundle for CUDA written to " << bundle()->dir() << ": carry it to a GPU and run ./runner there");
+    return;
+  }
+  std::string report;
+  const int status = bundle()->run(&report);
+  std::istringstream lines(report);
+  size_t ok = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("ok ", 0) == 0) ++ok;
+    else if (line.rfind("FAIL ", 0) == 0) FAIL_CHECK(line);
+  }
+  INFO("the runner said:\n" << report);
+  CHECK(status == 0);
+  CHECK(ok == bundle()->size());
 }
