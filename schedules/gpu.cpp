@@ -3,7 +3,8 @@
 // two-dimensional 32 x 8 thread tiles where a stage has two dimensions or more (the innermost one
 // across a warp, so that its loads and stores coalesce), 256 threads in a row for one dimension,
 // one thread for a scalar. Row reductions long enough to share out give each row a block whose
-// threads fold strided parts of it into shared memory; other reductions run their reduction loop
+// threads fold strided parts of it into shared memory, long reductions to one value a kernel of
+// partial results first; other reductions run their reduction loop
 // inside each thread of the tiled output. The built-in schedule inlines element-wise chains into
 // the kernel that reads them.
 // Gathers with index checks (take, check_index) run on the host.
@@ -96,11 +97,36 @@ std::string root_kernel(Schedule& out, const Halide::Func& f, const std::vector<
 // every kRowLanes-th element of the row (consecutive threads read consecutive elements: coalesced)
 // into shared memory; one thread then folds those partial results. Halide's rfactor proves the
 // fold associative; where it cannot (none of hjit's row reductions today), nullopt.
-constexpr int64_t kRowShareMin = 64;
+constexpr int64_t kRowShareMin = 64, kScalarShareMin = 1024;
+
+// A reduction to one value whose innermost reduced axis has kScalarShareMin elements or more: a
+// kernel of 256 to 4096 threads, each folding every lanes-th element of that axis (with the outer
+// reduced axes), then one thread folding their results. (One thread folding everything, the
+// fallback, would leave all but one of the GPU's threads idle.)
+std::optional<std::string> scalar_reduction(Schedule& out, const Stage& s) {
+  const int64_t* known = s.rvars.empty() ? nullptr : Halide::Internal::as_const_int(s.rvars[0].extent());
+  const int64_t extent = known ? *known : 0;
+  if (extent < kScalarShareMin) return std::nullopt;
+  const int lanes = extent >= 65536 ? 4096 : extent >= 8192 ? 1024 : 256;
+  FuncRef acc(&out, s.reduction);
+  acc.compute_root().gpu_single_thread();
+  StageRef u = acc.update();
+  Halide::RVar ro(s.rvars[0].name() + "_o"), ri(s.rvars[0].name() + "_i");
+  u.split(s.rvars[0], ro, ri, lanes, Halide::TailStrategy::GuardWithIf);
+  FuncRef partial = u.rfactor(ri, Var("lane"));
+  u.gpu_single_thread();
+  partial.compute_root();
+  const std::string how = tile(partial, {"lane"}, {lanes});
+  tile(partial.update(), {"lane"}, {lanes});
+  return nm(s.reduction) + ": " + std::to_string(lanes) + " partial results in " + how + ", folded by one thread";
+}
+
 std::optional<std::string> block_reduction(Schedule& out, const LoweredPipeline& p, const Stage& s) {
-  if (s.op == OpKind::ArgMax || s.op == OpKind::ArgMin || !reduces_innermost(p, s)) return std::nullopt;
+  if (s.op == OpKind::ArgMax || s.op == OpKind::ArgMin) return std::nullopt;
+  if (s.vars.empty()) return scalar_reduction(out, s);
+  if (!reduces_innermost(p, s)) return std::nullopt;
   const int64_t row = innermost_reduced_extent(p, s);
-  if (row < kRowShareMin || s.vars.empty()) return std::nullopt;
+  if (row < kRowShareMin) return std::nullopt;
   const int lanes = row >= 4096 ? 128 : row >= 1024 ? 64 : 32;
   FuncRef acc(&out, s.reduction);
   acc.compute_root();
