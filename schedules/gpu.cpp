@@ -4,9 +4,8 @@
 // across a warp, so that its loads and stores coalesce), 256 threads in a row for one dimension,
 // one thread for a scalar. Row reductions long enough to share out give each row a block whose
 // threads fold strided parts of it into shared memory, long reductions to one value a kernel of
-// partial results first; other reductions run their reduction loop
-// inside each thread of the tiled output. The built-in schedule inlines element-wise chains into
-// the kernel that reads them.
+// partial results first; other reductions run their reduction loop inside each thread of the tiled
+// output. The built-in schedule inlines element-wise chains into the kernel that reads them.
 // Gathers with index checks (take, check_index) run on the host.
 #include <optional>
 #include <sstream>
@@ -30,6 +29,18 @@ std::string nm(const Halide::Func& f) { return backend::canonical_name(f.name())
 
 int clamp_tile(int64_t extent, int tile) { return int(std::max<int64_t>(1, std::min<int64_t>(extent, tile))); }
 
+// Halide has three block dimensions: the dimensions from the third outwards (of `vars`, innermost
+// first) become one loop, which this returns.
+Var fuse_outer_dims(StageRef stage, const std::vector<std::string>& vars) {
+  Var outer(vars.back());
+  for (size_t d = vars.size() - 1; d-- > 2;) {
+    Var fused(vars[d] + "_f");
+    stage.fuse(Var(vars[d]), outer, fused);
+    outer = fused;
+  }
+  return outer;
+}
+
 // Tiles the loops `vars` (innermost first, of the given extents) of one stage over blocks and
 // threads. Returns what it did, for the schedule's notes.
 std::string tile(StageRef stage, const std::vector<std::string>& vars, const std::vector<int64_t>& extents) {
@@ -49,16 +60,7 @@ std::string tile(StageRef stage, const std::vector<std::string>& vars, const std
   const int tx = clamp_tile(extents[0], kTileX), ty = clamp_tile(extents[1], std::max(kTileY, kBlockThreads / tx));
   stage.split(x, xo, xi, tx, tail).split(y, yo, yi, ty, tail).reorder({xi, yi, xo, yo});
   std::vector<VarOrRVar> blocks{xo, yo};
-  if (vars.size() > 2) {
-    // Halide has three block dimensions: the outer ones are one loop.
-    Var outer(vars.back());
-    for (size_t d = vars.size() - 1; d-- > 2;) {
-      Var fused(vars[d] + "_f");
-      stage.fuse(Var(vars[d]), outer, fused);
-      outer = fused;
-    }
-    blocks.push_back(outer);
-  }
+  if (vars.size() > 2) blocks.push_back(fuse_outer_dims(stage, vars));
   stage.gpu_blocks(blocks).gpu_threads({xi, yi});
   return "tiles of " + std::to_string(tx) + "x" + std::to_string(ty);
 }
@@ -92,11 +94,6 @@ std::string root_kernel(Schedule& out, const Halide::Func& f, const std::vector<
   return what;
 }
 
-// A row reduction (the innermost input axis folded) over rows of kRowShareMin or more: a block per
-// output element (up to three block dimensions, outer ones fused), whose kRowLanes threads each fold
-// every kRowLanes-th element of the row (consecutive threads read consecutive elements: coalesced)
-// into shared memory; one thread then folds those partial results. Halide's rfactor proves the
-// fold associative; where it cannot (none of hjit's row reductions today), nullopt.
 constexpr int64_t kRowShareMin = 64, kScalarShareMin = 1024;
 
 // A reduction to one value whose innermost reduced axis has kScalarShareMin elements or more: a
@@ -121,6 +118,11 @@ std::optional<std::string> scalar_reduction(Schedule& out, const Stage& s) {
   return nm(s.reduction) + ": " + std::to_string(lanes) + " partial results in " + how + ", folded by one thread";
 }
 
+// A row reduction (the innermost input axis folded) over rows of kRowShareMin or more: a block per
+// output element (up to three block dimensions, outer ones fused), whose 32-128 threads each fold
+// every lanes-th element of the row (consecutive threads read consecutive elements: coalesced)
+// into shared memory; one thread then folds those partial results. Reductions to one value go to
+// scalar_reduction; argmax/argmin and other reductions: nullopt (a reduction loop per thread).
 std::optional<std::string> block_reduction(Schedule& out, const LoweredPipeline& p, const Stage& s) {
   if (s.op == OpKind::ArgMax || s.op == OpKind::ArgMin) return std::nullopt;
   if (s.vars.empty()) return scalar_reduction(out, s);
@@ -133,12 +135,7 @@ std::optional<std::string> block_reduction(Schedule& out, const LoweredPipeline&
   std::string what = nm(s.reduction) + ": root, init " + tile(acc, names(s.vars), s.extents);
   StageRef u = acc.update();
   std::vector<VarOrRVar> blocks;
-  Var outer = s.vars.back();
-  for (size_t d = s.vars.size() - 1; d-- > 2;) {  // Halide has three block dimensions
-    Var fused(s.vars[d].name() + "_f");
-    u.fuse(s.vars[d], outer, fused);
-    outer = fused;
-  }
+  const Var outer = fuse_outer_dims(u, names(s.vars));
   // The final fold runs in a thread loop of one thread: at block level, Halide would put a barrier
   // in each of its iterations.
   Var row_block(s.vars[0].name() + "_bk"), one_thread(s.vars[0].name() + "_th");
