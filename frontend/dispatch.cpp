@@ -1,5 +1,6 @@
 #include "frontend/dispatch.h"
 
+#include "frontend/device.h"
 #include "frontend/eager/kernel.h"
 #include "frontend/trace.h"
 #include "graph/op_def.h"
@@ -7,6 +8,8 @@
 namespace hjit::detail {
 
 Tensor run_eager(OpKind op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  const Device device = device_for(inputs, op_name(op));
+  if (device != Device::CPU) return run_on_device(op, inputs, attrs, device);
   std::vector<const TensorType*> types;
   types.reserve(inputs.size());
   for (const Tensor& t : inputs) types.push_back(&t.impl()->type);

@@ -131,7 +131,7 @@ std::vector<Tensor> GradCore::call(const CallArgs& args, Tracer trace) {
       result.push_back(outs[1 + size_t(slot)]);
     } else {
       const Tensor& p = s.params[k - first_param];
-      result.push_back(Tensor::zeros(p.shape(), p.dtype()));
+      result.push_back(Tensor::zeros(p.shape(), p.dtype()).to(p.device()));
     }
   }
   return result;

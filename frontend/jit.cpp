@@ -13,6 +13,7 @@
 #include <hjit/jit.h>
 
 #include "frontend/const_eval.h"
+#include "frontend/device.h"
 #include "frontend/signature.h"
 #include "frontend/trace.h"
 #include "frontend/traced.h"
@@ -154,9 +155,7 @@ TensorImpl& update_target(const Entry& e, const CallArgs& args, size_t input) {
   if (input >= args.count) return *e.captured[input - args.count];
   TensorImpl& t = *args.tensor(input).impl();
   if (t.borrowed && t.storage) {
-    auto own = std::make_shared<Storage>(t.storage->nbytes);
-    if (own->nbytes > 0) std::memcpy(own->data, t.storage->data, own->nbytes);
-    t.storage = std::move(own);
+    t.storage = copy_of(*t.storage);
     t.borrowed = false;
   }
   return t;
@@ -173,7 +172,27 @@ void check_captured_alive(const Entry& e, const std::string& fn) {
                        "would keep reading its old value. Update captured tensors in place (w.assign(w - lr * g)).");
 }
 
-void run_entry(Entry& e, const CallArgs& args, std::vector<Tensor>& outputs) {
+// A function compiled for a GPU: operands in the device's memory (CPU tensors copied up for the
+// call), results and updates left there.
+void run_entry_on_device(Entry& e, const CallArgs& args, std::vector<Tensor>& outputs, Device device) {
+  std::vector<std::unique_ptr<backend::DeviceBuffer>> keep;
+  std::vector<const backend::DeviceBuffer*> in;
+  std::vector<backend::DeviceBuffer*> out;
+  for (size_t i = 0; i < args.count; ++i) in.push_back(&device_memory(*args.tensor(i).impl(), device, keep));
+  for (const auto& c : e.captured) in.push_back(&device_memory(*c, device, keep));
+  for (const TensorType& t : e.out_types) {
+    outputs.push_back(make_tensor(t, device));
+    out.push_back(outputs.back().impl()->storage->on_device.get());
+  }
+  if (e.update_buffers.empty())
+    for (size_t input : e.update_input)
+      e.update_buffers.push_back(std::make_shared<Storage>(update_target(e, args, input).storage->nbytes, device));
+  for (const auto& u : e.update_buffers) out.push_back(u->on_device.get());
+  e.exe->run_on_device(in.data(), out.data());
+}
+
+void run_entry(Entry& e, const CallArgs& args, std::vector<Tensor>& outputs, Device device) {
+  if (device != Device::CPU) return run_entry_on_device(e, args, outputs, device);
   constexpr size_t kInline = 32;
   const size_t n_in = args.count + e.captured.size(), n_out = e.out_types.size() + e.update_input.size();
   const void* in_inline[kInline];
@@ -184,8 +203,9 @@ void run_entry(Entry& e, const CallArgs& args, std::vector<Tensor>& outputs) {
   void** out = out_inline;
   if (n_in > kInline) in_heap.resize(n_in), in = in_heap.data();
   if (n_out > kInline) out_heap.resize(n_out), out = out_heap.data();
-  for (size_t i = 0; i < args.count; ++i) in[i] = args.tensor(i).impl()->data();
-  for (size_t j = 0; j < e.captured.size(); ++j) in[args.count + j] = e.captured[j]->data();
+  std::vector<Tensor> keep;  // GPU tensors' values, copied down for the call
+  for (size_t i = 0; i < args.count; ++i) in[i] = host_memory(*args.tensor(i).impl(), keep);
+  for (size_t j = 0; j < e.captured.size(); ++j) in[args.count + j] = host_memory(*e.captured[j], keep);
   outputs.reserve(e.out_types.size());
   for (size_t k = 0; k < e.out_types.size(); ++k) {
     outputs.push_back(make_tensor(e.out_types[k]));
@@ -201,7 +221,7 @@ void run_entry(Entry& e, const CallArgs& args, std::vector<Tensor>& outputs) {
 void apply_updates(const Entry& e, const CallArgs& args) {
   for (size_t k = 0; k < e.update_buffers.size(); ++k) {
     TensorImpl& target = update_target(e, args, e.update_input[k]);
-    if (e.update_buffers[k]->nbytes > 0) std::memcpy(target.data(), e.update_buffers[k]->data, e.update_buffers[k]->nbytes);
+    copy_storage(*target.storage, *e.update_buffers[k]);
   }
 }
 
@@ -283,16 +303,12 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
   std::vector<Tensor> outputs;
   std::unique_lock<std::mutex> one_at_a_time;
   if (!e->update_input.empty()) one_at_a_time = std::unique_lock(e->run_mu);
-  run_entry(*e, args, outputs);
+  run_entry(*e, args, outputs, s.opt.device);
   const std::vector<std::shared_ptr<Storage>>& updates = e->update_buffers;
   if (built_here && s.opt.check_trace) {
     // Run the function eagerly on the same inputs, compare, and put updated tensors back as they were.
-    std::vector<std::vector<unsigned char>> saved;
-    for (size_t input : e->update_input) {
-      const TensorImpl& t = update_target(*e, args, input);
-      const auto* p = static_cast<const unsigned char*>(t.data());
-      saved.emplace_back(p, p + t.storage->nbytes);
-    }
+    std::vector<std::shared_ptr<Storage>> saved;
+    for (size_t input : e->update_input) saved.push_back(copy_of(*update_target(*e, args, input).storage));
     std::vector<Tensor> eager_args;
     for (size_t i = 0; i < args.count; ++i) eager_args.push_back(args.tensor(i));
     std::vector<int> eager_tree;
@@ -306,7 +322,7 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
         Tensor compiled = alias_tensor(updates[k], t.type), eager = alias_tensor(t.storage, t.type);
         bad = compare(compiled, eager, s.opt.check_tolerance, "update " + std::to_string(k));
       }
-      if (!saved[k].empty()) std::memcpy(t.data(), saved[k].data(), saved[k].size());
+      copy_storage(*t.storage, *saved[k]);
     }
     if (!bad.empty()) {
       s.forget(h, e);  // a retry must not find the unchecked entry

@@ -6,6 +6,7 @@
 #include <hjit/ops.h>
 #include <hjit/tensor.h>
 
+#include "frontend/device.h"
 #include "frontend/dispatch.h"
 #include "frontend/op_support.h"
 #include "frontend/eager/kernel.h"
@@ -23,17 +24,21 @@ std::atomic<int64_t> g_storage_allocations{0};
 }
 int64_t storage_allocations() { return g_storage_allocations.load(); }
 
-Storage::Storage(size_t n) : data(nullptr), nbytes(n) {
-  try {
-    data = cached_alloc(n);
-  } catch (const std::bad_alloc&) {
-    throw OutOfMemoryError("cannot allocate " + std::to_string(n) + " bytes for a tensor");
+Storage::Storage(size_t n, Device device) : data(nullptr), nbytes(n) {
+  if (device != Device::CPU) {
+    on_device = backend::allocate_on_device(device, n);
+  } else {
+    try {
+      data = cached_alloc(n);
+    } catch (const std::bad_alloc&) {
+      throw OutOfMemoryError("cannot allocate " + std::to_string(n) + " bytes for a tensor");
+    }
   }
   ++g_storage_allocations;
 }
 Storage::~Storage() { cached_free(data); }
 
-Tensor make_tensor(TensorType type) {
+Tensor make_tensor(TensorType type, Device device) {
   for (int64_t d : type.shape)
     if (d < 0) throw ShapeError("cannot make a tensor of shape " + shape_str(type.shape) + ": negative dimension");
   auto impl = std::make_shared<TensorImpl>();
@@ -42,7 +47,7 @@ Tensor make_tensor(TensorType type) {
     throw ShapeError("cannot make a tensor of " + type.str() + ": its size in bytes overflows");
   size_t bytes = size_t(numel) * size_t(dtype_size(type.dtype));
   impl->type = std::move(type);
-  impl->storage = std::make_shared<Storage>(bytes);
+  impl->storage = std::make_shared<Storage>(bytes, device);
   impl->born_in_trace = current_trace_id();
   return Tensor(std::move(impl));
 }
@@ -161,7 +166,13 @@ int64_t Tensor::dim(int axis) const {
   return shape()[size_t(axis < 0 ? axis + r : axis)];
 }
 
-const void* Tensor::data() const { return readable(*this, "data").data(); }
+const void* Tensor::data() const {
+  const detail::TensorImpl& im = readable(*this, "data");
+  if (im.device() != Device::CPU)
+    throw DeviceError(std::string("data: the tensor ") + im.type.str() + " is on " + device_name(im.device()) +
+                      ", in the device's memory; read it with .to(Device::CPU).data() (or to_vector, item)");
+  return im.data();
+}
 
 void Tensor::check_dtype(DType want, const char* what) const {
   if (dtype() != want)
@@ -174,6 +185,7 @@ bool Tensor::same_storage(const Tensor& other) const {
 
 void Tensor::copy_to(void* dst, DType as, const char* what) const {
   const detail::TensorImpl& im = readable(*this, what);
+  if (im.device() != Device::CPU) return to(Device::CPU).copy_to(dst, as, what);
   if (im.type.dtype == as) {
     if (im.storage->nbytes > 0) std::memcpy(dst, im.data(), im.storage->nbytes);
     return;
@@ -198,9 +210,7 @@ Tensor& Tensor::assign(const Tensor& value) {
   // Storage borrowed from an op's operand (same_value) becomes this tensor's own first, so that
   // writing here never writes into the operand.
   if (self.borrowed && self.storage && !self.traced()) {
-    auto own = std::make_shared<detail::Storage>(self.storage->nbytes);
-    std::memcpy(own->data, self.storage->data, own->nbytes);
-    impl_->storage = std::move(own);
+    impl_->storage = detail::copy_of(*self.storage);
     impl_->borrowed = false;
   }
   // The value, converted to this tensor's dtype and broadcast to its shape (recorded if tracing).
@@ -219,7 +229,8 @@ Tensor& Tensor::assign(const Tensor& value) {
     return *this;
   }
   if (v.is_traced()) throw ValueError("assign: a traced value cannot be assigned outside of its trace");
-  if (self.type.numel() > 0) std::memmove(impl_->data(), readable(v, "assign").data(), impl_->storage->nbytes);
+  // (Between devices: a tensor on the CPU takes a GPU value through a copy down, and the other way.)
+  if (self.type.numel() > 0) detail::copy_storage(*impl_->storage, *readable(v, "assign").storage);
   return *this;
 }
 
@@ -231,8 +242,8 @@ Tensor& Tensor::assign_slice(int axis, std::optional<int64_t> start, std::option
 Tensor Tensor::clone() const {
   const detail::TensorImpl& im = impl_of(*this, "clone");
   if (im.traced() || detail::current_trace()) return detail::same_value(*this);  // values are values in a trace
-  Tensor t = detail::make_tensor(im.type);
-  if (im.type.numel() > 0) std::memcpy(t.impl()->data(), im.data(), im.storage->nbytes);
+  Tensor t = detail::make_tensor(im.type, im.device());
+  if (im.type.numel() > 0) detail::copy_storage(*t.impl()->storage, *im.storage);
   t.impl()->uniform = im.uniform;
   return t;
 }

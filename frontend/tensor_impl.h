@@ -9,16 +9,21 @@
 #include <hjit/graph.h>
 #include <hjit/tensor.h>
 
+#include "halide_backend/backend.h"
+
 namespace hjit::detail {
 
-// 64-byte aligned bytes: what Halide's vector loads and the eager kernels like best.
+// A tensor's bytes: in host memory, 64-byte aligned (what Halide's vector loads and the eager
+// kernels like best), or in a GPU's memory.
 struct Storage {
-  explicit Storage(size_t nbytes);
+  explicit Storage(size_t nbytes, Device device = Device::CPU);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
-  void* data;
+  void* data;  // host bytes; null on a GPU
   size_t nbytes;
+  std::unique_ptr<backend::DeviceBuffer> on_device;  // the bytes on a GPU
+  Device device() const { return on_device ? on_device->device() : Device::CPU; }
 };
 
 struct TensorImpl {
@@ -33,13 +38,14 @@ struct TensorImpl {
 
   bool traced() const { return trace_id != 0; }
   void* data() const { return storage ? storage->data : nullptr; }
+  Device device() const { return storage ? storage->device() : Device::CPU; }
 };
 
 // How many Storage buffers were ever allocated (for tests that count allocations).
 int64_t storage_allocations();
 
-// A fresh eager tensor of `type` (uninitialized).
-Tensor make_tensor(TensorType type);
+// A fresh eager tensor of `type` (uninitialized), on `device`.
+Tensor make_tensor(TensorType type, Device device = Device::CPU);
 // A tensor of `shape` filled with `value` converted to dtype (integers wrap, as PyTorch converts a
 // scalar operand): traced as a full of the value as stored. Tensor::full checks the value first.
 Tensor make_full(Shape shape, double value, DType dtype);

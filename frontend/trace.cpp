@@ -3,6 +3,8 @@
 #include <atomic>
 #include <cstring>
 
+#include "frontend/device.h"
+
 namespace hjit::detail {
 namespace {
 
@@ -96,7 +98,7 @@ void record_assign(TraceState& ts, const Tensor& target, const Tensor& value) {
   const bool captured = im.traced() ? im.trace_id != ts.id : im.born_in_trace != ts.id;
   // Concrete mode runs the first call eagerly: the write happens now, as it would in eager code.
   auto write_now = [&] {
-    if (ts.concrete && concrete && im.storage && im.storage->nbytes > 0) std::memmove(im.data(), concrete->data, im.storage->nbytes);
+    if (ts.concrete && concrete && im.storage && im.storage->nbytes > 0) copy_storage(*im.storage, *concrete);
   };
   if (captured) {
     value_in_trace(ts, target);  // the parameter the update writes to

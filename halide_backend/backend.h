@@ -21,13 +21,45 @@ struct Options {
   int cuda_capability = 80;   // Device::CUDA: the compute capability code is generated for
 };
 
+// Bytes in a GPU's memory: a tensor's storage on Device::CUDA or Device::OpenCL. Allocated from
+// the device's runtime, the one every compiled pipeline of that device shares, so that a pipeline
+// reads what another wrote without a copy through the host.
+class DeviceBuffer {
+ public:
+  virtual ~DeviceBuffer() = default;
+  virtual Device device() const = 0;
+  virtual size_t bytes() const = 0;
+  virtual void upload(const void* host) = 0;        // bytes() bytes from host memory
+  virtual void download(void* host) const = 0;      // bytes() bytes to host memory
+  virtual void copy_from(const DeviceBuffer& src) = 0;  // same device and size; on the device
+};
+
+// Device memory of `bytes` bytes (uninitialized). Throws DeviceError when the device's driver is
+// missing, OutOfMemoryError when the device has no room.
+std::unique_ptr<DeviceBuffer> allocate_on_device(Device device, size_t bytes);
+
+// Whether this process can run code on `device`; when not, *why names what is missing.
+bool device_usable(Device device, std::string* why = nullptr);
+
+// Host-device traffic, counted for hjit::device_stats().
+struct TransferCounts {
+  int64_t uploads = 0, downloads = 0, upload_bytes = 0, download_bytes = 0, allocations = 0;
+};
+TransferCounts transfer_counts();
+
 class Executable {
  public:
   virtual ~Executable() = default;
   // inputs: one pointer per graph input (Graph::inputs order); outputs: one per graph output, then
   // one per update (Graph::updates order). Shapes and dtypes are those of the graph; buffers are
   // dense row-major. Outputs with no elements may be null. Safe to call from several threads.
+  // GPU pipelines copy host inputs to the device and outputs back, per call.
   virtual void run(const void* const* inputs, void* const* outputs) const = 0;
+  // GPU pipelines: inputs and outputs in the memory of the pipeline's device, nothing copied
+  // through the host. Outputs with no elements may be null.
+  virtual void run_on_device(const DeviceBuffer* const* inputs, DeviceBuffer* const* outputs) const;
+  // Where the code runs.
+  virtual Device device() const { return Device::CPU; }
   // The schedule chosen and the lowered Halide statement.
   virtual std::string explain() const = 0;
   // One line naming the schedule: "built-in", "unfused", "Adams2019", or the fallback and why.

@@ -76,8 +76,8 @@ Built make(const Graph& g, const Options& o, const Target& target, const std::st
   PipelineInfo info = describe(g, p, function_name(o.name.empty() ? g.name : o.name), summary, s->str());
   Built b;
   b.shared_object = compile_shared_object(p, target, info);
-  if (!b.shared_object && target.is_cuda())
-    throw CompileError("hjit: CUDA pipelines are linked into shared objects, and this machine has no linker (ld)");
+  if (!b.shared_object && target.is_gpu())
+    throw CompileError("hjit: GPU pipelines are linked into shared objects, and this machine has no linker (ld)");
   b.executable = b.shared_object ? load_shared_object(*b.shared_object, std::move(info)) : jit_compile(p, target, std::move(info));
   return b;
 }
@@ -89,7 +89,7 @@ Built make(const Graph& g, const Options& o, const Target& target, const std::st
 // storage folding of a padded pooling input), and are sometimes an order of magnitude slower.)
 Built build_guarded(const Graph& g, const Options& o, const Target& target) {
   constexpr double kTolerated = 1.5, kNoiseMs = 0.02;  // below ~20 us a run, timings are noise
-  if (target.is_cuda() && !cuda_driver_available()) {
+  if (target.is_gpu() && !device_usable(target.device())) {
     // Nothing here can run it: the autoscheduler's schedule is used when it compiles.
     std::string why;
     try {

@@ -16,6 +16,7 @@ std::string encode_cache_entry(const std::string& key, const PipelineInfo& info,
   w.str(info.summary);
   w.str(info.schedule);
   w.str(info.device_code);
+  w.u8(uint8_t(info.device));
   w.u64(info.args.size());
   for (const ArgSpec& a : info.args) {
     w.u8(uint8_t(a.from));
@@ -42,6 +43,9 @@ DecodedEntry decode_cache_entry(std::string_view bytes, const std::string& key) 
   info.summary = r.str();
   info.schedule = r.str();
   info.device_code = r.str();
+  const uint8_t device = r.u8();
+  if (device > uint8_t(Device::OpenCL)) throw ValueError("it names an unknown device");
+  info.device = Device(device);
   const size_t nargs = r.count(1 << 16);
   size_t constants_used = 0;
   for (size_t i = 0; i < nargs; ++i) {

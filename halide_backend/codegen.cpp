@@ -16,6 +16,7 @@
 
 #include "halide_backend/lower.h"
 #include "halide_backend/device_pipeline.h"
+#include "halide_backend/device_runtime.h"
 #include "halide_backend/runtime_object.h"
 #include "support/log.h"
 
@@ -79,10 +80,8 @@ std::string find_program(const std::string& name) {
   return "";
 }
 
-namespace {
-
-// The linker: ld itself (starting the compiler driver only to run ld costs more than linking).
-const std::string& linker() {
+// ld itself (starting the compiler driver only to run ld costs more than linking).
+const std::string& linker_path() {
   static const std::string ld = [] {
     // HJIT_LINKER names another ld (or, naming nothing runnable, stands for a machine without one).
     if (const char* env = std::getenv("HJIT_LINKER")) return access(env, X_OK) == 0 ? std::string(env) : std::string();
@@ -90,8 +89,6 @@ const std::string& linker() {
   }();
   return ld;
 }
-
-}  // namespace
 
 int run_program(const std::vector<std::string>& argv, std::string* output) {
   std::vector<char*> args;
@@ -173,11 +170,11 @@ PipelineInfo describe(const Graph& g, const LoweredPipeline& p, std::string func
   return info;
 }
 
-bool can_link() { return !linker().empty(); }
+bool can_link() { return !linker_path().empty(); }
 
 std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Target& target, PipelineInfo& info) {
   if (info.computes_nothing()) return std::string();
-  if (linker().empty()) {
+  if (linker_path().empty()) {
     static std::once_flag warned;
     std::call_once(warned, [] {
       log().warn("hjit: no linker (ld) on PATH: compiling in process, and nothing is kept in the disk cache");
@@ -185,9 +182,10 @@ std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Targe
     return std::nullopt;
   }
   Timer t;
-  // The runtime is linked in from the one compiled at build time (with its CUDA part for GPU
-  // pipelines).
-  const bool gpu = target.is_cuda();
+  // The runtime: CPU pipelines get a copy of the one compiled at build time; GPU pipelines use
+  // their device's runtime, shared by every pipeline of the device (device_runtime.h).
+  const Device device = target.device();
+  info.device = device;
   const Halide::Target halide_target = target.halide(false).with_feature(Halide::Target::NoRuntime);
   Halide::Module module =
       device_ready_pipeline(defined_outputs(p), halide_target).compile_to_module(halide_arguments(p), info.function, halide_target);
@@ -195,19 +193,21 @@ std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Targe
   const double lowered_ms = t.ms();
   ScratchDir dir;
   const std::string object = dir.path + "/pipeline.o", so = dir.path + "/pipeline.so";
-  const std::string runtime = dir.path + "/runtime.o";
-  {
+  std::string runtime = dir.path + "/runtime.o";
+  if (device == Device::CPU) {
     std::ofstream out(runtime, std::ios::binary);
-    const std::string_view rt = halide_runtime_object(gpu);
+    const std::string_view rt = halide_runtime_object(Device::CPU);
     out.write(rt.data(), std::streamsize(rt.size()));
+  } else {
+    runtime = device_runtime(device).path;  // becomes a DT_NEEDED of the pipeline, found by its soname
   }
   module.compile({{Halide::OutputFileType::object, object}});
   const double codegen_ms = t.ms();
   std::string output;
   // -Bsymbolic: the pipeline calls its own runtime, whatever other Halide code the process holds.
-  const int status = run_program({linker(), "-shared", "-Bsymbolic", "-o", so, object, runtime}, &output);
+  const int status = run_program({linker_path(), "-shared", "-Bsymbolic", "-o", so, object, runtime}, &output);
   if (status != 0)
-    throw CompileError("hjit: linking " + info.function + " failed (" + linker() + " exited with status " +
+    throw CompileError("hjit: linking " + info.function + " failed (" + linker_path() + " exited with status " +
                        std::to_string(status) + "): " + output);
   std::string bytes = read_file(so);
   log().debug("backend: {} lowered in {:.1f} ms, code generated in {:.1f} ms, linked in {:.1f} ms ({} KiB)", info.function,
@@ -232,6 +232,7 @@ std::shared_ptr<HalideExecutable> load_shared_object(std::string_view bytes, Pip
     if (written) done += size_t(n);
   }
   close(fd);
+  if (info.device != Device::CPU) device_runtime(info.device);  // loaded first: the pipeline needs it
   void* handle = written ? dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
   std::remove(path.c_str());
   if (!written) throw CompileError("hjit: writing compiled code to " + path + " failed: " + std::strerror(errno));
@@ -239,17 +240,9 @@ std::shared_ptr<HalideExecutable> load_shared_object(std::string_view bytes, Pip
   std::shared_ptr<void> code(handle, [](void* h) { dlclose(h); });
   auto fn = reinterpret_cast<ArgvFunction>(dlsym(handle, (info.function + "_argv").c_str()));
   if (!fn) throw CompileError("hjit: compiled code has no function " + info.function + "_argv");
-  install_runtime_hooks([&](const char* symbol) { return dlsym(handle, symbol); });
-  const bool gpu = info.on_gpu();
-  auto exe = std::make_shared<HalideExecutable>(std::move(info), fn, std::move(code), nullptr);
-  if (gpu) {
-    HalideExecutable::DeviceRuntime d;
-    d.copy_to_host = reinterpret_cast<decltype(d.copy_to_host)>(dlsym(handle, "halide_copy_to_host"));
-    d.device_free = reinterpret_cast<decltype(d.device_free)>(dlsym(handle, "halide_device_free"));
-    if (!d.copy_to_host || !d.device_free) throw CompileError("hjit: a GPU pipeline's code has no Halide device runtime");
-    exe->set_device_runtime(d);
-  }
-  return exe;
+  // (A GPU pipeline's runtime is its device's, whose hooks are set once.)
+  if (info.device == Device::CPU) install_runtime_hooks([&](const char* symbol) { return dlsym(handle, symbol); });
+  return std::make_shared<HalideExecutable>(std::move(info), fn, std::move(code), nullptr);
 }
 
 std::shared_ptr<HalideExecutable> jit_compile(LoweredPipeline& p, const Target& target, PipelineInfo info) {

@@ -29,8 +29,9 @@ std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Targe
 // dynamic loader rejects it.
 std::shared_ptr<HalideExecutable> load_shared_object(std::string_view bytes, PipelineInfo info);
 
-// Whether shared objects can be linked here (an ld on PATH, or HJIT_LINKER).
+// Whether shared objects can be linked here (an ld on PATH, or HJIT_LINKER), and the linker.
 bool can_link();
+const std::string& linker_path();
 
 // Where the program `name` is on PATH ("" if nowhere), and running one: its exit status (-1 when
 // it could not be started), with what it printed in *output.

@@ -203,7 +203,9 @@ Compiled compile(const Graph& g, const Options& o) {
   // Big graphs with the built-in schedule compile in two halves at once, where the disk cache can
   // carry a half from the child process that compiles it.
   std::vector<Part> parts;
-  if (schedule_request(o) == "built-in" && DiskCache::instance().enabled() && can_link()) parts = partition(g);
+  // (GPU code is not partitioned: its parts would meet in host memory.)
+  if (schedule_request(o) == "built-in" && o.device == Device::CPU && DiskCache::instance().enabled() && can_link())
+    parts = partition(g);
   if (!parts.empty()) {
     log().debug("backend: '{}' compiles in {} parts at once", g.name, parts.size());
     exe = compile_parts(g, std::move(parts), o, target);

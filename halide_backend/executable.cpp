@@ -8,6 +8,8 @@
 #include <mutex>
 #include <sstream>
 
+#include "halide_backend/device_memory.h"
+#include "halide_backend/device_runtime.h"
 #include "halide_backend/lowered.h"
 #include "support/allocator.h"
 
@@ -47,18 +49,11 @@ int on_par_for(void* ctx, halide_task_t f, int min, int extent, uint8_t* closure
 
 }  // namespace
 
-bool cuda_driver_available() {
-  static const bool available = [] {
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) return false;
-    using Init = int (*)(unsigned);
-    using Count = int (*)(int*);
-    auto init = reinterpret_cast<Init>(dlsym(lib, "cuInit"));
-    auto count = reinterpret_cast<Count>(dlsym(lib, "cuDeviceGetCount"));
-    int devices = 0;
-    return init && count && init(0) == 0 && count(&devices) == 0 && devices > 0;
-  }();
-  return available;
+int call_runtime(const std::function<int(void* user_context)>& f, std::string* error) {
+  CallContext ctx;
+  const int status = f(&ctx);
+  if (error) *error = ctx.error;
+  return status;
 }
 
 void install_runtime_hooks(const std::function<void*(const char*)>& find) {
@@ -98,12 +93,19 @@ HalideExecutable::HalideExecutable(PipelineInfo info, ArgvFunction fn, std::shar
                                    std::shared_ptr<void> jit_context)
     : info_(std::move(info)), fn_(fn), code_(std::move(code)), jit_context_(std::move(jit_context)) {}
 
-void HalideExecutable::run(const void* const* inputs, void* const* outputs) const {
+void Executable::run_on_device(const DeviceBuffer* const*, DeviceBuffer* const*) const {
+  throw InternalError("hjit: run_on_device called on code compiled for the CPU");
+}
+
+// One call: the argument buffers from `fill` (which sets host or device memory of each), the
+// function, and Halide's status turned into hjit's errors.
+template <class Fill, class After>
+void HalideExecutable::call(Fill fill, After after) const {
   if (!fn_) return;
-  if (info_.on_gpu() && !cuda_driver_available())
-    throw DeviceError("hjit: " + info_.function +
-                      " is compiled for CUDA, and this process finds no CUDA driver with a device (libcuda.so.1 "
-                      "from NVIDIA's driver, and a GPU it sees); run it where one is, or compile for Device::CPU");
+  std::string why;
+  if (info_.on_gpu() && !device_usable(info_.device, &why))
+    throw DeviceError("hjit: " + info_.function + " is compiled for " + device_name(info_.device) + ", and this process " +
+                      "cannot run it: " + why + "; run it where the device is, or compile for Device::CPU");
   constexpr size_t kInline = 16;
   const size_t n = info_.args.size();
   halide_buffer_t inline_bufs[kInline];
@@ -124,25 +126,25 @@ void HalideExecutable::run(const void* const* inputs, void* const* outputs) cons
     b.type = arg.type;
     b.dimensions = int32_t(arg.dims.size());
     b.dim = const_cast<halide_dimension_t*>(arg.dims.data());
-    const void* host = arg.from == ArgSpec::From::Input      ? inputs[arg.index]
-                       : arg.from == ArgSpec::From::Constant ? info_.constants[size_t(arg.index)]->data()
-                                                             : outputs[arg.index];
-    b.host = static_cast<uint8_t*>(const_cast<void*>(host));
-    // A GPU pipeline copies an operand to the device only when its host copy is marked newer.
-    if (arg.from != ArgSpec::From::Output) b.flags = halide_buffer_flag_host_dirty;
+    if (arg.from == ArgSpec::From::Constant) {
+      // Hidden inputs are host memory: a GPU pipeline copies them over when marked newer there.
+      b.host = const_cast<uint8_t*>(info_.constants[size_t(arg.index)]->data());
+      b.flags = halide_buffer_flag_host_dirty;
+    } else {
+      fill(arg, b);
+    }
     argv[a + 1] = &b;
   }
   int r = fn_(argv);
   if (info_.on_gpu()) {
-    // Outputs come back to the host; every device allocation of the call is released.
-    for (size_t a = 0; a < n; ++a) {
-      if (r == 0 && info_.args[a].from == ArgSpec::From::Output && bufs[a].device && device_.copy_to_host)
-        r = device_.copy_to_host(ctx_ptr, &bufs[a]);
-      if (bufs[a].device && device_.device_free) device_.device_free(ctx_ptr, &bufs[a]);
-    }
+    const DeviceRuntime& rt = device_runtime(info_.device);
+    if (r == 0) r = after(rt, ctx_ptr, bufs);
+    // Device memory the call allocated (for hidden inputs, host operands) is released.
+    for (size_t a = 0; a < n; ++a)
+      if (bufs[a].device && (info_.args[a].from == ArgSpec::From::Constant || bufs[a].host)) rt.device_free(ctx_ptr, &bufs[a]);
     if (r != 0)
-      throw DeviceError("hjit: compiled pipeline " + info_.function + " failed on the GPU (Halide error " + std::to_string(r) +
-                        "): " + ctx.error);
+      throw DeviceError("hjit: compiled pipeline " + info_.function + " failed on " + device_name(info_.device) +
+                        " (Halide error " + std::to_string(r) + "): " + ctx.error);
   }
   if (r == halide_error_code_requirement_failed) {
     const size_t at = ctx.error.find(kIndexErrorMarker);
@@ -156,6 +158,36 @@ void HalideExecutable::run(const void* const* inputs, void* const* outputs) cons
   if (r != 0)
     throw InternalError("hjit: compiled pipeline " + info_.function + " failed (Halide error " + std::to_string(r) +
                         "): " + ctx.error);
+}
+
+void HalideExecutable::run(const void* const* inputs, void* const* outputs) const {
+  call(
+      [&](const ArgSpec& arg, halide_buffer_t& b) {
+        const void* host = arg.from == ArgSpec::From::Input ? inputs[arg.index] : outputs[arg.index];
+        b.host = static_cast<uint8_t*>(const_cast<void*>(host));
+        // A GPU pipeline copies an operand to the device only when its host copy is marked newer.
+        if (arg.from == ArgSpec::From::Input) b.flags = halide_buffer_flag_host_dirty;
+      },
+      [&](const DeviceRuntime& rt, void* ctx, halide_buffer_t* bufs) {
+        // GPU pipelines: outputs come back to the host.
+        for (size_t a = 0; a < info_.args.size(); ++a)
+          if (info_.args[a].from == ArgSpec::From::Output && bufs[a].device)
+            if (int r = rt.copy_to_host(ctx, &bufs[a])) return r;
+        return 0;
+      });
+}
+
+void HalideExecutable::run_on_device(const DeviceBuffer* const* inputs, DeviceBuffer* const* outputs) const {
+  if (!info_.on_gpu()) Executable::run_on_device(inputs, outputs);
+  call(
+      [&](const ArgSpec& arg, halide_buffer_t& b) {
+        const DeviceBuffer* d = arg.from == ArgSpec::From::Input ? inputs[arg.index] : outputs[arg.index];
+        if (!d || d->bytes() == 0) return;  // no elements: the pipeline touches none
+        const HalideDeviceBuffer& mem = on_device(*d, info_.device);
+        b.device = mem.handle();
+        b.device_interface = mem.interface();
+      },
+      [](const DeviceRuntime&, void*, halide_buffer_t*) { return 0; });
 }
 
 std::string HalideExecutable::explain() const {

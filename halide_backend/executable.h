@@ -30,10 +30,11 @@ struct PipelineInfo {
   std::string schedule;   // the schedule's text form
   // GPU pipelines: the device code (PTX for CUDA) its kernels were compiled to; empty on the CPU.
   std::string device_code;
+  Device device = Device::CPU;  // where its kernels run (GPU pipelines load that device's runtime)
   std::vector<ArgSpec> args;
   std::vector<std::shared_ptr<const std::vector<uint8_t>>> constants;  // hidden inputs' bytes
   bool computes_nothing() const;
-  bool on_gpu() const { return !device_code.empty(); }
+  bool on_gpu() const { return device != Device::CPU; }
 };
 
 using ArgvFunction = int (*)(void**);
@@ -44,6 +45,8 @@ class HalideExecutable final : public Executable {
   // user_context the in-process JIT needs, or null for code that calls the global runtime hooks.
   HalideExecutable(PipelineInfo info, ArgvFunction fn, std::shared_ptr<void> code, std::shared_ptr<void> jit_context);
   void run(const void* const* inputs, void* const* outputs) const override;
+  void run_on_device(const DeviceBuffer* const* inputs, DeviceBuffer* const* outputs) const override;
+  Device device() const override { return info_.device; }
   std::string explain() const override;
   std::string summary() const override { return info_.summary; }
   std::string device_code() const override { return info_.device_code; }
@@ -52,17 +55,10 @@ class HalideExecutable final : public Executable {
   // every compile the printing and every cache entry the text).
   void set_statement_source(std::function<std::string()> f) { statement_ = std::move(f); }
   const PipelineInfo& info() const { return info_; }
-  // GPU pipelines: the runtime functions that bring outputs back to the host and release device
-  // memory after a call (looked up in the pipeline's own runtime).
-  struct DeviceRuntime {
-    int (*copy_to_host)(void* user_context, halide_buffer_t* b) = nullptr;
-    int (*device_free)(void* user_context, halide_buffer_t* b) = nullptr;
-  };
-  void set_device_runtime(DeviceRuntime d) { device_ = d; }
-
  private:
+  template <class Fill, class After>
+  void call(Fill fill, After after) const;
   PipelineInfo info_;
-  DeviceRuntime device_;
   ArgvFunction fn_;
   std::shared_ptr<void> code_, jit_context_;
   std::function<std::string()> statement_;
@@ -73,8 +69,7 @@ class HalideExecutable final : public Executable {
 // runtime's functions in it. Throws CompileError when it has none.
 void install_runtime_hooks(const std::function<void*(const char*)>& find);
 
-// Whether this process can run CUDA code: the driver library (libcuda.so.1) loads and finds a
-// device. Asked once.
-bool cuda_driver_available();
+// Calls a runtime function with a user context that collects the runtime's error messages.
+int call_runtime(const std::function<int(void* user_context)>& f, std::string* error);
 
 }  // namespace hjit::backend

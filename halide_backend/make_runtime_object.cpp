@@ -7,15 +7,16 @@
 #include <iostream>
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::cerr << "usage: " << argv[0] << " <cpu-runtime.o> <cuda-runtime.o>\n";
+  if (argc != 4) {
+    std::cerr << "usage: " << argv[0] << " <cpu-runtime.o> <cuda-runtime.o> <opencl-runtime.o>\n";
     return 2;
   }
   const Halide::Target host = Halide::get_host_target();
   // Features do not change the runtime's interface: the OS, the architecture and the bits do;
-  // the device API does (the CUDA runtime adds the driver calls and the device interface).
+  // the device API does (a device runtime adds the driver calls and the device interface).
   const Halide::Target cpu(host.os, host.arch, host.bits);
   Halide::compile_standalone_runtime(argv[1], cpu);
   Halide::compile_standalone_runtime(argv[2], cpu.with_feature(Halide::Target::CUDA));
+  Halide::compile_standalone_runtime(argv[3], cpu.with_feature(Halide::Target::OpenCL));
   return 0;
 }

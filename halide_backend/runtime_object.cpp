@@ -21,19 +21,33 @@ __asm__(".section .rodata\n"
         ".globl hjit_halide_runtime_cuda_end\n"
         ".hidden hjit_halide_runtime_cuda_end\n"
         "hjit_halide_runtime_cuda_end:\n"
+        ".balign 64\n"
+        ".globl hjit_halide_runtime_opencl_begin\n"
+        ".hidden hjit_halide_runtime_opencl_begin\n"
+        "hjit_halide_runtime_opencl_begin:\n"
+        ".incbin \"" HJIT_HALIDE_RUNTIME_OPENCL_OBJECT "\"\n"
+        ".globl hjit_halide_runtime_opencl_end\n"
+        ".hidden hjit_halide_runtime_opencl_end\n"
+        "hjit_halide_runtime_opencl_end:\n"
         ".previous\n");
 
 extern "C" const char hjit_halide_runtime_begin[];
 extern "C" const char hjit_halide_runtime_end[];
 extern "C" const char hjit_halide_runtime_cuda_begin[];
 extern "C" const char hjit_halide_runtime_cuda_end[];
+extern "C" const char hjit_halide_runtime_opencl_begin[];
+extern "C" const char hjit_halide_runtime_opencl_end[];
 
 namespace hjit::backend {
 
-std::string_view halide_runtime_object(bool cuda) {
-  if (cuda)
-    return std::string_view(hjit_halide_runtime_cuda_begin, size_t(hjit_halide_runtime_cuda_end - hjit_halide_runtime_cuda_begin));
-  return std::string_view(hjit_halide_runtime_begin, size_t(hjit_halide_runtime_end - hjit_halide_runtime_begin));
+std::string_view halide_runtime_object(Device device) {
+  auto bytes = [](const char* begin, const char* end) { return std::string_view(begin, size_t(end - begin)); };
+  switch (device) {
+    case Device::CUDA: return bytes(hjit_halide_runtime_cuda_begin, hjit_halide_runtime_cuda_end);
+    case Device::OpenCL: return bytes(hjit_halide_runtime_opencl_begin, hjit_halide_runtime_opencl_end);
+    case Device::CPU: break;
+  }
+  return bytes(hjit_halide_runtime_begin, hjit_halide_runtime_end);
 }
 
 }  // namespace hjit::backend

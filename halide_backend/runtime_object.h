@@ -3,9 +3,11 @@
 #pragma once
 #include <string_view>
 
+#include <hjit/dtype.h>
+
 namespace hjit::backend {
 
-// cuda: the runtime with Halide's CUDA device part, for pipelines of Device::CUDA.
-std::string_view halide_runtime_object(bool cuda = false);
+// The runtime for code of `device`: the CPU runtime, or with Halide's CUDA or OpenCL device part.
+std::string_view halide_runtime_object(Device device = Device::CPU);
 
 }  // namespace hjit::backend

@@ -48,6 +48,8 @@ Target Target::host(Device device, int cuda_capability) {
   // checks behind IndexError and the null checks of heap allocations.)
   t = t.with_feature(Halide::Target::NoBoundsQuery);
   if (device == Device::CUDA) t = t.with_feature(Halide::Target::CUDA).with_feature(cuda_capability_feature(cuda_capability));
+  // cl_doubles: f64 tensors compute in double on the device, as on the CPU.
+  if (device == Device::OpenCL) t = t.with_feature(Halide::Target::OpenCL).with_feature(Halide::Target::CLDoubles);
   Target out;
   out.str_ = t.to_string();
   return out;
@@ -62,6 +64,11 @@ Target Target::parse(const std::string& s) {
 }
 
 bool Target::is_cuda() const { return Halide::Target(str_).has_feature(Halide::Target::CUDA); }
+
+Device Target::device() const {
+  const Halide::Target t(str_);
+  return t.has_feature(Halide::Target::CUDA) ? Device::CUDA : t.has_feature(Halide::Target::OpenCL) ? Device::OpenCL : Device::CPU;
+}
 
 Halide::Target Target::halide(bool jit) const {
   Halide::Target t(str_);

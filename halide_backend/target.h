@@ -15,12 +15,16 @@ class Target {
  public:
   // This machine's CPU as Halide detects it, less what it cannot run (see target.cpp); for
   // Device::CUDA, with Halide's CUDA backend at the given compute capability (Halide 14 knows 30,
-  // 32, 35, 50, 61, 70, 75, 80 and 86; PTX for 80 and 86 runs on newer GPUs through the driver).
+  // 32, 35, 50, 61, 70, 75, 80 and 86; PTX for 80 and 86 runs on newer GPUs through the driver);
+  // for Device::OpenCL, with Halide's OpenCL backend and doubles.
   // Throws ValueError for a capability Halide does not know.
   static Target host(Device device, int cuda_capability = kDefaultCudaCapability);
   static constexpr int kDefaultCudaCapability = 80;
 
   bool is_cuda() const;
+  // The device its code runs on: CUDA or OpenCL when it has that GPU feature, else the CPU.
+  Device device() const;
+  bool is_gpu() const { return device() != Device::CPU; }
   // Any Halide target string ("host", "x86-64-linux-avx2", "host-cuda-cuda_capability_80"). Throws
   // ValueError naming the string when Halide does not know it.
   static Target parse(const std::string& s);

@@ -46,6 +46,13 @@ class Tensor {
   DType dtype() const;
   bool defined() const { return impl_ != nullptr; }
   bool is_traced() const;
+  Device device() const;  // where its bytes are (a tracer: the CPU; see to())
+
+  // A tensor with the same values on `device`: this tensor itself when it is there already, else a
+  // copy. Values of tensors on a GPU are read (to_vector, item, str) through a copy to the host;
+  // data() is only for tensors on the CPU. Inside a traced function, to() is the identity: where
+  // results live is the compiled function's device (JitOptions::device).
+  Tensor to(Device device) const;
 
   // ---- values: eager only; on a traced tensor they throw ConcretizationError
   template <class T>
@@ -54,7 +61,7 @@ class Tensor {
   T item() const;  // the one element of a tensor with one element
   explicit operator bool() const;
   std::string str() const;  // like numpy's str(); a tracer prints as Traced<f32[2,3]>
-  const void* data() const;  // the raw bytes (eager only)
+  const void* data() const;  // the raw bytes (eager tensors on the CPU)
   template <class T>
   const T* data_ptr() const {
     check_dtype(dtype_of<T>, "data_ptr");

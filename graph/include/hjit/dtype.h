@@ -11,7 +11,10 @@
 namespace hjit {
 
 using Shape = std::vector<int64_t>;
-enum class Device { CPU, CUDA };
+// Where a tensor's bytes live and where compiled code runs. OpenCL is Halide's OpenCL backend: any
+// OpenCL 1.2 driver (a GPU's, or pocl on the CPU, which is how the suite runs GPU code without a GPU).
+enum class Device { CPU, CUDA, OpenCL };
+inline const char* device_name(Device d) { return d == Device::CUDA ? "cuda" : d == Device::OpenCL ? "opencl" : "cpu"; }
 
 enum class DTypeKind : uint8_t { Bool, SignedInt, UnsignedInt, Float };
 
