@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <sstream>
@@ -135,16 +136,18 @@ void HalideExecutable::call(Fill fill, After after) const {
     }
     argv[a + 1] = &b;
   }
+  // Which buffers came with device memory: the call frees only what it allocated.
+  uint64_t given_inline[kInline];
+  std::vector<uint64_t> given_heap;
+  uint64_t* given = n > kInline ? (given_heap.resize(n), given_heap.data()) : given_inline;
+  for (size_t a = 0; a < n; ++a) given[a] = bufs[a].device;
   int r = fn_(argv);
   if (info_.on_gpu()) {
     const DeviceRuntime& rt = device_runtime(info_.device);
     if (r == 0) r = after(rt, ctx_ptr, bufs);
     // Device memory the call allocated (for hidden inputs, host operands) is released.
     for (size_t a = 0; a < n; ++a)
-      if (bufs[a].device && (info_.args[a].from == ArgSpec::From::Constant || bufs[a].host)) rt.device_free(ctx_ptr, &bufs[a]);
-    if (r != 0)
-      throw DeviceError("hjit: compiled pipeline " + info_.function + " failed on " + device_name(info_.device) +
-                        " (Halide error " + std::to_string(r) + "): " + ctx.error);
+      if (bufs[a].device && bufs[a].device != given[a]) rt.device_free(ctx_ptr, &bufs[a]);
   }
   if (r == halide_error_code_requirement_failed) {
     const size_t at = ctx.error.find(kIndexErrorMarker);
@@ -155,6 +158,9 @@ void HalideExecutable::call(Fill fill, After after) const {
     }
   }
   if (r == halide_error_code_out_of_memory) throw OutOfMemoryError("hjit: compiled pipeline " + info_.function + " ran out of memory");
+  if (r != 0 && info_.on_gpu())
+    throw DeviceError("hjit: compiled pipeline " + info_.function + " failed on " + device_name(info_.device) +
+                      " (Halide error " + std::to_string(r) + "): " + ctx.error);
   if (r != 0)
     throw InternalError("hjit: compiled pipeline " + info_.function + " failed (Halide error " + std::to_string(r) +
                         "): " + ctx.error);
@@ -179,6 +185,16 @@ void HalideExecutable::run(const void* const* inputs, void* const* outputs) cons
 
 void HalideExecutable::run_on_device(const DeviceBuffer* const* inputs, DeviceBuffer* const* outputs) const {
   if (!info_.on_gpu()) Executable::run_on_device(inputs, outputs);
+  // Host memory for each buffer too, from the caching allocator, used only where a stage reads or
+  // writes on the host (the index checks of gather read indices there): Halide copies into it on
+  // demand, and what a host stage wrote goes up again after the call.
+  std::vector<void*> scratch(info_.args.size(), nullptr);
+  struct Free {
+    std::vector<void*>& s;
+    ~Free() {
+      for (void* p : s) cached_free(p);
+    }
+  } free_scratch{scratch};
   call(
       [&](const ArgSpec& arg, halide_buffer_t& b) {
         const DeviceBuffer* d = arg.from == ArgSpec::From::Input ? inputs[arg.index] : outputs[arg.index];
@@ -186,8 +202,17 @@ void HalideExecutable::run_on_device(const DeviceBuffer* const* inputs, DeviceBu
         const HalideDeviceBuffer& mem = on_device(*d, info_.device);
         b.device = mem.handle();
         b.device_interface = mem.interface();
+        void*& host = scratch[size_t(&arg - info_.args.data())];
+        host = cached_alloc(d->bytes());
+        b.host = static_cast<uint8_t*>(host);
+        if (arg.from == ArgSpec::From::Input) b.flags = halide_buffer_flag_device_dirty;
       },
-      [](const DeviceRuntime&, void*, halide_buffer_t*) { return 0; });
+      [&](const DeviceRuntime& rt, void* ctx, halide_buffer_t* bufs) {
+        for (size_t a = 0; a < info_.args.size(); ++a)
+          if (info_.args[a].from == ArgSpec::From::Output && (bufs[a].flags & halide_buffer_flag_host_dirty))
+            if (int r = rt.copy_to_device(ctx, &bufs[a], rt.interface)) return r;
+        return 0;
+      });
 }
 
 std::string HalideExecutable::explain() const {
