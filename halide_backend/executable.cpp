@@ -185,6 +185,7 @@ void HalideExecutable::run(const void* const* inputs, void* const* outputs) cons
 
 void HalideExecutable::run_on_device(const DeviceBuffer* const* inputs, DeviceBuffer* const* outputs) const {
   if (!info_.on_gpu()) Executable::run_on_device(inputs, outputs);
+  constexpr size_t kSmallInput = 256;
   // Host memory for each buffer too, from the caching allocator, used only where a stage reads or
   // writes on the host (the index checks of gather read indices there): Halide copies into it on
   // demand, and what a host stage wrote goes up again after the call.
@@ -205,7 +206,11 @@ void HalideExecutable::run_on_device(const DeviceBuffer* const* inputs, DeviceBu
         void*& host = scratch[size_t(&arg - info_.args.data())];
         host = cached_alloc(d->bytes());
         b.host = static_cast<uint8_t*>(host);
-        if (arg.from == ArgSpec::From::Input) b.flags = halide_buffer_flag_device_dirty;
+        if (arg.from != ArgSpec::From::Input) return;
+        b.flags = halide_buffer_flag_device_dirty;
+        // Halide 14 evaluates bounds that depend on a loop-invariant index (a 0-d take) from the
+        // index's host memory before it copies the index down: small integer inputs come down first.
+        if (arg.type.code != halide_type_float && d->bytes() <= kSmallInput) d->download(host), b.flags = 0;
       },
       [&](const DeviceRuntime& rt, void* ctx, halide_buffer_t* bufs) {
         for (size_t a = 0; a < info_.args.size(); ++a)
@@ -219,7 +224,9 @@ std::string HalideExecutable::explain() const {
   std::ostringstream os;
   os << "pipeline " << info_.function << "\nschedule: " << info_.summary << "\n" << info_.schedule << "\n";
   if (!fn_) return os.str() + "(no outputs with elements: nothing is computed)\n";
-  if (info_.on_gpu()) os << "device code (PTX, " << info_.device_code.size() << " bytes):\n" << info_.device_code << "\n";
+  if (info_.on_gpu())
+    os << "device code (" << (info_.device == Device::CUDA ? "PTX" : "OpenCL C") << ", " << info_.device_code.size() << " bytes):\n"
+       << info_.device_code << "\n";
   os << "lowered statement:\n" << (statement_ ? statement_() : std::string("(not available)\n"));
   return os.str();
 }

@@ -1,5 +1,5 @@
 // Halide's runtime as an object file, compiled at build time (make_runtime_object.cpp) and kept
-// in libhjit as bytes: every shared object hjit links gets its own copy, bound to itself
+// in libhjit as bytes: every CPU pipeline hjit links gets its own copy, bound to itself
 // (-Bsymbolic). Exporting one runtime from libhjit instead would interpose on other Halide code in
 // the process: the Adams2019 plugin's cost model then ran its parallel loops through hjit's hooks.
 #include "halide_backend/runtime_object.h"

@@ -40,11 +40,16 @@ std::string config() {
 }
 
 bool cuda() { return config().rfind("CUDA-", 0) == 0; }
-bool opencl() { return config().rfind("OpenCL-", 0) == 0; }
-bool autoscheduled() { return config() != "O0" && config() != "O1" && config() != "CUDA-O1" && config() != "OpenCL-O1"; }
+bool opencl() { return config() == "OpenCL-O1"; }
+// OpenCL-device: in this process, on device tensors: each group jitted for Device::OpenCL, and
+// each group's ops run eagerly on the device (single-op device pipelines), against CPU eager.
+bool on_device() { return config() == "OpenCL-device"; }
+bool autoscheduled() {
+  return config() != "O0" && config() != "O1" && config() != "CUDA-O1" && !opencl() && !on_device();
+}
 // Configurations whose cases cost seconds each (an autoscheduler's search; OpenCL's export and
 // driver compile) run fewer dtypes and shapes.
-bool reduced() { return autoscheduled() || opencl(); }
+bool reduced() { return autoscheduled() || opencl() || on_device(); }
 
 // The bundle this run exports its groups into: OpenCL-O1's, or CUDA-O1's where HJIT_DEVICE_BUNDLE
 // names a directory; null otherwise.
@@ -64,6 +69,7 @@ hjit::JitOptions options(const std::string& name) {
   o.name = name;
   std::string c = config();
   if (cuda()) o.device = hjit::Device::CUDA, c = c.substr(5);
+  if (on_device()) o.device = hjit::Device::OpenCL, c = "O1";
   if (c == "O0") o.opt_level = 0;
   else if (c == "O1") o.opt_level = 1;
   else o.opt_level = 2, o.autoscheduler = c;
@@ -125,13 +131,40 @@ void check_ptx(const Group& group, const std::vector<Tensor>& inputs, const std:
   for (const hjit::Node& n : g.nodes) assembled().insert({n.op, n.type.dtype});
 }
 
+// OpenCL-device: the group jitted for the device on device tensors, its results left there; and,
+// for the first inputs each group gets, its ops run eagerly on the device.
+void check_on_device(const std::string& name, const Group& group, const std::vector<Tensor>& inputs) {
+  static std::set<std::string> eager_done;
+  const std::vector<Tensor> want = group(inputs);
+  std::vector<Tensor> on_gpu;
+  for (const Tensor& t : inputs) on_gpu.push_back(t.to(hjit::Device::OpenCL));
+  auto jitted = hjit::jit(group, options(name));
+  std::vector<std::vector<Tensor>> runs{jitted(on_gpu)};
+  if (eager_done.insert(name).second) runs.push_back(group(on_gpu));
+  for (size_t r = 0; r < runs.size(); ++r) {
+    REQUIRE(runs[r].size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      INFO("output " << i << std::string(r == 0 ? " (jitted)" : " (eager on the device)"));
+      CHECK(runs[r][i].device() == hjit::Device::OpenCL);
+      CHECK_CLOSE(runs[r][i], want[i]);
+    }
+  }
+}
+
 // Runs `group` eagerly and compiled (twice: the second call is a cache hit) and compares.
 void check(const std::string& name, const Group& group, const std::vector<Tensor>& inputs) {
   std::string shapes;
   for (const Tensor& t : inputs) shapes += std::string(hjit::dtype_name(t.dtype())) + hjit::shape_str(t.shape()) + " ";
   INFO(name << " on " << shapes << "with " << config());
-  if (bundle()) bundle()->add(name + "_" + std::to_string(bundle()->size()), group, inputs);
+  // OpenCL-O1 checks the exported path (library, runner) with each group once per dtype signature:
+  // every shape runs on the device in process in OpenCL-device. CUDA's bundle keeps every case.
+  static std::set<std::string> exported;
+  std::string dtypes;
+  for (const Tensor& t : inputs) dtypes += std::string(" ") + hjit::dtype_name(t.dtype());
+  if (bundle() && (!opencl() || exported.insert(name + dtypes).second))
+    bundle()->add(name + "_" + std::to_string(bundle()->size()), group, inputs);
   if (cuda()) return check_ptx(group, inputs, name);
+  if (on_device()) return check_on_device(name, group, inputs);
   if (opencl()) return;  // run at the end, all groups in one process
   std::vector<Tensor> want = group(inputs);
   auto jitted = hjit::jit(group, options(name));
@@ -154,7 +187,7 @@ const std::vector<std::pair<Shape, Shape>> kBinaryShapes = {
 // Autoschedulers compile slowly: they get the shapes that exercise the most (broadcasting, size 1, odd sizes).
 template <class T>
 std::vector<T> shapes_for_config(const std::vector<T>& all) {
-  if (!autoscheduled() && !cuda() && !opencl()) return all;
+  if (!reduced() && !cuda()) return all;
   return {all[1], all[2], all.back()};
 }
 
@@ -299,7 +332,7 @@ TEST_CASE("CUDA configurations have ptxas to check their PTX with") {
     MESSAGE("no ptxas (/usr/local/cuda/bin/ptxas or /usr/bin/ptxas): the CUDA configuration is skipped");
     std::exit(77);  // ctest: SKIP_RETURN_CODE
   }
-  if (opencl() && test::opencl_loader().empty()) {
+  if ((opencl() || on_device()) && test::opencl_loader().empty()) {
     MESSAGE("no OpenCL driver (libOpenCL.so.1 and an ICD in /etc/OpenCL/vendors): the OpenCL configuration is skipped");
     std::exit(77);
   }
@@ -551,7 +584,7 @@ TEST_CASE("special values through every group") {
   }
   // OpenCL: f64 too, where Halide's OpenCL code generator lost the bits of 64-bit constants (pocl
   // has no cl_khr_fp16 for f16).
-  for (DType t : opencl() ? std::vector<DType>{DType::F32, DType::F64} : float_dtypes()) {
+  for (DType t : opencl() || on_device() ? std::vector<DType>{DType::F32, DType::F64} : float_dtypes()) {
     check("unary_float", unary_float(), {test::specials({4, 7}, t, 0)});
     check("unary_float", unary_float(), {test::specials({}, t, 1)});
     check("binary_numeric", binary_numeric(), {test::specials({9, 1}, t, 0), test::specials({1, 9}, t, 3)});
