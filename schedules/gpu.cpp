@@ -153,6 +153,33 @@ std::optional<std::string> block_reduction(Schedule& out, const LoweredPipeline&
   return what + "; update a block per row, " + std::to_string(lanes) + " threads folding into shared memory";
 }
 
+// A matmul whose rows and columns are whole output tiles (64 columns, 32 rows): a block per tile,
+// each of its 16 x 8 threads accumulating a 4 x 4 tile in registers, so that every operand element
+// a thread loads feeds four multiply-adds instead of one. (Tails would need the operands' realized
+// regions to stretch past their inputs: other shapes take the tiled kernel of root_kernel.)
+constexpr int kMatmulTileX = 64, kMatmulTileY = 32, kMatmulRegs = 4;
+
+std::optional<std::string> register_blocked_matmul(Schedule& out, const Stage& s) {
+  if (s.op != OpKind::Matmul || s.vars.size() < 2 || s.rvars.empty() || !s.reduction.defined()) return std::nullopt;
+  if (s.extents[0] % kMatmulTileX != 0 || s.extents[1] % kMatmulTileY != 0) return std::nullopt;
+  const std::vector<std::string> vars = names(s.vars);
+  Var x(vars[0]), y(vars[1]), xo(vars[0] + "_bk"), yo(vars[1] + "_bk"), xi(vars[0] + "_in"), yi(vars[1] + "_in");
+  Var xt(vars[0] + "_th"), yt(vars[1] + "_th"), xr(vars[0] + "_rg"), yr(vars[1] + "_rg");
+  FuncRef result(&out, s.func);
+  result.compute_root();
+  result.split(x, xo, xi, kMatmulTileX).split(y, yo, yi, kMatmulTileY);
+  result.split(xi, xt, xr, kMatmulRegs).split(yi, yt, yr, kMatmulRegs);
+  result.reorder({xr, yr, xt, yt, xo, yo});
+  std::vector<VarOrRVar> blocks{xo, yo};
+  if (vars.size() > 2) blocks.push_back(fuse_outer_dims(result, vars));
+  result.gpu_blocks(blocks).gpu_threads({xt, yt}).unroll(xr).unroll(yr);
+  FuncRef acc(&out, s.reduction);
+  acc.compute_at(result, xt).unroll(x).unroll(y);
+  acc.update().reorder({x, y, s.rvars[0]}).unroll(x).unroll(y);
+  return nm(s.func) + ": root tiles of " + std::to_string(kMatmulTileX) + "x" + std::to_string(kMatmulTileY) + ", " +
+         std::to_string(kMatmulRegs) + "x" + std::to_string(kMatmulRegs) + " outputs a thread in registers";
+}
+
 // Ops whose lowering checks indices with Halide's require(), whose error message a GPU kernel
 // cannot format: they run on the host (Halide copies their operands there).
 bool host_only(const Stage& s) { return s.op == OpKind::Take || s.op == OpKind::CheckIndex; }
@@ -168,7 +195,7 @@ bool stored_for_consumers(const LoweredPipeline& p, const Stage& s) {
 }  // namespace
 
 std::string gpu_identity() {
-  return "gpu v2 tiles=" + std::to_string(kTileX) + "x" + std::to_string(kTileY) + " row=" + std::to_string(kRowThreads);
+  return "gpu v3 tiles=" + std::to_string(kTileX) + "x" + std::to_string(kTileY) + " row=" + std::to_string(kRowThreads);
 }
 
 backend::Schedule schedule_gpu(const LoweredPipeline& p, bool fuse) {
@@ -180,6 +207,10 @@ backend::Schedule schedule_gpu(const LoweredPipeline& p, bool fuse) {
     if (host_only(s)) {
       if (!s.is_output) FuncRef(&out, s.func).compute_root();
       os << nm(s.func) << ": root, on the host (index checks)\n";
+      continue;
+    }
+    if (std::optional<std::string> mm = register_blocked_matmul(out, s)) {
+      os << *mm << "\n";
       continue;
     }
     if (has_reduction(s)) {

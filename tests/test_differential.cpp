@@ -396,8 +396,10 @@ TEST_CASE("matmul with numpy semantics") {
   std::vector<std::pair<Shape, Shape>> shapes = {{{3, 4}, {4, 5}},       {{4}, {4, 3}},          {{2, 4}, {4}},
                                                  {{4}, {4}},             {{2, 3, 4}, {4, 5}},    {{2, 1, 3, 4}, {5, 4, 2}},
                                                  {{1, 1}, {1, 1}},       {{3, 0}, {0, 4}},       {{17, 33}, {33, 40}},
-                                                 {{65, 70}, {70, 35}},   {{2, 130, 20}, {20, 9}}};
-  if (reduced()) shapes = {{{2, 3, 4}, {4, 5}}, {{17, 33}, {33, 40}}, {{65, 70}, {70, 35}}};
+                                                 {{65, 70}, {70, 35}},   {{2, 130, 20}, {20, 9}},
+                                                 // whole 64x32 tiles: the GPU's register-blocked matmul
+                                                 {{64, 48}, {48, 128}},  {{2, 32, 24}, {24, 64}}};
+  if (reduced()) shapes = {{{2, 3, 4}, {4, 5}}, {{17, 33}, {33, 40}}, {{65, 70}, {70, 35}}, {{2, 32, 24}, {24, 64}}};
   std::vector<DType> dtypes = reduced() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64, DType::I32};
   for (DType t : dtypes)
     for (const auto& [sa, sb] : shapes) check("matmul", matmuls(), {test::random(sa, t, seed++), test::random(sb, t, seed++)});
