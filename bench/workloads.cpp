@@ -42,6 +42,10 @@ template <class Fn, class... T>
 void attach(Workload& w, Fn fn, T... inputs) {
   w.make_runner = runner(fn, inputs...);
   w.tune = [=](const hjit::TuneOptions& o) { return hjit::tune(fn, o, inputs...); };
+  w.export_to = [=](const std::string& dir, const std::string& name, const std::string& target) {
+    hjit::export_library_with({.target = target}, dir, name, fn, inputs...);
+    return hjit::jit(fn, {.name = name}).graph(inputs...);
+  };
 }
 
 double max_diff(const std::vector<float>& a, const Tensor& b) {

@@ -20,6 +20,9 @@ struct Workload {
   std::function<Runner(const hjit::JitOptions* options)> make_runner;
   // A tuning run of the workload's function on its inputs (hjit-tune --workload).
   std::function<hjit::TuneResult(const hjit::TuneOptions& options)> tune;
+  // Exports the function for a Halide target into dir (export_library: dir/lib<name>.a and
+  // <name>.h) and returns its graph, whose inputs and outputs are the exported arguments.
+  std::function<hjit::Graph(const std::string& dir, const std::string& name, const std::string& target)> export_to;
   double flops = 0;                     // per call, for a GFLOP/s column (0: not reported)
   bool stateful = false;                // updates parameters: results differ from call to call
   std::string reference;                // the hand-written reference, if there is one

@@ -22,6 +22,17 @@ void write_tensor(const std::string& path, const hjit::Tensor& t) {
 
 std::string shell_quote(const std::string& s) { return "'" + s + "'"; }
 
+// One argument's manifest line: kind, dtype, elements, bytes, tolerance, shape ("-" for 0-d).
+std::string arg_line(const char* kind, const hjit::TensorType& t, double tol) {
+  std::ostringstream m;
+  m << kind << " " << hjit::dtype_name(t.dtype) << " " << t.numel() << " " << size_t(t.numel()) * hjit::dtype_size(t.dtype)
+    << " " << tol << " ";
+  if (t.shape.empty()) m << "-";
+  for (size_t d = 0; d < t.shape.size(); ++d) m << (d ? "," : "") << t.shape[d];
+  m << "\n";
+  return m.str();
+}
+
 }  // namespace
 
 std::string opencl_loader() {
@@ -50,17 +61,27 @@ bool DeviceBundle::add(const std::string& name, const Group& group, const std::v
   m << "case " << name << "\n";
   for (size_t i = 0; i < inputs.size(); ++i) {
     write_tensor(case_dir + "/in" + std::to_string(i) + ".bin", inputs[i]);
-    m << "in " << hjit::dtype_name(inputs[i].dtype()) << " " << inputs[i].numel() << " "
-      << size_t(inputs[i].numel()) * hjit::dtype_size(inputs[i].dtype()) << " 0\n";
+    m << arg_line("in", hjit::TensorType{inputs[i].dtype(), inputs[i].shape()}, 0);
   }
   for (size_t k = 0; k < want.size(); ++k) {
     write_tensor(case_dir + "/want" + std::to_string(k) + ".bin", want[k]);
-    m << "out " << hjit::dtype_name(want[k].dtype()) << " " << want[k].numel() << " "
-      << size_t(want[k].numel()) * hjit::dtype_size(want[k].dtype()) << " " << tolerance(want[k].dtype()) << "\n";
+    m << arg_line("out", hjit::TensorType{want[k].dtype(), want[k].shape()}, tolerance(want[k].dtype()));
   }
   manifest_ += m.str();
   names_.push_back(name);
   return true;
+}
+
+void DeviceBundle::add_timing(const std::string& name, const Exporter& export_to) {
+  const std::string case_dir = dir_ + "/" + name;
+  fs::create_directories(case_dir);
+  const hjit::Graph g = export_to(case_dir, name, target_);
+  std::string m = "case " + name + " time\n";
+  for (int in : g.inputs) m += arg_line("in", g.type(in), 0);
+  for (int out : g.outputs) m += arg_line("out", g.type(out), 0);
+  for (const hjit::Update& u : g.updates) m += arg_line("out", g.type(u.value), 0);
+  manifest_ += m;
+  names_.push_back(name);
 }
 
 void DeviceBundle::build_runner() const {

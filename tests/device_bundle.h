@@ -2,9 +2,9 @@
 // inputs and the outputs eager execution computed, and a runner program (device_runner.cpp) built
 // against all of them. Running the runner calls every function on the device and compares.
 //
-// It is how GPU code is run where the compiling process cannot run it: OpenCL through pocl (a CPU
-// OpenCL driver whose LLVM cannot share a process with Halide's), and CUDA on a machine with a GPU
-// but no Halide, where the directory alone is carried (see README, "Running on a GPU").
+// It is how exported GPU code is checked: OpenCL through pocl (a CPU OpenCL driver) here, and CUDA
+// on a machine with a GPU but no Halide, where the directory alone is carried (see DEVELOPERS.md,
+// "Running on a GPU").
 #pragma once
 #include <functional>
 #include <string>
@@ -23,6 +23,11 @@ class DeviceBundle {
   // Exports `group` on `inputs` as one case, its expected outputs computed eagerly now. Returns
   // false, adding nothing, when every output is empty (there is nothing to compute).
   bool add(const std::string& name, const Group& group, const std::vector<hjit::Tensor>& inputs);
+  // A timing case: export_to(dir, name, target) exports a function there (a workload, with inputs
+  // too big to carry) and returns its graph, whose inputs and outputs are the function's arguments.
+  // The runner fills the inputs itself and times the function on device-resident buffers.
+  using Exporter = std::function<hjit::Graph(const std::string& dir, const std::string& name, const std::string& target)>;
+  void add_timing(const std::string& name, const Exporter& export_to);
   size_t size() const { return names_.size(); }
   const std::string& dir() const { return dir_; }
 

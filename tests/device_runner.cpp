@@ -7,6 +7,11 @@
 //   runner [--repeat N]   in the bundle's directory; exit status 0 when every case matched, 77
 //                         when the device's driver library (HJIT_BUNDLE_DRIVER) does not load
 //
+// --repeat N times every case N times on device-resident buffers (inputs copied to the device once,
+// outputs left there, each call synchronized): the kernels' time, with no transfer in it, the
+// median printed. Timing cases (the workloads W2, W3, W8, W10 in the CUDA bundle) carry no data:
+// the runner fills their inputs with values in [-1, 1) and times them (20 calls without --repeat).
+//
 // Comparison, as the test suite's: equal, both NaN, or |got - want| <= tol (1 + |want|).
 #include <dlfcn.h>
 
@@ -24,9 +29,33 @@
 #include <utility>
 #include <vector>
 
+// The layout of Halide's buffer (HalideRuntime.h), which a machine without Halide has no header
+// for; each library's <name>_buffers takes these.
+struct halide_type_t {
+  uint8_t code, bits;
+  uint16_t lanes;
+};
+struct halide_dimension_t {
+  int32_t min, extent, stride;
+  uint32_t flags;
+};
+struct halide_buffer_t {
+  uint64_t device;
+  const void* device_interface;
+  uint8_t* host;
+  uint64_t flags;
+  halide_type_t type;
+  int32_t dimensions;
+  halide_dimension_t* dim;
+  void* padding;
+};
+extern "C" int halide_device_sync(void* user_context, halide_buffer_t* buf);
+extern "C" int halide_device_free(void* user_context, halide_buffer_t* buf);
+
 namespace {
 
 using Thunk = int (*)(void**);
+using BufferThunk = int (*)(halide_buffer_t**);
 
 template <class... A, size_t... I>
 int call_with(int (*f)(A...), void** p, std::index_sequence<I...>) {
@@ -84,12 +113,61 @@ struct Arg {
   std::string dtype;
   size_t numel = 0, nbytes = 0;
   double tol = 0;
+  std::vector<int64_t> shape;  // row-major
 };
 
 struct Case {
   std::string name;
+  bool timing = false;  // no data: filled here, timed only
   std::vector<Arg> args;
 };
+
+// The Halide type hjit stores a dtype as: bool as u8, f16/bf16 as their 16 bits.
+halide_type_t storage_type(const std::string& t) {
+  const uint8_t bits = uint8_t(t == "bool" ? 8 : std::stoi(t.substr(t[0] == 'b' ? 2 : 1)));
+  const uint8_t code = t[0] == 'i' ? 0 : (t[0] == 'f' && bits >= 32) ? 2 : 1;
+  return halide_type_t{code, bits, 1};
+}
+
+// Times `calls` calls of a case on device-resident buffers: the first call copies the inputs up
+// (they are marked host-dirty), later ones find them there; each call waits for its outputs.
+// Returns the median in ms, or a negative Halide error.
+double time_on_device(BufferThunk f, const Case& c, const std::vector<void*>& host, int calls) {
+  std::vector<std::vector<halide_dimension_t>> dims(c.args.size());
+  std::vector<halide_buffer_t> bufs(c.args.size());
+  std::vector<halide_buffer_t*> ptrs;
+  for (size_t k = 0; k < c.args.size(); ++k) {
+    const Arg& a = c.args[k];
+    int32_t stride = 1;
+    for (size_t d = a.shape.size(); d-- > 0;) {
+      dims[k].push_back(halide_dimension_t{0, int32_t(a.shape[d]), stride, 0});
+      stride *= int32_t(a.shape[d]);
+    }
+    halide_buffer_t& b = bufs[k];
+    b = halide_buffer_t{};
+    b.host = static_cast<uint8_t*>(host[k]);
+    b.flags = a.output ? 0 : 1;  // host-dirty
+    b.type = storage_type(a.dtype);
+    b.dimensions = int32_t(dims[k].size());
+    b.dim = dims[k].data();
+    ptrs.push_back(&b);
+  }
+  double result = 0;
+  std::vector<double> ms;
+  for (int i = 0; i <= calls && result == 0; ++i) {  // call 0: the copies up, and kernel compiles
+    const auto t0 = std::chrono::steady_clock::now();
+    int r = f(ptrs.data());
+    for (size_t k = 0; k < bufs.size() && r == 0; ++k)
+      if (c.args[k].output && bufs[k].device) r = halide_device_sync(nullptr, &bufs[k]);
+    if (r != 0) result = r;
+    if (i > 0) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  for (halide_buffer_t& b : bufs)
+    if (b.device) halide_device_free(nullptr, &b);
+  if (result != 0) return result;
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
 
 std::vector<Case> read_manifest() {
   std::ifstream in("manifest.txt");
@@ -105,11 +183,16 @@ std::vector<Case> read_manifest() {
     ls >> what;
     if (what == "case") {
       cases.emplace_back();
-      ls >> cases.back().name;
+      std::string kind;
+      ls >> cases.back().name >> kind;
+      cases.back().timing = kind == "time";
     } else if (what == "in" || what == "out") {
       Arg a;
       a.output = what == "out";
-      ls >> a.dtype >> a.numel >> a.nbytes >> a.tol;
+      std::string shape;
+      ls >> a.dtype >> a.numel >> a.nbytes >> a.tol >> shape;
+      std::istringstream dims(shape == "-" ? "" : shape);
+      for (std::string d; std::getline(dims, d, ',');) a.shape.push_back(std::stoll(d));
       cases.back().args.push_back(a);
     }
   }
@@ -151,9 +234,11 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--repeat" && i + 1 < argc) repeat = std::atoi(argv[++i]);
   std::map<std::string, Thunk> thunks;
-#define HJIT_THUNK(name) thunks[#name] = [](void** p) { return call(&name, p); };
+  std::map<std::string, BufferThunk> buffer_thunks;
+#define HJIT_THUNK(name) thunks[#name] = [](void** p) { return call(&name, p); }, buffer_thunks[#name] = &name##_buffers;
   HJIT_CASES(HJIT_THUNK)
 #undef HJIT_THUNK
+  uint64_t seed = 1;
   int failed = 0, passed = 0;
   for (const Case& c : read_manifest()) {
     auto it = thunks.find(c.name);
@@ -166,7 +251,18 @@ int main(int argc, char** argv) {
     for (size_t k = 0, in = 0; k < c.args.size(); ++k) {
       const Arg& a = c.args[k];
       void* p = std::aligned_alloc(64, (std::max<size_t>(a.nbytes, 64) + 63) / 64 * 64);
-      if (!a.output) {
+      if (c.timing && !a.output) {
+        // Workload inputs: floats in [-1, 1), i32 in [-3, 3], from a fixed sequence; other
+        // dtypes zeros.
+        std::memset(p, 0, a.nbytes);
+        for (size_t i = 0; i < a.numel; ++i) {
+          seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+          const double v = double(seed >> 11) / double(1ull << 53) * 2 - 1;
+          if (a.dtype == "f32") static_cast<float*>(p)[i] = float(v);
+          else if (a.dtype == "f64") static_cast<double*>(p)[i] = v;
+          else if (a.dtype == "i32") static_cast<int32_t*>(p)[i] = int32_t(v * 4);
+        }
+      } else if (!a.output) {
         const std::string bytes = read_bytes(c.name + "/in" + std::to_string(in++) + ".bin", a.nbytes);
         std::memcpy(p, bytes.data(), a.nbytes);
       } else {
@@ -174,9 +270,9 @@ int main(int argc, char** argv) {
       }
       ptrs.push_back(p);
     }
-    const int r = it->second(ptrs.data());
+    const int r = c.timing ? 0 : it->second(ptrs.data());
     std::string why = r == 0 ? "" : "returned " + std::to_string(r);
-    for (size_t k = 0, out = 0; k < c.args.size() && why.empty(); ++k) {
+    for (size_t k = 0, out = 0; k < c.args.size() && why.empty() && !c.timing; ++k) {
       const Arg& a = c.args[k];
       if (!a.output) continue;
       const std::string want = read_bytes(c.name + "/want" + std::to_string(out) + ".bin", a.nbytes);
@@ -187,15 +283,10 @@ int main(int argc, char** argv) {
       ++out;
     }
     std::string timing;
-    if (why.empty() && repeat > 0) {
-      std::vector<double> ms;
-      for (int i = 0; i < repeat; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        it->second(ptrs.data());
-        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-      }
-      std::sort(ms.begin(), ms.end());
-      timing = " median " + std::to_string(ms[ms.size() / 2]) + " ms";
+    if (why.empty() && (repeat > 0 || c.timing)) {
+      const double ms = time_on_device(buffer_thunks[c.name], c, ptrs, repeat > 0 ? repeat : 20);
+      if (ms < 0) why = "timed calls returned " + std::to_string(int(ms));
+      else timing = " median " + std::to_string(ms) + " ms on device-resident buffers";
     }
     if (why.empty()) {
       std::printf("ok %s%s\n", c.name.c_str(), timing.c_str());

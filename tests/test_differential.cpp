@@ -23,6 +23,7 @@
 #include <memory>
 #include <sstream>
 
+#include "bench/workloads.h"
 #include "graph/op_def.h"
 #include "tests/device_bundle.h"
 #include "tests/support.h"
@@ -687,13 +688,30 @@ TEST_CASE("every op's PTX was assembled, in every float dtype") {
 TEST_CASE("every group runs on the device and matches eager") {
   if (!bundle()) return;
   REQUIRE(bundle()->size() > 0);
+  // A matmul of n x n by n x n as a timing case (the runner makes its inputs: none are carried).
+  auto square_matmul = [](int64_t n) {
+    return [n](const std::string& dir, const std::string& name, const std::string& target) {
+      const Tensor a = Tensor::zeros({n, n}), b = Tensor::zeros({n, n});
+      auto mm = [](const Tensor& x, const Tensor& y) { return hjit::matmul(x, y); };
+      hjit::export_library(dir, name, mm, a, b, {.target = target});
+      return hjit::jit(mm, {.name = name}).graph(a, b);
+    };
+  };
+  if (opencl()) {
+    bundle()->add_timing("timed_matmul", square_matmul(64));  // the timing path, small enough for pocl
+  } else {
+    // The workloads a GPU's figures are quoted on, timed on device-resident buffers by the runner,
+    // and W3's matmul at 4096^3 (the FP32 bar).
+    for (const char* id : {"W2", "W3", "W8", "W10"}) bundle()->add_timing(id, bench::make_workload(id).export_to);
+    bundle()->add_timing("W3_4096", square_matmul(4096));
+  }
   bundle()->build_runner();
   if (!opencl()) {
     MESSAGE("device bundle for CUDA written to " << bundle()->dir() << ": carry it to a GPU and run ./runner there");
     return;
   }
   std::string report;
-  const int status = bundle()->run(&report);
+  const int status = bundle()->run(&report, "--repeat 2");
   std::istringstream lines(report);
   size_t ok = 0;
   for (std::string line; std::getline(lines, line);) {
@@ -703,4 +721,5 @@ TEST_CASE("every group runs on the device and matches eager") {
   INFO("the runner said:\n" << report);
   CHECK(status == 0);
   CHECK(ok == bundle()->size());
+  CHECK(report.find("ok timed_matmul median") != std::string::npos);
 }
