@@ -146,13 +146,14 @@ std::vector<std::string> export_static_library(const Graph& g, const ExportReque
     << "// when a pointer is not 64-byte aligned.\nint " << r.name << "(";
   for (size_t i = 0; i < cargs.size(); ++i)
     h << (i ? ", " : "") << (cargs[i].output ? "" : "const ") << c_type(cargs[i].type.dtype) << "* " << cargs[i].name;
-  h << ");\n\n"
-    << "// The same on Halide buffers (HalideRuntime.h), one per argument above in that order, for callers\n"
+  h << ");\n\n";
+  if (target.is_gpu())
+    h << "// The same on Halide buffers (HalideRuntime.h), one per argument above in that order, for callers\n"
     << "// that keep data on the device between calls: a buffer marked host-dirty is copied to the\n"
     << "// device, outputs are left there (device-dirty); nothing is freed. The library's runtime\n"
     << "// (halide_copy_to_host, halide_device_sync, halide_device_free) serves these buffers.\n"
-    << "struct halide_buffer_t;\nint " << r.name << "_buffers(struct halide_buffer_t** args);\n"
-    << "\n#ifdef __cplusplus\n}\n#endif\n#endif\n";
+      << "struct halide_buffer_t;\nint " << r.name << "_buffers(struct halide_buffer_t** args);\n\n";
+  h << "#ifdef __cplusplus\n}\n#endif\n#endif\n";
   write_text(header, h.str());
 
   // The wrapper: buffers around the pointers, the constants from the library itself.
@@ -193,31 +194,33 @@ std::vector<std::string> export_static_library(const Graph& g, const ExportReque
     if (specs[i].from == ArgSpec::From::Output) c << "  if (r == 0 && buf" << i << ".device) r = halide_copy_to_host(0, &buf" << i << ");\n";
   for (size_t i = 0; i < specs.size(); ++i) c << "  if (buf" << i << ".device) halide_device_free(0, &buf" << i << ");\n";
   c << "  return r;\n}\n\n";
-  // The buffers entry: the caller's buffers, the constants' from the library.
-  c << "int " << r.name << "_buffers(struct halide_buffer_t** args) {\n  halide_set_error_handler(hjit_print_error);\n";
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const ArgSpec& a = specs[i];
-    if (a.from != ArgSpec::From::Constant) continue;
-    c << "  halide_dimension_t cdim" << i << "[" << std::max<size_t>(1, a.dims.size()) << "] = {";
-    for (size_t d = 0; d < a.dims.size(); ++d)
-      c << (d ? ", " : "") << "{" << a.dims[d].min << ", " << a.dims[d].extent << ", " << a.dims[d].stride << ", 0}";
-    if (a.dims.empty()) c << "{0, 1, 1, 0}";
-    c << "};\n  halide_buffer_t cbuf" << i << " = {0, 0, (uint8_t*)hjit_" << r.name << "_const" << a.index << ", "
-      << int(halide_buffer_flag_host_dirty) << ", {" << int(a.type.code) << ", " << int(a.type.bits) << ", " << a.type.lanes
-      << "}, " << a.dims.size() << ", cdim" << i << ", 0};\n";
+  // GPU targets' buffers entry: the caller's buffers, the constants' from the library.
+  if (target.is_gpu()) {
+    c << "int " << r.name << "_buffers(struct halide_buffer_t** args) {\n  halide_set_error_handler(hjit_print_error);\n";
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const ArgSpec& a = specs[i];
+      if (a.from != ArgSpec::From::Constant) continue;
+      c << "  halide_dimension_t cdim" << i << "[" << std::max<size_t>(1, a.dims.size()) << "] = {";
+      for (size_t d = 0; d < a.dims.size(); ++d)
+        c << (d ? ", " : "") << "{" << a.dims[d].min << ", " << a.dims[d].extent << ", " << a.dims[d].stride << ", 0}";
+      if (a.dims.empty()) c << "{0, 1, 1, 0}";
+      c << "};\n  halide_buffer_t cbuf" << i << " = {0, 0, (uint8_t*)hjit_" << r.name << "_const" << a.index << ", "
+        << int(halide_buffer_flag_host_dirty) << ", {" << int(a.type.code) << ", " << int(a.type.bits) << ", " << a.type.lanes
+        << "}, " << a.dims.size() << ", cdim" << i << ", 0};\n";
+    }
+    c << "  int r = " << impl << "(";
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const ArgSpec& a = specs[i];
+      c << (i ? ", " : "");
+      if (a.from == ArgSpec::From::Input) c << "args[" << a.index << "]";
+      else if (a.from == ArgSpec::From::Output) c << "args[" << g.inputs.size() + size_t(a.index) << "]";
+      else c << "&cbuf" << i;
+    }
+    c << ");\n";
+    for (size_t i = 0; i < specs.size(); ++i)
+      if (specs[i].from == ArgSpec::From::Constant) c << "  if (cbuf" << i << ".device) halide_device_free(0, &cbuf" << i << ");\n";
+    c << "  return r;\n}\n";
   }
-  c << "  int r = " << impl << "(";
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const ArgSpec& a = specs[i];
-    c << (i ? ", " : "");
-    if (a.from == ArgSpec::From::Input) c << "args[" << a.index << "]";
-    else if (a.from == ArgSpec::From::Output) c << "args[" << g.inputs.size() + size_t(a.index) << "]";
-    else c << "&cbuf" << i;
-  }
-  c << ");\n";
-  for (size_t i = 0; i < specs.size(); ++i)
-    if (specs[i].from == ArgSpec::From::Constant) c << "  if (cbuf" << i << ".device) halide_device_free(0, &cbuf" << i << ");\n";
-  c << "  return r;\n}\n";
   write_text(scratch + "/wrapper.c", c.str());
   std::ostringstream s;
   s << "  .section .rodata\n";
