@@ -180,6 +180,60 @@ std::optional<std::string> register_blocked_matmul(Schedule& out, const Stage& s
          std::to_string(kMatmulRegs) + "x" + std::to_string(kMatmulRegs) + " outputs a thread in registers";
 }
 
+// Attention with a tile of query rows per block: the block computes its rows' scores into shared
+// memory (threads across keys and rows), then each row's maximum and sum (a thread per row), then
+// the output (threads across values and rows), each thread folding over the keys; the [T, S]
+// score and probability matrices never reach global memory. For key counts whose score tile fits
+// in shared memory (kAttentionRows x T floats up to 16 KiB); longer ones: a root kernel per helper.
+constexpr int kAttentionRows = 8;
+constexpr int64_t kAttentionSharedBytes = 16 * 1024;
+
+std::optional<std::string> attention_query_tiles(Schedule& out, const Stage& s) {
+  if (s.op != OpKind::Attention || s.vars.size() < 2 || !s.reduction.defined()) return std::nullopt;
+  const backend::Helper *scores = nullptr, *row_max = nullptr, *row_sum = nullptr;
+  for (const backend::Helper& h : s.helpers) {
+    if (h.role == "scores") scores = &h;
+    if (h.role == "row_max") row_max = &h;
+    if (h.role == "row_sum") row_sum = &h;
+  }
+  if (!scores || !row_max || !row_sum) return std::nullopt;
+  const int64_t T = scores->extents[0];
+  if (T * kAttentionRows * 4 > kAttentionSharedBytes) return std::nullopt;
+  const std::vector<std::string> vars = names(s.vars);  // e, i, batch...
+  const int rows = clamp_tile(s.extents[1], kAttentionRows);
+  const int lanes = clamp_tile(s.extents[0], 32);
+  Var e(vars[0]), i(vars[1]), io(vars[1] + "_bk"), ii(vars[1] + "_th"), eo(vars[0] + "_o"), ei(vars[0] + "_th");
+  const auto tail = Halide::TailStrategy::GuardWithIf;
+  FuncRef result(&out, s.func);
+  result.compute_root();
+  result.split(i, io, ii, rows, tail).split(e, eo, ei, lanes, tail).reorder({ei, ii, eo, io});
+  std::vector<VarOrRVar> blocks{io};
+  if (vars.size() > 2) blocks.push_back(fuse_outer_dims(result, vars));  // the batch dimensions, as one
+  result.gpu_blocks(blocks).gpu_threads({ei, ii});
+  FuncRef acc(&out, s.reduction);
+  acc.compute_at(result, ei);
+  // Per block: the scores of its rows (shared memory), their maxima and sums.
+  auto per_block = [&](const backend::Helper& h, bool over_keys) {
+    FuncRef f(&out, h.func);
+    f.compute_at(result, io);
+    const std::vector<std::string> hv = names(h.vars);
+    if (over_keys) {
+      Var j(hv[0]), jo(hv[0] + "_o"), ji(hv[0] + "_th"), r(hv[1]);
+      const int kt = clamp_tile(h.extents[0], 32);
+      f.split(j, jo, ji, kt, tail).reorder({ji, r, jo}).gpu_threads({ji, r});
+      f.update().split(j, jo, ji, kt, tail).reorder({ji, r, jo}).gpu_threads({ji, r});
+    } else {
+      f.gpu_threads({Var(hv[0])});
+      f.update().gpu_threads({Var(hv[0])});
+    }
+  };
+  per_block(*scores, true);
+  per_block(*row_max, false);
+  per_block(*row_sum, false);
+  return nm(s.func) + ": blocks of " + std::to_string(rows) + " query rows, scores in shared memory, " +
+         std::to_string(lanes) + " threads across values";
+}
+
 // Ops whose lowering checks indices with Halide's require(), whose error message a GPU kernel
 // cannot format: they run on the host (Halide copies their operands there).
 bool host_only(const Stage& s) { return s.op == OpKind::Take || s.op == OpKind::CheckIndex; }
@@ -195,7 +249,7 @@ bool stored_for_consumers(const LoweredPipeline& p, const Stage& s) {
 }  // namespace
 
 std::string gpu_identity() {
-  return "gpu v3 tiles=" + std::to_string(kTileX) + "x" + std::to_string(kTileY) + " row=" + std::to_string(kRowThreads);
+  return "gpu v4 tiles=" + std::to_string(kTileX) + "x" + std::to_string(kTileY) + " row=" + std::to_string(kRowThreads);
 }
 
 backend::Schedule schedule_gpu(const LoweredPipeline& p, bool fuse) {
@@ -203,6 +257,10 @@ backend::Schedule schedule_gpu(const LoweredPipeline& p, bool fuse) {
   std::ostringstream os;
   for (const Stage& s : p.stages) {
     if (is_source(s) || !s.func.defined() || s.absorbed || (s.consumers.empty() && !s.is_output)) continue;
+    if (std::optional<std::string> tiles = attention_query_tiles(out, s)) {
+      os << *tiles << "\n";
+      continue;
+    }
     for (const backend::Helper& h : s.helpers) os << root_kernel(out, h.func, h.vars, h.extents) << "\n";
     if (host_only(s)) {
       if (!s.is_output) FuncRef(&out, s.func).compute_root();
