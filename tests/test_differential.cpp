@@ -398,7 +398,7 @@ TEST_CASE("matmul with numpy semantics") {
                                                  {{4}, {4}},             {{2, 3, 4}, {4, 5}},    {{2, 1, 3, 4}, {5, 4, 2}},
                                                  {{1, 1}, {1, 1}},       {{3, 0}, {0, 4}},       {{17, 33}, {33, 40}},
                                                  {{65, 70}, {70, 35}},   {{2, 130, 20}, {20, 9}},
-                                                 // whole 64x32 tiles: the GPU's register-blocked matmul
+                                                 // whole 64x16 tiles: the GPU's register-blocked matmul
                                                  {{64, 48}, {48, 128}},  {{2, 32, 24}, {24, 64}}};
   if (reduced()) shapes = {{{2, 3, 4}, {4, 5}}, {{17, 33}, {33, 40}}, {{65, 70}, {70, 35}}, {{2, 32, 24}, {24, 64}}};
   std::vector<DType> dtypes = reduced() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64, DType::I32};
@@ -503,8 +503,9 @@ TEST_CASE("conv2d: strides, paddings, dilations, groups, bias, odd sizes") {
       {{2, 3, 5, 5}, {5, 3, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, false},  // 1x1
       {{1, 8, 17, 20}, {16, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true}, // tiles with tails
       {{1, 2, 4, 4}, {3, 2, 5, 5}, {1, 1}, {2, 2}, {1, 1}, 1, false},   // kernel larger than the input
-      {{3, 16, 6, 33}, {32, 16, 3, 3}, {1, 2}, {1, 1}, {1, 1}, 1, true}};
-  if (reduced()) cases = {cases[0], cases[1], cases[4]};
+      {{3, 16, 6, 33}, {32, 16, 3, 3}, {1, 2}, {1, 1}, {1, 1}, 1, true},
+      {{2, 8, 8, 16}, {32, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true}};  // whole GPU register tiles
+  if (reduced()) cases = {cases[0], cases[1], cases[4], cases[7]};
   for (const ConvCase& c : cases)
     for (DType t : reduced() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64}) {
       std::vector<Tensor> in = {test::random(c.x, t, seed++), test::random(c.w, t, seed++) * 0.3};
