@@ -482,6 +482,20 @@ Group scalar_index_gathers() {
   };
 }
 
+// Gradients: the ops only gradient rules make (conv2d_weight_grad, flip, max_pool2d_grad,
+// slice_update) compiled like every other op.
+Group gradients() {
+  return [](const std::vector<Tensor>& in) {
+    auto loss = [](const Tensor& x, const Tensor& w) {
+      Tensor y = hjit::conv2d(x, w, std::nullopt, {1, 1}, {1, 1});
+      y = hjit::slice_update(y, hjit::slice(y, 3, 0, 2) * 2.0, 3, 2, 4);
+      Tensor p = hjit::slice(hjit::max_pool2d(y, {2, 2}), 3, 1, std::nullopt);
+      return hjit::sum(p * p);
+    };
+    return hjit::grad(loss, std::vector<int>{0, 1})(in[0], in[1]);
+  };
+}
+
 Group losses() {
   return [](const std::vector<Tensor>& in) { return std::vector<Tensor>{hjit::cross_entropy(in[0], in[1])}; };
 }
@@ -544,6 +558,15 @@ TEST_CASE("0-d indices for every gathering op") {
   for (DType idx : {DType::I32, DType::I64})
     for (DType t : reduced() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F16, DType::I64})
       check("scalar_index_gathers", scalar_index_gathers(), {test::random({5, 7}, t, seed++), Tensor::scalar(-3, idx)});
+}
+
+TEST_CASE("gradients of convolution, pooling and slicing") {
+  uint64_t seed = 1300;
+  for (DType t : reduced() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64})
+    check("gradients", gradients(), {test::random({2, 3, 8, 6}, t, seed++), test::random({4, 3, 3, 3}, t, seed++)});
+  if (cuda() && !autoscheduled())
+    for (DType t : {DType::F16, DType::BF16})
+      check("gradients", gradients(), {test::random({1, 2, 4, 4}, t, seed++), test::random({2, 2, 3, 3}, t, seed++)});
 }
 
 TEST_CASE("scaled dot-product attention") {
@@ -666,11 +689,6 @@ TEST_CASE("every op's PTX was assembled, in every float dtype") {
   for (int k = 0; k < hjit::kNumOps; ++k) {
     const auto op = hjit::OpKind(k);
     if (hjit::has_trait(op, hjit::Source)) continue;
-    // Made only by gradient rules, which these groups do not differentiate (test_grad checks them
-    // on the CPU): not yet compiled for CUDA here.
-    if (op == hjit::OpKind::Conv2dWeightGrad || op == hjit::OpKind::MaxPool2dGrad || op == hjit::OpKind::Flip ||
-        op == hjit::OpKind::SliceUpdate)
-      continue;
     if (!seen.count(op)) missing += std::string(" ") + hjit::op_name(op);
   }
   INFO("ops never compiled for CUDA:" << missing);
