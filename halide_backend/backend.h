@@ -32,6 +32,7 @@ class DeviceBuffer {
   virtual void upload(const void* host) = 0;        // bytes() bytes from host memory
   virtual void download(void* host) const = 0;      // bytes() bytes to host memory
   virtual void copy_from(const DeviceBuffer& src) = 0;  // same device and size; on the device
+  virtual void sync() const = 0;                        // waits for the work that writes it
 };
 
 // Device memory of `bytes` bytes (uninitialized). Throws DeviceError when the device's driver is

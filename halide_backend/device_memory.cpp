@@ -81,6 +81,14 @@ void HalideDeviceBuffer::copy_from(const DeviceBuffer& src_buffer) {
         "copying on the device", device());
 }
 
+void HalideDeviceBuffer::sync() const {
+  if (bytes_ == 0) return;
+  halide_buffer_t b = buf_;
+  std::string error;
+  check(call_runtime([&](void* ctx) { return runtime_.device_sync(ctx, &b); }, &error), error, "waiting for the device",
+        device());
+}
+
 const HalideDeviceBuffer& on_device(const DeviceBuffer& b, Device device) {
   if (b.device() != device)
     throw DeviceError(std::string("hjit: memory on ") + device_name(b.device()) + " used by code for " + device_name(device) +

@@ -20,6 +20,7 @@ class HalideDeviceBuffer final : public DeviceBuffer {
   void upload(const void* host) override;
   void download(void* host) const override;
   void copy_from(const DeviceBuffer& src) override;
+  void sync() const override;
 
   // What a pipeline's buffer for these bytes carries.
   uint64_t handle() const { return buf_.device; }

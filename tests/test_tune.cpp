@@ -303,6 +303,38 @@ TEST_CASE("tune then jit: the best schedule is used with no search, from the dis
   }
 }
 
+TEST_CASE("tuning for a GPU measures on the device, and jit for that device uses what it found") {
+  const std::string dir = scratch("gpu"), db = dir + "/t.sqlite";
+  Tensor x = Tensor::randn({64, 32}, 4), w = Tensor::randn({32, 64}, 5), b = Tensor::randn({64}, 6);
+  hjit::TuneOptions o;
+  o.db = db, o.minutes = 0.1, o.progress = false, o.device = hjit::Device::OpenCL;
+  std::string why;
+  if (!hjit::device_available(hjit::Device::OpenCL, &why)) {
+    CHECK_THROWS_AS(hjit::tune(layer, o, x, w, b), hjit::DeviceError);
+    MESSAGE("no OpenCL device (" << why << "): only the error is checked");
+    return;
+  }
+  o.schedulers = {"Adams2019"};
+  CHECK_THROWS_WITH_AS(hjit::tune(layer, o, x, w, b), doctest::Contains("CPUs only"), hjit::ValueError);
+  o.schedulers = {};
+  hjit::TuneResult r = hjit::tune(layer, o, x, w, b);
+  CHECK(r.builtin_ms > 0);
+  CHECK(r.best_ms > 0);
+  CHECK(r.tried >= 1);
+  auto d = Database::open(db, false);
+  std::set<std::string> schedulers;
+  for (const CandidateRecord& c : d->candidates(d->pipelines().at(0).id)) schedulers.insert(c.origin.substr(0, c.origin.find(' ')));
+  for (const std::string& s : schedulers) CHECK((s == "built-in" || s == "Li2018"));
+  hjit::JitOptions jo;
+  jo.device = hjit::Device::OpenCL, jo.tuning_db = db;
+  auto f = hjit::jit(layer, jo);
+  Tensor got = f(x.to(hjit::Device::OpenCL), w.to(hjit::Device::OpenCL), b.to(hjit::Device::OpenCL));
+  CHECK(got.device() == hjit::Device::OpenCL);
+  CHECK(compare(got, layer(x, w, b), 1e-4).empty());
+  const std::string expected = r.best_origin == "built-in" ? "built-in" : "tuned (";
+  CHECK(f.stats().schedule.rfind(expected, 0) == 0);
+}
+
 TEST_CASE("tune a saved module; Module::load with the database runs the tuned schedule") {
   const std::string dir = scratch("module"), db = dir + "/t.sqlite", file = dir + "/layer.hjit";
   Tensor x = Tensor::randn({32, 16}, 8), w = Tensor::randn({16, 24}, 9), b = Tensor::randn({24}, 10);

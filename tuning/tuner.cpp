@@ -87,10 +87,16 @@ void check_options(const TuneOptions& o) {
   if (o.db.empty()) throw ValueError("hjit::tune: TuneOptions::db must name the tuning database file");
   if (!(o.minutes > 0) || !std::isfinite(o.minutes)) throw ValueError("hjit::tune: minutes must be > 0");
   if (!(o.candidate_timeout_s > 0)) throw ValueError("hjit::tune: candidate_timeout_s must be > 0");
-  if (o.device != Device::CPU) throw ValueError("hjit::tune: only the CPU target is tuned so far");
-  for (const std::string& s : o.schedulers)
+  std::string why;
+  if (o.device != Device::CPU && !backend::device_usable(o.device, &why))
+    throw DeviceError(std::string("hjit::tune: tuning for ") + device_name(o.device) + " measures on the device, and this " +
+                      "process cannot use it: " + why);
+  for (const std::string& s : o.schedulers) {
     if (s != "built-in" && !backend::is_known_autoscheduler(s))
       throw ValueError("hjit::tune: unknown scheduler '" + s + "'; choose built-in, Adams2019, Li2018 or Mullapudi2016");
+    if (o.device != Device::CPU && s != "built-in" && s != "Li2018")
+      throw ValueError("hjit::tune: " + s + " schedules CPUs only (Halide 14); for a GPU choose built-in or Li2018");
+  }
 }
 
 std::string clock(double seconds) {
@@ -187,8 +193,12 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   write_request(req_path, make_request(graph, inputs, o.device));
 
   CostModelFiles model(o.db);
-  Candidates candidates(o.schedulers, tried, std::random_device{}(), !backend::extern_gemm_nodes(graph).empty(),
-                        !backend::extern_conv_nodes(graph).empty());
+  // A GPU: its own schedules and Li2018's (the CPU autoschedulers and library stages do not apply).
+  const bool gpu = o.device != Device::CPU;
+  std::vector<std::string> schedulers = o.schedulers;
+  if (gpu && schedulers.empty()) schedulers = {"built-in", "Li2018"};
+  Candidates candidates(schedulers, tried, std::random_device{}(), !gpu && !backend::extern_gemm_nodes(graph).empty(),
+                        !gpu && !backend::extern_conv_nodes(graph).empty());
   candidates.set_weights(model.weights());
   const bool progress = o.progress && isatty(2);
   log().info("tuning '{}' for {:.1f} min ({} candidates measured before)", p.name, o.minutes, tried.size());

@@ -18,6 +18,7 @@
 
 #include <hjit/tensor.h>
 
+#include "frontend/tensor_impl.h"
 #include "halide_backend/backend.h"
 #include "support/binary_io.h"
 #include "support/log.h"
@@ -175,16 +176,27 @@ namespace {
 
 constexpr char kConfirm[] = "confirm ";
 
-// A pipeline compiled for a measurement, with inputs and outputs to run it on.
+// A pipeline compiled for a measurement, with inputs and outputs to run it on. On a GPU, inputs
+// and outputs live on the device (a run is its kernels, waited for); the results come down after.
 struct Trial {
   std::shared_ptr<const backend::Executable> exe;
-  std::vector<Tensor> inputs, got;
+  std::vector<Tensor> inputs, got, on_device;
   std::vector<const void*> in;
   std::vector<void*> out;
+  std::vector<const backend::DeviceBuffer*> device_in;
+  std::vector<backend::DeviceBuffer*> device_out;
   bool slow = false;  // a test's fault: sleeps in every run
   void run() const {
     if (slow) usleep(2000);
-    exe->run(in.data(), out.data());
+    if (device_out.empty() && device_in.empty()) return exe->run(in.data(), out.data());
+    exe->run_on_device(device_in.data(), device_out.data());
+    for (backend::DeviceBuffer* b : device_out)
+      if (b) b->sync();
+  }
+  // The results, where difference() reads them.
+  void fetch() {
+    for (size_t k = 0; k < device_out.size(); ++k)
+      if (device_out[k]) device_out[k]->download(out[k]);
   }
   double median_ms() const { return tuning::median_ms([this] { run(); }); }
 };
@@ -209,6 +221,16 @@ Trial compile_trial(const Request& r, const std::string& schedule_text) {
     t.got.push_back(Tensor::empty(ty.shape, ty.dtype));
     t.out.push_back(ty.numel() == 0 ? nullptr : const_cast<void*>(t.got.back().data()));
   }
+  if (r.device != Device::CPU) {
+    for (const Tensor& x : t.inputs) {
+      t.on_device.push_back(x.to(r.device));
+      t.device_in.push_back(t.on_device.back().impl()->storage->on_device.get());
+    }
+    for (const Tensor& y : t.got) {
+      t.on_device.push_back(Tensor::empty(y.shape(), y.dtype()).to(r.device));
+      t.device_out.push_back(y.numel() == 0 ? nullptr : t.on_device.back().impl()->storage->on_device.get());
+    }
+  }
   return t;
 }
 
@@ -220,8 +242,9 @@ void confirm(const Request& r, const std::string& schedule_path, Measurement& m)
   Trial candidate = compile_trial(r, m.schedule), baseline = compile_trial(r, "");
   m.compile_ms = t.ms();
   candidate.slow = fault("slow", m.schedule);
-  for (const Trial* trial : {&candidate, &baseline}) {
+  for (Trial* trial : {&candidate, &baseline}) {
     trial->run();
+    trial->fetch();
     m.error = difference(trial->got, r.expected, result_types(r.graph));
     if (!m.error.empty()) {
       m.error = std::string(trial == &baseline ? "the baseline's" : "its") + " results are wrong: " + m.error;
@@ -259,6 +282,7 @@ int worker_main(const std::string& request, const std::string& how, const std::s
       if (fault("crash", how)) raise(SIGSEGV);
       if (fault("hang", how)) for (;;) pause();
       trial.run();
+      trial.fetch();
       if (fault("wrong", how) && !trial.got.empty() && trial.got[0].numel() > 0 && trial.got[0].dtype() == DType::F32)
         const_cast<float*>(trial.got[0].data_ptr<float>())[0] += 1.0f;
       m.error = difference(trial.got, r.expected, result_types(r.graph));

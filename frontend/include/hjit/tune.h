@@ -23,9 +23,11 @@ struct TuneOptions {
   double minutes = 1;              // the run's length (a candidate under way is stopped at the end)
   std::string db{};                // the database file (created when missing); required
   std::string name{};              // for the database's report; default: the function's type
+  // A GPU (CUDA, OpenCL) is tuned on the device itself, operands resident there: it must be
+  // usable here (DeviceError otherwise).
   Device device = Device::CPU;
   // Which schedulers propose candidates: "built-in", "Adams2019", "Li2018", "Mullapudi2016"
-  // (empty: all of them).
+  // (empty: all of them; for a GPU, built-in and Li2018, the ones Halide 14 has for GPUs).
   std::vector<std::string> schedulers{};
   double candidate_timeout_s = 180;  // compiling, checking and timing one candidate (and at most a
                                      // sixth of the run, at least 30 s)
