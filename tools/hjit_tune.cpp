@@ -4,7 +4,8 @@
 //   hjit-tune --module block.hjit --minutes 10 --db tuning.sqlite  a function saved with hjit::save
 //   hjit-tune --db tuning.sqlite --report [--plots PREFIX]         what the database knows, and plots
 //
-// Options: --schedulers built-in,Adams2019,Li2018,Mullapudi2016 (default: all), --timeout S (one
+// Options: --device cpu|cuda|opencl (default cpu; a GPU is tuned on the device, with built-in and
+// Li2018), --schedulers built-in,Adams2019,Li2018,Mullapudi2016 (default: all), --timeout S (one
 // candidate's compile, check and timing; default 180), --no-retrain, --quiet (no progress line).
 // Ctrl-C stops the run and keeps what was measured. A saved module is tuned on made-up inputs of
 // its signature (normally distributed floats, zero integers).
@@ -25,7 +26,8 @@ int usage() {
                "usage: hjit-tune --workload W8[,W3...] --db FILE [--minutes M] [options]\n"
                "       hjit-tune --module FILE.hjit --db FILE [--minutes M] [options]\n"
                "       hjit-tune --db FILE --report [--plots PREFIX]\n"
-               "options: --schedulers built-in,Adams2019,Li2018,Mullapudi2016  --timeout S  --no-retrain  --quiet\n");
+               "options: --device cpu|cuda|opencl  --schedulers built-in,Adams2019,Li2018,Mullapudi2016  --timeout S\n"
+               "         --no-retrain  --quiet\n");
   return 2;
 }
 
@@ -64,6 +66,13 @@ int main(int argc, char** argv) {
     else if (a == "--minutes" && has_value) o.minutes = std::atof(argv[++i]);
     else if (a == "--schedulers" && has_value) o.schedulers = bench::split_list(argv[++i]);
     else if (a == "--timeout" && has_value) o.candidate_timeout_s = std::atof(argv[++i]);
+    else if (a == "--device" && has_value) {
+      const std::string d = argv[++i];
+      if (d == "cpu") o.device = hjit::Device::CPU;
+      else if (d == "cuda") o.device = hjit::Device::CUDA;
+      else if (d == "opencl") o.device = hjit::Device::OpenCL;
+      else return usage();
+    }
     else if (a == "--plots" && has_value) plots = argv[++i];
     else if (a == "--report") report = true;
     else if (a == "--no-retrain") o.retrain = false;
