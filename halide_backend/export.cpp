@@ -78,7 +78,7 @@ std::vector<std::string> export_static_library(const Graph& g, const ExportReque
   std::vector<CArg> cargs;
   std::vector<std::string> const_files;
   std::vector<ArgSpec> specs;
-  std::string device_code;  // the GPU kernels' PTX, for CUDA targets
+  std::string device_code;  // the GPU kernels' code: PTX for CUDA, OpenCL C for OpenCL
   {
     std::lock_guard lock(compile_mutex());
     Halide::Target ht(target.str());  // no user_context: the C function takes only buffers
@@ -171,20 +171,25 @@ std::vector<std::string> export_static_library(const Graph& g, const ExportReque
   c << ") {\n  halide_set_error_handler(hjit_print_error);\n";
   for (size_t i = 0; i < cargs.size(); ++i)
     if (cargs[i].type.numel() > 0) c << "  if ((uintptr_t)" << cargs[i].name << " % 64 != 0) return -1;\n";
-  for (size_t i = 0; i < specs.size(); ++i) {
+  // Declares buffer `buf<i>` (and its dimensions) of argument i around `host`.
+  auto declare_buffer = [&](size_t i, const std::string& host, int flags) {
     const ArgSpec& a = specs[i];
     c << "  halide_dimension_t dim" << i << "[" << std::max<size_t>(1, a.dims.size()) << "] = {";
     for (size_t d = 0; d < a.dims.size(); ++d)
       c << (d ? ", " : "") << "{" << a.dims[d].min << ", " << a.dims[d].extent << ", " << a.dims[d].stride << ", 0}";
     if (a.dims.empty()) c << "{0, 1, 1, 0}";
+    c << "};\n  halide_buffer_t buf" << i << " = {0, 0, (uint8_t*)" << host << ", " << flags << ", {" << int(a.type.code) << ", "
+      << int(a.type.bits) << ", " << a.type.lanes << "}, " << a.dims.size() << ", dim" << i << ", 0};\n";
+  };
+  const auto constant_name = [&](const ArgSpec& a) { return "hjit_" + r.name + "_const" + std::to_string(a.index); };
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const ArgSpec& a = specs[i];
     std::string host;
     if (a.from == ArgSpec::From::Input) host = cargs[size_t(a.index)].name;
     else if (a.from == ArgSpec::From::Output) host = cargs[g.inputs.size() + size_t(a.index)].name;
-    else host = "hjit_" + r.name + "_const" + std::to_string(a.index);
+    else host = constant_name(a);
     // Inputs are marked host-dirty: a GPU pipeline copies to the device only what is marked so.
-    const int flags = a.from == ArgSpec::From::Output ? 0 : int(halide_buffer_flag_host_dirty);
-    c << "};\n  halide_buffer_t buf" << i << " = {0, 0, (uint8_t*)" << host << ", " << flags << ", {" << int(a.type.code) << ", "
-      << int(a.type.bits) << ", " << a.type.lanes << "}, " << a.dims.size() << ", dim" << i << ", 0};\n";
+    declare_buffer(i, host, a.from == ArgSpec::From::Output ? 0 : int(halide_buffer_flag_host_dirty));
   }
   c << "  int r = " << impl << "(";
   for (size_t i = 0; i < specs.size(); ++i) c << (i ? ", " : "") << "&buf" << i;
@@ -197,28 +202,19 @@ std::vector<std::string> export_static_library(const Graph& g, const ExportReque
   // GPU targets' buffers entry: the caller's buffers, the constants' from the library.
   if (target.is_gpu()) {
     c << "int " << r.name << "_buffers(struct halide_buffer_t** args) {\n  halide_set_error_handler(hjit_print_error);\n";
-    for (size_t i = 0; i < specs.size(); ++i) {
-      const ArgSpec& a = specs[i];
-      if (a.from != ArgSpec::From::Constant) continue;
-      c << "  halide_dimension_t cdim" << i << "[" << std::max<size_t>(1, a.dims.size()) << "] = {";
-      for (size_t d = 0; d < a.dims.size(); ++d)
-        c << (d ? ", " : "") << "{" << a.dims[d].min << ", " << a.dims[d].extent << ", " << a.dims[d].stride << ", 0}";
-      if (a.dims.empty()) c << "{0, 1, 1, 0}";
-      c << "};\n  halide_buffer_t cbuf" << i << " = {0, 0, (uint8_t*)hjit_" << r.name << "_const" << a.index << ", "
-        << int(halide_buffer_flag_host_dirty) << ", {" << int(a.type.code) << ", " << int(a.type.bits) << ", " << a.type.lanes
-        << "}, " << a.dims.size() << ", cdim" << i << ", 0};\n";
-    }
+    for (size_t i = 0; i < specs.size(); ++i)
+      if (specs[i].from == ArgSpec::From::Constant) declare_buffer(i, constant_name(specs[i]), int(halide_buffer_flag_host_dirty));
     c << "  int r = " << impl << "(";
     for (size_t i = 0; i < specs.size(); ++i) {
       const ArgSpec& a = specs[i];
       c << (i ? ", " : "");
       if (a.from == ArgSpec::From::Input) c << "args[" << a.index << "]";
       else if (a.from == ArgSpec::From::Output) c << "args[" << g.inputs.size() + size_t(a.index) << "]";
-      else c << "&cbuf" << i;
+      else c << "&buf" << i;
     }
     c << ");\n";
     for (size_t i = 0; i < specs.size(); ++i)
-      if (specs[i].from == ArgSpec::From::Constant) c << "  if (cbuf" << i << ".device) halide_device_free(0, &cbuf" << i << ");\n";
+      if (specs[i].from == ArgSpec::From::Constant) c << "  if (buf" << i << ".device) halide_device_free(0, &buf" << i << ");\n";
     c << "  return r;\n}\n";
   }
   write_text(scratch + "/wrapper.c", c.str());
@@ -245,7 +241,7 @@ std::vector<std::string> export_static_library(const Graph& g, const ExportReque
   std::filesystem::remove_all(scratch, ec);
   std::vector<std::string> written{library, header};
   if (!device_code.empty()) {
-    written.push_back(dir + "/" + r.name + ".ptx");
+    written.push_back(dir + "/" + r.name + (target.is_cuda() ? ".ptx" : ".cl"));  // PTX, or OpenCL C
     write_text(written.back(), device_code);
   }
   log().debug("export: wrote {} files in {}", written.size(), dir);
