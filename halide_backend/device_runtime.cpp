@@ -138,10 +138,11 @@ bool probe_opencl(std::string* why) {
 const DeviceRuntime& device_runtime(Device device) {
   if (device == Device::CPU) throw InternalError("hjit: device_runtime asked for the CPU");
   static std::mutex mu;
-  static std::map<Device, DeviceRuntime> runtimes;
+  // Never destroyed: device memory of tensors that outlive main (globals) is freed through it.
+  static auto* runtimes = new std::map<Device, DeviceRuntime>;
   std::lock_guard lock(mu);
-  auto it = runtimes.find(device);
-  if (it == runtimes.end()) it = runtimes.emplace(device, load(device)).first;
+  auto it = runtimes->find(device);
+  if (it == runtimes->end()) it = runtimes->emplace(device, load(device)).first;
   return it->second;
 }
 
