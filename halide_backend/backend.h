@@ -59,8 +59,6 @@ class Executable {
   // GPU pipelines: inputs and outputs in the memory of the pipeline's device, nothing copied
   // through the host. Outputs with no elements may be null.
   virtual void run_on_device(const DeviceBuffer* const* inputs, DeviceBuffer* const* outputs) const;
-  // Where the code runs.
-  virtual Device device() const { return Device::CPU; }
   // The schedule chosen and the lowered Halide statement.
   virtual std::string explain() const = 0;
   // One line naming the schedule: "built-in", "unfused", "Adams2019", or the fallback and why.

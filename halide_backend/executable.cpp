@@ -4,7 +4,6 @@
 
 #include <dlfcn.h>
 
-#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <sstream>

@@ -46,7 +46,6 @@ class HalideExecutable final : public Executable {
   HalideExecutable(PipelineInfo info, ArgvFunction fn, std::shared_ptr<void> code, std::shared_ptr<void> jit_context);
   void run(const void* const* inputs, void* const* outputs) const override;
   void run_on_device(const DeviceBuffer* const* inputs, DeviceBuffer* const* outputs) const override;
-  Device device() const override { return info_.device; }
   std::string explain() const override;
   std::string summary() const override { return info_.summary; }
   std::string device_code() const override { return info_.device_code; }

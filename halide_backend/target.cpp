@@ -63,8 +63,6 @@ Target Target::parse(const std::string& s) {
   return out;
 }
 
-bool Target::is_cuda() const { return Halide::Target(str_).has_feature(Halide::Target::CUDA); }
-
 Device Target::device() const {
   const Halide::Target t(str_);
   return t.has_feature(Halide::Target::CUDA) ? Device::CUDA : t.has_feature(Halide::Target::OpenCL) ? Device::OpenCL : Device::CPU;

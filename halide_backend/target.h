@@ -21,9 +21,9 @@ class Target {
   static Target host(Device device, int cuda_capability = kDefaultCudaCapability);
   static constexpr int kDefaultCudaCapability = 80;
 
-  bool is_cuda() const;
   // The device its code runs on: CUDA or OpenCL when it has that GPU feature, else the CPU.
   Device device() const;
+  bool is_cuda() const { return device() == Device::CUDA; }
   bool is_gpu() const { return device() != Device::CPU; }
   // Any Halide target string ("host", "x86-64-linux-avx2", "host-cuda-cuda_capability_80"). Throws
   // ValueError naming the string when Halide does not know it.
