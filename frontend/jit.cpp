@@ -29,6 +29,7 @@ namespace {
 // What one signature compiled to. Built once by the first caller; others wait for `ready`.
 struct Entry {
   Signature key;
+  std::atomic<uint64_t> last_used{0};  // the State's clock at the latest call (LRU eviction)
 
   std::mutex mu;
   std::condition_variable cv;
@@ -73,8 +74,64 @@ struct JitCore::State {
   mutable std::shared_mutex mu;
   std::unordered_multimap<uint64_t, std::shared_ptr<Entry>> entries;
   std::shared_ptr<Entry> last_built;
-  std::atomic<int64_t> traces{0}, compiles{0}, hits{0}, compile_us{0};
+  std::atomic<int64_t> traces{0}, compiles{0}, hits{0}, compile_us{0}, evictions{0};
+  std::atomic<uint64_t> clock{0};
   std::string schedule;  // guarded by mu
+  int64_t retraces = 0;                 // guarded by mu
+  std::vector<std::string> changes;     // the latest re-traces' differences, guarded by mu
+  std::string warning;                  // guarded by mu
+
+  // A new entry is being traced: counts it, warns past the threshold, and makes room (mu held).
+  void on_retrace(const Entry& e) {
+    if (!last_built) {
+      note_first_trace(opt.name, opt.warn_after_retraces);
+      return;
+    }
+    std::string change = last_built->key.describe_change_to(e.key);
+    log().info("jit '{}': cache miss, retracing:{}", opt.name, change);
+    ++retraces;
+    changes.push_back(change);
+    if (changes.size() > 4) changes.erase(changes.begin());
+    if (opt.warn_after_retraces > 0 && retraces > opt.warn_after_retraces &&
+        (retraces - opt.warn_after_retraces - 1) % opt.warn_after_retraces == 0) {
+      std::string what;
+      for (const std::string& c : changes) what += "\n  " + c;
+      warning = "jit '" + opt.name + "' has been re-traced " + std::to_string(retraces) +
+                " times; each new signature traces and compiles again. The latest changes:" + what +
+                "\nPass values that change every call as Tensors rather than static arguments, or pad shapes to a few "
+                "sizes.";
+      log().warn("{}", warning);
+    }
+  }
+
+  // Least recently used entries past max_cache_entries are dropped (mu held).
+  void evict_beyond_bound() {
+    if (opt.max_cache_entries == 0) return;
+    while (entries.size() > opt.max_cache_entries) {
+      auto oldest = entries.end();
+      for (auto it = entries.begin(); it != entries.end(); ++it)
+        if (it->second->ready && (oldest == entries.end() || it->second->last_used < oldest->second->last_used))
+          oldest = it;
+      if (oldest == entries.end()) return;  // all still being built
+      log().debug("jit '{}': {} versions cached, dropping the least recently used", opt.name, entries.size());
+      if (last_built == oldest->second) last_built = nullptr;
+      entries.erase(oldest);
+      ++evictions;
+    }
+  }
+
+  // jit() called inside a loop makes a new function, with an empty cache, every time: count first
+  // traces per function name across the process.
+  static void note_first_trace(const std::string& name, int threshold) {
+    static std::mutex m;
+    static std::unordered_map<std::string, int64_t> first_traces;
+    std::lock_guard g(m);
+    const int64_t n = ++first_traces[name];
+    if (threshold > 0 && n == threshold + 1)
+      log().warn("jit '{}': {} separately jitted copies of this function have traced it; jit() inside a loop "
+                 "makes a new function with an empty cache each time. Make the jitted function once and call it "
+                 "in the loop.", name, n);
+  }
 
   // Drops an entry from the cache (its build or its check failed): the next call builds it again.
   void forget(uint64_t h, const std::shared_ptr<Entry>& e) {
@@ -119,8 +176,13 @@ const JitOptions& JitCore::options() const { return s_->opt; }
 
 JitStats JitCore::stats() const {
   std::shared_lock lk(s_->mu);
-  return JitStats{s_->traces.load(), s_->compiles.load(), s_->hits.load(), double(s_->compile_us.load()) / 1000.0,
-                  s_->schedule};
+  JitStats st;
+  st.traces = s_->traces.load(), st.compiles = s_->compiles.load(), st.cache_hits = s_->hits.load();
+  st.compile_ms = double(s_->compile_us.load()) / 1000.0, st.schedule = s_->schedule;
+  st.entries = int64_t(s_->entries.size());
+  st.evictions = s_->evictions.load();
+  st.recompile_warning = s_->warning;
+  return st;
 }
 
 Traced trace_and_optimize(const std::string& name, bool concrete, const CallArgs& args, Tracer trace) {
@@ -236,17 +298,18 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
     e = s.find_locked(h, args);
   }
   bool built_here = false;
+  if (e) e->last_used.store(++s.clock, std::memory_order_relaxed);
   if (!e) {
     std::unique_lock lk(s.mu);
     e = s.find_locked(h, args);
     if (!e) {
       e = std::make_shared<Entry>();
       e->key = Signature::of(args, h);
-      if (s.last_built)
-        log().info("jit '{}': cache miss, retracing:{}", s.opt.name, s.last_built->key.describe_change_to(e->key));
-      else
-        log().debug("jit '{}': first call, tracing", s.opt.name);
+      e->last_used = ++s.clock;
+      if (!s.last_built) log().debug("jit '{}': first call, tracing", s.opt.name);
+      s.on_retrace(*e);
       s.entries.emplace(h, e);
+      s.evict_beyond_bound();
       built_here = true;
     }
   }

@@ -320,3 +320,32 @@ TEST_CASE("compiled attention holds the scores of a tile of query rows, never an
   CHECK(largest_scores > 0);
   CHECK(largest_scores <= seq * 8);  // at most a few query rows of one head at a time
 }
+
+TEST_CASE("re-tracing past the threshold warns with what changed; the cache keeps the most recently used") {
+  hjit::JitOptions o;
+  o.warn_after_retraces = 3;
+  o.max_cache_entries = 4;
+  o.opt_level = 0;
+  auto f = hjit::jit([](const Tensor& x, int k) { return x + double(k); }, o);
+  Tensor x = Tensor::ones({2});
+  for (int k = 0; k < 4; ++k) CHECK(f(x, k).to_vector<float>() == std::vector<float>{1.f + k, 1.f + k});
+  CHECK(f.stats().traces == 4);
+  CHECK(f.stats().recompile_warning.empty());  // 3 re-traces: at the threshold, not past it
+  CHECK(f(x, 4).to_vector<float>() == std::vector<float>{5, 5});
+  const std::string w = f.stats().recompile_warning;
+  CHECK(w.find("re-traced 4 times") != std::string::npos);
+  CHECK(w.find("static argument 1: 3 -> 4") != std::string::npos);
+  // Bounded: 4 versions; k = 0 was the least recently used and was dropped, k = 4 is kept.
+  CHECK(f.stats().entries == 4);
+  CHECK(f.stats().evictions == 1);
+  f(x, 4);
+  CHECK(f.stats().traces == 5);
+  f(x, 1);  // used, so it stays
+  f(x, 0);  // traced again, evicting k = 2 (the least recently used now)
+  CHECK(f.stats().traces == 6);
+  f(x, 1);
+  CHECK(f.stats().traces == 6);
+  CHECK(f(x, 2).to_vector<float>() == std::vector<float>{3, 3});
+  CHECK(f.stats().traces == 7);
+  CHECK(f.stats().entries == 4);
+}

@@ -38,6 +38,11 @@ struct JitOptions {
   // schedule (found compiled in the disk cache when the tuning run left it there), with no
   // search; other pipelines compile as without it. Default: $HJIT_TUNING_DB when set.
   std::string tuning_db{};
+  // Re-traces (a new signature, or a guard that failed) past this many log a warning naming what
+  // keeps changing: the jit-in-a-loop and shape-churn pitfalls. 0: never warn.
+  int warn_after_retraces = 8;
+  // Compiled versions kept per function; past this the least recently used is dropped. 0: no bound.
+  size_t max_cache_entries = 64;
 };
 
 struct JitStats {
@@ -47,6 +52,9 @@ struct JitStats {
   double compile_ms = 0;    // time spent tracing, optimizing and compiling
   std::string schedule;     // of the latest compilation: "built-in", "unfused", "Adams2019", ..., or
                             // "built-in (Li2018 fell back: <why>)"
+  int64_t entries = 0;      // compiled versions in the function's cache now
+  int64_t evictions = 0;    // versions dropped as least recently used (max_cache_entries)
+  std::string recompile_warning;  // the latest re-trace warning ("" when none was given)
 };
 
 // The compile cache, process-wide: pipelines found in memory, loaded from the disk cache, and
