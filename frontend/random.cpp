@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <hjit/ops.h>
+#include <hjit/random.h>
 #include <hjit/tensor.h>
 
 #include "frontend/dispatch.h"
@@ -46,6 +47,68 @@ Tensor Tensor::uniform(Shape shape, uint64_t seed, double lo, double hi, DType d
   if (!(hi >= lo)) throw ValueError("uniform: needs lo <= hi, got lo=" + std::to_string(lo) + " hi=" + std::to_string(hi));
   const uint64_t s = mix(seed ^ 0x0ddba11);
   return generate(std::move(shape), dtype, [=](int64_t i) { return lo + (hi - lo) * unit(mix(s + uint64_t(i))); });
+}
+
+}  // namespace hjit
+
+// ---- keyed draws (hjit/random.h): graph ops, so traced keys stay traced
+namespace hjit {
+namespace {
+
+void check_key(const Tensor& key, const char* what) {
+  if (!key.defined()) throw ValueError(std::string(what) + ": the key is undefined");
+  if (key.dtype() != DType::U32 || key.shape() != Shape{2})
+    throw DTypeError(std::string(what) + ": a key is u32[2] (hjit::random_key(seed), or hjit::split(key)), got " +
+                     TensorType{key.dtype(), key.shape()}.str());
+}
+
+}  // namespace
+
+Tensor random_key(uint64_t seed) {
+  return Tensor::from_vector(std::vector<uint32_t>{uint32_t(seed >> 32), uint32_t(seed & 0xffffffffu)});
+}
+
+Tensor random_bits(const Tensor& key, Shape shape) {
+  check_key(key, "random_bits");
+  return detail::apply(OpKind::RandomBits, {key}, Attrs{{"shape", std::vector<int64_t>(shape.begin(), shape.end())}});
+}
+
+Tensor split(const Tensor& key, int64_t num) {
+  if (num < 0) throw ValueError("split: cannot make " + std::to_string(num) + " keys");
+  check_key(key, "split");
+  return random_bits(key, {num * 2}).reshape({num, 2});
+}
+
+std::pair<Tensor, Tensor> split(const Tensor& key) {
+  Tensor keys = split(key, 2);
+  return {slice(keys, 0, 0, 1).reshape({2}), slice(keys, 0, 1, 2).reshape({2})};
+}
+
+Tensor random_uniform(const Tensor& key, Shape shape, DType dtype, double lo, double hi) {
+  if (!is_floating(dtype)) throw DTypeError("random_uniform: needs a float dtype, got " + std::string(dtype_name(dtype)));
+  if (!(hi >= lo)) throw ValueError("random_uniform: needs lo <= hi, got lo=" + std::to_string(lo) + " hi=" + std::to_string(hi));
+  Tensor bits = random_bits(key, shape).astype(DType::F64);
+  // f32 (and the 16-bit floats): the top 23 bits as a mantissa, [0, 1) in steps of 2^-23 (what
+  // JAX's bitcast of bits >> 9 | 1.0f gives); f64: all 32 bits, in steps of 2^-32.
+  Tensor unit = dtype == DType::F64 ? bits * std::ldexp(1.0, -32) : floor(bits * (1.0 / 512)) * std::ldexp(1.0, -23);
+  Tensor u = unit.astype(dtype);
+  if (lo == 0 && hi == 1) return u;
+  return maximum(u * (hi - lo) + lo, lo);  // JAX's max(minval, ...): rounding stays in range
+}
+
+Tensor random_normal(const Tensor& key, Shape shape, DType dtype) {
+  if (!is_floating(dtype)) throw DTypeError("random_normal: needs a float dtype, got " + std::string(dtype_name(dtype)));
+  auto [k1, k2] = split(key);
+  Tensor u1 = random_uniform(k1, shape, DType::F64), u2 = random_uniform(k2, shape, DType::F64);
+  return (sqrt(log(1.0 - u1) * -2.0) * cos(u2 * (2.0 * M_PI))).astype(dtype);
+}
+
+Tensor dropout(const Tensor& key, const Tensor& x, double p) {
+  if (!(p >= 0 && p < 1)) throw ValueError("dropout: p must be in [0, 1), got " + std::to_string(p));
+  if (!is_floating(x.dtype())) throw DTypeError("dropout: needs a float tensor, got " + TensorType{x.dtype(), x.shape()}.str());
+  if (p == 0) return x;
+  Tensor keep = random_uniform(key, x.shape(), DType::F32) >= p;
+  return where(keep, x * (1.0 / (1.0 - p)), 0.0);
 }
 
 }  // namespace hjit

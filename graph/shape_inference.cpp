@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "graph/threefry.h"
+
 namespace hjit {
 namespace {
 
@@ -220,6 +222,18 @@ TensorType infer_check_index(const InferArgs& a) {
                      ") is empty");
   a.attrs.s("what");
   return *a.in[0];
+}
+
+TensorType infer_random_bits(const InferArgs& a) {
+  if (a.in[0]->dtype != DType::U32 || a.in[0]->shape != Shape{2})
+    throw DTypeError("random_bits: a key is u32[2] (hjit::random_key(seed), or a row of hjit::split(key)), got " +
+                     a.in[0]->str());
+  const Shape& s = a.attrs.ints("shape");
+  check_shape("random_bits", s);
+  if (shape_numel(s) > threefry::kMaxElements)
+    throw ValueError("random_bits: " + std::to_string(shape_numel(s)) + " draws from one key is more than 2^32; split "
+                     "the key and draw in parts");
+  return TensorType{DType::U32, s};
 }
 
 TensorType infer_concat(const InferArgs& a) {

@@ -29,6 +29,7 @@ TensorType infer_take(const InferArgs& a);
 TensorType infer_flip(const InferArgs& a);
 TensorType infer_slice_update(const InferArgs& a);
 TensorType infer_check_index(const InferArgs& a);
+TensorType infer_random_bits(const InferArgs& a);
 TensorType infer_conv2d_weight_grad(const InferArgs& a);
 TensorType infer_max_pool2d_grad(const InferArgs& a);
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "halide_backend/lower.h"
+#include "graph/threefry.h"
 #include "graph/rewriter.h"
 #include "halide_backend/ieee_math.h"
 #include "halide_backend/lower_ctx.h"
@@ -650,6 +651,49 @@ void Attention(LowerCtx& ctx, Stage& s, const Node& n) {
   helper("row_max", row_max, {i}, {S}, {rj.x});
   helper("probs", probs, {j, i}, {T, S}, {});
   helper("row_sum", row_sum, {i}, {S}, {rj.x});
+}
+
+// A u32 expression for threefry2x32: additions are narrowed widening_adds. With plain adds,
+// Halide 14's simplifier peels `let x = a + b` into its uses; where counters are constants (a 0-d
+// draw, or a key drawn by split() read at fixed positions) that expands the chain of rounds into a
+// tree doubling every round, and the compile never ends. An intrinsic call stays a let.
+struct U32Expr {
+  Expr e;
+  U32Expr(Expr x) : e(std::move(x)) {}
+  explicit U32Expr(uint32_t x) : e(Expr(x)) {}
+  friend U32Expr operator+(const U32Expr& a, const U32Expr& b) {
+    return U32Expr(cast(UInt(32), Internal::Call::make(UInt(64), Internal::Call::widening_add, {a.e, b.e},
+                                                       Internal::Call::PureIntrinsic)));
+  }
+  friend U32Expr operator^(const U32Expr& a, const U32Expr& b) { return U32Expr(a.e ^ b.e); }
+  friend U32Expr operator|(const U32Expr& a, const U32Expr& b) { return U32Expr(a.e | b.e); }
+  friend U32Expr operator<<(const U32Expr& a, uint32_t r) { return U32Expr(a.e << Expr(r)); }
+  friend U32Expr operator>>(const U32Expr& a, uint32_t r) { return U32Expr(a.e >> Expr(r)); }
+};
+
+// Threefry of each element's counter pair, in wrapping 32-bit unsigned arithmetic as the eager
+// kernel's: the rounds as a chain of lets.
+void RandomBits(LowerCtx& ctx, Stage& s, const Node& n) {
+  const Shape& shape = n.type.shape;
+  const int64_t count = n.type.numel();
+  const Type it = count < (int64_t(1) << 31) ? Int(32) : Int(64), u = UInt(32);
+  const Coords c = LowerCtx::coords(s);
+  Expr i = Internal::make_const(it, 0);
+  for (size_t d = 0; d < shape.size(); ++d) i = i * Internal::make_const(it, shape[d]) + cast(it, c[d]);
+  Expr c0, c1, second;
+  threefry::counter_of<Expr>(
+      i, count, [&](int64_t v) { return Internal::make_const(it, v); },
+      [](const Expr& cond, const Expr& x, const Expr& y) { return select(cond, x, y); }, &c0, &c1, &second);
+  std::vector<std::pair<std::string, Expr>> lets;
+  auto bind = [&](const U32Expr& v) {
+    lets.emplace_back(helper_name(s, "_tf") + std::to_string(lets.size()), v.e);
+    return U32Expr(Internal::Variable::make(u, lets.back().first));
+  };
+  auto [x0, x1] = threefry::threefry2x32<U32Expr>(ctx.at(n.inputs[0], {Expr(0)}), ctx.at(n.inputs[0], {Expr(1)}),
+                                                  cast(u, c0), cast(u, c1), bind);
+  Expr e = select(second, x1.e, x0.e);
+  for (auto it = lets.rbegin(); it != lets.rend(); ++it) e = Internal::Let::make(it->first, it->second, e);
+  LowerCtx::define(s, e);
 }
 
 }  // namespace hjit::backend::lowering

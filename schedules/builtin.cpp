@@ -178,10 +178,11 @@ class Builtin {
   }
 
   // Operands of contractions are stored: each element is read many times. So are those of extern
-  // stages: Halide computes nothing inline inside a library call.
+  // stages (Halide computes nothing inline inside a library call) and random keys (read by every
+  // element of the draw, and often drawn themselves: inlined, each element would redo the draw).
   bool feeds_contraction(int id) {
     for (int c : st(id).consumers)
-      if (has_trait(st(c).op, Contraction) || st(c).is_extern) return true;
+      if (has_trait(st(c).op, Contraction) || st(c).is_extern || st(c).op == OpKind::RandomBits) return true;
     return false;
   }
 

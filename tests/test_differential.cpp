@@ -496,6 +496,18 @@ Group gradients() {
   };
 }
 
+// Counter-based random draws from a traced key: bit-exact against eager (the bits, the uniform
+// floats and dropout's mask), the normal within tolerance.
+Group random_draws() {
+  return [](const std::vector<Tensor>& in) {
+    const Tensor &key = in[0], &x = in[1];
+    auto [k1, k2] = hjit::split(key);
+    return std::vector<Tensor>{hjit::random_bits(key, x.shape()), hjit::random_uniform(k1, x.shape(), x.dtype()),
+                               hjit::random_normal(k2, x.shape(), x.dtype()), hjit::dropout(key, x, 0.3),
+                               hjit::random_bits(k2, {})};
+  };
+}
+
 Group losses() {
   return [](const std::vector<Tensor>& in) { return std::vector<Tensor>{hjit::cross_entropy(in[0], in[1])}; };
 }
@@ -551,6 +563,13 @@ TEST_CASE("cumsum, take, embedding, tril/triu, iota, cross_entropy") {
     Tensor labels = hjit::abs(test::random({6}, idx, seed++));
     check("cross_entropy", losses(), {test::random({6, 11}, DType::F32, seed++), labels});
   }
+}
+
+TEST_CASE("random draws from a traced key") {
+  uint64_t seed = 1200;
+  for (DType t : reduced() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64})
+    for (Shape s : {Shape{5, 33}, Shape{1}})
+      check("random_draws", random_draws(), {hjit::random_key(seed++), test::random(s, t, seed++)});
 }
 
 TEST_CASE("0-d indices for every gathering op") {

@@ -1,4 +1,5 @@
 // Data movement: each kernel is a strided copy (or a few).
+#include "graph/threefry.h"
 #include "frontend/eager/loops.h"
 
 namespace hjit::eager {
@@ -55,6 +56,21 @@ void Pad(const KernelArgs& a) {
   for (size_t d = 0; d < lo.size(); ++d) offset += lo[d] * out_strides[d];
   char* dst = static_cast<char*>(a.out.data) + offset * elem(a);
   strided_copy(dst, out_strides, a.in[0].data, strides_of(a.in[0].type->shape), a.in[0].type->shape, elem(a));
+}
+
+void RandomBits(const KernelArgs& a) {
+  const uint32_t* key = static_cast<const uint32_t*>(a.in[0].data);
+  uint32_t* out = static_cast<uint32_t*>(a.out.data);
+  const int64_t n = a.out.type->numel();
+  auto konst = [](int64_t v) { return v; };
+  auto select = [](bool c, int64_t x, int64_t y) { return c ? x : y; };
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain / 8)
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t c0, c1, second;
+    threefry::counter_of<int64_t>(i, n, konst, select, &c0, &c1, &second);
+    auto [x0, x1] = threefry::threefry2x32(key[0], key[1], uint32_t(c0), uint32_t(c1));
+    out[i] = second ? x1 : x0;
+  }
 }
 
 }  // namespace hjit::eager

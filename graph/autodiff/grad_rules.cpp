@@ -104,6 +104,7 @@ void Round(GradCtx& c) { none(c); }
 void Conv2dWeightGrad(GradCtx& c) { none(c); }
 void MaxPool2dGrad(GradCtx& c) { none(c); }
 void CheckIndex(GradCtx& c) { none(c); }  // integers
+void RandomBits(GradCtx& c) { none(c); }  // integers
 
 // ---- elementwise, one operand
 void Neg(GradCtx& c) { c.dx[0] = c.b.neg(c.g); }

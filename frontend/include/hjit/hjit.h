@@ -33,5 +33,6 @@
 #include <hjit/module.h>
 #include <hjit/ops.h>
 #include <hjit/optim.h>
+#include <hjit/random.h>
 #include <hjit/tensor.h>
 #include <hjit/tune.h>

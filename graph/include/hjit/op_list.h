@@ -81,6 +81,8 @@
   X(Flip, "flip", 1, Movement, "axes", infer_flip)                                         \
   /* x with the slice [starts:stops:steps] replaced by v (the functional form of x[...] = v) */ \
   X(SliceUpdate, "slice_update", 2, Movement, "starts,stops,steps", infer_slice_update)     \
+  /* u32 draws of Threefry-2x32 under a u32[2] key, a pure function of key and position (JAX's layout) */ \
+  X(RandomBits, "random_bits", 1, NonDifferentiable, "shape", infer_random_bits)           \
   /* checks: the operand, or an IndexError naming `what` when a value is outside [lo, hi) */ \
   X(CheckIndex, "check_index", 1, Elementwise | NonDifferentiable, "lo,hi,what", infer_check_index)
 
