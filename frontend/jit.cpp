@@ -48,6 +48,12 @@ struct Entry {
   // after), then copied into the tensors' own storage. run_mu makes such calls one at a time.
   std::vector<std::shared_ptr<Storage>> update_buffers;
   std::mutex run_mu;
+  // TraceMode::Concrete: the values read while tracing (bytes), computed as the outputs after the
+  // function's num_outputs own; `next` is another version of the signature, traced when these
+  // guards failed (guarded by the State's mu).
+  std::vector<std::vector<uint8_t>> guards;
+  size_t num_outputs = 0;
+  std::shared_ptr<Entry> next;
 };
 
 // Max |compiled - eager| against tolerance * (1 + |eager|); returns a message when it fails.
@@ -74,7 +80,7 @@ struct JitCore::State {
   mutable std::shared_mutex mu;
   std::unordered_multimap<uint64_t, std::shared_ptr<Entry>> entries;
   std::shared_ptr<Entry> last_built;
-  std::atomic<int64_t> traces{0}, compiles{0}, hits{0}, compile_us{0}, evictions{0};
+  std::atomic<int64_t> traces{0}, compiles{0}, hits{0}, compile_us{0}, evictions{0}, guard_failures{0};
   std::atomic<uint64_t> clock{0};
   std::string schedule;  // guarded by mu
   int64_t retraces = 0;                 // guarded by mu
@@ -152,6 +158,47 @@ struct JitCore::State {
   }
 };
 
+// Traces and compiles entry e (a new signature, or a new guarded version of one). On failure the
+// entry is marked failed (waiters rethrow) and the exception propagates.
+void build_entry(JitCore::State& s, Entry& e, const CallArgs& args, Tracer trace) {
+  try {
+    Timer t;
+    Traced tr = trace_and_optimize(s.opt.name, s.opt.trace_mode == TraceMode::Concrete, args, trace);
+    ++s.traces;
+    backend::Compiled c = tuning::compile_tuned(tr.graph, s.backend_opt, s.tuning_db);
+    if (!c.cache_hit) ++s.compiles;
+    e.graph = std::move(tr.graph);
+    e.exe = c.executable;
+    e.tree = std::move(tr.tree);
+    e.captured = std::move(tr.captured);
+    e.num_args = tr.num_args;
+    for (int o : e.graph.outputs) e.out_types.push_back(e.graph.type(o));
+    for (const Update& u : e.graph.updates) e.update_input.push_back(size_t(e.graph.node(u.target).attrs.i("index")));
+    e.first_outputs = std::move(tr.concrete_outputs);
+    e.guards = std::move(tr.guards);
+    e.num_outputs = e.out_types.size() - e.guards.size();
+    s.compile_us += int64_t(t.ms() * 1000);
+    log().debug("jit '{}': ready in {:.1f} ms (backend {:.1f} ms{}{})", s.opt.name, t.ms(), c.ms,
+                c.cache_hit ? ", found compiled" : "",
+                e.guards.empty() ? "" : ", " + std::to_string(e.guards.size()) + " guards");
+  } catch (...) {
+    std::lock_guard g(e.mu);
+    e.error = std::current_exception();
+    e.ready = true;
+    e.cv.notify_all();
+    throw;
+  }
+  {
+    std::unique_lock lk(s.mu);
+    s.schedule = e.exe->summary();
+  }
+  {
+    std::lock_guard g(e.mu);
+    e.ready = true;
+  }
+  e.cv.notify_all();
+}
+
 JitCore::JitCore(JitOptions options) : s_(std::make_unique<State>()) {
   if (options.opt_level < 0 || options.opt_level > 2)
     throw ValueError("jit '" + options.name + "': opt_level must be 0, 1 or 2, got " + std::to_string(options.opt_level));
@@ -181,6 +228,7 @@ JitStats JitCore::stats() const {
   st.compile_ms = double(s_->compile_us.load()) / 1000.0, st.schedule = s_->schedule;
   st.entries = int64_t(s_->entries.size());
   st.evictions = s_->evictions.load();
+  st.guard_failures = s_->guard_failures.load();
   st.recompile_warning = s_->warning;
   return st;
 }
@@ -202,6 +250,7 @@ Traced trace_and_optimize(const std::string& name, bool concrete, const CallArgs
               raw.inputs.size(), scope.state().captured.size(), raw.outputs.size());
   log().trace("trace of '{}':\n{}", name, raw.str());
   r.captured = scope.state().captured;
+  for (TraceState::Guard& g : scope.state().guards) r.guards.push_back(std::move(g.bytes));
   r.num_args = size_t(scope.state().num_args);
   ConstEvaluator eval = evaluate_node;
   r.graph = optimize(raw, &eval);
@@ -289,6 +338,28 @@ void apply_updates(const Entry& e, const CallArgs& args) {
 
 }  // namespace
 
+namespace {
+
+// Do the values the version read while it was traced read the same in this call?
+bool guards_hold(const Entry& e, const std::vector<Tensor>& outputs) {
+  for (size_t k = 0; k < e.guards.size(); ++k) {
+    const Tensor& o = outputs[e.num_outputs + k];
+    const Tensor host = o.device() == Device::CPU ? o : o.to(Device::CPU);
+    const std::vector<uint8_t>& want = e.guards[k];
+    if (want.size() != host.impl()->storage->nbytes || (!want.empty() && std::memcmp(want.data(), host.impl()->data(), want.size()) != 0))
+      return false;
+  }
+  return true;
+}
+
+void wait_ready(Entry& e) {
+  std::unique_lock g(e.mu);
+  if (!e.ready) e.cv.wait(g, [&] { return e.ready; });
+  if (e.error) std::rethrow_exception(e.error);
+}
+
+}  // namespace
+
 std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std::vector<int>** tree) {
   State& s = *s_;
   const uint64_t h = Signature::hash_of(args, s.opt.name);
@@ -315,58 +386,64 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
   }
   if (built_here) {
     try {
-      Timer t;
-      Traced tr = trace_and_optimize(s.opt.name, s.opt.trace_mode == TraceMode::Concrete, args, trace);
-      ++s.traces;
-      backend::Compiled c = tuning::compile_tuned(tr.graph, s.backend_opt, s.tuning_db);
-      if (!c.cache_hit) ++s.compiles;
-      e->graph = std::move(tr.graph);
-      e->exe = c.executable;
-      e->tree = std::move(tr.tree);
-      e->captured = std::move(tr.captured);
-      e->num_args = tr.num_args;
-      for (int o : e->graph.outputs) e->out_types.push_back(e->graph.type(o));
-      for (const Update& u : e->graph.updates) e->update_input.push_back(size_t(e->graph.node(u.target).attrs.i("index")));
-      e->first_outputs = std::move(tr.concrete_outputs);
-      s.compile_us += int64_t(t.ms() * 1000);
-      log().debug("jit '{}': ready in {:.1f} ms (backend {:.1f} ms{})", s.opt.name, t.ms(), c.ms,
-                  c.cache_hit ? ", found compiled" : "");
+      build_entry(s, *e, args, trace);
     } catch (...) {
       s.forget(h, e);
-      std::lock_guard g(e->mu);
-      e->error = std::current_exception();
-      e->ready = true;
-      e->cv.notify_all();
       throw;
     }
     {
       std::unique_lock lk(s.mu);
       s.last_built = e;
-      s.schedule = e->exe->summary();
     }
-    {
-      std::lock_guard g(e->mu);
-      e->ready = true;
-    }
-    e->cv.notify_all();
     *tree = &e->tree;
     if (s.opt.trace_mode == TraceMode::Concrete) return std::move(e->first_outputs);
   } else {
-    {
-      std::unique_lock g(e->mu);
-      if (!e->ready) e->cv.wait(g, [&] { return e->ready; });
-    }
-    if (e->error) std::rethrow_exception(e->error);
+    wait_ready(*e);
     ++s.hits;
     log().debug("jit '{}': cache hit", s.opt.name);
     check_captured_alive(*e, s.opt.name);
-    *tree = &e->tree;
   }
 
   std::vector<Tensor> outputs;
-  std::unique_lock<std::mutex> one_at_a_time;
-  if (!e->update_input.empty()) one_at_a_time = std::unique_lock(e->run_mu);
-  run_entry(*e, args, outputs, s.opt.device);
+  for (;;) {  // the versions of this signature, until one's guards hold (no guards: the first)
+    {
+      std::unique_lock<std::mutex> one_at_a_time;
+      if (!e->update_input.empty()) one_at_a_time = std::unique_lock(e->run_mu);
+      outputs.clear();
+      run_entry(*e, args, outputs, s.opt.device);
+    }
+    if (e->guards.empty() || guards_hold(*e, outputs)) break;
+    ++s.guard_failures;
+    std::shared_ptr<Entry> next;
+    {
+      std::unique_lock lk(s.mu);
+      if (!e->next) {
+        // No version read these values: trace one more (in concrete mode the call itself).
+        e->next = std::make_shared<Entry>();
+        e->next->key = e->key;
+        next = e->next;
+        lk.unlock();
+        log().info("jit '{}': a value read while tracing changed, tracing another version", s.opt.name);
+        {
+          std::unique_lock relk(s.mu);
+          s.on_retrace(*next);
+        }
+        try {
+          build_entry(s, *next, args, trace);
+        } catch (...) {
+          std::unique_lock relk(s.mu);
+          e->next = nullptr;
+          throw;
+        }
+        *tree = &next->tree;
+        return std::move(next->first_outputs);
+      }
+      next = e->next;
+    }
+    wait_ready(*next);
+    e = next;
+  }
+  *tree = &e->tree;
   const std::vector<std::shared_ptr<Storage>>& updates = e->update_buffers;
   if (built_here && s.opt.check_trace) {
     // Run the function eagerly on the same inputs, compare, and put updated tensors back as they were.
@@ -377,7 +454,7 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
     std::vector<int> eager_tree;
     std::vector<Tensor> expected = trace(eager_args, &eager_tree);
     std::string bad;
-    for (size_t k = 0; k < outputs.size() && bad.empty(); ++k)
+    for (size_t k = 0; k < expected.size() && bad.empty(); ++k)
       bad = compare(outputs[k], expected[k], s.opt.check_tolerance, "output " + std::to_string(k));
     for (size_t k = 0; k < updates.size(); ++k) {
       TensorImpl& t = update_target(*e, args, e->update_input[k]);
@@ -394,6 +471,7 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
     log().debug("jit '{}': check_trace passed", s.opt.name);
   }
   apply_updates(*e, args);
+  outputs.resize(e->num_outputs);
   return outputs;
 }
 

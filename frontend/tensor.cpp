@@ -84,6 +84,7 @@ const detail::TensorImpl& readable(const Tensor& t, const char* what) {
         "Tensor; each value compiles its own version), or compute both branches and select with "
         "hjit::where(cond, a, b).");
   }
+  if (im.traced()) detail::record_read(im);
   return im;
 }
 

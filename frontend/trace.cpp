@@ -120,9 +120,20 @@ void record_assign(TraceState& ts, const Tensor& target, const Tensor& value) {
   ts.constant_value.erase(&im);
 }
 
+void record_read(const TensorImpl& tracer) {
+  for (TraceState* ts : t_traces) {
+    if (ts->id != tracer.trace_id || !ts->concrete || !tracer.storage || tracer.device() != Device::CPU) continue;
+    for (const TraceState::Guard& g : ts->guards)
+      if (g.value == tracer.value) return;
+    const uint8_t* p = static_cast<const uint8_t*>(tracer.data());
+    ts->guards.push_back(TraceState::Guard{tracer.value, std::vector<uint8_t>(p, p + tracer.storage->nbytes)});
+  }
+}
+
 Graph TraceScope::finish(const std::vector<Tensor>& outputs) {
   TraceState& ts = *state_;
   for (const Tensor& o : outputs) ts.graph.outputs.push_back(value_in_trace(ts, o));
+  for (const TraceState::Guard& g : ts.guards) ts.graph.outputs.push_back(g.value);
   for (int param : ts.graph.inputs) {  // arguments first, in input order
     auto it = ts.argument_value.find(param);
     if (it != ts.argument_value.end() && it->second != param) ts.graph.updates.push_back(Update{param, it->second});

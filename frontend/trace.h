@@ -30,6 +30,13 @@ struct TraceState {
   std::unordered_map<int, int> argument_value;
   // Every tracer made in this trace: one still alive when the trace is over has escaped it.
   std::vector<std::weak_ptr<TensorImpl>> tracers;
+  // Concrete mode: the values read (item, bool, to_vector) and the bytes seen, in order. They
+  // become extra outputs of the graph; a later call whose values differ is traced again.
+  struct Guard {
+    int value;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Guard> guards;
 };
 
 // Starts a trace on this thread for the lifetime of the object.
@@ -70,6 +77,9 @@ void record_assign(TraceState& ts, const Tensor& target, const Tensor& value);
 
 // A tracer for node `value` of the trace (carrying `concrete` as its value in Concrete mode).
 Tensor make_tracer(TraceState& ts, int value, std::shared_ptr<Storage> concrete = nullptr);
+
+// A concrete tracer's value is being read: recorded as a guard of its trace (once per value).
+void record_read(const TensorImpl& tracer);
 
 // Rethrows the exception in flight with "(while tracing 'name')" appended, keeping its type, so
 // that an error reads the same eagerly and traced, plus the function it happened in.

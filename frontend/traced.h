@@ -15,6 +15,9 @@ struct Traced {
   std::vector<int> tree;  // result structure
   std::vector<std::shared_ptr<TensorImpl>> captured;  // graph inputs after the arguments
   std::vector<Tensor> concrete_outputs;  // TraceMode::Concrete: the eager results
+  // TraceMode::Concrete: the values read while tracing, as bytes; the graph computes each as an
+  // output after the function's own.
+  std::vector<std::vector<uint8_t>> guards;
   size_t num_args = 0;
 };
 

@@ -276,12 +276,14 @@ TEST_CASE("concrete tracing runs the first call eagerly and specializes to what 
   int runs = 0;
   auto f = hjit::jit([&](const Tensor& x) {
     ++runs;
-    return hjit::sum(x).item<float>() > 0 ? x * 2 : x * -1;  // a value read: fine in this mode
+    return hjit::sum(x) > 0.0 ? x * 2 : x * -1;  // a value read: fine in this mode, and a guard
   }, o);
   CHECK(f(f32({1, 2}, {2})).to_vector<float>() == std::vector<float>{2, 4});
   CHECK(f(f32({3, 4}, {2})).to_vector<float>() == std::vector<float>{6, 8});
-  CHECK(runs == 1);  // the second call ran the compiled graph
+  CHECK(runs == 1);  // the second call read the same value: it ran the compiled graph
   CHECK(f.stats().traces == 1);
+  CHECK(f(f32({-3, 1}, {2})).to_vector<float>() == std::vector<float>{3, -1});  // another value: traced again
+  CHECK(f.stats().traces == 2);
 }
 
 TEST_CASE("options: every opt level and autoscheduler compiles and agrees") {

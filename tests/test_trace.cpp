@@ -122,3 +122,69 @@ TEST_CASE("dropout in a jitted training step: a new key every step, one trace, t
   }
   CHECK(jitted.stats().traces == 1);
 }
+
+// torch.jit.trace's documented pitfall: the branch taken by the example input is recorded, and a
+// later input that would take the other branch silently gets the wrong one. Guarded, it re-traces.
+TEST_CASE("concrete tracing: a value read is a guard, and a changed value traces another version") {
+  int runs = 0;
+  auto branchy = [&](const Tensor& x) {
+    ++runs;
+    if (hjit::sum(x) > 0.0) return x * 2.0;
+    return -x;
+  };
+  auto f = hjit::jit(branchy, {.trace_mode = hjit::TraceMode::Concrete});
+  Tensor pos = f32({1, 2}, {2}), neg = f32({-3, 1}, {2});
+  CHECK(test::vals(f(pos)) == std::vector<float>{2, 4});
+  CHECK(test::vals(f(neg)) == std::vector<float>{3, -1});  // frozen tracing would give -6, 2
+  CHECK(f.stats().traces == 2);
+  CHECK(f.stats().guard_failures == 1);
+  runs = 0;
+  CHECK(test::vals(f(f32({5, 5}, {2}))) == std::vector<float>{10, 10});   // version 1, compiled
+  CHECK(test::vals(f(f32({-1, -1}, {2}))) == std::vector<float>{1, 1});   // version 2, compiled
+  CHECK(runs == 0);
+  CHECK(f.stats().traces == 2);
+}
+
+// MegEngine's trace guide (symbolic=False): a Python loop whose trip count is read from a tensor is
+// recorded unrolled for the first value; guarded, each count gets its own version.
+TEST_CASE("concrete tracing: a loop bound read from a tensor, and to_vector reads") {
+  auto f = hjit::jit([](const Tensor& x, const Tensor& n) {
+    Tensor acc = x;
+    for (int i = 0; i < n.item<int>(); ++i) acc = acc * 0.5 + 1.0;
+    std::vector<float> v = hjit::max(x).reshape({1}).to_vector<float>();
+    return v[0] > 10 ? acc + 100.0 : acc;
+  }, {.trace_mode = hjit::TraceMode::Concrete});
+  auto eager = [](const Tensor& x, int n) {
+    Tensor acc = x;
+    for (int i = 0; i < n; ++i) acc = acc * 0.5 + 1.0;
+    return hjit::max(x).item<float>() > 10 ? acc + 100.0 : acc;
+  };
+  Tensor x = f32({1, 4}, {2}), big = f32({1, 40}, {2});
+  for (int round = 0; round < 2; ++round)
+    for (int n : {0, 3, 1, 3}) {
+      Tensor count = Tensor::scalar(n, DType::I32);
+      CHECK_CLOSE(f(x, count), eager(x, n));
+      CHECK_CLOSE(f(big, count), eager(big, n));
+    }
+  CHECK(f.stats().traces == 6);  // 3 trip counts x 2 outcomes of the max test, each traced once
+}
+
+TEST_CASE("concrete tracing: guarded versions with updates, errors while tracing a new version") {
+  Tensor w = f32({1, 1}, {2});
+  auto f = hjit::jit([&](const Tensor& x) {
+    if (hjit::sum(x) > 0.0) w.assign(w + x);  // guards on the comparison (an item() would guard the sum)
+    else w.assign(w - 1.0);
+    if (hjit::sum(x) > 100.0) throw hjit::ValueError("too big");
+    return w * 1.0;
+  }, {.trace_mode = hjit::TraceMode::Concrete});
+  CHECK(test::vals(f(f32({1, 2}, {2}))) == std::vector<float>{2, 3});
+  CHECK(test::vals(f(f32({-5, 0}, {2}))) == std::vector<float>{1, 2});   // new version
+  CHECK(test::vals(f(f32({1, 1}, {2}))) == std::vector<float>{2, 3});    // version 1, compiled
+  CHECK(test::vals(w) == std::vector<float>{2, 3});                        // updated once per call
+  // A value no version read: traced by running the call eagerly, which writes and then throws,
+  // exactly as the same code does without jit.
+  CHECK_THROWS_AS(f(f32({200, 0}, {2})), hjit::ValueError);
+  CHECK(test::vals(w) == std::vector<float>{202, 3});
+  CHECK(test::vals(f(f32({-1, 0}, {2}))) == std::vector<float>{201, 2});  // version 2 still serves
+  CHECK(f.stats().traces == 2);  // a trace that threw made no version
+}

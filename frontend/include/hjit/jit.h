@@ -19,8 +19,9 @@ namespace hjit {
 
 enum class TraceMode {
   Symbolic,  // tensors are tracers: reading a value throws ConcretizationError
-  Concrete   // the first call runs eagerly while recording: values can be read, and the graph is
-             // specialized to what was read (like torch.jit.trace); later calls reuse that graph
+  Concrete   // a call runs eagerly while recording: values can be read (item, bool, to_vector),
+             // each read is a guard; a later call whose reads differ traces another version
+             // (like torch.jit.trace, without freezing the branch taken first)
 };
 
 struct JitOptions {
@@ -54,6 +55,7 @@ struct JitStats {
                             // "built-in (Li2018 fell back: <why>)"
   int64_t entries = 0;      // compiled versions in the function's cache now
   int64_t evictions = 0;    // versions dropped as least recently used (max_cache_entries)
+  int64_t guard_failures = 0;  // TraceMode::Concrete: calls whose values read differed from a version's
   std::string recompile_warning;  // the latest re-trace warning ("" when none was given)
 };
 
@@ -111,9 +113,9 @@ class JitCore {
   std::string device_code(const CallArgs& args, Tracer trace);
   JitStats stats() const;
   const JitOptions& options() const;
+  struct State;  // defined in frontend/jit.cpp
 
  private:
-  struct State;
   std::unique_ptr<State> s_;
 };
 
