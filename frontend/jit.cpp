@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cxxabi.h>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <unordered_map>
 
@@ -88,12 +89,13 @@ struct JitCore::State {
   std::string warning;                  // guarded by mu
 
   // A new entry is being traced: counts it, warns past the threshold, and makes room (mu held).
-  void on_retrace(const Entry& e) {
-    if (!last_built) {
+  // `reason`: why, when it is not a new signature.
+  void on_retrace(const Entry& e, const std::string& reason = "") {
+    if (!last_built && reason.empty()) {
       note_first_trace(opt.name, opt.warn_after_retraces);
       return;
     }
-    std::string change = last_built->key.describe_change_to(e.key);
+    std::string change = reason.empty() ? last_built->key.describe_change_to(e.key) : " " + reason;
     log().info("jit '{}': cache miss, retracing:{}", opt.name, change);
     ++retraces;
     changes.push_back(change);
@@ -103,7 +105,7 @@ struct JitCore::State {
       std::string what;
       for (const std::string& c : changes) what += "\n  " + c;
       warning = "jit '" + opt.name + "' has been re-traced " + std::to_string(retraces) +
-                " times; each new signature traces and compiles again. The latest changes:" + what +
+                " times; each new signature or value read traces and compiles again. The latest changes:" + what +
                 "\nPass values that change every call as Tensors rather than static arguments, or pad shapes to a few "
                 "sizes.";
       log().warn("{}", warning);
@@ -340,16 +342,17 @@ void apply_updates(const Entry& e, const CallArgs& args) {
 
 namespace {
 
-// Do the values the version read while it was traced read the same in this call?
-bool guards_hold(const Entry& e, const std::vector<Tensor>& outputs) {
+// Do the values the version read while it was traced read the same in this call? Else the index
+// of the first that differs.
+std::optional<size_t> failed_guard(const Entry& e, const std::vector<Tensor>& outputs) {
   for (size_t k = 0; k < e.guards.size(); ++k) {
     const Tensor& o = outputs[e.num_outputs + k];
     const Tensor host = o.device() == Device::CPU ? o : o.to(Device::CPU);
     const std::vector<uint8_t>& want = e.guards[k];
     if (want.size() != host.impl()->storage->nbytes || (!want.empty() && std::memcmp(want.data(), host.impl()->data(), want.size()) != 0))
-      return false;
+      return k;
   }
-  return true;
+  return std::nullopt;
 }
 
 void wait_ready(Entry& e) {
@@ -412,7 +415,8 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
       outputs.clear();
       run_entry(*e, args, outputs, s.opt.device);
     }
-    if (e->guards.empty() || guards_hold(*e, outputs)) break;
+    const std::optional<size_t> failed = e->guards.empty() ? std::nullopt : failed_guard(*e, outputs);
+    if (!failed) break;
     ++s.guard_failures;
     std::shared_ptr<Entry> next;
     {
@@ -423,10 +427,10 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
         e->next->key = e->key;
         next = e->next;
         lk.unlock();
-        log().info("jit '{}': a value read while tracing changed, tracing another version", s.opt.name);
         {
           std::unique_lock relk(s.mu);
-          s.on_retrace(*next);
+          s.on_retrace(*next, "value read " + std::to_string(*failed + 1) + " of " + std::to_string(e->guards.size()) +
+                                  " while tracing differs from every version's");
         }
         try {
           build_entry(s, *next, args, trace);

@@ -153,7 +153,7 @@ TEST_CASE("concrete tracing: a loop bound read from a tensor, and to_vector read
     for (int i = 0; i < n.item<int>(); ++i) acc = acc * 0.5 + 1.0;
     std::vector<float> v = hjit::max(x).reshape({1}).to_vector<float>();
     return v[0] > 10 ? acc + 100.0 : acc;
-  }, {.trace_mode = hjit::TraceMode::Concrete});
+  }, {.trace_mode = hjit::TraceMode::Concrete, .warn_after_retraces = 4});
   auto eager = [](const Tensor& x, int n) {
     Tensor acc = x;
     for (int i = 0; i < n; ++i) acc = acc * 0.5 + 1.0;
@@ -167,6 +167,8 @@ TEST_CASE("concrete tracing: a loop bound read from a tensor, and to_vector read
       CHECK_CLOSE(f(big, count), eager(big, n));
     }
   CHECK(f.stats().traces == 6);  // 3 trip counts x 2 outcomes of the max test, each traced once
+  CHECK(f.stats().recompile_warning.find("re-traced 5 times") != std::string::npos);
+  CHECK(f.stats().recompile_warning.find("value read 1 of 2 while tracing differs") != std::string::npos);
 }
 
 TEST_CASE("concrete tracing: guarded versions with updates, errors while tracing a new version") {
