@@ -81,7 +81,7 @@ struct JitCore::State {
   mutable std::shared_mutex mu;
   std::unordered_multimap<uint64_t, std::shared_ptr<Entry>> entries;
   std::shared_ptr<Entry> last_built;
-  std::atomic<int64_t> traces{0}, compiles{0}, hits{0}, compile_us{0}, evictions{0}, guard_failures{0};
+  std::atomic<int64_t> traces{0}, compiles{0}, hits{0}, compile_us{0}, evictions{0}, guard_failures{0}, graph_breaks{0};
   std::atomic<uint64_t> clock{0};
   std::string schedule;  // guarded by mu
   int64_t retraces = 0;                 // guarded by mu
@@ -162,10 +162,11 @@ struct JitCore::State {
 
 // Traces and compiles entry e (a new signature, or a new guarded version of one). On failure the
 // entry is marked failed (waiters rethrow) and the exception propagates.
-void build_entry(JitCore::State& s, Entry& e, const CallArgs& args, Tracer trace) {
+void build_entry(JitCore::State& s, Entry& e, const CallArgs& args, Tracer trace,
+                 const std::function<void(TraceState&)>& setup = nullptr) {
   try {
     Timer t;
-    Traced tr = trace_and_optimize(s.opt.name, s.opt.trace_mode == TraceMode::Concrete, args, trace);
+    Traced tr = trace_and_optimize(s.opt.name, s.opt.trace_mode == TraceMode::Concrete, args, trace, setup);
     ++s.traces;
     backend::Compiled c = tuning::compile_tuned(tr.graph, s.backend_opt, s.tuning_db);
     if (!c.cache_hit) ++s.compiles;
@@ -210,6 +211,12 @@ JitCore::JitCore(JitOptions options) : s_(std::make_unique<State>()) {
   if (!options.autoscheduler.empty() && options.opt_level < 2)
     throw ValueError("jit '" + options.name + "': an autoscheduler needs opt_level 2, got " + std::to_string(options.opt_level));
   if (options.check_tolerance < 0) throw ValueError("jit '" + options.name + "': check_tolerance must be >= 0");
+  if (!options.fullgraph && options.device != Device::CPU)
+    throw ValueError("jit '" + options.name + "': fullgraph = false runs its segments on the CPU; a function for " +
+                     device_name(options.device) + " must trace to one graph (fullgraph = true)");
+  if (!options.fullgraph && options.trace_mode == TraceMode::Concrete)
+    throw ValueError("jit '" + options.name + "': choose fullgraph = false (the function runs at every call, reads "
+                     "break the graph) or TraceMode::Concrete (reads are guards of one graph), not both");
   if (!options.tuning_db.empty() && options.opt_level < 2)
     throw ValueError("jit '" + options.name + "': a tuning database needs opt_level 2, got " + std::to_string(options.opt_level));
   s_->opt = std::move(options);
@@ -231,13 +238,16 @@ JitStats JitCore::stats() const {
   st.entries = int64_t(s_->entries.size());
   st.evictions = s_->evictions.load();
   st.guard_failures = s_->guard_failures.load();
+  st.graph_breaks = s_->graph_breaks.load();
   st.recompile_warning = s_->warning;
   return st;
 }
 
-Traced trace_and_optimize(const std::string& name, bool concrete, const CallArgs& args, Tracer trace) {
+Traced trace_and_optimize(const std::string& name, bool concrete, const CallArgs& args, Tracer trace,
+                          const std::function<void(TraceState&)>& setup) {
   Timer t;
   TraceScope scope(name, concrete);
+  if (setup) setup(scope.state());
   Traced r;
   std::vector<Tensor> outs = scope.run(args, trace, &r.tree);
   if (concrete)
@@ -363,8 +373,65 @@ void wait_ready(Entry& e) {
 
 }  // namespace
 
+namespace {
+
+// One graph break of a call with fullgraph = false.
+struct Break {
+  std::string what;      // item, operator bool, to_vector, data
+  std::string value;     // the value read: its type and the op that made it
+  size_t nodes = 0;      // nodes of the segment computed for it (after optimization)
+  std::string schedule;  // that segment's schedule summary
+};
+
+// fullgraph = false: the function runs at every call with symbolic tracers; each value read
+// computes the graph so far up to that value (a compiled segment, cached by its graph like every
+// pipeline), and what the function returns and assigns is the last segment. `breaks` gets why.
+std::vector<Tensor> run_in_segments(JitCore::State& s, const CallArgs& args, Tracer trace, std::vector<Break>* breaks,
+                                    std::shared_ptr<Entry>* entry, bool run_last) {
+  auto on_read = [&](TraceState& ts) {
+    ts.on_read = [&s, &args, breaks, &ts](TensorImpl& im, const char* what) {
+      Graph g = ts.graph;
+      g.outputs = {im.value};
+      g.updates.clear();
+      ConstEvaluator eval = evaluate_node;
+      Graph segment = optimize(g, &eval);
+      backend::Compiled c = tuning::compile_tuned(segment, s.backend_opt, s.tuning_db);
+      std::vector<Tensor> keep;
+      std::vector<const void*> in;
+      for (size_t i = 0; i < args.count; ++i) in.push_back(host_memory(*args.tensor(i).impl(), keep));
+      for (const auto& captured : ts.captured) in.push_back(host_memory(*captured, keep));
+      Tensor out = make_tensor(im.type);
+      void* out_ptr = out.impl()->data();
+      c.executable->run(in.data(), &out_ptr);
+      im.storage = out.impl()->storage;
+      ++s.graph_breaks;
+      breaks->push_back(Break{what, im.type.str() + " (" + op_name(ts.graph.node(im.value).op) + ")",
+                              segment.nodes.size(), c.executable->summary()});
+      log().debug("jit '{}': graph break {} at {} of {}", s.opt.name, breaks->size(), what, breaks->back().value);
+    };
+  };
+  *entry = std::make_shared<Entry>();
+  build_entry(s, **entry, args, trace, on_read);
+  std::vector<Tensor> outputs;
+  if (!run_last) return outputs;
+  Entry& e = **entry;
+  run_entry(e, args, outputs, Device::CPU);
+  apply_updates(e, args);
+  outputs.resize(e.num_outputs);
+  return outputs;
+}
+
+}  // namespace
+
 std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std::vector<int>** tree) {
   State& s = *s_;
+  if (!s.opt.fullgraph) {
+    thread_local std::shared_ptr<Entry> last;  // keeps the result structure alive for the caller
+    std::vector<Break> breaks;
+    std::vector<Tensor> out = run_in_segments(s, args, trace, &breaks, &last, true);
+    *tree = &last->tree;
+    return out;
+  }
   const uint64_t h = Signature::hash_of(args, s.opt.name);
   std::shared_ptr<Entry> e;
   {
@@ -494,6 +561,19 @@ Graph JitCore::graph(const CallArgs& args, Tracer trace) {
 }
 
 std::string JitCore::explain(const CallArgs& args, Tracer trace) {
+  if (!s_->opt.fullgraph) {
+    std::vector<Break> breaks;
+    std::shared_ptr<Entry> last;
+    run_in_segments(*s_, args, trace, &breaks, &last, false);
+    std::string out = "jit '" + s_->opt.name + "' (fullgraph = false): " + std::to_string(breaks.size() + 1) +
+                      " segments; the function runs at every call and each value read ends a segment\n";
+    for (size_t k = 0; k < breaks.size(); ++k)
+      out += "segment " + std::to_string(k + 1) + ": " + std::to_string(breaks[k].nodes) + " nodes, ends at " +
+             breaks[k].what + " of " + breaks[k].value + "; schedule " + breaks[k].schedule + "\n";
+    out += "segment " + std::to_string(breaks.size() + 1) + " (results and updates): " +
+           std::to_string(last->graph.nodes.size()) + " nodes; schedule " + last->exe->summary() + "\n\n";
+    return out + last->exe->explain();
+  }
   Traced tr = trace_and_optimize(s_->opt.name, false, args, trace);
   backend::Compiled c = tuning::compile_tuned(tr.graph, s_->backend_opt, s_->tuning_db);
   return c.executable->explain();
@@ -515,6 +595,14 @@ Graph trace_graph(const std::string& name, const CallArgs& args, Tracer trace) {
 }
 
 bool tracing_active() { return current_trace() != nullptr; }
+
+void check_host_code_allowed() {
+  const TraceState* ts = current_trace();
+  if (ts && !ts->on_read)
+    throw ValueError("exclude_from_trace inside '" + ts->fn_name + "', which is traced once and then runs compiled: the "
+                     "host code would run only while tracing. Jit the function with JitOptions{.fullgraph = false} to "
+                     "run it at every call.");
+}
 
 std::string default_name(const std::type_info& fn_type) {
   int status = 0;

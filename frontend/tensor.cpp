@@ -75,6 +75,10 @@ namespace {
 const detail::TensorImpl& readable(const Tensor& t, const char* what) {
   const detail::TensorImpl& im = impl_of(t, what);
   if (im.traced() && !im.storage) {
+    if (detail::TraceState* owner = detail::trace_of(im); owner && owner->on_read) {
+      owner->on_read(*t.impl(), what);  // a graph break: the value is computed now
+      return im;
+    }
     const detail::TraceState* ts = detail::current_trace();
     std::string fn = ts ? "'" + ts->fn_name + "'" : "a traced function";
     throw ConcretizationError(

@@ -120,6 +120,12 @@ void record_assign(TraceState& ts, const Tensor& target, const Tensor& value) {
   ts.constant_value.erase(&im);
 }
 
+TraceState* trace_of(const TensorImpl& tracer) {
+  for (TraceState* ts : t_traces)
+    if (ts->id == tracer.trace_id) return ts;
+  return nullptr;
+}
+
 void record_read(const TensorImpl& tracer) {
   for (TraceState* ts : t_traces) {
     if (ts->id != tracer.trace_id || !ts->concrete || !tracer.storage || tracer.device() != Device::CPU) continue;

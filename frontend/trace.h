@@ -1,6 +1,7 @@
 // The trace context: while a function is traced, every op whose operands include a tracer or a
 // captured tensor records a node into the graph of the innermost active trace on this thread.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -37,6 +38,9 @@ struct TraceState {
     std::vector<uint8_t> bytes;
   };
   std::vector<Guard> guards;
+  // fullgraph = false: a read of a symbolic tracer breaks the graph here; this computes the
+  // tracer's value from the graph so far (setting its storage) instead of a ConcretizationError.
+  std::function<void(TensorImpl& tracer, const char* what)> on_read;
 };
 
 // Starts a trace on this thread for the lifetime of the object.
@@ -77,6 +81,9 @@ void record_assign(TraceState& ts, const Tensor& target, const Tensor& value);
 
 // A tracer for node `value` of the trace (carrying `concrete` as its value in Concrete mode).
 Tensor make_tracer(TraceState& ts, int value, std::shared_ptr<Storage> concrete = nullptr);
+
+// The active trace a tracer belongs to (null when none on this thread's stack).
+TraceState* trace_of(const TensorImpl& tracer);
 
 // A concrete tracer's value is being read: recorded as a guard of its trace (once per value).
 void record_read(const TensorImpl& tracer);

@@ -7,6 +7,7 @@
 #include <hjit/jit.h>
 
 #include "frontend/tensor_impl.h"
+#include "frontend/trace.h"
 
 namespace hjit::detail {
 
@@ -21,7 +22,9 @@ struct Traced {
   size_t num_args = 0;
 };
 
-Traced trace_and_optimize(const std::string& name, bool concrete, const CallArgs& args, Tracer trace);
+// `setup` (optional) prepares the trace before the function runs (fullgraph = false: its on_read).
+Traced trace_and_optimize(const std::string& name, bool concrete, const CallArgs& args, Tracer trace,
+                          const std::function<void(TraceState&)>& setup = nullptr);
 
 // The graph with inputs first.. replaced by constants holding `values` (then optimized again, so
 // that what depends only on them folds): MegEngine's capture_as_const. ValueError when the

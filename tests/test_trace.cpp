@@ -190,3 +190,48 @@ TEST_CASE("concrete tracing: guarded versions with updates, errors while tracing
   CHECK(test::vals(f(f32({-1, 0}, {2}))) == std::vector<float>{201, 2});  // version 2 still serves
   CHECK(f.stats().traces == 2);  // a trace that threw made no version
 }
+
+// MegEngine's exclude_from_trace and a PyTorch-style graph break: a value read in the middle of
+// the function ends a compiled segment; host code runs at every call.
+TEST_CASE("fullgraph = false: reads break the graph, host code runs at every call, explain() shows why") {
+  std::vector<float> logged;
+  Tensor scale = f32({2, 2}, {2});  // captured
+  auto fn = [&](const Tensor& x, const Tensor& n) {
+    Tensor loss = hjit::sum(x * scale);
+    hjit::exclude_from_trace([&] { logged.push_back(loss.item<float>()); });
+    Tensor acc = x;
+    for (int i = 0; i < n.item<int>(); ++i) acc = acc * 0.5 + 1.0;  // a trip count read from a tensor
+    if (hjit::max(acc) > 3.0) acc = acc - 3.0;
+    return acc + loss;
+  };
+  auto f = hjit::jit(fn, {.fullgraph = false});
+  for (int n : {0, 2, 5, 2}) {
+    Tensor x = f32({1.f + float(n), 4}, {2}), count = Tensor::scalar(n, DType::I64);
+    logged.clear();
+    Tensor want = fn(x, count);
+    REQUIRE(logged.size() == 1);
+    const float eager_logged = logged[0];
+    logged.clear();
+    CHECK_CLOSE(f(x, count), want);
+    REQUIRE(logged.size() == 1);  // ran at this call, with this call's value
+    CHECK(logged[0] == eager_logged);
+  }
+  CHECK(f.stats().graph_breaks == 4 * 3);  // loss, n, the comparison: every call
+  const std::string ex = f.explain(f32({1, 4}, {2}), Tensor::scalar(2, DType::I64));
+  CHECK(ex.find("4 segments") != std::string::npos);
+  CHECK(ex.find("ends at item of f32[] (reduce_sum)") != std::string::npos);
+  CHECK(ex.find("ends at item of i64[]") != std::string::npos);
+  CHECK(ex.find("ends at operator bool of bool[] (gt)") != std::string::npos);
+  // The default (fullgraph) still refuses reads, and host code in a function traced once.
+  auto strict = hjit::jit([](const Tensor& x) { return x * double(hjit::sum(x).item<float>()); });
+  CHECK_THROWS_AS(strict(f32({1, 2}, {2})), hjit::ConcretizationError);
+  auto host = hjit::jit([&](const Tensor& x) { hjit::exclude_from_trace([] {}); return x; });
+  CHECK_THROWS_AS(host(f32({1, 2}, {2})), hjit::ValueError);
+  auto host_concrete = hjit::jit([&](const Tensor& x) { hjit::exclude_from_trace([] {}); return x; },
+                                 {.trace_mode = hjit::TraceMode::Concrete});
+  CHECK_THROWS_AS(host_concrete(f32({1, 2}, {2})), hjit::ValueError);
+  hjit::exclude_from_trace([&] { logged.push_back(7); });  // eagerly: just runs
+  CHECK(logged.back() == 7);
+  CHECK_THROWS_AS(hjit::jit([](const Tensor& x) { return x; }, {.trace_mode = hjit::TraceMode::Concrete, .fullgraph = false}),
+                  hjit::ValueError);
+}

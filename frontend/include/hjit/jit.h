@@ -33,6 +33,11 @@ struct JitOptions {
                                // 2: as 1, or the named autoscheduler's schedule
   std::string autoscheduler{}; // "" (built-in), "Adams2019", "Li2018", "Mullapudi2016"
   TraceMode trace_mode = TraceMode::Symbolic;
+  // false: reading a traced value (item, bool, to_vector) breaks the graph instead of throwing
+  // ConcretizationError: the function runs at every call, the graph up to the read is computed
+  // (compiled and cached like any pipeline) and C++ goes on with the value. Host code in
+  // exclude_from_trace runs at every call. explain() lists the segments and why each ended.
+  bool fullgraph = true;
   bool check_trace = false;    // compare each new compilation with eager execution
   double check_tolerance = 1e-5;
   // A tuning database (hjit/tune.h): at opt_level 2, a pipeline it knows runs its best measured
@@ -55,6 +60,7 @@ struct JitStats {
                             // "built-in (Li2018 fell back: <why>)"
   int64_t entries = 0;      // compiled versions in the function's cache now
   int64_t evictions = 0;    // versions dropped as least recently used (max_cache_entries)
+  int64_t graph_breaks = 0;   // fullgraph = false: values read, each ending a segment
   int64_t guard_failures = 0;  // TraceMode::Concrete: calls whose values read differed from a version's
   std::string recompile_warning;  // the latest re-trace warning ("" when none was given)
 };
@@ -118,6 +124,9 @@ class JitCore {
  private:
   std::unique_ptr<State> s_;
 };
+
+// exclude_from_trace's check: host code inside a trace that runs only once is an error.
+void check_host_code_allowed();
 
 // Traces without compiling: the raw graph, as make_jaxpr shows it.
 Graph trace_graph(const std::string& name, const CallArgs& args, Tracer trace);
@@ -318,6 +327,17 @@ class Jitted {
   Fn fn_;
   std::shared_ptr<detail::JitCore> core_;
 };
+
+// Runs host code (logging, metrics, a callback) at every call of a jitted function, between its
+// compiled segments: MegEngine's exclude_from_trace. Values it reads are computed there (a graph
+// break). Needs JitOptions::fullgraph = false; in a function traced once (the default, or
+// TraceMode::Concrete) it is a ValueError, since the code would run only while tracing. Eagerly it
+// simply runs.
+template <class F>
+void exclude_from_trace(F&& fn) {
+  detail::check_host_code_allowed();
+  std::forward<F>(fn)();
+}
 
 template <class Fn>
 Jitted<std::decay_t<Fn>> jit(Fn&& fn, JitOptions options = {}) {
