@@ -50,11 +50,11 @@ struct Entry {
   std::vector<std::shared_ptr<Storage>> update_buffers;
   std::mutex run_mu;
   // TraceMode::Concrete: the values read while tracing (bytes), computed as the outputs after the
-  // function's num_outputs own; `next` is another version of the signature, traced when these
+  // function's num_outputs() own; `next` is another version of the signature, traced when these
   // guards failed (guarded by the State's mu).
   std::vector<std::vector<uint8_t>> guards;
-  size_t num_outputs = 0;
   std::shared_ptr<Entry> next;
+  size_t num_outputs() const { return out_types.size() - guards.size(); }
 };
 
 // Max |compiled - eager| against tolerance * (1 + |eager|); returns a message when it fails.
@@ -179,7 +179,6 @@ void build_entry(JitCore::State& s, Entry& e, const CallArgs& args, Tracer trace
     for (const Update& u : e.graph.updates) e.update_input.push_back(size_t(e.graph.node(u.target).attrs.i("index")));
     e.first_outputs = std::move(tr.concrete_outputs);
     e.guards = std::move(tr.guards);
-    e.num_outputs = e.out_types.size() - e.guards.size();
     s.compile_us += int64_t(t.ms() * 1000);
     log().debug("jit '{}': ready in {:.1f} ms (backend {:.1f} ms{}{})", s.opt.name, t.ms(), c.ms,
                 c.cache_hit ? ", found compiled" : "",
@@ -356,8 +355,8 @@ namespace {
 // of the first that differs.
 std::optional<size_t> failed_guard(const Entry& e, const std::vector<Tensor>& outputs) {
   for (size_t k = 0; k < e.guards.size(); ++k) {
-    const Tensor& o = outputs[e.num_outputs + k];
-    const Tensor host = o.device() == Device::CPU ? o : o.to(Device::CPU);
+    const Tensor& o = outputs[e.num_outputs() + k];
+    const Tensor host = o.to(Device::CPU);  // o itself on the CPU
     const std::vector<uint8_t>& want = e.guards[k];
     if (want.size() != host.impl()->storage->nbytes || (!want.empty() && std::memcmp(want.data(), host.impl()->data(), want.size()) != 0))
       return k;
@@ -370,10 +369,6 @@ void wait_ready(Entry& e) {
   if (!e.ready) e.cv.wait(g, [&] { return e.ready; });
   if (e.error) std::rethrow_exception(e.error);
 }
-
-}  // namespace
-
-namespace {
 
 // One graph break of a call with fullgraph = false.
 struct Break {
@@ -417,7 +412,7 @@ std::vector<Tensor> run_in_segments(JitCore::State& s, const CallArgs& args, Tra
   Entry& e = **entry;
   run_entry(e, args, outputs, Device::CPU);
   apply_updates(e, args);
-  outputs.resize(e.num_outputs);
+  outputs.resize(e.num_outputs());
   return outputs;
 }
 
@@ -439,7 +434,7 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
     e = s.find_locked(h, args);
   }
   bool built_here = false;
-  if (e) e->last_used.store(++s.clock, std::memory_order_relaxed);
+  if (e) e->last_used.store(s.clock.fetch_add(1, std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (!e) {
     std::unique_lock lk(s.mu);
     e = s.find_locked(h, args);
@@ -493,12 +488,9 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
         e->next = std::make_shared<Entry>();
         e->next->key = e->key;
         next = e->next;
+        s.on_retrace(*next, "value read " + std::to_string(*failed + 1) + " of " + std::to_string(e->guards.size()) +
+                                " while tracing differs from every version's");
         lk.unlock();
-        {
-          std::unique_lock relk(s.mu);
-          s.on_retrace(*next, "value read " + std::to_string(*failed + 1) + " of " + std::to_string(e->guards.size()) +
-                                  " while tracing differs from every version's");
-        }
         try {
           build_entry(s, *next, args, trace);
         } catch (...) {
@@ -542,7 +534,7 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
     log().debug("jit '{}': check_trace passed", s.opt.name);
   }
   apply_updates(*e, args);
-  outputs.resize(e->num_outputs);
+  outputs.resize(e->num_outputs());
   return outputs;
 }
 

@@ -53,29 +53,16 @@ Tensor Tensor::uniform(Shape shape, uint64_t seed, double lo, double hi, DType d
 
 // ---- keyed draws (hjit/random.h): graph ops, so traced keys stay traced
 namespace hjit {
-namespace {
-
-void check_key(const Tensor& key, const char* what) {
-  if (!key.defined()) throw ValueError(std::string(what) + ": the key is undefined");
-  if (key.dtype() != DType::U32 || key.shape() != Shape{2})
-    throw DTypeError(std::string(what) + ": a key is u32[2] (hjit::random_key(seed), or hjit::split(key)), got " +
-                     TensorType{key.dtype(), key.shape()}.str());
-}
-
-}  // namespace
-
 Tensor random_key(uint64_t seed) {
   return Tensor::from_vector(std::vector<uint32_t>{uint32_t(seed >> 32), uint32_t(seed & 0xffffffffu)});
 }
 
 Tensor random_bits(const Tensor& key, Shape shape) {
-  check_key(key, "random_bits");
   return detail::apply(OpKind::RandomBits, {key}, Attrs{{"shape", std::vector<int64_t>(shape.begin(), shape.end())}});
 }
 
 Tensor split(const Tensor& key, int64_t num) {
   if (num < 0) throw ValueError("split: cannot make " + std::to_string(num) + " keys");
-  check_key(key, "split");
   return random_bits(key, {num * 2}).reshape({num, 2});
 }
 

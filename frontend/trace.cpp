@@ -127,13 +127,12 @@ TraceState* trace_of(const TensorImpl& tracer) {
 }
 
 void record_read(const TensorImpl& tracer) {
-  for (TraceState* ts : t_traces) {
-    if (ts->id != tracer.trace_id || !ts->concrete || !tracer.storage || tracer.device() != Device::CPU) continue;
-    for (const TraceState::Guard& g : ts->guards)
-      if (g.value == tracer.value) return;
-    const uint8_t* p = static_cast<const uint8_t*>(tracer.data());
-    ts->guards.push_back(TraceState::Guard{tracer.value, std::vector<uint8_t>(p, p + tracer.storage->nbytes)});
-  }
+  TraceState* ts = trace_of(tracer);
+  if (!ts || !ts->concrete || !tracer.storage || tracer.device() != Device::CPU) return;
+  for (const TraceState::Guard& g : ts->guards)
+    if (g.value == tracer.value) return;
+  const uint8_t* p = static_cast<const uint8_t*>(tracer.data());
+  ts->guards.push_back(TraceState::Guard{tracer.value, std::vector<uint8_t>(p, p + tracer.storage->nbytes)});
 }
 
 Graph TraceScope::finish(const std::vector<Tensor>& outputs) {
