@@ -1,5 +1,6 @@
 #include "frontend/replay.h"
 
+#include "frontend/control_flow_eval.h"
 #include "frontend/dispatch.h"
 #include "graph/op_def.h"
 
@@ -10,6 +11,15 @@ std::vector<Tensor> replay(const Graph& g, const std::vector<Tensor>& inputs) {
   std::vector<Tensor> v(g.nodes.size());
   for (size_t id = 0; id < g.nodes.size(); ++id) {
     const Node& n = g.nodes[id];
+    if (has_trait(n.op, ControlFlow)) {  // every result of the op at once, at its first node
+      if (v[id].impl()) continue;
+      std::vector<Tensor> in;
+      for (int i : n.inputs) in.push_back(v[size_t(i)]);
+      const std::vector<Tensor> results = apply_control_flow(n.op, in, n.attrs);
+      for (size_t s = id; s < g.nodes.size(); ++s)
+        if (same_control_flow(n, g.nodes[s])) v[s] = results[size_t(g.nodes[s].attrs.i("result"))];
+      continue;
+    }
     switch (n.op) {
       case OpKind::Parameter: v[id] = inputs[size_t(n.attrs.i("index"))]; break;
       case OpKind::Constant: {

@@ -39,6 +39,17 @@ Tensor make_tracer(TraceState& ts, int value, std::shared_ptr<Storage> concrete)
   return Tensor(std::move(impl));
 }
 
+SuspendTraces::SuspendTraces() { saved_.swap(t_traces); }
+SuspendTraces::~SuspendTraces() { saved_.swap(t_traces); }
+
+Tensor TraceScope::add_argument(const TensorType& type) {
+  int id = state_->graph.add_parameter(type, false);
+  ++state_->num_args;
+  Tensor tracer = make_tracer(*state_, id);
+  state_->argument_param[tracer.impl().get()] = id;
+  return tracer;
+}
+
 Tensor TraceScope::add_argument(const Tensor& example) {
   const TensorImpl& im = impl_of(example, state_->fn_name.c_str());
   int id = state_->graph.add_parameter(im.type, false);

@@ -54,6 +54,8 @@ class TraceScope {
 
   // A tracer for a new argument of the traced function (the concrete value is kept in Concrete mode).
   Tensor add_argument(const Tensor& example);
+  // A symbolic tracer for a new argument of this type (a loop body's slice of a scanned tensor).
+  Tensor add_argument(const TensorType& type);
   // Runs the traced function on tracers for the call's tensors; its errors name the function.
   std::vector<Tensor> run(const CallArgs& args, Tracer trace, std::vector<int>* tree);
   // Marks `outputs` as the graph outputs and returns the finished graph (updates included).
@@ -64,6 +66,18 @@ class TraceScope {
 
  private:
   std::unique_ptr<TraceState> state_;
+};
+
+// No trace is active on this thread for the lifetime of the object: ops run eagerly (how a control
+// flow op computes its value from its graphs inside a Concrete trace, or in an eager kernel).
+class SuspendTraces {
+ public:
+  SuspendTraces();
+  ~SuspendTraces();
+  SuspendTraces(const SuspendTraces&) = delete;
+  SuspendTraces& operator=(const SuspendTraces&) = delete;
+ private:
+  std::vector<TraceState*> saved_;
 };
 
 TraceState* current_trace();

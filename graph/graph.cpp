@@ -52,6 +52,11 @@ const std::vector<int64_t>& Attrs::ints(std::string_view name) const {
 }
 DType Attrs::dtype(std::string_view name) const { return typed<DType>(*this, name, "a dtype"); }
 const std::string& Attrs::s(std::string_view name) const { return typed<std::string>(*this, name, "text"); }
+const Graph& Attrs::graph(std::string_view name) const {
+  const auto& g = typed<std::shared_ptr<const Graph>>(*this, name, "a graph");
+  if (!g) throw ValueError("attribute '" + std::string(name) + "' is an empty graph");
+  return *g;
+}
 
 int Graph::add(Node node) {
   std::vector<const TensorType*> in;

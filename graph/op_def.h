@@ -20,7 +20,11 @@ enum OpTrait : uint32_t {
   Reduction = 1u << 7,          // folds axes
   Contraction = 1u << 8,        // matmul-like: a reduction over products
   Movement = 1u << 9,           // moves data without arithmetic
-  NonDifferentiable = 1u << 10  // gradient is undefined (integer results)
+  NonDifferentiable = 1u << 10, // gradient is undefined (integer results)
+  // Runs graphs held in its attributes (branches, loop bodies). An op with several results is one
+  // node per result (attribute `result`), siblings sharing operands and graphs: the IR stays one
+  // value per node, DCE drops unused results, and whoever runs one runs the group once.
+  ControlFlow = 1u << 11
 };
 
 struct InferArgs {
@@ -43,6 +47,11 @@ struct OpDef {
 };
 
 const OpDef& op_def(OpKind op);
+// Control flow nodes a and b are results of one operation (same op, operands and attributes but
+// `result`).
+bool same_control_flow(const Node& a, const Node& b);
+// How many results a control flow node's operation has (its graphs' outputs).
+int control_flow_results(const Node& n);
 inline bool has_trait(OpKind op, OpTrait t) { return op_def(op).has(t); }
 // OpKind by printed name; ValueError for an unknown name.
 OpKind op_from_name(const std::string& name);

@@ -3,7 +3,7 @@
 //              ['updates' '(' name '<-' operand (',' name '<-' operand)* ')'] '}'
 //   param   := name ':' type            type := dtype '[' ints ']'
 //   line    := name ':' type '=' op ['[' attr* ']'] operand*
-//   attr    := key '=' (int | float | '(' ints ')' | dtype | '"' text '"' | hex data)
+//   attr    := key '=' (int | float | '(' ints ')' | dtype | '"' text '"' | hex data | graph)
 //   operand := name | number ':' dtype  (a 0-d full)
 #include <cctype>
 #include <charconv>
@@ -19,9 +19,12 @@ namespace {
 
 class Parser {
  public:
-  explicit Parser(const std::string& text) : s_(text) {}
+  explicit Parser(const std::string& text, size_t pos = 0, int depth = 0) : s_(text), pos_(pos), depth_(depth) {}
+  size_t pos() const { return pos_; }
 
   Graph parse() {
+    // Graphs nest (control flow bodies); a bound keeps hostile text from exhausting the stack.
+    if (depth_ > kMaxDepth) fail("graphs nested more than " + std::to_string(kMaxDepth) + " deep");
     expect("{");
     expect("lambda");
     bool captured = true;
@@ -110,6 +113,12 @@ class Parser {
 
   AttrValue attr_value() {
     skip_ws();
+    if (peek() == '{') {
+      Parser nested(s_, pos_, depth_ + 1);
+      auto g = std::make_shared<Graph>(nested.parse());
+      pos_ = nested.pos();
+      return std::shared_ptr<const Graph>(std::move(g));
+    }
     if (try_char('(')) {
       std::vector<int64_t> list;
       skip_ws();
@@ -248,8 +257,10 @@ class Parser {
     throw ValueError("Graph::parse: line " + std::to_string(line) + ", column " + std::to_string(col) + ": " + what);
   }
 
+  static constexpr int kMaxDepth = 32;
   const std::string& s_;
   size_t pos_ = 0;
+  int depth_ = 0;
   Graph g_;
   std::map<std::string, int> names_;
 };

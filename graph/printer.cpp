@@ -38,7 +38,21 @@ bool is_inlined_literal(const Node& n) { return n.op == OpKind::Full && n.type.r
 
 namespace {
 
-std::string format_attr(const AttrValue& v, DType node_dtype) {
+std::string print(const Graph& g, bool with_data);
+
+// A graph attribute: the graph's own text, indented under the line that holds it.
+std::string format_graph(const Graph& g, bool with_data) {
+  std::string text = print(g, with_data), out;
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  for (char c : text) {
+    out += c;
+    if (c == '\n') out += "      ";
+  }
+  return out;
+}
+
+std::string format_attr(const AttrValue& v, DType node_dtype, bool with_data) {
+  if (const auto* g = std::get_if<std::shared_ptr<const Graph>>(&v)) return *g ? format_graph(**g, with_data) : "{}";
   if (const int64_t* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
   if (const double* d = std::get_if<double>(&v)) return format_number(*d, node_dtype);
   if (const DType* t = std::get_if<DType>(&v)) return dtype_name(*t);
@@ -94,7 +108,7 @@ std::string print(const Graph& g, bool with_data) {
     if (n.op == OpKind::Parameter || is_inlined_literal(n)) continue;
     os << "    " << names[id] << ":" << n.type.str() << " = " << op_name(n.op);
     std::vector<std::string> attrs;
-    for (const auto& [key, value] : n.attrs.items()) attrs.push_back(key + "=" + format_attr(value, n.type.dtype));
+    for (const auto& [key, value] : n.attrs.items()) attrs.push_back(key + "=" + format_attr(value, n.type.dtype, with_data));
     if (n.op == OpKind::Constant)
       attrs.push_back(with_data ? "data=" + hex_bytes(g.constants[size_t(n.constant)]) : "data=...");
     if (!attrs.empty()) {

@@ -47,6 +47,27 @@ Graph Rewriter::finish() {
   return std::move(out_);
 }
 
+std::vector<int> inline_graph(Graph& into, const Graph& g, const std::vector<int>& args) {
+  if (args.size() != g.inputs.size()) throw InternalError("inline_graph: wrong number of arguments");
+  if (!g.updates.empty()) throw InternalError("inline_graph: a graph with updates");
+  std::vector<int> map(g.nodes.size(), -1);
+  for (size_t i = 0; i < g.inputs.size(); ++i) map[size_t(g.inputs[i])] = args[i];
+  for (size_t id = 0; id < g.nodes.size(); ++id) {
+    const Node& n = g.nodes[id];
+    if (n.op == OpKind::Parameter) continue;
+    if (n.op == OpKind::Constant) {
+      map[id] = into.add_constant(n.type, g.constants[size_t(n.constant)]);
+      continue;
+    }
+    Node c = n;
+    for (int& in : c.inputs) in = map[size_t(in)];
+    map[id] = into.add(std::move(c));
+  }
+  std::vector<int> outs;
+  for (int o : g.outputs) outs.push_back(map[size_t(o)]);
+  return outs;
+}
+
 namespace {
 template <class T>
 void fill_as(void* p, size_t n, double v) {

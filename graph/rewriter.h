@@ -29,6 +29,10 @@ class Rewriter {
   std::vector<int> map_;
 };
 
+// Copies g's nodes into `into`, g's inputs taking the values `args` (g must have no updates);
+// returns the values of g's outputs there. How a body becomes part of a bigger graph.
+std::vector<int> inline_graph(Graph& into, const Graph& g, const std::vector<int>& args);
+
 // The bytes of a uniform tensor of `type` holding `value`, converted like a C++ cast.
 ConstData fill_bytes(const TensorType& type, double value);
 // The first element of bytes of dtype `t`, as a double.

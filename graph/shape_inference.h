@@ -30,6 +30,9 @@ TensorType infer_flip(const InferArgs& a);
 TensorType infer_slice_update(const InferArgs& a);
 TensorType infer_check_index(const InferArgs& a);
 TensorType infer_random_bits(const InferArgs& a);
+TensorType infer_cond(const InferArgs& a);
+TensorType infer_while(const InferArgs& a);
+TensorType infer_scan(const InferArgs& a);
 TensorType infer_conv2d_weight_grad(const InferArgs& a);
 TensorType infer_max_pool2d_grad(const InferArgs& a);
 

@@ -16,6 +16,7 @@
 #include "halide_backend/build.h"
 #include "halide_backend/cache_entry.h"
 #include "halide_backend/codegen.h"
+#include "halide_backend/control_flow.h"
 #include "halide_backend/executable.h"
 #include "halide_backend/disk_cache.h"
 #include "halide_backend/lower.h"
@@ -185,8 +186,10 @@ std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part
 }  // namespace
 
 Compiled compile(const Graph& g, const Options& o) {
-  MemoryTier& mem = memory();
   Timer t;
+  // Not cached as a whole: its parts and its ops' graphs are, each under its own key.
+  if (has_control_flow(g)) return Compiled{compile_control_flow(g, o), false, t.ms()};
+  MemoryTier& mem = memory();
   const Target target = Target::host(o.device, o.cuda_capability);
   const std::string key = cache_key(g, o, target);
   log().debug("cache: key of '{}' in {:.2f} ms", g.name, t.ms());

@@ -194,6 +194,11 @@ Expr float_to_int(const Expr& x, Type t) {
 
 void Parameter(LowerCtx&, Stage&, const Node&) { throw InternalError("parameters are bound in lower()"); }
 void Constant(LowerCtx&, Stage&, const Node&) { throw InternalError("constants are bound in lower()"); }
+// Control flow runs on the host, between compiled pipelines of its operands and of its graphs
+// (halide_backend/control_flow.h): compile() splits a graph at these before lowering.
+void Cond(LowerCtx&, Stage&, const Node&) { throw InternalError("cond runs on the host; compile() splits it out"); }
+void While(LowerCtx&, Stage&, const Node&) { throw InternalError("while_loop runs on the host; compile() splits it out"); }
+void Scan(LowerCtx&, Stage&, const Node&) { throw InternalError("scan runs on the host; compile() splits it out"); }
 void Full(LowerCtx& ctx, Stage& s, const Node& n) { LowerCtx::define(s, value_of(ctx, n.type.dtype, n.attrs.f("value"))); }
 void Iota(LowerCtx&, Stage& s, const Node& n) {
   LowerCtx::define(s, cast(ct(n), LowerCtx::coords(s)[size_t(n.attrs.i("axis"))]));

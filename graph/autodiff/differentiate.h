@@ -12,4 +12,13 @@ namespace hjit {
 // that is not a 0-d float, or a `wrt` input that is not floating point.
 Graph differentiate(const Graph& g, int output, const std::vector<int>& wrt);
 
+// The vector-Jacobian product of g (a graph without updates), for the bodies of control flow:
+// inputs are g's inputs, then one cotangent per output (of that output's type; ignored for
+// non-float outputs); outputs are the cotangent of each floating point input, in input order
+// (zeros where no output depends on it). g's forward values are recomputed inside.
+Graph vjp(const Graph& g);
+
+// Positions of g's floating point inputs: the inputs vjp(g) gives cotangents for, in its order.
+std::vector<int> float_inputs(const Graph& g);
+
 }  // namespace hjit

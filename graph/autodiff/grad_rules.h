@@ -15,6 +15,8 @@ struct GradCtx {
   int out;                     // its value in the gradient graph
   int g;                       // d(loss)/d(out)
   std::vector<int>& dx;        // set dx[i] to d(loss)/d(in[i]); left at -1: no gradient flows
+  // Control flow ops: the gradient of each result of the op (-1: none), `g` unused.
+  const std::vector<int>& result_grads;
 };
 
 using GradRule = void (*)(GradCtx&);

@@ -18,6 +18,7 @@ uint64_t node_hash(const Node& n, const std::vector<int>& inputs, const Graph& g
       using V = std::decay_t<decltype(v)>;
       if constexpr (std::is_same_v<V, std::vector<int64_t>>) h.add_range(v);
       else if constexpr (std::is_same_v<V, std::string>) h.add_string(v);
+      else if constexpr (std::is_same_v<V, std::shared_ptr<const Graph>>) h.add(reinterpret_cast<uintptr_t>(v.get()));
       else h.add(v);
     }, value);
   }

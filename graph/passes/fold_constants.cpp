@@ -40,7 +40,8 @@ Graph fold_constants(const Graph& g, const ConstEvaluator& eval, int64_t max_ele
       all_const &= is_const(out.node(i));
       all_full &= out.node(i).op == OpKind::Full;
     }
-    if (!all_const) {
+    // A loop over constants is still a loop: it runs when called, not while compiling.
+    if (!all_const || has_trait(n.op, ControlFlow)) {
       rw.copy(int(id));
       continue;
     }

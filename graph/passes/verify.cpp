@@ -31,6 +31,11 @@ void verify(const Graph& g, const std::string& after) {
     }
     if (!(t == node.type))
       fail("node %" + std::to_string(id) + " (" + op_name(node.op) + ") has type " + node.type.str() + " but infers " + t.str());
+    for (const auto& [key, value] : node.attrs.items())
+      if (const auto* sub = std::get_if<std::shared_ptr<const Graph>>(&value)) {
+        if (!*sub) fail("node %" + std::to_string(id) + " has an empty graph '" + key + "'");
+        verify(**sub, after + " (in '" + key + "' of node %" + std::to_string(id) + ")");
+      }
     if (node.op == OpKind::Constant) {
       if (node.constant < 0 || node.constant >= int(g.constants.size())) fail("constant %" + std::to_string(id) + " has no data");
       if (g.constants[size_t(node.constant)].nbytes != size_t(t.numel()) * size_t(dtype_size(t.dtype)))

@@ -23,6 +23,7 @@
 // writes the new value after every call. See README.md for the rest.
 #pragma once
 
+#include <hjit/control_flow.h>
 #include <hjit/device.h>
 #include <hjit/dtype.h>
 #include <hjit/error.h>

@@ -34,9 +34,12 @@ struct TensorType {
   bool operator==(const TensorType&) const = default;
 };
 
+class Graph;
+
 // Attribute values: integers (and booleans), floating point numbers, integer lists, dtypes, text
-// (what an error raised by the op at run time says it was checking).
-using AttrValue = std::variant<int64_t, double, std::vector<int64_t>, DType, std::string>;
+// (what an error raised by the op at run time says it was checking), and graphs: the branches and
+// loop bodies of control flow ops, as jaxpr's closed sub-jaxprs (shared, never changed once made).
+using AttrValue = std::variant<int64_t, double, std::vector<int64_t>, DType, std::string, std::shared_ptr<const Graph>>;
 
 class Attrs {
  public:
@@ -52,6 +55,7 @@ class Attrs {
   const std::vector<int64_t>& ints(std::string_view name) const;
   DType dtype(std::string_view name) const;
   const std::string& s(std::string_view name) const;
+  const Graph& graph(std::string_view name) const;
 
   const std::vector<Item>& items() const { return items_; }
   bool operator==(const Attrs&) const = default;

@@ -83,6 +83,14 @@
   X(SliceUpdate, "slice_update", 2, Movement, "starts,stops,steps", infer_slice_update)     \
   /* u32 draws of Threefry-2x32 under a u32[2] key, a pure function of key and position (JAX's layout) */ \
   X(RandomBits, "random_bits", 1, NonDifferentiable, "shape", infer_random_bits)           \
+  /* control flow (graphs as attributes; one node per result, see ControlFlow in graph/op_def.h):  */ \
+  /* cond: pred, operands...; `then`/`else` take the operands and give the results alike */  \
+  X(Cond, "cond", -1, ControlFlow, "then,else,result", infer_cond)                         \
+  /* while_loop: carries..., captures...; `cond` gives a bool[], `body` the next carries */   \
+  X(While, "while_loop", -1, ControlFlow, "cond,body,result", infer_while)                  \
+  /* scan: carries..., xs..., captures...; `body` maps carries and one slice of each x along */ \
+  /* axis 0 to the next carries and one slice of each y; results: carries, then stacked ys  */ \
+  X(Scan, "scan", -1, ControlFlow, "body,length,carries,xs,reverse,result", infer_scan)    \
   /* checks: the operand, or an IndexError naming `what` when a value is outside [lo, hi) */ \
   X(CheckIndex, "check_index", 1, Elementwise | NonDifferentiable, "lo,hi,what", infer_check_index)
 

@@ -1,0 +1,18 @@
+// Graphs with control flow ops (cond, while_loop, scan). The stretches of ordinary nodes between
+// them compile to pipelines as usual; each control flow op runs on the host, calling the compiled
+// pipelines of its branches or body: a loop of compiled bodies driven by the host, the carries
+// passed between two sets of buffers without copies, the scanned slices read and the stacked
+// results written in place.
+#pragma once
+#include <memory>
+
+#include "halide_backend/backend.h"
+
+namespace hjit::backend {
+
+bool has_control_flow(const Graph& g);
+
+// Compiles g's parts and its ops' graphs (each through compile(), so each is cached).
+std::shared_ptr<const Executable> compile_control_flow(const Graph& g, const Options& options);
+
+}  // namespace hjit::backend
