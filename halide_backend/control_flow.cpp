@@ -107,6 +107,14 @@ class ControlFlowExecutable final : public Executable {
   }
   std::vector<size_t> input_bytes, output_bytes;
 
+  std::string device_code() const override {
+    std::string code;
+    for (const Step& s : steps)
+      for (const auto& e : {s.exe, s.a, s.b})
+        if (e) code += e->device_code();
+    return code;
+  }
+
   std::string explain() const override {
     std::ostringstream os;
     for (size_t k = 0; k < steps.size(); ++k) {

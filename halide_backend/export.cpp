@@ -8,6 +8,7 @@
 #include "halide_backend/apply_schedule.h"
 #include "halide_backend/build.h"
 #include "halide_backend/codegen.h"
+#include "halide_backend/control_flow.h"
 #include "halide_backend/device_pipeline.h"
 #include "halide_backend/lower.h"
 #include "halide_backend/scheduler.h"
@@ -64,6 +65,12 @@ std::vector<std::string> export_static_library(const Graph& g, const ExportReque
   for (char c : r.name)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
       throw ValueError("hjit: export: the name '" + r.name + "' must be a C identifier");
+  // An exported library is one Halide pipeline; a control flow op is a loop of pipelines run by
+  // hjit's host code, which a library does not carry.
+  if (has_control_flow(g))
+    throw ValueError("hjit: export: '" + r.name + "' uses control flow ops (cond, while_loop, fori_loop, scan), which run "
+                     "from hjit's host code between pipelines and cannot be exported as one; unroll the loop in C++ "
+                     "(static trip counts) or select with hjit::where for the exported function");
   const Target target = r.target.empty() || r.target == "host" ? Target::host(Device::CPU) : Target::parse(r.target);
   std::error_code ec;
   std::filesystem::create_directories(r.directory, ec);

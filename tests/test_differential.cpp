@@ -508,6 +508,23 @@ Group random_draws() {
   };
 }
 
+// Control flow: a cond on a reduction, a fori_loop (a scan with an integer carry) and a scan over
+// the elements with a y per step; branches and bodies are pipelines of their own.
+Group control_flow() {
+  return [](const std::vector<Tensor>& in) {
+    const Tensor& x = in[0];
+    using hjit::Tensors;
+    Tensor c = hjit::cond(hjit::sum(x) > 0.0, [](const Tensor& v) { return hjit::exp(v) * 2.0; },
+                          [](const Tensor& v) { return v - 1.0; }, x);
+    Tensor l = hjit::fori_loop(0, 3, [](const Tensor& i, const Tensor& a) { return hjit::tanh(a) + i.astype(a.dtype()); }, x);
+    hjit::ScanResult s = hjit::scan([](const Tensors& carry, const Tensors& e) {
+      Tensor next = carry[0] * 0.5 + e[0];
+      return std::pair<Tensors, Tensors>{{next}, {next * next}};
+    }, {Tensor::zeros({}, x.dtype())}, {x.reshape({-1})});
+    return std::vector<Tensor>{c, l, s.carries[0], s.ys[0]};
+  };
+}
+
 Group losses() {
   return [](const std::vector<Tensor>& in) { return std::vector<Tensor>{hjit::cross_entropy(in[0], in[1])}; };
 }
@@ -570,6 +587,16 @@ TEST_CASE("random draws from a traced key") {
   for (DType t : reduced() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64})
     for (Shape s : {Shape{5, 33}, Shape{1}})
       check("random_draws", random_draws(), {hjit::random_key(seed++), test::random(s, t, seed++)});
+}
+
+TEST_CASE("control flow: cond, fori_loop and scan, their bodies compiled") {
+  if (bundle()) return;  // an exported library is one pipeline: control flow does not export
+  uint64_t seed = 1400;
+  for (DType t : reduced() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64})
+    for (const Shape& s : shapes_for_config(kUnaryShapes)) {
+      check("control_flow", control_flow(), {test::random(s, t, seed++)});
+      check("control_flow", control_flow(), {test::random(s, t, seed++) - 5.0});  // the other branch
+    }
 }
 
 TEST_CASE("0-d indices for every gathering op") {
@@ -707,7 +734,8 @@ TEST_CASE("every op's PTX was assembled, in every float dtype") {
   std::string missing;
   for (int k = 0; k < hjit::kNumOps; ++k) {
     const auto op = hjit::OpKind(k);
-    if (hjit::has_trait(op, hjit::Source)) continue;
+    // Control flow runs on the host; its branches and bodies are the ordinary ops checked here.
+    if (hjit::has_trait(op, hjit::Source) || hjit::has_trait(op, hjit::ControlFlow)) continue;
     if (!seen.count(op)) missing += std::string(" ") + hjit::op_name(op);
   }
   INFO("ops never compiled for CUDA:" << missing);

@@ -178,5 +178,7 @@ TEST_CASE("export errors are typed and say what is wrong") {
   o = {};
   o.opt_level = 2;
   CHECK_THROWS_AS(hjit::export_library(dir, "f", f, x, o), hjit::ValueError);
+  auto looping = [](const Tensor& v) { return hjit::fori_loop(0, 3, [](const Tensor&, const Tensor& a) { return a * 2.0; }, v); };
+  CHECK_THROWS_WITH_AS(hjit::export_library(dir, "looping", looping, x), doctest::Contains("control flow"), hjit::ValueError);
   fs::remove_all(dir);
 }
