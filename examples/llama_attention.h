@@ -35,7 +35,12 @@ struct LlamaAttention {
     hjit::Tensor first = hjit::slice(t, -1, 0, head_dim / 2), second = hjit::slice(t, -1, head_dim / 2, std::nullopt);
     return hjit::concat({-second, first}, -1);
   }
-  hjit::Tensor rope(const hjit::Tensor& t) const { return t * cos + rotate_half(t) * sin; }
+  // The tables' first `len` rows: a sequence shorter than `seq` (up to seq positions are supported).
+  hjit::Tensor rope(const hjit::Tensor& t) const {
+    const int64_t len = t.dim(2);
+    if (len == seq) return t * cos + rotate_half(t) * sin;
+    return t * hjit::slice(cos, 0, 0, len) + rotate_half(t) * hjit::slice(sin, 0, 0, len);
+  }
 
   hjit::Tensor operator()(const hjit::Tensor& x) const {
     const int64_t b = x.dim(0), t = x.dim(1);

@@ -19,6 +19,7 @@
 #include "frontend/trace.h"
 #include "frontend/traced.h"
 #include "graph/passes/optimize.h"
+#include "graph/symbolic_sizes.h"
 #include "halide_backend/backend.h"
 #include "tuning/use.h"
 #include "support/hash.h"
@@ -54,6 +55,9 @@ struct Entry {
   // guards failed (guarded by the State's mu).
   std::vector<std::vector<uint8_t>> guards;
   std::shared_ptr<Entry> next;
+  // dynamic_dims: the graph's sizes as expressions of the marked dimensions (one pipeline for
+  // every size; its key leaves them out). Null for a version of fixed sizes.
+  std::shared_ptr<const SymbolicSizes> dynamic;
   size_t num_outputs() const { return out_types.size() - guards.size(); }
 };
 
@@ -87,6 +91,10 @@ struct JitCore::State {
   int64_t retraces = 0;                 // guarded by mu
   std::vector<std::string> changes;     // the latest re-traces' differences, guarded by mu
   std::string warning;                  // guarded by mu
+  // dynamic_dims: why one pipeline cannot serve every size of this function ("" while it may).
+  std::string dynamic_impossible;       // guarded by mu
+  std::atomic<int64_t> dynamic_entries{0};
+  const DynamicDims* dynamic() const { return opt.dynamic_dims.empty() ? nullptr : &opt.dynamic_dims; }
 
   // A new entry is being traced: counts it, warns past the threshold, and makes room (mu held).
   // `reason`: why, when it is not a new signature.
@@ -160,15 +168,115 @@ struct JitCore::State {
   }
 };
 
+// dynamic_dims: the sizes of `base` (traced from args) that vary with the marked dimensions,
+// found by tracing again with them changed: one symbol per distinct size among them (dimensions
+// of equal size move together), each changed alone, then all together as a check. Null, with
+// the reason in *why, where one pipeline cannot serve every size; *lasting: for every size.
+std::shared_ptr<const SymbolicSizes> fit_dynamic(JitCore::State& s, const CallArgs& args, Tracer trace, const Graph& base,
+                                                 std::string* why, bool* lasting) {
+  std::vector<int64_t> values;
+  std::vector<SymbolicSizes::Source> sources;
+  std::vector<std::vector<std::pair<size_t, int>>> members;
+  for (size_t i = 0; i < args.count; ++i) {
+    const TensorType& t = args.tensor(i).impl()->type;
+    for (int d = 0; d < t.rank(); ++d) {
+      if (!Signature::is_dynamic(args, i, d, t.rank(), s.dynamic())) continue;
+      size_t k = size_t(std::find(values.begin(), values.end(), t.shape[size_t(d)]) - values.begin());
+      if (k == values.size()) values.push_back(t.shape[size_t(d)]), sources.push_back({int(i), d}), members.emplace_back();
+      members[k].emplace_back(i, d);
+    }
+  }
+  *lasting = false;
+  for (int64_t v : values)
+    if (v < 2) {
+      *why = "a dynamic dimension has size " + std::to_string(v) + " (a size below 2 could be a broadcast)";
+      return nullptr;
+    }
+  auto trace_at = [&](const std::vector<int64_t>& vals) {
+    std::vector<Tensor> holders;
+    holders.reserve(args.count);
+    CallArgs a;
+    a.statics = args.statics;
+    for (size_t i = 0; i < args.count; ++i) {
+      TensorType t = args.tensor(i).impl()->type;
+      bool changed = false;
+      for (size_t k = 0; k < members.size(); ++k)
+        for (const auto& [mi, md] : members[k])
+          if (mi == i) t.shape[size_t(md)] = vals[k], changed = true;
+      holders.push_back(changed ? Tensor::zeros(t.shape, t.dtype) : args.tensor(i));
+    }
+    for (size_t i = 0; i < args.count; ++i) a.push(holders[i], args.arg_index(i));
+    return trace_and_optimize(s.opt.name, false, a, trace).graph;
+  };
+  std::vector<std::vector<int64_t>> at{values};
+  for (size_t k = 0; k < values.size(); ++k) {
+    at.push_back(values);
+    at.back()[k] += 3;
+  }
+  at.push_back(values);
+  for (int64_t& v : at.back()) v += 8;
+  std::vector<Graph> traced;
+  try {
+    for (size_t t = 1; t < at.size(); ++t) traced.push_back(trace_at(at[t]));
+  } catch (const Error& e) {
+    *why = std::string("tracing at another size failed: ") + e.what();
+    *lasting = true;
+    return nullptr;
+  }
+  std::vector<const Graph*> graphs{&base};
+  for (const Graph& g : traced) graphs.push_back(&g);
+  std::optional<SymbolicSizes> sizes = fit_symbolic_sizes(graphs, at, sources, why);
+  if (!sizes) {
+    *lasting = true;
+    return nullptr;
+  }
+  return std::make_shared<const SymbolicSizes>(std::move(*sizes));
+}
+
 // Traces and compiles entry e (a new signature, or a new guarded version of one). On failure the
-// entry is marked failed (waiters rethrow) and the exception propagates.
+// entry is marked failed (waiters rethrow) and the exception propagates. With dynamic_dims, e's
+// key leaves them out when one pipeline serves every size; else it is re-keyed to this call's.
 void build_entry(JitCore::State& s, Entry& e, const CallArgs& args, Tracer trace,
                  const std::function<void(TraceState&)>& setup = nullptr) {
   try {
     Timer t;
     Traced tr = trace_and_optimize(s.opt.name, s.opt.trace_mode == TraceMode::Concrete, args, trace, setup);
     ++s.traces;
-    backend::Compiled c = tuning::compile_tuned(tr.graph, s.backend_opt, s.tuning_db);
+    backend::Compiled c;
+    bool compiled = false;
+    if (s.dynamic()) {
+      std::string why;
+      bool lasting = false;
+      {
+        std::shared_lock lk(s.mu);
+        why = s.dynamic_impossible;
+      }
+      if (why.empty()) {
+        e.dynamic = fit_dynamic(s, args, trace, tr.graph, &why, &lasting);
+        if (e.dynamic) {
+          backend::Options o = s.backend_opt;
+          o.dynamic = e.dynamic;
+          try {
+            c = backend::compile(tr.graph, o);
+            compiled = true;
+            ++s.dynamic_entries;
+            log().debug("jit '{}': one pipeline for every size of the dynamic dimensions ({:.1f} ms)", s.opt.name, t.ms());
+          } catch (const ValueError& v) {
+            why = v.what(), lasting = true;
+            e.dynamic = nullptr;
+          }
+        }
+      }
+      if (!e.dynamic) {
+        log().debug("jit '{}': compiling for these sizes only: {}", s.opt.name, why);
+        e.key = Signature::of(args, Signature::hash_of(args, s.opt.name));
+        if (lasting) {
+          std::unique_lock lk(s.mu);
+          s.dynamic_impossible = why;
+        }
+      }
+    }
+    if (!compiled) c = tuning::compile_tuned(tr.graph, s.backend_opt, s.tuning_db);
     if (!c.cache_hit) ++s.compiles;
     e.graph = std::move(tr.graph);
     e.exe = c.executable;
@@ -216,6 +324,11 @@ JitCore::JitCore(JitOptions options) : s_(std::make_unique<State>()) {
   if (!options.fullgraph && options.trace_mode == TraceMode::Concrete)
     throw ValueError("jit '" + options.name + "': choose fullgraph = false (the function runs at every call, reads "
                      "break the graph) or TraceMode::Concrete (reads are guards of one graph), not both");
+  if (!options.dynamic_dims.empty() && (options.device != Device::CPU || options.trace_mode == TraceMode::Concrete || !options.fullgraph))
+    throw ValueError("jit '" + options.name + "': dynamic_dims needs a CPU function traced once into one graph "
+                     "(Device::CPU, TraceMode::Symbolic, fullgraph = true)");
+  for (const auto& [arg, axis] : options.dynamic_dims)
+    if (arg < 0) throw ValueError("jit '" + options.name + "': dynamic_dims names argument " + std::to_string(arg));
   if (!options.tuning_db.empty() && options.opt_level < 2)
     throw ValueError("jit '" + options.name + "': a tuning database needs opt_level 2, got " + std::to_string(options.opt_level));
   s_->opt = std::move(options);
@@ -238,6 +351,7 @@ JitStats JitCore::stats() const {
   st.evictions = s_->evictions.load();
   st.guard_failures = s_->guard_failures.load();
   st.graph_breaks = s_->graph_breaks.load();
+  st.dynamic_entries = s_->dynamic_entries.load();
   st.recompile_warning = s_->warning;
   return st;
 }
@@ -329,15 +443,24 @@ void run_entry(Entry& e, const CallArgs& args, std::vector<Tensor>& outputs, Dev
   for (size_t i = 0; i < args.count; ++i) in[i] = host_memory(*args.tensor(i).impl(), keep);
   for (size_t j = 0; j < e.captured.size(); ++j) in[args.count + j] = host_memory(*e.captured[j], keep);
   outputs.reserve(e.out_types.size());
+  // Dynamic sizes: this call's values of the symbols, and the outputs' shapes at them.
+  std::vector<int64_t> symbols;
+  if (e.dynamic)
+    for (const SymbolicSizes::Source& src : e.dynamic->sources)
+      symbols.push_back(args.tensor(size_t(src.input)).impl()->type.shape[size_t(src.dim)]);
   for (size_t k = 0; k < e.out_types.size(); ++k) {
-    outputs.push_back(make_tensor(e.out_types[k]));
+    outputs.push_back(make_tensor(e.dynamic ? TensorType{e.out_types[k].dtype, e.dynamic->shape_at(e.graph.outputs[k], symbols)}
+                                            : e.out_types[k]));
     out[k] = outputs.back().impl()->data();
   }
-  if (e.update_buffers.empty())
+  if (e.update_buffers.empty() || e.dynamic) {  // (an updated argument's size may change with the call)
+    e.update_buffers.clear();
     for (size_t input : e.update_input)
       e.update_buffers.push_back(std::make_shared<Storage>(update_target(e, args, input).storage->nbytes));
+  }
   for (size_t k = 0; k < e.update_buffers.size(); ++k) out[e.out_types.size() + k] = e.update_buffers[k]->data;
-  e.exe->run(in, out);
+  if (e.dynamic) e.exe->run_sized(in, out, symbols);
+  else e.exe->run(in, out);
 }
 
 void apply_updates(const Entry& e, const CallArgs& args) {
@@ -427,43 +550,65 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
     *tree = &last->tree;
     return out;
   }
-  const uint64_t h = Signature::hash_of(args, s.opt.name);
+  // With dynamic_dims, the version for every size is looked up first (its key leaves them out),
+  // then one of these exact sizes (where one pipeline could not serve every size).
+  const DynamicDims* dyn = s.dynamic();
+  uint64_t h = Signature::hash_of(args, s.opt.name, dyn);
+  const uint64_t h_exact = dyn ? Signature::hash_of(args, s.opt.name) : h;
   std::shared_ptr<Entry> e;
-  {
-    std::shared_lock lk(s.mu);
-    e = s.find_locked(h, args);
-  }
   bool built_here = false;
-  if (e) e->last_used.store(s.clock.fetch_add(1, std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  if (!e) {
-    std::unique_lock lk(s.mu);
-    e = s.find_locked(h, args);
-    if (!e) {
-      e = std::make_shared<Entry>();
-      e->key = Signature::of(args, h);
-      e->last_used = ++s.clock;
-      if (!s.last_built) log().debug("jit '{}': first call, tracing", s.opt.name);
-      s.on_retrace(*e);
-      s.entries.emplace(h, e);
-      s.evict_beyond_bound();
-      built_here = true;
+  for (;;) {
+    {
+      std::shared_lock lk(s.mu);
+      e = s.find_locked(h, args);
+      if (!e && dyn) e = s.find_locked(h_exact, args);
     }
+    if (e) e->last_used.store(s.clock.fetch_add(1, std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (!e) {
+      std::unique_lock lk(s.mu);
+      e = s.find_locked(h, args);
+      if (!e && dyn) e = s.find_locked(h_exact, args);
+      if (!e) {
+        e = std::make_shared<Entry>();
+        const bool every_size = dyn && s.dynamic_impossible.empty();
+        e->key = Signature::of(args, every_size ? h : h_exact, every_size ? dyn : nullptr);
+        e->last_used = ++s.clock;
+        if (!s.last_built) log().debug("jit '{}': first call, tracing", s.opt.name);
+        s.on_retrace(*e);
+        s.entries.emplace(e->key.hash, e);
+        s.evict_beyond_bound();
+        built_here = true;
+      }
+    }
+    if (built_here) break;
+    wait_ready(*e);
+    if (e->key.matches(args)) break;
+    // A version first meant for every size was built for its own sizes only: look again.
   }
   if (built_here) {
+    const uint64_t keyed = e->key.hash;
     try {
       build_entry(s, *e, args, trace);
     } catch (...) {
-      s.forget(h, e);
+      s.forget(keyed, e);
       throw;
     }
     {
       std::unique_lock lk(s.mu);
       s.last_built = e;
+      if (e->key.hash != keyed) {  // re-keyed to these sizes (dynamic_dims could not hold)
+        auto [lo, hi] = s.entries.equal_range(keyed);
+        for (auto it = lo; it != hi; ++it)
+          if (it->second == e) {
+            s.entries.erase(it);
+            break;
+          }
+        s.entries.emplace(e->key.hash, e);
+      }
     }
     *tree = &e->tree;
     if (s.opt.trace_mode == TraceMode::Concrete) return std::move(e->first_outputs);
   } else {
-    wait_ready(*e);
     ++s.hits;
     log().debug("jit '{}': cache hit", s.opt.name);
     check_captured_alive(*e, s.opt.name);
@@ -542,7 +687,8 @@ Graph JitCore::graph(const CallArgs& args, Tracer trace) {
   std::shared_ptr<Entry> e;
   {
     std::shared_lock lk(s_->mu);
-    e = s_->find_locked(Signature::hash_of(args, s_->opt.name), args);
+    e = s_->find_locked(Signature::hash_of(args, s_->opt.name, s_->dynamic()), args);
+    if (!e) e = s_->find_locked(Signature::hash_of(args, s_->opt.name), args);
   }
   if (e) {  // waited for outside the cache lock, which its builder takes when it is done
     std::unique_lock g(e->mu);

@@ -34,16 +34,29 @@ std::map<int, std::string> describe_tensors(const std::vector<int64_t>& sig) {
 
 }  // namespace
 
-uint64_t Signature::hash_of(const CallArgs& a, const std::string& fn) {
+bool Signature::is_dynamic(const CallArgs& a, size_t i, int d, int rank, const DynamicDims* dynamic) {
+  if (!dynamic) return false;
+  for (const auto& [arg, axis] : *dynamic)
+    if (arg == a.arg_index(i) && (axis < 0 ? axis + rank : axis) == d) return true;
+  return false;
+}
+
+uint64_t Signature::hash_of(const CallArgs& a, const std::string& fn, const DynamicDims* dynamic) {
   Hasher h;
   for (size_t i = 0; i < a.count; ++i) {
     const TensorImpl& im = arg_impl(a, i, fn);
-    h.add(a.arg_index(i)).add(im.type.dtype).add_range(im.type.shape);
+    h.add(a.arg_index(i)).add(im.type.dtype);
+    if (!dynamic) {
+      h.add_range(im.type.shape);
+      continue;
+    }
+    for (int d = 0; d < im.type.rank(); ++d)
+      h.add(is_dynamic(a, i, d, im.type.rank(), dynamic) ? int64_t(-1) : im.type.shape[size_t(d)]);
   }
   return h.value() ^ (a.statics.empty() ? 0 : a.statics.hash());
 }
 
-Signature Signature::of(const CallArgs& a, uint64_t hash) {
+Signature Signature::of(const CallArgs& a, uint64_t hash, const DynamicDims* dynamic) {
   Signature s;
   s.hash = hash;
   for (size_t i = 0; i < a.count; ++i) {
@@ -51,7 +64,7 @@ Signature Signature::of(const CallArgs& a, uint64_t hash) {
     s.sig.push_back(a.arg_index(i));
     s.sig.push_back(int64_t(t.dtype));
     s.sig.push_back(t.rank());
-    s.sig.insert(s.sig.end(), t.shape.begin(), t.shape.end());
+    for (int d = 0; d < t.rank(); ++d) s.sig.push_back(is_dynamic(a, i, d, t.rank(), dynamic) ? -1 : t.shape[size_t(d)]);
   }
   s.statics = a.statics;
   return s;
@@ -66,7 +79,8 @@ bool Signature::matches(const CallArgs& a) const {
       return false;
     k += 3;
     for (int64_t d : t.shape)
-      if (sig[k++] != d) return false;
+      if (sig[k] != d && sig[k] != -1) return false;
+      else ++k;
   }
   return k == sig.size() && (a.statics.empty() ? statics.empty() : a.statics == statics);
 }

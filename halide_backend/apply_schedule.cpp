@@ -107,7 +107,16 @@ VarOrRVar loop_of(Halide::Func f, const std::string& name) {
 
 class Applier {
  public:
-  explicit Applier(LoweredPipeline& p) : funcs_(funcs_by_canonical_name(p)) {}
+  explicit Applier(LoweredPipeline& p) : funcs_(funcs_by_canonical_name(p)), dynamic_(p.dynamic != nullptr) {}
+
+  // A pipeline of dynamic sizes: a split decided at the traced size may meet a smaller extent,
+  // where shifting inwards or rounding up would reach outside the buffers; guarded tails fit
+  // every size (and cost nothing where the extent is a known multiple of the factor).
+  Halide::TailStrategy tail(const std::string& name) const {
+    const Halide::TailStrategy t = tail_strategy(name);
+    using T = Halide::TailStrategy;
+    return dynamic_ && (t == T::Auto || t == T::ShiftInwards || t == T::RoundUp) ? T::GuardWithIf : t;
+  }
 
   void apply(const Directive& d) {
     Halide::Func f = func(d.func);
@@ -137,7 +146,7 @@ class Applier {
     }
     else if (v == "split") {
       VarOrRVar old = var_of(*st, a[0]);
-      st->split(old, same_kind(old, a[1]), same_kind(old, a[2]), Halide::Expr(int(number(a[3]))), tail_strategy(a[4]));
+      st->split(old, same_kind(old, a[1]), same_kind(old, a[2]), Halide::Expr(int(number(a[3]))), tail(a[4]));
     } else if (v == "fuse") {
       VarOrRVar inner = var_of(*st, a[0]), outer = var_of(*st, a[1]);
       VarOrRVar fused = inner.is_rvar || outer.is_rvar ? VarOrRVar(RVar(a[2])) : VarOrRVar(Var(a[2]));
@@ -148,16 +157,16 @@ class Applier {
       st->reorder(order);
     } else if (v == "vectorize" || v == "unroll" || v == "parallel") {
       VarOrRVar x = var_of(*st, a[0]);
-      const Halide::TailStrategy tail = a.size() > 2 ? tail_strategy(a[2]) : Halide::TailStrategy::Auto;
+      const Halide::TailStrategy tail_kind = tail(a.size() > 2 ? a[2] : "Auto");
       if (a.size() == 1) {
         if (v == "vectorize") st->vectorize(x);
         else if (v == "unroll") st->unroll(x);
         else st->parallel(x);
       } else {
         Halide::Expr n = int(number(a[1]));
-        if (v == "vectorize") st->vectorize(x, n, tail);
-        else if (v == "unroll") st->unroll(x, n, tail);
-        else st->parallel(x, n, tail);
+        if (v == "vectorize") st->vectorize(x, n, tail_kind);
+        else if (v == "unroll") st->unroll(x, n, tail_kind);
+        else st->parallel(x, n, tail_kind);
       }
     } else if (v == "gpu_blocks" || v == "gpu_threads") {
       std::vector<VarOrRVar> x;
@@ -212,6 +221,7 @@ class Applier {
     return it->second;
   }
   std::map<std::string, Halide::Func> funcs_;
+  bool dynamic_ = false;
 };
 
 }  // namespace

@@ -7,6 +7,8 @@
 
 #include <hjit/graph.h>
 
+#include "graph/symbolic_sizes.h"
+
 namespace hjit::backend {
 
 struct Options {
@@ -19,6 +21,9 @@ struct Options {
   // apply to the graph.
   std::string schedule_text;
   int cuda_capability = 80;   // Device::CUDA: the compute capability code is generated for
+  // Sizes that vary between calls (jit's dynamic_dims): one pipeline for every size, called with
+  // Executable::run_sized. Such a pipeline takes the built-in schedule and is kept in memory only.
+  std::shared_ptr<const SymbolicSizes> dynamic;
 };
 
 // Bytes in a GPU's memory: a tensor's storage on Device::CUDA or Device::OpenCL. Allocated from
@@ -56,6 +61,11 @@ class Executable {
   // dense row-major. Outputs with no elements may be null. Safe to call from several threads.
   // GPU pipelines copy host inputs to the device and outputs back, per call.
   virtual void run(const void* const* inputs, void* const* outputs) const = 0;
+  // A pipeline compiled with Options::dynamic, at the sizes those symbol values give (SymbolicSizes
+  // order); other pipelines ignore `symbols`.
+  virtual void run_sized(const void* const* inputs, void* const* outputs, const std::vector<int64_t>& symbols) const {
+    run(inputs, outputs);
+  }
   // GPU pipelines: inputs and outputs in the memory of the pipeline's device, nothing copied
   // through the host. Outputs with no elements may be null.
   virtual void run_on_device(const DeviceBuffer* const* inputs, DeviceBuffer* const* outputs) const;

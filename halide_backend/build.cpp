@@ -49,13 +49,14 @@ std::string function_name(const std::string& name) {
 // The pipeline lowered and scheduled as `how` decides (or, "given", as the schedule text says).
 // Extern stages are lowered as the schedule says before the rest of it applies.
 std::optional<Schedule> lower_and_schedule(const Graph& g, const Target& target, const std::string& how,
-                                           const std::string& given, LoweredPipeline& p, std::string* why) {
+                                           const std::string& given, LoweredPipeline& p, std::string* why,
+                                           const SymbolicSizes* dynamic = nullptr) {
   if (how == "given") {
     Schedule s = Schedule::parse(given);
-    p = lower(g, target.halide(false), extern_stages_of(s));
+    p = lower(g, target.halide(false), extern_stages_of(s), dynamic);
     return s;
   }
-  p = lower(g, target.halide(false), scheduler().extern_stages(g, how));
+  p = lower(g, target.halide(false), scheduler().extern_stages(g, how), dynamic);
   std::optional<Schedule> s = scheduler().schedule(p, how, why);
   if (s) add_extern_directives(p, *s);
   return s;
@@ -66,7 +67,7 @@ std::optional<Schedule> lower_and_schedule(const Graph& g, const Target& target,
 Built make(const Graph& g, const Options& o, const Target& target, const std::string& how, std::string* why = nullptr) {
   LoweredPipeline p;
   std::string reason;
-  std::optional<Schedule> s = lower_and_schedule(g, target, how, o.schedule_text, p, &reason);
+  std::optional<Schedule> s = lower_and_schedule(g, target, how, o.schedule_text, p, &reason, o.dynamic.get());
   if (!s) {
     if (why) *why = reason;
     return {};
@@ -146,11 +147,12 @@ bool computes_nothing(const Graph& g) {
 
 }  // namespace
 
-std::string lowered_statement(const Graph& g, const Target& target, const std::string& schedule_text) {
+std::string lowered_statement(const Graph& g, const Target& target, const std::string& schedule_text,
+                              const SymbolicSizes* dynamic) {
   std::lock_guard lock(compile_mutex());
   install_reporter();
   LoweredPipeline p;
-  const std::optional<Schedule> s = lower_and_schedule(g, target, "given", schedule_text, p, nullptr);
+  const std::optional<Schedule> s = lower_and_schedule(g, target, "given", schedule_text, p, nullptr, dynamic);
   apply_schedule(*s, p);
   const std::vector<Halide::Func> outs = defined_outputs(p);
   if (outs.empty()) return "(nothing is computed)\n";
@@ -168,6 +170,9 @@ std::string lowered_statement(const Graph& g, const Target& target, const std::s
 std::string schedule_request(const Options& o) {
   if (!o.schedule_text.empty()) return "given";
   if (o.opt_level == 0) return "unfused";
+  // Autoschedulers and tuned schedules are searched for one size; dynamic sizes take the built-in
+  // schedule, decided at the traced size and valid at every size.
+  if (o.dynamic) return "built-in";
   if (o.opt_level == 2 && !o.autoscheduler.empty()) return o.autoscheduler;
   return "built-in";
 }

@@ -25,7 +25,8 @@ struct Built {
 };
 
 // Halide's lowered statement for g with the schedule of that text form (explain()).
-std::string lowered_statement(const Graph& g, const Target& target, const std::string& schedule_text);
+std::string lowered_statement(const Graph& g, const Target& target, const std::string& schedule_text,
+                              const SymbolicSizes* dynamic = nullptr);
 
 // The schedule text `how` decides for g (backend.h's decide_schedule). Call under compile_mutex().
 std::optional<std::string> decide(const Graph& g, const Target& target, const std::string& how, std::string* why);

@@ -150,23 +150,24 @@ PipelineInfo describe(const Graph& g, const LoweredPipeline& p, std::string func
   info.function = std::move(function);
   info.summary = std::move(summary);
   info.schedule = std::move(schedule);
-  auto add = [&](ArgSpec::From from, int index, const TensorType& t) {
+  auto add = [&](ArgSpec::From from, int index, const TensorType& t, int node = -1) {
     ArgSpec a;
     a.from = from;
     a.index = index;
     a.type = storage_type(t.dtype);
     a.dims = dense_dims(t.shape);
+    if (p.dynamic && node >= 0 && p.dynamic->extent_varies(node)) a.sizes = p.dynamic->extents[size_t(node)];
     info.args.push_back(std::move(a));
   };
   for (size_t i = 0; i < p.params.size(); ++i)
-    if (p.params[i].defined()) add(ArgSpec::From::Input, int(i), g.type(g.inputs[i]));
+    if (p.params[i].defined()) add(ArgSpec::From::Input, int(i), g.type(g.inputs[i]), g.inputs[i]);
   for (size_t i = 0; i < p.const_params.size(); ++i) {
     add(ArgSpec::From::Constant, int(i), p.const_types[i]);
     const auto* bytes = static_cast<const uint8_t*>(p.const_data[i].data);
     info.constants.push_back(std::make_shared<const std::vector<uint8_t>>(bytes, bytes + p.const_data[i].nbytes));
   }
   for (size_t k = 0; k < p.outputs.size(); ++k)
-    if (p.outputs[k].defined()) add(ArgSpec::From::Output, int(k), g.type(p.output_node[k]));
+    if (p.outputs[k].defined()) add(ArgSpec::From::Output, int(k), g.type(p.output_node[k]), p.output_node[k]);
   return info;
 }
 

@@ -35,7 +35,7 @@ std::string cache_key(const Graph& g, const Options& o, const Target& target) {
   const std::string how = schedule_request(o);
   const std::string schedule = how == "given" ? "given " + hash_hex(o.schedule_text) : scheduler().identity(how);
   return "hjit " + library_build_id() + " halide " HJIT_HALIDE_VERSION "\ntarget " + target.str() + "\nschedule " +
-         schedule + "\nconstants " + hash_hex(constants) + "\n" + g.str();
+         schedule + "\nconstants " + hash_hex(constants) + "\n" + (o.dynamic ? o.dynamic->str() + "\n" : "") + g.str();
 }
 
 // An entry's description must fit the graph it is loaded for: the arguments' kinds, indices,
@@ -120,7 +120,8 @@ namespace {
 // One graph through the two tiers: memory, disk, else built here (and written to disk).
 std::shared_ptr<const Executable> compile_one(const Graph& g, const Options& o, const Target& target, const std::string& key) {
   const std::string name = hash_hex(key);
-  std::shared_ptr<HalideExecutable> exe = load_from_disk(name, key, g);
+  // A pipeline of dynamic sizes is kept in memory only (the disk cache's entries are of fixed sizes).
+  std::shared_ptr<HalideExecutable> exe = o.dynamic ? nullptr : load_from_disk(name, key, g);
   if (exe) {
     log().debug("cache: '{}' loaded from the disk cache", g.name);
   } else {
@@ -130,10 +131,12 @@ std::shared_ptr<const Executable> compile_one(const Graph& g, const Options& o, 
       std::lock_guard lock(compile_mutex());
       b = build(g, o, target);
     }
-    if (b.shared_object) DiskCache::instance().write(name, encode_cache_entry(key, b.executable->info(), *b.shared_object));
+    if (b.shared_object && !o.dynamic) DiskCache::instance().write(name, encode_cache_entry(key, b.executable->info(), *b.shared_object));
     exe = b.executable;
   }
-  exe->set_statement_source([g, target, schedule = exe->info().schedule] { return lowered_statement(g, target, schedule); });
+  exe->set_statement_source([g, target, schedule = exe->info().schedule, dynamic = o.dynamic] {
+    return lowered_statement(g, target, schedule, dynamic.get());
+  });
   return exe;
 }
 
@@ -188,7 +191,10 @@ std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part
 Compiled compile(const Graph& g, const Options& o) {
   Timer t;
   // Not cached as a whole: its parts and its ops' graphs are, each under its own key.
-  if (has_control_flow(g)) return Compiled{compile_control_flow(g, o), false, t.ms()};
+  if (has_control_flow(g)) {
+    if (o.dynamic) throw ValueError("control flow ops compile for fixed sizes only");
+    return Compiled{compile_control_flow(g, o), false, t.ms()};
+  }
   MemoryTier& mem = memory();
   const Target target = Target::host(o.device, o.cuda_capability);
   const std::string key = cache_key(g, o, target);
@@ -207,7 +213,7 @@ Compiled compile(const Graph& g, const Options& o) {
   // carry a half from the child process that compiles it.
   std::vector<Part> parts;
   // (GPU code is not partitioned: its parts would meet in host memory.)
-  if (schedule_request(o) == "built-in" && o.device == Device::CPU && DiskCache::instance().enabled() && can_link())
+  if (schedule_request(o) == "built-in" && o.device == Device::CPU && DiskCache::instance().enabled() && can_link() && !o.dynamic)
     parts = partition(g);
   if (!parts.empty()) {
     log().debug("backend: '{}' compiles in {} parts at once", g.name, parts.size());

@@ -100,7 +100,7 @@ void Executable::run_on_device(const DeviceBuffer* const*, DeviceBuffer* const*)
 // One call: the argument buffers from `fill` (which sets host or device memory of each), the
 // function, and Halide's status turned into hjit's errors.
 template <class Fill, class After>
-void HalideExecutable::call(Fill fill, After after) const {
+void HalideExecutable::call(Fill fill, After after, const std::vector<int64_t>* symbols) const {
   if (!fn_) return;
   std::string why;
   if (info_.on_gpu() && !device_usable(info_.device, &why))
@@ -119,6 +119,8 @@ void HalideExecutable::call(Fill fill, After after) const {
   if (jit_context_) static_cast<Halide::JITUserContext&>(ctx) = *static_cast<const Halide::JITUserContext*>(jit_context_.get());
   void* ctx_ptr = &ctx;
   argv[0] = &ctx_ptr;
+  std::vector<std::vector<halide_dimension_t>> sized;  // dynamic sizes: this call's dims
+  if (symbols) sized.resize(n);
   for (size_t a = 0; a < n; ++a) {
     const ArgSpec& arg = info_.args[a];
     halide_buffer_t& b = bufs[a];
@@ -126,6 +128,15 @@ void HalideExecutable::call(Fill fill, After after) const {
     b.type = arg.type;
     b.dimensions = int32_t(arg.dims.size());
     b.dim = const_cast<halide_dimension_t*>(arg.dims.data());
+    if (symbols && !arg.sizes.empty()) {
+      int32_t stride = 1;
+      for (auto it = arg.sizes.rbegin(); it != arg.sizes.rend(); ++it) {
+        const int32_t extent = int32_t(it->at(*symbols));
+        sized[a].push_back(halide_dimension_t{0, extent, stride, 0});
+        stride *= extent;
+      }
+      b.dim = sized[a].data();
+    }
     if (arg.from == ArgSpec::From::Constant) {
       // Hidden inputs are host memory: a GPU pipeline copies them over when marked newer there.
       b.host = const_cast<uint8_t*>(info_.constants[size_t(arg.index)]->data());
@@ -165,7 +176,9 @@ void HalideExecutable::call(Fill fill, After after) const {
                         "): " + ctx.error);
 }
 
-void HalideExecutable::run(const void* const* inputs, void* const* outputs) const {
+void HalideExecutable::run(const void* const* inputs, void* const* outputs) const { run_sized(inputs, outputs, {}); }
+
+void HalideExecutable::run_sized(const void* const* inputs, void* const* outputs, const std::vector<int64_t>& symbols) const {
   call(
       [&](const ArgSpec& arg, halide_buffer_t& b) {
         const void* host = arg.from == ArgSpec::From::Input ? inputs[arg.index] : outputs[arg.index];
@@ -179,7 +192,8 @@ void HalideExecutable::run(const void* const* inputs, void* const* outputs) cons
           if (info_.args[a].from == ArgSpec::From::Output && bufs[a].device)
             if (int r = rt.copy_to_host(ctx, &bufs[a])) return r;
         return 0;
-      });
+      },
+      symbols.empty() ? nullptr : &symbols);
 }
 
 void HalideExecutable::run_on_device(const DeviceBuffer* const* inputs, DeviceBuffer* const* outputs) const {

@@ -21,6 +21,9 @@ struct ArgSpec {
   int index = 0;  // into the call's inputs, the constants, or the call's outputs
   halide_type_t type{};
   std::vector<halide_dimension_t> dims;  // Halide order (innermost first), dense
+  // A pipeline of dynamic sizes: the row-major shape as forms of the symbols, from which a call's
+  // dims are made (empty: dims as they are).
+  std::vector<Affine> sizes;
 };
 
 // Everything about a compiled function except its code: what the disk cache stores beside it.
@@ -45,6 +48,7 @@ class HalideExecutable final : public Executable {
   // user_context the in-process JIT needs, or null for code that calls the global runtime hooks.
   HalideExecutable(PipelineInfo info, ArgvFunction fn, std::shared_ptr<void> code, std::shared_ptr<void> jit_context);
   void run(const void* const* inputs, void* const* outputs) const override;
+  void run_sized(const void* const* inputs, void* const* outputs, const std::vector<int64_t>& symbols) const override;
   void run_on_device(const DeviceBuffer* const* inputs, DeviceBuffer* const* outputs) const override;
   std::string explain() const override;
   std::string summary() const override { return info_.summary; }
@@ -56,7 +60,7 @@ class HalideExecutable final : public Executable {
   const PipelineInfo& info() const { return info_; }
  private:
   template <class Fill, class After>
-  void call(Fill fill, After after) const;
+  void call(Fill fill, After after, const std::vector<int64_t>* symbols = nullptr) const;
   PipelineInfo info_;
   ArgvFunction fn_;
   std::shared_ptr<void> code_, jit_context_;

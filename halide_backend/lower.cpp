@@ -67,6 +67,30 @@ void LowerCtx::define(Stage& s, Expr e) {
   s.func(std::vector<Expr>(s.vars.begin(), s.vars.end())) = e;
 }
 
+namespace {
+Expr affine_expr(const Affine& a, const std::vector<Expr>& symbols) {
+  Expr e = Expr(int(a.constant));
+  for (size_t k = 0; k < a.coef.size(); ++k)
+    if (a.coef[k] != 0) e = e + int(a.coef[k]) * symbols[k];
+  return Halide::Internal::simplify(e);
+}
+}  // namespace
+
+Expr LowerCtx::extent(int node, int d) const {
+  if (p.dynamic) {
+    const Affine& a = p.dynamic->extents[size_t(node)][size_t(d)];
+    if (!a.is_constant()) return affine_expr(a, p.symbols);
+  }
+  return Expr(int(g.type(node).shape[size_t(d)]));
+}
+
+Expr LowerCtx::attr_element(int node, const std::string& name, size_t i) const {
+  if (p.dynamic && p.dynamic->attr_varies(node, name)) return affine_expr(p.dynamic->attrs[size_t(node)].at(name)[i], p.symbols);
+  const AttrValue& v = g.node(node).attrs.get(name);
+  if (const int64_t* x = std::get_if<int64_t>(&v)) return Expr(int(*x));
+  return Expr(int(std::get<std::vector<int64_t>>(v)[i]));
+}
+
 Coords LowerCtx::broadcast(const Coords& out, const Shape& shape) {
   Coords c;
   const size_t lead = out.size() - shape.size();
@@ -76,14 +100,70 @@ Coords LowerCtx::broadcast(const Coords& out, const Shape& shape) {
 
 namespace {
 
-// Dense row-major layout, known at compile time: Halide specializes every loop to it.
+// Dense row-major layout, known at compile time: Halide specializes every loop to it. With
+// dynamic sizes, extents (and the strides outside them) are expressions; `free_dim` (Halide
+// order) is a symbol's own source, left unconstrained.
 template <class Dims>
-void constrain(Dims dims_of, const Shape& shape) {
-  int64_t stride = 1;
-  const Shape halide_shape = to_halide_order(shape);
-  for (int i = 0; i < int(halide_shape.size()); ++i) {
-    dims_of(i).set_bounds(0, int(halide_shape[size_t(i)])).set_stride(int(stride));
-    stride *= halide_shape[size_t(i)];
+void constrain(Dims dims_of, const Shape& shape, const std::vector<Expr>& extents = {}, int free_dim = -1) {
+  if (extents.empty()) {
+    int64_t stride = 1;
+    const Shape halide_shape = to_halide_order(shape);
+    for (int i = 0; i < int(halide_shape.size()); ++i) {
+      dims_of(i).set_bounds(0, int(halide_shape[size_t(i)])).set_stride(int(stride));
+      stride *= halide_shape[size_t(i)];
+    }
+    return;
+  }
+  const std::vector<Expr> halide_extents = to_halide_order(extents);
+  Expr stride = 1;
+  for (int i = 0; i < int(halide_extents.size()); ++i) {
+    if (i == free_dim) dims_of(i).set_min(0).set_stride(stride);
+    else dims_of(i).set_bounds(0, halide_extents[size_t(i)]).set_stride(stride);
+    stride = Halide::Internal::simplify(stride * (i == free_dim ? dims_of(i).extent() : halide_extents[size_t(i)]));
+  }
+}
+
+std::vector<Expr> extents_of(const LowerCtx& ctx, int node) {
+  if (!ctx.p.dynamic || !ctx.p.dynamic->extent_varies(node)) return {};
+  std::vector<Expr> e;
+  for (int d = 0; d < ctx.g.type(node).rank(); ++d) e.push_back(ctx.extent(node, d));
+  return e;
+}
+
+// The ops whose lowerings take every extent and attribute as an expression (ctx.extent,
+// ctx.attr_element); others read sizes as numbers and compile only for fixed sizes.
+bool takes_dynamic_sizes(OpKind op) {
+  if (has_trait(op, Elementwise) || has_trait(op, Source)) return true;
+  switch (op) {
+    case OpKind::Reshape: case OpKind::Transpose: case OpKind::BroadcastTo: case OpKind::Slice: case OpKind::Concat:
+    case OpKind::Matmul: case OpKind::ReduceSum: case OpKind::ReduceMax: case OpKind::ReduceMin: case OpKind::Attention:
+      return true;
+    default: return false;
+  }
+}
+
+// Which nodes see a varying size (their own, an operand's or an attribute): each must be lowered by
+// an op that takes dynamic sizes.
+void check_dynamic(const Graph& g, const SymbolicSizes& d) {
+  for (size_t id = 0; id < g.nodes.size(); ++id) {
+    const Node& n = g.nodes[id];
+    bool varies = d.varies(int(id));
+    for (int in : n.inputs) varies |= d.extent_varies(in);
+    if (!varies) continue;
+    if (!takes_dynamic_sizes(n.op))
+      throw ValueError(std::string(op_name(n.op)) + " (node %" + std::to_string(id) + ") compiles for fixed sizes only");
+    // A broadcast decided on a size of 1 at the traced size would hold at that size only.
+    for (int in : n.inputs)
+      for (int dim = 0; dim < g.type(in).rank(); ++dim)
+        if (!d.extents[size_t(in)][size_t(dim)].is_constant() && g.type(in).shape[size_t(dim)] < 2)
+          throw ValueError("a dynamic size is " + std::to_string(g.type(in).shape[size_t(dim)]) + " where traced");
+    if (n.op == OpKind::Slice && (d.attr_varies(int(id), "starts") || d.attr_varies(int(id), "steps")))
+      throw ValueError("a slice whose start depends on a dynamic size");
+    if (n.op == OpKind::Concat && d.extent_varies(int(id))) {
+      const int64_t axis = n.attrs.i("axis");
+      for (int in : n.inputs)
+        if (!d.extents[size_t(in)][size_t(axis)].is_constant()) throw ValueError("a concatenation along a dynamic axis");
+    }
   }
 }
 
@@ -105,12 +185,18 @@ Expr bind_constant(LoweredPipeline& p, const TensorType& type, ConstData data, c
   return from_storage(type.dtype, c(args));
 }
 
-LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::set<int>& externs) {
+LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::set<int>& externs,
+                      const SymbolicSizes* dynamic) {
   for (const Node& n : g.nodes)
     if (n.type.numel() > INT_MAX)
       throw CompileError("hjit compiles tensors of at most 2^31-1 elements; " + n.type.str() + " is larger");
+  if (dynamic) {
+    if (!externs.empty()) throw ValueError("library calls (extern stages) compile for fixed sizes only");
+    check_dynamic(g, *dynamic);
+  }
   LoweredPipeline p;
   p.graph = &g;
+  p.dynamic = dynamic;
   p.target = target;
   p.stages.resize(g.nodes.size());
   p.params.resize(g.inputs.size());
@@ -143,6 +229,31 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::s
   for (const Update& u : g.updates) wanted.push_back(u.value);
 
   LowerCtx ctx{g, p};
+  if (dynamic) {
+    // Inputs first: each symbol is the extent of its source input's dimension, and every input's
+    // constraints are expressions of the symbols (a source's own dimension stays free).
+    for (size_t i = 0; i < g.inputs.size(); ++i) {
+      const int node = g.inputs[i];
+      bool used = !p.stages[size_t(node)].consumers.empty() || std::find(wanted.begin(), wanted.end(), node) != wanted.end();
+      for (const SymbolicSizes::Source& src : dynamic->sources) used |= src.input == int(i);
+      if (used) p.params[i] = ImageParam(storage_type(g.type(node).dtype), g.type(node).rank(), "in" + std::to_string(i));
+    }
+    for (const SymbolicSizes::Source& src : dynamic->sources)
+      p.symbols.push_back(p.params[size_t(src.input)].dim(g.type(g.inputs[size_t(src.input)]).rank() - 1 - src.dim).extent());
+    for (size_t i = 0; i < g.inputs.size(); ++i) {
+      if (!p.params[i].defined()) continue;
+      const int node = g.inputs[i];
+      const TensorType& t = g.type(node);
+      std::vector<Expr> extents;
+      for (int d = 0; d < t.rank(); ++d) extents.push_back(ctx.extent(node, d));
+      int own = -1;
+      for (const SymbolicSizes::Source& src : dynamic->sources)
+        if (src.input == int(i)) own = t.rank() - 1 - src.dim;  // (one symbol per input: see fit's sources)
+      ImageParam& param = p.params[i];
+      constrain([&](int d) { return param.dim(d); }, t.shape, extents, own);
+      param.set_host_alignment(64);
+    }
+  }
   for (size_t id = 0; id < g.nodes.size(); ++id) {
     const Node& n = g.nodes[id];
     Stage& s = p.stages[id];
@@ -156,7 +267,7 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::s
       size_t index = size_t(n.attrs.i("index"));
       bool used = !s.consumers.empty() || std::find(wanted.begin(), wanted.end(), int(id)) != wanted.end();
       if (used && n.type.numel() > 0) {
-        p.params[index] = make_param(n.type, "in" + std::to_string(index), true);
+        if (!p.params[index].defined()) p.params[index] = make_param(n.type, "in" + std::to_string(index), true);
         LowerCtx::define(s, from_storage(n.type.dtype, p.params[index](std::vector<Expr>(s.vars.begin(), s.vars.end()))));
       }
       continue;
@@ -195,7 +306,7 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::s
       s.is_output = true;
     }
     is_output[size_t(node)] = true;
-    constrain([&](int i) { return out.output_buffer().dim(i); }, n.type.shape);
+    constrain([&](int i) { return out.output_buffer().dim(i); }, n.type.shape, extents_of(ctx, node));
     out.output_buffer().set_host_alignment(64);
     p.outputs.push_back(out);
     p.output_node.push_back(node);

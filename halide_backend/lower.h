@@ -9,7 +9,10 @@ namespace hjit::backend {
 
 // Throws CompileError for graphs Halide cannot take (a dimension or tensor too large for int32
 // indexing). externs: matmul and conv2d nodes computed by library calls (extern_stages.h).
-LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::set<int>& externs = {});
+// dynamic: the graph's sizes that vary (lowered as expressions of its inputs' extents); a
+// ValueError when an op there cannot take them (the caller then compiles for fixed sizes).
+LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::set<int>& externs = {},
+                      const SymbolicSizes* dynamic = nullptr);
 
 // Types: what a dtype is computed in (16-bit floats in f32, bool as UInt(1)) and stored as.
 Halide::Type compute_type(DType t);

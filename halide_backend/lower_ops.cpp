@@ -1,5 +1,6 @@
 // One Halide lowering per op. Arithmetic happens in the compute type (16-bit floats in f32);
 // coordinates are row-major here and reversed only by halide_args().
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -101,9 +102,9 @@ std::string helper_name(const Stage& s, const char* role) { return canonical_nam
 // counter, and a schedule value names loops, so that names must be the same in every lowering.
 std::string rdom_name(const Stage& s, const char* role) { return "n" + std::to_string(s.node) + "_" + role; }
 
-RDom reduction_domain(const Shape& in, const std::vector<int64_t>& axes, const std::string& name) {
+RDom reduction_domain(const LowerCtx& ctx, int in, const std::vector<int64_t>& axes, const std::string& name) {
   Region ranges;
-  for (int64_t axis : to_halide_order(axes)) ranges.emplace_back(0, int(in[size_t(axis)]));
+  for (int64_t axis : to_halide_order(axes)) ranges.emplace_back(0, ctx.extent(in, int(axis)));
   return RDom(ranges, name);
 }
 
@@ -119,7 +120,7 @@ void reduce(LowerCtx& ctx, Stage& s, const Node& n, Fold fold) {
   }
   std::vector<Expr> v(s.vars.begin(), s.vars.end());
   Func acc(helper_name(s, "_acc"));
-  RDom r = reduction_domain(in.shape, axes, rdom_name(s, "r"));
+  RDom r = reduction_domain(ctx, n.inputs[0], axes, rdom_name(s, "r"));
   Expr x = cast(t, ctx.at(n.inputs[0], reduced_coords(LowerCtx::coords(s), r, axes, in.rank(), n.attrs.i("keepdims"))));
   switch (fold) {
     case Fold::Sum:
@@ -161,7 +162,7 @@ void arg_reduce(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
   const Type vt = compute_type(in.dtype);
   std::vector<Expr> v(s.vars.begin(), s.vars.end());
   Func acc(helper_name(s, "_acc"));
-  RDom r = reduction_domain(in.shape, axes, rdom_name(s, "r"));
+  RDom r = reduction_domain(ctx, n.inputs[0], axes, rdom_name(s, "r"));
   Expr x = ctx.at(n.inputs[0], reduced_coords(LowerCtx::coords(s), r, axes, in.rank(), n.attrs.i("keepdims")));
   acc(v) = Tuple(cast<int64_t>(0), is_max ? ieee::max_identity(vt) : ieee::min_identity(vt));
   Expr best = acc(v)[1];
@@ -352,7 +353,7 @@ void Matmul(LowerCtx& ctx, Stage& s, const Node& n) {
   const size_t r = size_t(n.type.rank());
   const Type t = ct(n);
   Coords o = LowerCtx::coords(s), ca(r), cb(r);
-  RDom k({{0, int(a.shape[r - 1])}}, rdom_name(s, "k"));
+  RDom k({{0, ctx.extent(n.inputs[0], int(r - 1))}}, rdom_name(s, "k"));
   for (size_t d = 0; d + 2 < r; ++d) {
     ca[d] = a.shape[d] == 1 ? Expr(0) : o[d];
     cb[d] = b.shape[d] == 1 ? Expr(0) : o[d];
@@ -368,34 +369,54 @@ void Matmul(LowerCtx& ctx, Stage& s, const Node& n) {
   s.rvars.push_back(k.x);
 }
 
-void Reshape(LowerCtx& ctx, Stage& s, const Node& n) {
-  // Dimensions are matched in groups of equal element count from the innermost outward; inside a
-  // group the output coordinates are linearized and split into the input's.
-  const Shape &in = ctx.g.type(n.inputs[0]).shape, &out = n.type.shape;
-  const Coords o = LowerCtx::coords(s);
-  Coords ic(in.size());
+namespace {
+// Reshape matches dimensions in groups of equal element count from the innermost outward: for each
+// group, [in first, in last, out first, out last] (size-1 dimensions are groups of their own).
+std::vector<std::array<int, 4>> reshape_groups(const Shape& in, const Shape& out) {
+  std::vector<std::array<int, 4>> groups;
   int i = int(in.size()) - 1, j = int(out.size()) - 1;
   while (i >= 0 || j >= 0) {
-    if (j >= 0 && out[size_t(j)] == 1) { --j; continue; }
-    if (i >= 0 && in[size_t(i)] == 1) { ic[size_t(i--)] = 0; continue; }
+    if (j >= 0 && out[size_t(j)] == 1) { groups.push_back({-1, -1, j, j}), --j; continue; }
+    if (i >= 0 && in[size_t(i)] == 1) { groups.push_back({i, i, -1, -1}), --i; continue; }
     int i0 = i, j0 = j;
     int64_t pi = in[size_t(i0)], po = out[size_t(j0)];
     while (pi != po) {
       if (pi < po) pi *= in[size_t(--i0)];
       else po *= out[size_t(--j0)];
     }
-    Expr linear = 0;
-    int64_t stride = 1;
-    for (int d = j; d >= j0; --d) linear += o[size_t(d)] * int(stride), stride *= out[size_t(d)];
-    stride = 1;
-    for (int d = i; d >= i0; --d) {
-      Expr q = stride == 1 ? linear : linear / int(stride);
-      ic[size_t(d)] = d == i0 ? q : q % int(in[size_t(d)]);
-      stride *= in[size_t(d)];
-    }
+    groups.push_back({i0, i, j0, j});
     i = i0 - 1, j = j0 - 1;
   }
-  LowerCtx::define(s, ctx.at(n.inputs[0], ic));
+  return groups;
+}
+}  // namespace
+
+void Reshape(LowerCtx& ctx, Stage& s, const Node& n) {
+  // Inside a group the output coordinates are linearized and split into the input's.
+  const int in_node = n.inputs[0], out_node = s.node;
+  const std::vector<std::array<int, 4>> groups = reshape_groups(ctx.g.type(in_node).shape, n.type.shape);
+  if (const SymbolicSizes* dyn = ctx.p.dynamic; dyn && (dyn->extent_varies(in_node) || dyn->extent_varies(out_node))) {
+    // The grouping must hold at every size, not only at the traced one.
+    std::vector<int64_t> other;
+    for (const SymbolicSizes::Source& src : dyn->sources) other.push_back(ctx.g.type(ctx.g.inputs[size_t(src.input)]).shape[size_t(src.dim)] + 7);
+    if (reshape_groups(dyn->shape_at(in_node, other), dyn->shape_at(out_node, other)) != groups)
+      throw ValueError("a reshape that regroups dimensions differently at another dynamic size");
+  }
+  const Coords o = LowerCtx::coords(s);
+  Coords ic(ctx.g.type(in_node).shape.size());
+  for (const auto& [i0, i, j0, j] : groups) {
+    if (j0 < 0) { ic[size_t(i)] = 0; continue; }
+    if (i0 < 0) continue;
+    Expr linear = 0, stride = 1;
+    for (int d = j; d >= j0; --d) linear += o[size_t(d)] * stride, stride = stride * ctx.extent(out_node, d);
+    stride = 1;
+    for (int d = i; d >= i0; --d) {
+      Expr q = Internal::is_const_one(stride) ? linear : linear / stride;
+      ic[size_t(d)] = d == i0 ? q : q % ctx.extent(in_node, d);
+      stride = stride * ctx.extent(in_node, d);
+    }
+  }
+  LowerCtx::define(s, ctx.at(in_node, ic));
 }
 
 void Transpose(LowerCtx& ctx, Stage& s, const Node& n) {
@@ -616,7 +637,7 @@ void Attention(LowerCtx& ctx, Stage& s, const Node& n) {
   Func keys_t(name + "_keys_t"), scores(name + "_scores"), row_max(name + "_row_max"), probs(name + "_probs"),
       row_sum(name + "_row_sum"), acc(name + "_acc");
   keys_t(vars({j, d})) = load(1, d, j);  // keys with the key index innermost
-  RDom rd({{0, D}}, rdom_name(s, "rd")), rj({{0, T}}, rdom_name(s, "rj"));
+  RDom rd({{0, D}}, rdom_name(s, "rd")), rj({{0, ctx.extent(n.inputs[1], int(r - 2))}}, rdom_name(s, "rj"));
   scores(vars({j, i})) = constant(t, 0);
   scores(vars({j, i})) += load(0, rd, i) * keys_t(args({j, rd}));
   Expr scaled = scores(vars({j, i})) * constant(t, n.attrs.f("scale"));

@@ -8,6 +8,8 @@
 #include <Halide.h>
 #include <hjit/graph.h>
 
+#include "graph/symbolic_sizes.h"
+
 namespace hjit::backend {
 
 using Coords = std::vector<Halide::Expr>;
@@ -66,6 +68,10 @@ Halide::Expr bind_constant(LoweredPipeline& p, const TensorType& type, ConstData
 
 struct LoweredPipeline {
   const Graph* graph = nullptr;
+  // Dynamic sizes (jit's dynamic_dims): the extents and attributes that vary, and each symbol's
+  // value in the pipeline (an input buffer's extent). Null and empty for a pipeline of fixed sizes.
+  const SymbolicSizes* dynamic = nullptr;
+  std::vector<Halide::Expr> symbols;
   Halide::Target target;
   std::vector<Stage> stages;              // indexed by node id
   std::vector<Halide::ImageParam> params; // indexed like graph->inputs; undefined when unused

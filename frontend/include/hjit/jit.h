@@ -49,6 +49,14 @@ struct JitOptions {
   int warn_after_retraces = 8;
   // Compiled versions kept per function; past this the least recently used is dropped. 0: no bound.
   size_t max_cache_entries = 64;
+  // Dimensions whose size may change from call to call with no new trace or compile: {argument,
+  // axis} pairs (axis < 0 counts from the end; every tensor of a std::vector<Tensor> argument).
+  // They leave the cache key, and one pipeline serves every size: its extents are expressions of
+  // the arguments' sizes (found by tracing again at other sizes), its schedule the built-in one
+  // chosen at the first call's sizes. Where that cannot hold (C++ that branches on the size, an
+  // op that compiles for fixed sizes only, a size below 2) the function compiles per size as
+  // without it, and HJIT_LOG=debug says why. CPU only.
+  std::vector<std::pair<int, int>> dynamic_dims{};
 };
 
 struct JitStats {
@@ -62,6 +70,7 @@ struct JitStats {
   int64_t evictions = 0;    // versions dropped as least recently used (max_cache_entries)
   int64_t graph_breaks = 0;   // fullgraph = false: values read, each ending a segment
   int64_t guard_failures = 0;  // TraceMode::Concrete: calls whose values read differed from a version's
+  int64_t dynamic_entries = 0;  // dynamic_dims: versions compiled once for every size of those dims
   std::string recompile_warning;  // the latest re-trace warning ("" when none was given)
 };
 

@@ -1,0 +1,52 @@
+// Sizes that vary from call to call (jit's dynamic_dims): a graph traced at one size, plus which of
+// its extents and integer attributes are affine in the dynamic sizes ("symbols"), found by tracing
+// the function again at other sizes and comparing. One compiled pipeline then serves every size:
+// the backend lowers those extents and attributes as expressions of the symbols.
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <hjit/graph.h>
+
+namespace hjit {
+
+// constant + sum_k coef[k] * symbol[k]
+struct Affine {
+  int64_t constant = 0;
+  std::vector<int64_t> coef;  // empty: a constant
+
+  bool is_constant() const;
+  int64_t at(const std::vector<int64_t>& symbols) const;
+  std::string str() const;  // "2*s0+1"
+  bool operator==(const Affine&) const = default;
+};
+
+struct SymbolicSizes {
+  int num_symbols = 0;
+  // Symbol k is extent `dim` (row-major) of graph input `input`.
+  struct Source {
+    int input = 0, dim = 0;
+  };
+  std::vector<Source> sources;
+  std::vector<std::vector<Affine>> extents;  // per node, per dim (row-major)
+  // Per node: integer (or integer list) attributes that vary, one Affine per element.
+  std::vector<std::map<std::string, std::vector<Affine>>> attrs;
+
+  bool extent_varies(int node) const;
+  bool attr_varies(int node, const std::string& name) const;
+  bool varies(int node) const { return extent_varies(node) || !attrs[size_t(node)].empty(); }
+  Shape shape_at(int node, const std::vector<int64_t>& symbols) const;
+  std::string str() const;  // every varying extent and attribute: part of a cache key
+};
+
+// The graphs of one function traced at several sizes: traces[0] at symbols values[0] (the graph
+// that is compiled), traces[1 + k] with symbol k changed alone, and a last one with all changed (a
+// check). nullopt, with the reason in *why, when they differ other than in affine sizes (C++ that
+// branches on a size, a constant whose size or value depends on one).
+std::optional<SymbolicSizes> fit_symbolic_sizes(const std::vector<const Graph*>& traces,
+                                                const std::vector<std::vector<int64_t>>& values,
+                                                const std::vector<SymbolicSizes::Source>& sources, std::string* why);
+
+}  // namespace hjit
