@@ -58,7 +58,17 @@ struct Entry {
   // dynamic_dims: the graph's sizes as expressions of the marked dimensions (one pipeline for
   // every size; its key leaves them out). Null for a version of fixed sizes.
   std::shared_ptr<const SymbolicSizes> dynamic;
+  int64_t min_dynamic_size = 1;  // the pipeline serves sizes from this up (its schedule's splits)
+  bool fixed_sizes = false;      // built for this call's sizes only, though dynamic_dims are set
   size_t num_outputs() const { return out_types.size() - guards.size(); }
+  // Whether this version serves the call: a pipeline for every size, at sizes it was scheduled for.
+  bool serves(const CallArgs& args) const {
+    if (!dynamic) return key.matches(args);
+    if (!key.matches(args)) return false;
+    for (const SymbolicSizes::Source& src : dynamic->sources)
+      if (args.tensor(size_t(src.input)).impl()->type.shape[size_t(src.dim)] < min_dynamic_size) return false;
+    return true;
+  }
 };
 
 // Max |compiled - eager| against tolerance * (1 + |eager|); returns a message when it fails.
@@ -163,7 +173,7 @@ struct JitCore::State {
   std::shared_ptr<Entry> find_locked(uint64_t h, const CallArgs& a) const {
     auto [lo, hi] = entries.equal_range(h);
     for (auto it = lo; it != hi; ++it)
-      if (it->second->key.matches(a)) return it->second;
+      if (it->second->key.matches(a) && (!it->second->ready || it->second->serves(a))) return it->second;
     return nullptr;
   }
 };
@@ -187,6 +197,10 @@ std::shared_ptr<const SymbolicSizes> fit_dynamic(JitCore::State& s, const CallAr
     }
   }
   *lasting = false;
+  if (values.empty()) {
+    *why = "no argument has the dimensions dynamic_dims names";
+    return nullptr;
+  }
   for (int64_t v : values)
     if (v < 2) {
       *why = "a dynamic dimension has size " + std::to_string(v) + " (a size below 2 could be a broadcast)";
@@ -244,7 +258,7 @@ void build_entry(JitCore::State& s, Entry& e, const CallArgs& args, Tracer trace
     ++s.traces;
     backend::Compiled c;
     bool compiled = false;
-    if (s.dynamic()) {
+    if (s.dynamic() && !e.fixed_sizes) {
       std::string why;
       bool lasting = false;
       {
@@ -259,6 +273,7 @@ void build_entry(JitCore::State& s, Entry& e, const CallArgs& args, Tracer trace
           try {
             c = backend::compile(tr.graph, o);
             compiled = true;
+            e.min_dynamic_size = std::max<int64_t>(1, c.executable->min_dynamic_size());
             ++s.dynamic_entries;
             log().debug("jit '{}': one pipeline for every size of the dynamic dimensions ({:.1f} ms)", s.opt.name, t.ms());
           } catch (const ValueError& v) {
@@ -570,7 +585,11 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
       if (!e && dyn) e = s.find_locked(h_exact, args);
       if (!e) {
         e = std::make_shared<Entry>();
-        const bool every_size = dyn && s.dynamic_impossible.empty();
+        // A pipeline for every size is tried once; sizes it does not serve compile on their own.
+        bool any_dynamic = false;
+        for (auto [it, end] = s.entries.equal_range(h); it != end; ++it) any_dynamic |= it->second->key.matches(args);
+        const bool every_size = dyn && s.dynamic_impossible.empty() && !any_dynamic;
+        e->fixed_sizes = dyn && !every_size;
         e->key = Signature::of(args, every_size ? h : h_exact, every_size ? dyn : nullptr);
         e->last_used = ++s.clock;
         if (!s.last_built) log().debug("jit '{}': first call, tracing", s.opt.name);
@@ -582,7 +601,7 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
     }
     if (built_here) break;
     wait_ready(*e);
-    if (e->key.matches(args)) break;
+    if (e->serves(args)) break;
     // A version first meant for every size was built for its own sizes only: look again.
   }
   if (built_here) {
@@ -711,6 +730,20 @@ std::string JitCore::explain(const CallArgs& args, Tracer trace) {
     out += "segment " + std::to_string(breaks.size() + 1) + " (results and updates): " +
            std::to_string(last->graph.nodes.size()) + " nodes; schedule " + last->exe->summary() + "\n\n";
     return out + last->exe->explain();
+  }
+  {  // the version these arguments run, when there is one (a pipeline for every size included)
+    std::shared_ptr<Entry> e;
+    {
+      std::shared_lock lk(s_->mu);
+      e = s_->find_locked(Signature::hash_of(args, s_->opt.name, s_->dynamic()), args);
+      if (!e) e = s_->find_locked(Signature::hash_of(args, s_->opt.name), args);
+    }
+    if (e) {
+      std::unique_lock g(e->mu);
+      e->cv.wait(g, [&] { return e->ready; });
+      if (!e->error) return (e->dynamic ? "one pipeline for every size of the dynamic dimensions:\n" + e->dynamic->str() + "\n\n" : "") +
+                            e->exe->explain();
+    }
   }
   Traced tr = trace_and_optimize(s_->opt.name, false, args, trace);
   backend::Compiled c = tuning::compile_tuned(tr.graph, s_->backend_opt, s_->tuning_db);

@@ -107,16 +107,26 @@ VarOrRVar loop_of(Halide::Func f, const std::string& name) {
 
 class Applier {
  public:
-  explicit Applier(LoweredPipeline& p) : funcs_(funcs_by_canonical_name(p)), dynamic_(p.dynamic != nullptr) {}
-
-  // A pipeline of dynamic sizes: a split decided at the traced size may meet a smaller extent,
-  // where shifting inwards or rounding up would reach outside the buffers; guarded tails fit
-  // every size (and cost nothing where the extent is a known multiple of the factor).
-  Halide::TailStrategy tail(const std::string& name) const {
-    const Halide::TailStrategy t = tail_strategy(name);
-    using T = Halide::TailStrategy;
-    return dynamic_ && (t == T::Auto || t == T::ShiftInwards || t == T::RoundUp) ? T::GuardWithIf : t;
+  explicit Applier(LoweredPipeline& p) : funcs_(funcs_by_canonical_name(p)) {
+    if (p.dynamic) find_dynamic_loops(p);
   }
+
+  // A pipeline of dynamic sizes: a split of a loop whose extent varies was decided at the traced
+  // size. Shifted inwards (a pure definition's default), it needs the extent to reach the factor:
+  // the smallest size the pipeline serves grows to it (smaller sizes compile on their own). An
+  // update's split is guarded (rounding up would read past the inputs at sizes not a multiple).
+  Halide::TailStrategy tail(const std::string& func, const std::string& loop, const std::string& name, int update,
+                            int64_t factor) {
+    using T = Halide::TailStrategy;
+    const T t = tail_strategy(name);
+    const int64_t scale = dynamic_scale(func, loop);
+    if (scale == 0) return t;
+    if (update >= 0 && (t == T::Auto || t == T::RoundUp)) return T::GuardWithIf;
+    if (t == T::Auto || t == T::ShiftInwards) min_dynamic_size_ = std::max(min_dynamic_size_, scale * factor);
+    if (t == T::RoundUp) return T::GuardWithIf;
+    return t;
+  }
+  int64_t min_dynamic_size() const { return min_dynamic_size_; }
 
   void apply(const Directive& d) {
     Halide::Func f = func(d.func);
@@ -146,18 +156,21 @@ class Applier {
     }
     else if (v == "split") {
       VarOrRVar old = var_of(*st, a[0]);
-      st->split(old, same_kind(old, a[1]), same_kind(old, a[2]), Halide::Expr(int(number(a[3]))), tail(a[4]));
+      st->split(old, same_kind(old, a[1]), same_kind(old, a[2]), Halide::Expr(int(number(a[3]))), tail(d.func, a[0], a[4], d.update, number(a[3])));
+      if (const int64_t scale = dynamic_scale(d.func, a[0])) dynamic_loops_[d.func][a[1]] = scale * number(a[3]);
     } else if (v == "fuse") {
       VarOrRVar inner = var_of(*st, a[0]), outer = var_of(*st, a[1]);
       VarOrRVar fused = inner.is_rvar || outer.is_rvar ? VarOrRVar(RVar(a[2])) : VarOrRVar(Var(a[2]));
       st->fuse(inner, outer, fused);
+      const int64_t si = dynamic_scale(d.func, a[0]), so = dynamic_scale(d.func, a[1]);
+      if (si || so) dynamic_loops_[d.func][a[2]] = si && so ? std::min(si, so) : si ? si : so;
     } else if (v == "reorder") {
       std::vector<VarOrRVar> order;
       for (const std::string& n : a) order.push_back(var_of(*st, n));
       st->reorder(order);
     } else if (v == "vectorize" || v == "unroll" || v == "parallel") {
       VarOrRVar x = var_of(*st, a[0]);
-      const Halide::TailStrategy tail_kind = tail(a.size() > 2 ? a[2] : "Auto");
+      const Halide::TailStrategy tail_kind = a.size() > 1 ? tail(d.func, a[0], a.size() > 2 ? a[2] : "Auto", d.update, number(a[1])) : Halide::TailStrategy::Auto;
       if (a.size() == 1) {
         if (v == "vectorize") st->vectorize(x);
         else if (v == "unroll") st->unroll(x);
@@ -167,6 +180,8 @@ class Applier {
         if (v == "vectorize") st->vectorize(x, n, tail_kind);
         else if (v == "unroll") st->unroll(x, n, tail_kind);
         else st->parallel(x, n, tail_kind);
+        // (a split whose outer loop keeps the name)
+        if (const int64_t scale = dynamic_scale(d.func, a[0])) dynamic_loops_[d.func][a[0]] = scale * number(a[1]);
       }
     } else if (v == "gpu_blocks" || v == "gpu_threads") {
       std::vector<VarOrRVar> x;
@@ -221,7 +236,56 @@ class Applier {
     return it->second;
   }
   std::map<std::string, Halide::Func> funcs_;
-  bool dynamic_ = false;
+  // Pipelines of dynamic sizes: per Func (canonical name), its loops whose extent varies, each
+  // with how many units of the size one of its iterations covers (1 for a dimension's own loop).
+  std::map<std::string, std::map<std::string, int64_t>> dynamic_loops_;
+  int64_t min_dynamic_size_ = 0;
+
+  int64_t dynamic_scale(const std::string& func, const std::string& loop) const {
+    auto it = dynamic_loops_.find(func);
+    if (it == dynamic_loops_.end()) return 0;
+    auto l = it->second.find(loop);
+    return l == it->second.end() ? 0 : l->second;
+  }
+
+  // The loops each stage starts with whose extents vary: pure vars of varying dimensions (shared
+  // by a stage's reduction and output wrapper), reduction variables over varying extents, and a
+  // helper's vars as its lowering marked them.
+  void find_dynamic_loops(const LoweredPipeline& p) {
+    auto varying_rvars = [](const std::vector<RVar>& rvars, std::set<std::string>& names) {
+      for (const RVar& r : rvars)
+        if (!Halide::Internal::is_const(r.extent())) names.insert(r.name());
+    };
+    std::vector<std::set<std::string>> of_node(p.stages.size());
+    for (const Stage& st : p.stages) {
+      if (st.node < 0 || !st.func.defined()) continue;
+      const std::vector<Affine>& ext = p.dynamic->extents[size_t(st.node)];
+      std::set<std::string>& names = of_node[size_t(st.node)];
+      for (size_t h = 0; h < st.vars.size() && h < ext.size(); ++h)
+        if (!ext[ext.size() - 1 - h].is_constant()) names.insert(st.vars[h].name());
+      varying_rvars(st.rvars, names);
+      auto loops = [](const std::set<std::string>& n) {
+        std::map<std::string, int64_t> m;
+        for (const std::string& x : n) m[x] = 1;
+        return m;
+      };
+      dynamic_loops_[canonical_name(st.func.name())] = loops(names);
+      if (st.reduction.defined()) dynamic_loops_[canonical_name(st.reduction.name())] = loops(names);
+      for (const Helper& h : st.helpers) {
+        std::set<std::string> hn;
+        for (const Var& v : h.vars)
+          if (names.count(v.name()) || h.dynamic_vars.count(v.name())) hn.insert(v.name());
+        varying_rvars(h.rvars, hn);
+        dynamic_loops_[canonical_name(h.func.name())] = loops(hn);
+      }
+    }
+    for (size_t k = 0; k < p.outputs.size(); ++k)
+      if (p.outputs[k].defined()) {
+        std::map<std::string, int64_t> m;
+        for (const std::string& x : of_node[size_t(p.output_node[k])]) m[x] = 1;
+        dynamic_loops_[canonical_name(p.outputs[k].name())] = m;
+      }
+  }
 };
 
 }  // namespace
@@ -229,6 +293,7 @@ class Applier {
 void apply_schedule(const Schedule& s, LoweredPipeline& p) {
   Applier applier(p);
   for (const Directive& d : s.directives) applier.apply(d);
+  p.min_dynamic_size = applier.min_dynamic_size();
 }
 
 }  // namespace hjit::backend

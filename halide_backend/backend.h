@@ -66,6 +66,8 @@ class Executable {
   virtual void run_sized(const void* const* inputs, void* const* outputs, const std::vector<int64_t>& symbols) const {
     run(inputs, outputs);
   }
+  // Dynamic sizes: the smallest value of each symbol run_sized serves (its schedule's splits).
+  virtual int64_t min_dynamic_size() const { return 0; }
   // GPU pipelines: inputs and outputs in the memory of the pipeline's device, nothing copied
   // through the host. Outputs with no elements may be null.
   virtual void run_on_device(const DeviceBuffer* const* inputs, DeviceBuffer* const* outputs) const;

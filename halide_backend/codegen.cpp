@@ -150,6 +150,7 @@ PipelineInfo describe(const Graph& g, const LoweredPipeline& p, std::string func
   info.function = std::move(function);
   info.summary = std::move(summary);
   info.schedule = std::move(schedule);
+  info.min_dynamic_size = p.min_dynamic_size;
   auto add = [&](ArgSpec::From from, int index, const TensorType& t, int node = -1) {
     ArgSpec a;
     a.from = from;

@@ -34,6 +34,7 @@ struct PipelineInfo {
   // GPU pipelines: the device code (PTX for CUDA) its kernels were compiled to; empty on the CPU.
   std::string device_code;
   Device device = Device::CPU;  // where its kernels run (GPU pipelines load that device's runtime)
+  int64_t min_dynamic_size = 0;  // dynamic sizes: the smallest value of each symbol it serves
   std::vector<ArgSpec> args;
   std::vector<std::shared_ptr<const std::vector<uint8_t>>> constants;  // hidden inputs' bytes
   bool computes_nothing() const;
@@ -52,6 +53,7 @@ class HalideExecutable final : public Executable {
   void run_on_device(const DeviceBuffer* const* inputs, DeviceBuffer* const* outputs) const override;
   std::string explain() const override;
   std::string summary() const override { return info_.summary; }
+  int64_t min_dynamic_size() const override { return info_.min_dynamic_size; }
   std::string device_code() const override { return info_.device_code; }
   void set_summary(std::string s) { info_.summary = std::move(s); }
   // How explain() gets Halide's lowered statement: lowering again, on demand (keeping it would cost

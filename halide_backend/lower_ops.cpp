@@ -677,6 +677,9 @@ void Attention(LowerCtx& ctx, Stage& s, const Node& n) {
   helper("row_max", row_max, {i}, {S}, {rj.x});
   helper("probs", probs, {j, i}, {T, S}, {});
   helper("row_sum", row_sum, {i}, {S}, {rj.x});
+  // Dynamic sizes: the key index j runs over the keys' length.
+  if (!Internal::is_const(rj.x.extent()))
+    for (Helper& h : s.helpers) h.dynamic_vars.insert(j.name());
 }
 
 // A u32 expression for threefry2x32: additions are narrowed widening_adds. With plain adds,

@@ -2,6 +2,7 @@
 // One Stage per graph node. Halide stores dimension 0 innermost, so a stage's vars run innermost
 // first: the reverse of the tensor's row-major shape (see halide_args()).
 #pragma once
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@ struct Helper {
   std::vector<Halide::Var> vars;  // pure vars, innermost first
   Shape extents;                  // of vars, innermost first
   std::vector<Halide::RVar> rvars;  // of its update, if it has one
+  std::set<std::string> dynamic_vars;  // names of vars whose extent varies (dynamic sizes)
 };
 
 struct Stage {
@@ -72,6 +74,8 @@ struct LoweredPipeline {
   // value in the pipeline (an input buffer's extent). Null and empty for a pipeline of fixed sizes.
   const SymbolicSizes* dynamic = nullptr;
   std::vector<Halide::Expr> symbols;
+  // Set by apply_schedule: the smallest value of every symbol the scheduled pipeline serves.
+  int64_t min_dynamic_size = 0;
   Halide::Target target;
   std::vector<Stage> stages;              // indexed by node id
   std::vector<Halide::ImageParam> params; // indexed like graph->inputs; undefined when unused

@@ -32,10 +32,63 @@ Cache& cache() {
   return *c;
 }
 
+// Small blocks a thread freed, for its next allocations without the global lock: the temporaries
+// a compiled pipeline allocates per tile in its parallel loops (sizes known only at run time, with
+// dynamic sizes) cost a lock each otherwise. Returned to the global cache when the thread ends.
+constexpr size_t kThreadBlockMax = size_t(256) << 10;
+constexpr size_t kThreadBlocks = 16;
+struct ThreadCache {
+  size_t count = 0;
+  size_t size[kThreadBlocks];
+  void* base[kThreadBlocks];
+  ~ThreadCache();
+};
+thread_local bool t_cache_alive = false;  // trivially destructible: readable while threads end
+thread_local ThreadCache t_cache;
+
+void give_back(void* base, size_t size) {
+  Cache& c = cache();
+  {
+    std::lock_guard lock(c.mu);
+    if (c.cached_bytes + size <= kMaxCachedBytes) {
+      c.free_blocks[size].push_back(base);
+      c.cached_bytes += size;
+      return;
+    }
+  }
+  std::free(base);
+}
+
+ThreadCache::~ThreadCache() {
+  t_cache_alive = false;
+  for (size_t k = 0; k < count; ++k) give_back(base[k], size[k]);
+  count = 0;
+}
+
+ThreadCache* thread_cache() {
+  if (!t_cache_alive) {
+    static thread_local bool made = false;
+    if (made) return nullptr;  // this thread's cache is gone (the thread is ending)
+    made = true;
+    t_cache.count = 0;
+    t_cache_alive = true;
+  }
+  return &t_cache;
+}
+
 }  // namespace
 
 void* cached_alloc(size_t bytes) {
   const size_t size = size_class(bytes == 0 ? 1 : bytes);
+  if (size <= kThreadBlockMax)
+    if (ThreadCache* t = thread_cache())
+      for (size_t k = t->count; k-- > 0;)
+        if (t->size[k] == size) {
+          void* base = t->base[k];
+          t->base[k] = t->base[t->count - 1], t->size[k] = t->size[t->count - 1];
+          --t->count;
+          return static_cast<char*>(base) + kHeader;
+        }
   {
     Cache& c = cache();
     std::lock_guard lock(c.mu);
@@ -57,16 +110,13 @@ void cached_free(void* p) {
   if (!p) return;
   void* base = static_cast<char*>(p) - kHeader;
   const size_t size = *static_cast<size_t*>(base);
-  Cache& c = cache();
-  {
-    std::lock_guard lock(c.mu);
-    if (c.cached_bytes + size <= kMaxCachedBytes) {
-      c.free_blocks[size].push_back(base);
-      c.cached_bytes += size;
+  if (size <= kThreadBlockMax)
+    if (ThreadCache* t = thread_cache(); t && t->count < kThreadBlocks) {
+      t->size[t->count] = size, t->base[t->count] = base;
+      ++t->count;
       return;
     }
-  }
-  std::free(base);
+  give_back(base, size);
 }
 
 }  // namespace hjit
