@@ -1,0 +1,136 @@
+// dynamic_dims: one trace and one compiled pipeline for every size of the marked dimensions,
+// compiled against eager at every size; where one pipeline cannot hold (C++ that branches on a
+// size, a value computed from it, sizes below the schedule's), a compile per size, still correct.
+#include "examples/llama_attention.h"
+#include "tests/support.h"
+
+using hjit::DType;
+using hjit::Shape;
+using hjit::Tensor;
+
+namespace {
+
+hjit::JitOptions dynamic(std::vector<std::pair<int, int>> dims, int opt_level = 1) {
+  hjit::JitOptions o;
+  o.dynamic_dims = std::move(dims);
+  o.opt_level = opt_level;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("W10's attention with a dynamic sequence length: one compile from 37 to 512 positions") {
+  LlamaAttention attn(512, 8, 512);
+  auto f = hjit::jit([&](const Tensor& x) { return attn(x); }, dynamic({{0, 1}}, 2));
+  for (int64_t t : {256, 64, 512, 100, 37, 255}) {
+    CAPTURE(t);
+    Tensor x = Tensor::randn({1, t, 512}, uint64_t(t));
+    Tensor got = f(x);
+    CHECK(got.shape() == Shape{1, t, 512});
+    CHECK_CLOSE_TOL(got, attn(x), 1e-4);
+  }
+  CHECK(f.stats().traces == 1);
+  CHECK(f.stats().compiles == 1);
+  CHECK(f.stats().dynamic_entries == 1);
+  CHECK(f.explain(Tensor::randn({1, 64, 512}, 1)).find("one pipeline for every size") != std::string::npos);
+  // Below the sizes the schedule's splits serve (its row tiles), a size compiles on its own.
+  Tensor tiny = Tensor::randn({1, 3, 512}, 3);
+  CHECK_CLOSE_TOL(f(tiny), attn(tiny), 1e-4);
+  CHECK(f.stats().dynamic_entries == 1);
+}
+
+TEST_CASE("dynamic batch and length: elementwise, matmul, reductions, reshape, slice, concat") {
+  Tensor w = test::random({6, 5}, DType::F32, 1), b = test::random({5}, DType::F32, 2);
+  auto mlp = [&](const Tensor& x) {
+    Tensor h = hjit::relu(hjit::matmul(x, w) + b);                       // [n, 5]
+    Tensor s = hjit::softmax(h, -1);                                     // along a fixed axis
+    Tensor r = h.reshape({-1, 5}).reshape({x.dim(0) * 5});                // regrouped through the dynamic axis
+    Tensor first = hjit::slice(s, 0, 0, x.dim(0) - 1);                    // a stop that moves with n
+    return std::make_tuple(s, hjit::sum(h, {0}), hjit::max(h, {0}), r, hjit::concat({first, first * 2.0}, 1),
+                           hjit::sum(x * x, {1}, true));
+  };
+  for (int level : {0, 1, 2}) {
+    CAPTURE(level);
+    auto f = hjit::jit(mlp, dynamic({{0, 0}}, level));
+    for (int64_t n : {7, 33, 2, 128, 16}) {
+      CAPTURE(n);
+      Tensor x = test::random({n, 6}, DType::F32, uint64_t(n));
+      auto got = f(x);
+      auto want = mlp(x);
+      CHECK_CLOSE(std::get<0>(got), std::get<0>(want));
+      CHECK_CLOSE(std::get<1>(got), std::get<1>(want));
+      CHECK_CLOSE(std::get<2>(got), std::get<2>(want));
+      CHECK_CLOSE(std::get<3>(got), std::get<3>(want));
+      CHECK_CLOSE(std::get<4>(got), std::get<4>(want));
+      CHECK_CLOSE(std::get<5>(got), std::get<5>(want));
+    }
+    CHECK(f.stats().dynamic_entries == 1);
+    CHECK(f.stats().traces <= 2);  // one for every size (and one for a size below the schedule's splits)
+  }
+}
+
+TEST_CASE("dynamic dims: two arguments of one length move together, two lengths are two sizes") {
+  auto pair = [](const Tensor& a, const Tensor& b) { return hjit::matmul(a, hjit::transpose(b, {1, 0})) * 0.5; };
+  auto same = hjit::jit(pair, dynamic({{0, 0}, {1, 0}}));
+  for (int64_t n : {4, 9, 20}) {
+    Tensor a = test::random({n, 8}, DType::F32, 1), b = test::random({n, 8}, DType::F32, 2);
+    CHECK_CLOSE(same(a, b), pair(a, b));
+  }
+  CHECK(same.stats().compiles == 1);
+  auto two = hjit::jit(pair, dynamic({{0, -2}, {1, -2}}));
+  for (auto [n, m] : {std::pair<int64_t, int64_t>{4, 6}, {9, 3}, {20, 20}, {5, 17}}) {
+    Tensor a = test::random({n, 8}, DType::F32, 3), b = test::random({m, 8}, DType::F32, 4);
+    Tensor got = two(a, b);
+    CHECK(got.shape() == Shape{n, m});
+    CHECK_CLOSE(got, pair(a, b));
+  }
+  CHECK(two.stats().dynamic_entries == 1);
+  // A std::vector<Tensor> argument: every tensor's axis.
+  auto total = [](const std::vector<Tensor>& xs) { return hjit::sum(xs[0], {0}) + hjit::sum(xs[1], {0}); };
+  auto tv = hjit::jit(total, dynamic({{0, 0}}));
+  for (int64_t n : {3, 11}) {
+    std::vector<Tensor> xs{test::random({n, 4}, DType::F32, 5), test::random({n + 2, 4}, DType::F32, 6)};
+    CHECK_CLOSE(tv(xs), total(xs));
+  }
+}
+
+TEST_CASE("dynamic dims that cannot be one pipeline compile per size, correctly") {
+  // mean over the dynamic axis divides by a number computed from the size: a value, not a shape.
+  auto mean0 = [](const Tensor& x) { return hjit::mean(x, {0}); };
+  auto f = hjit::jit(mean0, dynamic({{0, 0}}));
+  for (int64_t n : {3, 8, 21}) {
+    Tensor x = test::random({n, 4}, DType::F32, uint64_t(n));
+    CHECK_CLOSE(f(x), mean0(x));
+  }
+  CHECK(f.stats().dynamic_entries == 0);
+  CHECK(f.stats().traces == 3);
+  // C++ that branches on the size traces to different graphs.
+  auto branchy = [](const Tensor& x) { return x.dim(0) > 10 ? x * 2.0 : x + 1.0; };
+  auto g = hjit::jit(branchy, dynamic({{0, 0}}));
+  for (int64_t n : {4, 16, 5}) {
+    Tensor x = test::random({n, 3}, DType::F32, uint64_t(n));
+    CHECK_CLOSE(g(x), branchy(x));
+  }
+  CHECK(g.stats().dynamic_entries == 0);
+  // Sizes 0 and 1 never take a pipeline made for every size.
+  auto h = hjit::jit([](const Tensor& x) { return x * 3.0 + 1.0; }, dynamic({{0, 0}}));
+  for (int64_t n : {5, 0, 1, 9}) {
+    Tensor x = test::random({n, 3}, DType::F32, 7);
+    CHECK_CLOSE(h(x), x * 3.0 + 1.0);
+  }
+  CHECK(h.stats().dynamic_entries == 1);
+}
+
+TEST_CASE("dynamic_dims: options it cannot take are ValueErrors") {
+  auto f = [](const Tensor& x) { return x + 1.0; };
+  hjit::JitOptions cuda = dynamic({{0, 0}});
+  cuda.device = hjit::Device::CUDA;
+  CHECK_THROWS_AS(hjit::jit(f, cuda), hjit::ValueError);
+  hjit::JitOptions concrete = dynamic({{0, 0}});
+  concrete.trace_mode = hjit::TraceMode::Concrete;
+  CHECK_THROWS_AS(hjit::jit(f, concrete), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::jit(f, dynamic({{-1, 0}})), hjit::ValueError);
+  // An axis no argument has: a pipeline per size, as without it.
+  auto g = hjit::jit(f, dynamic({{0, 5}}));
+  CHECK(test::vals(g(test::f32({1, 2}, {2}))) == std::vector<float>{2, 3});
+}
