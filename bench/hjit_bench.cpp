@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "bench/workloads.h"
+#include "examples/llama_attention.h"
 
 namespace {
 
@@ -184,6 +185,29 @@ void guarded_call_overhead() {
               (long long)(guarded.stats().traces - 1));
 }
 
+// W10 with dynamic_dims on the sequence length: one pipeline for every length, each length timed
+// against a compile specialized to it (the same function jitted without dynamic_dims), side by side.
+void dynamic_w10_rows(bool quick) {
+  using hjit::Tensor;
+  LlamaAttention attn(512, 8, 512);
+  auto dynamic = hjit::jit([&](const Tensor& x) { return attn(x); }, {.name = "W10_dynamic", .dynamic_dims = {{0, 1}}});
+  std::printf("\nW10 with a dynamic sequence length (dynamic_dims {0, 1}): one pipeline for every length, against a "
+              "compile for each length\n%6s %12s %15s %8s\n", "seq", "dynamic ms", "specialized ms", "ratio");
+  double worst = 0;
+  for (int64_t t : {64, 128, 256, 384, 512}) {
+    Tensor x = Tensor::randn({1, t, 512}, uint64_t(t));
+    auto fixed = hjit::jit([&](const Tensor& x) { return attn(x); }, {.name = "W10_seq" + std::to_string(t)});
+    const double diff = hjit::max(hjit::abs(dynamic(x) - fixed(x))).item<double>();
+    std::vector<double> ms = measure({[&] { dynamic(x); }, [&] { fixed(x); }}, 1, quick ? 1.0 : 3.0);
+    worst = std::max(worst, ms[0] / ms[1]);
+    std::printf("%6lld %12.3f %15.3f %7.2fx%s\n", (long long)t, ms[0], ms[1], ms[0] / ms[1],
+                diff < 1e-4 ? "" : "  (results differ!)");
+  }
+  const hjit::JitStats st = dynamic.stats();
+  std::printf("dynamic: %lld trace, %lld compile for 5 lengths (%.0f ms); worst ratio %.2fx (bar: <= 1.25x)\n",
+              (long long)st.traces, (long long)st.compiles, st.compile_ms, worst);
+}
+
 int main(int argc, char** argv) {
   std::vector<std::string> workloads = bench::workload_ids(), variants = kVariants;
   bool quick = false, all = false, variants_given = false;
@@ -254,5 +278,6 @@ int main(int argc, char** argv) {
   }
   for (size_t i = 0; i < notes.size(); ++i) std::printf("[%zu] %s\n", i + 1, notes[i].c_str());
   guarded_call_overhead();
+  if (std::find(workloads.begin(), workloads.end(), "W10") != workloads.end()) dynamic_w10_rows(quick);
   return all_ok ? 0 : 1;
 }
