@@ -84,13 +84,6 @@ Expr LowerCtx::extent(int node, int d) const {
   return Expr(int(g.type(node).shape[size_t(d)]));
 }
 
-Expr LowerCtx::attr_element(int node, const std::string& name, size_t i) const {
-  if (p.dynamic && p.dynamic->attr_varies(node, name)) return affine_expr(p.dynamic->attrs[size_t(node)].at(name)[i], p.symbols);
-  const AttrValue& v = g.node(node).attrs.get(name);
-  if (const int64_t* x = std::get_if<int64_t>(&v)) return Expr(int(*x));
-  return Expr(int(std::get<std::vector<int64_t>>(v)[i]));
-}
-
 Coords LowerCtx::broadcast(const Coords& out, const Shape& shape) {
   Coords c;
   const size_t lead = out.size() - shape.size();
@@ -101,10 +94,10 @@ Coords LowerCtx::broadcast(const Coords& out, const Shape& shape) {
 namespace {
 
 // Dense row-major layout, known at compile time: Halide specializes every loop to it. With
-// dynamic sizes, extents (and the strides outside them) are expressions; `free_dim` (Halide
-// order) is a symbol's own source, left unconstrained.
+// dynamic sizes, extents (and the strides outside them) are expressions; `free` (Halide order)
+// marks the dimensions that are symbols' own sources, left unconstrained.
 template <class Dims>
-void constrain(Dims dims_of, const Shape& shape, const std::vector<Expr>& extents = {}, int free_dim = -1) {
+void constrain(Dims dims_of, const Shape& shape, const std::vector<Expr>& extents = {}, const std::vector<bool>& free = {}) {
   if (extents.empty()) {
     int64_t stride = 1;
     const Shape halide_shape = to_halide_order(shape);
@@ -117,9 +110,10 @@ void constrain(Dims dims_of, const Shape& shape, const std::vector<Expr>& extent
   const std::vector<Expr> halide_extents = to_halide_order(extents);
   Expr stride = 1;
   for (int i = 0; i < int(halide_extents.size()); ++i) {
-    if (i == free_dim) dims_of(i).set_min(0).set_stride(stride);
+    const bool own = size_t(i) < free.size() && free[size_t(i)];
+    if (own) dims_of(i).set_min(0).set_stride(stride);
     else dims_of(i).set_bounds(0, halide_extents[size_t(i)]).set_stride(stride);
-    stride = Halide::Internal::simplify(stride * (i == free_dim ? dims_of(i).extent() : halide_extents[size_t(i)]));
+    stride = Halide::Internal::simplify(stride * (own ? dims_of(i).extent() : halide_extents[size_t(i)]));
   }
 }
 
@@ -130,8 +124,9 @@ std::vector<Expr> extents_of(const LowerCtx& ctx, int node) {
   return e;
 }
 
-// The ops whose lowerings take every extent and attribute as an expression (ctx.extent,
-// ctx.attr_element); others read sizes as numbers and compile only for fixed sizes.
+// The ops whose lowerings take every extent that can vary as an expression (ctx.extent); others
+// read sizes as numbers and compile only for fixed sizes. (A slice's start and step, and a
+// concatenation's axis, must not vary: checked below.)
 bool takes_dynamic_sizes(OpKind op) {
   if (has_trait(op, Elementwise) || has_trait(op, Source)) return true;
   switch (op) {
@@ -246,9 +241,9 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::s
       const TensorType& t = g.type(node);
       std::vector<Expr> extents;
       for (int d = 0; d < t.rank(); ++d) extents.push_back(ctx.extent(node, d));
-      int own = -1;
+      std::vector<bool> own(size_t(t.rank()), false);
       for (const SymbolicSizes::Source& src : dynamic->sources)
-        if (src.input == int(i)) own = t.rank() - 1 - src.dim;  // (one symbol per input: see fit's sources)
+        if (src.input == int(i)) own[size_t(t.rank() - 1 - src.dim)] = true;
       ImageParam& param = p.params[i];
       constrain([&](int d) { return param.dim(d); }, t.shape, extents, own);
       param.set_host_alignment(64);

@@ -85,6 +85,16 @@ TEST_CASE("dynamic dims: two arguments of one length move together, two lengths 
     CHECK_CLOSE(got, pair(a, b));
   }
   CHECK(two.stats().dynamic_entries == 1);
+  // Both axes of one argument, of different sizes.
+  auto grid = [](const Tensor& x) { return std::make_pair(hjit::sum(x, {1}), hjit::transpose(x, {1, 0}) * 2.0); };
+  auto gf = hjit::jit(grid, dynamic({{0, 0}, {0, 1}}));
+  for (auto [n, m] : {std::pair<int64_t, int64_t>{5, 7}, {12, 3}, {6, 6}}) {
+    Tensor x = test::random({n, m}, DType::F32, uint64_t(n * m));
+    auto [a, b] = gf(x);
+    CHECK_CLOSE(a, grid(x).first);
+    CHECK_CLOSE(b, grid(x).second);
+  }
+  CHECK(gf.stats().dynamic_entries == 1);
   // A std::vector<Tensor> argument: every tensor's axis.
   auto total = [](const std::vector<Tensor>& xs) { return hjit::sum(xs[0], {0}) + hjit::sum(xs[1], {0}); };
   auto tv = hjit::jit(total, dynamic({{0, 0}}));
