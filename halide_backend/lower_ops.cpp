@@ -638,8 +638,16 @@ void Attention(LowerCtx& ctx, Stage& s, const Node& n) {
       row_sum(name + "_row_sum"), acc(name + "_acc");
   keys_t(vars({j, d})) = load(1, d, j);  // keys with the key index innermost
   RDom rd({{0, D}}, rdom_name(s, "rd")), rj({{0, ctx.extent(n.inputs[1], int(r - 2))}}, rdom_name(s, "rj"));
-  scores(vars({j, i})) = constant(t, 0);
-  scores(vars({j, i})) += load(0, rd, i) * keys_t(args({j, rd}));
+  // With dynamic sizes a row of scores is as long as the keys, known only at run time, and LLVM
+  // then keeps no accumulators of several rows in registers (the rows might overlap): the dot
+  // products accumulate in a helper of their own, computed per block of keys, whose rows are a
+  // constant distance apart.
+  const bool block_accumulator = ctx.p.dynamic != nullptr;
+  Func scores_acc(name + "_scores_acc");
+  Func& dots = block_accumulator ? scores_acc : scores;
+  dots(vars({j, i})) = constant(t, 0);
+  dots(vars({j, i})) += load(0, rd, i) * keys_t(args({j, rd}));
+  if (block_accumulator) scores(vars({j, i})) = scores_acc(vars({j, i}));
   Expr scaled = scores(vars({j, i})) * constant(t, n.attrs.f("scale"));
   // Masked keys never enter a max or an exp (no -inf anywhere: see constant()).
   const bool causal = n.attrs.i("causal") != 0;
@@ -673,7 +681,12 @@ void Attention(LowerCtx& ctx, Stage& s, const Node& n) {
   };
   const int64_t S = s.extents[1];
   helper("keys_t", keys_t, {j, d}, {T, D}, {});
-  helper("scores", scores, {j, i}, {T, S}, {rd.x});
+  if (block_accumulator) {
+    helper("scores", scores, {j, i}, {T, S}, {});
+    helper("scores_acc", scores_acc, {j, i}, {T, S}, {rd.x});
+  } else {
+    helper("scores", scores, {j, i}, {T, S}, {rd.x});
+  }
   helper("row_max", row_max, {i}, {S}, {rj.x});
   helper("probs", probs, {j, i}, {T, S}, {});
   helper("row_sum", row_sum, {i}, {S}, {rj.x});
