@@ -1,10 +1,13 @@
-// Deterministic mutation fuzzing of what hjit reads from text: Graph::parse. Each seed graph's
-// complete text (constants, updates, nested control flow graphs) is mutated many times: every
-// mutation must parse into a graph that verifies, prints and parses back the same, or be
-// rejected with a typed hjit::Error; anything else (another exception, a crash) fails the test.
+// Deterministic mutation fuzzing of what hjit reads: Graph::parse (each seed graph's complete
+// text: constants, updates, nested control flow graphs) and saved modules (the payload mutated
+// under a valid header, so that the decoder, not the checksum, meets it). Every mutation must
+// give a valid result or a typed hjit::Error; anything else (another exception, a crash) fails.
+#include <unistd.h>
+
 #include <random>
 
 #include "graph/passes/verify.h"
+#include "support/binary_io.h"
 #include "tests/support.h"
 
 using hjit::Tensor;
@@ -79,5 +82,45 @@ TEST_CASE("Graph::parse: 10,000 mutations of each seed parse to a valid graph or
     }
   }
   MESSAGE(parsed << " mutations parsed, " << rejected << " rejected with hjit::Error");
+  CHECK(rejected > 0);
+}
+
+TEST_CASE("saved modules: 10,000 mutations of a payload under a valid header load or throw a typed error") {
+  Tensor w = test::random({4, 3}, hjit::DType::F32, 5), b = test::random({3}, hjit::DType::F32, 6);
+  auto layer = [&](const Tensor& x) { return hjit::tanh(hjit::matmul(x, w) + b); };
+  const std::string path = "/tmp/hjit_test_fuzz_" + std::to_string(getpid()) + ".hjit";
+  const Tensor x = test::random({2, 4}, hjit::DType::F32, 7);
+  hjit::save(path, layer, x);
+  const std::string file = test::read_file(path);
+  constexpr char kMagic[9] = "HJITMODL";  // the saved module format (frontend/module.cpp), version 1
+  const std::string payload(hjit::unwrap_payload(file, kMagic, 1, "a saved module"));
+  CHECK_CLOSE(hjit::Module::load(path)(x).front(), layer(x));
+  std::mt19937_64 rng(777);
+  int64_t loaded = 0, rejected = 0;
+  for (int k = 0; k < 10000; ++k) {
+    std::string p = payload;
+    const int edits = 1 + int(rng() % 3);
+    for (int e = 0; e < edits && !p.empty(); ++e) {
+      const size_t at = size_t(rng() % p.size());
+      switch (rng() % 4) {
+        case 0: p[at] = char(rng() % 256); break;
+        case 1: p.erase(at, 1 + rng() % 8); break;
+        case 2: p.insert(at, p.substr(at, 1 + rng() % 8)); break;
+        default: p[at] = char(p[at] ^ (1 << (rng() % 8)));
+      }
+    }
+    test::write_file(path, hjit::wrap_payload(kMagic, 1, p));
+    try {
+      hjit::Module m = hjit::Module::load(path);
+      hjit::verify(m.graph(), "load");
+      ++loaded;
+    } catch (const hjit::Error&) {
+      ++rejected;
+    } catch (const std::exception& e) {
+      FAIL_CHECK("an untyped error (" << e.what() << ") for mutation " << k);
+    }
+  }
+  std::remove(path.c_str());
+  MESSAGE(loaded << " mutated modules loaded, " << rejected << " rejected with hjit::Error");
   CHECK(rejected > 0);
 }
