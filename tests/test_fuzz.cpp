@@ -1,14 +1,17 @@
-// Deterministic mutation fuzzing of what hjit reads: Graph::parse (each seed graph's complete
-// text: constants, updates, nested control flow graphs) and saved modules (the payload mutated
-// under a valid header, so that the decoder, not the checksum, meets it). Every mutation must
-// give a valid result or a typed hjit::Error; anything else (another exception, a crash) fails.
+// Deterministic mutation fuzzing of every file hjit reads: Graph::parse (each seed graph's
+// complete text: constants, updates, nested control flow graphs), saved modules and disk-cache
+// entries (the payload mutated under a valid header, so that the decoder, not the checksum, meets
+// it), and tuning databases (SQLite files with bytes changed). Every mutation must give a valid
+// result or a typed hjit::Error; anything else (another exception, a crash) fails.
 #include <unistd.h>
 
 #include <random>
 
 #include "graph/passes/verify.h"
+#include "halide_backend/cache_entry.h"
 #include "support/binary_io.h"
 #include "tests/support.h"
+#include "tuning/database.h"
 
 using hjit::Tensor;
 
@@ -30,6 +33,21 @@ std::vector<std::string> seed_texts() {
   return {hjit::make_graph(mlp, test::random({2, 3}, hjit::DType::F32, 2)).to_text(),
           hjit::make_graph(loop, test::random({2}, hjit::DType::F32, 3)).to_text(),
           hjit::make_graph(assigning, test::random({3, 3}, hjit::DType::F16, 4)).to_text()};
+}
+
+// Binary mutations: bytes replaced, dropped, repeated, or a bit flipped.
+std::string mutate_bytes(std::string p, std::mt19937_64& rng) {
+  const int edits = 1 + int(rng() % 3);
+  for (int e = 0; e < edits && !p.empty(); ++e) {
+    const size_t at = size_t(rng() % p.size());
+    switch (rng() % 4) {
+      case 0: p[at] = char(rng() % 256); break;
+      case 1: p.erase(at, 1 + rng() % 8); break;
+      case 2: p.insert(at, p.substr(at, 1 + rng() % 8)); break;
+      default: p[at] = char(p[at] ^ (1 << (rng() % 8)));
+    }
+  }
+  return p;
 }
 
 // One mutation of `s`: bytes flipped, dropped, repeated or inserted, a span moved, or a token of
@@ -98,18 +116,7 @@ TEST_CASE("saved modules: 10,000 mutations of a payload under a valid header loa
   std::mt19937_64 rng(777);
   int64_t loaded = 0, rejected = 0;
   for (int k = 0; k < 10000; ++k) {
-    std::string p = payload;
-    const int edits = 1 + int(rng() % 3);
-    for (int e = 0; e < edits && !p.empty(); ++e) {
-      const size_t at = size_t(rng() % p.size());
-      switch (rng() % 4) {
-        case 0: p[at] = char(rng() % 256); break;
-        case 1: p.erase(at, 1 + rng() % 8); break;
-        case 2: p.insert(at, p.substr(at, 1 + rng() % 8)); break;
-        default: p[at] = char(p[at] ^ (1 << (rng() % 8)));
-      }
-    }
-    test::write_file(path, hjit::wrap_payload(kMagic, 1, p));
+    test::write_file(path, hjit::wrap_payload(kMagic, 1, mutate_bytes(payload, rng)));
     try {
       hjit::Module m = hjit::Module::load(path);
       hjit::verify(m.graph(), "load");
@@ -123,4 +130,74 @@ TEST_CASE("saved modules: 10,000 mutations of a payload under a valid header loa
   std::remove(path.c_str());
   MESSAGE(loaded << " mutated modules loaded, " << rejected << " rejected with hjit::Error");
   CHECK(rejected > 0);
+}
+
+TEST_CASE("disk-cache entries: 10,000 mutations of a payload under a valid header decode or throw a typed error") {
+  auto f = [](const Tensor& x) { return hjit::exp(x) * 2.0 + 1.0; };
+  const hjit::Graph g = hjit::make_graph(f, test::random({3, 5}, hjit::DType::F32, 8));
+  auto compiled = hjit::backend::compile(g, hjit::backend::Options{"fuzz"});
+  auto exe = std::dynamic_pointer_cast<const hjit::backend::HalideExecutable>(compiled.executable);
+  REQUIRE(exe);
+  const std::string key = "fuzz key", entry = hjit::backend::encode_cache_entry(key, exe->info(), std::string(300, 'x'));
+  constexpr char kMagic[9] = "HJITCACH";  // the disk cache's entries (halide_backend/cache_entry.cpp)
+  const std::string payload(hjit::unwrap_payload(entry, kMagic, hjit::backend::kCacheFormatVersion, "an entry"));
+  CHECK(hjit::backend::decode_cache_entry(entry, key).info.function == exe->info().function);
+  std::mt19937_64 rng(4242);
+  int64_t decoded = 0, rejected = 0;
+  for (int k = 0; k < 10000; ++k) {
+    const std::string bytes = hjit::wrap_payload(kMagic, hjit::backend::kCacheFormatVersion, mutate_bytes(payload, rng));
+    try {
+      hjit::backend::decode_cache_entry(bytes, key);
+      ++decoded;
+    } catch (const hjit::Error&) {
+      ++rejected;
+    } catch (const std::exception& e) {
+      FAIL_CHECK("an untyped error (" << e.what() << ") for mutation " << k);
+    }
+  }
+  MESSAGE(decoded << " mutated entries decoded, " << rejected << " rejected with hjit::Error");
+  CHECK(rejected > 0);
+}
+
+TEST_CASE("tuning databases: 10,000 files with bytes changed open and read, or throw a typed error") {
+  using namespace hjit::tuning;
+  const std::string path = "/tmp/hjit_test_fuzz_db_" + std::to_string(getpid()) + ".sqlite";
+  std::remove(path.c_str());
+  {
+    auto db = Database::open(path, true);
+    for (int p = 0; p < 3; ++p) {
+      PipelineRecord r;
+      r.key = "key" + std::to_string(p), r.graph_hash = "g", r.signature = "f32[2] -> f32[2]", r.target = "host";
+      r.hjit_version = "0", r.halide_version = "14", r.name = "p", r.graph = "{ lambda ; a:f32[2]. let in (a) }";
+      const int64_t id = db->pipeline(r).id;
+      for (int c = 0; c < 4; ++c) {
+        CandidateRecord cand;
+        cand.pipeline = id, cand.origin = "built-in cols=" + std::to_string(c), cand.ms = 1.0 + c, cand.valid = c != 2;
+        cand.schedule = "hjit-schedule 1\nsource built-in\n";
+        db->add(cand);
+      }
+    }
+  }
+  const std::string file = test::read_file(path);
+  REQUIRE(!file.empty());
+  std::mt19937_64 rng(99);
+  int64_t read = 0, rejected = 0;
+  for (int k = 0; k < 10000; ++k) {
+    test::write_file(path, mutate_bytes(file, rng));
+    std::remove((path + "-journal").c_str());
+    try {
+      auto db = Database::open(path, false);
+      for (const PipelineRecord& p : db->pipelines()) {
+        db->candidates(p.id);
+        db->best(p.id);
+      }
+      ++read;
+    } catch (const hjit::Error&) {
+      ++rejected;
+    } catch (const std::exception& e) {
+      FAIL_CHECK("an untyped error (" << e.what() << ") for mutation " << k);
+    }
+  }
+  std::remove(path.c_str());
+  MESSAGE(read << " mutated databases read, " << rejected << " rejected with hjit::Error");
 }
