@@ -76,6 +76,24 @@ std::string mutate(const std::string& s, std::mt19937_64& rng) {
   return t;
 }
 
+// Runs `attempt` on mutations 0..count-1: counts those it accepts and those rejected with a typed
+// hjit::Error, and fails the test for any other exception.
+template <class Attempt>
+std::pair<int64_t, int64_t> fuzz(int count, Attempt attempt) {
+  int64_t accepted = 0, rejected = 0;
+  for (int k = 0; k < count; ++k) {
+    try {
+      attempt(k);
+      ++accepted;
+    } catch (const hjit::Error&) {
+      ++rejected;
+    } catch (const std::exception& e) {
+      FAIL_CHECK("an untyped error (" << e.what() << ") for mutation " << k);
+    }
+  }
+  return {accepted, rejected};
+}
+
 }  // namespace
 
 TEST_CASE("Graph::parse: 10,000 mutations of each seed parse to a valid graph or throw a typed error") {
@@ -84,20 +102,14 @@ TEST_CASE("Graph::parse: 10,000 mutations of each seed parse to a valid graph or
   int64_t parsed = 0, rejected = 0;
   for (const std::string& seed : seeds) {
     CHECK_NOTHROW(hjit::verify(hjit::Graph::parse(seed), "parse"));
-    for (int k = 0; k < 10000; ++k) {
+    auto [a, r] = fuzz(10000, [&](int) {
       const std::string text = mutate(seed, rng);
-      try {
-        const hjit::Graph g = hjit::Graph::parse(text);
-        hjit::verify(g, "parse");
-        const std::string again = g.to_text();
-        CHECK_MESSAGE(hjit::Graph::parse(again).to_text() == again, "a parsed mutation does not print back the same:\n" << text);
-        ++parsed;
-      } catch (const hjit::Error&) {
-        ++rejected;
-      } catch (const std::exception& e) {
-        FAIL_CHECK("an untyped error (" << e.what() << ") for:\n" << text);
-      }
-    }
+      const hjit::Graph g = hjit::Graph::parse(text);
+      hjit::verify(g, "parse");
+      const std::string again = g.to_text();
+      CHECK_MESSAGE(hjit::Graph::parse(again).to_text() == again, "a parsed mutation does not print back the same:\n" << text);
+    });
+    parsed += a, rejected += r;
   }
   MESSAGE(parsed << " mutations parsed, " << rejected << " rejected with hjit::Error");
   CHECK(rejected > 0);
@@ -114,19 +126,11 @@ TEST_CASE("saved modules: 10,000 mutations of a payload under a valid header loa
   const std::string payload(hjit::unwrap_payload(file, kMagic, 1, "a saved module"));
   CHECK_CLOSE(hjit::Module::load(path)(x).front(), layer(x));
   std::mt19937_64 rng(777);
-  int64_t loaded = 0, rejected = 0;
-  for (int k = 0; k < 10000; ++k) {
+  auto [loaded, rejected] = fuzz(10000, [&](int) {
     test::write_file(path, hjit::wrap_payload(kMagic, 1, mutate_bytes(payload, rng)));
-    try {
-      hjit::Module m = hjit::Module::load(path);
-      hjit::verify(m.graph(), "load");
-      ++loaded;
-    } catch (const hjit::Error&) {
-      ++rejected;
-    } catch (const std::exception& e) {
-      FAIL_CHECK("an untyped error (" << e.what() << ") for mutation " << k);
-    }
-  }
+    hjit::Module m = hjit::Module::load(path);
+    hjit::verify(m.graph(), "load");
+  });
   std::remove(path.c_str());
   MESSAGE(loaded << " mutated modules loaded, " << rejected << " rejected with hjit::Error");
   CHECK(rejected > 0);
@@ -143,18 +147,10 @@ TEST_CASE("disk-cache entries: 10,000 mutations of a payload under a valid heade
   const std::string payload(hjit::unwrap_payload(entry, kMagic, hjit::backend::kCacheFormatVersion, "an entry"));
   CHECK(hjit::backend::decode_cache_entry(entry, key).info.function == exe->info().function);
   std::mt19937_64 rng(4242);
-  int64_t decoded = 0, rejected = 0;
-  for (int k = 0; k < 10000; ++k) {
-    const std::string bytes = hjit::wrap_payload(kMagic, hjit::backend::kCacheFormatVersion, mutate_bytes(payload, rng));
-    try {
-      hjit::backend::decode_cache_entry(bytes, key);
-      ++decoded;
-    } catch (const hjit::Error&) {
-      ++rejected;
-    } catch (const std::exception& e) {
-      FAIL_CHECK("an untyped error (" << e.what() << ") for mutation " << k);
-    }
-  }
+  auto [decoded, rejected] = fuzz(10000, [&](int) {
+    hjit::backend::decode_cache_entry(
+        hjit::wrap_payload(kMagic, hjit::backend::kCacheFormatVersion, mutate_bytes(payload, rng)), key);
+  });
   MESSAGE(decoded << " mutated entries decoded, " << rejected << " rejected with hjit::Error");
   CHECK(rejected > 0);
 }
@@ -181,23 +177,15 @@ TEST_CASE("tuning databases: 10,000 files with bytes changed open and read, or t
   const std::string file = test::read_file(path);
   REQUIRE(!file.empty());
   std::mt19937_64 rng(99);
-  int64_t read = 0, rejected = 0;
-  for (int k = 0; k < 10000; ++k) {
+  auto [read, rejected] = fuzz(10000, [&](int) {
     test::write_file(path, mutate_bytes(file, rng));
     std::remove((path + "-journal").c_str());
-    try {
-      auto db = Database::open(path, false);
-      for (const PipelineRecord& p : db->pipelines()) {
-        db->candidates(p.id);
-        db->best(p.id);
-      }
-      ++read;
-    } catch (const hjit::Error&) {
-      ++rejected;
-    } catch (const std::exception& e) {
-      FAIL_CHECK("an untyped error (" << e.what() << ") for mutation " << k);
+    auto db = Database::open(path, false);
+    for (const PipelineRecord& p : db->pipelines()) {
+      db->candidates(p.id);
+      db->best(p.id);
     }
-  }
+  });
   std::remove(path.c_str());
   MESSAGE(read << " mutated databases read, " << rejected << " rejected with hjit::Error");
 }
