@@ -139,7 +139,9 @@ TEST_CASE("saved modules: 10,000 mutations of a payload under a valid header loa
 TEST_CASE("disk-cache entries: 10,000 mutations of a payload under a valid header decode or throw a typed error") {
   auto f = [](const Tensor& x) { return hjit::exp(x) * 2.0 + 1.0; };
   const hjit::Graph g = hjit::make_graph(f, test::random({3, 5}, hjit::DType::F32, 8));
-  auto compiled = hjit::backend::compile(g, hjit::backend::Options{"fuzz"});
+  hjit::backend::Options options;
+  options.name = "fuzz";
+  auto compiled = hjit::backend::compile(g, options);
   auto exe = std::dynamic_pointer_cast<const hjit::backend::HalideExecutable>(compiled.executable);
   REQUIRE(exe);
   const std::string key = "fuzz key", entry = hjit::backend::encode_cache_entry(key, exe->info(), std::string(300, 'x'));
@@ -163,8 +165,14 @@ TEST_CASE("tuning databases: 10,000 files with bytes changed open and read, or t
     auto db = Database::open(path, true);
     for (int p = 0; p < 3; ++p) {
       PipelineRecord r;
-      r.key = "key" + std::to_string(p), r.graph_hash = "g", r.signature = "f32[2] -> f32[2]", r.target = "host";
-      r.hjit_version = "0", r.halide_version = "14", r.name = "p", r.graph = "{ lambda ; a:f32[2]. let in (a) }";
+      r.key = "key" + std::to_string(p);
+      r.graph_hash = std::string("g");
+      r.signature = std::string("f32[2] -> f32[2]");
+      r.target = std::string("host");
+      r.hjit_version = std::string("0");
+      r.halide_version = std::string("14");
+      r.name = std::string("p");
+      r.graph = std::string("{ lambda ; a:f32[2]. let in (a) }");
       const int64_t id = db->pipeline(r).id;
       for (int c = 0; c < 4; ++c) {
         CandidateRecord cand;
