@@ -60,11 +60,15 @@ struct Entry {
   std::shared_ptr<const SymbolicSizes> dynamic;
   int64_t min_dynamic_size = 1;  // the pipeline serves sizes from this up (its schedule's splits)
   bool fixed_sizes = false;      // built for this call's sizes only, though dynamic_dims are set
+  // Meant for every size but built for the first call's sizes only: its key once it is ready
+  // (the State re-keys it under its lock; until then `key` is what the cache holds).
+  bool rekeyed = false;
+  Signature sizes_key;
   size_t num_outputs() const { return out_types.size() - guards.size(); }
-  // Whether this version serves the call: a pipeline for every size, at sizes it was scheduled for.
+  // Once ready: whether this version, found for the call's key, serves its sizes.
   bool serves(const CallArgs& args) const {
-    if (!dynamic) return key.matches(args);
-    if (!key.matches(args)) return false;
+    if (rekeyed) return sizes_key.matches(args);
+    if (!dynamic) return true;
     for (const SymbolicSizes::Source& src : dynamic->sources)
       if (args.tensor(size_t(src.input)).impl()->type.shape[size_t(src.dim)] < min_dynamic_size) return false;
     return true;
@@ -173,7 +177,7 @@ struct JitCore::State {
   std::shared_ptr<Entry> find_locked(uint64_t h, const CallArgs& a) const {
     auto [lo, hi] = entries.equal_range(h);
     for (auto it = lo; it != hi; ++it)
-      if (it->second->key.matches(a) && (!it->second->ready || it->second->serves(a))) return it->second;
+      if (it->second->key.matches(a)) return it->second;
     return nullptr;
   }
 };
@@ -284,7 +288,8 @@ void build_entry(JitCore::State& s, Entry& e, const CallArgs& args, Tracer trace
       }
       if (!e.dynamic) {
         log().debug("jit '{}': compiling for these sizes only: {}", s.opt.name, why);
-        e.key = Signature::of(args, Signature::hash_of(args, s.opt.name));
+        e.sizes_key = Signature::of(args, Signature::hash_of(args, s.opt.name));
+        e.rekeyed = true;
         if (lasting) {
           std::unique_lock lk(s.mu);
           s.dynamic_impossible = why;
@@ -572,23 +577,25 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
   const uint64_t h_exact = dyn ? Signature::hash_of(args, s.opt.name) : h;
   std::shared_ptr<Entry> e;
   bool built_here = false;
+  bool exact_only = false;  // a version for every size was found not to serve these sizes
   for (;;) {
+    auto find = [&] {
+      std::shared_ptr<Entry> found = exact_only ? nullptr : s.find_locked(h, args);
+      if (!found && dyn) found = s.find_locked(h_exact, args);
+      return found;
+    };
     {
       std::shared_lock lk(s.mu);
-      e = s.find_locked(h, args);
-      if (!e && dyn) e = s.find_locked(h_exact, args);
+      e = find();
     }
     if (e) e->last_used.store(s.clock.fetch_add(1, std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     if (!e) {
       std::unique_lock lk(s.mu);
-      e = s.find_locked(h, args);
-      if (!e && dyn) e = s.find_locked(h_exact, args);
+      e = find();
       if (!e) {
         e = std::make_shared<Entry>();
         // A pipeline for every size is tried once; sizes it does not serve compile on their own.
-        bool any_dynamic = false;
-        for (auto [it, end] = s.entries.equal_range(h); it != end; ++it) any_dynamic |= it->second->key.matches(args);
-        const bool every_size = dyn && s.dynamic_impossible.empty() && !any_dynamic;
+        const bool every_size = dyn && s.dynamic_impossible.empty() && !exact_only;
         e->fixed_sizes = dyn && !every_size;
         e->key = Signature::of(args, every_size ? h : h_exact, every_size ? dyn : nullptr);
         e->last_used = ++s.clock;
@@ -602,7 +609,7 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
     if (built_here) break;
     wait_ready(*e);
     if (e->serves(args)) break;
-    // A version first meant for every size was built for its own sizes only: look again.
+    exact_only = true;
   }
   if (built_here) {
     const uint64_t keyed = e->key.hash;
@@ -615,13 +622,14 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
     {
       std::unique_lock lk(s.mu);
       s.last_built = e;
-      if (e->key.hash != keyed) {  // re-keyed to these sizes (dynamic_dims could not hold)
+      if (e->rekeyed) {  // built for these sizes only (one pipeline could not serve every size)
         auto [lo, hi] = s.entries.equal_range(keyed);
         for (auto it = lo; it != hi; ++it)
           if (it->second == e) {
             s.entries.erase(it);
             break;
           }
+        e->key = e->sizes_key;
         s.entries.emplace(e->key.hash, e);
       }
     }
