@@ -13,6 +13,8 @@
 //   tuned:   (with --db FILE) the best schedule a tuning run (hjit-tune) left in that database.
 //
 // Usage: hjit-bench [--workloads W1,W3] [--variants eager,O1,Adams2019] [--db tuning.sqlite] [--quick] [--all]
+//                   [--compile-scaling]
+// The compile-time table (compile_scaling.h) comes last: with every workload, or --compile-scaling.
 // By default the training workloads (W7, W9, W11) run eager and at opt level 1 only: their
 // unfused baseline and the autoschedulers take minutes to compile their large graphs (--all runs
 // every variant on every workload).
@@ -30,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/compile_scaling.h"
 #include "bench/workloads.h"
 #include "examples/llama_attention.h"
 
@@ -210,7 +213,7 @@ void dynamic_w10_rows(bool quick) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> workloads = bench::workload_ids(), variants = kVariants;
-  bool quick = false, all = false, variants_given = false;
+  bool quick = false, all = false, variants_given = false, workloads_given = false, compile_scaling = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--db" && i + 1 < argc) {
@@ -220,13 +223,15 @@ int main(int argc, char** argv) {
     if (a == "--child" && i + 2 < argc)
       return child(argv[i + 1], argv[i + 2], argc > i + 3 && std::string(argv[i + 3]) == "--quick", false);
     if (a == "--prepare-only" && i + 2 < argc) return child(argv[i + 1], argv[i + 2], true, true);
-    if (a == "--workloads" && i + 1 < argc) workloads = bench::split_list(argv[++i]);
+    if (a == "--compile-scaling-child") return bench::compile_scaling_child(i + 1 < argc && std::string(argv[i + 1]) == "--quick");
+    if (a == "--workloads" && i + 1 < argc) workloads = bench::split_list(argv[++i]), workloads_given = true;
+    else if (a == "--compile-scaling") compile_scaling = true;
     else if (a == "--variants" && i + 1 < argc) variants = bench::split_list(argv[++i]), variants_given = true;
     else if (a == "--quick") quick = true;
     else if (a == "--all") all = true;
     else {
       std::fprintf(stderr, "usage: hjit-bench [--workloads W1,W2,...] [--variants eager,O0,O1,Adams2019,Li2018,Mullapudi2016,tuned] "
-                           "[--db tuning.sqlite] [--quick] [--all]\n");
+                           "[--db tuning.sqlite] [--quick] [--all] [--compile-scaling]\n");
       return 2;
     }
   }
@@ -279,5 +284,6 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < notes.size(); ++i) std::printf("[%zu] %s\n", i + 1, notes[i].c_str());
   guarded_call_overhead();
   if (std::find(workloads.begin(), workloads.end(), "W10") != workloads.end()) dynamic_w10_rows(quick);
+  if (compile_scaling || !workloads_given) bench::compile_scaling_rows(self, quick);
   return all_ok ? 0 : 1;
 }

@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 
 #include "halide_backend/backend.h"
@@ -140,36 +142,46 @@ std::shared_ptr<const Executable> compile_one(const Graph& g, const Options& o, 
   return exe;
 }
 
-// The parts of a partitioned graph: the second built in a child process, into the disk cache,
-// while this process builds the first; then both come from the cache like any other pipeline.
+// The parts of a partitioned graph, each distinct part compiled once (a model's repeated layers cut
+// alike are one pipeline). With a disk cache, a child process builds every other part into it
+// while this process builds the rest; then the child's come from the cache like any pipeline.
 std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part> parts, const Options& o,
                                                 const Target& target) {
   std::vector<std::string> keys;
   for (const Part& p : parts) keys.push_back(cache_key(p.graph, o, target));
   DiskCache& disk = DiskCache::instance();
+  std::vector<size_t> todo;  // first parts of distinct keys, not on disk
+  {
+    std::set<std::string> seen;
+    for (size_t k = 0; k < parts.size(); ++k)
+      if (seen.insert(keys[k]).second && !disk.has(hash_hex(keys[k]))) todo.push_back(k);
+  }
   pid_t child = -1;
-  if (!disk.has(hash_hex(keys[1]))) {
+  if (todo.size() >= 2 && disk.enabled() && can_link()) {
     // Forked while holding the compile lock: no other thread is inside Halide, and the child, the
     // only thread it has, builds without taking it.
     std::lock_guard lock(compile_mutex());
     std::fflush(nullptr);
     child = fork();
     if (child == 0) {
-      try {
-        Built b = build(parts[1].graph, o, target);
-        if (b.shared_object) disk.write(hash_hex(keys[1]), encode_cache_entry(keys[1], b.executable->info(), *b.shared_object));
-      } catch (...) {
+      for (size_t t = 1; t < todo.size(); t += 2) {
+        const size_t k = todo[t];
+        try {
+          Built b = build(parts[k].graph, o, target);
+          if (b.shared_object) disk.write(hash_hex(keys[k]), encode_cache_entry(keys[k], b.executable->info(), *b.shared_object));
+        } catch (...) {
+        }
       }
       _exit(0);
     }
   }
-  std::vector<std::shared_ptr<const Executable>> exes;
+  std::map<std::string, std::shared_ptr<const Executable>> built;
   Timer t;
-  exes.push_back(compile_one(parts[0].graph, o, target, keys[0]));
+  for (size_t i = 0; i < todo.size(); i += child > 0 ? 2 : 1) built[keys[todo[i]]] = compile_one(parts[todo[i]].graph, o, target, keys[todo[i]]);
   if (child > 0) {
-    // The halves are about the same work: a child still busy long after this half was done is
-    // stuck (a lock another thread held when it was forked) and is stopped; this process then
-    // compiles its half.
+    // The two shares are about the same work: a child still busy long after this process's share
+    // was done is stuck (a lock another thread held when it was forked) and is stopped; this
+    // process then compiles what the child left.
     const double limit_ms = std::max(30000.0, 3 * t.ms());
     int status = 0;
     pid_t done = 0;
@@ -177,12 +189,19 @@ std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part
     if (done == 0) {
       kill(child, SIGKILL);
       waitpid(child, &status, 0);
-      log().warn("hjit: the process compiling half of '{}' did not finish; compiling it here", g.name);
+      log().warn("hjit: the process compiling parts of '{}' did not finish; compiling them here", g.name);
     } else if (done < 0 || !WIFEXITED(status)) {
-      log().warn("hjit: the process compiling half of '{}' died; compiling it here", g.name);
+      log().warn("hjit: the process compiling parts of '{}' died; compiling them here", g.name);
     }
   }
-  exes.push_back(compile_one(parts[1].graph, o, target, keys[1]));
+  std::vector<std::shared_ptr<const Executable>> exes;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    auto it = built.find(keys[k]);
+    if (it == built.end()) it = built.emplace(keys[k], compile_one(parts[k].graph, o, target, keys[k])).first;
+    exes.push_back(it->second);
+  }
+  log().debug("backend: '{}' compiled in {} parts ({} distinct, {} compiled here{})", g.name, parts.size(), built.size(),
+              child > 0 ? (todo.size() + 1) / 2 : todo.size(), child > 0 ? ", the others in a child process" : "");
   return make_partitioned(g, std::move(parts), std::move(exes));
 }
 
@@ -209,14 +228,13 @@ Compiled compile(const Graph& g, const Options& o) {
     }
   }
   std::shared_ptr<const Executable> exe;
-  // Big graphs with the built-in schedule compile in two halves at once, where the disk cache can
-  // carry a half from the child process that compiles it.
+  // Big graphs with the built-in schedule compile in parts (partition.h).
   std::vector<Part> parts;
   // (GPU code is not partitioned: its parts would meet in host memory.)
-  if (schedule_request(o) == "built-in" && o.device == Device::CPU && DiskCache::instance().enabled() && can_link() && !o.dynamic)
-    parts = partition(g);
+  const std::string how = schedule_request(o);
+  if ((how == "built-in" || how == "unfused") && o.device == Device::CPU && !o.dynamic)
+    parts = partition(g, how == "built-in" && DiskCache::instance().enabled() && can_link());
   if (!parts.empty()) {
-    log().debug("backend: '{}' compiles in {} parts at once", g.name, parts.size());
     exe = compile_parts(g, std::move(parts), o, target);
   } else {
     exe = compile_one(g, o, target, key);

@@ -1,7 +1,9 @@
 #include "halide_backend/partition.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "graph/op_def.h"
@@ -17,9 +19,19 @@ int work_of(OpKind op) {
   return 1;
 }
 
-int64_t partition_threshold() {
-  const char* env = std::getenv("HJIT_PARTITION_WORK");
-  return env && *env ? std::atoll(env) : 96;
+// What a node costs to compile, in element-wise ops: measured here, a 64x64 matmul (its tile loop
+// nest, unrolled) takes about 35 ms to lower and code-generate, an inlined element-wise op about
+// 1.5 ms; a row reduction a few ops.
+int compile_cost_of(OpKind op) {
+  if (has_trait(op, Source) || op == OpKind::Parameter || op == OpKind::Constant) return 0;
+  if (has_trait(op, Contraction)) return 24;
+  if (has_trait(op, Reduction)) return 4;
+  return 1;
+}
+
+int64_t env_or(const char* name, int64_t fallback) {
+  const char* env = std::getenv(name);
+  return env && *env ? std::atoll(env) : fallback;
 }
 
 bool is_source(const Node& n) { return n.op == OpKind::Parameter || has_trait(n.op, Source) || n.op == OpKind::Constant; }
@@ -31,9 +43,17 @@ struct Builder {
   const Graph& g;
   Graph out;
   std::vector<int> id;  // original node -> node in out, -1 when not there yet
-  explicit Builder(const Graph& graph) : g(graph), id(graph.nodes.size(), -1) {
-    out.name = g.name;
-    for (int in : g.inputs) id[size_t(in)] = out.add_parameter(g.type(in), g.node(in).attrs.has("captured"));
+  explicit Builder(const Graph& graph) : g(graph), id(graph.nodes.size(), -1) { out.name = g.name; }
+  // The caller's inputs among `reads`, as the part's first parameters; returns their indices.
+  std::vector<int> add_inputs(const std::set<int>& reads) {
+    std::vector<int> indices;
+    for (size_t i = 0; i < g.inputs.size(); ++i) {
+      const int in = g.inputs[i];
+      if (!reads.count(in)) continue;
+      id[size_t(in)] = out.add_parameter(g.type(in), g.node(in).attrs.has("captured"));
+      indices.push_back(int(i));
+    }
+    return indices;
   }
   int copy_source(int n) {
     if (id[size_t(n)] >= 0) return id[size_t(n)];
@@ -53,63 +73,77 @@ struct Builder {
 
 }  // namespace
 
-std::vector<Part> partition(const Graph& g) {
+std::vector<Part> partition(const Graph& g, bool at_once) {
   const size_t n = g.nodes.size();
-  int64_t total = 0;
-  for (const Node& node : g.nodes) total += work_of(node.op);
-  if (total < partition_threshold()) return {};
-  // The cut: the first node after half the work.
-  size_t cut = 0;
-  for (int64_t work = 0; cut < n && work * 2 < total; ++cut) work += work_of(g.nodes[cut].op);
-  if (cut == 0 || cut >= n) return {};
+  int64_t work = 0, total = 0;
+  for (const Node& node : g.nodes) work += work_of(node.op), total += compile_cost_of(node.op);
+  const int64_t most = std::max<int64_t>(1, env_or("HJIT_PART_MAX_COST", 384));
+  const bool halves = at_once && work >= env_or("HJIT_PARTITION_WORK", 96);
+  if (!halves && total <= most) return {};
+  // Cuts: parts of equal compile cost, none over `most` (and two at least).
+  const int64_t count = std::max<int64_t>(2, (total + most - 1) / most);
+  std::vector<size_t> begin{0};
+  int64_t done = 0;
+  for (size_t k = 0; k + 1 < n && int64_t(begin.size()) < count; ++k) {
+    done += compile_cost_of(g.nodes[k].op);
+    if (done * count >= total * int64_t(begin.size())) begin.push_back(k + 1);
+  }
+  begin.push_back(n);
+  const size_t parts_count = begin.size() - 1;
+  if (parts_count < 2) return {};
+  std::vector<size_t> part_of(n);
+  for (size_t p = 0; p < parts_count; ++p)
+    for (size_t k = begin[p]; k < begin[p + 1]; ++k) part_of[k] = p;
 
-  // Values of the first part the second one reads (sources are copied, not handed on).
+  // Values a later part reads (sources are copied into each part that reads them, not handed on).
   std::vector<int> boundary;
   std::map<int, int> boundary_of;  // node -> boundary id
-  for (size_t b = cut; b < n; ++b)
+  for (size_t b = 0; b < n; ++b)
     for (int in : g.nodes[b].inputs)
-      if (size_t(in) < cut && !is_source(g.node(in)) && !boundary_of.count(in))
+      if (part_of[size_t(in)] < part_of[b] && !is_source(g.node(in)) && !boundary_of.count(in))
         boundary_of[in] = int(boundary.size()), boundary.push_back(in);
-  // Outputs (and updates' new values) computed in the first part that are sources stay wherever
-  // they are: a source has no part, so it is copied into the part that outputs it.
   std::vector<int> slot_node(g.outputs);
   for (const Update& u : g.updates) slot_node.push_back(u.value);
 
-  Part first, second;
-  Builder a(g), b(g);
-  for (size_t k = 0; k < cut; ++k)
-    if (is_source(g.nodes[k])) a.copy_source(int(k));
-    else a.copy(int(k));
-  first.graph = std::move(a.out);
-  for (int v : boundary) {
-    first.graph.outputs.push_back(a.id[size_t(v)]);
-    first.output_slot.push_back(-1 - boundary_of[v]);
-  }
-  for (int v : boundary) {
-    b.id[size_t(v)] = b.out.add_parameter(g.type(v));
-    second.boundary_inputs.push_back(boundary_of[v]);
-  }
-  for (size_t k = cut; k < n; ++k) {
-    for (int in : g.nodes[k].inputs)
-      if (b.id[size_t(in)] < 0) b.copy_source(in);  // a source node of the first part
-    if (is_source(g.nodes[k])) b.copy_source(int(k));
-    else b.copy(int(k));
-  }
-  for (size_t s = 0; s < slot_node.size(); ++s) {
-    const int v = slot_node[s];
-    if (size_t(v) < cut && !is_source(g.node(v))) {
-      first.graph.outputs.push_back(a.id[size_t(v)]);
-      first.output_slot.push_back(int(s));
-    } else {
-      b.out.outputs.push_back(b.copy_source_or_mapped(v));
-      second.output_slot.push_back(int(s));
+  std::vector<Part> parts(parts_count);
+  for (size_t p = 0; p < parts_count; ++p) {
+    Builder b(g);
+    Part& part = parts[p];
+    std::set<int> reads;
+    for (size_t k = begin[p]; k < begin[p + 1]; ++k) reads.insert(g.nodes[k].inputs.begin(), g.nodes[k].inputs.end());
+    for (size_t s = 0; s < slot_node.size(); ++s)
+      if (p + 1 == parts_count && is_source(g.node(slot_node[s]))) reads.insert(slot_node[s]);
+    part.caller_inputs = b.add_inputs(reads);
+    for (int v : boundary)
+      if (part_of[size_t(v)] < p && reads.count(v)) {
+        b.id[size_t(v)] = b.out.add_parameter(g.type(v));
+        part.boundary_inputs.push_back(boundary_of[v]);
+      }
+    // Sources are copied where they are read (and the caller's inputs are parameters already).
+    for (size_t k = begin[p]; k < begin[p + 1]; ++k) {
+      if (is_source(g.nodes[k])) continue;
+      for (int in : g.nodes[k].inputs)
+        if (b.id[size_t(in)] < 0) b.copy_source(in);
+      b.copy(int(k));
     }
+    for (int v : boundary)
+      if (part_of[size_t(v)] == p) {
+        b.out.outputs.push_back(b.id[size_t(v)]);
+        part.output_slot.push_back(-1 - boundary_of[v]);
+      }
+    // A caller's output is computed by its node's part; a source output is copied into the last.
+    for (size_t s = 0; s < slot_node.size(); ++s) {
+      const int v = slot_node[s];
+      const bool here = is_source(g.node(v)) ? p + 1 == parts_count : part_of[size_t(v)] == p;
+      if (!here) continue;
+      b.out.outputs.push_back(b.copy_source_or_mapped(v));
+      part.output_slot.push_back(int(s));
+    }
+    part.graph = std::move(b.out);
   }
-  second.graph = std::move(b.out);
-  if (first.graph.outputs.empty() || second.graph.outputs.empty()) return {};
-  std::vector<Part> parts;
-  parts.push_back(std::move(first));
-  parts.push_back(std::move(second));
+  // (A part whose values nobody reads, a run of sources say, has nothing to run.)
+  parts.erase(std::remove_if(parts.begin(), parts.end(), [](const Part& p) { return p.graph.outputs.empty(); }), parts.end());
+  if (parts.size() < 2) return {};
   return parts;
 }
 
@@ -118,7 +152,7 @@ namespace {
 class PartitionedExecutable final : public Executable {
  public:
   PartitionedExecutable(const Graph& g, std::vector<Part> parts, std::vector<std::shared_ptr<const Executable>> exes)
-      : parts_(std::move(parts)), exes_(std::move(exes)), inputs_(g.inputs.size()) {
+      : parts_(std::move(parts)), exes_(std::move(exes)) {
     for (const Part& p : parts_)
       for (size_t k = 0; k < p.output_slot.size(); ++k)
         if (p.output_slot[k] < 0) {
@@ -140,7 +174,8 @@ class PartitionedExecutable final : public Executable {
     for (size_t i = 0; i < boundary.size(); ++i) boundary[i] = cached_alloc(std::max<size_t>(boundary_bytes_[i], 64));
     for (size_t k = 0; k < parts_.size(); ++k) {
       const Part& p = parts_[k];
-      std::vector<const void*> in(inputs, inputs + inputs_);
+      std::vector<const void*> in;
+      for (int i : p.caller_inputs) in.push_back(inputs[i]);
       for (int b : p.boundary_inputs) in.push_back(boundary[size_t(b)]);
       std::vector<void*> out;
       for (int slot : p.output_slot) out.push_back(slot >= 0 ? outputs[slot] : boundary[size_t(-1 - slot)]);
@@ -156,15 +191,20 @@ class PartitionedExecutable final : public Executable {
   std::string explain() const override {
     std::ostringstream os;
     for (size_t k = 0; k < exes_.size(); ++k)
-      os << "part " << k + 1 << " of " << exes_.size() << " (compiled at once, in two processes):\n" << exes_[k]->explain();
+      os << "part " << k + 1 << " of " << exes_.size() << ":\n" << exes_[k]->explain();
     return os.str();
   }
-  std::string summary() const override { return exes_.front()->summary() + ", in " + std::to_string(exes_.size()) + " parts"; }
+  std::string summary() const override {
+    std::set<const Executable*> distinct;
+    for (const auto& e : exes_) distinct.insert(e.get());
+    std::string s = exes_.front()->summary() + ", in " + std::to_string(exes_.size()) + " parts";
+    if (distinct.size() < exes_.size()) s += " (" + std::to_string(distinct.size()) + " distinct)";
+    return s;
+  }
 
  private:
   std::vector<Part> parts_;
   std::vector<std::shared_ptr<const Executable>> exes_;
-  size_t inputs_;
   std::vector<size_t> boundary_bytes_;
 };
 

@@ -1,8 +1,13 @@
-// Compiling a big graph as two pipelines at once. Halide lowers and LLVM compiles one pipeline on
-// one core; a training step spends seconds there (W9: 2 s on this 2-core machine). Cut in two at
-// the middle of its work (in node order), each half is an ordinary graph: one is compiled in a
-// child process, which leaves it in the disk cache, while this process compiles the other. The
-// values that cross the cut are stored between the two calls; everything else stays fused.
+// Compiling a big graph as several pipelines. Two reasons:
+//   - Halide lowers and LLVM compiles one pipeline on one core; a training step spends seconds
+//     there (W9: 2 s on this 2-core machine). Cut at equal work, the parts are ordinary graphs: a
+//     child process compiles every other one into the disk cache while this process compiles the
+//     rest.
+//   - Several of Halide's lowering passes take time quadratic in a pipeline's stages (inlining
+//     them one at a time, bounds inference), and LLVM's more than linear in a function's size: a
+//     chain of 4000 element-wise ops compiled as one pipeline took 3.4 s, 500 matmuls minutes.
+//     Parts of bounded work make compile time linear in the graph's size.
+// The values that cross a cut are stored between the calls; everything else stays fused.
 #pragma once
 #include <memory>
 #include <vector>
@@ -13,16 +18,21 @@ namespace hjit::backend {
 
 struct Part {
   Graph graph;  // no updates: every value it hands on is an output
-  // Inputs: the caller's inputs, in order, then the values earlier parts computed (boundary ids).
+  // Inputs: the caller's inputs it reads (their indices, in order), then the values earlier parts
+  // computed (boundary ids). Only what it reads: a model's layers, each reading its own weights,
+  // are then parts alike, compiled once.
+  std::vector<int> caller_inputs;
   std::vector<int> boundary_inputs;
   // Per output of graph: >= 0: the caller's output slot (graph outputs, then updates); < 0:
   // boundary value -1 - id.
   std::vector<int> output_slot;
 };
 
-// The graph cut in two when it is worth it: nodes of work (weighted: contractions 4, reductions
-// 2, other computing nodes 1) at least HJIT_PARTITION_WORK (default 96). Empty otherwise.
-std::vector<Part> partition(const Graph& g);
+// The graph cut into parts of equal compile cost (in element-wise ops: a contraction 24, a
+// reduction 4), as many as keep each part within HJIT_PART_MAX_COST (default 384: 16 matmuls), and,
+// `at_once` (parts can be compiled in two processes), two at least when it has HJIT_PARTITION_WORK
+// (default 96) nodes of work (contractions 4, reductions 2, others 1). Empty when not worth it.
+std::vector<Part> partition(const Graph& g, bool at_once);
 
 // Runs the parts in order, holding the values that cross between them.
 std::shared_ptr<const Executable> make_partitioned(const Graph& g, std::vector<Part> parts,

@@ -13,6 +13,8 @@
 //
 // Measured on this machine (hjit-bench, 2 threads): W3 1024^3 matmul ~170 GFLOP/s (OpenBLAS ~187);
 // see the closing notes of issue 2 for the rest.
+#include <algorithm>
+#include <iterator>
 #include <set>
 #include <sstream>
 
@@ -107,6 +109,7 @@ class Builtin {
       if (p_.output_is_wrapper[k]) wrapper_nests_[size_t(node)].push_back(nest);
       else func_[size_t(node)] = Place{Place::Nest, nest};
     }
+    find_cuts();
     for (size_t id = n_; id-- > 0;) place(int(id));
     for (Nest& nest : nests_)
       if (nest.can_host) schedule_nest(nest);
@@ -210,7 +213,7 @@ class Builtin {
       bool reused_expensive = params_.store_expensive && expensive(s.op) && s.consumers.size() >= 2;
       if (feeds_contraction(id)) {
         make_nest(id);
-      } else if (reused_expensive) {
+      } else if (reused_expensive || cut_[size_t(id)]) {
         if (can_home(id, site, Level::Row)) {
           func_[size_t(id)] = Place{Place::At, *site.nests.begin(), Level::Row};
           nests_[size_t(*site.nests.begin())].has_row_guests = true;
@@ -246,6 +249,35 @@ class Builtin {
     } else {
       acc_[size_t(id)] = Place{Place::Nest, add_nest(s.reduction, id, false)};
     }
+  }
+
+  // Stages stored so that no inlined expression holds more than kMaxInlined stages. Halide
+  // lowers an inlined chain in time about cubic in its length (it inlines one Func at a time and
+  // eliminates common subexpressions after each): a chain of 800 element-wise ops lowered in 8 s
+  // inlined whole, in 0.23 s with a stage stored every 64. Stages are counted once however often
+  // they are read (Halide shares them as lets). A stored stage is computed per row of the nest
+  // that reads it where it can be (in cache), else at root.
+  static constexpr size_t kMaxInlined = 64;
+  void find_cuts() {
+    cut_.assign(n_, false);
+    std::vector<std::vector<int>> cone(n_);  // the inlined stages an expression holds, sorted
+    for (size_t id = 0; id < n_; ++id) {
+      const Stage& s = st(int(id));
+      if (!s.func.defined() || is_source(s) || has_reduction(s) || s.is_extern) continue;
+      if (func_[id].kind == Place::Nest || feeds_contraction(int(id))) continue;  // stored anyway
+      std::vector<int> mine{int(id)};
+      for (int in : node(int(id)).inputs) {
+        std::vector<int> merged;
+        std::set_union(mine.begin(), mine.end(), cone[size_t(in)].begin(), cone[size_t(in)].end(), std::back_inserter(merged));
+        mine.swap(merged);
+      }
+      if (mine.size() > kMaxInlined) cut_[id] = true, mine.clear();
+      cone[id] = std::move(mine);
+    }
+  }
+
+  std::string why_stored(int id) const {
+    return cut_[size_t(id)] ? " (stored: an inlined expression holds at most " + std::to_string(kMaxInlined) + " stages)" : "";
   }
 
   // Does the nest of stage id compute a long-latency op, itself or in a stage inlined into it?
@@ -284,7 +316,7 @@ class Builtin {
                                               threads, false, grain, params_.tasks);
       nest.has_row = ln.has_row;
       nest.row = ln.row;
-      os_ << nm(nest.func) << ": " << (nest.is_root_stage ? "root " : "") << ln.what << "\n";
+      os_ << nm(nest.func) << ": " << (nest.is_root_stage ? "root " : "") << ln.what << why_stored(nest.stage) << "\n";
       return;
     }
     nest.spec = tile_spec(p_, st(nest.host), params_);
@@ -308,7 +340,8 @@ class Builtin {
         ref(s.func).compute_at(ref(nest.func), level_var(nest, f.level));
         const int vec = vector_width(p_.target, value_type(s)), lanes = vec * vectors_per_iteration(id, vec);
         if (s.extents[0] >= lanes) ref(s.func).vectorize(s.vars[0], lanes);
-        os_ << nm(s.func) << ": per row of " << nm(nest.func) << (lanes > vec ? ", vec" + std::to_string(lanes) : "") << "\n";
+        os_ << nm(s.func) << ": per row of " << nm(nest.func) << (lanes > vec ? ", vec" + std::to_string(lanes) : "")
+            << why_stored(id) << "\n";
       }
     }
     if (!has_reduction(s) || !live(id)) return;
@@ -344,6 +377,7 @@ class Builtin {
   std::vector<Nest> nests_;
   std::vector<Place> func_, acc_;
   std::vector<Site> site_;
+  std::vector<bool> cut_;  // stored to bound inlined expressions (find_cuts)
   std::vector<std::vector<int>> wrapper_nests_;
   std::ostringstream os_;
 };

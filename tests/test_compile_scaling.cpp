@@ -1,0 +1,163 @@
+// Compile time that scales with the graph: long inlined chains are stored every so many stages
+// (schedules/builtin.cpp), and big graphs compile as parts of bounded cost, parts alike compiled
+// once (halide_backend/partition.h). What is checked here is that every such cut computes what
+// eager computes, at the sizes the issue names (a 2000-op chain, 500 matmuls) and at the edges of
+// the cutting (outputs that are inputs or constants, updates, size-0 and scalar values, integer
+// dtypes, every opt level). How long they take is hjit-bench's compile-time table.
+#include <cstdlib>
+#include <cstdio>
+#include <utility>
+
+#include "tests/support.h"
+
+using hjit::Tensor;
+
+namespace {
+
+// The partitioning's settings for the scope of a test (read at each compile): the most a part may
+// cost, and the work from which a graph is cut in two to compile at once.
+struct PartCost {
+  explicit PartCost(int cost, int halves_from = 96) {
+    setenv("HJIT_PART_MAX_COST", std::to_string(cost).c_str(), 1);
+    setenv("HJIT_PARTITION_WORK", std::to_string(halves_from).c_str(), 1);
+  }
+  ~PartCost() {
+    unsetenv("HJIT_PART_MAX_COST");
+    unsetenv("HJIT_PARTITION_WORK");
+  }
+};
+
+// "built-in, in 32 parts (3 distinct)" -> {32, 3}.
+std::pair<int, int> parts_of(const std::string& summary) {
+  int parts = 0, distinct = 0;
+  const size_t at = summary.find(", in ");
+  if (at == std::string::npos) return {0, 0};
+  std::sscanf(summary.c_str() + at, ", in %d parts (%d distinct)", &parts, &distinct);
+  return {parts, distinct ? distinct : parts};
+}
+
+Tensor identity(int64_t n) {
+  std::vector<float> v(size_t(n * n), 0.0f);
+  for (int64_t i = 0; i < n; ++i) v[size_t(i * n + i)] = 1.0f;
+  return Tensor::from_vector(v, {n, n});
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a 2000-op element-wise chain compiles in parts and computes what eager computes") {
+  // Each step's constant differs, so no two parts are alike: every one is compiled.
+  auto chain = [](const Tensor& x, const Tensor& a, const Tensor& b) {
+    Tensor y = x;
+    for (int i = 0; i < 667; ++i) y = y * a * (1.0 + i * 1e-6) + b;  // 3 ops a step
+    return y;
+  };
+  Tensor x = test::random({4, 256}, hjit::DType::F32, 1);
+  Tensor a = Tensor::full({256}, 0.5), b = test::random({4, 256}, hjit::DType::F32, 2);
+  auto f = hjit::jit(chain, {.name = "chain2000", .opt_level = 1});
+  Tensor got = f(x, a, b), want = chain(x, a, b);
+  CHECK_CLOSE(got, want);
+  const std::string summary = f.stats().schedule;
+  INFO(summary);
+  const auto [parts, distinct] = parts_of(summary);
+  CHECK(parts >= 4);
+  CHECK(distinct == parts);
+  CHECK(f.stats().compiles == 1);
+}
+
+TEST_CASE("a graph of 500 matmuls compiles in parts, layers alike compiled once") {
+  // A weight per layer: the parts read different weights but are the same graph.
+  auto net = [](const Tensor& x, const std::vector<Tensor>& ws) {
+    Tensor y = x;
+    for (const Tensor& w : ws) y = hjit::matmul(y, w);
+    return y;
+  };
+  Tensor x = test::random({32, 32}, hjit::DType::F32, 3);
+  std::vector<Tensor> ws;
+  // Near-orthogonal weights keep 500 products of moderate size: a scaled identity plus noise.
+  for (int i = 0; i < 500; ++i) ws.push_back(identity(32) + 0.01 * test::random({32, 32}, hjit::DType::F32, 100 + i));
+  auto f = hjit::jit(net, {.name = "matmul500", .opt_level = 1});
+  Tensor got = f(x, ws), want = net(x, ws);
+  CHECK_CLOSE_TOL(got, want, 1e-3);  // 500 products summed in another order
+  const std::string summary = f.stats().schedule;
+  INFO(summary);
+  const auto [parts, distinct] = parts_of(summary);
+  CHECK(parts >= 20);
+  CHECK(distinct <= 4);  // the first, the last, and the ones between
+}
+
+TEST_CASE("a chain longer than an inlined expression's bound is stored along the way") {
+  PartCost one_part(100000, 100000);
+  auto chain = [](const Tensor& x) {
+    Tensor y = x;
+    for (int i = 0; i < 100; ++i) y = y * (1.0 - i * 1e-4) + 0.001 * x;
+    return y;
+  };
+  Tensor x = test::random({8, 128}, hjit::DType::F32, 4);
+  auto f = hjit::jit(chain, {.name = "stored_chain", .opt_level = 1});
+  CHECK_CLOSE(f(x), chain(x));
+  const std::string e = f.explain(x);
+  CHECK(count(e, "stored: an inlined expression holds at most") >= 3);
+  CHECK(count(e, "part ") == 0);
+}
+
+TEST_CASE("graphs cut into many small parts compute what eager computes") {
+  PartCost tiny(3);  // a part per few ops
+  SUBCASE("outputs that are inputs, constants and values several parts read") {
+    auto fn = [](const Tensor& x, const Tensor& w) {
+      Tensor h = hjit::tanh(hjit::matmul(x, w));
+      Tensor s = hjit::sum(h, {1}, true);
+      Tensor y = h / (s + 1.0) + hjit::exp(-h * h);
+      return std::vector<Tensor>{y, x, Tensor::full({3}, 2.5), h, hjit::mean(y)};
+    };
+    Tensor x = test::random({5, 7}, hjit::DType::F32, 5), w = test::random({7, 6}, hjit::DType::F32, 6);
+    for (int level : {0, 1}) {
+      CAPTURE(level);
+      auto f = hjit::jit(fn, {.name = "parts_outputs", .opt_level = level});
+      std::vector<Tensor> got = f(x, w), want = fn(x, w);
+      REQUIRE(got.size() == want.size());
+      for (size_t k = 0; k < got.size(); ++k) CHECK_CLOSE(got[k], want[k]);
+      CHECK(f.stats().schedule.find(" parts") != std::string::npos);
+    }
+  }
+  SUBCASE("a training step with updates") {
+    Tensor w1 = test::random({8, 16}, hjit::DType::F32, 7), w2 = test::random({16, 4}, hjit::DType::F32, 8);
+    Tensor x = test::random({6, 8}, hjit::DType::F32, 9), t = test::random({6, 4}, hjit::DType::F32, 10);
+    auto step = [](Tensor& w1, Tensor& w2) {
+      return [&w1, &w2](const Tensor& x, const Tensor& t) {
+        auto loss = [&](const Tensor& x) {
+          Tensor d = hjit::matmul(hjit::relu(hjit::matmul(x, w1)), w2) - t;
+          return hjit::mean(d * d);
+        };
+        auto [l, g] = hjit::value_and_grad(loss, std::vector<Tensor>{w1, w2})(x);
+        w1.assign(w1 - 0.05 * g[0]);
+        w2.assign(w2 - 0.05 * g[1]);
+        return l;
+      };
+    };
+    Tensor a1 = w1.clone(), a2 = w2.clone(), b1 = w1.clone(), b2 = w2.clone();
+    auto eager = step(a1, a2);
+    auto jitted = hjit::jit(step(b1, b2), {.name = "parts_train", .opt_level = 1});
+    for (int i = 0; i < 3; ++i) CHECK_CLOSE_TOL(jitted(x, t), eager(x, t), 1e-4);
+    CHECK_CLOSE_TOL(b1, a1, 1e-4);
+    CHECK_CLOSE_TOL(b2, a2, 1e-4);
+    CHECK(jitted.stats().schedule.find(" parts") != std::string::npos);
+  }
+  SUBCASE("integers, scalars and size-0 values") {
+    auto fn = [](const Tensor& i, const Tensor& e, const Tensor& s) {
+      Tensor j = hjit::minimum(i * 3 + 1, 7) - i;
+      Tensor k = hjit::maximum(j, i) * 2 + j;
+      return std::vector<Tensor>{k, hjit::sum(k), e * 2.0 + 1.0, s * s + s};
+    };
+    Tensor i = test::random({4, 5}, hjit::DType::I32, 11), e = Tensor::zeros({0, 3}), s = Tensor::full({}, 1.5);
+    auto f = hjit::jit(fn, {.name = "parts_ints", .opt_level = 1});
+    std::vector<Tensor> got = f(i, e, s), want = fn(i, e, s);
+    REQUIRE(got.size() == want.size());
+    for (size_t k = 0; k < got.size(); ++k) CHECK_CLOSE(got[k], want[k]);
+  }
+}
