@@ -99,6 +99,11 @@ int child(const std::string& id, const std::string& variant, bool quick, bool pr
     std::printf("PREPARE %.4f %lld %.4f\n", prepare, (long long)c.misses, run.stats ? run.stats().compile_ms : 0.0);
     return 0;
   }
+  // Peak memory of one call: the workload's inputs and parameters, the result, and everything the
+  // call took on the way (eager: every op's result; compiled: the pipeline's temporaries).
+  hjit::reset_peak_memory();
+  run.call();
+  const double peak_mb = double(hjit::memory_stats().peak_bytes) / (1 << 20);
   bench::Runner eager = w.make_runner(nullptr);
   std::vector<std::function<void()>> fns{[&] { run.call(); }};
   if (variant != "eager") fns.push_back([&] { eager.call(); });
@@ -111,14 +116,14 @@ int child(const std::string& id, const std::string& variant, bool quick, bool pr
   double err = w.stateful ? -1 : 0;  // a training step changes its parameters: no two calls agree
   for (size_t i = 0; i < a.size() && !w.stateful; ++i) err = std::max(err, double(std::fabs(a[i] - b[i])) / (1 + std::fabs(b[i])));
   double ref_err = w.reference_error ? w.reference_error() : 0;
-  std::printf("RESULT %s %s %.4f %.6f %.6f %.6f %.3g %.3g %s\n", id.c_str(), variant.c_str(), prepare, steady, eager_ms, ref,
-              err, ref_err, run.stats ? run.stats().schedule.c_str() : "eager");
+  std::printf("RESULT %s %s %.4f %.6f %.6f %.6f %.3g %.3g %.3f %s\n", id.c_str(), variant.c_str(), prepare, steady, eager_ms,
+              ref, err, ref_err, peak_mb, run.stats ? run.stats().schedule.c_str() : "eager");
   return 0;
 }
 
 struct Row {
   std::string variant;
-  double prepare = 0, warm = -1, warm_ready = -1, steady = 0, eager = 0, ref = 0, err = 0, ref_err = 0;
+  double prepare = 0, warm = -1, warm_ready = -1, steady = 0, eager = 0, ref = 0, err = 0, ref_err = 0, peak_mb = 0;
   std::string schedule;
   bool ok = false;
 };
@@ -140,8 +145,8 @@ Row run_child(const std::string& self, const std::string& id, const std::string&
   while (std::fgets(line, sizeof line, p)) {
     char wid[16], var[32];
     int used = 0;
-    if (std::sscanf(line, "RESULT %15s %31s %lf %lf %lf %lf %lf %lf %n", wid, var, &r.prepare, &r.steady, &r.eager, &r.ref,
-                    &r.err, &r.ref_err, &used) == 8) {
+    if (std::sscanf(line, "RESULT %15s %31s %lf %lf %lf %lf %lf %lf %lf %n", wid, var, &r.prepare, &r.steady, &r.eager, &r.ref,
+                    &r.err, &r.ref_err, &r.peak_mb, &used) == 9) {
       r.ok = true;
       r.schedule = std::string(line + used);
       while (!r.schedule.empty() && r.schedule.back() == '\n') r.schedule.pop_back();
@@ -245,12 +250,13 @@ int main(int argc, char** argv) {
 
   std::printf("hjit-bench: %u hardware threads; cold = first call in a fresh process with an empty compile cache,\n"
               "warm = first call in a fresh process with the cache filled (median of 3) and ready = its part before\n"
-              "the run (trace + load), steady = median per call\n",
+              "the run (trace + load), steady = median per call, peak MB = the most hjit's allocator held during one call\n"
+              "(inputs, parameters, result and everything in between),\n",
               std::thread::hardware_concurrency());
   std::printf("(W1: per 1000 calls); 'vs eager' and 'vs ref' are speed-ups over eager hjit and over the hand-written\n"
               "reference measured in the same process (>1 is faster); err = max |jit - eager| / (1 + |eager|).\n\n");
-  std::printf("%-4s %-10s %-18s %10s %9s %9s %12s %9s %9s  %-16s %8s\n", "id", "workload", "variant", "cold ms",
-              "warm ms", "ready ms", "steady ms", "vs eager", "vs ref", "reference", "err");
+  std::printf("%-4s %-10s %-18s %10s %9s %9s %12s %9s %9s %9s  %-16s %8s\n", "id", "workload", "variant", "cold ms",
+              "warm ms", "ready ms", "steady ms", "peak MB", "vs eager", "vs ref", "reference", "err");
   bool all_ok = true;
   std::vector<std::string> notes;
   for (const std::string& id : workloads) {
@@ -276,8 +282,8 @@ int main(int argc, char** argv) {
       char warm[32] = "-", ready[32] = "-";
       if (r.warm >= 0) std::snprintf(warm, sizeof warm, "%.2f", r.warm);
       if (r.warm_ready >= 0) std::snprintf(ready, sizeof ready, "%.2f", r.warm_ready);
-      std::printf("%-4s %-10s %-18s %10.2f %9s %9s %12.4f %8.2fx %9s  %-16s %8s%s\n", id.c_str(), w.name.c_str(),
-                  shown.c_str(), r.prepare, warm, ready, r.steady, r.eager / r.steady, vs_ref, ref.c_str(), err, extra);
+      std::printf("%-4s %-10s %-18s %10.2f %9s %9s %12.4f %9.1f %8.2fx %9s  %-16s %8s%s\n", id.c_str(), w.name.c_str(),
+                  shown.c_str(), r.prepare, warm, ready, r.steady, r.peak_mb, r.eager / r.steady, vs_ref, ref.c_str(), err, extra);
       std::fflush(stdout);
     }
   }

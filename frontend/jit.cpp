@@ -1,5 +1,6 @@
 // jit(): the signature cache, tracing on a miss, compiling through the backend, and the hot path
 // of a cached call (hash the signature, find the entry under a shared lock, bind buffers, run).
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <unordered_map>
 
 #include <hjit/jit.h>
+#include <hjit/memory.h>
 
 #include "frontend/const_eval.h"
 #include "frontend/device.h"
@@ -23,6 +25,7 @@
 #include "halide_backend/backend.h"
 #include "tuning/use.h"
 #include "support/hash.h"
+#include "support/allocator.h"
 #include "support/log.h"
 
 namespace hjit::detail {
@@ -363,16 +366,25 @@ JitCore::~JitCore() = default;
 const JitOptions& JitCore::options() const { return s_->opt; }
 
 JitStats JitCore::stats() const {
-  std::shared_lock lk(s_->mu);
   JitStats st;
-  st.traces = s_->traces.load(), st.compiles = s_->compiles.load(), st.cache_hits = s_->hits.load();
-  st.compile_ms = double(s_->compile_us.load()) / 1000.0, st.schedule = s_->schedule;
-  st.entries = int64_t(s_->entries.size());
-  st.evictions = s_->evictions.load();
-  st.guard_failures = s_->guard_failures.load();
-  st.graph_breaks = s_->graph_breaks.load();
-  st.dynamic_entries = s_->dynamic_entries.load();
-  st.recompile_warning = s_->warning;
+  std::vector<std::shared_ptr<Entry>> versions;
+  {
+    std::shared_lock lk(s_->mu);
+    st.traces = s_->traces.load(), st.compiles = s_->compiles.load(), st.cache_hits = s_->hits.load();
+    st.compile_ms = double(s_->compile_us.load()) / 1000.0, st.schedule = s_->schedule;
+    st.entries = int64_t(s_->entries.size());
+    st.evictions = s_->evictions.load();
+    st.guard_failures = s_->guard_failures.load();
+    st.graph_breaks = s_->graph_breaks.load();
+    st.dynamic_entries = s_->dynamic_entries.load();
+    st.recompile_warning = s_->warning;
+    for (const auto& [key, chain] : s_->entries)
+      for (std::shared_ptr<Entry> e = chain; e; e = e->next) versions.push_back(e);
+  }
+  for (const auto& e : versions) {  // each under its own lock, taken after the State's is let go
+    std::lock_guard lk(e->mu);
+    if (e->ready && e->exe) st.temporary_bytes = std::max(st.temporary_bytes, e->exe->temporary_bytes());
+  }
   return st;
 }
 
@@ -802,6 +814,18 @@ std::string default_name(const std::type_info& fn_type) {
 }  // namespace hjit::detail
 
 namespace hjit {
+
+MemoryStats memory_stats() {
+  const AllocatorCounts a = allocator_counts();
+  MemoryStats m;
+  m.current_bytes = a.in_use, m.peak_bytes = a.peak, m.cached_bytes = a.cached;
+  m.allocations = a.allocations, m.system_allocations = a.system_allocations;
+  for (const auto& e : backend::live_executables()) m.pipelines.push_back(PipelineMemory{e->name(), e->temporary_bytes()});
+  std::sort(m.pipelines.begin(), m.pipelines.end(), [](const PipelineMemory& a, const PipelineMemory& b) { return a.name < b.name; });
+  return m;
+}
+
+void reset_peak_memory() { reset_allocator_peak(); }
 
 CacheStats cache_stats() {
   const backend::CacheCounts c = backend::cache_counts();

@@ -78,6 +78,11 @@ class Executable {
   // The GPU kernels' device code (PTX for CUDA); empty for CPU code. A pipeline compiled in parts
   // gives one PTX module after another.
   virtual std::string device_code() const { return {}; }
+  // The compiled function's name (a pipeline's symbol), for memory_stats().
+  virtual std::string name() const = 0;
+  // The most memory one call has taken besides its inputs and outputs (Halide's temporaries, the
+  // values between parts or steps), at once; 0 before the first call.
+  virtual int64_t temporary_bytes() const { return 0; }
 };
 
 struct Compiled {
@@ -98,6 +103,9 @@ struct CacheCounts {
   std::string directory;
 };
 CacheCounts cache_counts();
+
+// The compiled pipelines alive in this process (for memory_stats()).
+std::vector<std::shared_ptr<const Executable>> live_executables();
 
 // The names compile() accepts for Options::autoscheduler.
 bool is_known_autoscheduler(const std::string& name);

@@ -91,10 +91,15 @@ std::shared_ptr<HalideExecutable> load_from_disk(const std::string& name, const 
   }
 }
 
+// The pipelines alive in this process, by key: held by their users (jit entries, modules), not
+// here, so that a version a jit cache evicts gives its code and memory back.
 struct MemoryTier {
   std::mutex mu;
-  std::unordered_map<std::string, std::shared_ptr<const Executable>> entries;
+  std::unordered_map<std::string, std::weak_ptr<const Executable>> entries;
   int64_t hits = 0;
+  void prune() {
+    for (auto it = entries.begin(); it != entries.end();) it = it->second.expired() ? entries.erase(it) : std::next(it);
+  }
 };
 MemoryTier& memory() {
   static MemoryTier m;
@@ -202,7 +207,7 @@ std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part
   }
   log().debug("backend: '{}' compiled in {} parts ({} distinct, {} compiled here{})", g.name, parts.size(), built.size(),
               child > 0 ? (todo.size() + 1) / 2 : todo.size(), child > 0 ? ", the others in a child process" : "");
-  return make_partitioned(g, std::move(parts), std::move(exes));
+  return make_partitioned(std::move(parts), std::move(exes));
 }
 
 }  // namespace
@@ -221,11 +226,12 @@ Compiled compile(const Graph& g, const Options& o) {
   {
     std::lock_guard lock(mem.mu);
     auto it = mem.entries.find(key);
-    if (it != mem.entries.end()) {
-      ++mem.hits;
-      log().debug("cache: '{}' found in memory", g.name);
-      return Compiled{it->second, true, t.ms()};
-    }
+    if (it != mem.entries.end())
+      if (std::shared_ptr<const Executable> alive = it->second.lock()) {
+        ++mem.hits;
+        log().debug("cache: '{}' found in memory", g.name);
+        return Compiled{alive, true, t.ms()};
+      }
   }
   std::shared_ptr<const Executable> exe;
   // Big graphs with the built-in schedule compile in parts (partition.h).
@@ -242,8 +248,19 @@ Compiled compile(const Graph& g, const Options& o) {
   log().debug("backend: '{}' ready (opt_level {}{}) in {:.1f} ms", g.name, o.opt_level,
               o.autoscheduler.empty() ? "" : ", " + o.autoscheduler, t.ms());
   std::lock_guard lock(mem.mu);
-  auto [it, inserted] = mem.entries.emplace(key, exe);
-  return Compiled{it->second, !inserted, t.ms()};
+  mem.prune();
+  std::weak_ptr<const Executable>& slot = mem.entries[key];
+  if (std::shared_ptr<const Executable> other = slot.lock()) return Compiled{other, true, t.ms()};  // another thread's
+  slot = exe;
+  return Compiled{exe, false, t.ms()};
+}
+
+std::vector<std::shared_ptr<const Executable>> live_executables() {
+  std::vector<std::shared_ptr<const Executable>> out;
+  std::lock_guard lock(memory().mu);
+  for (auto& [key, weak] : memory().entries)
+    if (auto e = weak.lock()) out.push_back(std::move(e));
+  return out;
 }
 
 CacheCounts cache_counts() {
@@ -251,6 +268,7 @@ CacheCounts cache_counts() {
   {
     std::lock_guard lock(memory().mu);
     c.memory_hits = memory().hits;
+    memory().prune();
     c.memory_entries = int64_t(memory().entries.size());
   }
   const DiskCacheStats d = DiskCache::instance().stats();

@@ -1,6 +1,7 @@
 #include "halide_backend/control_flow.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -42,11 +43,13 @@ struct Step {
 // Buffers for a call: the boundary values and scratch space, freed when the call ends.
 struct CallBuffers {
   std::vector<void*> owned;
+  int64_t bytes = 0;
   ~CallBuffers() {
     for (void* p : owned) cached_free(p);
   }
-  void* get(size_t bytes) {
-    owned.push_back(cached_alloc(std::max<size_t>(bytes, 64)));
+  void* get(size_t n) {
+    owned.push_back(cached_alloc(std::max<size_t>(n, 64)));
+    bytes += int64_t(cached_size(owned.back()));
     return owned.back();
   }
 };
@@ -63,7 +66,8 @@ class ControlFlowExecutable final : public Executable {
     size_t bytes;
   };
   std::vector<Copy> copies;
-  std::string name;
+  std::string graph_name;
+  mutable std::atomic<int64_t> peak_buffers{0};  // the most a call's own buffers took
 
   void run(const void* const* inputs, void* const* outputs) const override {
     CallBuffers buffers;
@@ -87,6 +91,19 @@ class ControlFlowExecutable final : public Executable {
       else s.exe->run(in.data(), out.data());
     }
     for (const Copy& c : copies) copy_bytes(outputs[c.slot], at(c.from), c.bytes);
+    int64_t most = peak_buffers.load();
+    while (buffers.bytes > most && !peak_buffers.compare_exchange_weak(most, buffers.bytes)) {
+    }
+  }
+
+  std::string name() const override { return graph_name; }
+  // Its buffers, and the most any compiled part or body took besides.
+  int64_t temporary_bytes() const override {
+    int64_t inner = 0;
+    for (const Step& s : steps)
+      for (const auto& e : {s.exe, s.a, s.b})
+        if (e) inner = std::max(inner, e->temporary_bytes());
+    return peak_buffers.load() + inner;
   }
 
   // The host drives the loops and reads the predicates, so the values meet in host memory: the
@@ -231,7 +248,7 @@ bool has_control_flow(const Graph& g) {
 
 std::shared_ptr<const Executable> compile_control_flow(const Graph& g, const Options& o) {
   auto exe = std::make_shared<ControlFlowExecutable>();
-  exe->name = g.name;
+  exe->graph_name = g.name;
   const size_t n = g.nodes.size();
   // Output slots: outputs, then updates' values.
   std::vector<int> slot_value(g.outputs);

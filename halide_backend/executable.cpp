@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <sstream>
@@ -21,6 +22,8 @@ namespace {
 // runtime calls the global hooks below with it).
 struct CallContext : Halide::JITUserContext {
   std::string error;
+  // The temporaries Halide allocates for this call (its parallel tasks allocate at once).
+  std::atomic<int64_t> temporaries{0}, peak_temporaries{0};
 };
 
 void on_error(void* ctx, const char* msg) {
@@ -28,14 +31,25 @@ void on_error(void* ctx, const char* msg) {
 }
 // Halide's temporaries come from hjit's caching allocator: a call that needs the same buffers as
 // the previous one gets them back without page faults.
-void* on_malloc(void*, size_t bytes) {
+void* on_malloc(void* ctx, size_t bytes) {
+  void* p = nullptr;
   try {
-    return cached_alloc(bytes);
+    p = cached_alloc(bytes);
   } catch (...) {
     return nullptr;  // Halide reports it as an out-of-memory error of the call
   }
+  if (auto* c = static_cast<CallContext*>(ctx)) {
+    const int64_t now = c->temporaries.fetch_add(int64_t(cached_size(p))) + int64_t(cached_size(p));
+    int64_t peak = c->peak_temporaries.load();
+    while (now > peak && !c->peak_temporaries.compare_exchange_weak(peak, now)) {
+    }
+  }
+  return p;
 }
-void on_free(void*, void* p) { cached_free(p); }
+void on_free(void* ctx, void* p) {
+  if (auto* c = static_cast<CallContext*>(ctx); c && p) c->temporaries.fetch_sub(int64_t(cached_size(p)));
+  cached_free(p);
+}
 
 // Halide's parallel loops run on OpenMP's threads, the ones the eager kernels use: one pool for
 // the whole process. (With two pools, the threads one leaves spinning after its work hold cores
@@ -152,6 +166,10 @@ void HalideExecutable::call(Fill fill, After after, const std::vector<int64_t>* 
   uint64_t* given = n > kInline ? (given_heap.resize(n), given_heap.data()) : given_inline;
   for (size_t a = 0; a < n; ++a) given[a] = bufs[a].device;
   int r = fn_(argv);
+  const int64_t temporaries = ctx.peak_temporaries.load();
+  int64_t most = peak_temporaries_.load();
+  while (temporaries > most && !peak_temporaries_.compare_exchange_weak(most, temporaries)) {
+  }
   if (info_.on_gpu()) {
     const DeviceRuntime& rt = device_runtime(info_.device);
     if (r == 0) r = after(rt, ctx_ptr, bufs);

@@ -3,6 +3,7 @@
 // global ImageParam state). The code comes from a shared object (the disk cache's, see
 // shared_object.h) or, where no linker is installed, from Halide's in-process JIT.
 #pragma once
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -55,6 +56,8 @@ class HalideExecutable final : public Executable {
   std::string summary() const override { return info_.summary; }
   int64_t min_dynamic_size() const override { return info_.min_dynamic_size; }
   std::string device_code() const override { return info_.device_code; }
+  std::string name() const override { return info_.function; }
+  int64_t temporary_bytes() const override { return peak_temporaries_.load(); }
   void set_summary(std::string s) { info_.summary = std::move(s); }
   // How explain() gets Halide's lowered statement: lowering again, on demand (keeping it would cost
   // every compile the printing and every cache entry the text).
@@ -67,6 +70,7 @@ class HalideExecutable final : public Executable {
   ArgvFunction fn_;
   std::shared_ptr<void> code_, jit_context_;
   std::function<std::string()> statement_;
+  mutable std::atomic<int64_t> peak_temporaries_{0};  // the most one call has allocated at once
 };
 
 // Installs hjit's handlers (errors into the call's context, temporaries from hjit's allocator,

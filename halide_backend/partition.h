@@ -34,8 +34,8 @@ struct Part {
 // (default 96) nodes of work (contractions 4, reductions 2, others 1). Empty when not worth it.
 std::vector<Part> partition(const Graph& g, bool at_once);
 
-// Runs the parts in order, holding the values that cross between them.
-std::shared_ptr<const Executable> make_partitioned(const Graph& g, std::vector<Part> parts,
-                                                   std::vector<std::shared_ptr<const Executable>> exes);
+// Runs the parts in order; a value between parts is held from the part that computes it to the last
+// that reads it.
+std::shared_ptr<const Executable> make_partitioned(std::vector<Part> parts, std::vector<std::shared_ptr<const Executable>> exes);
 
 }  // namespace hjit::backend

@@ -1,5 +1,7 @@
 #include "support/allocator.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
@@ -26,6 +28,17 @@ struct Cache {
   std::unordered_map<size_t, std::vector<void*>> free_blocks;
   size_t cached_bytes = 0;
 };
+
+// Counters for memory_stats(): relaxed atomics, a few nanoseconds an allocation.
+std::atomic<int64_t> g_in_use{0}, g_peak{0}, g_thread_cached{0}, g_allocations{0}, g_system_allocations{0};
+
+void count_taken(size_t size) {
+  const int64_t now = g_in_use.fetch_add(int64_t(size), std::memory_order_relaxed) + int64_t(size);
+  int64_t peak = g_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+}
 
 Cache& cache() {
   static Cache* c = new Cache;  // never destroyed: blocks may be freed during static destruction
@@ -61,7 +74,7 @@ void give_back(void* base, size_t size) {
 
 ThreadCache::~ThreadCache() {
   t_cache_alive = false;
-  for (size_t k = 0; k < count; ++k) give_back(base[k], size[k]);
+  for (size_t k = 0; k < count; ++k) g_thread_cached.fetch_sub(int64_t(size[k]), std::memory_order_relaxed), give_back(base[k], size[k]);
   count = 0;
 }
 
@@ -87,6 +100,8 @@ void* cached_alloc(size_t bytes) {
           void* base = t->base[k];
           t->base[k] = t->base[t->count - 1], t->size[k] = t->size[t->count - 1];
           --t->count;
+          g_thread_cached.fetch_sub(int64_t(size), std::memory_order_relaxed);
+          count_taken(size);
           return static_cast<char*>(base) + kHeader;
         }
   {
@@ -97,26 +112,49 @@ void* cached_alloc(size_t bytes) {
       void* base = it->second.back();
       it->second.pop_back();
       c.cached_bytes -= size;
+      count_taken(size);
       return static_cast<char*>(base) + kHeader;
     }
   }
   void* base = std::aligned_alloc(64, size + kHeader);
   if (!base) throw std::bad_alloc();
   *static_cast<size_t*>(base) = size;
+  g_system_allocations.fetch_add(1, std::memory_order_relaxed);
+  count_taken(size);
   return static_cast<char*>(base) + kHeader;
 }
+
+size_t cached_size(const void* p) { return *static_cast<const size_t*>(static_cast<const void*>(static_cast<const char*>(p) - kHeader)); }
 
 void cached_free(void* p) {
   if (!p) return;
   void* base = static_cast<char*>(p) - kHeader;
   const size_t size = *static_cast<size_t*>(base);
+  g_in_use.fetch_sub(int64_t(size), std::memory_order_relaxed);
   if (size <= kThreadBlockMax)
     if (ThreadCache* t = thread_cache(); t && t->count < kThreadBlocks) {
       t->size[t->count] = size, t->base[t->count] = base;
       ++t->count;
+      g_thread_cached.fetch_add(int64_t(size), std::memory_order_relaxed);
       return;
     }
   give_back(base, size);
 }
+
+AllocatorCounts allocator_counts() {
+  AllocatorCounts c;
+  c.in_use = g_in_use.load(std::memory_order_relaxed);
+  c.peak = std::max(c.in_use, g_peak.load(std::memory_order_relaxed));
+  {
+    std::lock_guard lock(cache().mu);
+    c.cached = int64_t(cache().cached_bytes);
+  }
+  c.cached += g_thread_cached.load(std::memory_order_relaxed);
+  c.allocations = g_allocations.load(std::memory_order_relaxed);
+  c.system_allocations = g_system_allocations.load(std::memory_order_relaxed);
+  return c;
+}
+
+void reset_allocator_peak() { g_peak.store(g_in_use.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 
 }  // namespace hjit

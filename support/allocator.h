@@ -4,10 +4,20 @@
 // (PyTorch's CPU caching allocator makes the same trade).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 namespace hjit {
 
 void* cached_alloc(size_t bytes);  // 64-byte aligned; never null (throws std::bad_alloc)
 void cached_free(void* p);         // p from cached_alloc, or null
+size_t cached_size(const void* p);  // the bytes p holds (its size class); p from cached_alloc
+
+// What the allocator holds (hjit::memory_stats()): blocks in use now and at most since the last
+// reset, blocks kept for reuse, and how often it was asked and went to the system.
+struct AllocatorCounts {
+  int64_t in_use = 0, peak = 0, cached = 0, allocations = 0, system_allocations = 0;
+};
+AllocatorCounts allocator_counts();
+void reset_allocator_peak();  // the peak starts again from what is in use now
 
 }  // namespace hjit

@@ -31,6 +31,7 @@
 #include <hjit/grad.h>
 #include <hjit/graph.h>
 #include <hjit/jit.h>
+#include <hjit/memory.h>
 #include <hjit/module.h>
 #include <hjit/ops.h>
 #include <hjit/optim.h>

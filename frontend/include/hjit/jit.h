@@ -72,6 +72,8 @@ struct JitStats {
   int64_t guard_failures = 0;  // TraceMode::Concrete: calls whose values read differed from a version's
   int64_t dynamic_entries = 0;  // dynamic_dims: versions compiled once for every size of those dims
   std::string recompile_warning;  // the latest re-trace warning ("" when none was given)
+  int64_t temporary_bytes = 0;    // the most one call of a compiled version took besides its
+                                  // arguments and results (memory_stats() has every pipeline's)
 };
 
 // The compile cache, process-wide: pipelines found in memory, loaded from the disk cache, and

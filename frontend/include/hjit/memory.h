@@ -1,0 +1,34 @@
+// How much memory hjit takes: tensors' storage and compiled code's temporaries all come from one
+// caching allocator, whose blocks in use, peak and cache are counted (PyTorch's
+// torch.cuda.memory_stats, JAX's memory_stats for the host).
+//
+//   hjit::reset_peak_memory();
+//   step(x, y);
+//   hjit::MemoryStats m = hjit::memory_stats();   // m.peak_bytes: the most this step held at once
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hjit {
+
+// A compiled pipeline alive in this process (held by a jit cache entry or a loaded module).
+struct PipelineMemory {
+  std::string name;             // its function's name (HJIT_LOG=debug and explain() use it)
+  int64_t temporary_bytes = 0;  // the most one call has taken besides its arguments and results
+};
+
+struct MemoryStats {
+  int64_t current_bytes = 0;   // in use now: tensors' storage and running pipelines' temporaries
+  int64_t peak_bytes = 0;      // the most in use at once since the start or reset_peak_memory()
+  int64_t cached_bytes = 0;    // freed blocks kept for reuse (returned to the system past 1 GiB)
+  int64_t allocations = 0;     // blocks handed out since the start
+  int64_t system_allocations = 0;  // of those, the ones that came from the system, not the cache
+  std::vector<PipelineMemory> pipelines;
+};
+
+MemoryStats memory_stats();
+// The peak starts again from what is in use now: measure one call's peak by resetting before it.
+void reset_peak_memory();
+
+}  // namespace hjit

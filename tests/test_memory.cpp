@@ -1,0 +1,102 @@
+// hjit::memory_stats(): the caching allocator's bytes in use, peak and cache, and each live
+// pipeline's temporaries.
+#include <string>
+
+#include "tests/support.h"
+
+using hjit::Tensor;
+
+namespace {
+
+int64_t pipelines_named(const hjit::MemoryStats& m, const std::string& part) {
+  int64_t n = 0;
+  for (const hjit::PipelineMemory& p : m.pipelines) n += p.name.find(part) != std::string::npos;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("tensors' storage is counted in use, at its peak, and cached when freed") {
+  const int64_t bytes = int64_t(1) << 22;  // 4 MiB of floats
+  const hjit::MemoryStats before = hjit::memory_stats();
+  hjit::reset_peak_memory();
+  {
+    Tensor t = Tensor::zeros({bytes / 4});
+    const hjit::MemoryStats during = hjit::memory_stats();
+    CHECK(during.current_bytes >= before.current_bytes + bytes);
+    CHECK(during.peak_bytes >= during.current_bytes);
+    CHECK(during.allocations > before.allocations);
+  }
+  const hjit::MemoryStats after = hjit::memory_stats();
+  CHECK(after.current_bytes <= after.peak_bytes - bytes);  // the block went back
+  CHECK(after.cached_bytes >= bytes);                      // and is kept for the next one
+  // The next tensor of that size takes the cached block: nothing new from the system.
+  Tensor again = Tensor::zeros({bytes / 4});
+  CHECK(hjit::memory_stats().system_allocations == after.system_allocations);
+  // The peak starts again from what is in use.
+  hjit::reset_peak_memory();
+  const hjit::MemoryStats reset = hjit::memory_stats();
+  CHECK(reset.peak_bytes == reset.current_bytes);
+}
+
+TEST_CASE("a pipeline's temporaries are counted per call, for its jit function and in memory_stats") {
+  // relu(x) is stored for the matmul that reads it: a temporary the size of x.
+  auto fn = [](const Tensor& x, const Tensor& w) { return hjit::matmul(hjit::relu(x), w) + 1.0; };
+  Tensor x = test::random({96, 128}, hjit::DType::F32, 1), w = test::random({128, 64}, hjit::DType::F32, 2);
+  auto f = hjit::jit(fn, {.name = "memory_temporaries", .opt_level = 1});
+  CHECK(f.stats().temporary_bytes == 0);  // nothing compiled yet
+  Tensor y = f(x, w);
+  CHECK_CLOSE(y, fn(x, w));
+  const int64_t temporaries = f.stats().temporary_bytes;
+  CHECK(temporaries >= 96 * 128 * 4);
+  CHECK(temporaries < 4 * 96 * 128 * 4);
+  const hjit::MemoryStats m = hjit::memory_stats();
+  bool listed = false;
+  for (const hjit::PipelineMemory& p : m.pipelines)
+    if (p.name.find("memory_temporaries") != std::string::npos) {
+      listed = true;
+      CHECK(p.temporary_bytes == temporaries);
+    }
+  CHECK(listed);
+  // A call's peak holds its arguments, its result and its temporaries at once.
+  hjit::reset_peak_memory();
+  const int64_t base = hjit::memory_stats().current_bytes;
+  Tensor z = f(x, w);
+  CHECK(hjit::memory_stats().peak_bytes >= base + 96 * 64 * 4 + temporaries);
+  // In steady state, calls reuse cached blocks: nothing more from the system.
+  const int64_t system = hjit::memory_stats().system_allocations;
+  for (int i = 0; i < 5; ++i) z = f(x, w);
+  CHECK(hjit::memory_stats().system_allocations == system);
+}
+
+TEST_CASE("a version a jit cache evicts gives its pipeline back") {
+  auto f = hjit::jit([](const Tensor& x) { return hjit::exp(x) * 2.0; },
+                     {.name = "memory_evicted", .opt_level = 1, .max_cache_entries = 1});
+  f(Tensor::ones({3, 5}));
+  CHECK(pipelines_named(hjit::memory_stats(), "memory_evicted") == 1);
+  f(Tensor::ones({4, 6}));  // the first version is evicted
+  CHECK(f.stats().evictions == 1);
+  CHECK(pipelines_named(hjit::memory_stats(), "memory_evicted") == 1);
+  {
+    auto g = hjit::jit([](const Tensor& x) { return hjit::exp(x) * 2.0; }, {.name = "memory_evicted_too", .opt_level = 1});
+    g(Tensor::ones({7}));
+    CHECK(pipelines_named(hjit::memory_stats(), "memory_evicted_too") == 1);
+  }
+  CHECK(pipelines_named(hjit::memory_stats(), "memory_evicted_too") == 0);  // g and its cache are gone
+}
+
+TEST_CASE("a graph compiled in parts counts the values between them as temporaries") {
+  setenv("HJIT_PART_MAX_COST", "4", 1);
+  auto fn = [](const Tensor& x) {
+    Tensor y = x;
+    for (int i = 0; i < 12; ++i) y = hjit::tanh(y * (1.0 + i * 0.01));
+    return y;
+  };
+  Tensor x = test::random({64, 64}, hjit::DType::F32, 3);
+  auto f = hjit::jit(fn, {.name = "memory_parts", .opt_level = 1});
+  CHECK_CLOSE(f(x), fn(x));
+  unsetenv("HJIT_PART_MAX_COST");
+  INFO(f.stats().schedule);
+  CHECK(f.stats().schedule.find(" parts") != std::string::npos);
+  CHECK(f.stats().temporary_bytes >= 64 * 64 * 4);  // at least one value crosses a cut
+}
