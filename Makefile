@@ -9,7 +9,7 @@ JOBS ?= $(shell nproc)
 # OpenCL driver for the CPU: the test suite runs the GPU schedules' kernels on it (OpenCL-O1).
 PACKAGES := cmake ninja-build g++ pkg-config ccache libhalide14-0-dev libspdlog-dev doctest-dev libopenblas-dev libsqlite3-dev libdnnl-dev pocl-opencl-icd
 
-.PHONY: all deps configure build demo test bench examples device-bundle clean
+.PHONY: all deps configure build demo test sanitize sanitize-thread soak bench examples device-bundle clean
 
 all: build
 
@@ -36,6 +36,38 @@ demo: build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# The test suite built with AddressSanitizer and UndefinedBehaviorSanitizer (any report fails its
+# test) in a build directory of its own. Halide compiles on the calling thread's stack in such a
+# build (halide_backend/build.cpp), so threads get 64 MiB. Left out: the OpenCL configurations
+# (pocl is loaded with RTLD_DEEPBIND, which AddressSanitizer does not support), the autoscheduler
+# and CUDA configurations of the differential and golden tests (the same code paths as O1, minutes
+# each under the sanitizer), and the tuning runs (hjit-tune's workers). SANITIZE_SKIP= runs all.
+SANITIZE_BUILD ?= build-sanitize
+SANITIZE_SKIP ?= OpenCL|Adams2019|Li2018|Mullapudi2016|CUDA|hjit_tune_cli|test_tune
+SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1:detect_odr_violation=0 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+sanitize: deps
+	@if [ ! -f $(SANITIZE_BUILD)/build.ninja ]; then cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DHJIT_SANITIZE=address,undefined -DHJIT_BUILD_EXAMPLES=ON; fi
+	cmake --build $(SANITIZE_BUILD) -j $(JOBS)
+	ulimit -s 65536 && $(SANITIZE_ENV) ctest --test-dir $(SANITIZE_BUILD) --output-on-failure -j $(JOBS) -E '$(SANITIZE_SKIP)'
+
+# ThreadSanitizer on the tests that call hjit from several threads at once.
+TSAN_BUILD ?= build-tsan
+sanitize-thread: deps
+	@if [ ! -f $(TSAN_BUILD)/build.ninja ]; then cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DHJIT_SANITIZE=thread; fi
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_jit test_cache test_module cache_worker
+	ulimit -s 65536 && TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)" \
+	  ctest --test-dir $(TSAN_BUILD) --output-on-failure -R '^(test_jit|test_cache|test_module)$$'
+
+# Ten minutes of mixed calls from three threads, every result checked against eager, resident
+# memory flat after the warm-up (tools/hjit_soak.cpp). Not part of make test (the suite runs a
+# 20-second smoke of it).
+SOAK_MINUTES ?= 10
+soak: build
+	$(BUILD)/tools/hjit-soak --minutes $(SOAK_MINUTES) --threads 3
 
 # The CUDA device bundle: every differential group exported for CUDA with its eager results, and a
 # runner that needs no Halide: carry $(BUILD)/device_bundle_cuda to a machine with a GPU and run
