@@ -153,6 +153,21 @@ Tensors cond(const Tensor& pred, const std::function<Tensors(const Tensors&)>& t
   return apply_control_flow(OpKind::Cond, ops, Attrs{{"then", shared(std::move(t.graph))}, {"else", shared(std::move(e.graph))}, {"result", int64_t(0)}});
 }
 
+std::function<Tensors(const Tensors&)> checkpoint(std::function<Tensors(const Tensors&)> fn) {
+  return [fn = std::move(fn)](const Tensors& args) -> Tensors {
+    if (!current_trace()) return fn(args);
+    Body b = trace_body(body_name("checkpoint", "fn"), types_of(args, "checkpoint"), fn);
+    Tensors ops = args;
+    for (const Tensor& c : share_captures({&b})) ops.push_back(c);
+    return apply_control_flow(OpKind::Checkpoint, ops, Attrs{{"body", shared(std::move(b.graph))}, {"result", int64_t(0)}});
+  };
+}
+
+std::function<Tensor(const Tensor&)> checkpoint(std::function<Tensor(const Tensor&)> fn) {
+  auto all = checkpoint(std::function<Tensors(const Tensors&)>([fn = std::move(fn)](const Tensors& a) { return Tensors{fn(a[0])}; }));
+  return [all](const Tensor& x) { return all(Tensors{x})[0]; };
+}
+
 Tensor cond(const Tensor& pred, const std::function<Tensor(const Tensor&)>& then_fn,
             const std::function<Tensor(const Tensor&)>& else_fn, const Tensor& operand) {
   return cond(pred, [&](const Tensors& v) { return Tensors{then_fn(v[0])}; },

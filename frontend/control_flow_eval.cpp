@@ -47,6 +47,7 @@ std::vector<Tensor> run_control_flow(OpKind op, const std::vector<Tensor>& opera
       }
       return results;
     }
+    case OpKind::Checkpoint: return replay(attrs.graph("body"), operands);
     default: throw InternalError(std::string(op_name(op)) + " is not a control flow op");
   }
 }

@@ -111,6 +111,7 @@ struct JitCore::State {
   // dynamic_dims: why one pipeline cannot serve every size of this function ("" while it may).
   std::string dynamic_impossible;       // guarded by mu
   std::atomic<int64_t> dynamic_entries{0};
+  std::atomic<int64_t> update_bytes_copied{0};
   const DynamicDims* dynamic() const { return opt.dynamic_dims.empty() ? nullptr : &opt.dynamic_dims; }
 
   // A new entry is being traced: counts it, warns past the threshold, and makes room (mu held).
@@ -378,6 +379,7 @@ JitStats JitCore::stats() const {
     st.graph_breaks = s_->graph_breaks.load();
     st.dynamic_entries = s_->dynamic_entries.load();
     st.recompile_warning = s_->warning;
+    st.update_bytes_copied = s_->update_bytes_copied.load();
     for (const auto& [key, chain] : s_->entries)
       for (std::shared_ptr<Entry> e = chain; e; e = e->next) versions.push_back(e);
   }
@@ -495,11 +497,25 @@ void run_entry(Entry& e, const CallArgs& args, std::vector<Tensor>& outputs, Dev
   else e.exe->run(in, out);
 }
 
-void apply_updates(const Entry& e, const CallArgs& args) {
+// The new values of updated tensors become theirs: a tensor's storage and the buffer its new value
+// was computed into trade their bytes (double buffering: no copy, and the next call computes into
+// the old bytes; every handle of the tensor sees the new value, and data() alternates between two
+// addresses). Copied only where the two differ in size or device. Returns the bytes copied.
+int64_t apply_updates(const Entry& e, const CallArgs& args) {
+  int64_t copied = 0;
   for (size_t k = 0; k < e.update_buffers.size(); ++k) {
-    TensorImpl& target = update_target(e, args, e.update_input[k]);
-    copy_storage(*target.storage, *e.update_buffers[k]);
+    Storage& target = *update_target(e, args, e.update_input[k]).storage;
+    Storage& computed = *e.update_buffers[k];
+    if (target.nbytes != computed.nbytes || target.device() != computed.device()) {
+      copy_storage(target, computed);
+      copied += int64_t(target.nbytes);
+    } else if (target.on_device) {
+      std::swap(target.on_device, computed.on_device);
+    } else {
+      std::swap(target.data, computed.data);
+    }
   }
+  return copied;
 }
 
 }  // namespace
@@ -566,7 +582,7 @@ std::vector<Tensor> run_in_segments(JitCore::State& s, const CallArgs& args, Tra
   if (!run_last) return outputs;
   Entry& e = **entry;
   run_entry(e, args, outputs, Device::CPU);
-  apply_updates(e, args);
+  s.update_bytes_copied += apply_updates(e, args);
   outputs.resize(e.num_outputs());
   return outputs;
 }
@@ -717,7 +733,7 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
     }
     log().debug("jit '{}': check_trace passed", s.opt.name);
   }
-  apply_updates(*e, args);
+  s.update_bytes_copied += apply_updates(*e, args);
   outputs.resize(e->num_outputs());
   return outputs;
 }

@@ -109,11 +109,19 @@ TensorType infer_scan(const InferArgs& a) {
   return r;
 }
 
+TensorType infer_checkpoint(const InferArgs& a) {
+  const Graph& body = a.attrs.graph("body");
+  require_inputs("checkpoint", "function", body, operand_types(a, 0, a.in.size()));
+  const std::vector<TensorType> results = output_types(body);
+  return results[size_t(result_index(a, results.size()))];
+}
+
 int control_flow_results(const Node& n) {
   switch (n.op) {
     case OpKind::Cond: return int(n.attrs.graph("then").outputs.size());
     case OpKind::While:
-    case OpKind::Scan: return int(n.attrs.graph("body").outputs.size());
+    case OpKind::Scan:
+    case OpKind::Checkpoint: return int(n.attrs.graph("body").outputs.size());
     default: throw InternalError(std::string(op_name(n.op)) + " is not a control flow op");
   }
 }

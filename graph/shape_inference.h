@@ -33,6 +33,7 @@ TensorType infer_random_bits(const InferArgs& a);
 TensorType infer_cond(const InferArgs& a);
 TensorType infer_while(const InferArgs& a);
 TensorType infer_scan(const InferArgs& a);
+TensorType infer_checkpoint(const InferArgs& a);
 TensorType infer_conv2d_weight_grad(const InferArgs& a);
 TensorType infer_max_pool2d_grad(const InferArgs& a);
 

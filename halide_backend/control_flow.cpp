@@ -69,10 +69,15 @@ class ControlFlowExecutable final : public Executable {
   std::string graph_name;
   mutable std::atomic<int64_t> peak_buffers{0};  // the most a call's own buffers took
 
+  // Per step: the boundary values it writes first (allocated just before it), and those no later
+  // step reads (freed just after it): a value is held only while it is needed.
+  std::vector<std::vector<int>> born_at, dies_after;
+
   void run(const void* const* inputs, void* const* outputs) const override {
     CallBuffers buffers;
-    std::vector<void*> boundary;
-    for (size_t b : boundary_bytes) boundary.push_back(buffers.get(b));
+    CachedBlocks held(boundary_bytes.size());
+    std::vector<void*>& boundary = held.slots;
+    int64_t held_bytes = 0, most_held = 0;
     auto at = [&](const Loc& l) -> void* {
       switch (l.kind) {
         case Loc::Input: return const_cast<void*>(inputs[l.index]);
@@ -82,17 +87,29 @@ class ControlFlowExecutable final : public Executable {
       }
       return nullptr;
     };
-    for (const Step& s : steps) {
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const Step& s = steps[k];
+      for (int b : born_at[k]) {
+        boundary[size_t(b)] = cached_alloc(std::max<size_t>(boundary_bytes[size_t(b)], 64));
+        held_bytes += int64_t(cached_size(boundary[size_t(b)]));
+      }
+      most_held = std::max(most_held, held_bytes + buffers.bytes);
       std::vector<const void*> in;
       std::vector<void*> out;
       for (const Loc& l : s.in) in.push_back(at(l));
       for (const Loc& l : s.out) out.push_back(at(l));
       if (s.control_flow) run_op(s, in, out, buffers);
       else s.exe->run(in.data(), out.data());
+      most_held = std::max(most_held, held_bytes + buffers.bytes);
+      for (int b : dies_after[k]) {
+        held_bytes -= int64_t(cached_size(boundary[size_t(b)]));
+        cached_free(boundary[size_t(b)]);
+        boundary[size_t(b)] = nullptr;
+      }
     }
     for (const Copy& c : copies) copy_bytes(outputs[c.slot], at(c.from), c.bytes);
     int64_t most = peak_buffers.load();
-    while (buffers.bytes > most && !peak_buffers.compare_exchange_weak(most, buffers.bytes)) {
+    while (most_held > most && !peak_buffers.compare_exchange_weak(most, most_held)) {
     }
   }
 
@@ -229,6 +246,12 @@ class ControlFlowExecutable final : public Executable {
         }
         for (size_t i = 0; i < n; ++i)
           if (res[i]) copy_bytes(res[i], cur[i], bytes_of(rt[i]));
+        return;
+      }
+      case OpKind::Checkpoint: {  // its own pipeline: what it computes on the way is freed when it ends
+        for (size_t r = 0; r < res.size(); ++r)
+          if (!res[r]) res[r] = buffers.get(bytes_of(rt[r]));
+        s.a->run(in.data(), res.data());
         return;
       }
       default: throw InternalError(std::string(op_name(s.op.op)) + " is not a control flow op");
@@ -398,6 +421,25 @@ std::shared_ptr<const Executable> compile_control_flow(const Graph& g, const Opt
     const Loc l = locate(v);
     if (l.kind == Loc::Output && l.index == int(s)) continue;
     exe->copies.push_back({l, int(s), bytes_of(g.type(v))});
+  }
+  // Boundary lifetimes: from the first step that writes one to the last that reads it (those the
+  // final copies read, and any no step writes, live through the call).
+  const size_t steps = exe->steps.size(), values = exe->boundary_bytes.size();
+  std::vector<size_t> first(values, 0), last(values, 0);
+  std::vector<bool> written(values, false), forever(values, steps == 0);
+  for (size_t k = 0; k < steps; ++k) {
+    for (const Loc& l : exe->steps[k].out)
+      if (l.kind == Loc::Boundary && l.index >= 0 && !written[size_t(l.index)]) written[size_t(l.index)] = true, first[size_t(l.index)] = k, last[size_t(l.index)] = std::max(last[size_t(l.index)], k);
+    for (const Loc& l : exe->steps[k].in)
+      if (l.kind == Loc::Boundary) last[size_t(l.index)] = std::max(last[size_t(l.index)], k);
+  }
+  for (const auto& c : exe->copies)
+    if (c.from.kind == Loc::Boundary) forever[size_t(c.from.index)] = true;
+  exe->born_at.assign(std::max<size_t>(steps, 1), {});
+  exe->dies_after.assign(std::max<size_t>(steps, 1), {});
+  for (size_t b = 0; b < values; ++b) {
+    exe->born_at[written[b] ? first[b] : 0].push_back(int(b));
+    if (written[b] && !forever[b]) exe->dies_after[last[b]].push_back(int(b));
   }
   log().debug("backend: '{}' runs {} steps, {} of them control flow on the host", g.name, exe->steps.size(),
               std::count(is_op.begin(), is_op.end(), true));

@@ -220,13 +220,8 @@ void HalideExecutable::run_on_device(const DeviceBuffer* const* inputs, DeviceBu
   // Host memory for each buffer too, from the caching allocator, used only where a stage reads or
   // writes on the host (the index checks of gather read indices there): Halide copies into it on
   // demand, and what a host stage wrote goes up again after the call.
-  std::vector<void*> scratch(info_.args.size(), nullptr);
-  struct Free {
-    std::vector<void*>& s;
-    ~Free() {
-      for (void* p : s) cached_free(p);
-    }
-  } free_scratch{scratch};
+  CachedBlocks host_copies(info_.args.size());
+  std::vector<void*>& scratch = host_copies.slots;
   call(
       [&](const ArgSpec& arg, halide_buffer_t& b) {
         const DeviceBuffer* d = arg.from == ArgSpec::From::Input ? inputs[arg.index] : outputs[arg.index];

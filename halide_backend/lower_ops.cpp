@@ -200,6 +200,7 @@ void Constant(LowerCtx&, Stage&, const Node&) { throw InternalError("constants a
 void Cond(LowerCtx&, Stage&, const Node&) { throw InternalError("cond runs on the host; compile() splits it out"); }
 void While(LowerCtx&, Stage&, const Node&) { throw InternalError("while_loop runs on the host; compile() splits it out"); }
 void Scan(LowerCtx&, Stage&, const Node&) { throw InternalError("scan runs on the host; compile() splits it out"); }
+void Checkpoint(LowerCtx&, Stage&, const Node&) { throw InternalError("checkpoint runs on the host; compile() splits it out"); }
 void Full(LowerCtx& ctx, Stage& s, const Node& n) { LowerCtx::define(s, value_of(ctx, n.type.dtype, n.attrs.f("value"))); }
 void Iota(LowerCtx&, Stage& s, const Node& n) {
   LowerCtx::define(s, cast(ct(n), LowerCtx::coords(s)[size_t(n.attrs.i("axis"))]));

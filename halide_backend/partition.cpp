@@ -175,13 +175,8 @@ class PartitionedExecutable final : public Executable {
   }
 
   void run(const void* const* inputs, void* const* outputs) const override {
-    std::vector<void*> boundary(boundary_bytes_.size(), nullptr);
-    struct Free {
-      std::vector<void*>& b;
-      ~Free() {
-        for (void* p : b) cached_free(p);
-      }
-    } free_all{boundary};
+    CachedBlocks held(boundary_bytes_.size());
+    std::vector<void*>& boundary = held.slots;
     for (size_t k = 0; k < parts_.size(); ++k) {
       const Part& p = parts_[k];
       std::vector<const void*> in;

@@ -5,12 +5,24 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace hjit {
 
 void* cached_alloc(size_t bytes);  // 64-byte aligned; never null (throws std::bad_alloc)
 void cached_free(void* p);         // p from cached_alloc, or null
 size_t cached_size(const void* p);  // the bytes p holds (its size class); p from cached_alloc
+
+// Slots of blocks from cached_alloc, each freed when the slots go (a slot freed earlier is set null).
+struct CachedBlocks {
+  std::vector<void*> slots;
+  explicit CachedBlocks(size_t n) : slots(n, nullptr) {}
+  CachedBlocks(const CachedBlocks&) = delete;
+  CachedBlocks& operator=(const CachedBlocks&) = delete;
+  ~CachedBlocks() {
+    for (void* p : slots) cached_free(p);
+  }
+};
 
 // What the allocator holds (hjit::memory_stats()): blocks in use now and at most since the last
 // reset, blocks kept for reuse, and how often it was asked and went to the system.

@@ -508,8 +508,9 @@ Group random_draws() {
   };
 }
 
-// Control flow: a cond on a reduction, a fori_loop (a scan with an integer carry) and a scan over
-// the elements with a y per step; branches and bodies are pipelines of their own.
+// Control flow: a cond on a reduction, a fori_loop (a scan with an integer carry), a scan over
+// the elements with a y per step and a checkpointed function; branches and bodies are pipelines
+// of their own.
 Group control_flow() {
   return [](const std::vector<Tensor>& in) {
     const Tensor& x = in[0];
@@ -521,7 +522,8 @@ Group control_flow() {
       Tensor next = carry[0] * 0.5 + e[0];
       return std::pair<Tensors, Tensors>{{next}, {next * next}};
     }, {Tensor::zeros({}, x.dtype())}, {x.reshape({-1})});
-    return std::vector<Tensor>{c, l, s.carries[0], s.ys[0]};
+    Tensor k = hjit::checkpoint([](const Tensor& v) { return hjit::sigmoid(v) * v + 1.0; })(x);
+    return std::vector<Tensor>{c, l, s.carries[0], s.ys[0], k};
   };
 }
 

@@ -24,5 +24,6 @@ void one_result(const KernelArgs& a) {
 void Cond(const KernelArgs& a) { one_result(a); }
 void While(const KernelArgs& a) { one_result(a); }
 void Scan(const KernelArgs& a) { one_result(a); }
+void Checkpoint(const KernelArgs& a) { one_result(a); }
 
 }  // namespace hjit::eager

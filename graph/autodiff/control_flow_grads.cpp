@@ -43,6 +43,18 @@ void While(GradCtx&) {
                    "through fori_loop with integer bounds, or scan, instead");
 }
 
+// The backward pass of a checkpointed function runs it again: the gradient is a checkpoint of its
+// vjp graph (which recomputes the forward values inside) on the same operands and the cotangents.
+void Checkpoint(GradCtx& c) {
+  const Graph& body = c.node.attrs.graph("body");
+  std::vector<int> operands(c.in.begin(), c.in.end());
+  for (size_t k = 0; k < body.outputs.size(); ++k) operands.push_back(cotangent(c, k, body.type(body.outputs[k])));
+  const std::vector<int> fl = float_inputs(body);
+  if (fl.empty()) return;
+  const std::vector<int> grads = results(c.b, OpKind::Checkpoint, operands, Attrs{{"body", made(vjp(body))}}, fl.size());
+  for (size_t r = 0; r < fl.size(); ++r) c.dx[size_t(fl[r])] = grads[r];
+}
+
 void Cond(GradCtx& c) {
   const Graph& then_g = c.node.attrs.graph("then");
   std::vector<int> operands(c.in.begin(), c.in.end());  // the predicate and the branches' operands

@@ -58,4 +58,16 @@ struct ScanResult {
 using ScanBody = std::function<std::pair<Tensors, Tensors>(const Tensors& carries, const Tensors& x)>;
 ScanResult scan(const ScanBody& body, const Tensors& init, const Tensors& xs, int64_t length = -1, bool reverse = false);
 
+// jax.checkpoint (remat), torch.utils.checkpoint: fn with its intermediate values recomputed in
+// the backward pass instead of kept from the forward pass. Only fn's arguments (and the tensors it
+// reads) and its results are held between the two; memory for a little more compute:
+//
+//   auto loss = [&](const Tensor& x) { return hjit::sum(hjit::checkpoint(block)(x)); };
+//
+// Eagerly and without gradients it is fn itself. Traced, fn becomes one checkpoint op holding its
+// graph, compiled as a pipeline of its own (its temporaries freed when it ends); its gradient is a
+// checkpoint of fn's vector-Jacobian product, which computes fn's forward values again.
+std::function<Tensors(const Tensors&)> checkpoint(std::function<Tensors(const Tensors&)> fn);
+std::function<Tensor(const Tensor&)> checkpoint(std::function<Tensor(const Tensor&)> fn);
+
 }  // namespace hjit

@@ -74,6 +74,8 @@ struct JitStats {
   std::string recompile_warning;  // the latest re-trace warning ("" when none was given)
   int64_t temporary_bytes = 0;    // the most one call of a compiled version took besides its
                                   // arguments and results (memory_stats() has every pipeline's)
+  int64_t update_bytes_copied = 0;  // bytes copied into assign()ed tensors after calls: 0 on the
+                                    // CPU, where a new value trades storage with the old one
 };
 
 // The compile cache, process-wide: pipelines found in memory, loaded from the disk cache, and

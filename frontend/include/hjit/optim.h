@@ -1,6 +1,7 @@
 // Optimizers. step(grads) updates the parameters (and the optimizer's state) in place with
 // Tensor::assign, so that inside a jitted training step one call does forward, backward and
-// update, and parameters and state keep their storage from step to step.
+// update, and parameters and state keep their tensors from step to step (a jitted step trades the
+// bytes of each with a buffer its new value was computed into: no copy).
 #pragma once
 #include <vector>
 

@@ -70,7 +70,9 @@ class Tensor {
 
   // In-place write into the storage every handle shares: how parameters and optimizer state
   // change. value must have this tensor's shape (or broadcast to it); it is converted to its dtype.
-  // Inside a traced function, assign on a captured tensor is recorded and done after every call.
+  // Inside a traced function, assign on a captured tensor is recorded and done after every call:
+  // its storage then holds the bytes the new value was computed into (no copy), so a data()
+  // pointer taken before a jitted call that assigns the tensor is not its data after it.
   Tensor& assign(const Tensor& value);
   // x[start:stop:step] = value along one axis (Python's slicing rules, as hjit::slice), in place:
   // assign(hjit::slice_update(*this, value, axis, start, stop, step)).

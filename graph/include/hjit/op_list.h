@@ -91,6 +91,9 @@
   /* scan: carries..., xs..., captures...; `body` maps carries and one slice of each x along */ \
   /* axis 0 to the next carries and one slice of each y; results: carries, then stacked ys  */ \
   X(Scan, "scan", -1, ControlFlow, "body,length,carries,xs,reverse,result", infer_scan)    \
+  /* checkpoint: operands...; `body` maps them to the results, its values recomputed in the */ \
+  /* backward pass instead of kept (jax.checkpoint): the gradient is a checkpoint of vjp(body) */ \
+  X(Checkpoint, "checkpoint", -1, ControlFlow, "body,result", infer_checkpoint)            \
   /* checks: the operand, or an IndexError naming `what` when a value is outside [lo, hi) */ \
   X(CheckIndex, "check_index", 1, Elementwise | NonDifferentiable, "lo,hi,what", infer_check_index)
 

@@ -1,0 +1,103 @@
+// hjit::checkpoint: a function whose intermediate values are recomputed in the backward pass. Its
+// gradients are those of the function itself, eagerly and compiled; compiled, it is a pipeline of
+// its own whose temporaries are freed when it ends.
+#include "tests/support.h"
+
+using hjit::Tensor;
+using hjit::Tensors;
+
+namespace {
+
+Tensor block(const Tensor& x, const Tensor& w) { return hjit::tanh(hjit::matmul(x, w)) * 1.5 + x; }
+
+}  // namespace
+
+TEST_CASE("checkpoint: the function itself, eagerly and traced") {
+  Tensor w = test::random({16, 16}, hjit::DType::F32, 1) * 0.3, x = test::random({8, 16}, hjit::DType::F32, 2);
+  auto f = [&](const Tensor& x) { return block(x, w); };
+  CHECK_CLOSE(hjit::checkpoint(f)(x), f(x));
+  auto jitted = hjit::jit([&](const Tensor& x) { return hjit::checkpoint(f)(x); }, {.name = "checkpoint_fwd", .opt_level = 1});
+  CHECK_CLOSE(jitted(x), f(x));
+  const std::string g = hjit::make_graph([&](const Tensor& x) { return hjit::checkpoint(f)(x); }, x).str();
+  CHECK(g.find("checkpoint[body=") != std::string::npos);
+  CHECK(hjit::Graph::parse(g).str() == g);
+}
+
+TEST_CASE("checkpoint: gradients identical to those without, eagerly and compiled, at every opt level") {
+  Tensor w = test::random({16, 16}, hjit::DType::F32, 3) * 0.3, v = test::random({16}, hjit::DType::F32, 4);
+  Tensor x = test::random({8, 16}, hjit::DType::F32, 5);
+  auto layer = [&](const Tensor& x) { return block(x, w) + v; };  // reads two captured tensors
+  auto plain = [&](const Tensor& x) { return hjit::sum(layer(layer(x)) * layer(x)); };
+  auto saved = [&](const Tensor& x) {
+    auto ck = hjit::checkpoint(layer);
+    return hjit::sum(ck(ck(x)) * ck(x));
+  };
+  const std::vector<Tensor> params{w, v};
+  auto [l0, g0] = hjit::value_and_grad(plain, params)(x);
+  auto [l1, g1] = hjit::value_and_grad(saved, params)(x);
+  CHECK_CLOSE(l1, l0);
+  for (size_t k = 0; k < g0.size(); ++k) CHECK_CLOSE_TOL(g1[k], g0[k], 1e-5);
+  for (int level : {0, 1, 2}) {
+    CAPTURE(level);
+    auto step = hjit::jit([&](const Tensor& x) {
+      auto [l, g] = hjit::value_and_grad(saved, params)(x);
+      g.insert(g.begin(), l);
+      return g;
+    }, {.name = "checkpoint_grad", .opt_level = level});
+    const std::vector<Tensor> got = step(x);
+    CHECK_CLOSE_TOL(got[0], l0, 1e-5);
+    for (size_t k = 0; k < g0.size(); ++k) CHECK_CLOSE_TOL(got[k + 1], g0[k], 1e-4);
+    CHECK(step.stats().schedule.find("host control flow") != std::string::npos);
+  }
+  // With respect to the input too, through grad(fn).
+  CHECK_CLOSE_TOL(hjit::grad(saved)(x), hjit::grad(plain)(x), 1e-5);
+}
+
+TEST_CASE("checkpoint: several results, integer operands, nesting") {
+  Tensor x = test::random({4, 6}, hjit::DType::F32, 6), n = Tensor::full({6}, 3, hjit::DType::I32);
+  auto two = [](const Tensors& a) {
+    Tensor s = hjit::exp(a[0] * 0.1) * a[1].astype(hjit::DType::F32);
+    return Tensors{s, hjit::sum(s, {1})};
+  };
+  auto inner = hjit::checkpoint([](const Tensor& v) { return hjit::sin(v) * v; });
+  auto loss_ck = [&](const Tensor& x) {
+    Tensors r = hjit::checkpoint(two)({x, n});
+    return hjit::sum(r[0]) + hjit::sum(inner(r[1]));
+  };
+  auto loss_plain = [&](const Tensor& x) {
+    Tensors r = two({x, n});
+    return hjit::sum(r[0]) + hjit::sum(hjit::sin(r[1]) * r[1]);
+  };
+  CHECK_CLOSE_TOL(hjit::grad(loss_ck)(x), hjit::grad(loss_plain)(x), 1e-5);
+  auto step = hjit::jit([&](const Tensor& x) { return hjit::grad(loss_ck)(x); }, {.name = "checkpoint_nested", .opt_level = 1});
+  CHECK_CLOSE_TOL(step(x), hjit::grad(loss_plain)(x), 1e-4);
+}
+
+TEST_CASE("checkpoint: a deep chain keeps less while training, compiled") {
+  // Eight blocks; without checkpoints the backward pass keeps every block's activations.
+  Tensor w = test::random({256, 256}, hjit::DType::F32, 7) * 0.05;
+  Tensor x = test::random({256, 256}, hjit::DType::F32, 8);
+  auto net = [&](bool ck) {
+    return [&w, ck](const Tensor& x) {
+      auto f = [&w](const Tensor& h) { return block(h, w); };
+      Tensor h = x;
+      for (int i = 0; i < 8; ++i) h = ck ? hjit::checkpoint(f)(h) : f(h);
+      return hjit::mean(h * h);
+    };
+  };
+  auto step = [&](bool ck) {
+    return hjit::jit([&w, net, ck](const Tensor& x) { return hjit::grad(net(ck), std::vector<Tensor>{w})(x)[0]; },
+                     {.name = ck ? "deep_checkpointed" : "deep_plain", .opt_level = 1});
+  };
+  auto plain = step(false), saved = step(true);
+  CHECK_CLOSE_TOL(saved(x), plain(x), 1e-4);
+  hjit::reset_peak_memory();
+  const int64_t base = hjit::memory_stats().current_bytes;
+  plain(x);
+  const int64_t plain_peak = hjit::memory_stats().peak_bytes - base;
+  hjit::reset_peak_memory();
+  saved(x);
+  const int64_t saved_peak = hjit::memory_stats().peak_bytes - base;
+  MESSAGE("peak above the inputs: plain " << plain_peak / 1024 << " KiB, checkpointed " << saved_peak / 1024 << " KiB");
+  CHECK(saved_peak < plain_peak);
+}
