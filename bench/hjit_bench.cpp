@@ -35,6 +35,7 @@
 #include "bench/compile_scaling.h"
 #include "bench/workloads.h"
 #include "examples/llama_attention.h"
+#include "examples/resnet_block.h"
 
 namespace {
 
@@ -216,6 +217,35 @@ void dynamic_w10_rows(bool quick) {
               (long long)st.traces, (long long)st.compiles, st.compile_ms, worst);
 }
 
+// W9 at batch 32 with JitOptions::memory_budget_mb: automatic checkpointing against the same step
+// without a budget, peak memory of one step (above nothing: everything the step holds) and time.
+void memory_budget_w9_rows(bool quick) {
+  using hjit::Tensor;
+  BasicBlock block(64);
+  Tensor x = Tensor::randn({32, 64, 56, 56}, 1);
+  auto step_fn = [&](const Tensor& x) {
+    auto loss = [&](const Tensor& x) { return hjit::mean(block(x, true)); };
+    auto [value, grads] = hjit::value_and_grad(loss, block.parameters())(x);
+    grads.insert(grads.begin(), value);
+    return grads;
+  };
+  std::printf("\nW9 at batch 32 with a memory budget (automatic checkpointing of the forward pass), one step\n%10s %10s %10s %8s %8s\n",
+              "budget MB", "peak MB", "step ms", "memory", "time");
+  double base_peak = 0, base_ms = 0;
+  for (int64_t budget : {0, 200, 150}) {
+    auto f = hjit::jit(step_fn, {.name = "W9_b32_budget" + std::to_string(budget), .opt_level = 1, .memory_budget_mb = budget});
+    f(x);
+    hjit::reset_peak_memory();
+    f(x);
+    const double peak = double(hjit::memory_stats().peak_bytes) / (1 << 20);
+    const double ms = measure({[&] { f(x); }}, 1, quick ? 2.0 : 5.0)[0];
+    if (budget == 0) base_peak = peak, base_ms = ms;
+    std::printf("%10s %10.1f %10.1f %7.0f%% %7.2fx\n", budget ? std::to_string(budget).c_str() : "none", peak, ms, 100 * peak / base_peak,
+                ms / base_ms);
+    std::fflush(stdout);
+  }
+}
+
 int main(int argc, char** argv) {
   std::vector<std::string> workloads = bench::workload_ids(), variants = kVariants;
   bool quick = false, all = false, variants_given = false, workloads_given = false, compile_scaling = false;
@@ -290,6 +320,7 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < notes.size(); ++i) std::printf("[%zu] %s\n", i + 1, notes[i].c_str());
   guarded_call_overhead();
   if (std::find(workloads.begin(), workloads.end(), "W10") != workloads.end()) dynamic_w10_rows(quick);
+  if (std::find(workloads.begin(), workloads.end(), "W9") != workloads.end()) memory_budget_w9_rows(quick);
   if (compile_scaling || !workloads_given) bench::compile_scaling_rows(self, quick);
   return all_ok ? 0 : 1;
 }

@@ -7,6 +7,7 @@
 #include "frontend/replay.h"
 #include "frontend/signature.h"
 #include "frontend/trace.h"
+#include "graph/autodiff/checkpoint_segments.h"
 #include "graph/autodiff/differentiate.h"
 #include "graph/passes/optimize.h"
 #include "support/log.h"
@@ -81,6 +82,11 @@ std::shared_ptr<GradEntry> build(const GradCore::State& s, const CallArgs& args,
       e->result_slot.push_back(int(wrt.size()));
       wrt.push_back(slot);
     }
+  }
+  if (const int64_t budget = scope.state().memory_budget_bytes; budget > 0) {  // (the enclosing jit's)
+    std::string report;
+    fwd = checkpoint_to_fit(fwd, budget, &report);
+    if (!report.empty()) log().debug("{}: {}", s.name, report);
   }
   Graph dg = differentiate(fwd, 0, wrt);
   ConstEvaluator eval = evaluate_node;

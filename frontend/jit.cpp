@@ -228,7 +228,7 @@ std::shared_ptr<const SymbolicSizes> fit_dynamic(JitCore::State& s, const CallAr
       holders.push_back(changed ? Tensor::zeros(t.shape, t.dtype) : args.tensor(i));
     }
     for (size_t i = 0; i < args.count; ++i) a.push(holders[i], args.arg_index(i));
-    return trace_and_optimize(s.opt.name, false, a, trace).graph;
+    return trace_and_optimize(s.opt.name, false, a, trace, nullptr, s.opt.memory_budget_mb).graph;
   };
   std::vector<std::vector<int64_t>> at{values};
   for (size_t k = 0; k < values.size(); ++k) {
@@ -262,7 +262,7 @@ void build_entry(JitCore::State& s, Entry& e, const CallArgs& args, Tracer trace
                  const std::function<void(TraceState&)>& setup = nullptr) {
   try {
     Timer t;
-    Traced tr = trace_and_optimize(s.opt.name, s.opt.trace_mode == TraceMode::Concrete, args, trace, setup);
+    Traced tr = trace_and_optimize(s.opt.name, s.opt.trace_mode == TraceMode::Concrete, args, trace, setup, s.opt.memory_budget_mb);
     ++s.traces;
     backend::Compiled c;
     bool compiled = false;
@@ -391,9 +391,10 @@ JitStats JitCore::stats() const {
 }
 
 Traced trace_and_optimize(const std::string& name, bool concrete, const CallArgs& args, Tracer trace,
-                          const std::function<void(TraceState&)>& setup) {
+                          const std::function<void(TraceState&)>& setup, int64_t memory_budget_mb) {
   Timer t;
   TraceScope scope(name, concrete);
+  scope.state().memory_budget_bytes = memory_budget_mb << 20;
   if (setup) setup(scope.state());
   Traced r;
   std::vector<Tensor> outs = scope.run(args, trace, &r.tree);
@@ -750,7 +751,7 @@ Graph JitCore::graph(const CallArgs& args, Tracer trace) {
     e->cv.wait(g, [&] { return e->ready; });
     if (!e->error) return e->graph;
   }
-  return trace_and_optimize(s_->opt.name, false, args, trace).graph;
+  return trace_and_optimize(s_->opt.name, false, args, trace, nullptr, s_->opt.memory_budget_mb).graph;
 }
 
 std::string JitCore::explain(const CallArgs& args, Tracer trace) {
@@ -781,13 +782,13 @@ std::string JitCore::explain(const CallArgs& args, Tracer trace) {
                             e->exe->explain();
     }
   }
-  Traced tr = trace_and_optimize(s_->opt.name, false, args, trace);
+  Traced tr = trace_and_optimize(s_->opt.name, false, args, trace, nullptr, s_->opt.memory_budget_mb);
   backend::Compiled c = tuning::compile_tuned(tr.graph, s_->backend_opt, s_->tuning_db);
   return c.executable->explain();
 }
 
 std::string JitCore::device_code(const CallArgs& args, Tracer trace) {
-  Traced tr = trace_and_optimize(s_->opt.name, false, args, trace);
+  Traced tr = trace_and_optimize(s_->opt.name, false, args, trace, nullptr, s_->opt.memory_budget_mb);
   return tuning::compile_tuned(tr.graph, s_->backend_opt, s_->tuning_db).executable->device_code();
 }
 

@@ -21,6 +21,7 @@ TraceScope::TraceScope(std::string fn_name, bool concrete) : state_(std::make_un
   state_->fn_name = std::move(fn_name);
   state_->concrete = concrete;
   state_->graph.name = state_->fn_name;
+  if (!t_traces.empty()) state_->memory_budget_bytes = t_traces.back()->memory_budget_bytes;
   t_traces.push_back(state_.get());
 }
 

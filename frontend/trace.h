@@ -41,6 +41,9 @@ struct TraceState {
   // fullgraph = false: a read of a symbolic tracer breaks the graph here; this computes the
   // tracer's value from the graph so far (setting its storage) instead of a ConcretizationError.
   std::function<void(TensorImpl& tracer, const char* what)> on_read;
+  // JitOptions::memory_budget_mb in bytes (0: none), inherited by nested traces: a gradient taken
+  // inside checkpoints its forward pass to fit (graph/autodiff/checkpoint_segments.h).
+  int64_t memory_budget_bytes = 0;
 };
 
 // Starts a trace on this thread for the lifetime of the object.

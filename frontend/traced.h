@@ -22,9 +22,10 @@ struct Traced {
   size_t num_args = 0;
 };
 
-// `setup` (optional) prepares the trace before the function runs (fullgraph = false: its on_read).
+// `setup` (optional) prepares the trace before the function runs (fullgraph = false: its on_read);
+// memory_budget_mb: JitOptions', for the gradients taken inside (checkpoint_segments.h).
 Traced trace_and_optimize(const std::string& name, bool concrete, const CallArgs& args, Tracer trace,
-                          const std::function<void(TraceState&)>& setup = nullptr);
+                          const std::function<void(TraceState&)>& setup = nullptr, int64_t memory_budget_mb = 0);
 
 // The graph with inputs first.. replaced by constants holding `values` (then optimized again, so
 // that what depends only on them folds): MegEngine's capture_as_const. ValueError when the

@@ -101,3 +101,34 @@ TEST_CASE("checkpoint: a deep chain keeps less while training, compiled") {
   MESSAGE("peak above the inputs: plain " << plain_peak / 1024 << " KiB, checkpointed " << saved_peak / 1024 << " KiB");
   CHECK(saved_peak < plain_peak);
 }
+
+TEST_CASE("memory_budget_mb: the forward pass is checkpointed to fit, gradients unchanged") {
+  Tensor w = test::random({256, 256}, hjit::DType::F32, 9) * 0.05;
+  Tensor x = test::random({256, 256}, hjit::DType::F32, 10);
+  auto loss = [&w](const Tensor& x) {
+    Tensor h = x;
+    for (int i = 0; i < 8; ++i) h = block(h, w);
+    return hjit::mean(h * h);
+  };
+  auto step = [&](int64_t budget) {
+    return hjit::jit([&w, loss](const Tensor& x) { return hjit::grad(loss, std::vector<Tensor>{w})(x)[0]; },
+                     {.name = "budget_" + std::to_string(budget), .opt_level = 1, .memory_budget_mb = budget});
+  };
+  auto plain = step(0), fitted = step(2), roomy = step(1024);
+  const Tensor want = plain(x);
+  CHECK_CLOSE_TOL(fitted(x), want, 1e-4);
+  CHECK_CLOSE_TOL(roomy(x), want, 1e-4);
+  CHECK(fitted.stats().schedule.find("host control flow") != std::string::npos);  // checkpointed runs
+  CHECK(roomy.stats().schedule.find("host control flow") == std::string::npos);   // it fits: as without
+  const std::string g = fitted.graph(x).str();
+  CHECK(g.find("checkpoint[body=") != std::string::npos);
+  hjit::reset_peak_memory();
+  const int64_t base = hjit::memory_stats().current_bytes;
+  plain(x);
+  const int64_t plain_peak = hjit::memory_stats().peak_bytes - base;
+  hjit::reset_peak_memory();
+  fitted(x);
+  const int64_t fitted_peak = hjit::memory_stats().peak_bytes - base;
+  MESSAGE("peak above the inputs: without a budget " << plain_peak / 1024 << " KiB, with 2 MiB " << fitted_peak / 1024 << " KiB");
+  CHECK(fitted_peak < plain_peak);
+}

@@ -57,6 +57,10 @@ struct JitOptions {
   // op that compiles for fixed sizes only, a size below 2) the function compiles per size as
   // without it, and HJIT_LOG=debug says why. CPU only.
   std::vector<std::pair<int, int>> dynamic_dims{};
+  // Gradients taken inside the function (grad, value_and_grad) keep their forward values within
+  // this many MiB: past it, the forward pass is cut into runs that are checkpointed (recomputed in
+  // the backward pass, as hjit::checkpoint), MegEngine's sublinear memory. 0: keep everything.
+  int64_t memory_budget_mb = 0;
 };
 
 struct JitStats {

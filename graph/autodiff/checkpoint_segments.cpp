@@ -1,0 +1,179 @@
+#include "graph/autodiff/checkpoint_segments.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <memory>
+
+#include "graph/op_def.h"
+#include "graph/rewriter.h"
+
+namespace hjit {
+namespace {
+
+bool is_source(const Node& n) { return has_trait(n.op, Source) || n.op == OpKind::Parameter || n.op == OpKind::Constant; }
+
+int64_t bytes_of(const TensorType& t) { return t.numel() * int64_t(dtype_size(t.dtype)); }
+
+// A run's body: the values it reads from outside become parameters (sources are copied in), its
+// nodes are copied, and the values read after it are its outputs.
+struct Segment {
+  std::vector<int> nodes, operands, results;
+  Graph body;
+};
+
+void build_body(const Graph& fwd, Segment& s, const std::vector<bool>& read_later) {
+  std::map<int, int> id;
+  std::vector<bool> inside(fwd.nodes.size(), false);
+  for (int m : s.nodes) inside[size_t(m)] = true;
+  for (int m : s.nodes) {
+    Node c = fwd.node(m);
+    for (int& v : c.inputs) {
+      if (!id.count(v)) {
+        const Node& src = fwd.node(v);
+        if (inside[size_t(v)]) throw InternalError("checkpoint_to_fit: a node reads a later one");
+        if (src.op == OpKind::Constant) id[v] = s.body.add_constant(src.type, fwd.constants[size_t(src.constant)]);
+        else if (is_source(src) && src.op != OpKind::Parameter) id[v] = s.body.add(Node(src));
+        else id[v] = s.body.add_parameter(fwd.type(v)), s.operands.push_back(v);
+      }
+      v = id.at(v);
+    }
+    id[m] = s.body.add(std::move(c));
+  }
+  for (int m : s.nodes)
+    if (read_later[size_t(m)]) s.body.outputs.push_back(id.at(m)), s.results.push_back(m);
+}
+
+// Where to cut a run of nodes: after position p, the bytes of values computed at or before p and
+// read after it (what a cut there keeps between the forward and the backward pass).
+std::vector<int64_t> crossing_bytes(const Graph& fwd) {
+  const size_t n = fwd.nodes.size();
+  std::vector<size_t> last_read(n, 0);
+  for (size_t id = 0; id < n; ++id)
+    for (int v : fwd.nodes[id].inputs) last_read[size_t(v)] = std::max(last_read[size_t(v)], id);
+  for (int o : fwd.outputs) last_read[size_t(o)] = n;
+  for (const Update& u : fwd.updates) last_read[size_t(u.value)] = n;
+  std::vector<int64_t> delta(n + 2, 0), out(n, 0);
+  for (size_t v = 0; v < n; ++v) {
+    if (is_source(fwd.nodes[v]) || last_read[v] <= v) continue;
+    delta[v] += bytes_of(fwd.nodes[v].type);
+    delta[last_read[v]] -= bytes_of(fwd.nodes[v].type);
+  }
+  int64_t live = 0;
+  for (size_t p = 0; p < n; ++p) out[p] = live += delta[p];
+  return out;
+}
+
+// k runs of about equal bytes, each cut moved (within half a run) to where the fewest bytes cross.
+std::vector<size_t> cuts_for(const Graph& fwd, const std::vector<int64_t>& crossing, int64_t total, int k) {
+  const size_t n = fwd.nodes.size();
+  std::vector<int64_t> before(n + 1, 0);  // bytes of the values computed before position p
+  for (size_t id = 0; id < n; ++id) before[id + 1] = before[id] + (is_source(fwd.nodes[id]) ? 0 : bytes_of(fwd.nodes[id].type));
+  std::vector<size_t> cuts;
+  for (int i = 1; i < k; ++i) {
+    const int64_t target = total * i / k, window = total / (2 * k);
+    size_t best = n;
+    for (size_t p = 0; p + 1 < n; ++p) {
+      if (before[p + 1] < target - window || before[p + 1] > target + window) continue;
+      if (!cuts.empty() && p <= cuts.back()) continue;
+      if (has_trait(fwd.nodes[p].op, ControlFlow)) continue;
+      if (best == n || crossing[p] < crossing[best] ||
+          (crossing[p] == crossing[best] && std::llabs(before[p + 1] - target) < std::llabs(before[best + 1] - target)))
+        best = p;
+    }
+    if (best < n) cuts.push_back(best);
+  }
+  return cuts;
+}
+
+}  // namespace
+
+int64_t activation_bytes(const Graph& fwd) {
+  int64_t total = 0;
+  for (const Node& n : fwd.nodes)
+    if (!is_source(n)) total += bytes_of(n.type);
+  return total;
+}
+
+Graph checkpoint_to_fit(const Graph& fwd, int64_t budget_bytes, std::string* report) {
+  const int64_t total = activation_bytes(fwd);
+  if (budget_bytes <= 0 || total <= budget_bytes) {
+    if (report) *report = "";
+    return fwd;
+  }
+  const size_t n = fwd.nodes.size();
+  // How many runs: the fewest whose estimate fits (the values kept across the cuts, plus the
+  // largest run recomputed with its gradients, about twice its values), else the best estimate.
+  const std::vector<int64_t> crossing = crossing_bytes(fwd);
+  std::vector<size_t> cuts;
+  int64_t best_estimate = -1;
+  for (int k = 2; k <= 64 && size_t(k) <= n; ++k) {
+    std::vector<size_t> c = cuts_for(fwd, crossing, total, k);
+    int64_t kept = 0, largest = 0, run = 0;
+    for (size_t p : c) kept += crossing[p];
+    for (size_t id = 0, next = 0; id < n; ++id) {
+      if (!is_source(fwd.nodes[id])) run += bytes_of(fwd.nodes[id].type);
+      if (next < c.size() && id == c[next]) largest = std::max(largest, run), run = 0, ++next;
+    }
+    largest = std::max(largest, run);
+    const int64_t estimate = kept + 2 * largest;
+    if (best_estimate < 0 || estimate < best_estimate) best_estimate = estimate, cuts = c;
+    if (estimate <= budget_bytes) break;
+  }
+  // Runs: the computing nodes between cuts (control flow ops stay outside them).
+  std::vector<Segment> segments;
+  std::vector<int> segment_of(n, -1);
+  bool open = false;
+  for (size_t id = 0, next = 0; id < n; ++id) {
+    const Node& node = fwd.nodes[id];
+    if (!is_source(node) && !has_trait(node.op, ControlFlow)) {
+      if (!open) segments.emplace_back(), open = true;
+      segments.back().nodes.push_back(int(id));
+      segment_of[id] = int(segments.size()) - 1;
+    } else if (has_trait(node.op, ControlFlow)) {
+      open = false;
+    }
+    if (next < cuts.size() && id == cuts[next]) open = false, ++next;
+  }
+  // A value is a run's result when a node of another run, a control flow op, an output or an
+  // update reads it.
+  std::vector<bool> read_later(n, false);
+  for (size_t id = 0; id < n; ++id)
+    for (int v : fwd.nodes[id].inputs)
+      if (segment_of[size_t(v)] >= 0 && segment_of[size_t(v)] != segment_of[id]) read_later[size_t(v)] = true;
+  for (int o : fwd.outputs) read_later[size_t(o)] = true;
+  for (const Update& u : fwd.updates) read_later[size_t(u.value)] = true;
+
+  Rewriter rw(fwd);
+  Graph& out = rw.out();
+  std::vector<bool> emitted(segments.size(), false);
+  int made = 0;
+  for (size_t id = 0; id < n; ++id) {
+    const int s = segment_of[id];
+    if (s < 0) {
+      rw.copy(int(id));
+      continue;
+    }
+    if (emitted[size_t(s)]) continue;
+    emitted[size_t(s)] = true;
+    Segment& seg = segments[size_t(s)];
+    build_body(fwd, seg, read_later);
+    if (seg.results.empty()) continue;  // nothing of it is read: dead code
+    std::vector<int> operands;
+    for (int v : seg.operands) operands.push_back(rw.mapped(v));
+    auto body = std::make_shared<const Graph>(std::move(seg.body));
+    for (size_t r = 0; r < seg.results.size(); ++r)
+      rw.map(seg.results[r], out.add_op(OpKind::Checkpoint, operands, Attrs{{"body", body}, {"result", int64_t(r)}}));
+    ++made;
+  }
+  for (int o : fwd.outputs) out.outputs.push_back(rw.mapped(o));
+  for (const Update& u : fwd.updates) out.updates.push_back(Update{rw.mapped(u.target), rw.mapped(u.value)});
+  out.name = fwd.name;
+  if (report)
+    *report = std::to_string(made) + " checkpointed runs (the forward computes " + std::to_string(total >> 20) + " MiB; budget " +
+              std::to_string(budget_bytes >> 20) + " MiB; estimated " + std::to_string(best_estimate >> 20) + " MiB)";
+  return std::move(out);
+}
+
+}  // namespace hjit
