@@ -10,6 +10,15 @@ namespace {
 
 Tensor block(const Tensor& x, const Tensor& w) { return hjit::tanh(hjit::matmul(x, w)) * 1.5 + x; }
 
+// The most one call of f holds at once beyond what is in use before it (its result included).
+template <class F>
+int64_t peak_of_call(F& f, const Tensor& x) {
+  hjit::reset_peak_memory();
+  const int64_t base = hjit::memory_stats().current_bytes;
+  f(x);
+  return hjit::memory_stats().peak_bytes - base;
+}
+
 }  // namespace
 
 TEST_CASE("checkpoint: the function itself, eagerly and traced") {
@@ -91,13 +100,7 @@ TEST_CASE("checkpoint: a deep chain keeps less while training, compiled") {
   };
   auto plain = step(false), saved = step(true);
   CHECK_CLOSE_TOL(saved(x), plain(x), 1e-4);
-  hjit::reset_peak_memory();
-  const int64_t base = hjit::memory_stats().current_bytes;
-  plain(x);
-  const int64_t plain_peak = hjit::memory_stats().peak_bytes - base;
-  hjit::reset_peak_memory();
-  saved(x);
-  const int64_t saved_peak = hjit::memory_stats().peak_bytes - base;
+  const int64_t plain_peak = peak_of_call(plain, x), saved_peak = peak_of_call(saved, x);
   MESSAGE("peak above the inputs: plain " << plain_peak / 1024 << " KiB, checkpointed " << saved_peak / 1024 << " KiB");
   CHECK(saved_peak < plain_peak);
 }
@@ -122,13 +125,7 @@ TEST_CASE("memory_budget_mb: the forward pass is checkpointed to fit, gradients 
   CHECK(roomy.stats().schedule.find("host control flow") == std::string::npos);   // it fits: as without
   const std::string g = fitted.graph(x).str();
   CHECK(g.find("checkpoint[body=") != std::string::npos);
-  hjit::reset_peak_memory();
-  const int64_t base = hjit::memory_stats().current_bytes;
-  plain(x);
-  const int64_t plain_peak = hjit::memory_stats().peak_bytes - base;
-  hjit::reset_peak_memory();
-  fitted(x);
-  const int64_t fitted_peak = hjit::memory_stats().peak_bytes - base;
+  const int64_t plain_peak = peak_of_call(plain, x), fitted_peak = peak_of_call(fitted, x);
   MESSAGE("peak above the inputs: without a budget " << plain_peak / 1024 << " KiB, with 2 MiB " << fitted_peak / 1024 << " KiB");
   CHECK(fitted_peak < plain_peak);
 }
