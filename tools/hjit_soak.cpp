@@ -193,7 +193,13 @@ int main(int argc, char** argv) {
   // Flat: after the warm-up, resident memory grows by at most 5% (+ 8 MB of allocator noise).
   const double last = after_warmup.empty() ? warm_rss : after_warmup.back();
   const double first = after_warmup.empty() ? warm_rss : after_warmup.front();
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer keeps freed memory in quarantine (256 MB) before reusing it: resident memory
+  // says nothing about hjit's there. The results are still checked.
+  const bool flat = true;
+#else
   const bool flat = last <= first * 1.05 + 8;
+#endif
   std::printf("calls %lld, mismatches %lld, errors %lld; resident MB after warm-up %.1f -> %.1f (%s)\n",
               (long long)totals.calls.load(), (long long)totals.mismatches.load(), (long long)totals.errors.load(), first, last,
               flat ? "flat" : "GROWING");
