@@ -41,7 +41,9 @@ TEST_CASE("tensors' storage is counted in use, at its peak, and cached when free
 
 TEST_CASE("a pipeline's temporaries are counted per call, for its jit function and in memory_stats") {
   // relu(x) is stored for the matmul that reads it: a temporary the size of x.
-  auto fn = [](const Tensor& x, const Tensor& w) { return hjit::matmul(hjit::relu(x), w) + 1.0; };
+  // (Constants of its own: a pipeline other tests compiled would come from the shared disk cache
+  // under the name they gave it.)
+  auto fn = [](const Tensor& x, const Tensor& w) { return hjit::matmul(hjit::relu(x), w) + 1.2345; };
   Tensor x = test::random({96, 128}, hjit::DType::F32, 1), w = test::random({128, 64}, hjit::DType::F32, 2);
   auto f = hjit::jit(fn, {.name = "memory_temporaries", .opt_level = 1});
   CHECK(f.stats().temporary_bytes == 0);  // nothing compiled yet
@@ -70,7 +72,7 @@ TEST_CASE("a pipeline's temporaries are counted per call, for its jit function a
 }
 
 TEST_CASE("a version a jit cache evicts gives its pipeline back") {
-  auto f = hjit::jit([](const Tensor& x) { return hjit::exp(x) * 2.0; },
+  auto f = hjit::jit([](const Tensor& x) { return hjit::exp(x) * 2.0 + 0.4217; },
                      {.name = "memory_evicted", .opt_level = 1, .max_cache_entries = 1});
   f(Tensor::ones({3, 5}));
   CHECK(pipelines_named(hjit::memory_stats(), "memory_evicted") == 1);
@@ -78,7 +80,7 @@ TEST_CASE("a version a jit cache evicts gives its pipeline back") {
   CHECK(f.stats().evictions == 1);
   CHECK(pipelines_named(hjit::memory_stats(), "memory_evicted") == 1);
   {
-    auto g = hjit::jit([](const Tensor& x) { return hjit::exp(x) * 2.0; }, {.name = "memory_evicted_too", .opt_level = 1});
+    auto g = hjit::jit([](const Tensor& x) { return hjit::exp(x) * 3.0 - 0.1931; }, {.name = "memory_evicted_too", .opt_level = 1});
     g(Tensor::ones({7}));
     CHECK(pipelines_named(hjit::memory_stats(), "memory_evicted_too") == 1);
   }
