@@ -101,7 +101,10 @@ struct Training {
     w2.assign(w2 - 0.01 * g[1]);
     return l;
   }
+  // Each step from the same state: two trajectories of many thousand steps part by rounding alone.
   double step(const Tensor& x, const Tensor& y) {
+    e1.assign(w1);
+    e2.assign(w2);
     const double d = difference(jitted(x, y), train(e1, e2, x, y));
     return std::max({d, difference(w1, e1), difference(w2, e2)});
   }
