@@ -36,6 +36,47 @@ int64_t env_or(const char* name, int64_t fallback) {
 
 bool is_source(const Node& n) { return n.op == OpKind::Parameter || has_trait(n.op, Source) || n.op == OpKind::Constant; }
 
+int64_t bytes_of(const Graph& g, int v) { return g.type(v).numel() * int64_t(dtype_size(g.type(v).dtype)); }
+
+bool recomputable(const Node& n) {
+  return !is_source(n) && !has_trait(n.op, ControlFlow) && (has_trait(n.op, Elementwise) || has_trait(n.op, Movement));
+}
+
+// The earlier parts' element-wise and movement values part p recomputes instead of receiving: a
+// training step's backward pass reads many values of the forward pass that are cheap functions of
+// a few stored ones (normalized activations, masks, the stored convolutions' outputs), and handing
+// them all on held six activation-sized tensors between W9's parts where two do (torch.compile's
+// partitioner recomputes pointwise ops in the backward pass for the same reason). All or nothing
+// per part: taken when the values the recomputation reads besides those the part reads anyway
+// take fewer bytes than the values it replaces, and the recomputation is small: at most 64 nodes
+// (a part never recompiles a long chain) computing at most three times the bytes it replaces (W9:
+// 26 nodes, 2.2 times; an element-wise chain cut into parts is not recomputed).
+std::set<int> recomputed_in(const Graph& g, const std::vector<size_t>& part_of, size_t p, size_t begin, size_t end) {
+  std::set<int> direct, needed, cone, frontier;
+  for (size_t k = begin; k < end; ++k)
+    for (int in : g.nodes[k].inputs)
+      if (part_of[size_t(in)] < p && !is_source(g.node(in))) (recomputable(g.node(in)) ? direct : needed).insert(in);
+  std::vector<int> todo(direct.begin(), direct.end());
+  while (!todo.empty()) {
+    const int v = todo.back();
+    todo.pop_back();
+    if (!cone.insert(v).second) continue;
+    if (cone.size() > 64) return {};
+    for (int in : g.node(v).inputs) {
+      if (is_source(g.node(in))) continue;
+      if (recomputable(g.node(in))) todo.push_back(in);
+      else frontier.insert(in);
+    }
+  }
+  int64_t replaced = 0, added = 0;
+  for (int v : direct) replaced += bytes_of(g, v);
+  for (int v : frontier)
+    if (!needed.count(v)) added += bytes_of(g, v);
+  int64_t recomputed = 0;
+  for (int v : cone) recomputed += bytes_of(g, v);
+  return added < replaced && recomputed <= 3 * replaced ? cone : std::set<int>{};
+}
+
 // Builds one part: the caller's parameters first (all of them, in order), then a parameter per
 // boundary value it reads, then its nodes [begin, end) with sources it reads from before `begin`
 // copied in.
@@ -94,14 +135,23 @@ std::vector<Part> partition(const Graph& g, bool at_once) {
   std::vector<size_t> part_of(n);
   for (size_t p = 0; p < parts_count; ++p)
     for (size_t k = begin[p]; k < begin[p + 1]; ++k) part_of[k] = p;
+  // Each part's nodes, in the graph's order: its own and those it recomputes.
+  std::vector<std::vector<int>> nodes_of(parts_count);
+  std::vector<std::set<int>> recomputed(parts_count);
+  for (size_t p = 0; p < parts_count; ++p) {
+    recomputed[p] = recomputed_in(g, part_of, p, begin[p], begin[p + 1]);
+    nodes_of[p].assign(recomputed[p].begin(), recomputed[p].end());
+    for (size_t k = begin[p]; k < begin[p + 1]; ++k) nodes_of[p].push_back(int(k));
+  }
 
   // Values a later part reads (sources are copied into each part that reads them, not handed on).
   std::vector<int> boundary;
   std::map<int, int> boundary_of;  // node -> boundary id
-  for (size_t b = 0; b < n; ++b)
-    for (int in : g.nodes[b].inputs)
-      if (part_of[size_t(in)] < part_of[b] && !is_source(g.node(in)) && !boundary_of.count(in))
-        boundary_of[in] = int(boundary.size()), boundary.push_back(in);
+  for (size_t p = 0; p < parts_count; ++p)
+    for (int b : nodes_of[p])
+      for (int in : g.nodes[size_t(b)].inputs)
+        if (part_of[size_t(in)] < p && !is_source(g.node(in)) && !recomputed[p].count(in) && !boundary_of.count(in))
+          boundary_of[in] = int(boundary.size()), boundary.push_back(in);
   std::vector<int> slot_node(g.outputs);
   for (const Update& u : g.updates) slot_node.push_back(u.value);
 
@@ -110,21 +160,21 @@ std::vector<Part> partition(const Graph& g, bool at_once) {
     Builder b(g);
     Part& part = parts[p];
     std::set<int> reads;
-    for (size_t k = begin[p]; k < begin[p + 1]; ++k) reads.insert(g.nodes[k].inputs.begin(), g.nodes[k].inputs.end());
+    for (int k : nodes_of[p]) reads.insert(g.nodes[size_t(k)].inputs.begin(), g.nodes[size_t(k)].inputs.end());
     for (size_t s = 0; s < slot_node.size(); ++s)
       if (p + 1 == parts_count && is_source(g.node(slot_node[s]))) reads.insert(slot_node[s]);
     part.caller_inputs = b.add_inputs(reads);
     for (int v : boundary)
-      if (part_of[size_t(v)] < p && reads.count(v)) {
+      if (part_of[size_t(v)] < p && reads.count(v) && !recomputed[p].count(v)) {
         b.id[size_t(v)] = b.out.add_parameter(g.type(v));
         part.boundary_inputs.push_back(boundary_of[v]);
       }
     // Sources are copied where they are read (and the caller's inputs are parameters already).
-    for (size_t k = begin[p]; k < begin[p + 1]; ++k) {
-      if (is_source(g.nodes[k])) continue;
-      for (int in : g.nodes[k].inputs)
+    for (int k : nodes_of[p]) {
+      if (is_source(g.nodes[size_t(k)])) continue;
+      for (int in : g.nodes[size_t(k)].inputs)
         if (b.id[size_t(in)] < 0) b.copy_source(in);
-      b.copy(int(k));
+      b.copy(k);
     }
     for (int v : boundary)
       if (part_of[size_t(v)] == p) {

@@ -183,10 +183,21 @@ class Builtin {
   // Operands of contractions are stored: each element is read many times. So are those of extern
   // stages (Halide computes nothing inline inside a library call) and random keys (read by every
   // element of the draw, and often drawn themselves: inlined, each element would redo the draw).
+  // An operand a contraction reads only through a copy of its own (a convolution's padded input, a
+  // weight gradient's transposed one: helpers stored at root) is computed into that copy instead:
+  // stored as well it would be two copies (W9: a relu's output beside both of its padded copies).
   bool feeds_contraction(int id) {
-    for (int c : st(id).consumers)
-      if (has_trait(st(c).op, Contraction) || st(c).is_extern || st(c).op == OpKind::RandomBits) return true;
+    for (int c : st(id).consumers) {
+      if (st(c).is_extern || st(c).op == OpKind::RandomBits) return true;
+      if (has_trait(st(c).op, Contraction) && reads_itself(c, id)) return true;
+    }
     return false;
+  }
+  bool reads_itself(int c, int id) {
+    const std::string& name = st(id).func.name();
+    for (const Halide::Func& f : {st(c).func, st(c).reduction})
+      if (f.defined() && Halide::Internal::find_direct_calls(f.function()).count(name)) return true;
+    return st(c).helpers.empty();
   }
 
   void make_nest(int id) {

@@ -2,6 +2,7 @@
 // pipeline's temporaries.
 #include <string>
 
+#include "examples/resnet_block.h"
 #include "tests/support.h"
 
 using hjit::Tensor;
@@ -101,4 +102,37 @@ TEST_CASE("a graph compiled in parts counts the values between them as temporari
   INFO(f.stats().schedule);
   CHECK(f.stats().schedule.find(" parts") != std::string::npos);
   CHECK(f.stats().temporary_bytes >= 64 * 64 * 4);  // at least one value crosses a cut
+}
+
+// A ResNet block's training step (W9's graph): its compiled pipeline holds four to five activations at
+// once besides its arguments (the two convolutions' outputs, the second's gradient and a transposed
+// or padded copy), whether it is compiled whole or in parts. Before the memory planning it held ten:
+// every forward value lived until the last gradient (the gradients were computed in the caller's
+// order, not the backward pass's), a relu's output was stored beside both of its padded copies, and
+// six element-wise activations crossed the cut between the parts instead of the two they come from.
+TEST_CASE("a training step's pipeline holds few activations, whole or in parts") {
+  BasicBlock block(16, 5);
+  Tensor x = Tensor::randn({4, 16, 32, 32}, 9);
+  const int64_t activation = x.numel() * 4;
+  auto step = [&](const Tensor& x) {
+    auto loss = [&](const Tensor& x) { return hjit::mean(block(x, true)); };
+    auto [value, grads] = hjit::value_and_grad(loss, block.parameters())(x);
+    grads.insert(grads.begin(), value);
+    return grads;
+  };
+  const std::vector<Tensor> want = step(x);
+  for (const bool whole : {true, false}) {
+    // Whole: no cut at all; else as compiled by default (in two parts, compiled side by side).
+    if (whole) setenv("HJIT_PARTITION_WORK", "1000000", 1);
+    auto f = hjit::jit(step, {.name = std::string("memory_block_step_") + (whole ? "whole" : "parts"), .opt_level = 1});
+    const std::vector<Tensor> got = f(x);
+    unsetenv("HJIT_PARTITION_WORK");
+    const std::string schedule = f.stats().schedule;
+    INFO(schedule << ", temporaries " << f.stats().temporary_bytes << " bytes");
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK_CLOSE(got[i], want[i]);
+    CHECK((schedule.find(" parts") == std::string::npos) == whole);
+    MESSAGE(schedule << ": temporaries " << double(f.stats().temporary_bytes) / double(activation) << " activations");
+    CHECK(f.stats().temporary_bytes <= 11 * activation / 2);
+  }
 }

@@ -9,7 +9,8 @@
 
 namespace hjit {
 
-// The bytes of the values fwd computes (its non-source nodes): what a backward pass could keep.
+// The bytes of the values fwd computes that a compiled step stores rather than recomputes (all but
+// element-wise and movement values): what a backward pass could keep.
 int64_t activation_bytes(const Graph& fwd);
 
 // fwd unchanged when its activation_bytes() fit in budget_bytes; else its computing nodes in runs
