@@ -161,6 +161,7 @@ class ControlFlowExecutable final : public Executable {
       os << op_name(s.op.op) << " on the host, calling compiled ";
       if (s.op.op == OpKind::Cond) os << "branches\n--- then:\n" << s.a->explain() << "--- else:\n" << s.b->explain();
       else if (s.op.op == OpKind::While) os << "condition and body\n--- cond:\n" << s.a->explain() << "--- body:\n" << s.b->explain();
+      else if (s.op.op == OpKind::Checkpoint) os << "body\n--- body:\n" << s.a->explain();
       else os << "body, " << s.op.attrs.i("length") << " steps\n--- body:\n" << s.a->explain();
     }
     return os.str();

@@ -44,37 +44,39 @@ bool recomputable(const Node& n) {
 
 // The earlier parts' element-wise and movement values part p recomputes instead of receiving: a
 // training step's backward pass reads many values of the forward pass that are cheap functions of
-// a few stored ones (normalized activations, masks, the stored convolutions' outputs), and handing
-// them all on held six activation-sized tensors between W9's parts where two do (torch.compile's
-// partitioner recomputes pointwise ops in the backward pass for the same reason). All or nothing
-// per part: taken when the values the recomputation reads besides those the part reads anyway
-// take fewer bytes than the values it replaces, and the recomputation is small: at most 64 nodes
-// (a part never recompiles a long chain) computing at most three times the bytes it replaces (W9:
-// 26 nodes, 2.2 times; an element-wise chain cut into parts is not recomputed).
+// a few stored ones (normalized activations, masks, sums), and handing them all on held six
+// activation-sized tensors between W9's parts where two do (torch.compile's partitioner recomputes
+// pointwise ops in the backward pass for the same reason). Value by value, in the graph's order: one
+// is recomputed when the values its recomputation reads, besides those the part receives anyway,
+// take no more bytes than it does (not counting those under a 16th of its size: a normalization's
+// statistics), and the recomputation is small (at most 32 nodes computing at
+// most 8 times its bytes: a part never recompiles a long chain).
 std::set<int> recomputed_in(const Graph& g, const std::vector<size_t>& part_of, size_t p, size_t begin, size_t end) {
-  std::set<int> direct, needed, cone, frontier;
+  std::set<int> direct, received, taken;
   for (size_t k = begin; k < end; ++k)
     for (int in : g.nodes[k].inputs)
-      if (part_of[size_t(in)] < p && !is_source(g.node(in))) (recomputable(g.node(in)) ? direct : needed).insert(in);
-  std::vector<int> todo(direct.begin(), direct.end());
-  while (!todo.empty()) {
-    const int v = todo.back();
-    todo.pop_back();
-    if (!cone.insert(v).second) continue;
-    if (cone.size() > 64) return {};
-    for (int in : g.node(v).inputs) {
-      if (is_source(g.node(in))) continue;
-      if (recomputable(g.node(in))) todo.push_back(in);
-      else frontier.insert(in);
+      if (part_of[size_t(in)] < p && !is_source(g.node(in))) (recomputable(g.node(in)) ? direct : received).insert(in);
+  for (int v : direct) {
+    std::set<int> cone, frontier;
+    std::vector<int> todo{v};
+    while (!todo.empty() && cone.size() <= 32) {
+      const int at = todo.back();
+      todo.pop_back();
+      if (taken.count(at) || !cone.insert(at).second) continue;
+      for (int in : g.node(at).inputs) {
+        if (is_source(g.node(in))) continue;
+        if (recomputable(g.node(in))) todo.push_back(in);
+        else if (!received.count(in)) frontier.insert(in);
+      }
     }
+    int64_t added = 0, recomputed = 0;
+    for (int f : frontier) added += bytes_of(g, f) * 16 < bytes_of(g, v) ? 0 : bytes_of(g, f);
+    for (int c : cone) recomputed += bytes_of(g, c);
+    if (cone.size() > 32 || added > bytes_of(g, v) || recomputed > 8 * bytes_of(g, v)) continue;
+    taken.insert(cone.begin(), cone.end());
+    received.insert(frontier.begin(), frontier.end());
   }
-  int64_t replaced = 0, added = 0;
-  for (int v : direct) replaced += bytes_of(g, v);
-  for (int v : frontier)
-    if (!needed.count(v)) added += bytes_of(g, v);
-  int64_t recomputed = 0;
-  for (int v : cone) recomputed += bytes_of(g, v);
-  return added < replaced && recomputed <= 3 * replaced ? cone : std::set<int>{};
+  return taken;
 }
 
 // Builds one part: the caller's parameters first (all of them, in order), then a parameter per

@@ -129,6 +129,14 @@ Graph checkpoint_to_fit(const Graph& fwd, int64_t budget_bytes, std::string* rep
     if (best_estimate < 0 || estimate < best_estimate) best_estimate = estimate, cuts = c;
     if (estimate <= budget_bytes) break;
   }
+  // Runs that would keep no less than the plain pass (one ResNet block: the values crossing its
+  // cuts are many, the stored ones two) are not made.
+  if (best_estimate >= total) {
+    if (report)
+      *report = "no checkpointed runs: none would keep less than the forward's " + std::to_string(total >> 20) + " MiB (budget " +
+                std::to_string(budget_bytes >> 20) + " MiB)";
+    return fwd;
+  }
   // Runs: the computing nodes between cuts (control flow ops stay outside them).
   std::vector<Segment> segments;
   std::vector<int> segment_of(n, -1);
