@@ -46,6 +46,7 @@ Tensor apply(OpKind op, const std::vector<Tensor>& inputs, Attrs attrs) {
   bool record = false;
   for (const Tensor& t : inputs) {
     const TensorImpl& im = impl_of(t, op_name(op));
+    check_not_donated(im, op_name(op));
     if (im.traced()) {
       if (!ts || !is_active_trace(im.trace_id))
         throw ValueError(std::string(op_name(op)) + ": a traced tensor " + im.type.str() +

@@ -18,6 +18,7 @@
 #include "frontend/const_eval.h"
 #include "frontend/device.h"
 #include "frontend/signature.h"
+#include "graph/passes/in_place.h"
 #include "frontend/trace.h"
 #include "frontend/traced.h"
 #include "graph/passes/optimize.h"
@@ -111,8 +112,17 @@ struct JitCore::State {
   // dynamic_dims: why one pipeline cannot serve every size of this function ("" while it may).
   std::string dynamic_impossible;       // guarded by mu
   std::atomic<int64_t> dynamic_entries{0};
-  std::atomic<int64_t> update_bytes_copied{0};
+  std::atomic<int64_t> update_bytes_copied{0}, donated_bytes_reused{0};
   const DynamicDims* dynamic() const { return opt.dynamic_dims.empty() ? nullptr : &opt.dynamic_dims; }
+  // The backend's options for a traced graph: with the results that may take a donated argument's
+  // storage (graph outputs only: an update's value trades storage with its tensor anyway).
+  backend::Options options_for(const Graph& g) const {
+    backend::Options o = backend_opt;
+    if (opt.donate.empty() || opt.device != Device::CPU) return o;
+    for (const auto& [input, slot] : in_place_outputs(g, opt.donate))
+      if (size_t(slot) < g.outputs.size()) o.in_place.emplace_back(input, slot);
+    return o;
+  }
 
   // A new entry is being traced: counts it, warns past the threshold, and makes room (mu held).
   // `reason`: why, when it is not a new signature.
@@ -300,7 +310,7 @@ void build_entry(JitCore::State& s, Entry& e, const CallArgs& args, Tracer trace
         }
       }
     }
-    if (!compiled) c = tuning::compile_tuned(tr.graph, s.backend_opt, s.tuning_db);
+    if (!compiled) c = tuning::compile_tuned(tr.graph, s.options_for(tr.graph), s.tuning_db);
     if (!c.cache_hit) ++s.compiles;
     e.graph = std::move(tr.graph);
     e.exe = c.executable;
@@ -380,6 +390,7 @@ JitStats JitCore::stats() const {
     st.dynamic_entries = s_->dynamic_entries.load();
     st.recompile_warning = s_->warning;
     st.update_bytes_copied = s_->update_bytes_copied.load();
+    st.donated_bytes_reused = s_->donated_bytes_reused.load();
     for (const auto& [key, chain] : s_->entries)
       for (std::shared_ptr<Entry> e = chain; e; e = e->next) versions.push_back(e);
   }
@@ -462,8 +473,31 @@ void run_entry_on_device(Entry& e, const CallArgs& args, std::vector<Tensor>& ou
   e.exe->run_on_device(in.data(), out.data());
 }
 
-void run_entry(Entry& e, const CallArgs& args, std::vector<Tensor>& outputs, Device device) {
-  if (device != Device::CPU) return run_entry_on_device(e, args, outputs, device);
+// Per output: the donated argument whose storage it is computed into (JitOptions::donate), or -1.
+// Where the compiled code allows it (backend::Executable::in_place), and nothing else holds the
+// storage: no other tensor shares it, and no other argument or captured input is that tensor.
+std::vector<int> donated_storage_for_outputs(const Entry& e, const CallArgs& args) {
+  std::vector<int> from(e.out_types.size(), -1);
+  for (const auto& [input, slot] : e.exe->in_place()) {
+    if (size_t(input) >= args.count || size_t(slot) >= from.size()) continue;
+    const TensorImpl* t = args.tensor(size_t(input)).impl().get();
+    bool alone = !t->traced() && t->storage && t->storage.use_count() == 1 && !t->storage->on_device && !t->borrowed &&
+                 t->type == e.out_types[size_t(slot)];
+    for (size_t j = 0; j < args.count && alone; ++j) alone = j == size_t(input) || args.tensor(j).impl().get() != t;
+    for (const auto& c : e.captured) alone &= c.get() != t;
+    if (alone) from[size_t(slot)] = input;
+  }
+  return from;
+}
+
+// reuse_donated: results may be computed into donated arguments' storage (not when the arguments
+// are read again after the run: a guard that fails re-traces with them, check_trace runs eagerly).
+// Returns the bytes so reused.
+int64_t run_entry(Entry& e, const CallArgs& args, std::vector<Tensor>& outputs, Device device, bool reuse_donated = false) {
+  if (device != Device::CPU) {
+    run_entry_on_device(e, args, outputs, device);
+    return 0;
+  }
   constexpr size_t kInline = 32;
   const size_t n_in = args.count + e.captured.size(), n_out = e.out_types.size() + e.update_input.size();
   const void* in_inline[kInline];
@@ -483,9 +517,17 @@ void run_entry(Entry& e, const CallArgs& args, std::vector<Tensor>& outputs, Dev
   if (e.dynamic)
     for (const SymbolicSizes::Source& src : e.dynamic->sources)
       symbols.push_back(args.tensor(size_t(src.input)).impl()->type.shape[size_t(src.dim)]);
+  const std::vector<int> donated = reuse_donated && !e.dynamic ? donated_storage_for_outputs(e, args) : std::vector<int>{};
+  int64_t reused = 0;
   for (size_t k = 0; k < e.out_types.size(); ++k) {
-    outputs.push_back(make_tensor(e.dynamic ? TensorType{e.out_types[k].dtype, e.dynamic->shape_at(e.graph.outputs[k], symbols)}
-                                            : e.out_types[k]));
+    if (!donated.empty() && donated[k] >= 0) {
+      const std::shared_ptr<Storage>& storage = args.tensor(size_t(donated[k])).impl()->storage;
+      outputs.push_back(alias_tensor(storage, e.out_types[k]));
+      reused += int64_t(storage->nbytes);
+    } else {
+      outputs.push_back(make_tensor(e.dynamic ? TensorType{e.out_types[k].dtype, e.dynamic->shape_at(e.graph.outputs[k], symbols)}
+                                              : e.out_types[k]));
+    }
     out[k] = outputs.back().impl()->data();
   }
   if (e.update_buffers.empty() || e.dynamic) {  // (an updated argument's size may change with the call)
@@ -496,6 +538,7 @@ void run_entry(Entry& e, const CallArgs& args, std::vector<Tensor>& outputs, Dev
   for (size_t k = 0; k < e.update_buffers.size(); ++k) out[e.out_types.size() + k] = e.update_buffers[k]->data;
   if (e.dynamic) e.exe->run_sized(in, out, symbols);
   else e.exe->run(in, out);
+  return reused;
 }
 
 // The new values of updated tensors become theirs: a tensor's storage and the buffer its new value
@@ -590,8 +633,59 @@ std::vector<Tensor> run_in_segments(JitCore::State& s, const CallArgs& args, Tra
 
 }  // namespace
 
+namespace {
+
+// JitOptions::donate: each position names one of the call's tensor arguments, once.
+void check_donate(const JitCore::State& s, const CallArgs& args) {
+  for (size_t k = 0; k < s.opt.donate.size(); ++k) {
+    const int i = s.opt.donate[k];
+    if (i < 0 || size_t(i) >= args.count)
+      throw ValueError("jit '" + s.opt.name + "': donate names argument " + std::to_string(i) + ", but the call has " +
+                       std::to_string(args.count) + " tensor arguments (positions count a std::vector<Tensor>'s tensors one by one)");
+    for (size_t j = 0; j < k; ++j)
+      if (s.opt.donate[j] == i) throw ValueError("jit '" + s.opt.name + "': donate names argument " + std::to_string(i) + " twice");
+  }
+}
+
+// Donated arguments give their storage up when the call is done, whether a result took it or not
+// (a result that did holds it now). Tracers (a jitted function called inside another trace) have none.
+// A donated argument the function also captures (reads as a tensor of its own) would leave the
+// compiled function without its storage at the next call.
+void check_donated_not_captured(const JitCore::State& s, const Entry& e, const CallArgs& args) {
+  for (int i : s.opt.donate)
+    for (const auto& c : e.captured)
+      if (c.get() == args.tensor(size_t(i)).impl().get())
+        throw ValueError("jit '" + s.opt.name + "': argument " + std::to_string(i) + " is donated (JitOptions::donate), but the "
+                         "function also captures that tensor and reads it at every call: pass it as an argument only, or do "
+                         "not donate it");
+}
+
+void consume_donated(const JitCore::State& s, const CallArgs& args) {
+  for (int i : s.opt.donate) {
+    TensorImpl& t = *args.tensor(size_t(i)).impl();
+    if (t.traced()) continue;
+    t.storage.reset();
+    t.borrowed = false;
+    t.uniform.reset();
+    t.donated_to = s.opt.name;
+  }
+}
+
+std::vector<Tensor> call_entry(JitCore::State& s, const CallArgs& args, Tracer trace, const std::vector<int>** tree);
+
+}  // namespace
+
 std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std::vector<int>** tree) {
-  State& s = *s_;
+  if (s_->opt.donate.empty()) return call_entry(*s_, args, trace, tree);
+  check_donate(*s_, args);
+  std::vector<Tensor> out = call_entry(*s_, args, trace, tree);
+  consume_donated(*s_, args);
+  return out;
+}
+
+namespace {
+
+std::vector<Tensor> call_entry(JitCore::State& s, const CallArgs& args, Tracer trace, const std::vector<int>** tree) {
   if (!s.opt.fullgraph) {
     thread_local std::shared_ptr<Entry> last;  // keeps the result structure alive for the caller
     std::vector<Break> breaks;
@@ -644,6 +738,7 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
     const uint64_t keyed = e->key.hash;
     try {
       build_entry(s, *e, args, trace);
+      check_donated_not_captured(s, *e, args);
     } catch (...) {
       s.forget(keyed, e);
       throw;
@@ -668,6 +763,7 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
     ++s.hits;
     log().debug("jit '{}': cache hit", s.opt.name);
     check_captured_alive(*e, s.opt.name);
+    check_donated_not_captured(s, *e, args);
   }
 
   std::vector<Tensor> outputs;
@@ -676,7 +772,8 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
       std::unique_lock<std::mutex> one_at_a_time;
       if (!e->update_input.empty()) one_at_a_time = std::unique_lock(e->run_mu);
       outputs.clear();
-      run_entry(*e, args, outputs, s.opt.device);
+      const bool reuse = !s.opt.donate.empty() && e->guards.empty() && !(built_here && s.opt.check_trace);
+      s.donated_bytes_reused += run_entry(*e, args, outputs, s.opt.device, reuse);
     }
     const std::optional<size_t> failed = e->guards.empty() ? std::nullopt : failed_guard(*e, outputs);
     if (!failed) break;
@@ -739,6 +836,8 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
   return outputs;
 }
 
+}  // namespace
+
 Graph JitCore::graph(const CallArgs& args, Tracer trace) {
   std::shared_ptr<Entry> e;
   {
@@ -783,13 +882,13 @@ std::string JitCore::explain(const CallArgs& args, Tracer trace) {
     }
   }
   Traced tr = trace_and_optimize(s_->opt.name, false, args, trace, nullptr, s_->opt.memory_budget_mb);
-  backend::Compiled c = tuning::compile_tuned(tr.graph, s_->backend_opt, s_->tuning_db);
+  backend::Compiled c = tuning::compile_tuned(tr.graph, s_->options_for(tr.graph), s_->tuning_db);
   return c.executable->explain();
 }
 
 std::string JitCore::device_code(const CallArgs& args, Tracer trace) {
   Traced tr = trace_and_optimize(s_->opt.name, false, args, trace, nullptr, s_->opt.memory_budget_mb);
-  return tuning::compile_tuned(tr.graph, s_->backend_opt, s_->tuning_db).executable->device_code();
+  return tuning::compile_tuned(tr.graph, s_->options_for(tr.graph), s_->tuning_db).executable->device_code();
 }
 
 Graph trace_graph(const std::string& name, const CallArgs& args, Tracer trace) {

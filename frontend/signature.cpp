@@ -16,6 +16,7 @@ const TensorImpl& arg_impl(const CallArgs& a, size_t i, const std::string& fn) {
   if (im.traced() && !im.storage && !tracing_active())
     throw ValueError("'" + fn + "': argument " + std::to_string(a.arg_index(i)) +
                      " is a tracer whose trace has ended: a traced value escaped its function");
+  if (!im.donated_to.empty()) check_not_donated(im, ("'" + fn + "': argument " + std::to_string(a.arg_index(i))).c_str());
   return im;
 }
 

@@ -65,6 +65,12 @@ const TensorImpl& impl_of(const Tensor& t, const char* what) {
   return *t.impl();
 }
 
+void check_not_donated(const TensorImpl& t, const char* what) {
+  if (!t.donated_to.empty())
+    throw ValueError(std::string(what) + ": the tensor " + t.type.str() + " was donated to a call of jit '" + t.donated_to +
+                     "' (JitOptions::donate) and holds no value since: use that call's result, or assign() it a new value");
+}
+
 }  // namespace detail
 
 using detail::impl_of;
@@ -74,6 +80,7 @@ namespace {
 // Reading values: eager tensors, and concrete tracers.
 const detail::TensorImpl& readable(const Tensor& t, const char* what) {
   const detail::TensorImpl& im = impl_of(t, what);
+  detail::check_not_donated(im, what);
   if (im.traced() && !im.storage) {
     if (detail::TraceState* owner = detail::trace_of(im); owner && owner->on_read) {
       owner->on_read(*t.impl(), what);  // a graph break: the value is computed now
@@ -212,6 +219,11 @@ Tensor::operator bool() const {
 Tensor& Tensor::assign(const Tensor& value) {
   const detail::TensorImpl& self = impl_of(*this, "assign");
   impl_of(value, "assign");
+  // A donated tensor (JitOptions::donate) takes a value again, in storage of its own.
+  if (!self.donated_to.empty()) {
+    impl_->storage = std::make_shared<detail::Storage>(size_t(self.type.numel()) * size_t(dtype_size(self.type.dtype)));
+    impl_->donated_to.clear();
+  }
   // Storage borrowed from an op's operand (same_value) becomes this tensor's own first, so that
   // writing here never writes into the operand.
   if (self.borrowed && self.storage && !self.traced()) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include <hjit/graph.h>
 #include <hjit/tensor.h>
@@ -35,6 +36,8 @@ struct TensorImpl {
   std::optional<double> uniform;     // set by full/zeros/ones/scalar: traced as a full, not bytes
   bool borrowed = false;             // storage borrowed from an op's operand (same_value): the
                                      // first assign() gives this tensor storage of its own
+  std::string donated_to;            // JitOptions::donate: the function a call gave its storage to
+                                     // (no storage then; using it throws until assign())
 
   bool traced() const { return trace_id != 0; }
   void* data() const { return storage ? storage->data : nullptr; }
@@ -52,5 +55,7 @@ Tensor make_full(Shape shape, double value, DType dtype);
 // A tensor sharing `storage` with a new type (same number of bytes).
 Tensor alias_tensor(const std::shared_ptr<Storage>& storage, TensorType type);
 const TensorImpl& impl_of(const Tensor& t, const char* what);  // ValueError for an undefined handle
+// ValueError when t was donated to a jitted function's call (JitOptions::donate), naming `what`.
+void check_not_donated(const TensorImpl& t, const char* what);
 
 }  // namespace hjit::detail

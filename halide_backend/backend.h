@@ -24,6 +24,10 @@ struct Options {
   // Sizes that vary between calls (jit's dynamic_dims): one pipeline for every size, called with
   // Executable::run_sized. Such a pipeline takes the built-in schedule and is kept in memory only.
   std::shared_ptr<const SymbolicSizes> dynamic;
+  // (input, output slot) pairs the caller may call the pipeline with one buffer for (a donated
+  // argument, graph/passes/in_place.h): the output's loops then never compute an element twice.
+  // Honored by a single pipeline on the CPU only; Executable::in_place() says which were.
+  std::vector<std::pair<int, int>> in_place;
 };
 
 // Bytes in a GPU's memory: a tensor's storage on Device::CUDA or Device::OpenCL. Allocated from
@@ -83,6 +87,8 @@ class Executable {
   // The most memory one call has taken besides its inputs and outputs (Halide's temporaries, the
   // values between parts or steps), at once; 0 before the first call.
   virtual int64_t temporary_bytes() const { return 0; }
+  // The (input, output slot) pairs of Options::in_place this code may be called with one buffer for.
+  virtual std::vector<std::pair<int, int>> in_place() const { return {}; }
 };
 
 struct Compiled {

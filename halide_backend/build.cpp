@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <set>
 
 #include <unistd.h>
 
@@ -70,6 +71,27 @@ std::optional<Schedule> lower_and_schedule(const Graph& g, const Target& target,
   return s;
 }
 
+// An output written over an input (Options::in_place) computes each element once: its splits are
+// guarded instead of shifted inwards (a last vector shifted inwards reads elements the loop has
+// already overwritten). Its other loops visit each element once, reading the input's element just
+// before writing the output's (graph/passes/in_place.h says why nothing else reads the input).
+void compute_each_element_once(Schedule& s, const LoweredPipeline& p, const std::vector<std::pair<int, int>>& pairs) {
+  std::set<std::string> outputs;
+  for (const auto& [input, slot] : pairs)
+    if (p.outputs.at(size_t(slot)).defined()) outputs.insert(canonical_name(p.outputs[size_t(slot)].name()));
+  auto guarded = [](std::string& tail) {
+    if (tail == "Auto" || tail == "ShiftInwards") tail = "GuardWithIf";
+  };
+  for (Directive& d : s.directives) {
+    if (!outputs.count(d.func)) continue;
+    if (d.verb == "split" && d.args.size() == 5) guarded(d.args[4]);
+    if ((d.verb == "vectorize" || d.verb == "unroll" || d.verb == "parallel") && d.args.size() >= 2) {
+      if (d.args.size() == 2) d.args.push_back("Auto");
+      guarded(d.args[2]);
+    }
+  }
+}
+
 // One candidate: lowered afresh, scheduled `how`, compiled. No executable (with the reason in
 // *why) when the autoscheduler does not schedule it.
 Built make(const Graph& g, const Options& o, const Target& target, const std::string& how, std::string* why = nullptr) {
@@ -80,6 +102,7 @@ Built make(const Graph& g, const Options& o, const Target& target, const std::st
     if (why) *why = reason;
     return {};
   }
+  if (!o.in_place.empty()) compute_each_element_once(*s, p, o.in_place);
   apply_schedule(*s, p);
   const std::string summary = how == "given" ? "tuned (" + s->source + ")" : how;
   PipelineInfo info = describe(g, p, function_name(o.name.empty() ? g.name : o.name), summary, s->str());

@@ -36,8 +36,11 @@ std::string cache_key(const Graph& g, const Options& o, const Target& target) {
   for (const ConstData& c : g.constants) constants += hash_hex(std::string_view(static_cast<const char*>(c.data), c.nbytes));
   const std::string how = schedule_request(o);
   const std::string schedule = how == "given" ? "given " + hash_hex(o.schedule_text) : scheduler().identity(how);
+  std::string in_place;
+  for (const auto& [input, slot] : o.in_place) in_place += " " + std::to_string(input) + ">" + std::to_string(slot);
   return "hjit " + library_build_id() + " halide " HJIT_HALIDE_VERSION "\ntarget " + target.str() + "\nschedule " +
-         schedule + "\nconstants " + hash_hex(constants) + "\n" + (o.dynamic ? o.dynamic->str() + "\n" : "") + g.str();
+         schedule + "\nconstants " + hash_hex(constants) + "\n" + (o.dynamic ? o.dynamic->str() + "\n" : "") +
+         (in_place.empty() ? "" : "in place" + in_place + "\n") + g.str();
 }
 
 // An entry's description must fit the graph it is loaded for: the arguments' kinds, indices,
@@ -141,6 +144,7 @@ std::shared_ptr<const Executable> compile_one(const Graph& g, const Options& o, 
     if (b.shared_object && !o.dynamic) DiskCache::instance().write(name, encode_cache_entry(key, b.executable->info(), *b.shared_object));
     exe = b.executable;
   }
+  exe->set_in_place(o.in_place);
   exe->set_statement_source([g, target, schedule = exe->info().schedule, dynamic = o.dynamic] {
     return lowered_statement(g, target, schedule, dynamic.get());
   });
@@ -212,8 +216,12 @@ std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part
 
 }  // namespace
 
-Compiled compile(const Graph& g, const Options& o) {
+Compiled compile(const Graph& g, const Options& options) {
   Timer t;
+  // One buffer for an input and an output is for a single pipeline on the CPU (parts and host
+  // steps hand values between pipelines; GPU buffers are the device's).
+  Options o = options;
+  if (!o.in_place.empty() && (has_control_flow(g) || o.device != Device::CPU || o.dynamic)) o.in_place.clear();
   // Not cached as a whole: its parts and its ops' graphs are, each under its own key.
   if (has_control_flow(g)) {
     if (o.dynamic) throw ValueError("control flow ops compile for fixed sizes only");
@@ -241,7 +249,9 @@ Compiled compile(const Graph& g, const Options& o) {
   if ((how == "built-in" || how == "unfused") && o.device == Device::CPU && !o.dynamic)
     parts = partition(g, how == "built-in" && DiskCache::instance().enabled() && can_link());
   if (!parts.empty()) {
-    exe = compile_parts(g, std::move(parts), o, target);
+    Options per_part = o;
+    per_part.in_place.clear();
+    exe = compile_parts(g, std::move(parts), per_part, target);
   } else {
     exe = compile_one(g, o, target, key);
   }

@@ -63,6 +63,8 @@ class HalideExecutable final : public Executable {
   // every compile the printing and every cache entry the text).
   void set_statement_source(std::function<std::string()> f) { statement_ = std::move(f); }
   const PipelineInfo& info() const { return info_; }
+  std::vector<std::pair<int, int>> in_place() const override { return in_place_; }
+  void set_in_place(std::vector<std::pair<int, int>> pairs) { in_place_ = std::move(pairs); }
  private:
   template <class Fill, class After>
   void call(Fill fill, After after, const std::vector<int64_t>* symbols = nullptr) const;
@@ -70,6 +72,7 @@ class HalideExecutable final : public Executable {
   ArgvFunction fn_;
   std::shared_ptr<void> code_, jit_context_;
   std::function<std::string()> statement_;
+  std::vector<std::pair<int, int>> in_place_;
   mutable std::atomic<int64_t> peak_temporaries_{0};  // the most one call has allocated at once
 };
 

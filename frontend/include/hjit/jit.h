@@ -61,6 +61,14 @@ struct JitOptions {
   // this many MiB: past it, the forward pass is cut into runs that are checkpointed (recomputed in
   // the backward pass, as hjit::checkpoint), MegEngine's sublinear memory. 0: keep everything.
   int64_t memory_budget_mb = 0;
+  // Arguments the call consumes (positions among its tensor arguments, a std::vector<Tensor>'s
+  // tensors counted one by one): JAX's donate_argnums. A result of the argument's dtype and shape
+  // computed from it element by element (x * a + b, an optimizer's update returned as a result) is
+  // written into the argument's storage instead of new memory, where hjit can prove every element
+  // is read before it is overwritten; stats().donated_bytes_reused counts it. After the call a
+  // donated tensor holds nothing, reused or not: reading it or passing it to an op throws
+  // ValueError, until assign() gives it a value again. x = f(x) then needs one buffer, not two.
+  std::vector<int> donate{};
 };
 
 struct JitStats {
@@ -80,6 +88,7 @@ struct JitStats {
                                   // arguments and results (memory_stats() has every pipeline's)
   int64_t update_bytes_copied = 0;  // bytes copied into assign()ed tensors after calls: 0 on the
                                     // CPU, where a new value trades storage with the old one
+  int64_t donated_bytes_reused = 0;  // bytes of results written into donated arguments' storage
 };
 
 // The compile cache, process-wide: pipelines found in memory, loaded from the disk cache, and
