@@ -262,6 +262,32 @@ void memory_budget_rows(bool quick) {
   }
 }
 
+// x = f(x) with JitOptions::donate against the same function without: the result is computed into
+// x's storage (no second buffer while the call runs), at about the same time per call.
+void donate_rows(bool quick) {
+  using hjit::Tensor;
+  std::printf("\nx = tanh(x * a + 0.5) * 0.5 with JitOptions::donate = {0} (the result computed into x's storage)\n%12s %12s %12s %8s %14s %14s\n",
+              "elements", "plain ms", "donate ms", "time", "plain peak MB", "donate peak MB");
+  auto fn = [](const Tensor& x, const Tensor& a) { return hjit::tanh(x * a + 0.5) * 0.5; };
+  for (int64_t n : {int64_t(1) << 16, (int64_t(1) << 22) + 7}) {
+    auto plain = hjit::jit(fn, {.name = "donate_plain", .opt_level = 1});
+    auto donating = hjit::jit(fn, {.name = "donate_donating", .opt_level = 1, .donate = {0}});
+    Tensor a = Tensor::randn({n}, 2), x = Tensor::randn({n}, 3), y = Tensor::randn({n}, 3);
+    double peak[2];
+    for (int v = 0; v < 2; ++v) {  // one call's peak above what is held before it
+      (v ? y = donating(y, a) : x = plain(x, a));
+      hjit::reset_peak_memory();
+      const int64_t base = hjit::memory_stats().current_bytes;
+      (v ? y = donating(y, a) : x = plain(x, a));
+      peak[v] = double(hjit::memory_stats().peak_bytes - base) / (1 << 20);
+    }
+    const double diff = hjit::max(hjit::abs(plain(x, a) - donating(x.clone(), a))).item<double>();
+    const std::vector<double> ms = measure({[&] { x = plain(x, a); }, [&] { y = donating(y, a); }}, 1, quick ? 0.6 : 2.0);
+    std::printf("%12lld %12.3f %12.3f %7.2fx %14.1f %14.1f%s\n", (long long)n, ms[0], ms[1], ms[1] / ms[0], peak[0], peak[1],
+                diff == 0 ? "" : "  (results differ!)");
+  }
+}
+
 int main(int argc, char** argv) {
   std::vector<std::string> workloads = bench::workload_ids(), variants = kVariants;
   bool quick = false, all = false, variants_given = false, workloads_given = false, compile_scaling = false;
@@ -337,6 +363,7 @@ int main(int argc, char** argv) {
   guarded_call_overhead();
   if (std::find(workloads.begin(), workloads.end(), "W10") != workloads.end()) dynamic_w10_rows(quick);
   if (std::find(workloads.begin(), workloads.end(), "W9") != workloads.end()) memory_budget_rows(quick);
+  if (std::find(workloads.begin(), workloads.end(), "W1") != workloads.end()) donate_rows(quick);
   if (compile_scaling || !workloads_given) bench::compile_scaling_rows(self, quick);
   return all_ok ? 0 : 1;
 }
