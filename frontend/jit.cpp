@@ -18,9 +18,9 @@
 #include "frontend/const_eval.h"
 #include "frontend/device.h"
 #include "frontend/signature.h"
-#include "graph/passes/in_place.h"
 #include "frontend/trace.h"
 #include "frontend/traced.h"
+#include "graph/passes/in_place.h"
 #include "graph/passes/optimize.h"
 #include "graph/symbolic_sizes.h"
 #include "halide_backend/backend.h"
@@ -647,8 +647,6 @@ void check_donate(const JitCore::State& s, const CallArgs& args) {
   }
 }
 
-// Donated arguments give their storage up when the call is done, whether a result took it or not
-// (a result that did holds it now). Tracers (a jitted function called inside another trace) have none.
 // A donated argument the function also captures (reads as a tensor of its own) would leave the
 // compiled function without its storage at the next call.
 void check_donated_not_captured(const JitCore::State& s, const Entry& e, const CallArgs& args) {
@@ -660,6 +658,8 @@ void check_donated_not_captured(const JitCore::State& s, const Entry& e, const C
                          "not donate it");
 }
 
+// Donated arguments give their storage up when the call is done, whether a result took it or not
+// (a result that did holds it now). Tracers (a jitted function called inside another trace) have none.
 void consume_donated(const JitCore::State& s, const CallArgs& args) {
   for (int i : s.opt.donate) {
     TensorImpl& t = *args.tensor(size_t(i)).impl();
