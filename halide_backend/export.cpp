@@ -97,13 +97,9 @@ std::vector<std::string> export_static_library(const Graph& g, const ExportReque
     PipelineInfo info = describe(g, p, impl, "built-in", s->str());
     specs = info.args;
     try {
-      std::vector<Halide::Argument> args;
-      for (const Halide::ImageParam& param : p.params)
-        if (param.defined()) args.push_back(param);
-      for (const Halide::ImageParam& param : p.const_params) args.push_back(param);
-      std::vector<Halide::Func> outs;
-      for (const Halide::Func& f : p.outputs)
-        if (f.defined()) outs.push_back(f);
+      // (The arguments in the order describe() gave them: outputs in realization order.)
+      const std::vector<Halide::Argument> args = halide_arguments(p);
+      const std::vector<Halide::Func> outs = defined_outputs(p);
       if (outs.empty()) throw ValueError("hjit: export: the function computes nothing (every output is empty)");
       const Halide::Target no_runtime = ht.with_feature(Halide::Target::NoRuntime);
       Halide::Module module = device_ready_pipeline(outs, no_runtime).compile_to_module(args, impl, no_runtime);
