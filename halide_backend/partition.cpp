@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "graph/op_def.h"
+#include "graph/passes/dce.h"
 #include "support/allocator.h"
 
 namespace hjit::backend {
@@ -191,7 +192,8 @@ std::vector<Part> partition(const Graph& g, bool at_once) {
       b.out.outputs.push_back(b.copy_source_or_mapped(v));
       part.output_slot.push_back(int(s));
     }
-    part.graph = std::move(b.out);
+    // (A value only later parts read, and recompute, is computed here for nothing: dropped.)
+    part.graph = dce(b.out);
   }
   // (A part whose values nobody reads, a run of sources say, has nothing to run.)
   parts.erase(std::remove_if(parts.begin(), parts.end(), [](const Part& p) { return p.graph.outputs.empty(); }), parts.end());

@@ -4,6 +4,7 @@
 // eager computes, at the sizes the issue names (a 2000-op chain, 500 matmuls) and at the edges of
 // the cutting (outputs that are inputs or constants, updates, size-0 and scalar values, integer
 // dtypes, every opt level). How long they take is hjit-bench's compile-time table.
+#include <tuple>
 #include <cstdlib>
 #include <cstdio>
 #include <utility>
@@ -104,6 +105,32 @@ TEST_CASE("a chain longer than an inlined expression's bound is stored along the
   const std::string e = f.explain(x);
   CHECK(count(e, "stored: an inlined expression holds at most") >= 3);
   CHECK(count(e, "part ") == 0);
+}
+
+// A later part recomputes element-wise values an earlier one computed only for it: those are
+// dropped there (kept, they were stored and read by nothing, and the schedule failed: "names the
+// Func 'n80_exp', which this pipeline does not have"). The golden tests' softmax group, cut in two.
+TEST_CASE("a graph cut in two where the second part recomputes values of the first") {
+  PartCost halves(384, 8);
+  using D = hjit::DType;
+  const std::vector<std::tuple<hjit::Shape, D, int>> specs = {
+      {{4}, D::F16, -1},    {{4}, D::BF16, -1},   {{4}, D::F32, -1},   {{4}, D::F64, -1},    {{5}, D::F16, 0},
+      {{5}, D::F16, -1},    {{3, 7}, D::F16, 1},  {{3, 7}, D::F16, 0}, {{2, 3, 6}, D::F16, 2}, {{2, 3, 6}, D::F16, 0},
+      {{}, D::F16, 0},      {{2, 0}, D::F16, 1},  {{5}, D::BF16, 0},   {{5}, D::BF16, -1},   {{3, 7}, D::BF16, 1},
+      {{3, 7}, D::BF16, 0}, {{2, 3, 6}, D::BF16, 2}, {{2, 3, 6}, D::BF16, 0}, {{}, D::BF16, 0}, {{2, 0}, D::BF16, 1},
+      {{5}, D::F32, 0},     {{5}, D::F32, -1},    {{3, 7}, D::F32, 1},  {{3, 7}, D::F32, 0}};
+  std::vector<Tensor> in;
+  for (size_t k = 0; k < specs.size(); ++k) in.push_back(test::random(std::get<0>(specs[k]), std::get<1>(specs[k]), 20 + k));
+  auto fn = [&](const std::vector<Tensor>& in) {
+    std::vector<Tensor> out;
+    for (size_t k = 0; k < specs.size(); ++k) out.push_back(hjit::softmax(in[k], std::get<2>(specs[k])));
+    return out;
+  };
+  auto f = hjit::jit(fn, {.name = "parts_softmaxes", .opt_level = 1});
+  std::vector<Tensor> got = f(in), want = fn(in);
+  REQUIRE(got.size() == want.size());
+  for (size_t k = 0; k < got.size(); ++k) CHECK_CLOSE(got[k], want[k]);
+  CHECK(f.stats().schedule.find(" parts") != std::string::npos);
 }
 
 TEST_CASE("graphs cut into many small parts compute what eager computes") {
