@@ -47,11 +47,9 @@ void compare(const KernelArgs& a, F f) {
 }  // namespace
 
 // Integer operands of add/sub/mul wrap like the compiled code: computed in the type, not promoted.
-#define HJIT_WRAP(expr) [](auto x, auto y) { return decltype(x)(expr); }
-void Add(const KernelArgs& a) { arith(a, HJIT_WRAP(x + y)); }
-void Sub(const KernelArgs& a) { arith(a, HJIT_WRAP(x - y)); }
-void Mul(const KernelArgs& a) { arith(a, HJIT_WRAP(x * y)); }
-#undef HJIT_WRAP
+void Add(const KernelArgs& a) { arith(a, [](auto x, auto y) { return wrapping(x, y, std::plus<>{}); }); }
+void Sub(const KernelArgs& a) { arith(a, [](auto x, auto y) { return wrapping(x, y, std::minus<>{}); }); }
+void Mul(const KernelArgs& a) { arith(a, [](auto x, auto y) { return wrapping(x, y, std::multiplies<>{}); }); }
 void Div(const KernelArgs& a) {
   dispatch_float(a.out.type->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

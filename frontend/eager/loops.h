@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <type_traits>
 #include <vector>
 
@@ -21,6 +22,19 @@ template <> struct compute_type<bf16> { using type = float; };
 template <class T> using C = typename compute_type<T>::type;
 
 template <class T> struct Tag { using type = T; };
+
+// Integer arithmetic wraps like the compiled code (and PyTorch): computed in an unsigned type of
+// at least int's width, where C++ defines the wrap (signed overflow, -INT_MIN included, is
+// undefined behaviour; UBSan found the eager negation of INT_MIN). Other types as they are.
+template <class T, class Op>
+T wrapping(T x, T y, Op op) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using W = std::common_type_t<std::make_unsigned_t<T>, unsigned>;
+    return T(std::make_unsigned_t<T>(op(W(std::make_unsigned_t<T>(x)), W(std::make_unsigned_t<T>(y)))));
+  } else {
+    return T(op(x, y));
+  }
+}
 
 #define HJIT_DISPATCH_CASE(e, name, T, kind) \
   case DType::e: f(Tag<T>{}); return;

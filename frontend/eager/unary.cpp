@@ -25,11 +25,17 @@ void numeric_unary(const KernelArgs& a, F f) {
 
 }  // namespace
 
-void Neg(const KernelArgs& a) { numeric_unary(a, [](auto x) { return decltype(x)(-x); }); }
+void Neg(const KernelArgs& a) {
+  numeric_unary(a, [](auto x) {
+    if constexpr (std::is_integral_v<decltype(x)>) return wrapping(decltype(x)(0), x, std::minus<>{});  // -INT_MIN: INT_MIN
+    else return decltype(x)(-x);
+  });
+}
 void Abs(const KernelArgs& a) {
   numeric_unary(a, [](auto x) {
     if constexpr (std::is_unsigned_v<decltype(x)>) return x;
     else if constexpr (std::is_floating_point_v<decltype(x)>) return std::fabs(x);  // abs(-0.0) is +0.0
+    else if constexpr (std::is_integral_v<decltype(x)>) return x < 0 ? wrapping(decltype(x)(0), x, std::minus<>{}) : x;
     else return decltype(x)(x < 0 ? -x : x);
   });
 }
