@@ -40,11 +40,8 @@ std::vector<std::pair<int, int>> in_place_outputs(const Graph& g, const std::vec
       if (slots[s] == source) results = 2;  // the input is itself a result: its old value is read to the end
       if (reached.count(slots[s])) slot = int(s), ++results;
     }
+    // (Two slots of one node count as two results.)
     if (results != 1 || taken.count(slot) || g.type(slots[size_t(slot)]) != type) continue;
-    // An output slot some other slot shares a node with is written twice from one value: skip.
-    bool shared = false;
-    for (size_t s = 0; s < slots.size(); ++s) shared |= int(s) != slot && slots[s] == slots[size_t(slot)];
-    if (shared) continue;
     taken.insert(slot);
     pairs.emplace_back(input, slot);
   }
