@@ -366,7 +366,10 @@ JitCore::JitCore(JitOptions options) : s_(std::make_unique<State>()) {
   if (!options.tuning_db.empty() && options.opt_level < 2)
     throw ValueError("jit '" + options.name + "': a tuning database needs opt_level 2, got " + std::to_string(options.opt_level));
   s_->opt = std::move(options);
-  s_->backend_opt = backend::Options{s_->opt.name, s_->opt.device, s_->opt.opt_level, s_->opt.autoscheduler, ""};
+  s_->backend_opt.name = s_->opt.name;
+  s_->backend_opt.device = s_->opt.device;
+  s_->backend_opt.opt_level = s_->opt.opt_level;
+  s_->backend_opt.autoscheduler = s_->opt.autoscheduler;
   s_->backend_opt.cuda_capability = s_->opt.cuda_capability;
   // Tuned schedules are opt level 2's (as autoscheduled ones are): HJIT_TUNING_DB leaves the
   // lower levels as they are.

@@ -103,10 +103,15 @@ struct Module::Impl {
 
   const backend::Executable& executable() {
     std::lock_guard lock(compile_mu);
-    if (!exe)
-      exe = tuning::compile_tuned(graph, backend::Options{name, Device::CPU, options.opt_level, options.autoscheduler, ""},
+    if (!exe) {
+      backend::Options backend_options;
+      backend_options.name = name;
+      backend_options.opt_level = options.opt_level;
+      backend_options.autoscheduler = options.autoscheduler;
+      exe = tuning::compile_tuned(graph, backend_options,
                                   options.opt_level == 2 ? tuning::tuning_db_path(options.tuning_db) : "")
                 .executable;
+    }
     return *exe;
   }
 
