@@ -10,6 +10,7 @@
 #include "graph/autodiff/checkpoint_segments.h"
 #include "graph/autodiff/differentiate.h"
 #include "graph/passes/optimize.h"
+#include "halide_backend/backend.h"
 #include "support/log.h"
 
 namespace hjit::detail {
@@ -83,14 +84,24 @@ std::shared_ptr<GradEntry> build(const GradCore::State& s, const CallArgs& args,
       wrt.push_back(slot);
     }
   }
+  // The step's graph: differentiated and optimized (as the enclosing trace will optimize it).
+  auto step_of = [&wrt](const Graph& f) {
+    ConstEvaluator eval = evaluate_node;
+    return optimize(differentiate(f, 0, wrt), &eval);
+  };
   if (const int64_t budget = scope.state().memory_budget_bytes; budget > 0) {  // (the enclosing jit's)
-    std::string report;
-    fwd = checkpoint_to_fit(fwd, budget, &report);
-    if (!report.empty()) log().debug("{}: {}", s.name, report);
+    // Plans are estimated as the built-in CPU schedule compiles them.
+    backend::Options estimated;
+    estimated.opt_level = 1;
+    CheckpointPlan plan;
+    fwd = checkpoint_to_fit(
+        fwd, budget, [&](const Graph& f) { return backend::estimate_peak_bytes(step_of(f), estimated); }, &plan);
+    log().debug("{}: {}", s.name, plan.report);
+    if (!plan.fits)
+      log().warn("{}: memory_budget_mb = {} is not met: {}. hjit::memory_stats() measures the step", s.name, budget >> 20,
+                 plan.report);
   }
-  Graph dg = differentiate(fwd, 0, wrt);
-  ConstEvaluator eval = evaluate_node;
-  e->graph = optimize(dg, &eval);
+  e->graph = step_of(fwd);
   log().debug("{}: differentiated in {:.2f} ms: {} -> {} nodes", s.name, t.ms(), fwd.nodes.size(), e->graph.nodes.size());
   log().trace("{} gradient graph:\n{}", s.name, e->graph.str());
   return e;

@@ -101,6 +101,13 @@ struct Compiled {
 // Throws CompileError when Halide rejects the pipeline.
 Compiled compile(const Graph& graph, const Options& options);
 
+// The most bytes a run of graph compiled under options is estimated to hold at once beyond its
+// inputs, before compiling it (JitOptions::memory_budget_mb plans by it): graph/passes/peak_memory.h's
+// model for each pipeline, with the parts compile() cuts a big graph into (a value between parts is
+// stored from the part that computes it to the last that reads it) and control flow's bodies
+// estimated the same way.
+int64_t estimate_peak_bytes(const Graph& graph, const Options& options);
+
 // The compile cache's counters (hjit::cache_stats()).
 struct CacheCounts {
   int64_t memory_hits = 0, memory_entries = 0;

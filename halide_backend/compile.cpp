@@ -216,6 +216,14 @@ std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part
 
 }  // namespace
 
+std::vector<Part> parts_to_compile(const Graph& g, const Options& o) {
+  // Big graphs with the built-in schedule compile in parts. (GPU code is not partitioned: its
+  // parts would meet in host memory.)
+  const std::string how = schedule_request(o);
+  if ((how != "built-in" && how != "unfused") || o.device != Device::CPU || o.dynamic) return {};
+  return partition(g, how == "built-in" && DiskCache::instance().enabled() && can_link());
+}
+
 Compiled compile(const Graph& g, const Options& options) {
   Timer t;
   // One buffer for an input and an output is for a single pipeline on the CPU (parts and host
@@ -242,12 +250,7 @@ Compiled compile(const Graph& g, const Options& options) {
       }
   }
   std::shared_ptr<const Executable> exe;
-  // Big graphs with the built-in schedule compile in parts (partition.h).
-  std::vector<Part> parts;
-  // (GPU code is not partitioned: its parts would meet in host memory.)
-  const std::string how = schedule_request(o);
-  if ((how == "built-in" || how == "unfused") && o.device == Device::CPU && !o.dynamic)
-    parts = partition(g, how == "built-in" && DiskCache::instance().enabled() && can_link());
+  std::vector<Part> parts = parts_to_compile(g, o);
   if (!parts.empty()) {
     Options per_part = o;
     per_part.in_place.clear();

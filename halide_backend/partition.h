@@ -34,6 +34,10 @@ struct Part {
 // (default 96) nodes of work (contractions 4, reductions 2, others 1). Empty when not worth it.
 std::vector<Part> partition(const Graph& g, bool at_once);
 
+// The parts compile() makes of g (control flow split out before) under o: partition()'s where the
+// schedule is the built-in one on the CPU, else none.
+std::vector<Part> parts_to_compile(const Graph& g, const Options& o);
+
 // Runs the parts in order; a value between parts is held from the part that computes it to the last
 // that reads it.
 std::shared_ptr<const Executable> make_partitioned(std::vector<Part> parts, std::vector<std::shared_ptr<const Executable>> exes);

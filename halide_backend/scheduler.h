@@ -28,6 +28,9 @@ class Scheduler {
   // The nodes `how` computes with extern stages (extern_gemm.h): decided on the graph, before
   // lowering, which builds them differently.
   virtual std::set<int> extern_stages(const Graph& g, const std::string& how) const = 0;
+  // Whether the built-in schedule stores an element-wise value of `op` that `readers` nodes read,
+  // rather than recomputing it in each (estimate_peak_bytes counts the stored ones).
+  virtual bool stores_elementwise(OpKind op, size_t readers) const = 0;
 };
 
 // Called once, by schedules/, before the first compile.

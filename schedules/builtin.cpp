@@ -44,6 +44,12 @@ bool expensive(OpKind op) {
   }
 }
 
+}  // namespace
+
+bool builtin_stores_elementwise(OpKind op, size_t readers) { return expensive(op) && readers >= 2; }
+
+namespace {
+
 // Ops whose f32 code is a long chain of dependent instructions (a polynomial after a range
 // reduction, or one slow instruction): a nest computing one runs several vectors side by side, so
 // that the core has independent work while each chain waits on its latencies. Four: W2 (selu)
@@ -221,7 +227,7 @@ class Builtin {
       return;
     }
     if (func_[size_t(id)].kind == Place::Inline) {
-      bool reused_expensive = params_.store_expensive && expensive(s.op) && s.consumers.size() >= 2;
+      bool reused_expensive = params_.store_expensive && builtin_stores_elementwise(s.op, s.consumers.size());
       if (feeds_contraction(id)) {
         make_nest(id);
       } else if (reused_expensive || cut_[size_t(id)]) {

@@ -44,6 +44,7 @@ class Schedules final : public backend::Scheduler {
     if (b.extern_conv) out.merge(backend::extern_conv_nodes(g));
     return out;
   }
+  bool stores_elementwise(OpKind op, size_t readers) const override { return builtin_stores_elementwise(op, readers); }
 };
 
 const bool registered = [] {

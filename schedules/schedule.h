@@ -29,6 +29,9 @@ std::string gpu_identity();
 // What makes the built-in and unfused schedules what they are besides the pipeline and target:
 // their version and the thread count they split work for. Part of every cache key.
 std::string builtin_identity();
+// Whether schedule_builtin (default parameters) stores an element-wise value of op read by `readers`
+// nodes: expensive ones read twice or more.
+bool builtin_stores_elementwise(OpKind op, size_t readers);
 std::string unfused_identity();
 
 // opt_level 2 with an autoscheduler: Halide's Adams2019, Li2018 or Mullapudi2016, loaded as a

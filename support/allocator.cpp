@@ -124,6 +124,8 @@ void* cached_alloc(size_t bytes) {
   return static_cast<char*>(base) + kHeader;
 }
 
+size_t block_size(size_t bytes) { return size_class(bytes == 0 ? 1 : bytes); }
+
 size_t cached_size(const void* p) { return *static_cast<const size_t*>(static_cast<const void*>(static_cast<const char*>(p) - kHeader)); }
 
 void cached_free(void* p) {

@@ -12,6 +12,7 @@ namespace hjit {
 void* cached_alloc(size_t bytes);  // 64-byte aligned; never null (throws std::bad_alloc)
 void cached_free(void* p);         // p from cached_alloc, or null
 size_t cached_size(const void* p);  // the bytes p holds (its size class); p from cached_alloc
+size_t block_size(size_t bytes);    // the bytes cached_alloc(bytes) holds (its size class)
 
 // Slots of blocks from cached_alloc, each freed when the slots go (a slot freed earlier is set null).
 struct CachedBlocks {

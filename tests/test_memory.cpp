@@ -3,6 +3,8 @@
 #include <string>
 
 #include "examples/resnet_block.h"
+#include "graph/passes/peak_memory.h"
+#include "halide_backend/backend.h"
 #include "tests/support.h"
 
 using hjit::Tensor;
@@ -135,4 +137,72 @@ TEST_CASE("a training step's pipeline holds few activations, whole or in parts")
     MESSAGE(schedule << ": temporaries " << double(f.stats().temporary_bytes) / double(activation) << " activations");
     CHECK(f.stats().temporary_bytes <= 11 * activation / 2);
   }
+}
+
+// The estimate memory_budget_mb plans by (graph/passes/peak_memory.h), on graphs whose answer is
+// known: what is stored, from when, until when.
+TEST_CASE("the peak estimate: outputs from the start, stored values until their last reader") {
+  const int64_t kib256 = 256 * 256 * 4;
+  // b is computed at each tile of c, its one element-wise reader; c, a matmul operand, is stored.
+  // At d: d (the output) and c.
+  const hjit::Graph chain = hjit::Graph::parse(
+      "{ lambda ; a:f32[256,256]. let\n    b:f32[256,256] = matmul a a\n    c:f32[256,256] = relu b\n"
+      "    d:f32[256,256] = matmul c a\n  in (d) }\n");
+  CHECK(hjit::estimate_peak_bytes(chain) == 2 * kib256);
+  // A reduction's input read again after it (a softmax): e is stored (a reduction), and kept until
+  // the division that reads it through the fused exp; the output from the start.
+  const hjit::Graph softmax = hjit::Graph::parse(
+      "{ lambda ; a:f32[256,256]. let\n    b:f32[256,256] = matmul a a\n    c:f32[256,256] = exp b\n"
+      "    d:f32[256,1] = reduce_sum[axes=(1) keepdims=1] c\n    e:f32[256,256] = div c d\n  in (e) }\n");
+  CHECK(hjit::estimate_peak_bytes(softmax) == 2 * kib256 + 256 * 4);
+  // A convolution holds a copy of each operand while it runs (its value, read only by the relu, is
+  // computed at each tile of it); element-wise values alone hold nothing but the output.
+  const hjit::Graph conv = hjit::Graph::parse(
+      "{ lambda ; x:f32[1,8,16,16] w:f32[8,8,3,3]. let\n"
+      "    y:f32[1,8,16,16] = conv2d[stride=(1,1) padding=(1,1) dilation=(1,1) groups=1] x w\n"
+      "    z:f32[1,8,16,16] = relu y\n  in (z) }\n");
+  const int64_t act = 8 * 16 * 16 * 4, weights = 8 * 8 * 9 * 4;
+  CHECK(hjit::estimate_peak_bytes(conv) == act + act + weights);  // z, x's and w's copies
+  const hjit::Graph pointwise = hjit::Graph::parse(
+      "{ lambda ; x:f32[1000]. let\n    y:f32[1000] = exp x\n    z:f32[1000] = mul y y\n  in (z) }\n");
+  CHECK(hjit::estimate_peak_bytes(pointwise) == 4000);
+  hjit::PeakModel stores_exp;
+  stores_exp.stores_elementwise = [](hjit::OpKind op, size_t readers) { return op == hjit::OpKind::Exp && readers >= 2; };
+  CHECK(hjit::estimate_peak_bytes(pointwise, stores_exp) == 8000);
+  stores_exp.block_bytes = [](int64_t bytes) { return (bytes + 1023) / 1024 * 1024; };
+  CHECK(hjit::estimate_peak_bytes(pointwise, stores_exp) == 8192);
+}
+
+// Against the allocator's measurement, for the steps memory_budget_mb plans: within the error the
+// README states (the estimate follows the built-in schedule's rules, not Halide's every allocation).
+TEST_CASE("the peak estimate of training steps is near what they hold") {
+  hjit::backend::Options built_in;
+  built_in.opt_level = 1;
+  auto check = [&](const std::string& what, auto& f, const Tensor& x) {
+    f(x);
+    hjit::reset_peak_memory();
+    const int64_t base = hjit::memory_stats().current_bytes;
+    f(x);
+    const int64_t measured = hjit::memory_stats().peak_bytes - base;
+    const int64_t estimated = hjit::backend::estimate_peak_bytes(f.graph(x), built_in);
+    MESSAGE(what << ": estimated " << estimated / 1024 << " KiB, measured " << measured / 1024 << " KiB");
+    CHECK(estimated >= measured * 4 / 5);
+    CHECK(estimated <= measured * 5 / 4);
+  };
+  BasicBlock block(16, 5);
+  Tensor x = Tensor::randn({4, 16, 32, 32}, 9);
+  auto resnet = hjit::jit([&](const Tensor& x) {
+    return hjit::grad([&](const Tensor& x) { return hjit::mean(block(x, true)); }, block.parameters())(x);
+  }, {.name = "estimate_resnet_step", .opt_level = 1});
+  check("a ResNet block's step", resnet, x);
+  Tensor w = Tensor::randn({256, 256}, 3) * 0.05, h = Tensor::randn({256, 256}, 4);
+  auto chain = hjit::jit([&](const Tensor& x) {
+    auto loss = [&](const Tensor& x) {
+      Tensor y = x;
+      for (int i = 0; i < 8; ++i) y = hjit::tanh(hjit::matmul(y, w)) * 1.5 + y;
+      return hjit::mean(y * y);
+    };
+    return hjit::grad(loss, std::vector<Tensor>{w})(x)[0];
+  }, {.name = "estimate_tanh_chain_step", .opt_level = 1});
+  check("eight tanh(x @ w) blocks' step", chain, h);
 }

@@ -96,47 +96,9 @@ std::vector<size_t> cuts_for(const Graph& fwd, const std::vector<int64_t>& cross
   return cuts;
 }
 
-}  // namespace
-
-int64_t activation_bytes(const Graph& fwd) {
-  int64_t total = 0;
-  for (const Node& n : fwd.nodes) total += stored_bytes(n);
-  return total;
-}
-
-Graph checkpoint_to_fit(const Graph& fwd, int64_t budget_bytes, std::string* report) {
-  const int64_t total = activation_bytes(fwd);
-  if (budget_bytes <= 0 || total <= budget_bytes) {
-    if (report) *report = "";
-    return fwd;
-  }
+// fwd with the computing nodes between cuts made checkpointed runs; *made: how many.
+Graph with_runs(const Graph& fwd, const std::vector<size_t>& cuts, int* made_runs) {
   const size_t n = fwd.nodes.size();
-  // How many runs: the fewest whose estimate fits (the values kept across the cuts, plus the
-  // largest run recomputed with its gradients, about twice its values), else the best estimate.
-  const std::vector<int64_t> crossing = crossing_bytes(fwd);
-  std::vector<size_t> cuts;
-  int64_t best_estimate = -1;
-  for (int k = 2; k <= 64 && size_t(k) <= n; ++k) {
-    std::vector<size_t> c = cuts_for(fwd, crossing, total, k);
-    int64_t kept = 0, largest = 0, run = 0;
-    for (size_t p : c) kept += crossing[p];
-    for (size_t id = 0, next = 0; id < n; ++id) {
-      run += stored_bytes(fwd.nodes[id]);
-      if (next < c.size() && id == c[next]) largest = std::max(largest, run), run = 0, ++next;
-    }
-    largest = std::max(largest, run);
-    const int64_t estimate = kept + 2 * largest;
-    if (best_estimate < 0 || estimate < best_estimate) best_estimate = estimate, cuts = c;
-    if (estimate <= budget_bytes) break;
-  }
-  // Runs that would keep no less than the plain pass (one ResNet block: the values crossing its
-  // cuts are many, the stored ones two) are not made.
-  if (best_estimate >= total) {
-    if (report)
-      *report = "no checkpointed runs: none would keep less than the forward's " + std::to_string(total >> 20) + " MiB (budget " +
-                std::to_string(budget_bytes >> 20) + " MiB)";
-    return fwd;
-  }
   // Runs: the computing nodes between cuts (control flow ops stay outside them).
   std::vector<Segment> segments;
   std::vector<int> segment_of(n, -1);
@@ -186,10 +148,51 @@ Graph checkpoint_to_fit(const Graph& fwd, int64_t budget_bytes, std::string* rep
   for (int o : fwd.outputs) out.outputs.push_back(rw.mapped(o));
   for (const Update& u : fwd.updates) out.updates.push_back(Update{rw.mapped(u.target), rw.mapped(u.value)});
   out.name = fwd.name;
-  if (report)
-    *report = std::to_string(made) + " checkpointed runs (the forward computes " + std::to_string(total >> 20) + " MiB; budget " +
-              std::to_string(budget_bytes >> 20) + " MiB; estimated " + std::to_string(best_estimate >> 20) + " MiB)";
+  *made_runs = made;
   return std::move(out);
+}
+
+std::string mib(int64_t bytes) { return std::to_string((bytes + (1 << 19)) >> 20) + " MiB"; }
+
+}  // namespace
+
+int64_t activation_bytes(const Graph& fwd) {
+  int64_t total = 0;
+  for (const Node& n : fwd.nodes) total += stored_bytes(n);
+  return total;
+}
+
+Graph checkpoint_to_fit(const Graph& fwd, int64_t budget_bytes, const std::function<int64_t(const Graph&)>& peak_of,
+                        CheckpointPlan* plan) {
+  CheckpointPlan p;
+  p.budget_bytes = budget_bytes;
+  p.plain_bytes = p.planned_bytes = peak_of(fwd);
+  const int64_t total = activation_bytes(fwd);
+  Graph best = fwd;
+  if (p.plain_bytes > budget_bytes && total > 0) {
+    // The fewest runs whose step fits; each count's cuts at equal stored bytes, moved to where the
+    // fewest bytes cross. Counts past a few grow by about a quarter: a step is estimated per count.
+    const std::vector<int64_t> crossing = crossing_bytes(fwd);
+    for (int k = 2; k <= 64 && size_t(k) <= fwd.nodes.size(); k = std::max(k + 1, k * 5 / 4)) {
+      int made = 0;
+      Graph g = with_runs(fwd, cuts_for(fwd, crossing, total, k), &made);
+      if (made == 0) continue;
+      const int64_t estimate = peak_of(g);
+      if (estimate < p.planned_bytes) p.planned_bytes = estimate, p.runs = made, best = std::move(g);
+      if (p.planned_bytes <= budget_bytes) break;
+    }
+  }
+  p.fits = p.planned_bytes <= budget_bytes;
+  if (p.runs > 0)
+    p.report = std::to_string(p.runs) + " checkpointed runs: the step is estimated at " + mib(p.planned_bytes) + ", " +
+               mib(p.plain_bytes) + " without them (budget " + mib(budget_bytes) + ")";
+  else if (p.fits)
+    p.report = "no checkpointed runs: the step is estimated at " + mib(p.plain_bytes) + ", within the budget of " + mib(budget_bytes);
+  else
+    p.report = "no checkpointed runs: the step is estimated at " + mib(p.plain_bytes) + " and no runs would hold less (budget " +
+               mib(budget_bytes) + ")";
+  if (plan) *plan = p;
+  return best;
 }
 
 }  // namespace hjit

@@ -3,6 +3,7 @@
 // (MegEngine's sublinear memory, JAX's remat). Applied before differentiate().
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <hjit/graph.h>
@@ -10,12 +11,24 @@
 namespace hjit {
 
 // The bytes of the values fwd computes that a compiled step stores rather than recomputes (all but
-// element-wise and movement values): what a backward pass could keep.
+// element-wise and movement values): where runs are cut (at equal shares of them).
 int64_t activation_bytes(const Graph& fwd);
 
-// fwd unchanged when its activation_bytes() fit in budget_bytes; else its computing nodes in runs
-// of at most budget_bytes / 3 of values each, every run a checkpoint op (whose results are the
-// run's values read after it). Control flow ops stay as they are. *report says what was done.
-Graph checkpoint_to_fit(const Graph& fwd, int64_t budget_bytes, std::string* report = nullptr);
+struct CheckpointPlan {
+  int runs = 0;                // checkpointed runs made (0: fwd as it was)
+  int64_t budget_bytes = 0;
+  int64_t plain_bytes = 0;     // the step's estimated peak without runs
+  int64_t planned_bytes = 0;   // and with the runs made
+  bool fits = false;           // planned_bytes <= budget_bytes
+  std::string report;          // what was done, for the log
+};
+
+// The forward graph to differentiate for a step that holds at most budget_bytes at once, as
+// peak_of(forward) estimates that step (the caller differentiates and asks the backend): fwd
+// itself when its step fits; else fwd with its computing nodes cut into checkpointed runs (ops
+// whose values the backward pass recomputes), as few runs as fit; else the runs estimated to hold
+// least, when they hold less than fwd's step. Control flow ops stay as they are.
+Graph checkpoint_to_fit(const Graph& fwd, int64_t budget_bytes, const std::function<int64_t(const Graph&)>& peak_of,
+                        CheckpointPlan* plan = nullptr);
 
 }  // namespace hjit

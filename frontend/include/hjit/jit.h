@@ -57,9 +57,11 @@ struct JitOptions {
   // op that compiles for fixed sizes only, a size below 2) the function compiles per size as
   // without it, and HJIT_LOG=debug says why. CPU only.
   std::vector<std::pair<int, int>> dynamic_dims{};
-  // Gradients taken inside the function (grad, value_and_grad) keep their forward values within
-  // this many MiB: past it, the forward pass is cut into runs that are checkpointed (recomputed in
-  // the backward pass, as hjit::checkpoint), MegEngine's sublinear memory. 0: keep everything.
+  // Gradients taken inside the function (grad, value_and_grad) are planned so that the step holds
+  // at most this many MiB at once beyond its arguments, as estimated before compiling: past it, the
+  // forward pass is cut into runs that are checkpointed (recomputed in the backward pass, as
+  // hjit::checkpoint), as few as fit: MegEngine's sublinear memory. A budget no plan meets gets the
+  // plan estimated to hold least, and a warning. 0: keep everything.
   int64_t memory_budget_mb = 0;
   // Arguments the call consumes (positions among its tensor arguments, a std::vector<Tensor>'s
   // tensors counted one by one): JAX's donate_argnums. A result of the argument's dtype and shape
