@@ -330,3 +330,36 @@ TEST_CASE("scaled dot-product attention equals softmax(q k^T / sqrt(d) + mask) v
   CHECK_CLOSE(hjit::scaled_dot_product_attention(q, k, v, true), hjit::matmul(hjit::softmax(scores + mask), v));
   CHECK_CLOSE(hjit::scaled_dot_product_attention(q, k, v, false, 0.5), hjit::matmul(hjit::softmax(scores * std::sqrt(8.0) * 0.5), v));
 }
+
+// Integer arithmetic wraps, eagerly as compiled (and as PyTorch): signed overflow is undefined
+// behaviour in C++, so the eager kernels compute in unsigned arithmetic (UBSan under make sanitize
+// found the negation of INT_MIN and a sum of int64 extremes).
+TEST_CASE("integer overflow wraps in every kernel that can overflow, eagerly and compiled") {
+  constexpr int64_t big = std::numeric_limits<int64_t>::max(), small = std::numeric_limits<int64_t>::min();
+  const Tensor x = Tensor::from_vector<int64_t>({big, 8, small, -1}, {2, 2});
+  const Tensor i = Tensor::from_vector<int32_t>({std::numeric_limits<int32_t>::max(), 2, std::numeric_limits<int32_t>::min(), 3}, {2, 2});
+  auto ops = [](const Tensor& x, const Tensor& i) {
+    return std::vector<Tensor>{-x, x + x, x * x, hjit::sum(x, {1}), hjit::cumsum(x, 1), hjit::matmul(i, i), -i, hjit::abs(i)};
+  };
+  const std::vector<Tensor> eager = ops(x, i);
+  CHECK(eager[0].to_vector<int64_t>() == std::vector<int64_t>{small + 1, -8, small, 1});
+  CHECK(eager[1].to_vector<int64_t>() == std::vector<int64_t>{-2, 16, 0, -2});
+  CHECK(eager[2].to_vector<int64_t>() == std::vector<int64_t>{1, 64, 0, 1});
+  CHECK(eager[3].to_vector<int64_t>() == std::vector<int64_t>{small + 7, big});          // big + 8, small - 1
+  CHECK(eager[4].to_vector<int64_t>() == std::vector<int64_t>{big, small + 7, small, big});
+  // [[M, 2], [m, 3]] @ itself, M = INT32_MAX, m = INT32_MIN, each product and sum taken mod 2^32.
+  const int64_t M = std::numeric_limits<int32_t>::max(), m = std::numeric_limits<int32_t>::min();
+  auto wrap32 = [](int64_t v) { return int32_t(uint32_t(uint64_t(v))); };
+  CHECK(eager[5].to_vector<int32_t>() ==
+        std::vector<int32_t>{wrap32(M * M + 2 * m), wrap32(M * 2 + 2 * 3), wrap32(m * M + 3 * m), wrap32(m * 2 + 3 * 3)});
+  CHECK(eager[6].to_vector<int32_t>() == std::vector<int32_t>{int32_t(-M), -2, int32_t(m), -3});
+  CHECK(eager[7].to_vector<int32_t>() == std::vector<int32_t>{int32_t(M), 2, int32_t(m), 3});
+  auto compiled = hjit::jit(ops, {.name = "integer_wrap", .opt_level = 1});
+  const std::vector<Tensor> got = compiled(x, i);
+  REQUIRE(got.size() == eager.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    CAPTURE(k);
+    if (got[k].dtype() == hjit::DType::I64) CHECK(got[k].to_vector<int64_t>() == eager[k].to_vector<int64_t>());
+    else CHECK(got[k].to_vector<int32_t>() == eager[k].to_vector<int32_t>());
+  }
+}

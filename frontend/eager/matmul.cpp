@@ -1,5 +1,6 @@
 // Batched matrix multiplication with numpy's batch broadcasting.
 #include <algorithm>
+#include <functional>
 
 #include "frontend/eager/loops.h"
 
@@ -21,7 +22,11 @@ void gemm_rows(int64_t i0, int64_t i1, int64_t N, int64_t K, const A* x, const A
         for (int64_t k = k0; k < k1; ++k) {
           const A aik = x[i * K + k];
           const A* yrow = y + k * N;
-          for (int64_t j = j0; j < j1; ++j) orow[j] = A(orow[j] + aik * yrow[j]);
+          if constexpr (std::is_integral_v<A>) {  // wrapping, as the compiled code (loops.h)
+            for (int64_t j = j0; j < j1; ++j) orow[j] = wrapping(orow[j], wrapping(aik, yrow[j], std::multiplies<>()), std::plus<>());
+          } else {
+            for (int64_t j = j0; j < j1; ++j) orow[j] = A(orow[j] + aik * yrow[j]);
+          }
         }
       }
     }

@@ -1,5 +1,6 @@
 // Convolution, pooling and attention: direct loops, the reference the compiled code is checked against.
 #include <algorithm>
+#include <functional>
 #include <limits>
 
 #include "frontend/eager/loops.h"
@@ -118,7 +119,7 @@ void AvgPool2d(const KernelArgs& a) {
   dispatch_numeric(a.out.type->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = std::conditional_t<std::is_integral_v<T>, int64_t, C<T>>;
-    pool<T>(a, [] { return A(0); }, [](A s, auto v) { return A(s + A(v)); },
+    pool<T>(a, [] { return A(0); }, [](A s, auto v) { return wrapping(s, A(v), std::plus<>()); },
             [&](A s, int64_t valid) { return s / A(include_pad ? k[0] * k[1] : std::max<int64_t>(valid, 1)); });
   });
 }

@@ -1,6 +1,7 @@
 // Reductions. Every reduction becomes [outer, reduced, inner] over a contiguous block of axes
 // (non-adjacent axes are first moved to the end by a transpose).
 #include <algorithm>
+#include <functional>
 #include <limits>
 
 #include "frontend/eager/loops.h"
@@ -108,7 +109,7 @@ void ReduceSum(const KernelArgs& a) {
     using T = typename decltype(tag)::type;
     using A = SumAcc<T>;
     using R = std::conditional_t<std::is_floating_point_v<C<T>>, T, int64_t>;
-    reduce_block(x, static_cast<R*>(a.out.data), b, A(0), [](A p, A q) { return A(p + q); });
+    reduce_block(x, static_cast<R*>(a.out.data), b, A(0), [](A p, A q) { return wrapping(p, q, std::plus<>()); });
   });
 }
 
@@ -185,7 +186,7 @@ void CumSum(const KernelArgs& a) {
       std::vector<A> acc(static_cast<size_t>(I), A(0));
       for (int64_t r = 0; r < N; ++r)
         for (int64_t i = 0; i < I; ++i) {
-          acc[size_t(i)] += A(C<T>(x[(o * N + r) * I + i]));
+          acc[size_t(i)] = wrapping(acc[size_t(i)], A(C<T>(x[(o * N + r) * I + i])), std::plus<>());
           out[(o * N + r) * I + i] = R(acc[size_t(i)]);
         }
     }
