@@ -1,7 +1,6 @@
 // Reductions. Every reduction becomes [outer, reduced, inner] over a contiguous block of axes
 // (non-adjacent axes are first moved to the end by a transpose).
 #include <algorithm>
-#include <functional>
 #include <limits>
 
 #include "frontend/eager/loops.h"
@@ -84,7 +83,9 @@ void reduce_block(const T* x, R* out, const Block& b, A init, F f) {
     }
 }
 
-template <class T> using SumAcc = std::conditional_t<std::is_floating_point_v<C<T>>, C<T>, int64_t>;
+// Integers sum in u64, where C++ defines the wrap (as the compiled code's i64 sums wrap); the i64
+// result is the same bits.
+template <class T> using SumAcc = std::conditional_t<std::is_floating_point_v<C<T>>, C<T>, uint64_t>;
 
 template <class A>
 A lowest() { return std::numeric_limits<A>::has_infinity ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest(); }
@@ -109,7 +110,7 @@ void ReduceSum(const KernelArgs& a) {
     using T = typename decltype(tag)::type;
     using A = SumAcc<T>;
     using R = std::conditional_t<std::is_floating_point_v<C<T>>, T, int64_t>;
-    reduce_block(x, static_cast<R*>(a.out.data), b, A(0), [](A p, A q) { return wrapping(p, q, std::plus<>()); });
+    reduce_block(x, static_cast<R*>(a.out.data), b, A(0), [](A p, A q) { return A(p + q); });
   });
 }
 
@@ -186,7 +187,7 @@ void CumSum(const KernelArgs& a) {
       std::vector<A> acc(static_cast<size_t>(I), A(0));
       for (int64_t r = 0; r < N; ++r)
         for (int64_t i = 0; i < I; ++i) {
-          acc[size_t(i)] = wrapping(acc[size_t(i)], A(C<T>(x[(o * N + r) * I + i])), std::plus<>());
+          acc[size_t(i)] += A(C<T>(x[(o * N + r) * I + i]));
           out[(o * N + r) * I + i] = R(acc[size_t(i)]);
         }
     }
