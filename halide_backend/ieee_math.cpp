@@ -203,6 +203,99 @@ Expr erf(const Expr& x, bool cuda) {
   return select(ieee::is_nan(x), x, c * p / q);
 }
 
+// f32: Cephes' tanhf on |x|: an odd polynomial below 0.625, 1 - 2 / (e^(2|x|) + 1) from there (about
+// 1.3 ulp from the exact value: tests/test_backend.cpp), with the sign put back in the bits (tanh(-0.0) is -0.0).
+// |x| is clamped to 10 (tanh rounds to 1 in f32 from 9.02 on) so that e^(2|x|) stays finite: under
+// fast-math a reciprocal of infinity may be NaN. Halide's own tanh calls libm's tanhf one element at
+// a time, about 50 times slower. f64: libm's (scalar).
+Expr tanh(const Expr& x) {
+  if (is_f64(x)) return Halide::tanh(x);
+  const Type f = x.type(), u = bits_type(x);
+  Expr a = reinterpret(f, magnitude_bits(x)), z = a * a;
+  Expr p = -5.70498872745e-3f;
+  for (float c : {2.06390887954e-2f, -5.37397155531e-2f, 1.33314422036e-1f, -3.33332819422e-1f}) p = p * z + c;
+  Expr small = a * z * p + a;
+  Expr large = 1.0f - 2.0f / (ieee::exp(2.0f * Halide::min(a, 10.0f)) + 1.0f);
+  Expr magnitude = select(a < 0.625f, small, large);
+  Expr signed_result = reinterpret(f, reinterpret(u, magnitude) | (reinterpret(u, x) & ucon(x, 0x80000000u)));
+  return select(ieee::is_nan(x), x, signed_result);
+}
+
+namespace {
+
+// 32 zero bits, then the first 288 bits of 2/pi after the binary point, in five 64-bit limbs (from
+// pi to 700 bits by Machin's formula, in integers).
+const uint64_t kTwoOverPiLimbs[5] = {0x00000000a2f9836eull, 0x4e441529fc2757d1ull, 0xf534ddc0db629599ull,
+                                     0x3c439041fe5163abull, 0xdebbc561b7246e3aull};
+
+// Payne and Hanek's reduction of a finite f32 magnitude a = m 2^e (m the 24-bit significand) by
+// pi/2: a = n pi/2 + r with |r| <= pi/4, r in f64, n mod 4. a (2/pi) mod 4 is m 2^e times the
+// bits of 2/pi from the one worth 2^(1-e) on (the bits before it give multiples of 4): 96 of
+// them, cut out of the limbs by shifts (selects and shifts vectorize; a table read per lane
+// would not), multiplied in 64-bit integers into a fixed-point number with 2 integer and 62
+// fraction bits, exact to 2^-61. Exact for every magnitude, where a reduction by a rounded pi/2
+// loses the digits of r from about 2^20 on. a_bits: the bits of a; the result is meaningless (but
+// defined) for a below 2^-24 and for inf and NaN.
+std::pair<Expr, Expr> reduce_by_half_pi(const Expr& a_bits) {
+  const int lanes = a_bits.type().lanes();
+  const Type i32 = Int(32, lanes), u64 = UInt(64, lanes);
+  auto c64 = [&](uint64_t v) { return make_const(u64, v); };
+  // The window's first bit, counted from the limbs' first: bit 2^(1-e) of 2/pi is bit 30 + e.
+  Expr start = Halide::clamp(cast(i32, a_bits >> 23) - 150 + 30, 0, 134);
+  Expr limb = start >> 6, shift = cast(u64, start & 63);
+  auto limb_at = [&](int offset) {  // kTwoOverPiLimbs[limb + offset] for limb in 0..2
+    const uint64_t* l = kTwoOverPiLimbs + offset;
+    return select(limb == 0, c64(l[0]), limb == 1, c64(l[1]), c64(l[2]));
+  };
+  Expr l0 = limb_at(0), l1 = limb_at(1), l2 = limb_at(2);
+  // (x >> 1) >> (63 - shift): x >> (64 - shift), also where shift is 0.
+  Expr high = (l0 << shift) | ((l1 >> c64(1)) >> (c64(63) - shift));
+  Expr low = ((l1 << shift) | ((l2 >> c64(1)) >> (c64(63) - shift))) >> c64(32);
+  Expr m = cast(u64, (a_bits & make_const(a_bits.type(), 0x7fffffu)) | make_const(a_bits.type(), 0x800000u));
+  Expr w0 = high >> c64(32), w1 = high & c64(0xffffffffu);
+  Expr fixed = ((m * w0) << c64(32)) + m * w1 + ((m * low) >> c64(32));  // a (2/pi) 2^62 mod 2^64
+  Expr n = (fixed + c64(uint64_t(1) << 61)) >> c64(62);
+  Expr fraction = reinterpret(Int(64, lanes), fixed - (n << c64(62)));
+  Expr r = cast(Float(64, lanes), fraction) * make_const(Float(64, lanes), 1.5707963267948966 * 0x1p-62);
+  return {cast(i32, n), r};
+}
+
+// sin and cos of |r| <= pi/4 in f64: Taylor's series to r^13 and r^14 (under 1e-11 relative there,
+// far below an f32 ulp).
+Expr sin_near_zero(const Expr& r) {
+  Expr z = r * r, p = make_const(r.type(), -1.0 / 39916800);
+  for (double c : {1.0 / 362880, -1.0 / 5040, 1.0 / 120, -1.0 / 6}) p = p * z + make_const(r.type(), c);
+  return r + r * z * p;
+}
+Expr cos_near_zero(const Expr& r) {
+  Expr z = r * r, p = make_const(r.type(), 1.0 / 479001600);
+  for (double c : {-1.0 / 3628800, 1.0 / 40320, -1.0 / 720, 1.0 / 24, -0.5, 1.0}) p = p * z + make_const(r.type(), c);
+  return p;
+}
+
+// f32: the argument reduced by pi/2 exactly (Payne-Hanek above pi/4), sin and cos of the rest in
+// f64, rounded once (within an ulp of the exact value for every float: tests/test_backend.cpp).
+// Halide's own sin and cos call libm one element at a time, about 40 times slower. f64: libm's.
+Expr sin_or_cos(const Expr& x, bool cosine) {
+  if (is_f64(x)) return cosine ? Halide::cos(x) : Halide::sin(x);
+  const Type f = x.type(), i32 = Int(32, f.lanes()), f64 = Float(64, f.lanes());
+  Expr a_bits = magnitude_bits(x), a = reinterpret(f, a_bits);
+  auto [n, r_reduced] = reduce_by_half_pi(a_bits);
+  Expr near_zero = a < 0.78125f;  // below pi/4: no reduction
+  Expr r = select(near_zero, cast(f64, a), r_reduced);
+  // cos(x) = sin(x + pi/2): one quadrant on. Quadrants 0..3: sin r, cos r, -sin r, -cos r.
+  Expr quadrant = select(near_zero, make_const(i32, 0), n) + make_const(i32, cosine ? 1 : 0);
+  Expr v = select((quadrant & 1) == 0, sin_near_zero(r), cos_near_zero(r));
+  Expr magnitude = cast(f, select((quadrant & 2) == 0, v, -v));
+  Expr y = cosine ? magnitude : select(a < 0x1p-12f, x, ieee::sign_bit(x), -magnitude, magnitude);  // sin is odd, and x where x^3/6 is below its ulp
+  return select(ieee::is_nan(x) || ieee::is_inf(x), quiet_nan(f), y);
+}
+
+}  // namespace
+
+Expr sin(const Expr& x) { return sin_or_cos(x, false); }
+Expr cos(const Expr& x) { return sin_or_cos(x, true); }
+
 // libm's pow in f64 (scalar, correctly rounded for f32 operands): every special case of C99
 // (pow(x, 0) = 1 for NaN x, pow(-8, 1/3) = NaN, pow(-inf, 3) = -inf, ...) as the eager kernel.
 Expr pow(const Expr& x, const Expr& y) {

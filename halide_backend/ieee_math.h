@@ -52,6 +52,9 @@ Expr nan_if_seen(const Expr& seen, const Expr& v); // v, or NaN when one was see
 Expr exp(const Expr& x);
 Expr log(const Expr& x);
 Expr log1p(const Expr& x);
+Expr sin(const Expr& x);                     // f32 vectorized (within an ulp, any argument); f64 libm's
+Expr cos(const Expr& x);                     // as sin
+Expr tanh(const Expr& x);                    // f32 vectorized (under 1.5 ulp); f64 libm's
 Expr erf(const Expr& x, bool cuda = false);  // cuda: f64 from NVIDIA's libdevice, not libm
 Expr pow(const Expr& x, const Expr& y);      // floats: C99 pow, special cases included
 Expr int_pow(const Expr& x, const Expr& y);  // integers: wrapping, PyTorch's negative exponents

@@ -225,15 +225,22 @@ void Log(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type)
 void Log1p(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ieee::log1p(x); }); }
 void Sqrt(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return sqrt(x); }); }
 void Rsqrt(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type t) { return constant(t, 1) / sqrt(x); }); }
-void Sin(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return sin(x); }); }
-void Cos(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return cos(x); }); }
+// GPUs have vectorized sin and cos of their own; the CPU's are libm's, one element at a time.
+void Sin(LowerCtx& c, Stage& s, const Node& n) {
+  const bool gpu = c.p.target.has_gpu_feature();
+  unary(c, s, n, [gpu](Expr x, Type) { return gpu ? sin(x) : ieee::sin(x); });
+}
+void Cos(LowerCtx& c, Stage& s, const Node& n) {
+  const bool gpu = c.p.target.has_gpu_feature();
+  unary(c, s, n, [gpu](Expr x, Type) { return gpu ? cos(x) : ieee::cos(x); });
+}
 void Tanh(LowerCtx& c, Stage& s, const Node& n) {
   // GPU drivers' tanh may miss +-1 by an ulp where it saturates (pocl's gives -0.99999994 at -inf,
   // within OpenCL's allowance, and then gelu(-inf) is -inf, not NaN): past the point where the
   // rounded value is +-1 (|x| > 9.02 in f32, 19.1 in f64), it is +-1 exactly.
   const bool gpu = c.p.target.has_gpu_feature();
   unary(c, s, n, [gpu](Expr x, Type t) {
-    if (!gpu) return tanh(x);
+    if (!gpu) return ieee::tanh(x);
     return select(abs(x) > constant(t, t.bits() == 64 ? 19.1 : 9.02), select(x > constant(t, 0), constant(t, 1), constant(t, -1)), tanh(x));
   });
 }

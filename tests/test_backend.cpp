@@ -6,6 +6,8 @@
 #include <hjit/hjit.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -244,6 +246,25 @@ TEST_CASE("targets are values: the host's string, and Halide's strings validated
   CHECK_THROWS_AS(Target::host(hjit::Device::CUDA, 90), hjit::ValueError);
 }
 
+// An ieee:: function of one f32 argument, compiled for the host and vectorized by 16, at every
+// element of `in`.
+template <class F>
+Halide::Buffer<float> realize_vectorized(F fn, const Halide::Buffer<float>& in) {
+  Halide::ImageParam x(Halide::Float(32), 1, "x");
+  Halide::Var i("i");
+  Halide::Func f("f");
+  f(i) = fn(x(i));
+  f.vectorize(i, 16);
+  x.set(in);
+  return f.realize({in.width()}, host());
+}
+
+// How many units in the last place of want's f32 rounding `got` is from the exact `want`.
+double ulps(float got, double want) {
+  const float w = float(want);
+  return got == w ? 0.0 : std::fabs(double(got) - want) / (double(std::nextafter(w, INFINITY)) - double(w));
+}
+
 // ieee::exp against libm over the range where its results are normal floats (below it they are 0): Cody-Waite's split
 // keeps it within an ulp, also where the argument is a negation (sigmoid's exp(-x)), which
 // Halide's simplifier and LLVM's reassociation once rearranged into 5 and 60 ulp.
@@ -251,19 +272,8 @@ TEST_CASE("compiled f32 exp is within an ulp of libm, for x and for -x, vectoriz
   const int n = 1 << 20;
   Halide::Buffer<float> in(n);
   for (int i = 0; i < n; ++i) in(i) = -86.5f + 175.0f * float(i) / float(n);  // [-86.5, 88.5)
-  Halide::ImageParam x(Halide::Float(32), 1, "x");
-  Halide::Var i("i");
-  Halide::Func plus("plus"), minus("minus");
-  plus(i) = ieee::exp(x(i));
-  minus(i) = ieee::exp(-x(i));
-  plus.vectorize(i, 16);
-  minus.vectorize(i, 16);
-  x.set(in);
-  Halide::Buffer<float> got_plus = plus.realize({n}, host()), got_minus = minus.realize({n}, host());
-  auto ulps = [](float got, double want) {
-    const float w = float(want);
-    return got == w ? 0.0 : std::fabs(double(got) - want) / (double(std::nextafter(w, INFINITY)) - double(w));
-  };
+  Halide::Buffer<float> got_plus = realize_vectorized([](Halide::Expr x) { return ieee::exp(x); }, in);
+  Halide::Buffer<float> got_minus = realize_vectorized([](Halide::Expr x) { return ieee::exp(-x); }, in);
   double worst_plus = 0, worst_minus = 0;
   for (int k = 0; k < n; ++k) {
     worst_plus = std::max(worst_plus, ulps(got_plus(k), std::exp(double(in(k)))));
@@ -271,4 +281,65 @@ TEST_CASE("compiled f32 exp is within an ulp of libm, for x and for -x, vectoriz
   }
   CHECK(worst_plus <= 1.1);
   CHECK(worst_minus <= 1.1);
+}
+
+// ieee::sin and ieee::cos against the exact values (libm's in f64, exact for f32 arguments): within
+// an ulp densely over [-10, 10] and at arguments of every magnitude up to the largest float, where
+// the reduction by pi/2 needs 2/pi to 200 bits; special values as libm's.
+TEST_CASE("compiled f32 sin and cos are within an ulp for every argument, special values as libm's") {
+  const int dense = 1 << 20, spread = 1 << 18;
+  const std::vector<float> specials = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, std::numeric_limits<float>::denorm_min(),
+                                       -1e-30f, 0x1p-12f, 0.78125f, 0.7853982f, 1.5707964f, 3.1415927f, 1e10f,
+                                       // near multiples of pi/2: little is left of them after the reduction
+                                       105414350.0f, 1.4e9f, 16367173.0f * 0x1p72f, 3.4028235e38f, -3.4028235e38f};
+  Halide::Buffer<float> in(dense + spread + int(specials.size()));
+  for (int i = 0; i < dense; ++i) in(i) = -10.0f + 20.0f * float(i) / float(dense);
+  uint32_t state = 12345;
+  for (int i = 0; i < spread; ++i) {  // every exponent, random significands and signs
+    state = state * 1664525u + 1013904223u;
+    const uint32_t bits = (state >> 1) % 0x7f800000u | (state << 31);
+    std::memcpy(&in(dense + i), &bits, 4);
+  }
+  for (size_t k = 0; k < specials.size(); ++k) in(dense + spread + int(k)) = specials[k];
+  for (bool cosine : {false, true}) {
+    Halide::Buffer<float> got =
+        realize_vectorized([cosine](Halide::Expr x) { return cosine ? ieee::cos(x) : ieee::sin(x); }, in);
+    double worst = 0;
+    float worst_at = 0;
+    for (int k = 0; k < in.width(); ++k) {
+      const float x = in(k), g = got(k);
+      const double want = cosine ? std::cos(double(x)) : std::sin(double(x));
+      if (std::isnan(want)) {
+        CHECK(std::isnan(g));
+        continue;
+      }
+      const double u = ulps(g, want);
+      if (u > worst) worst = u, worst_at = x;
+      if (x == 0) CHECK(std::signbit(g) == std::signbit(want));
+    }
+    INFO((cosine ? "cos" : "sin") << ": worst " << worst << " ulp, at " << worst_at);
+    CHECK(worst <= 1.0);
+  }
+}
+
+// ieee::tanh against the exact tanh: within 1.5 ulp (1.3 measured) over [-10, 10] (both of its formulas and the
+// point between them), tiny and subnormal arguments kept, and the special values as libm's.
+TEST_CASE("compiled f32 tanh is within 2 ulp of the exact value, special values as libm's") {
+  const int n = 1 << 20;
+  const float inf = INFINITY, tiny = std::numeric_limits<float>::denorm_min();
+  const std::vector<float> specials = {0.0f, -0.0f, inf, -inf, NAN, tiny, -tiny, 1e-30f, -3e-8f, 0.625f,
+                                       std::nextafter(0.625f, 0.0f), 9.02f, 9.1f, 10.0f, 11.0f, 1e30f, -1e30f, 3.4e38f};
+  Halide::Buffer<float> in(n + int(specials.size()));
+  for (int i = 0; i < n; ++i) in(i) = -10.0f + 20.0f * float(i) / float(n);
+  for (size_t k = 0; k < specials.size(); ++k) in(n + int(k)) = specials[k];
+  Halide::Buffer<float> got = realize_vectorized([](Halide::Expr x) { return ieee::tanh(x); }, in);
+  double worst = 0;
+  for (int k = 0; k < n; ++k) worst = std::max(worst, ulps(got(k), std::tanh(double(in(k)))));
+  CHECK(worst <= 1.5);
+  for (size_t k = 0; k < specials.size(); ++k) {
+    const float x = specials[k], want = std::tanh(x), g = got(n + int(k));
+    INFO("tanh(" << x << ") = " << g << ", libm " << want);
+    CHECK((std::isnan(want) ? std::isnan(g) : ulps(g, std::tanh(double(x))) <= 2.0));
+    CHECK(std::signbit(g) == std::signbit(want));
+  }
 }
