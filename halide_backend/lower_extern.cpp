@@ -89,7 +89,7 @@ void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<Co
     arg(post_op_code(*chain, folded));
     arg(layout);
     s.func.define_extern(kExternConvSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
-    s.helpers.push_back(Helper{"per_channel", per_channel, {c, k}, {w[0], int64_t(rows.size())}, {}});
+    s.helpers.push_back(Helper{"per_channel", per_channel, {c, k}, {w[0], int64_t(rows.size())}, {}, {}});
   } else {  // Conv2dWeightGrad(x, output gradient)
     const Shape& gs = g.type(head.inputs[1]).shape;
     for (int64_t v : {x[0], x[2], x[3], gs[2], gs[3], attr("stride")[0], attr("stride")[1], attr("padding")[0],

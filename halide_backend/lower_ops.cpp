@@ -507,7 +507,7 @@ Helper padded_input(LowerCtx& ctx, const Stage& s, int x_node, int64_t ph, int64
   Func f(helper_name(s, "_padded"));
   Expr v = ctx.at(x_node, inside);
   f(vars) = (ph == 0 && pw == 0) ? v : select(iy >= 0 && iy < int(H) && ix >= 0 && ix < int(W), v, cast(v.type(), fill));
-  return Helper{"padded", f, vars, to_halide_order(padded_shape), {}};
+  return Helper{"padded", f, vars, to_halide_order(padded_shape), {}, {}};
 }
 
 }  // namespace
@@ -685,7 +685,7 @@ void Attention(LowerCtx& ctx, Stage& s, const Node& n) {
                     std::vector<RVar> rvars) {
     Shape ex(lead_extents);
     ex.insert(ex.end(), batch_extents.begin(), batch_extents.end());
-    s.helpers.push_back(Helper{role, f, vars(lead), ex, std::move(rvars)});
+    s.helpers.push_back(Helper{role, f, vars(lead), ex, std::move(rvars), {}});
   };
   const int64_t S = s.extents[1];
   helper("keys_t", keys_t, {j, d}, {T, D}, {});
@@ -782,7 +782,7 @@ void Conv2dWeightGrad(LowerCtx& ctx, Stage& s, const Node& n) {
   s.reduction = acc;
   s.rvars = {r.x, r.y, r.z};
   s.helpers.push_back(padded_helper);
-  s.helpers.push_back(Helper{"grad_t", grad_t, {c, ox, oy, nb}, {gs[1], gs[3], gs[2], gs[0]}, {}});
+  s.helpers.push_back(Helper{"grad_t", grad_t, {c, ox, oy, nb}, {gs[1], gs[3], gs[2], gs[0]}, {}, {}});
 }
 
 // dL/dx of max_pool2d: each window's gradient goes to the first maximum of the window; an input
@@ -829,7 +829,7 @@ void MaxPool2dGrad(LowerCtx& ctx, Stage& s, const Node& n) {
   s.reduction = acc;
   s.rvars = {cand.x, cand.y};
   s.helpers.push_back(padded_helper);
-  s.helpers.push_back(Helper{"argmax", first_max, wv, to_halide_order(gs), {win.x, win.y}});
+  s.helpers.push_back(Helper{"argmax", first_max, wv, to_halide_order(gs), {win.x, win.y}, {}});
 }
 
 }  // namespace hjit::backend::lowering

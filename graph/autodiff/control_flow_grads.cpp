@@ -30,11 +30,6 @@ std::vector<int> results(Builder& b, OpKind op, const std::vector<int>& operands
   return out;
 }
 
-TensorType without_leading_axis(TensorType t) {
-  t.shape.erase(t.shape.begin());
-  return t;
-}
-
 }  // namespace
 
 void While(GradCtx&) {

@@ -25,7 +25,6 @@ int one_like(GradCtx& c, int v) { return c.b.like(v, 1); }
 int cmp(GradCtx& c, OpKind k, int a, int b) { return c.b.op(k, {a, b}); }
 // where(cond, v, 0)
 int keep(GradCtx& c, int cond, int v) { return c.b.where(cond, v, zero_like(c, v)); }
-int float_of(GradCtx& c, int cond, int like) { return c.b.where(cond, one_like(c, like), zero_like(c, like)); }
 
 // The most negative finite value of v's dtype (a mask value that never makes an inf or a nan).
 int lowest_like(GradCtx& c, int v) {
