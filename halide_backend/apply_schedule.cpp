@@ -1,6 +1,7 @@
 #include "halide_backend/apply_schedule.h"
 
 #include <charconv>
+#include <limits>
 #include <optional>
 
 namespace hjit::backend {
@@ -47,12 +48,22 @@ void add_extern_directives(const LoweredPipeline& p, Schedule& s) {
 
 namespace {
 
-int64_t number(const std::string& s) {
+// A number a directive passes to Halide as an int: within int's range (from `least` up).
+int number(const std::string& s, int64_t least = std::numeric_limits<int>::min()) {
   int64_t v = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || end != s.data() + s.size()) throw ValueError("hjit: schedule: '" + s + "' is not a number");
-  return v;
+  if (v < least || v > std::numeric_limits<int>::max())
+    throw ValueError("hjit: schedule: " + s + " is out of range (" + std::to_string(least) + " to " +
+                     std::to_string(std::numeric_limits<int>::max()) + ")");
+  return int(v);
 }
+int factor(const std::string& s) { return number(s, 1); }
+
+// The widest vectorized loop and the longest unrolled one a schedule may make. Halide 14 divides
+// by zero (SIGFPE) at 65536 vector lanes and takes minutes over thousands; the built-in schedules
+// and the autoschedulers stay far below this.
+constexpr int64_t kMaxLoopWidth = 256;
 
 Halide::TailStrategy tail_strategy(const std::string& s) {
   using T = Halide::TailStrategy;
@@ -156,32 +167,42 @@ class Applier {
     }
     else if (v == "split") {
       VarOrRVar old = var_of(*st, a[0]);
-      st->split(old, same_kind(old, a[1]), same_kind(old, a[2]), Halide::Expr(int(number(a[3]))), tail(d.func, a[0], a[4], d.update, number(a[3])));
-      if (const int64_t scale = dynamic_scale(d.func, a[0])) dynamic_loops_[d.func][a[1]] = scale * number(a[3]);
+      const int n = factor(a[3]);
+      st->split(old, same_kind(old, a[1]), same_kind(old, a[2]), Halide::Expr(n), tail(d.func, a[0], a[4], d.update, n));
+      if (const int64_t scale = dynamic_scale(d.func, a[0])) dynamic_loops_[d.func][a[1]] = scale * n;
+      set_extent(d.func, a[2], n);
     } else if (v == "fuse") {
       VarOrRVar inner = var_of(*st, a[0]), outer = var_of(*st, a[1]);
       VarOrRVar fused = inner.is_rvar || outer.is_rvar ? VarOrRVar(RVar(a[2])) : VarOrRVar(Var(a[2]));
       st->fuse(inner, outer, fused);
       const int64_t si = dynamic_scale(d.func, a[0]), so = dynamic_scale(d.func, a[1]);
       if (si || so) dynamic_loops_[d.func][a[2]] = si && so ? std::min(si, so) : si ? si : so;
+      const int64_t ei = extent(d.func, a[0]), eo = extent(d.func, a[1]);
+      set_extent(d.func, a[2], ei * eo);  // each below 2^31: no overflow
     } else if (v == "reorder") {
       std::vector<VarOrRVar> order;
       for (const std::string& n : a) order.push_back(var_of(*st, n));
       st->reorder(order);
     } else if (v == "vectorize" || v == "unroll" || v == "parallel") {
       VarOrRVar x = var_of(*st, a[0]);
-      const Halide::TailStrategy tail_kind = a.size() > 1 ? tail(d.func, a[0], a.size() > 2 ? a[2] : "Auto", d.update, number(a[1])) : Halide::TailStrategy::Auto;
-      if (a.size() == 1) {
+      const int n = a.size() > 1 ? factor(a[1]) : 0;
+      if (v != "parallel") {
+        const int64_t width = n ? n : extent(d.func, a[0]);  // 0: not known here
+        if (width > kMaxLoopWidth)
+          throw ValueError("hjit: schedule: " + v + " of " + d.func + "'s loop " + a[0] + " over " + std::to_string(width) +
+                           " iterations; at most " + std::to_string(kMaxLoopWidth));
+      }
+      const Halide::TailStrategy tail_kind = n ? tail(d.func, a[0], a.size() > 2 ? a[2] : "Auto", d.update, n) : Halide::TailStrategy::Auto;
+      if (!n) {
         if (v == "vectorize") st->vectorize(x);
         else if (v == "unroll") st->unroll(x);
         else st->parallel(x);
       } else {
-        Halide::Expr n = int(number(a[1]));
         if (v == "vectorize") st->vectorize(x, n, tail_kind);
         else if (v == "unroll") st->unroll(x, n, tail_kind);
         else st->parallel(x, n, tail_kind);
         // (a split whose outer loop keeps the name)
-        if (const int64_t scale = dynamic_scale(d.func, a[0])) dynamic_loops_[d.func][a[0]] = scale * number(a[1]);
+        if (const int64_t scale = dynamic_scale(d.func, a[0])) dynamic_loops_[d.func][a[0]] = scale * n;
       }
     } else if (v == "gpu_blocks" || v == "gpu_threads") {
       std::vector<VarOrRVar> x;
@@ -215,15 +236,15 @@ class Applier {
       for (const std::string& n : a) order.emplace_back(n);
       f.reorder_storage(order);
     } else if (v == "bound") {
-      f.bound(Var(a[0]), int(number(a[1])), int(number(a[2])));
+      f.bound(Var(a[0]), number(a[1]), number(a[2], 0));
     } else if (v == "bound_extent") {
-      f.bound_extent(Var(a[0]), int(number(a[1])));
+      f.bound_extent(Var(a[0]), number(a[1], 0));
     } else if (v == "fold_storage") {
-      f.fold_storage(Var(a[0]), int(number(a[1])), a.size() < 3 || a[2] != "backward");
+      f.fold_storage(Var(a[0]), factor(a[1]), a.size() < 3 || a[2] != "backward");
     } else if (v == "store_in") {
       f.store_in(memory_type(a[0]));
     } else if (v == "align_storage") {
-      f.align_storage(Var(a[0]), int(number(a[1])));
+      f.align_storage(Var(a[0]), factor(a[1]));
     } else {
       throw ValueError("hjit: schedule: unknown directive '" + v + "'");
     }
@@ -240,6 +261,21 @@ class Applier {
   // with how many units of the size one of its iterations covers (1 for a dimension's own loop).
   std::map<std::string, std::map<std::string, int64_t>> dynamic_loops_;
   int64_t min_dynamic_size_ = 0;
+  // Per Func (canonical name), the loops this schedule made whose extent it fixed: a split's inner
+  // loop (its factor), a fuse of two such. What a vectorize or unroll without a factor is held to;
+  // other loops' extents come from Halide's bounds inference, after this.
+  std::map<std::string, std::map<std::string, int64_t>> extents_;
+
+  int64_t extent(const std::string& func, const std::string& loop) const {
+    auto it = extents_.find(func);
+    if (it == extents_.end()) return 0;
+    auto l = it->second.find(loop);
+    return l == it->second.end() ? 0 : l->second;
+  }
+  // A name several definitions of a Func use keeps the largest extent given it.
+  void set_extent(const std::string& func, const std::string& loop, int64_t e) {
+    if (e > 0) extents_[func][loop] = std::max(extents_[func][loop], e);
+  }
 
   int64_t dynamic_scale(const std::string& func, const std::string& loop) const {
     auto it = dynamic_loops_.find(func);

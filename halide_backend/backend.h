@@ -20,6 +20,10 @@ struct Options {
   // is, instead of the opt level's and the autoscheduler's. Throws ValueError when it does not
   // apply to the graph.
   std::string schedule_text;
+  // schedule_text was read from a file (a tuning database): Halide lowers it in a child process
+  // first, so that a schedule that crashes Halide's compiler (a changed or foreign record: 65536
+  // vector lanes divide by zero in Halide 14) is a CompileError, not the end of this process.
+  bool schedule_from_file = false;
   int cuda_capability = 80;   // Device::CUDA: the compute capability code is generated for
   // Sizes that vary between calls (jit's dynamic_dims): one pipeline for every size, called with
   // Executable::run_sized. Such a pipeline takes the built-in schedule and is kept in memory only.
@@ -130,5 +134,11 @@ std::string target_name(Device device);
 // name, either followed by parameters ("built-in cols=3 rows=4", "Adams2019 seed=3 dropout=50";
 // schedules/schedule.h). nullopt, with the reason in *why, when the scheduler declines.
 std::optional<std::string> decide_schedule(const Graph& g, Device device, const std::string& how, std::string* why);
+
+// What compile() does first with Options::schedule_from_file: parses the schedule of that text form,
+// applies it to g and has Halide lower the result in a child process. Throws ValueError when the
+// schedule does not parse or apply, CompileError when Halide rejects it or the child does not come
+// back (Halide's compiler crashed, or did not finish in two minutes).
+void check_schedule(const Graph& g, Device device, const std::string& schedule_text);
 
 }  // namespace hjit::backend

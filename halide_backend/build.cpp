@@ -14,6 +14,7 @@
 #include "halide_backend/lower.h"
 #include "halide_backend/scheduler.h"
 #include "halide_backend/trial.h"
+#include "support/child_process.h"
 #include "support/log.h"
 
 namespace hjit::backend {
@@ -178,24 +179,60 @@ bool computes_nothing(const Graph& g) {
 
 }  // namespace
 
+namespace {
+
+// g lowered, with the schedule of that text form applied.
+LoweredPipeline scheduled_as_given(const Graph& g, const Target& target, const std::string& schedule_text,
+                                   const SymbolicSizes* dynamic = nullptr) {
+  LoweredPipeline p;
+  const std::optional<Schedule> s = lower_and_schedule(g, target, "given", schedule_text, p, nullptr, dynamic);
+  apply_schedule(*s, p);
+  return p;
+}
+
+}  // namespace
+
 std::string lowered_statement(const Graph& g, const Target& target, const std::string& schedule_text,
                               const SymbolicSizes* dynamic) {
   std::lock_guard lock(compile_mutex());
   install_reporter();
-  LoweredPipeline p;
-  const std::optional<Schedule> s = lower_and_schedule(g, target, "given", schedule_text, p, nullptr, dynamic);
-  apply_schedule(*s, p);
-  const std::vector<Halide::Func> outs = defined_outputs(p);
-  if (outs.empty()) return "(nothing is computed)\n";
   char path[] = "/tmp/hjit_stmt_XXXXXX";
-  const int fd = mkstemp(path);
-  if (fd < 0) return "(no temporary file for the statement)\n";
-  close(fd);
-  device_ready_pipeline(outs, target.halide(false)).compile_to_lowered_stmt(path, halide_arguments(p), Halide::Text, target.halide(false));
+  try {
+    LoweredPipeline p = scheduled_as_given(g, target, schedule_text, dynamic);
+    const std::vector<Halide::Func> outs = defined_outputs(p);
+    if (outs.empty()) return "(nothing is computed)\n";
+    const int fd = mkstemp(path);
+    if (fd < 0) return "(no temporary file for the statement)\n";
+    close(fd);
+    device_ready_pipeline(outs, target.halide(false)).compile_to_lowered_stmt(path, halide_arguments(p), Halide::Text, target.halide(false));
+  } catch (const Halide::Error& e) {
+    std::remove(path);
+    throw CompileError("hjit: Halide could not lower '" + g.name + "': " + e.what());
+  }
   std::ifstream in(path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::remove(path);
   return text;
+}
+
+void check_schedule_in_child(const Graph& g, const Target& target, const std::string& schedule_text, double time_limit_s) {
+  install_reporter();
+  LoweredPipeline p;
+  try {
+    p = scheduled_as_given(g, target, schedule_text);
+  } catch (const Halide::Error& e) {
+    throw CompileError("hjit: the schedule given for '" + g.name + "' does not apply: " + e.what());
+  }
+  const std::vector<Halide::Func> outs = defined_outputs(p);
+  if (outs.empty()) return;
+  try {
+    run_in_child([&] {
+      device_ready_pipeline(outs, target.halide(false)).compile_to_module(halide_arguments(p), "check", target.halide(false));
+      return std::string("lowered");
+    }, time_limit_s);
+  } catch (const ValueError& e) {
+    throw CompileError("hjit: Halide lowered '" + g.name + "' with the schedule given in a child process, and " + e.what());
+  }
 }
 
 std::string schedule_request(const Options& o) {
@@ -220,6 +257,7 @@ Built build(const Graph& g, const Options& o, const Target& target) {
   install_reporter();
   const std::string how = schedule_request(o);
   try {
+    if (how == "given" && o.schedule_from_file) check_schedule_in_child(g, target, o.schedule_text);
     if (how == "unfused" || how == "built-in" || how == "given") return make(g, o, target, how);
     if (computes_nothing(g)) return make(g, o, target, "built-in");  // nothing for an autoscheduler to schedule
     return build_guarded(g, o, target);

@@ -28,6 +28,11 @@ struct Built {
 std::string lowered_statement(const Graph& g, const Target& target, const std::string& schedule_text,
                               const SymbolicSizes* dynamic = nullptr);
 
+// Parses the schedule of that text form and applies it to g here (their errors are typed), then
+// has Halide lower the result in a child process: CompileError when the child does not come back
+// (a crash inside Halide, or no result in time_limit_s). Call under compile_mutex().
+void check_schedule_in_child(const Graph& g, const Target& target, const std::string& schedule_text, double time_limit_s = 120);
+
 // The schedule text `how` decides for g (backend.h's decide_schedule). Call under compile_mutex().
 std::optional<std::string> decide(const Graph& g, const Target& target, const std::string& how, std::string* why);
 

@@ -125,6 +125,11 @@ std::optional<std::string> decide_schedule(const Graph& g, Device device, const 
   }
 }
 
+void check_schedule(const Graph& g, Device device, const std::string& schedule_text) {
+  std::lock_guard lock(compile_mutex());
+  check_schedule_in_child(g, Target::host(device), schedule_text);
+}
+
 namespace {
 
 // One graph through the two tiers: memory, disk, else built here (and written to disk).

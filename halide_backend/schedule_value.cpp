@@ -95,6 +95,7 @@ Schedule Schedule::parse(const std::string& text) {
       const std::string k = target.substr(dot + 8);
       if (k.size() < 2 || k.back() != ')' || k.find_first_not_of("0123456789") != k.size() - 1)
         throw fail("bad update index");
+      if (k.size() > 4) throw fail("update index out of range");  // a Func has a few updates at most
       d.update = std::stoi(k.substr(0, k.size() - 1));
       target.resize(dot);
     }

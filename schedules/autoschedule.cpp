@@ -3,8 +3,6 @@
 #include <fstream>
 #include <iterator>
 
-#include <cerrno>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <mutex>
 #include <set>
@@ -17,6 +15,7 @@
 #include "halide_backend/lower.h"
 #include "schedules/autoscheduler_source.h"
 #include "schedules/schedule.h"
+#include "support/child_process.h"
 #include "support/log.h"
 
 #ifndef HJIT_HALIDE_PLUGIN_DIR
@@ -90,61 +89,6 @@ auto with_stderr_captured(F&& f) {
     }
   } restore{saved, tmp};
   return f();
-}
-
-// Runs f in a child process and returns what it returned: Halide 14's Adams2019 ends the process
-// (std::terminate from inside the plugin, an error escaping one of its threads) on some pipelines
-// (a gather indexed by a 0-d tensor), which a catch cannot stop. Throws ValueError with what
-// stopped the child when it did not finish.
-std::string run_in_child(const std::function<std::string()>& f) {
-  int fds[2];
-  if (pipe(fds) != 0) return f();
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]), close(fds[1]);
-    return f();
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    std::string out;
-    char status = 0;
-    try {
-      out = f();
-    } catch (const std::exception& e) {
-      out = e.what(), status = 1;
-    } catch (...) {
-      out = "an unknown exception", status = 1;
-    }
-    auto write_all = [&](const char* p, size_t n) {
-      while (n > 0) {
-        ssize_t w = write(fds[1], p, n);
-        if (w <= 0 && errno != EINTR) break;
-        if (w > 0) p += w, n -= size_t(w);
-      }
-    };
-    write_all(&status, 1);
-    write_all(out.data(), out.size());
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string text;
-  char buf[65536];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    text.append(buf, size_t(n));
-  }
-  close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFSIGNALED(status)) throw ValueError("it crashed (signal " + std::to_string(WTERMSIG(status)) + ")");
-  if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
-    throw ValueError("it ended the process (exit status " + std::to_string(WEXITSTATUS(status)) + ")");
-  if (text.empty()) throw ValueError("it ended without a result");
-  if (text[0] != 0) throw ValueError("it failed: " + text.substr(1));
-  return text.substr(1);
 }
 
 Halide::MachineParams machine_params() { return Halide::MachineParams(halide_threads(), last_level_cache_bytes(), 40); }

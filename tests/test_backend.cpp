@@ -215,6 +215,17 @@ TEST_CASE("schedule text that is not a schedule is a ValueError naming the line"
   LoweredPipeline p = lower(softmax_of_matmul(), host());
   CHECK_THROWS_AS(apply_schedule(Schedule::parse("hjit-schedule 1\nsource x\nno_such_func compute_root\n"), p),
                   hjit::ValueError);
+  CHECK_THROWS_AS(Schedule::parse("hjit-schedule 1\nsource x\nf.update(99999999999) vectorize d0\n"), hjit::ValueError);
+  // The numbers a directive passes to Halide are ints it can take, and a vectorized or unrolled
+  // loop is at most 256 wide (Halide 14 divides by zero at 65536 vector lanes).
+  const std::string out = canonical_name(p.outputs.at(0).name());
+  for (const std::string& bad : std::vector<std::string>{" split d0 d0_t d0_i 99999999999 Auto", " split d0 d0_t d0_i 0 Auto", " vectorize d0 65536",
+                                 " unroll d0 257", " split d0 d0_t d0_i 1024 Auto\n" + out + " vectorize d0_i", " bound d0 0 -4"}) {
+    LoweredPipeline fresh = lower(softmax_of_matmul(), host());
+    CHECK_THROWS_AS(apply_schedule(Schedule::parse("hjit-schedule 1\nsource x\n" + out + bad + "\n"), fresh), hjit::ValueError);
+  }
+  LoweredPipeline fine = lower(softmax_of_matmul(), host());
+  CHECK_NOTHROW(apply_schedule(Schedule::parse("hjit-schedule 1\nsource x\n" + out + " split d0 d0_t d0_i 256 Auto\n" + out + " vectorize d0_i\n"), fine));
   // Extern stages a schedule names must be nodes a library can compute: a graph input, a node
   // past the end of the graph, or a relu of a matmul (no convolution chain ends there) are not.
   const hjit::Graph conv = conv_graph(), mm = softmax_of_matmul();

@@ -1,13 +1,16 @@
 // Deterministic mutation fuzzing of every file hjit reads: Graph::parse (each seed graph's
 // complete text: constants, updates, nested control flow graphs), saved modules and disk-cache
 // entries (the payload mutated under a valid header, so that the decoder, not the checksum, meets
-// it), and tuning databases (SQLite files with bytes changed). Every mutation must give a valid
+// it), tuning databases (SQLite files with bytes changed) and the schedules they hold (parsed,
+// applied to the pipeline and lowered by Halide). Every mutation must give a valid
 // result or a typed hjit::Error; anything else (another exception, a crash) fails.
 #include <unistd.h>
 
 #include <random>
+#include <sstream>
 
 #include "graph/passes/verify.h"
+#include "halide_backend/backend.h"
 #include "halide_backend/cache_entry.h"
 #include "support/binary_io.h"
 #include "tests/support.h"
@@ -76,6 +79,46 @@ std::string mutate(const std::string& s, std::mt19937_64& rng) {
   return t;
 }
 
+// One mutation of a schedule's text, word by word: a word replaced by another of the text or by a
+// scheduling word (verbs, loop names, factors, tail strategies), a word dropped or repeated, a line
+// dropped, repeated or moved; now and then the byte mutations of mutate().
+std::string mutate_schedule(const std::string& text, std::mt19937_64& rng) {
+  static const char* words[] = {"split", "fuse", "reorder", "vectorize", "unroll", "parallel", "compute_at", "store_at",
+                                "compute_root", "compute_inline", "bound", "tile", "gpu_blocks", "d0", "d1", "d2", "d0_i",
+                                "__outermost", "root", "inline", "0", "1", "-1", "3", "16", "65536", "2147483647",
+                                "99999999999", "Auto", "GuardWithIf", "ShiftInwards", "RoundUp", ".update(0)", ".update(7)"};
+  std::vector<std::vector<std::string>> lines;
+  std::vector<std::string> vocabulary;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream ws(line);
+    lines.emplace_back();
+    for (std::string w; ws >> w;) lines.back().push_back(w), vocabulary.push_back(w);
+  }
+  if (rng() % 8 == 0 || lines.size() < 3) return mutate(text, rng);
+  const int edits = 1 + int(rng() % 3);
+  for (int e = 0; e < edits; ++e) {
+    auto& line = lines[2 + rng() % (lines.size() - 2)];  // the header and source stay
+    const size_t at = line.empty() ? 0 : size_t(rng() % line.size());
+    switch (rng() % 7) {
+      case 0: if (!line.empty()) line[at] = vocabulary[rng() % vocabulary.size()]; break;
+      case 1: if (!line.empty()) line[at] = words[rng() % (sizeof(words) / sizeof(words[0]))]; break;
+      case 2: if (!line.empty()) line.erase(line.begin() + long(at)); break;
+      case 3: line.insert(line.begin() + long(at), words[rng() % (sizeof(words) / sizeof(words[0]))]); break;
+      case 4: lines.erase(lines.begin() + long(2 + rng() % (lines.size() - 2))); break;
+      case 5: lines.insert(lines.begin() + long(2 + rng() % (lines.size() - 2)), line); break;
+      default: std::swap(line, lines[2 + rng() % (lines.size() - 2)]);
+    }
+    if (lines.size() < 3) break;
+  }
+  std::string out;
+  for (const auto& line : lines) {
+    for (size_t i = 0; i < line.size(); ++i) out += (i ? " " : "") + line[i];
+    out += "\n";
+  }
+  return out;
+}
+
 // Runs `attempt` on mutations 0..count-1: counts those it accepts and those rejected with a typed
 // hjit::Error, and fails the test for any other exception.
 template <class Attempt>
@@ -88,7 +131,7 @@ std::pair<int64_t, int64_t> fuzz(int count, Attempt attempt) {
     } catch (const hjit::Error&) {
       ++rejected;
     } catch (const std::exception& e) {
-      FAIL_CHECK("an untyped error (" << e.what() << ") for mutation " << k);
+      FAIL_CHECK("an untyped error (" << std::string(e.what()) << ") for mutation " << k);
     }
   }
   return {accepted, rejected};
@@ -196,4 +239,21 @@ TEST_CASE("tuning databases: 10,000 files with bytes changed open and read, or t
   });
   std::remove(path.c_str());
   MESSAGE(read << " mutated databases read, " << rejected << " rejected with hjit::Error");
+}
+
+// What tuning/use.cpp does with a tuning database's schedule: parse it, apply it to the pipeline
+// it was tuned for, and have Halide lower that in a child process (Options::schedule_from_file).
+TEST_CASE("tuned schedules: 10,000 mutations of a schedule's text parse, apply and lower, or throw a typed error") {
+  Tensor w = test::random({8, 16}, hjit::DType::F32, 11);  // a contraction's tiles, a reduction, element-wise ops
+  auto f = [&](const Tensor& x) { return hjit::relu(hjit::matmul(x, w)) + hjit::sum(x, {1}, true); };
+  const hjit::Graph g = hjit::make_graph(f, test::random({4, 8}, hjit::DType::F32, 12));
+  std::string why;
+  const std::optional<std::string> text = hjit::backend::decide_schedule(g, hjit::Device::CPU, "built-in", &why);
+  REQUIRE(text);
+  CHECK_NOTHROW(hjit::backend::check_schedule(g, hjit::Device::CPU, *text));
+  std::mt19937_64 rng(2024);
+  auto [accepted, rejected] = fuzz(10000, [&](int) { hjit::backend::check_schedule(g, hjit::Device::CPU, mutate_schedule(*text, rng)); });
+  MESSAGE(accepted << " mutated schedules lowered, " << rejected << " rejected with hjit::Error");
+  CHECK(rejected > 0);
+  CHECK(accepted > 100);  // the mutations reach Halide's lowering, not only the parser
 }

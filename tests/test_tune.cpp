@@ -494,3 +494,34 @@ TEST_CASE("bad tuning options and databases are typed errors") {
   CHECK_THROWS_WITH_AS(hjit::jit(layer, jo), doctest::Contains("opt_level 2"), hjit::ValueError);
   CHECK_THROWS_AS(hjit::tuning_report(dir + "/missing.sqlite"), hjit::ValueError);
 }
+
+// A database's schedule reaches Halide's compiler, which crashes on some (a record changed on disk,
+// or written by another version): jit() lowers it in a child process first, and compiles as
+// without the database when the child does not come back.
+TEST_CASE("a tuned schedule that crashes Halide's compiler is not used: jit compiles as without it") {
+  Tensor x = Tensor::randn({4, 8}, 1), w = Tensor::randn({8, 16}, 2), b = Tensor::randn({16}, 3);
+  hjit::Graph g = canonical_graph(hjit::jit(layer).graph(x, w, b));
+  std::string why;
+  std::optional<std::string> s = hjit::backend::decide_schedule(g, hjit::Device::CPU, "built-in", &why);
+  REQUIRE_MESSAGE(s, why);
+  // The output's columns (16) split by 65536: Halide infers a tile of 65536 columns for the matmul
+  // computed in it, whose loop over them the schedule unrolls whole, and Halide 14's lowering
+  // recurses once per unrolled iteration until the stack runs out.
+  const std::string from = " d0_t d0_i 16 ", to = " d0_t d0_i 65536 ";
+  const size_t at = s->find(from);
+  REQUIRE_MESSAGE(at != std::string::npos, *s);
+  std::string crashing = *s;
+  crashing.replace(at, from.size(), to);
+  CHECK_THROWS_WITH_AS(hjit::backend::check_schedule(g, hjit::Device::CPU, crashing), doctest::Contains("crashed"), hjit::CompileError);
+  const std::string db = scratch("crashing") + "/t.sqlite";
+  auto d = Database::open(db, true);
+  const PipelineRecord p = d->pipeline(describe_pipeline(g, hjit::Device::CPU, "crashing"));
+  CandidateRecord c = candidate(p.id, "built-in cols=65536", 1, true);
+  c.schedule = crashing;
+  d->add(c);
+  hjit::JitOptions jo;
+  jo.tuning_db = db;
+  auto f = hjit::jit(layer, jo);
+  CHECK(compare(f(x, w, b), layer(x, w, b), 1e-4).empty());
+  CHECK(f.stats().schedule == "built-in");
+}

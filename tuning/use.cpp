@@ -26,6 +26,7 @@ backend::Compiled compile_tuned(const Graph& g, const backend::Options& o, const
   log().debug("tuning: '{}' has a tuned schedule in {} ({:.2f} ms to look)", g.name, db_path, t.ms());
   backend::Options tuned = o;
   tuned.schedule_text = *schedule;
+  tuned.schedule_from_file = true;
   try {
     return backend::compile(canonical_graph(g), tuned);  // same inputs and outputs, in the same order
   } catch (const Error& e) {
