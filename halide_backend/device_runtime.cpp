@@ -118,6 +118,11 @@ void load_opencl_drivers_deep() {
 }
 
 bool probe_opencl(std::string* why) {
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer ends the process at a dlopen with RTLD_DEEPBIND (its interceptors must come first).
+  return *why = "OpenCL drivers are loaded with RTLD_DEEPBIND, which AddressSanitizer does not support: a build with "
+                "-DHJIT_SANITIZE=address has no OpenCL", false;
+#endif
   load_opencl_drivers_deep();
   void* lib = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (!lib) return *why = "libOpenCL.so.1 (an OpenCL ICD loader, e.g. Debian's ocl-icd-libopencl1) does not load", false;
