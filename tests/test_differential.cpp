@@ -337,6 +337,11 @@ TEST_CASE("CUDA configurations have ptxas to check their PTX with") {
     MESSAGE("no OpenCL driver (libOpenCL.so.1 and an ICD in /etc/OpenCL/vendors): the OpenCL configuration is skipped");
     std::exit(77);
   }
+  std::string why;
+  if (on_device() && !hjit::device_available(hjit::Device::OpenCL, &why)) {
+    MESSAGE("OpenCL is not usable in this process (" << why << "): the configuration is skipped");
+    std::exit(77);
+  }
 }
 
 TEST_CASE("unary ops on floats") {
