@@ -93,6 +93,20 @@ Coords LowerCtx::broadcast(const Coords& out, const Shape& shape) {
 
 namespace {
 
+// e with every reference to a buffer's field (in0.extent.1) by name alone. A constraint on an
+// ImageParam that refers to the ImageParam itself (a stride that is its own extent) through Halide's
+// Variable, which holds the Parameter, is a cycle of reference counts that is never freed
+// (LeakSanitizer); by name, the pipeline's own definition of the field is what it reads.
+Expr by_name(const Expr& e) {
+  struct Detach : Halide::Internal::IRMutator {
+    using IRMutator::visit;
+    Expr visit(const Halide::Internal::Variable* v) override {
+      return v->param.defined() ? Halide::Internal::Variable::make(v->type, v->name) : Expr(v);
+    }
+  };
+  return Detach().mutate(e);
+}
+
 // Dense row-major layout, known at compile time: Halide specializes every loop to it. With
 // dynamic sizes, extents (and the strides outside them) are expressions; `free` (Halide order)
 // marks the dimensions that are symbols' own sources, left unconstrained.
@@ -111,8 +125,8 @@ void constrain(Dims dims_of, const Shape& shape, const std::vector<Expr>& extent
   Expr stride = 1;
   for (int i = 0; i < int(halide_extents.size()); ++i) {
     const bool own = size_t(i) < free.size() && free[size_t(i)];
-    if (own) dims_of(i).set_min(0).set_stride(stride);
-    else dims_of(i).set_bounds(0, halide_extents[size_t(i)]).set_stride(stride);
+    if (own) dims_of(i).set_min(0).set_stride(by_name(stride));
+    else dims_of(i).set_bounds(0, by_name(halide_extents[size_t(i)])).set_stride(by_name(stride));
     stride = Halide::Internal::simplify(stride * (own ? dims_of(i).extent() : halide_extents[size_t(i)]));
   }
 }
