@@ -38,9 +38,9 @@ test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # The test suite built with AddressSanitizer and UndefinedBehaviorSanitizer (any report fails its
-# test) in a build directory of its own: every configuration, about 2 hours on 2 cores. Halide
-# compiles on the calling thread's stack in such a build (halide_backend/build.cpp), so threads get
-# 64 MiB. Such a build has no OpenCL (pocl is loaded with RTLD_DEEPBIND, which AddressSanitizer
+# test; LeakSanitizer too) in a build directory of its own: every configuration, about 2 hours on
+# 2 cores. Halide compiles on the calling thread's stack in such a build (halide_backend/build.cpp),
+# so threads get 64 MiB. Such a build has no OpenCL (pocl is loaded with RTLD_DEEPBIND, which AddressSanitizer
 # does not support): the OpenCL-device configuration and test_device report themselves skipped.
 # Left out: test_tune (which candidate a tuning run keeps rests on measured times, and the
 # instrumented harness measures differently) and install_consumer (an application built without
@@ -48,7 +48,7 @@ test: build
 # malloc does): test_errors checks they are errors. SANITIZE_SKIP= runs all.
 SANITIZE_BUILD ?= build-sanitize
 SANITIZE_SKIP ?= test_tune|install_consumer
-SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1:allocator_may_return_null=1 \
+SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1:allocator_may_return_null=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 sanitize: deps
 	@if [ ! -f $(SANITIZE_BUILD)/build.ninja ]; then cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
