@@ -170,15 +170,15 @@ class Applier {
       const int n = factor(a[3]);
       st->split(old, same_kind(old, a[1]), same_kind(old, a[2]), Halide::Expr(n), tail(d.func, a[0], a[4], d.update, n));
       if (const int64_t scale = dynamic_scale(d.func, a[0])) dynamic_loops_[d.func][a[1]] = scale * n;
-      set_extent(d.func, a[2], n);
+      set_extent(d, a[2], n);
     } else if (v == "fuse") {
       VarOrRVar inner = var_of(*st, a[0]), outer = var_of(*st, a[1]);
       VarOrRVar fused = inner.is_rvar || outer.is_rvar ? VarOrRVar(RVar(a[2])) : VarOrRVar(Var(a[2]));
       st->fuse(inner, outer, fused);
       const int64_t si = dynamic_scale(d.func, a[0]), so = dynamic_scale(d.func, a[1]);
       if (si || so) dynamic_loops_[d.func][a[2]] = si && so ? std::min(si, so) : si ? si : so;
-      const int64_t ei = extent(d.func, a[0]), eo = extent(d.func, a[1]);
-      set_extent(d.func, a[2], ei * eo);  // each below 2^31: no overflow
+      const int64_t ei = extent(d, a[0]), eo = extent(d, a[1]);
+      set_extent(d, a[2], ei * eo);  // each below 2^31: no overflow
     } else if (v == "reorder") {
       std::vector<VarOrRVar> order;
       for (const std::string& n : a) order.push_back(var_of(*st, n));
@@ -187,7 +187,7 @@ class Applier {
       VarOrRVar x = var_of(*st, a[0]);
       const int n = a.size() > 1 ? factor(a[1]) : 0;
       if (v != "parallel") {
-        const int64_t width = n ? n : extent(d.func, a[0]);  // 0: not known here
+        const int64_t width = n ? n : extent(d, a[0]);  // 0: not known here
         if (width > kMaxLoopWidth)
           throw ValueError("hjit: schedule: " + v + " of " + d.func + "'s loop " + a[0] + " over " + std::to_string(width) +
                            " iterations; at most " + std::to_string(kMaxLoopWidth));
@@ -261,20 +261,19 @@ class Applier {
   // with how many units of the size one of its iterations covers (1 for a dimension's own loop).
   std::map<std::string, std::map<std::string, int64_t>> dynamic_loops_;
   int64_t min_dynamic_size_ = 0;
-  // Per Func (canonical name), the loops this schedule made whose extent it fixed: a split's inner
-  // loop (its factor), a fuse of two such. What a vectorize or unroll without a factor is held to;
-  // other loops' extents come from Halide's bounds inference, after this.
-  std::map<std::string, std::map<std::string, int64_t>> extents_;
+  // Per definition (a Func's pure one or an update), the loops this schedule made whose extent it
+  // fixed: a split's inner loop (its factor), a fuse of two such. What a vectorize or unroll
+  // without a factor is held to; other loops' extents come from Halide's bounds inference, later.
+  std::map<std::pair<std::string, int>, std::map<std::string, int64_t>> extents_;
 
-  int64_t extent(const std::string& func, const std::string& loop) const {
-    auto it = extents_.find(func);
+  int64_t extent(const Directive& d, const std::string& loop) const {
+    auto it = extents_.find({d.func, d.update});
     if (it == extents_.end()) return 0;
     auto l = it->second.find(loop);
     return l == it->second.end() ? 0 : l->second;
   }
-  // A name several definitions of a Func use keeps the largest extent given it.
-  void set_extent(const std::string& func, const std::string& loop, int64_t e) {
-    if (e > 0) extents_[func][loop] = std::max(extents_[func][loop], e);
+  void set_extent(const Directive& d, const std::string& loop, int64_t e) {
+    if (e > 0) extents_[{d.func, d.update}][loop] = e;
   }
 
   int64_t dynamic_scale(const std::string& func, const std::string& loop) const {
