@@ -38,10 +38,11 @@ test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # The test suite built with AddressSanitizer and UndefinedBehaviorSanitizer (any report fails its
-# test; LeakSanitizer too) in a build directory of its own: every configuration, about 2 hours on
-# 2 cores. Halide compiles on the calling thread's stack in such a build (halide_backend/build.cpp),
-# so threads get 64 MiB. Such a build has no OpenCL (pocl is loaded with RTLD_DEEPBIND, which AddressSanitizer
-# does not support): the OpenCL-device configuration and test_device report themselves skipped.
+# test; LeakSanitizer too) in a build directory of its own: every configuration, about an hour
+# on 2 cores. The tests' pipeline cache is emptied first: a run that found its pipelines on disk
+# would check loading them, not compiling them. Halide compiles on the calling thread's stack in
+# such a build (halide_backend/build.cpp), so threads get 64 MiB. Such a build has no OpenCL (pocl
+# is loaded with RTLD_DEEPBIND, which AddressSanitizer does not support): the OpenCL-device configuration and test_device report themselves skipped.
 # Left out: test_tune (which candidate a tuning run keeps rests on measured times, and the
 # instrumented harness measures differently) and install_consumer (an application built without
 # the sanitizer cannot load a sanitized libhjit). Allocations too big to make return null (as
@@ -54,6 +55,7 @@ sanitize: deps
 	@if [ ! -f $(SANITIZE_BUILD)/build.ninja ]; then cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DHJIT_SANITIZE=address,undefined -DHJIT_BUILD_EXAMPLES=ON; fi
 	cmake --build $(SANITIZE_BUILD) -j $(JOBS)
+	rm -rf $(SANITIZE_BUILD)/test-cache
 	ulimit -s 65536 2>/dev/null || true; $(SANITIZE_ENV) ctest --test-dir $(SANITIZE_BUILD) --output-on-failure -j $(JOBS) -E '$(SANITIZE_SKIP)'
 
 # What CI runs after make test (.ci/run): make sanitize without the differential and golden

@@ -21,13 +21,19 @@ namespace {
 // the same context serves JIT code (which reads the handlers in it) and shared objects (whose
 // runtime calls the global hooks below with it).
 struct CallContext : Halide::JITUserContext {
+  // The first error of the call. Every parallel task that fails reports, at once and from its
+  // own thread (a bad index in each of many rows); the first says what went wrong.
+  std::mutex error_mutex;
   std::string error;
   // The temporaries Halide allocates for this call (its parallel tasks allocate at once).
   std::atomic<int64_t> temporaries{0}, peak_temporaries{0};
 };
 
 void on_error(void* ctx, const char* msg) {
-  if (ctx) static_cast<CallContext*>(ctx)->error += msg;
+  if (!ctx) return;
+  auto* c = static_cast<CallContext*>(ctx);
+  std::lock_guard<std::mutex> lock(c->error_mutex);
+  if (c->error.empty()) c->error = msg;
 }
 // Halide's temporaries come from hjit's caching allocator: a call that needs the same buffers as
 // the previous one gets them back without page faults.

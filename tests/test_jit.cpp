@@ -351,3 +351,22 @@ TEST_CASE("re-tracing past the threshold warns with what changed; the cache keep
   CHECK(f.stats().traces == 7);
   CHECK(f.stats().entries == 4);
 }
+
+TEST_CASE("a bad index in every parallel task is one IndexError with one message") {
+  // Each row's task fails on its own thread at about the same time; the call reports the first.
+  auto f = hjit::jit([](const Tensor& table, const Tensor& idx) { return hjit::embedding(table, idx); });
+  Tensor table = Tensor::randn({4, 64}, 1);
+  Tensor good = Tensor::full({1 << 14}, 3, DType::I32);
+  CHECK(test::compare(f(table, good), hjit::embedding(table, good), 0).empty());
+  Tensor bad = Tensor::full({1 << 14}, 7, DType::I32);
+  for (int i = 0; i < 20; ++i) {
+    try {
+      f(table, bad);
+      FAIL("no error for index 7 of 4 rows");
+    } catch (const hjit::IndexError& e) {
+      const std::string msg = e.what();
+      CHECK(msg == "embedding: id 7 is out of range [0, 4)");
+    }
+  }
+  CHECK(f.stats().compiles == 1);
+}
