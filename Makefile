@@ -42,7 +42,8 @@ test: build
 # on 2 cores. The tests' pipeline cache is emptied first: a run that found its pipelines on disk
 # would check loading them, not compiling them. Halide compiles on the calling thread's stack in
 # such a build (halide_backend/build.cpp), so threads get 64 MiB. Such a build has no OpenCL (pocl
-# is loaded with RTLD_DEEPBIND, which AddressSanitizer does not support): the OpenCL-device configuration and test_device report themselves skipped.
+# is loaded with RTLD_DEEPBIND, which AddressSanitizer does not support): the OpenCL-device
+# configuration and test_device report themselves skipped.
 # Left out: test_tune (which candidate a tuning run keeps rests on measured times, and the
 # instrumented harness measures differently) and install_consumer (an application built without
 # the sanitizer cannot load a sanitized libhjit). Allocations too big to make return null (as
