@@ -292,6 +292,8 @@ void donate_rows(bool quick) {
 }
 
 int main(int argc, char** argv) {
+  // Each row is what it names: a tuning database reaches the "tuned" rows only, through --db.
+  unsetenv("HJIT_TUNING_DB");
   std::vector<std::string> workloads = bench::workload_ids(), variants = kVariants;
   bool quick = false, all = false, variants_given = false, workloads_given = false, compile_scaling = false;
   for (int i = 1; i < argc; ++i) {

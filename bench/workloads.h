@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <hjit/hjit.h>
+#include <hjit/tune.h>
 
 namespace bench {
 

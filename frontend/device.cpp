@@ -78,7 +78,7 @@ Tensor run_on_device(OpKind op, const std::vector<Tensor>& inputs, const Attrs& 
   backend::Options o;
   o.name = g.name;
   o.device = device;
-  o.opt_level = 1;
+  o.schedule = backend::schedule_request(g.name, {.opt_level = 1, .tuning_db_from_environment = false, .device = device});
   const backend::Compiled c = backend::compile(g, o);
   std::vector<std::unique_ptr<backend::DeviceBuffer>> keep;
   std::vector<const backend::DeviceBuffer*> in;

@@ -9,8 +9,9 @@ namespace hjit::detail {
 
 std::vector<std::string> export_traced(const std::string& directory, const std::string& name, const ExportOptions& options,
                                        const std::string& fn_name, const CallArgs& args, Tracer trace) {
-  if (options.opt_level < 0 || options.opt_level > 1)
-    throw ValueError("hjit: export_library: opt_level must be 0 or 1, got " + std::to_string(options.opt_level));
+  // Exported code is what it is where it runs: no tuning database is read for it.
+  const backend::ScheduleRequest schedule = backend::schedule_request(
+      "hjit: export_library", {.opt_level = options.opt_level, .tuning_db_from_environment = false});
   Traced tr = trace_and_optimize(fn_name, false, args, trace);
   std::vector<Tensor> captured;
   for (const auto& c : tr.captured) captured.push_back(alias_tensor(c->storage, c->type));
@@ -19,7 +20,7 @@ std::vector<std::string> export_traced(const std::string& directory, const std::
   r.directory = directory;
   r.name = name;
   r.target = options.target;
-  r.opt_level = options.opt_level;
+  r.schedule = schedule;
   r.source = "'" + fn_name + "'";
   for (size_t i = 0; i < g.inputs.size(); ++i)
     r.input_names.push_back(i < tr.num_args ? "in" + std::to_string(i) : "param" + std::to_string(i - tr.num_args));

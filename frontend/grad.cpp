@@ -92,7 +92,7 @@ std::shared_ptr<GradEntry> build(const GradCore::State& s, const CallArgs& args,
   if (const int64_t budget = scope.state().memory_budget_bytes; budget > 0) {  // (the enclosing jit's)
     // Plans are estimated as the built-in CPU schedule compiles them.
     backend::Options estimated;
-    estimated.opt_level = 1;
+    estimated.schedule = backend::schedule_request(s.name, {.opt_level = 1, .tuning_db_from_environment = false});
     CheckpointPlan plan;
     fwd = checkpoint_to_fit(
         fwd, budget, [&](const Graph& f) { return backend::estimate_peak_bytes(step_of(f), estimated); }, &plan);

@@ -24,7 +24,6 @@
 #include "graph/passes/optimize.h"
 #include "graph/symbolic_sizes.h"
 #include "halide_backend/backend.h"
-#include "tuning/use.h"
 #include "support/hash.h"
 #include "support/allocator.h"
 #include "support/log.h"
@@ -99,7 +98,6 @@ std::string compare(const Tensor& compiled, const Tensor& eager, double tol, con
 struct JitCore::State {
   JitOptions opt;
   backend::Options backend_opt;
-  std::string tuning_db;  // "" when none
   mutable std::shared_mutex mu;
   std::unordered_multimap<uint64_t, std::shared_ptr<Entry>> entries;
   std::shared_ptr<Entry> last_built;
@@ -287,6 +285,7 @@ void build_entry(JitCore::State& s, Entry& e, const CallArgs& args, Tracer trace
         e.dynamic = fit_dynamic(s, args, trace, tr.graph, &why, &lasting);
         if (e.dynamic) {
           backend::Options o = s.backend_opt;
+          o.schedule = o.schedule.at_every_size();
           o.dynamic = e.dynamic;
           try {
             c = backend::compile(tr.graph, o);
@@ -310,7 +309,7 @@ void build_entry(JitCore::State& s, Entry& e, const CallArgs& args, Tracer trace
         }
       }
     }
-    if (!compiled) c = tuning::compile_tuned(tr.graph, s.options_for(tr.graph), s.tuning_db);
+    if (!compiled) c = backend::compile(tr.graph, s.options_for(tr.graph));
     if (!c.cache_hit) ++s.compiles;
     e.graph = std::move(tr.graph);
     e.exe = c.executable;
@@ -344,13 +343,6 @@ void build_entry(JitCore::State& s, Entry& e, const CallArgs& args, Tracer trace
 }
 
 JitCore::JitCore(JitOptions options) : s_(std::make_unique<State>()) {
-  if (options.opt_level < 0 || options.opt_level > 2)
-    throw ValueError("jit '" + options.name + "': opt_level must be 0, 1 or 2, got " + std::to_string(options.opt_level));
-  if (!options.autoscheduler.empty() && !backend::is_known_autoscheduler(options.autoscheduler))
-    throw ValueError("jit '" + options.name + "': unknown autoscheduler '" + options.autoscheduler +
-                     "'; choose Adams2019, Li2018 or Mullapudi2016");
-  if (!options.autoscheduler.empty() && options.opt_level < 2)
-    throw ValueError("jit '" + options.name + "': an autoscheduler needs opt_level 2, got " + std::to_string(options.opt_level));
   if (options.check_tolerance < 0) throw ValueError("jit '" + options.name + "': check_tolerance must be >= 0");
   if (!options.fullgraph && options.device != Device::CPU)
     throw ValueError("jit '" + options.name + "': fullgraph = false runs its segments on the CPU; a function for " +
@@ -363,17 +355,13 @@ JitCore::JitCore(JitOptions options) : s_(std::make_unique<State>()) {
                      "(Device::CPU, TraceMode::Symbolic, fullgraph = true)");
   for (const auto& [arg, axis] : options.dynamic_dims)
     if (arg < 0) throw ValueError("jit '" + options.name + "': dynamic_dims names argument " + std::to_string(arg));
-  if (!options.tuning_db.empty() && options.opt_level < 2)
-    throw ValueError("jit '" + options.name + "': a tuning database needs opt_level 2, got " + std::to_string(options.opt_level));
+  const std::string who = "jit '" + options.name + "'";
+  s_->backend_opt.schedule = backend::schedule_request(
+      who, {.opt_level = options.opt_level, .autoscheduler = options.autoscheduler, .tuning_db = options.tuning_db, .device = options.device});
   s_->opt = std::move(options);
   s_->backend_opt.name = s_->opt.name;
   s_->backend_opt.device = s_->opt.device;
-  s_->backend_opt.opt_level = s_->opt.opt_level;
-  s_->backend_opt.autoscheduler = s_->opt.autoscheduler;
   s_->backend_opt.cuda_capability = s_->opt.cuda_capability;
-  // Tuned schedules are opt level 2's (as autoscheduled ones are): HJIT_TUNING_DB leaves the
-  // lower levels as they are.
-  s_->tuning_db = s_->opt.opt_level == 2 ? tuning::tuning_db_path(s_->opt.tuning_db) : "";
 }
 
 JitCore::~JitCore() = default;
@@ -608,7 +596,7 @@ std::vector<Tensor> run_in_segments(JitCore::State& s, const CallArgs& args, Tra
       g.updates.clear();
       ConstEvaluator eval = evaluate_node;
       Graph segment = optimize(g, &eval);
-      backend::Compiled c = tuning::compile_tuned(segment, s.backend_opt, s.tuning_db);
+      backend::Compiled c = backend::compile(segment, s.backend_opt);
       std::vector<Tensor> keep;
       std::vector<const void*> in;
       for (size_t i = 0; i < args.count; ++i) in.push_back(host_memory(*args.tensor(i).impl(), keep));
@@ -885,13 +873,13 @@ std::string JitCore::explain(const CallArgs& args, Tracer trace) {
     }
   }
   Traced tr = trace_and_optimize(s_->opt.name, false, args, trace, nullptr, s_->opt.memory_budget_mb);
-  backend::Compiled c = tuning::compile_tuned(tr.graph, s_->options_for(tr.graph), s_->tuning_db);
+  backend::Compiled c = backend::compile(tr.graph, s_->options_for(tr.graph));
   return c.executable->explain();
 }
 
 std::string JitCore::device_code(const CallArgs& args, Tracer trace) {
   Traced tr = trace_and_optimize(s_->opt.name, false, args, trace, nullptr, s_->opt.memory_budget_mb);
-  return tuning::compile_tuned(tr.graph, s_->options_for(tr.graph), s_->tuning_db).executable->device_code();
+  return backend::compile(tr.graph, s_->options_for(tr.graph)).executable->device_code();
 }
 
 Graph trace_graph(const std::string& name, const CallArgs& args, Tracer trace) {
@@ -902,6 +890,16 @@ Graph trace_graph(const std::string& name, const CallArgs& args, Tracer trace) {
   outs.clear();
   scope.check_no_escaped_tracers();
   return g;
+}
+
+TracedFunction trace_function(const std::string& name, const CallArgs& args, Tracer trace) {
+  Traced tr = trace_and_optimize(name, false, args, trace);
+  TracedFunction f;
+  f.graph = std::move(tr.graph);
+  f.num_args = tr.num_args;
+  for (size_t i = 0; i < args.count; ++i) f.inputs.push_back(args.tensor(i));
+  for (const auto& c : tr.captured) f.inputs.push_back(alias_tensor(c->storage, c->type));
+  return f;
 }
 
 bool tracing_active() { return current_trace() != nullptr; }

@@ -17,7 +17,6 @@
 #include "graph/passes/optimize.h"
 #include "graph/passes/verify.h"
 #include "halide_backend/backend.h"
-#include "tuning/use.h"
 #include "frontend/const_eval.h"
 #include "support/binary_io.h"
 #include "support/log.h"
@@ -95,7 +94,7 @@ struct Module::Impl {
   Graph graph;
   size_t num_args = 0;
   std::vector<Tensor> params;
-  ModuleOptions options;
+  backend::ScheduleRequest schedule;  // from the ModuleOptions it was loaded with
 
   std::mutex compile_mu;
   std::shared_ptr<const backend::Executable> exe;
@@ -106,11 +105,8 @@ struct Module::Impl {
     if (!exe) {
       backend::Options backend_options;
       backend_options.name = name;
-      backend_options.opt_level = options.opt_level;
-      backend_options.autoscheduler = options.autoscheduler;
-      exe = tuning::compile_tuned(graph, backend_options,
-                                  options.opt_level == 2 ? tuning::tuning_db_path(options.tuning_db) : "")
-                .executable;
+      backend_options.schedule = schedule;
+      exe = backend::compile(graph, backend_options).executable;
     }
     return *exe;
   }
@@ -131,9 +127,8 @@ struct Module::Impl {
     return wrap_payload(kMagic, kModuleFormatVersion, w.out());
   }
 
-  static std::shared_ptr<Impl> decode(const std::string& file, const ModuleOptions& options) {
+  static std::shared_ptr<Impl> decode(const std::string& file) {
     auto m = std::make_shared<Impl>();
-    m->options = options;
     const std::string_view payload = unwrap_payload(file, kMagic, kModuleFormatVersion, "a saved hjit module");
     BinaryReader r(payload);
     m->name = r.str();
@@ -178,8 +173,12 @@ ModuleResult::operator Tensor() const {
 }
 
 Module Module::load(const std::string& path, ModuleOptions options) {
+  const backend::ScheduleRequest schedule = backend::schedule_request(
+      "hjit: module '" + path + "'",
+      {.opt_level = options.opt_level, .autoscheduler = options.autoscheduler, .tuning_db = options.tuning_db});
   try {
-    Module m(Impl::decode(read_whole_file(path), options));
+    Module m(Impl::decode(read_whole_file(path)));
+    m.impl_->schedule = schedule;
     log().debug("module '{}' loaded from {}: {} nodes, {} parameters", m.name(), path, m.graph().nodes.size(),
                 m.parameters().size());
     return m;
@@ -261,7 +260,7 @@ Module Module::freeze() const {
   auto m = std::make_shared<Impl>();
   m->name = impl_->name;
   m->num_args = impl_->num_args;
-  m->options = impl_->options;
+  m->schedule = impl_->schedule;
   m->graph = detail::freeze_inputs(impl_->graph, impl_->num_args, impl_->params);
   return Module(m);
 }

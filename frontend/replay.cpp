@@ -1,5 +1,7 @@
 #include "frontend/replay.h"
 
+#include <hjit/jit.h>
+
 #include "frontend/control_flow_eval.h"
 #include "frontend/dispatch.h"
 #include "graph/op_def.h"
@@ -48,3 +50,24 @@ std::vector<Tensor> replay(const Graph& g, const std::vector<Tensor>& inputs) {
 }
 
 }  // namespace hjit::detail
+
+namespace hjit {
+
+std::vector<Tensor> eval_graph(const Graph& g, const std::vector<Tensor>& inputs) {
+  if (inputs.size() != g.inputs.size())
+    throw ValueError("hjit::eval_graph: the graph '" + g.name + "' takes " + std::to_string(g.inputs.size()) + " inputs, got " +
+                     std::to_string(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorType& want = g.type(g.inputs[i]);
+    if (!inputs[i].impl()) throw ValueError("hjit::eval_graph: input " + std::to_string(i) + " is an empty Tensor handle");
+    if (inputs[i].dtype() != want.dtype)
+      throw DTypeError("hjit::eval_graph: input " + std::to_string(i) + " is " + dtype_name(inputs[i].dtype()) +
+                       ", the graph takes " + want.str());
+    if (inputs[i].shape() != want.shape)
+      throw ShapeError("hjit::eval_graph: input " + std::to_string(i) + " has shape " + shape_str(inputs[i].shape()) +
+                       ", the graph takes " + want.str());
+  }
+  return detail::replay(g, inputs);
+}
+
+}  // namespace hjit

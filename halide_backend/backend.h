@@ -8,25 +8,20 @@
 #include <hjit/graph.h>
 
 #include "graph/symbolic_sizes.h"
+#include "halide_backend/schedule_request.h"
 
 namespace hjit::backend {
 
 struct Options {
   std::string name;           // for logs and explain()
   Device device = Device::CPU;
-  int opt_level = 2;          // 0: one compute_root stage per op; 1: built-in schedules; 2: + autoscheduler
-  std::string autoscheduler;  // "" or "Adams2019" / "Li2018" / "Mullapudi2016"
-  // A schedule's text form (schedule_value.h), decided elsewhere (a tuning database): used as it
-  // is, instead of the opt level's and the autoscheduler's. Throws ValueError when it does not
-  // apply to the graph.
-  std::string schedule_text;
-  // schedule_text was read from a file (a tuning database): Halide lowers it in a child process
-  // first, so that a schedule that crashes Halide's compiler (a changed or foreign record: 65536
-  // vector lanes divide by zero in Halide 14) is a CompileError, not the end of this process.
-  bool schedule_from_file = false;
+  // How it is scheduled, and the tuning database to look it up in first: made by
+  // schedule_request() where the option entered hjit (schedule_request.h).
+  ScheduleRequest schedule;
   int cuda_capability = 80;   // Device::CUDA: the compute capability code is generated for
   // Sizes that vary between calls (jit's dynamic_dims): one pipeline for every size, called with
-  // Executable::run_sized. Such a pipeline takes the built-in schedule and is kept in memory only.
+  // Executable::run_sized; schedule must be one of ScheduleRequest::at_every_size(). Kept in
+  // memory only.
   std::shared_ptr<const SymbolicSizes> dynamic;
   // (input, output slot) pairs the caller may call the pipeline with one buffer for (a donated
   // argument, graph/passes/in_place.h): the output's loops then never compute an element twice.
@@ -101,8 +96,11 @@ struct Compiled {
   double ms = 0;           // time spent here
 };
 
-// Compiles (or finds in the process-wide cache, keyed by the graph's text and the options).
-// Throws CompileError when Halide rejects the pipeline.
+// Compiles (or finds in the process-wide cache, keyed by the graph's text and the options). With
+// a tuning database, a graph the database knows is compiled with its best measured schedule
+// (tuned_store.h; no search, and no compile when the disk cache has it); a tuned schedule that no
+// longer applies falls back to the request's own choice, with a warning. Throws CompileError when
+// Halide rejects the pipeline, ValueError for a missing, corrupt or foreign tuning database.
 Compiled compile(const Graph& graph, const Options& options);
 
 // The most bytes a run of graph compiled under options is estimated to hold at once beyond its
@@ -124,21 +122,18 @@ CacheCounts cache_counts();
 // The compiled pipelines alive in this process (for memory_stats()).
 std::vector<std::shared_ptr<const Executable>> live_executables();
 
-// The names compile() accepts for Options::autoscheduler.
-bool is_known_autoscheduler(const std::string& name);
-
 // The Halide target string code for `device` is compiled for (part of every cache key).
 std::string target_name(Device device);
 
-// The schedule's text form that `how` decides for g: "built-in" or "unfused", an autoscheduler's
-// name, either followed by parameters ("built-in cols=3 rows=4", "Adams2019 seed=3 dropout=50";
-// schedules/schedule.h). nullopt, with the reason in *why, when the scheduler declines.
-std::optional<std::string> decide_schedule(const Graph& g, Device device, const std::string& how, std::string* why);
+// The schedule's text form that `how` (Unfused, BuiltIn or Auto) decides for g (schedule_value.h:
+// its header names the scheduler and its parameters). nullopt, with the reason in *why, when the
+// scheduler declines.
+std::optional<std::string> decide_schedule(const Graph& g, Device device, const ScheduleChoice& how, std::string* why);
 
-// What compile() does first with Options::schedule_from_file: parses the schedule of that text form,
-// applies it to g and has Halide lower the result in a child process. Throws ValueError when the
-// schedule does not parse or apply, CompileError when Halide rejects it or the child does not come
-// back (Halide's compiler crashed, or did not finish in two minutes).
+// What compile() does first with a schedule Given from a file: parses the schedule of that text
+// form, applies it to g and has Halide lower the result in a child process. Throws ValueError when
+// the schedule does not parse or apply, CompileError when Halide rejects it or the child does not
+// come back (Halide's compiler crashed, or did not finish in two minutes).
 void check_schedule(const Graph& g, Device device, const std::string& schedule_text);
 
 }  // namespace hjit::backend

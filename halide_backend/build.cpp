@@ -56,13 +56,12 @@ std::string function_name(const std::string& name) {
   return s + "_" + std::to_string(counter++);
 }
 
-// The pipeline lowered and scheduled as `how` decides (or, "given", as the schedule text says).
-// Extern stages are lowered as the schedule says before the rest of it applies.
-std::optional<Schedule> lower_and_schedule(const Graph& g, const Target& target, const std::string& how,
-                                           const std::string& given, LoweredPipeline& p, std::string* why,
-                                           const SymbolicSizes* dynamic = nullptr) {
-  if (how == "given") {
-    Schedule s = Schedule::parse(given);
+// The pipeline lowered and scheduled as `how` decides (a Given: as its text says). Extern stages
+// are lowered as the schedule says before the rest of it applies.
+std::optional<Schedule> lower_and_schedule(const Graph& g, const Target& target, const ScheduleChoice& how,
+                                           LoweredPipeline& p, std::string* why, const SymbolicSizes* dynamic = nullptr) {
+  if (const Given* given = std::get_if<Given>(&how)) {
+    Schedule s = Schedule::parse(given->text);
     p = lower(g, target.halide(false), extern_stages_of(s), dynamic);
     return s;
   }
@@ -95,17 +94,17 @@ void compute_each_element_once(Schedule& s, const LoweredPipeline& p, const std:
 
 // One candidate: lowered afresh, scheduled `how`, compiled. No executable (with the reason in
 // *why) when the autoscheduler does not schedule it.
-Built make(const Graph& g, const Options& o, const Target& target, const std::string& how, std::string* why = nullptr) {
+Built make(const Graph& g, const Options& o, const Target& target, const ScheduleChoice& how, std::string* why = nullptr) {
   LoweredPipeline p;
   std::string reason;
-  std::optional<Schedule> s = lower_and_schedule(g, target, how, o.schedule_text, p, &reason, o.dynamic.get());
+  std::optional<Schedule> s = lower_and_schedule(g, target, how, p, &reason, o.dynamic.get());
   if (!s) {
     if (why) *why = reason;
     return {};
   }
   if (!o.in_place.empty()) compute_each_element_once(*s, p, o.in_place);
   apply_schedule(*s, p);
-  const std::string summary = how == "given" ? "tuned (" + s->source + ")" : how;
+  const std::string summary = std::holds_alternative<Given>(how) ? "tuned (" + s->source + ")" : ScheduleRequest{how}.str();
   PipelineInfo info = describe(g, p, function_name(o.name.empty() ? g.name : o.name), summary, s->str());
   Built b;
   b.shared_object = compile_shared_object(p, target, info);
@@ -120,30 +119,33 @@ Built make(const Graph& g, const Options& o, const Target& target, const std::st
 // stands in, with a warning. (Halide 14's autoschedulers fail on some pipelines, emit schedules
 // that do not compile, that read outside the buffers, or that compute wrong results (Adams2019's
 // storage folding of a padded pooling input), and are sometimes an order of magnitude slower.)
-Built build_guarded(const Graph& g, const Options& o, const Target& target) {
+Built build_guarded(const Graph& g, const Options& o, const Target& target, const Auto& how) {
   constexpr double kTolerated = 1.5, kNoiseMs = 0.02;  // below ~20 us a run, timings are noise
+  const std::string name = autoscheduler_name(how.scheduler);
+  auto fell_back = [&](Built builtin, const std::string& why) {
+    log().warn("{} on '{}': {}; using the built-in schedule", name, g.name, why);
+    builtin.executable->set_summary("built-in (" + name + " fell back: " + why + ")");
+    return builtin;
+  };
   if (target.is_gpu() && !device_usable(target.device())) {
     // Nothing here can run it: the autoscheduler's schedule is used when it compiles.
     std::string why;
     try {
-      Built chosen = make(g, o, target, o.autoscheduler, &why);
+      Built chosen = make(g, o, target, how, &why);
       if (chosen.executable) return chosen;
     } catch (const Halide::Error& e) {
       why = std::string("its schedule failed: ") + e.what();
     }
-    log().warn("{} on '{}': {}; using the built-in schedule", o.autoscheduler, g.name, why);
-    Built builtin = make(g, o, target, "built-in");
-    builtin.executable->set_summary("built-in (" + o.autoscheduler + " fell back: " + why + ")");
-    return builtin;
+    return fell_back(make(g, o, target, BuiltIn{}), why);
   }
-  Built builtin = make(g, o, target, "built-in");
+  Built builtin = make(g, o, target, BuiltIn{});
   TrialBuffers reference(g), trial(g);
   const double builtin_ms = trial_ms(*builtin.executable, reference);
   Built chosen;
   std::string why;
   double auto_ms = 0;
   try {
-    chosen = make(g, o, target, o.autoscheduler, &why);
+    chosen = make(g, o, target, how, &why);
     if (chosen.executable) {
       auto_ms = trial_ms(*chosen.executable, trial);
       std::string diff = first_difference(trial, reference);
@@ -154,7 +156,7 @@ Built build_guarded(const Graph& g, const Options& o, const Target& target) {
     chosen = {};
   }
   if (chosen.executable && (auto_ms <= kTolerated * builtin_ms || auto_ms - builtin_ms < kNoiseMs)) {
-    log().debug("{} on '{}': {:.3f} ms a run (built-in {:.3f} ms)", o.autoscheduler, g.name, auto_ms, builtin_ms);
+    log().debug("{} on '{}': {:.3f} ms a run (built-in {:.3f} ms)", name, g.name, auto_ms, builtin_ms);
     return chosen;
   }
   if (chosen.executable) {
@@ -163,9 +165,7 @@ Built build_guarded(const Graph& g, const Options& o, const Target& target) {
                   auto_ms / builtin_ms, auto_ms, builtin_ms);
     why = buf;
   }
-  log().warn("{} on '{}': {}; using the built-in schedule", o.autoscheduler, g.name, why);
-  builtin.executable->set_summary("built-in (" + o.autoscheduler + " fell back: " + why + ")");
-  return builtin;
+  return fell_back(std::move(builtin), why);
 }
 
 // Whether the pipeline computes anything: every output (and update) may have no elements.
@@ -185,7 +185,7 @@ namespace {
 LoweredPipeline scheduled_as_given(const Graph& g, const Target& target, const std::string& schedule_text,
                                    const SymbolicSizes* dynamic = nullptr) {
   LoweredPipeline p;
-  const std::optional<Schedule> s = lower_and_schedule(g, target, "given", schedule_text, p, nullptr, dynamic);
+  const std::optional<Schedule> s = lower_and_schedule(g, target, Given{schedule_text}, p, nullptr, dynamic);
   apply_schedule(*s, p);
   return p;
 }
@@ -235,32 +235,24 @@ void check_schedule_in_child(const Graph& g, const Target& target, const std::st
   }
 }
 
-std::string schedule_request(const Options& o) {
-  if (!o.schedule_text.empty()) return "given";
-  if (o.opt_level == 0) return "unfused";
-  // Autoschedulers and tuned schedules are searched for one size; dynamic sizes take the built-in
-  // schedule, decided at the traced size and valid at every size.
-  if (o.dynamic) return "built-in";
-  if (o.opt_level == 2 && !o.autoscheduler.empty()) return o.autoscheduler;
-  return "built-in";
-}
-
-std::optional<std::string> decide(const Graph& g, const Target& target, const std::string& how, std::string* why) {
+std::optional<std::string> decide(const Graph& g, const Target& target, const ScheduleChoice& how, std::string* why) {
   install_reporter();
   LoweredPipeline p;
-  std::optional<Schedule> s = lower_and_schedule(g, target, how, "", p, why);
+  std::optional<Schedule> s = lower_and_schedule(g, target, how, p, why);
   if (!s) return std::nullopt;
   return s->str();
 }
 
 Built build(const Graph& g, const Options& o, const Target& target) {
   install_reporter();
-  const std::string how = schedule_request(o);
   try {
-    if (how == "given" && o.schedule_from_file) check_schedule_in_child(g, target, o.schedule_text);
-    if (how == "unfused" || how == "built-in" || how == "given") return make(g, o, target, how);
-    if (computes_nothing(g)) return make(g, o, target, "built-in");  // nothing for an autoscheduler to schedule
-    return build_guarded(g, o, target);
+    if (const Given* given = o.schedule.as<Given>()) {
+      if (given->origin == ScheduleOrigin::File) check_schedule_in_child(g, target, given->text);
+    } else if (const Auto* a = o.schedule.as<Auto>()) {
+      if (!computes_nothing(g)) return build_guarded(g, o, target, *a);
+      return make(g, o, target, BuiltIn{});  // nothing for an autoscheduler to schedule
+    }
+    return make(g, o, target, o.schedule.choice);
   } catch (const Halide::Error& e) {
     throw CompileError("hjit: Halide could not compile '" + g.name + "': " + e.what());
   }

@@ -15,10 +15,6 @@ namespace hjit::backend {
 // Held while Halide compiles or lowers anything: its compiler keeps process-global state.
 std::mutex& compile_mutex();
 
-// `how`: the request's schedule: "unfused", "built-in" or an autoscheduler's name; "given" when
-// Options::schedule_text holds it.
-std::string schedule_request(const Options& o);
-
 struct Built {
   std::shared_ptr<HalideExecutable> executable;
   std::optional<std::string> shared_object;  // its code, for the disk cache (none when JIT-compiled)
@@ -34,9 +30,10 @@ std::string lowered_statement(const Graph& g, const Target& target, const std::s
 void check_schedule_in_child(const Graph& g, const Target& target, const std::string& schedule_text, double time_limit_s = 120);
 
 // The schedule text `how` decides for g (backend.h's decide_schedule). Call under compile_mutex().
-std::optional<std::string> decide(const Graph& g, const Target& target, const std::string& how, std::string* why);
+std::optional<std::string> decide(const Graph& g, const Target& target, const ScheduleChoice& how, std::string* why);
 
-// Builds the pipeline. Throws CompileError when Halide rejects it. Call under compile_mutex().
+// Builds the pipeline as o.schedule chooses (its tuning database is compile()'s to consult, not
+// this function's). Throws CompileError when Halide rejects it. Call under compile_mutex().
 Built build(const Graph& g, const Options& o, const Target& target);
 
 }  // namespace hjit::backend

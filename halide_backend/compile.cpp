@@ -24,6 +24,7 @@
 #include "halide_backend/lower.h"
 #include "halide_backend/partition.h"
 #include "halide_backend/scheduler.h"
+#include "halide_backend/tuned_store.h"
 #include "support/binary_io.h"
 #include "support/build_id.h"
 #include "support/log.h"
@@ -34,8 +35,8 @@ namespace {
 std::string cache_key(const Graph& g, const Options& o, const Target& target) {
   std::string constants;
   for (const ConstData& c : g.constants) constants += hash_hex(std::string_view(static_cast<const char*>(c.data), c.nbytes));
-  const std::string how = schedule_request(o);
-  const std::string schedule = how == "given" ? "given " + hash_hex(o.schedule_text) : scheduler().identity(how);
+  const Given* given = o.schedule.as<Given>();
+  const std::string schedule = given ? "given " + hash_hex(given->text) : scheduler().identity(o.schedule.choice);
   std::string in_place;
   for (const auto& [input, slot] : o.in_place) in_place += " " + std::to_string(input) + ">" + std::to_string(slot);
   return "hjit " + library_build_id() + " halide " HJIT_HALIDE_VERSION "\ntarget " + target.str() + "\nschedule " +
@@ -111,11 +112,9 @@ MemoryTier& memory() {
 
 }  // namespace
 
-bool is_known_autoscheduler(const std::string& name) { return scheduler().is_autoscheduler(name); }
-
 std::string target_name(Device device) { return Target::host(device).str(); }
 
-std::optional<std::string> decide_schedule(const Graph& g, Device device, const std::string& how, std::string* why) {
+std::optional<std::string> decide_schedule(const Graph& g, Device device, const ScheduleChoice& how, std::string* why) {
   std::lock_guard lock(compile_mutex());
   try {
     return decide(g, Target::host(device), how, why);
@@ -224,17 +223,22 @@ std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part
 std::vector<Part> parts_to_compile(const Graph& g, const Options& o) {
   // Big graphs with the built-in schedule compile in parts. (GPU code is not partitioned: its
   // parts would meet in host memory.)
-  const std::string how = schedule_request(o);
-  if ((how != "built-in" && how != "unfused") || o.device != Device::CPU || o.dynamic) return {};
-  return partition(g, how == "built-in" && DiskCache::instance().enabled() && can_link());
+  const bool builtin = o.schedule.as<BuiltIn>() != nullptr;
+  if ((!builtin && !o.schedule.as<Unfused>()) || o.device != Device::CPU || o.dynamic) return {};
+  return partition(g, builtin && DiskCache::instance().enabled() && can_link());
 }
 
-Compiled compile(const Graph& g, const Options& options) {
+namespace {
+
+// compile() without a tuning database.
+Compiled compile_as_requested(const Graph& g, const Options& options) {
   Timer t;
   // One buffer for an input and an output is for a single pipeline on the CPU (parts and host
   // steps hand values between pipelines; GPU buffers are the device's).
   Options o = options;
   if (!o.in_place.empty() && (has_control_flow(g) || o.device != Device::CPU || o.dynamic)) o.in_place.clear();
+  if (o.dynamic && o.schedule != o.schedule.at_every_size())
+    throw InternalError("hjit: '" + g.name + "' has dynamic sizes and the schedule request " + o.schedule.str());
   // Not cached as a whole: its parts and its ops' graphs are, each under its own key.
   if (has_control_flow(g)) {
     if (o.dynamic) throw ValueError("control flow ops compile for fixed sizes only");
@@ -263,14 +267,48 @@ Compiled compile(const Graph& g, const Options& options) {
   } else {
     exe = compile_one(g, o, target, key);
   }
-  log().debug("backend: '{}' ready (opt_level {}{}) in {:.1f} ms", g.name, o.opt_level,
-              o.autoscheduler.empty() ? "" : ", " + o.autoscheduler, t.ms());
+  log().debug("backend: '{}' ready ({}) in {:.1f} ms", g.name, o.schedule.str(), t.ms());
   std::lock_guard lock(mem.mu);
   mem.prune();
   std::weak_ptr<const Executable>& slot = mem.entries[key];
   if (std::shared_ptr<const Executable> other = slot.lock()) return Compiled{other, true, t.ms()};  // another thread's
   slot = exe;
   return Compiled{exe, false, t.ms()};
+}
+
+// compile() with a tuning database: the store tuning/ registered says whether it knows g.
+Compiled compile_tuned(const Graph& g, const Options& o) {
+  Options untuned = o;
+  untuned.schedule.tuning_db.clear();
+  const std::string& db = o.schedule.tuning_db;
+  const TunedStore* store = tuned_store();
+  if (!store) {
+    log().warn("hjit: no store of tuned schedules is registered (tuning/ was not linked in); '{}' ignores {}", g.name, db);
+    return compile_as_requested(g, untuned);
+  }
+  Timer t;
+  const std::optional<TunedPipeline> tuned = store->find(g, o.device, o.name, db);
+  if (!tuned) {
+    log().debug("tuning: '{}' is not in {} ({:.2f} ms to look); compiling as without it", g.name, db, t.ms());
+    return compile_as_requested(g, untuned);
+  }
+  log().debug("tuning: '{}' has a tuned schedule in {} ({:.2f} ms to look)", g.name, db, t.ms());
+  Options with_tuned = untuned;
+  with_tuned.schedule.choice = Given{tuned->schedule, ScheduleOrigin::File};
+  try {
+    return compile_as_requested(tuned->graph, with_tuned);
+  } catch (const Error& e) {
+    log().warn("tuning: the tuned schedule of '{}' in {} does not apply ({}); compiling as without it", g.name, db, e.what());
+    return compile_as_requested(g, untuned);
+  }
+}
+
+}  // namespace
+
+Compiled compile(const Graph& g, const Options& o) {
+  // A schedule given as it is, or dynamic sizes, leave no choice to a database.
+  if (o.schedule.tuning_db.empty() || o.schedule.as<Given>() || o.dynamic) return compile_as_requested(g, o);
+  return compile_tuned(g, o);
 }
 
 std::vector<std::shared_ptr<const Executable>> live_executables() {
@@ -303,5 +341,11 @@ const Scheduler& scheduler() {
   if (!registered_scheduler) throw InternalError("hjit: no scheduler registered (schedules/ was not linked in)");
   return *registered_scheduler;
 }
+
+const TunedStore* registered_tuned_store = nullptr;
+
+void register_tuned_store(const TunedStore& s) { registered_tuned_store = &s; }
+
+const TunedStore* tuned_store() { return registered_tuned_store; }
 
 }  // namespace hjit::backend

@@ -91,10 +91,10 @@ std::vector<std::string> export_static_library(const Graph& g, const ExportReque
     Halide::Target ht(target.str());  // no user_context: the C function takes only buffers
     LoweredPipeline p = lower(g, ht);
     std::string why;
-    std::optional<Schedule> s = scheduler().schedule(p, r.opt_level == 0 ? "unfused" : "built-in", &why);
+    std::optional<Schedule> s = scheduler().schedule(p, r.schedule.choice, &why);
     if (!s) throw CompileError("hjit: export: no schedule: " + why);
     apply_schedule(*s, p);
-    PipelineInfo info = describe(g, p, impl, "built-in", s->str());
+    PipelineInfo info = describe(g, p, impl, r.schedule.str(), s->str());
     specs = info.args;
     try {
       // (The arguments in the order describe() gave them: outputs in realization order.)

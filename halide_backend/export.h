@@ -7,12 +7,14 @@
 
 #include <hjit/graph.h>
 
+#include "halide_backend/schedule_request.h"
+
 namespace hjit::backend {
 
 struct ExportRequest {
   std::string directory, name;
   std::string target;          // a Halide target string; "" or "host": this machine
-  int opt_level = 1;
+  ScheduleRequest schedule;    // Unfused or BuiltIn (schedule_request(): no tuning database)
   std::vector<std::string> input_names;  // one per graph input (for the header)
   std::string source;          // what was exported, for the header's comment
 };

@@ -8,6 +8,7 @@
 
 #include <hjit/graph.h>
 
+#include "halide_backend/schedule_request.h"
 #include "halide_backend/schedule_value.h"
 
 namespace hjit::backend {
@@ -17,17 +18,16 @@ struct LoweredPipeline;
 class Scheduler {
  public:
   virtual ~Scheduler() = default;
-  // The schedule `how` decides for the lowered, unscheduled pipeline p: how is "unfused",
-  // "built-in" or an autoscheduler's name. nullopt, with the reason in *why, when an autoscheduler
-  // declines or fails (the caller falls back to "built-in").
-  virtual std::optional<Schedule> schedule(const LoweredPipeline& p, const std::string& how, std::string* why) const = 0;
+  // The schedule `how` (Unfused, BuiltIn or Auto; a Given is applied as it is) decides for the
+  // lowered, unscheduled pipeline p. nullopt, with the reason in *why, when an autoscheduler declines
+  // or fails (the caller falls back to the built-in schedule).
+  virtual std::optional<Schedule> schedule(const LoweredPipeline& p, const ScheduleChoice& how, std::string* why) const = 0;
   // Everything besides the graph and the target that the schedule `how` depends on (versions,
-  // threads, machine parameters): part of every cache key.
-  virtual std::string identity(const std::string& how) const = 0;
-  virtual bool is_autoscheduler(const std::string& name) const = 0;
-  // The nodes `how` computes with extern stages (extern_gemm.h): decided on the graph, before
+  // parameters, threads, machine parameters): part of every cache key.
+  virtual std::string identity(const ScheduleChoice& how) const = 0;
+  // The nodes `how` computes with extern stages (extern_stages.h): decided on the graph, before
   // lowering, which builds them differently.
-  virtual std::set<int> extern_stages(const Graph& g, const std::string& how) const = 0;
+  virtual std::set<int> extern_stages(const Graph& g, const ScheduleChoice& how) const = 0;
   // Whether the built-in schedule stores an element-wise value of `op` that `readers` nodes read,
   // rather than recomputing it in each (estimate_peak_bytes counts the stored ones).
   virtual bool stores_elementwise(OpKind op, size_t readers) const = 0;

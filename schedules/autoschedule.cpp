@@ -25,8 +25,6 @@
 namespace hjit::schedules {
 namespace {
 
-const char* const kAutoschedulers[] = {"Adams2019", "Li2018", "Mullapudi2016"};
-
 std::string lowercase(std::string s) {
   for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -34,16 +32,16 @@ std::string lowercase(std::string s) {
 
 }  // namespace
 
-void load_plugin(const std::string& name) {
+void load_plugin(backend::Autoscheduler a) {
   static std::mutex mu;
-  static std::set<std::string> loaded;
+  static std::set<backend::Autoscheduler> loaded;
   std::lock_guard lock(mu);
-  if (loaded.count(name)) return;
+  if (loaded.count(a)) return;
   std::string dir = HJIT_HALIDE_PLUGIN_DIR;
   if (const char* env = std::getenv("HJIT_HALIDE_PLUGIN_DIR")) dir = env;
-  std::string path = dir + "/libautoschedule_" + lowercase(name) + ".so";
+  std::string path = dir + "/libautoschedule_" + lowercase(backend::autoscheduler_name(a)) + ".so";
   Halide::load_plugin(path);
-  loaded.insert(name);
+  loaded.insert(a);
   log().debug("loaded autoscheduler plugin {}", path);
 }
 
@@ -98,44 +96,25 @@ int adams2019_limit() {
   return env ? std::atoi(env) : kAdams2019MaxFuncs;
 }
 
-// The words after an autoscheduler's name in a request ("Adams2019 seed=3 dropout=50"): what a
-// tuning run varies. Machine parameters for every autoscheduler; the search's own for Adams2019
-// (Halide reads those from its environment: the search runs in a child process that sets them).
-struct AutoParams {
+// What Halide is handed for a request's parameters: machine parameters for every autoscheduler;
+// Adams2019's search in its environment (the search runs in a child process that sets them).
+struct HalideParams {
   Halide::MachineParams machine = machine_params();
-  int max_funcs = adams2019_limit();  // 0: no limit
+  int64_t max_funcs = adams2019_limit();  // 0: no limit
   std::vector<std::pair<std::string, std::string>> env;  // HL_SEED, HL_RANDOM_DROPOUT, ...
-  std::string features;  // where Adams2019's featurization of its choice is written, if anywhere
 };
 
-AutoParams parse_auto_params(const std::string& name, const std::string& words) {
-  AutoParams a;
-  std::istringstream in(words);
-  for (std::string w; in >> w;) {
-    const size_t eq = w.find('=');
-    if (eq == std::string::npos) throw ValueError(name + " parameters: '" + w + "' is not key=value");
-    const std::string key = w.substr(0, eq), value = w.substr(eq + 1);
-    auto number = [&] {
-      try {
-        size_t used = 0;
-        const long long v = std::stoll(value, &used);
-        if (used == value.size() && v >= 0) return v;
-      } catch (const std::exception&) {
-      }
-      throw ValueError(name + " parameters: " + key + " must be a non-negative integer, got '" + value + "'");
-    };
-    if (key == "parallelism") a.machine.parallelism = int(number());
-    else if (key == "cache") a.machine.last_level_cache_size = number();
-    else if (key == "balance") a.machine.balance = float(number());
-    else if (name == "Adams2019" && key == "max_funcs") a.max_funcs = int(number());
-    else if (name == "Adams2019" && key == "seed") a.env.emplace_back("HL_SEED", std::to_string(number()));
-    else if (name == "Adams2019" && key == "dropout") a.env.emplace_back("HL_RANDOM_DROPOUT", std::to_string(number()));
-    else if (name == "Adams2019" && key == "beam") a.env.emplace_back("HL_BEAM_SIZE", std::to_string(number()));
-    else if (name == "Adams2019" && key == "weights") a.env.emplace_back("HL_WEIGHTS_DIR", value);
-    else if (name == "Adams2019" && key == "features") a.features = value;
-    else throw ValueError(name + " parameters: unknown '" + key + "'");
-  }
-  return a;
+HalideParams halide_params(const backend::AutoParams& a) {
+  HalideParams h;
+  if (a.parallelism) h.machine.parallelism = int(*a.parallelism);
+  if (a.cache) h.machine.last_level_cache_size = *a.cache;
+  if (a.balance) h.machine.balance = float(*a.balance);
+  if (a.max_funcs) h.max_funcs = *a.max_funcs;
+  if (a.seed) h.env.emplace_back("HL_SEED", std::to_string(*a.seed));
+  if (a.dropout) h.env.emplace_back("HL_RANDOM_DROPOUT", std::to_string(*a.dropout));
+  if (a.beam) h.env.emplace_back("HL_BEAM_SIZE", std::to_string(*a.beam));
+  if (!a.weights.empty()) h.env.emplace_back("HL_WEIGHTS_DIR", a.weights);
+  return h;
 }
 
 template <class Dim>
@@ -146,45 +125,34 @@ void estimate(Dim dim_of, const Shape& shape) {
 
 }  // namespace
 
-bool is_autoscheduler(const std::string& name) {
-  for (const char* a : kAutoschedulers)
-    if (name == a) return true;
-  return false;
-}
-
 int halide_threads() { return std::max(1, omp_get_max_threads()); }
 
-std::string autoscheduler_identity(const std::string& name) {
-  std::string id = name + " machine=" + machine_params().to_string();
-  if (name == "Adams2019") id += " max_funcs=" + std::to_string(adams2019_limit());
+std::string autoscheduler_identity(const backend::Auto& how) {
+  const HalideParams h = halide_params(how.params);
+  std::string id = backend::ScheduleRequest{how}.str() + " machine=" + h.machine.to_string();
+  if (how.scheduler == backend::Autoscheduler::Adams2019) id += " max_funcs=" + std::to_string(h.max_funcs);
   return id + " guarded=1.5x";
 }
 
-std::optional<backend::Schedule> schedule_auto(const backend::LoweredPipeline& p, const std::string& name, std::string* why,
-                                               const std::string& params) {
+std::optional<backend::Schedule> schedule_auto(const backend::LoweredPipeline& p, const backend::Auto& how, std::string* why) {
   const Graph& g = *p.graph;
-  AutoParams a;
-  try {
-    a = parse_auto_params(name, params);
-  } catch (const ValueError& e) {
-    *why = e.what();
-    return std::nullopt;
-  }
+  const std::string name = backend::autoscheduler_name(how.scheduler);
+  const HalideParams a = halide_params(how.params);
   int stages = 0;  // the Funcs the autoscheduler would place: stages, accumulators, helpers
   for (const backend::Stage& s : p.stages)
     if (s.func.defined() && !has_trait(s.op, Source))
       stages += 1 + (s.reduction.defined() ? 1 : 0) + int(s.helpers.size());
   log().debug("{} on '{}': {} funcs", name, g.name, stages);
-  const int limit = a.max_funcs;
-  if (name == "Adams2019" && limit > 0 && stages > limit) {
-    *why = "Adams2019 is not tried on pipelines of more than " + std::to_string(limit) + " Funcs (this one has " +
+  const bool adams = how.scheduler == backend::Autoscheduler::Adams2019;
+  if (adams && a.max_funcs > 0 && stages > a.max_funcs) {
+    *why = "Adams2019 is not tried on pipelines of more than " + std::to_string(a.max_funcs) + " Funcs (this one has " +
            std::to_string(stages) + "): its search takes minutes there; raise HJIT_ADAMS2019_MAX_FUNCS to try anyway";
     return std::nullopt;
   }
   // The autoscheduler applies its schedule to the Funcs it is given: give it a scratch lowering.
   auto search = [&]() -> std::string {
     backend::LoweredPipeline q = backend::lower(g, p.target);
-    load_plugin(name);
+    load_plugin(how.scheduler);
     for (size_t i = 0; i < q.params.size(); ++i)
       if (q.params[i].defined()) estimate([&](int d) { return q.params[i].dim(d); }, g.type(g.inputs[i]).shape);
     for (size_t i = 0; i < q.const_params.size(); ++i)
@@ -199,8 +167,8 @@ std::optional<backend::Schedule> schedule_auto(const backend::LoweredPipeline& p
     }
     for (const auto& [key, value] : a.env) setenv(key.c_str(), value.c_str(), 1);
     Halide::AutoSchedulerResults r = Halide::Pipeline(outs).auto_schedule(name, q.target, a.machine);
-    if (!a.features.empty()) {
-      std::ofstream f(a.features, std::ios::binary);
+    if (!how.params.features.empty()) {
+      std::ofstream f(how.params.features, std::ios::binary);
       f.write(reinterpret_cast<const char*>(r.featurization.data()), std::streamsize(r.featurization.size()));
     }
     return r.schedule_source;
@@ -208,11 +176,11 @@ std::optional<backend::Schedule> schedule_auto(const backend::LoweredPipeline& p
   try {
     Timer t;
     // Only Adams2019 has been seen to end the process; the others' errors reach the catch below.
-    const std::string source = with_stderr_captured([&] { return name == "Adams2019" ? run_in_child(search) : search(); });
+    const std::string source = with_stderr_captured([&] { return adams ? run_in_child(search) : search(); });
     log().debug("{} scheduled '{}' in {:.1f} ms", name, g.name, t.ms());
     log().trace("{} schedule of '{}':\n{}", name, g.name, source);
     backend::Schedule s = parse_autoscheduler_source(source, p);
-    s.source = params.empty() ? autoscheduler_identity(name) : name + " " + params;
+    s.source = how.params == backend::AutoParams{} ? autoscheduler_identity(how) : backend::ScheduleRequest{how}.str();
     s.notes = {name + "'s schedule: " + std::to_string(s.directives.size()) + " directives"};
     return s;
   } catch (const Halide::Error& e) {

@@ -5,10 +5,12 @@
 #include <string>
 
 #include "halide_backend/lowered.h"
-#include "schedules/builtin_params.h"
+#include "halide_backend/builtin_params.h"
 #include "schedules/recorder.h"
 
 namespace hjit::schedules {
+
+using backend::BuiltinParams;
 
 // Which two dimensions (Halide order) form the tile, and its size: `inner` is vectorized,
 // `unrolled` is unrolled (matmul: columns x rows; convolution: width x output channels).

@@ -6,42 +6,38 @@
 namespace hjit::schedules {
 namespace {
 
-// A request is a scheduler's name, then its parameters: "built-in cols=3", "Adams2019 seed=4".
-std::pair<std::string, std::string> split_request(const std::string& how) {
-  const size_t space = how.find(' ');
-  if (space == std::string::npos) return {how, ""};
-  return {how.substr(0, space), how.substr(space + 1)};
-}
-
 class Schedules final : public backend::Scheduler {
  public:
-  std::optional<backend::Schedule> schedule(const backend::LoweredPipeline& p, const std::string& how,
+  std::optional<backend::Schedule> schedule(const backend::LoweredPipeline& p, const backend::ScheduleChoice& how,
                                             std::string* why) const override {
-    const auto [name, params] = split_request(how);
-    if (p.target.has_gpu_feature()) {
-      if (name == "unfused" || name == "built-in") return schedule_gpu(p, name == "built-in");
-      if (name != "Li2018") {
-        if (why) *why = name + " schedules CPUs only (Li2018 schedules GPUs)";
-        return std::nullopt;
-      }
+    const backend::BuiltIn* builtin = std::get_if<backend::BuiltIn>(&how);
+    const backend::Auto* autoscheduled = std::get_if<backend::Auto>(&how);
+    if (std::holds_alternative<backend::Given>(how))
+      throw InternalError("hjit: a given schedule is applied as it is, not decided");
+    if (p.target.has_gpu_feature() && !(autoscheduled && autoscheduled->scheduler == backend::Autoscheduler::Li2018)) {
+      if (!autoscheduled) return schedule_gpu(p, builtin != nullptr);
+      if (why) *why = std::string(backend::autoscheduler_name(autoscheduled->scheduler)) + " schedules CPUs only (Li2018 schedules GPUs)";
+      return std::nullopt;
     }
-    if (name == "unfused") return schedule_unfused(p);
-    if (name == "built-in") return schedule_builtin(p, BuiltinParams::parse(params));
-    return schedule_auto(p, name, why, params);
+    if (builtin) return schedule_builtin(p, builtin->params);
+    if (autoscheduled) return schedule_auto(p, *autoscheduled, why);
+    return schedule_unfused(p);
   }
-  std::string identity(const std::string& how) const override {
-    if (how == "unfused") return unfused_identity() + "; " + gpu_identity();
-    if (how == "built-in") return builtin_identity() + "; " + gpu_identity();
-    return autoscheduler_identity(how);
+  std::string identity(const backend::ScheduleChoice& how) const override {
+    if (std::holds_alternative<backend::Unfused>(how)) return unfused_identity() + "; " + gpu_identity();
+    if (const backend::BuiltIn* b = std::get_if<backend::BuiltIn>(&how)) {
+      const std::string params = b->params.str();
+      return builtin_identity() + (params.empty() ? "" : " " + params) + "; " + gpu_identity();
+    }
+    if (const backend::Auto* a = std::get_if<backend::Auto>(&how)) return autoscheduler_identity(*a);
+    throw InternalError("hjit: a given schedule's identity is its text");
   }
-  bool is_autoscheduler(const std::string& name) const override { return schedules::is_autoscheduler(name); }
-  std::set<int> extern_stages(const Graph& g, const std::string& how) const override {
-    const auto [name, params] = split_request(how);
-    if (name != "built-in") return {};
-    const BuiltinParams b = BuiltinParams::parse(params);
+  std::set<int> extern_stages(const Graph& g, const backend::ScheduleChoice& how) const override {
+    const backend::BuiltIn* b = std::get_if<backend::BuiltIn>(&how);
+    if (!b) return {};
     std::set<int> out;
-    if (b.extern_gemm) out = backend::extern_gemm_nodes(g);
-    if (b.extern_conv) out.merge(backend::extern_conv_nodes(g));
+    if (b->params.extern_gemm) out = backend::extern_gemm_nodes(g);
+    if (b->params.extern_conv) out.merge(backend::extern_conv_nodes(g));
     return out;
   }
   bool stores_elementwise(OpKind op, size_t readers) const override { return builtin_stores_elementwise(op, readers); }

@@ -6,7 +6,7 @@
 
 #include "halide_backend/lowered.h"
 #include "halide_backend/schedule_value.h"
-#include "schedules/builtin_params.h"
+#include "halide_backend/schedule_request.h"
 
 namespace hjit::schedules {
 
@@ -18,7 +18,7 @@ backend::Schedule schedule_unfused(const backend::LoweredPipeline& p);
 // loop nest, innermost dimension vectorized at the target's natural width, outer dimensions
 // parallel, reductions and matmul computed at root with tiled, vectorized, parallel loops.
 // params: a point of the space tuning runs search; the defaults are the built-in schedule.
-backend::Schedule schedule_builtin(const backend::LoweredPipeline& p, const BuiltinParams& params = {});
+backend::Schedule schedule_builtin(const backend::LoweredPipeline& p, const backend::BuiltinParams& params = {});
 
 // On a GPU target (CUDA): every stage a kernel of tiled thread blocks (schedules/gpu.cpp); fused,
 // element-wise chains inline into the kernels that read them (opt_level 1), else each op is a
@@ -35,24 +35,19 @@ bool builtin_stores_elementwise(OpKind op, size_t readers);
 std::string unfused_identity();
 
 // opt_level 2 with an autoscheduler: Halide's Adams2019, Li2018 or Mullapudi2016, loaded as a
-// plugin, with estimates from the actual shapes and machine parameters of this machine, run on a
-// scratch lowering of p's graph; its source is read into a schedule value. Returns nullopt when
-// the autoscheduler fails or is not tried, with the reason in *why. Adams2019 is not tried on
-// pipelines of more than HJIT_ADAMS2019_MAX_FUNCS (default 20) Funcs: measured here, its search
-// takes 2 s on softmax (7 Funcs), 6 s on layer norm (13) and 9 minutes on a ResNet block (29),
-// and gigabytes of memory on a training step.
+// plugin, with estimates from the actual shapes and machine parameters of this machine (or those
+// `how.params` sets), run on a scratch lowering of p's graph; its source is read into a schedule
+// value. Returns nullopt when the autoscheduler fails or is not tried, with the reason in *why.
+// Adams2019 is not tried on pipelines of more than its max_funcs (HJIT_ADAMS2019_MAX_FUNCS,
+// default 20) Funcs: measured here, its search takes 2 s on softmax (7 Funcs), 6 s on layer norm
+// (13) and 9 minutes on a ResNet block (29), and gigabytes of memory on a training step.
 inline constexpr int kAdams2019MaxFuncs = 20;
-// params: "key=value" words a tuning run varies: parallelism, cache, balance (machine parameters);
-// for Adams2019 also seed, dropout, beam, weights (HL_SEED, HL_RANDOM_DROPOUT, HL_BEAM_SIZE,
-// HL_WEIGHTS_DIR), max_funcs (0: no limit) and features (a file for the featurization of its choice).
-std::optional<backend::Schedule> schedule_auto(const backend::LoweredPipeline& p, const std::string& autoscheduler,
-                                               std::string* why, const std::string& params = "");
+std::optional<backend::Schedule> schedule_auto(const backend::LoweredPipeline& p, const backend::Auto& how, std::string* why);
 // The autoscheduler with its machine parameters and limits: part of every cache key.
-std::string autoscheduler_identity(const std::string& autoscheduler);
+std::string autoscheduler_identity(const backend::Auto& how);
 
-bool is_autoscheduler(const std::string& name);
 // Loads an autoscheduler's plugin into this process (once).
-void load_plugin(const std::string& autoscheduler);
+void load_plugin(backend::Autoscheduler a);
 
 // Threads compiled code runs on: OpenMP's (Halide's parallel loops are routed to OpenMP, see
 // halide_backend/executable.cpp), so OMP_NUM_THREADS sets it.

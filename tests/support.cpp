@@ -1,5 +1,8 @@
 #include "tests/support.h"
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -87,6 +90,16 @@ std::string read_file(const std::string& path) {
 void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << bytes;
+}
+
+std::string scratch_dir(const std::string& name) {
+  namespace fs = std::filesystem;
+  std::string program = "test";
+  if (std::ifstream comm("/proc/self/comm"); comm) std::getline(comm, program);
+  const fs::path dir = fs::temp_directory_path() / ("hjit_" + program + "_" + std::to_string(getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
 }
 
 }  // namespace test

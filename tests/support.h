@@ -26,6 +26,10 @@ hjit::Tensor specials(hjit::Shape shape, hjit::DType dtype, size_t offset);
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& bytes);
 
+// A fresh, empty directory for one test's files, under the system's temporary directory, named
+// after the test program, this process and `name`.
+std::string scratch_dir(const std::string& name);
+
 // Allowed |got - want| / (1 + |want|): exact for integers and bool.
 double tolerance(hjit::DType dtype);
 

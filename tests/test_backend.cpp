@@ -111,10 +111,11 @@ void halide_autoschedule(LoweredPipeline& p, const std::string& name) {
   }
   Halide::MachineParams machine(hjit::schedules::halide_threads(), 0, 40);
   // schedule_auto's machine parameters: read them back from its identity.
-  const std::string id = hjit::schedules::autoscheduler_identity(name);
+  const hjit::backend::Autoscheduler a = *hjit::backend::autoscheduler_from_name(name);
+  const std::string id = hjit::schedules::autoscheduler_identity(hjit::backend::Auto{a});
   const size_t at = id.find("machine=") + 8;
   machine = Halide::MachineParams(id.substr(at, id.find(' ', at) - at));
-  hjit::schedules::load_plugin(name);
+  hjit::schedules::load_plugin(a);
   Halide::Pipeline(outs).auto_schedule(name, p.target, machine);
 }
 
@@ -160,7 +161,7 @@ TEST_CASE("an autoscheduler's source, read into a value and applied, schedules e
       INFO(name << " on " << g.str());
       LoweredPipeline theirs = lower(g, host()), ours = lower(g, host());
       std::string why;
-      std::optional<Schedule> s = scheduler().schedule(ours, name, &why);
+      std::optional<Schedule> s = scheduler().schedule(ours, hjit::backend::ScheduleRequest::parse(name).choice, &why);
       REQUIRE_MESSAGE(s.has_value(), why);
       CHECK(!s->directives.empty());
       CHECK(Schedule::parse(s->str()) == *s);
@@ -183,7 +184,7 @@ TEST_CASE("Li2018's rfactor intermediates (its `intm = f.update(0).rfactor(...)`
   hjit::Graph g = hjit::make_graph([](const Tensor& x) { return hjit::sum(x * x) * 0.5; }, Tensor::randn({4, 64, 56, 56}, 6));
   LoweredPipeline theirs = lower(g, host()), ours = lower(g, host());
   std::string why;
-  std::optional<Schedule> s = scheduler().schedule(ours, "Li2018", &why);
+  std::optional<Schedule> s = scheduler().schedule(ours, hjit::backend::Auto{hjit::backend::Autoscheduler::Li2018}, &why);
   REQUIRE_MESSAGE(s.has_value(), why);
   bool has_rfactor = false;
   for (const Directive& d : s->directives) has_rfactor |= d.verb == "rfactor";

@@ -30,12 +30,6 @@ namespace {
 
 using Report = std::map<std::string, std::string>;
 
-std::string scratch(const std::string& name) {
-  std::string dir = fs::temp_directory_path().string() + "/hjit_test_cache_" + std::to_string(getpid()) + "_" + name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 // Starts the worker with HJIT_CACHE_DIR=dir (and `extra` variables), its output into `out`.
 pid_t start_worker(const std::string& dir, const std::string& out, std::vector<std::string> extra = {}) {
@@ -114,7 +108,7 @@ std::string corrupt(std::string bytes, const std::string& other, std::mt19937_64
 }  // namespace
 
 TEST_CASE("a second process loads every pipeline from the disk cache and computes the same") {
-  const std::string dir = scratch("second");
+  const std::string dir = test::scratch_dir("second");
   Report first = run_worker(dir);
   REQUIRE(first["exit"] == "0");
   CHECK(first["index_error"] == "raised");
@@ -130,7 +124,7 @@ TEST_CASE("a second process loads every pipeline from the disk cache and compute
 }
 
 TEST_CASE("two processes on an empty cache agree and leave good entries") {
-  const std::string dir = scratch("concurrent"), reference = scratch("reference");
+  const std::string dir = test::scratch_dir("concurrent"), reference = test::scratch_dir("reference");
   Report want = run_worker(reference);
   for (int round = 0; round < 3; ++round) {
     fs::remove_all(dir);
@@ -151,7 +145,7 @@ TEST_CASE("two processes on an empty cache agree and leave good entries") {
 }
 
 TEST_CASE("1000 corrupted entries: each is rejected by its checks or is the entry itself") {
-  const std::string dir = scratch("decode");
+  const std::string dir = test::scratch_dir("decode");
   REQUIRE(run_worker(dir)["exit"] == "0");
   std::vector<fs::path> files = entries(dir);
   REQUIRE(files.size() >= 4);
@@ -179,7 +173,7 @@ TEST_CASE("1000 corrupted entries: each is rejected by its checks or is the entr
 }
 
 TEST_CASE("corrupted entries in a cache are misses that are rebuilt, with the right results") {
-  const std::string dir = scratch("rebuild");
+  const std::string dir = test::scratch_dir("rebuild");
   Report want = run_worker(dir);
   REQUIRE(want["exit"] == "0");
   std::mt19937_64 rng(11);
@@ -198,7 +192,7 @@ TEST_CASE("corrupted entries in a cache are misses that are rebuilt, with the ri
 }
 
 TEST_CASE("without a linker, pipelines compile in process (the JIT), compute the same, and nothing is kept") {
-  const std::string dir = scratch("nolinker"), reference = scratch("nolinker_ref");
+  const std::string dir = test::scratch_dir("nolinker"), reference = test::scratch_dir("nolinker_ref");
   Report want = run_worker(reference);
   Report r = finish_worker(start_worker(dir, dir + ".out", {"HJIT_LINKER=/nonexistent/ld"}), dir + ".out");
   REQUIRE(r["exit"] == "0");
@@ -210,7 +204,7 @@ TEST_CASE("without a linker, pipelines compile in process (the JIT), compute the
 }
 
 TEST_CASE("above HJIT_CACHE_MAX_MB, the least recently used entries go") {
-  const std::string dir = scratch("lru");
+  const std::string dir = test::scratch_dir("lru");
   Report full = run_worker(dir);
   REQUIRE(full["exit"] == "0");
   REQUIRE(std::stoll(full["bytes"]) < (1 << 20));  // the worker's entries fit in a megabyte
@@ -276,7 +270,7 @@ TEST_CASE("a big graph compiles in two parts at once and computes what eager com
 }
 
 TEST_CASE("HJIT_CACHE_DIR= (empty) keeps nothing on disk") {
-  const std::string out = scratch("off") + ".out";
+  const std::string out = test::scratch_dir("off") + ".out";
   Report r = finish_worker(start_worker("", out), out);
   REQUIRE(r["exit"] == "0");
   CHECK(r["writes"] == "0");

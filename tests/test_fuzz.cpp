@@ -241,14 +241,14 @@ TEST_CASE("tuning databases: 10,000 files with bytes changed open and read, or t
   MESSAGE(read << " mutated databases read, " << rejected << " rejected with hjit::Error");
 }
 
-// What tuning/use.cpp does with a tuning database's schedule: parse it, apply it to the pipeline
-// it was tuned for, and have Halide lower that in a child process (Options::schedule_from_file).
+// What compile() does with a tuning database's schedule: parse it, apply it to the pipeline it was
+// tuned for, and have Halide lower that in a child process (a Given schedule from a file).
 TEST_CASE("tuned schedules: 10,000 mutations of a schedule's text parse, apply and lower, or throw a typed error") {
   Tensor w = test::random({8, 16}, hjit::DType::F32, 11);  // a contraction's tiles, a reduction, element-wise ops
   auto f = [&](const Tensor& x) { return hjit::relu(hjit::matmul(x, w)) + hjit::sum(x, {1}, true); };
   const hjit::Graph g = hjit::make_graph(f, test::random({4, 8}, hjit::DType::F32, 12));
   std::string why;
-  const std::optional<std::string> text = hjit::backend::decide_schedule(g, hjit::Device::CPU, "built-in", &why);
+  const std::optional<std::string> text = hjit::backend::decide_schedule(g, hjit::Device::CPU, hjit::backend::BuiltIn{}, &why);
   REQUIRE(text);
   CHECK_NOTHROW(hjit::backend::check_schedule(g, hjit::Device::CPU, *text));
   std::mt19937_64 rng(2024);

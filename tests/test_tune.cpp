@@ -15,10 +15,11 @@
 #include <thread>
 
 #include <hjit/hjit.h>
+#include <hjit/tune.h>
 
 #include "halide_backend/backend.h"
 #include "halide_backend/extern_stages.h"
-#include "schedules/builtin_params.h"
+#include "halide_backend/builtin_params.h"
 #include "tests/support.h"
 #include "tuning/candidates.h"
 #include "tuning/database.h"
@@ -33,13 +34,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory for one test's files.
-std::string scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("hjit_test_tune_" + std::to_string(getpid())) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
 
 CandidateRecord candidate(int64_t pipeline, const std::string& origin, double ms, bool valid) {
   CandidateRecord c;
@@ -60,7 +54,7 @@ Tensor layer(const Tensor& x, const Tensor& w, const Tensor& b) { return hjit::r
 }  // namespace
 
 TEST_CASE("tuning database: best marking, reopening, schema checks") {
-  const std::string dir = scratch("db"), path = dir + "/t.sqlite";
+  const std::string dir = test::scratch_dir("db"), path = dir + "/t.sqlite";
   {
     auto db = Database::open(path, true);
     PipelineRecord p = db->pipeline(some_pipeline("k1"));
@@ -104,7 +98,7 @@ TEST_CASE("tuning database: best marking, reopening, schema checks") {
 }
 
 TEST_CASE("tuning database: processes writing one database at once lose nothing") {
-  const std::string path = scratch("concurrent") + "/t.sqlite";
+  const std::string path = test::scratch_dir("concurrent") + "/t.sqlite";
   const int64_t id = Database::open(path, true)->pipeline(some_pipeline("shared")).id;
   std::vector<pid_t> children;
   for (int w = 0; w < 4; ++w) {
@@ -140,7 +134,7 @@ TEST_CASE("tuning database: processes writing one database at once lose nothing"
 }
 
 TEST_CASE("built-in schedule parameters: text round trip and bad words") {
-  using hjit::schedules::BuiltinParams;
+  using hjit::backend::BuiltinParams;
   CHECK(BuiltinParams{}.str().empty());
   BuiltinParams p = BuiltinParams::parse("cols=3 rows=6 vec=2 store_expensive=0 extern_gemm=1");
   CHECK(p.cols == 3);
@@ -158,10 +152,12 @@ TEST_CASE("candidates: each scheduler's own choice first, no repeats, resumed ru
   std::vector<std::string> first;
   std::set<std::string> seen;
   for (int i = 0; i < 300; ++i) {
-    const std::string r = c.next(i > 50 ? "built-in cols=3" : "built-in");
-    REQUIRE_FALSE(r.empty());
+    const std::optional<hjit::backend::ScheduleRequest> next = c.next(i > 50 ? "built-in cols=3" : "built-in");
+    REQUIRE(next);
+    const std::string r = next->str();
+    CHECK(hjit::backend::ScheduleRequest::parse(r) == *next);  // the text form reads back as the same request
     CHECK(seen.insert(r).second);
-    c.tried(r);
+    c.tried(*next);
     if (i < 5) first.push_back(r);
   }
   CHECK(first == std::vector<std::string>{"built-in", "Li2018", "Mullapudi2016", "Adams2019 max_funcs=0", "built-in extern_gemm=1"});
@@ -170,20 +166,22 @@ TEST_CASE("candidates: each scheduler's own choice first, no repeats, resumed ru
   CHECK(kinds == std::set<std::string>{"built-in", "Li2018", "Mullapudi2016", "Adams2019"});
   // Every built-in request parses, and Adams2019 samples vary their seed.
   for (const std::string& r : seen)
-    if (scheduler_of(r) == "built-in" && r.size() > 9) CHECK_NOTHROW(hjit::schedules::BuiltinParams::parse(r.substr(9)));
+    if (scheduler_of(r) == "built-in" && r.size() > 9) CHECK_NOTHROW(hjit::backend::BuiltinParams::parse(r.substr(9)));
   // Resumed: nothing measured before comes again; only the schedulers asked for.
   Candidates resumed({"built-in"}, seen, 2, false, false);
   for (int i = 0; i < 50; ++i) {
-    const std::string r = resumed.next("built-in");
+    const std::optional<hjit::backend::ScheduleRequest> next = resumed.next("built-in");
+    REQUIRE(next);
+    const std::string r = next->str();
     CHECK(scheduler_of(r) == "built-in");
     CHECK(seen.count(r) == 0);
     CHECK(r.find("extern_gemm") == std::string::npos);
-    resumed.tried(r);
+    resumed.tried(*next);
   }
 }
 
 TEST_CASE("tune: candidates that crash, hang or compute wrong results are recorded as failed and never chosen") {
-  const std::string dir = scratch("faults"), db = dir + "/t.sqlite";
+  const std::string dir = test::scratch_dir("faults"), db = dir + "/t.sqlite";
   Tensor x = Tensor::randn({64, 48}, 1), w = Tensor::randn({48, 32}, 2), b = Tensor::randn({32}, 3);
   setenv("HJIT_TUNE_FAULT", "crash:cols=3;hang:rows=4;wrong:vec=2", 1);
   hjit::TuneOptions o;
@@ -223,7 +221,7 @@ TEST_CASE("a candidate that only measured faster once is not kept: the confirmat
     MESSAGE("skipped: no extern sgemm candidate to make lucky");
     return;
   }
-  const std::string db = scratch("confirm") + "/t.sqlite";
+  const std::string db = test::scratch_dir("confirm") + "/t.sqlite";
   Tensor x = Tensor::randn({48, 32}, 4), w = Tensor::randn({32, 40}, 5), b = Tensor::randn({40}, 6);
   // The extern sgemm candidate reports a tenth of its time, and is in truth 2 ms slower a run.
   setenv("HJIT_TUNE_FAULT", "lucky:extern_gemm=1;slow:extern sgemm", 1);
@@ -247,7 +245,7 @@ TEST_CASE("a candidate that only measured faster once is not kept: the confirmat
 }
 
 TEST_CASE("tune then jit: the best schedule is used with no search, from the disk cache, and computes what eager does") {
-  const std::string dir = scratch("use"), db = dir + "/t.sqlite";
+  const std::string dir = test::scratch_dir("use"), db = dir + "/t.sqlite";
   Tensor x = Tensor::randn({96, 64}, 4), w = Tensor::randn({64, 80}, 5), b = Tensor::randn({80}, 6);
   hjit::TuneOptions o;
   o.db = db, o.minutes = 0.15, o.schedulers = {"built-in"}, o.progress = false;
@@ -304,7 +302,7 @@ TEST_CASE("tune then jit: the best schedule is used with no search, from the dis
 }
 
 TEST_CASE("tuning for a GPU measures on the device, and jit for that device uses what it found") {
-  const std::string dir = scratch("gpu"), db = dir + "/t.sqlite";
+  const std::string dir = test::scratch_dir("gpu"), db = dir + "/t.sqlite";
   Tensor x = Tensor::randn({64, 32}, 4), w = Tensor::randn({32, 64}, 5), b = Tensor::randn({64}, 6);
   hjit::TuneOptions o;
   o.db = db, o.minutes = 0.1, o.progress = false, o.device = hjit::Device::OpenCL;
@@ -336,7 +334,7 @@ TEST_CASE("tuning for a GPU measures on the device, and jit for that device uses
 }
 
 TEST_CASE("tune a saved module; Module::load with the database runs the tuned schedule") {
-  const std::string dir = scratch("module"), db = dir + "/t.sqlite", file = dir + "/layer.hjit";
+  const std::string dir = test::scratch_dir("module"), db = dir + "/t.sqlite", file = dir + "/layer.hjit";
   Tensor x = Tensor::randn({32, 16}, 8), w = Tensor::randn({16, 24}, 9), b = Tensor::randn({24}, 10);
   hjit::save(file, hjit::SaveOptions{}, [&](const Tensor& v) { return layer(v, w, b); }, x);
   hjit::Module m = hjit::Module::load(file);
@@ -355,10 +353,11 @@ template <class Fn, class... T>
 void check_through_database(const std::string& name, const std::string& request, const char* symbol, Fn fn, const T&... args) {
   hjit::Graph g = canonical_graph(hjit::jit(fn).graph(args...));
   std::string why;
-  std::optional<std::string> s = hjit::backend::decide_schedule(g, hjit::Device::CPU, request, &why);
+  std::optional<std::string> s =
+      hjit::backend::decide_schedule(g, hjit::Device::CPU, hjit::backend::ScheduleRequest::parse(request).choice, &why);
   REQUIRE_MESSAGE(s, why);
   CHECK(s->find(" extern ") != std::string::npos);
-  const std::string db = scratch(name) + "/t.sqlite";
+  const std::string db = test::scratch_dir(name) + "/t.sqlite";
   auto d = Database::open(db, true);
   const PipelineRecord p = d->pipeline(describe_pipeline(g, hjit::Device::CPU, name));
   CandidateRecord c = candidate(p.id, request, 1, true);
@@ -451,7 +450,7 @@ TEST_CASE("extern sgemm and convolution stages compute what eager does, with the
 }
 
 TEST_CASE("Ctrl-C stops a tuning run and keeps what it measured") {
-  const std::string db = scratch("interrupt") + "/t.sqlite";
+  const std::string db = test::scratch_dir("interrupt") + "/t.sqlite";
   Tensor x = Tensor::randn({64, 64}, 14), w = Tensor::randn({64, 64}, 15), b = Tensor::randn({64}, 16);
   std::thread interrupter([] {
     std::this_thread::sleep_for(std::chrono::seconds(4));
@@ -469,7 +468,7 @@ TEST_CASE("Ctrl-C stops a tuning run and keeps what it measured") {
 }
 
 TEST_CASE("bad tuning options and databases are typed errors") {
-  const std::string dir = scratch("bad");
+  const std::string dir = test::scratch_dir("bad");
   Tensor x = Tensor::randn({4, 4}, 1), w = Tensor::randn({4, 4}, 2), b = Tensor::randn({4}, 3);
   hjit::TuneOptions o;
   CHECK_THROWS_WITH_AS(hjit::tune(layer, o, x, w, b), doctest::Contains("db"), hjit::ValueError);
@@ -490,8 +489,8 @@ TEST_CASE("bad tuning options and databases are typed errors") {
   CHECK_THROWS_AS(hjit::jit(layer, jo)(x, w, b), hjit::ValueError);
   jo.tuning_db = dir + "/missing.sqlite";
   CHECK_THROWS_WITH_AS(hjit::jit(layer, jo)(x, w, b), doctest::Contains("does not exist"), hjit::ValueError);
-  jo.opt_level = 1;
-  CHECK_THROWS_WITH_AS(hjit::jit(layer, jo), doctest::Contains("opt_level 2"), hjit::ValueError);
+  jo.opt_level = 0;
+  CHECK_THROWS_WITH_AS(hjit::jit(layer, jo), doctest::Contains("opt_level 0 is the unfused baseline"), hjit::ValueError);
   CHECK_THROWS_AS(hjit::tuning_report(dir + "/missing.sqlite"), hjit::ValueError);
 }
 
@@ -502,7 +501,7 @@ TEST_CASE("a tuned schedule that crashes Halide's compiler is not used: jit comp
   Tensor x = Tensor::randn({4, 8}, 1), w = Tensor::randn({8, 16}, 2), b = Tensor::randn({16}, 3);
   hjit::Graph g = canonical_graph(hjit::jit(layer).graph(x, w, b));
   std::string why;
-  std::optional<std::string> s = hjit::backend::decide_schedule(g, hjit::Device::CPU, "built-in", &why);
+  std::optional<std::string> s = hjit::backend::decide_schedule(g, hjit::Device::CPU, hjit::backend::BuiltIn{}, &why);
   REQUIRE_MESSAGE(s, why);
   // The output's columns (16) split by 65536, shifted inwards: the matmul computed in each tile
   // covers 65536 columns, vectorized across all of them, and Halide 14 divides by zero lowering a
@@ -512,7 +511,7 @@ TEST_CASE("a tuned schedule that crashes Halide's compiler is not used: jit comp
   const std::string crashing = "hjit-schedule 1\nsource built-in\nn5_relu split d0 d0_t d0_i 65536 Auto\n"
                                "n3_matmul_acc compute_at n5_relu d0_t\nn3_matmul_acc vectorize d0\n";
   CHECK_THROWS_WITH_AS(hjit::backend::check_schedule(g, hjit::Device::CPU, crashing), doctest::Contains("crashed"), hjit::CompileError);
-  const std::string db = scratch("crashing") + "/t.sqlite";
+  const std::string db = test::scratch_dir("crashing") + "/t.sqlite";
   auto d = Database::open(db, true);
   const PipelineRecord p = d->pipeline(describe_pipeline(g, hjit::Device::CPU, "crashing"));
   CandidateRecord c = candidate(p.id, "built-in cols=65536", 1, true);

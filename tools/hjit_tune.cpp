@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <hjit/hjit.h>
+#include <hjit/tune.h>
 
 #include "bench/workloads.h"
 #include "tuning/worker.h"

@@ -5,12 +5,17 @@
 // Adams2019's random-dropout samples and Mullapudi2016's machine-parameter grid.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "halide_backend/schedule_request.h"
+
 namespace hjit::tuning {
+
+using backend::ScheduleRequest;
 
 class Candidates {
  public:
@@ -21,18 +26,19 @@ class Candidates {
              bool extern_conv);
   // Adams2019 cost-model weights to search with from now on ("": Halide's own).
   void set_weights(const std::string& path) { weights_ = path; }
-  // The next request not tried, given the best one so far; "" when the space is exhausted.
-  std::string next(const std::string& best);
-  void tried(const std::string& request) { tried_.insert(request); }
+  // The next request not tried, given the best one so far (an origin in the database: a request's
+  // text form); nullopt when the space is exhausted.
+  std::optional<ScheduleRequest> next(const std::string& best);
+  void tried(const ScheduleRequest& request) { tried_.insert(request.str()); }
 
  private:
   bool uses(const std::string& scheduler) const;
-  std::string fresh(const std::string& request);  // request, or "" when tried before
-  std::string builtin_local(const std::string& best);
-  std::string builtin_random();
-  std::string adams_sample();
-  std::string mullapudi_grid();
-  std::string li_variant();
+  std::optional<ScheduleRequest> fresh(const ScheduleRequest& request);  // nullopt when tried before or not used
+  std::optional<ScheduleRequest> builtin_local(const std::string& best);
+  std::optional<ScheduleRequest> builtin_random();
+  std::optional<ScheduleRequest> adams_sample();
+  std::optional<ScheduleRequest> mullapudi_grid();
+  std::optional<ScheduleRequest> li_variant();
 
   std::vector<std::string> schedulers_;
   std::set<std::string> tried_;
@@ -44,7 +50,8 @@ class Candidates {
   size_t externs_ = 0;
 };
 
-// The request's scheduler ("built-in", "Adams2019", ...): its first word.
-std::string scheduler_of(const std::string& request);
+// The scheduler of a candidate's origin (a request's text form, as the database records it):
+// "built-in" or the autoscheduler's name, as TuneOptions::schedulers names them.
+std::string scheduler_of(const std::string& origin);
 
 }  // namespace hjit::tuning

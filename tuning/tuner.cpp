@@ -12,8 +12,6 @@
 
 #include <hjit/tune.h>
 
-#include "frontend/replay.h"
-#include "frontend/traced.h"
 #include "halide_backend/backend.h"
 #include "halide_backend/extern_stages.h"
 #include "support/log.h"
@@ -61,7 +59,7 @@ Request make_request(const Graph& g, const std::vector<Tensor>& inputs, Device d
   r.device = device;
   std::vector<Tensor> copies;
   for (const Tensor& t : inputs) copies.push_back(t.clone()), r.inputs.push_back(tensor_bytes(t));
-  std::vector<Tensor> outs = detail::replay(g, copies);  // applies the graph's updates to the copies
+  std::vector<Tensor> outs = eval_graph(g, copies);  // applies the graph's updates to the copies
   for (const Tensor& o : outs) r.expected.push_back(tensor_bytes(o));
   for (const Update& u : g.updates) r.expected.push_back(tensor_bytes(copies[size_t(g.node(u.target).attrs.i("index"))]));
   return r;
@@ -92,7 +90,7 @@ void check_options(const TuneOptions& o) {
     throw DeviceError(std::string("hjit::tune: tuning for ") + device_name(o.device) + " measures on the device, and this " +
                       "process cannot use it: " + why);
   for (const std::string& s : o.schedulers) {
-    if (s != "built-in" && !backend::is_known_autoscheduler(s))
+    if (s != "built-in" && !backend::autoscheduler_from_name(s))
       throw ValueError("hjit::tune: unknown scheduler '" + s + "'; choose built-in, Adams2019, Li2018 or Mullapudi2016");
     if (o.device != Device::CPU && s != "built-in" && s != "Li2018")
       throw ValueError("hjit::tune: " + s + " schedules CPUs only (Halide 14); for a GPU choose built-in or Li2018");
@@ -206,14 +204,17 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   double recorded_s = 0;  // of this run's time, what the database has been told
   int new_samples = 0;    // Adams2019 samples this run added for retraining
   // Measures one request in a worker and records it (its id in *recorded). False when Ctrl-C stopped it.
-  auto measure = [&](const std::string& request, double timeout, int64_t* recorded = nullptr) {
+  auto measure = [&](const backend::ScheduleRequest& candidate, double timeout, int64_t* recorded = nullptr) {
+    const std::string request = candidate.str();  // its origin in the database
     // Adams2019 leaves its featurization for the cost model's retraining.
-    std::string how = request, features;
-    if (o.retrain && scheduler_of(request) == "Adams2019") {  // named apart from other processes' samples
+    backend::ScheduleRequest how = candidate;
+    std::string features;
+    const backend::Auto* adams = candidate.as<backend::Auto>();
+    if (o.retrain && adams && adams->scheduler == backend::Autoscheduler::Adams2019) {  // named apart from other processes' samples
       features = model.featurization(p.id, int64_t(getpid()) * 1000000 + r.tried);
-      how += " features=" + features;
+      std::get<backend::Auto>(how.choice).params.features = features;
     }
-    Measurement m = measure_in_worker(req_path, how, timeout, [&] { return interrupt.interrupted(); });
+    Measurement m = measure_in_worker(req_path, how.str(), timeout, [&] { return interrupt.interrupted(); });
     if (interrupt.interrupted()) return false;  // stopped by Ctrl-C: not a measurement
     CandidateRecord c;
     c.pipeline = p.id, c.origin = request, c.schedule = m.schedule, c.ms = m.ms, c.valid = m.valid, c.error = m.error;
@@ -228,7 +229,7 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
       log().debug("tuning '{}': {} failed: {}", p.name, request, m.error);
     } else {
       log().debug("tuning '{}': {} runs in {:.4f} ms (compiled in {:.0f} ms)", p.name, request, m.ms, m.compile_ms);
-      if (request == "built-in" && (r.builtin_ms <= 0 || m.ms < r.builtin_ms)) {
+      if (candidate == backend::ScheduleRequest{backend::BuiltIn{}} && (r.builtin_ms <= 0 || m.ms < r.builtin_ms)) {
         r.builtin_ms = m.ms;
         db->set_builtin_ms(p.id, m.ms);
       }
@@ -239,17 +240,17 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
     return true;
   };
   while (elapsed() < budget && !interrupt.interrupted()) {
-    const std::string request = candidates.next(best_origin);
-    if (request.empty()) {
+    const std::optional<backend::ScheduleRequest> request = candidates.next(best_origin);
+    if (!request) {
       log().info("tuning '{}': every candidate has been measured", p.name);
       break;
     }
-    candidates.tried(request);
-    if (progress) show_progress(r, elapsed(), budget, request);
+    candidates.tried(*request);
+    if (progress) show_progress(r, elapsed(), budget, request->str());
     // No candidate may take more than a sixth of the run (an Adams2019 beam search on a large
     // pipeline can take ten minutes), nor run past its end.
     const double timeout = std::min({o.candidate_timeout_s, std::max(30.0, budget / 6), std::max(10.0, budget - elapsed() + 5)});
-    if (!measure(request, timeout)) break;
+    if (!measure(*request, timeout)) break;
   }
   if (r.tried > 0 && !interrupt.interrupted()) {
     if (progress) show_progress(r, elapsed(), budget, "confirming the best");
@@ -267,7 +268,8 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   // The best schedule compiled here once, so that the disk cache has it for jit() in any process.
   if (std::optional<CandidateRecord> b = db->best(p.id); b && !r.interrupted) {
     backend::Options bo;
-    bo.name = p.name, bo.device = o.device, bo.schedule_text = b->schedule;
+    bo.name = p.name, bo.device = o.device;
+    bo.schedule = {backend::Given{b->schedule, backend::ScheduleOrigin::File}};
     try {
       backend::compile(graph, bo);
     } catch (const Error& e) {
@@ -284,13 +286,10 @@ namespace detail {
 
 TuneResult tune_traced(const std::string& fn_name, const CallArgs& args, Tracer trace, const TuneOptions& options) {
   const std::string name = options.name.empty() ? fn_name : options.name;
-  Traced tr = trace_and_optimize(name, false, args, trace);
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < args.count; ++i) inputs.push_back(args.tensor(i));
-  for (const auto& c : tr.captured) inputs.push_back(alias_tensor(c->storage, c->type));
+  const TracedFunction f = trace_function(name, args, trace);
   TuneOptions o = options;
   o.name = name;
-  return tune_graph(tr.graph, inputs, o);
+  return tune_graph(f.graph, f.inputs, o);
 }
 
 }  // namespace detail

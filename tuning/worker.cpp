@@ -18,7 +18,6 @@
 
 #include <hjit/tensor.h>
 
-#include "frontend/tensor_impl.h"
 #include "halide_backend/backend.h"
 #include "support/binary_io.h"
 #include "support/log.h"
@@ -180,9 +179,10 @@ constexpr char kConfirm[] = "confirm ";
 // and outputs live on the device (a run is its kernels, waited for); the results come down after.
 struct Trial {
   std::shared_ptr<const backend::Executable> exe;
-  std::vector<Tensor> inputs, got, on_device;
+  std::vector<Tensor> inputs, got;
   std::vector<const void*> in;
   std::vector<void*> out;
+  std::vector<std::unique_ptr<backend::DeviceBuffer>> on_device;  // inputs, then outputs (null when empty)
   std::vector<const backend::DeviceBuffer*> device_in;
   std::vector<backend::DeviceBuffer*> device_out;
   bool slow = false;  // a test's fault: sleeps in every run
@@ -201,14 +201,23 @@ struct Trial {
   double median_ms() const { return tuning::median_ms([this] { run(); }); }
 };
 
+// Device memory holding `bytes` bytes of `host` (or none, for an empty tensor).
+std::unique_ptr<backend::DeviceBuffer> device_copy(Device device, const void* host, size_t bytes) {
+  if (bytes == 0) return nullptr;
+  std::unique_ptr<backend::DeviceBuffer> b = backend::allocate_on_device(device, bytes);
+  if (host) b->upload(host);
+  return b;
+}
+
 // The baseline, an empty schedule text, is what jit() compiles without a database: a big graph in
 // two partitioned halves, which needs a disk cache (the worker's own, see measure_in_worker).
 Trial compile_trial(const Request& r, const std::string& schedule_text) {
   backend::Options o;
   o.name = r.graph.name;
   o.device = r.device;
-  o.opt_level = 1;
-  o.schedule_text = schedule_text;
+  o.schedule = schedule_text.empty()
+                   ? backend::schedule_request("hjit-tune --worker", {.opt_level = 1, .tuning_db_from_environment = false, .device = r.device})
+                   : backend::ScheduleRequest{backend::Given{schedule_text}};
   Trial t;
   t.exe = backend::compile(r.graph, o).executable;
   // Tensors for their storage: aligned as compiled code requires.
@@ -222,13 +231,13 @@ Trial compile_trial(const Request& r, const std::string& schedule_text) {
     t.out.push_back(ty.numel() == 0 ? nullptr : const_cast<void*>(t.got.back().data()));
   }
   if (r.device != Device::CPU) {
-    for (const Tensor& x : t.inputs) {
-      t.on_device.push_back(x.to(r.device));
-      t.device_in.push_back(t.on_device.back().impl()->storage->on_device.get());
+    for (size_t i = 0; i < t.inputs.size(); ++i) {
+      t.on_device.push_back(device_copy(r.device, t.in[i], r.inputs[i].size()));
+      t.device_in.push_back(t.on_device.back().get());
     }
     for (const Tensor& y : t.got) {
-      t.on_device.push_back(Tensor::empty(y.shape(), y.dtype()).to(r.device));
-      t.device_out.push_back(y.numel() == 0 ? nullptr : t.on_device.back().impl()->storage->on_device.get());
+      t.on_device.push_back(device_copy(r.device, nullptr, size_t(y.numel()) * size_t(dtype_size(y.dtype()))));
+      t.device_out.push_back(t.on_device.back().get());
     }
   }
   return t;
@@ -271,10 +280,13 @@ int worker_main(const std::string& request, const std::string& how, const std::s
     Request r = read_request(request);
     Timer t;
     std::string why;
-    if (how.rfind(kConfirm, 0) == 0) {
+    const std::optional<backend::ScheduleRequest> request =
+        how.rfind(kConfirm, 0) == 0 ? std::nullopt : std::optional(backend::ScheduleRequest::parse(how));
+    if (!request) {
       confirm(r, how.substr(std::strlen(kConfirm)), m);
-    } else if (std::optional<std::string> text = how == "built-in" ? std::optional<std::string>("")
-                                                                   : backend::decide_schedule(r.graph, r.device, how, &why)) {
+    } else if (std::optional<std::string> text = *request == backend::ScheduleRequest{backend::BuiltIn{}}
+                                                     ? std::optional<std::string>("")
+                                                     : backend::decide_schedule(r.graph, r.device, request->choice, &why)) {
       // The baseline's schedule text stays empty: as the best, it means "compile as without the database".
       m.schedule = *text;
       Trial trial = compile_trial(r, *text);

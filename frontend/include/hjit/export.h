@@ -18,7 +18,7 @@ struct ExportOptions {
   std::string target = "host";  // any Halide target string ("x86-64-linux-avx2", "host-cuda", ...)
   bool bake_parameters = true;  // captured tensors' current values become constants in the
                                 // library; otherwise they are arguments after the function's own
-  int opt_level = 1;            // 0: unfused; 1: the built-in schedules
+  int opt_level = 1;            // 0: unfused; 1 (or 2): the built-in schedules
 };
 
 namespace detail {
@@ -30,12 +30,10 @@ std::vector<std::string> export_traced(const std::string& directory, const std::
 template <class Fn, class... Args>
 std::vector<std::string> export_library_with(const ExportOptions& options, const std::string& directory,
                                              const std::string& name, Fn&& fn, const Args&... example_args) {
-  using Inv = detail::Invocation<std::decay_t<Fn>, Args...>;
-  detail::CallArgs call = Inv::collect_all(example_args...);
-  auto tracer = [&](const std::vector<Tensor>& tracers, std::vector<int>* tree) {
-    return Inv::trace(fn, tracers, tree, example_args...);
+  auto use = [&](const std::string& fn_name, const detail::CallArgs& call, detail::Tracer tracer) {
+    return detail::export_traced(directory, name, options, fn_name, call, tracer);
   };
-  return detail::export_traced(directory, name, options, detail::default_name(typeid(std::decay_t<Fn>)), call, tracer);
+  return detail::traced_once(fn, use, example_args...);
 }
 
 // The same with the options last: export_library(dir, name, fn, x, w, {.target = "host-cuda"}).

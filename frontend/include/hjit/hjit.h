@@ -37,4 +37,3 @@
 #include <hjit/optim.h>
 #include <hjit/random.h>
 #include <hjit/tensor.h>
-#include <hjit/tune.h>

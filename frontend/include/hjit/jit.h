@@ -29,9 +29,13 @@ struct JitOptions {
   Device device = Device::CPU;
   int cuda_capability = 80;    // Device::CUDA: compute capability of the PTX (Halide 14: 30 to 86;
                                // 80 and 86 run on newer GPUs through the driver)
-  int opt_level = 2;           // 0: one stage per op, no fusion; 1: fusion + built-in schedules;
-                               // 2: as 1, or the named autoscheduler's schedule
-  std::string autoscheduler{}; // "" (built-in), "Adams2019", "Li2018", "Mullapudi2016"
+  // The schedule: checked when jit() is called (ValueError naming the function for a bad one).
+  int opt_level = 2;           // 0: one stage per op, no fusion (the unfused baseline);
+                               // 1: fusion + built-in schedules;
+                               // 2: the named autoscheduler's schedule, kept where it beats the
+                               //    built-in one (as 1 when none is named)
+  std::string autoscheduler{}; // "" (none), "Adams2019", "Li2018", "Mullapudi2016" (opt_level 2; for
+                               // a GPU, Li2018)
   TraceMode trace_mode = TraceMode::Symbolic;
   // false: reading a traced value (item, bool, to_vector) breaks the graph instead of throwing
   // ConcretizationError: the function runs at every call, the graph up to the read is computed
@@ -40,9 +44,10 @@ struct JitOptions {
   bool fullgraph = true;
   bool check_trace = false;    // compare each new compilation with eager execution
   double check_tolerance = 1e-5;
-  // A tuning database (hjit/tune.h): at opt_level 2, a pipeline it knows runs its best measured
-  // schedule (found compiled in the disk cache when the tuning run left it there), with no
-  // search; other pipelines compile as without it. Default: $HJIT_TUNING_DB when set.
+  // A tuning database (hjit/tune.h): a pipeline it knows runs its best measured schedule instead
+  // of the one opt_level chooses (found compiled in the disk cache when the tuning run left it
+  // there), with no search; other pipelines compile as without it. opt_level 1 or 2. Default:
+  // $HJIT_TUNING_DB when set (at opt_level 1 or 2).
   std::string tuning_db{};
   // Re-traces (a new signature, or a guard that failed) past this many log a warning naming what
   // keeps changing: the jit-in-a-loop and shape-churn pitfalls. 0: never warn.
@@ -273,6 +278,17 @@ struct Invocation {
   }
 };
 
+// Calls use(name, call, tracer) with fn's default name, the example arguments flattened, and a
+// tracer of fn over them: what every API that traces a function once (save, export, tune, trace)
+// hands its implementation.
+template <class Fn, class Use, class... Args>
+decltype(auto) traced_once(const Fn& fn, Use&& use, const Args&... args) {
+  using Inv = Invocation<std::decay_t<Fn>, Args...>;
+  CallArgs call = Inv::collect_all(args...);
+  auto tracer = [&](const std::vector<Tensor>& tracers, std::vector<int>* tree) { return Inv::trace(fn, tracers, tree, args...); };
+  return use(default_name(typeid(std::decay_t<Fn>)), call, tracer);
+}
+
 }  // namespace detail
 
 // The callable jit() returns. Copies share one cache.
@@ -372,15 +388,33 @@ Jitted<std::decay_t<Fn>> jit(Fn&& fn, JitOptions options = {}) {
   return Jitted<std::decay_t<Fn>>(std::forward<Fn>(fn), std::move(options));
 }
 
+// What fn computes for these example arguments as jit() compiles it (jax.jit(f).trace): the
+// optimized graph, and the tensors its inputs read: the tensor arguments, then the tensors fn
+// captured (its parameters, handles sharing their storage).
+struct TracedFunction {
+  Graph graph;
+  std::vector<Tensor> inputs;  // one per graph input
+  size_t num_args = 0;         // inputs[0, num_args) are the arguments; the rest were captured
+};
+
+namespace detail {
+TracedFunction trace_function(const std::string& name, const CallArgs& args, Tracer trace);
+}
+
+template <class Fn, class... Args>
+TracedFunction trace(const Fn& fn, const Args&... example_args) {
+  return detail::traced_once(fn, detail::trace_function, example_args...);
+}
+
+// Runs a graph through the op API on one tensor per graph input (jax.core.eval_jaxpr): eagerly, or
+// recorded into the active trace inside a traced function. The graph's updates are assign()ed to
+// their input tensors; returns its outputs.
+std::vector<Tensor> eval_graph(const Graph& graph, const std::vector<Tensor>& inputs);
+
 // The graph fn records for these example arguments, before any optimization (like jax.make_jaxpr).
 template <class Fn, class... Args>
-Graph make_graph(Fn&& fn, const Args&... example_args) {
-  using Inv = detail::Invocation<std::decay_t<Fn>, Args...>;
-  detail::CallArgs call = Inv::collect_all(example_args...);
-  auto tracer = [&](const std::vector<Tensor>& tracers, std::vector<int>* tree) {
-    return Inv::trace(fn, tracers, tree, example_args...);
-  };
-  return detail::trace_graph(detail::default_name(typeid(std::decay_t<Fn>)), call, tracer);
+Graph make_graph(const Fn& fn, const Args&... example_args) {
+  return detail::traced_once(fn, detail::trace_graph, example_args...);
 }
 
 }  // namespace hjit

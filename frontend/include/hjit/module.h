@@ -22,10 +22,11 @@ struct SaveOptions {
   bool freeze_parameters = false;
 };
 
+// Checked by Module::load (ValueError for a bad one).
 struct ModuleOptions {
   int opt_level = 2;            // as JitOptions
   std::string autoscheduler{};  // as JitOptions
-  std::string tuning_db{};      // as JitOptions (opt_level 2): the best schedule hjit-tune --module found
+  std::string tuning_db{};      // as JitOptions: the best schedule hjit-tune --module found
 };
 
 // What a module call returns: its outputs, in the order the function returned them flattened
@@ -86,12 +87,10 @@ void detail_save(const std::string& path, const std::string& name, const detail:
 // be written.
 template <class Fn, class... Args>
 void save(const std::string& path, const SaveOptions& options, Fn&& fn, const Args&... example_args) {
-  using Inv = detail::Invocation<std::decay_t<Fn>, Args...>;
-  detail::CallArgs call = Inv::collect_all(example_args...);
-  auto tracer = [&](const std::vector<Tensor>& tracers, std::vector<int>* tree) {
-    return Inv::trace(fn, tracers, tree, example_args...);
+  auto use = [&](const std::string& name, const detail::CallArgs& call, detail::Tracer tracer) {
+    detail_save(path, name, call, tracer, options);
   };
-  detail_save(path, detail::default_name(typeid(std::decay_t<Fn>)), call, tracer, options);
+  detail::traced_once(fn, use, example_args...);
 }
 template <class Fn, class... Args>
   requires(!std::is_same_v<std::decay_t<Fn>, SaveOptions>)

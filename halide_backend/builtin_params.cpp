@@ -1,10 +1,10 @@
-#include "schedules/builtin_params.h"
+#include "halide_backend/builtin_params.h"
 
 #include <sstream>
 
 #include <hjit/error.h>
 
-namespace hjit::schedules {
+namespace hjit::backend {
 namespace {
 
 struct Knob {
@@ -64,4 +64,4 @@ BuiltinParams BuiltinParams::parse(const std::string& words) {
   return p;
 }
 
-}  // namespace hjit::schedules
+}  // namespace hjit::backend

@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-namespace hjit::schedules {
+namespace hjit::backend {
 
 struct BuiltinParams {
   int cols = 2;               // a contraction tile's columns, in vectors (matmul, attention)
@@ -24,4 +24,4 @@ struct BuiltinParams {
   bool operator==(const BuiltinParams&) const = default;
 };
 
-}  // namespace hjit::schedules
+}  // namespace hjit::backend

@@ -65,12 +65,10 @@ TuneResult tune_traced(const std::string& fn_name, const CallArgs& args, Tracer 
 // Traces fn on the arguments (as jit() would) and tunes the pipeline it compiles to.
 template <class Fn, class... Args>
 TuneResult tune(Fn&& fn, const TuneOptions& options, const Args&... args) {
-  using Inv = detail::Invocation<std::decay_t<Fn>, Args...>;
-  detail::CallArgs call = Inv::collect_all(args...);
-  auto tracer = [&](const std::vector<Tensor>& tracers, std::vector<int>* tree) {
-    return Inv::trace(fn, tracers, tree, args...);
+  auto use = [&](const std::string& name, const detail::CallArgs& call, detail::Tracer tracer) {
+    return detail::tune_traced(name, call, tracer, options);
   };
-  return detail::tune_traced(detail::default_name(typeid(std::decay_t<Fn>)), call, tracer, options);
+  return detail::traced_once(fn, use, args...);
 }
 
 }  // namespace hjit

@@ -1,0 +1,13 @@
+# hjit's layers: each top-level folder of the library and the folders it may include, the one place
+# these arrows are written (docs/architecture.md draws them). A public header <hjit/x.h> belongs to
+# the folder whose include/hjit holds it; "frontend-public" is the frontend's public headers only.
+# Where a lower layer must call an upper one, the upper registers an interface with the lower
+# (schedules/ registers the backend's Scheduler, tuning/ its TunedStore).
+# tools/, bench/, examples/ and tests/ sit above them all and may include anything.
+set(HJIT_LAYERS support graph halide_backend schedules frontend tuning)
+set(HJIT_LAYER_USES_support "")
+set(HJIT_LAYER_USES_graph support)
+set(HJIT_LAYER_USES_halide_backend graph support)
+set(HJIT_LAYER_USES_schedules halide_backend graph support)
+set(HJIT_LAYER_USES_frontend halide_backend graph support)
+set(HJIT_LAYER_USES_tuning frontend-public schedules halide_backend graph support)

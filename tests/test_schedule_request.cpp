@@ -1,0 +1,132 @@
+// The schedule request: one value made at every door of the API, checked there with a typed error,
+// and carried as it is into the cache key, the partitioning and the build.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <hjit/hjit.h>
+
+#include "halide_backend/backend.h"
+#include "halide_backend/schedule_request.h"
+#include "tests/support.h"
+
+namespace {
+
+using hjit::Tensor;
+using namespace hjit::backend;
+
+ScheduleRequest request(int opt_level, const std::string& autoscheduler = "", const std::string& db = "",
+                        hjit::Device device = hjit::Device::CPU) {
+  return schedule_request("test", {.opt_level = opt_level, .autoscheduler = autoscheduler, .tuning_db = db,
+                                   .tuning_db_from_environment = false, .device = device});
+}
+
+// Sets an environment variable for the scope.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(std::string n, const char* value) : name(std::move(n)) { setenv(name.c_str(), value, 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
+}  // namespace
+
+TEST_CASE("options become typed requests: each opt level, autoscheduler and database means one thing") {
+  CHECK(request(0) == ScheduleRequest{Unfused{}});
+  CHECK(request(1) == ScheduleRequest{BuiltIn{}});
+  CHECK(request(2) == ScheduleRequest{BuiltIn{}});  // opt_level 2 without an autoscheduler is the built-in schedule
+  CHECK(request(2, "Li2018") == ScheduleRequest{Auto{Autoscheduler::Li2018, {}}});
+  CHECK(request(2, "Li2018", "", hjit::Device::CUDA).as<Auto>() != nullptr);
+  // The database is on where it is named, at opt_level 1 as at 2, and only there.
+  CHECK(request(1, "", "t.sqlite").tuning_db == "t.sqlite");
+  CHECK(request(2, "Mullapudi2016", "t.sqlite").tuning_db == "t.sqlite");
+  CHECK(request(2).tuning_db.empty());
+  {
+    ScopedEnv env("HJIT_TUNING_DB", "env.sqlite");
+    CHECK(schedule_request("test", {.opt_level = 1}).tuning_db == "env.sqlite");
+    CHECK(schedule_request("test", {.opt_level = 2, .tuning_db = "mine.sqlite"}).tuning_db == "mine.sqlite");
+    CHECK(schedule_request("test", {.opt_level = 0}).tuning_db.empty());  // the unfused baseline ignores it
+    CHECK(schedule_request("test", {.opt_level = 1, .tuning_db_from_environment = false}).tuning_db.empty());
+  }
+}
+
+TEST_CASE("bad schedule options are a ValueError naming the door and what to do") {
+  CHECK_THROWS_WITH_AS(request(7), "test: opt_level must be 0, 1 or 2, got 7", hjit::ValueError);
+  CHECK_THROWS_WITH_AS(request(-1), doctest::Contains("opt_level must be 0, 1 or 2"), hjit::ValueError);
+  CHECK_THROWS_WITH_AS(request(2, "Foo"), doctest::Contains("unknown autoscheduler 'Foo'; choose Adams2019, Li2018 or Mullapudi2016"),
+                       hjit::ValueError);
+  CHECK_THROWS_WITH_AS(request(1, "Li2018"), doctest::Contains("an autoscheduler needs opt_level 2, got 1"), hjit::ValueError);
+  CHECK_THROWS_WITH_AS(request(2, "Adams2019", "", hjit::Device::CUDA), doctest::Contains("schedules CPUs only"), hjit::ValueError);
+  CHECK_THROWS_WITH_AS(request(0, "", "t.sqlite"), doctest::Contains("opt_level 0 is the unfused baseline"), hjit::ValueError);
+}
+
+TEST_CASE("every door of the API checks its schedule options") {
+  auto fn = [](const Tensor& x) { return x * 2.0; };
+  const Tensor x = Tensor::ones({4});
+  CHECK_THROWS_WITH_AS(hjit::jit(fn, {.name = "f", .opt_level = 7}), doctest::Contains("jit 'f': opt_level"), hjit::ValueError);
+  CHECK_THROWS_WITH_AS(hjit::jit(fn, {.name = "f", .autoscheduler = "Foo"}), doctest::Contains("jit 'f': unknown autoscheduler"),
+                       hjit::ValueError);
+  CHECK_THROWS_AS(hjit::jit(fn, {.device = hjit::Device::OpenCL, .autoscheduler = "Mullapudi2016"}), hjit::ValueError);
+  // A module is checked when it is loaded, before its file is read.
+  const std::string dir = test::scratch_dir("schedule_request"), file = dir + "/f.hjit";
+  hjit::save(file, fn, x);
+  CHECK_THROWS_WITH_AS(hjit::Module::load(file, {.opt_level = 7, .autoscheduler = "Foo"}), doctest::Contains("opt_level must be"),
+                       hjit::ValueError);
+  CHECK_THROWS_WITH_AS(hjit::Module::load(file, {.opt_level = 2, .autoscheduler = "Foo"}), doctest::Contains("unknown autoscheduler"),
+                       hjit::ValueError);
+  CHECK_THROWS_AS(hjit::Module::load(file, {.opt_level = 0, .tuning_db = "t.sqlite"}), hjit::ValueError);
+  hjit::Module m = hjit::Module::load(file, {.opt_level = 0});
+  CHECK(Tensor(m(x)).to_vector<float>() == std::vector<float>{2, 2, 2, 2});
+  hjit::ExportOptions e;
+  e.opt_level = 5;
+  CHECK_THROWS_WITH_AS(hjit::export_library(dir, "f", fn, x, e), doctest::Contains("export_library: opt_level"), hjit::ValueError);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the text form of a request reads back as the same request") {
+  for (const char* text : {"unfused", "built-in", "built-in cols=3 rows=6 extern_gemm=1", "Adams2019",
+                           "Adams2019 max_funcs=0 beam=1 dropout=50 seed=7", "Li2018 parallelism=16",
+                           "Mullapudi2016 parallelism=4 cache=1048576 balance=40"}) {
+    INFO(text);
+    const ScheduleRequest r = ScheduleRequest::parse(text);
+    CHECK(r.str() == text);
+    CHECK(ScheduleRequest::parse(r.str()) == r);
+  }
+  CHECK(ScheduleRequest::parse("built-in cols=2").str() == "built-in");  // defaults are not written
+  CHECK_THROWS_AS(ScheduleRequest::parse("given"), hjit::ValueError);
+  CHECK_THROWS_AS(ScheduleRequest::parse("unfused cols=3"), hjit::ValueError);
+  CHECK_THROWS_AS(ScheduleRequest::parse("built-in cols=99"), hjit::ValueError);
+  CHECK_THROWS_WITH_AS(ScheduleRequest::parse("Li2018 seed=3"), doctest::Contains("unknown 'seed'"), hjit::ValueError);
+  CHECK_THROWS_AS(ScheduleRequest::parse("Mullapudi2016 cache=-1"), hjit::ValueError);
+  CHECK_THROWS_AS(ScheduleRequest::parse("Adams2019 beam"), hjit::ValueError);
+  CHECK_THROWS_AS(ScheduleRequest::parse("Halide"), hjit::ValueError);
+  // Dynamic sizes take the built-in schedule (the unfused one at opt_level 0), with no database.
+  CHECK(request(2, "Adams2019", "t.sqlite").at_every_size() == ScheduleRequest{BuiltIn{}});
+  CHECK(request(0).at_every_size() == ScheduleRequest{Unfused{}});
+}
+
+TEST_CASE("the request is the cache key's schedule: the same request hits, another compiles") {
+  auto fn = [](const Tensor& x) { return hjit::exp(x) + 1.0; };
+  const hjit::Graph g = hjit::jit(fn).graph(Tensor::ones({64}));
+  Options o;
+  o.name = "request_key";
+  o.schedule = {BuiltIn{}};
+  const Compiled first = compile(g, o), again = compile(g, o);
+  CHECK(again.cache_hit);
+  CHECK(again.executable == first.executable);
+  Options unfused = o;
+  unfused.schedule = {Unfused{}};
+  const Compiled other = compile(g, unfused);
+  CHECK(other.executable != first.executable);
+  CHECK(other.executable->summary() == "unfused");
+  Options tiled = o;
+  tiled.schedule = {BuiltIn{BuiltinParams::parse("vec=2")}};
+  const Compiled with_params = compile(g, tiled);
+  CHECK(with_params.executable != first.executable);
+  CHECK(with_params.executable->summary() == "built-in vec=2");
+  // A request for dynamic sizes other than at_every_size() is a bug of the caller's.
+  Options dynamic = o;
+  dynamic.schedule = {Auto{Autoscheduler::Li2018, {}}};
+  dynamic.dynamic = std::make_shared<const hjit::SymbolicSizes>();
+  CHECK_THROWS_AS(compile(g, dynamic), hjit::InternalError);
+}
