@@ -42,6 +42,7 @@ struct OpDef {
   uint32_t traits;
   std::vector<std::string> attrs;
   InferFn infer;
+  ScheduleClass schedule_class;  // how the schedulers treat it (schedules/class_rules.h)
 
   bool has(OpTrait t) const { return (traits & t) != 0; }
 };
@@ -53,6 +54,7 @@ bool same_control_flow(const Node& a, const Node& b);
 // How many results a control flow node's operation has (its graphs' outputs).
 int control_flow_results(const Node& n);
 inline bool has_trait(OpKind op, OpTrait t) { return op_def(op).has(t); }
+inline ScheduleClass schedule_class(OpKind op) { return op_def(op).schedule_class; }
 // OpKind by printed name; ValueError for an unknown name.
 OpKind op_from_name(const std::string& name);
 

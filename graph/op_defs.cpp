@@ -18,8 +18,8 @@ std::vector<std::string> split_names(const char* list) {
 const std::vector<OpDef>& table() {
   static const std::vector<OpDef> defs = [] {
     std::vector<OpDef> d;
-#define HJIT_OP_DEF(kind, name, arity, traits, attrs, infer) \
-  d.push_back(OpDef{OpKind::kind, name, arity, traits, split_names(attrs), infer});
+#define HJIT_OP_DEF(kind, name, arity, traits, attrs, infer, sched) \
+  d.push_back(OpDef{OpKind::kind, name, arity, traits, split_names(attrs), infer, ScheduleClass::sched});
     HJIT_OPS(HJIT_OP_DEF)
 #undef HJIT_OP_DEF
     for (size_t i = 0; i < d.size(); ++i)
@@ -32,6 +32,16 @@ const std::vector<OpDef>& table() {
 }  // namespace
 
 const OpDef& op_def(OpKind op) { return table()[size_t(op)]; }
+
+const char* schedule_class_name(ScheduleClass c) {
+  static constexpr const char* kNames[] = {
+#define HJIT_SCHEDULE_CLASS_NAME(cls, name) name,
+      HJIT_SCHEDULE_CLASSES(HJIT_SCHEDULE_CLASS_NAME)
+#undef HJIT_SCHEDULE_CLASS_NAME
+  };
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == kNumScheduleClasses);
+  return kNames[int(c)];
+}
 const char* op_name(OpKind op) { return op_def(op).name; }
 
 OpKind op_from_name(const std::string& name) {

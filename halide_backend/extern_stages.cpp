@@ -40,6 +40,20 @@ bool extern_conv_available() {
 #endif
 }
 
+std::optional<ExternRule> extern_rule(ScheduleClass c) {
+  using C = ScheduleClass;
+  switch (c) {
+    case C::Matmul: return ExternRule{ExternKind::Sgemm, "sgemm", 2};
+    case C::Convolution: return ExternRule{ExternKind::Conv, "conv", 4};
+    case C::ConvolutionWeightGrad: return ExternRule{ExternKind::ConvWeightGrad, "conv_weight_grad", 4};
+    case C::Source: case C::Elementwise: case C::LongLatency: case C::ScalarCall: case C::Check: case C::Reduction:
+    case C::ArgReduction: case C::Scan: case C::Pooling: case C::PoolingGrad: case C::Attention: case C::Movement:
+    case C::Gather: case C::Random: case C::ControlFlow:
+      return std::nullopt;
+  }
+  throw InternalError("hjit: no extern rule for schedule class " + std::to_string(int(c)));
+}
+
 namespace {
 
 // An operand an extern stage can read: an f32 graph input, or a computed value (not a constant,
@@ -50,20 +64,22 @@ bool extern_operand(const Graph& g, int id, int rank) {
          (o.op == OpKind::Parameter || !has_trait(o.op, Source));
 }
 
-// Node n is an `op` a library computes: f32 of `rank`, not empty, with operands as above;
-// convolutions and their gradients of one group only.
-bool extern_node(const Graph& g, const Node& n, OpKind op, int rank) {
-  if (n.op != op || n.type.dtype != DType::F32 || n.type.rank() != rank || n.type.numel() == 0) return false;
-  if (op != OpKind::Matmul && n.attrs.i("groups") != 1) return false;
+// Node n is of schedule class c, which a library computes: f32 of its rule's rank, not empty,
+// with operands as above; of one group where it has groups (convolutions, their gradients).
+bool extern_node(const Graph& g, const Node& n, ScheduleClass c) {
+  const std::optional<ExternRule> rule = extern_rule(c);
+  if (!rule || schedule_class(n.op) != c) return false;
+  if (n.type.dtype != DType::F32 || n.type.rank() != rule->rank || n.type.numel() == 0) return false;
+  if (n.attrs.has("groups") && n.attrs.i("groups") != 1) return false;
   for (int in : n.inputs)
-    if (!extern_operand(g, in, rank)) return false;
+    if (!extern_operand(g, in, rule->rank)) return false;
   return true;
 }
 
-std::set<int> nodes_where(const Graph& g, OpKind op, int rank) {
+std::set<int> nodes_where(const Graph& g, ScheduleClass c) {
   std::set<int> out;
   for (size_t id = 0; id < g.nodes.size(); ++id)
-    if (extern_node(g, g.nodes[id], op, rank)) out.insert(int(id));
+    if (extern_node(g, g.nodes[id], c)) out.insert(int(id));
   return out;
 }
 
@@ -71,7 +87,7 @@ std::set<int> nodes_where(const Graph& g, OpKind op, int rank) {
 
 std::set<int> extern_gemm_nodes(const Graph& g) {
   if (!*extern_gemm_library()) return {};
-  return nodes_where(g, OpKind::Matmul, 2);
+  return nodes_where(g, ScheduleClass::Matmul);
 }
 
 namespace {
@@ -90,7 +106,7 @@ std::vector<int> uses(const Graph& g) {
   return n;
 }
 
-bool conv_extern(const Graph& g, const Node& n) { return extern_node(g, n, OpKind::Conv2d, 4); }
+bool conv_extern(const Graph& g, const Node& n) { return extern_node(g, n, ScheduleClass::Convolution); }
 
 // Constant along images, rows and columns of an NCHW value of `out` shape: a per-channel operand.
 bool per_channel(const TensorType& t, const Shape& out) {
@@ -102,7 +118,8 @@ bool per_channel(const TensorType& t, const Shape& out) {
   return true;
 }
 
-// Node `id` as a post-op of the chain value it reads as input `chain`.
+// Node `id` as a post-op of the chain value it reads as input `chain`: the element-wise ops oneDNN's
+// post-ops express (by op, not schedule class: what oneDNN can do, not how hjit schedules).
 std::optional<PostOp> as_post_op(const Graph& g, int id, size_t chain) {
   const Node& n = g.node(id);
   if (n.type.dtype != DType::F32 || n.type.rank() != 4 || chain >= n.inputs.size()) return std::nullopt;
@@ -133,7 +150,8 @@ bool has_sum(const ConvChain& c) {
 // input of a sum may be the chain's).
 std::optional<ConvChain> chain_to(const Graph& g, const std::vector<int>& n_uses, int at) {
   const Node& n = g.node(at);
-  if (n.op == OpKind::Conv2d) return conv_extern(g, n) ? std::optional<ConvChain>(ConvChain{at, {}}) : std::nullopt;
+  if (schedule_class(n.op) == ScheduleClass::Convolution)
+    return conv_extern(g, n) ? std::optional<ConvChain>(ConvChain{at, {}}) : std::nullopt;
   for (size_t chain = 0; chain < n.inputs.size(); ++chain) {
     std::optional<PostOp> op = as_post_op(g, at, chain);
     const int prev = op ? n.inputs[chain] : -1;
@@ -187,7 +205,7 @@ std::set<int> extern_conv_nodes(const Graph& g) {
   std::vector<std::vector<int>> readers(g.nodes.size());
   for (size_t id = 0; id < g.nodes.size(); ++id)
     for (int in : g.nodes[id].inputs) readers[size_t(in)].push_back(int(id));
-  std::set<int> out = nodes_where(g, OpKind::Conv2dWeightGrad, 4);
+  std::set<int> out = nodes_where(g, ScheduleClass::ConvolutionWeightGrad);
   for (size_t id = 0; id < g.nodes.size(); ++id) {
     if (!conv_extern(g, g.nodes[id])) continue;
     // The chain grows while its value has one reader that is a post-op reading it as the chain.
@@ -207,12 +225,8 @@ std::set<int> extern_conv_nodes(const Graph& g) {
 }
 
 const char* extern_stage_kind(OpKind op) {
-  switch (op) {
-    case OpKind::Matmul: return "sgemm";
-    case OpKind::Conv2d: return "conv";
-    case OpKind::Conv2dWeightGrad: return "conv_weight_grad";
-    default: return "";
-  }
+  const std::optional<ExternRule> rule = extern_rule(schedule_class(op));
+  return rule ? rule->name : "";
 }
 
 }  // namespace hjit::backend

@@ -19,6 +19,17 @@ const char* extern_gemm_library();
 // Whether convolutions can be extern (hjit was built with oneDNN).
 bool extern_conv_available();
 
+// Which schedule classes of the op table a library computes, as what: keyed by the class, so that
+// an op is an extern stage's by its row in the op table alone.
+enum class ExternKind : uint8_t { Sgemm, Conv, ConvWeightGrad };
+struct ExternRule {
+  ExternKind kind;
+  const char* name;  // in a schedule: "sgemm", "conv", "conv_weight_grad"
+  int rank;          // of its f32 operands and result
+};
+// nullopt for a class no library computes.
+std::optional<ExternRule> extern_rule(ScheduleClass c);
+
 // The matmul nodes of g an extern sgemm can compute: f32, both operands 2-D and read from
 // graph inputs or from computed (not constant) values.
 std::set<int> extern_gemm_nodes(const Graph& g);
@@ -58,7 +69,7 @@ std::map<int, int> conv_layouts(const Graph& g, const std::vector<ConvChain>& ch
 // and conv2d_weight_grad nodes. f32, one group, operands as above.
 std::set<int> extern_conv_nodes(const Graph& g);
 // What an extern stage whose chain starts with op is called in a schedule ("sgemm", "conv",
-// "conv_weight_grad").
+// "conv_weight_grad"; "" for an op no library computes).
 const char* extern_stage_kind(OpKind op);
 
 // The names the lowered pipeline calls (extern "C", defined in libhjit).

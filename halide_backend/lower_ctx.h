@@ -23,7 +23,7 @@ struct LowerCtx {
   static void define(Stage& s, Halide::Expr e);
 };
 
-#define HJIT_DECLARE_LOWERING(kind, name, arity, traits, attrs, infer) void kind(LowerCtx& ctx, Stage& s, const Node& n);
+#define HJIT_DECLARE_LOWERING(kind, name, arity, traits, attrs, infer, sched) void kind(LowerCtx& ctx, Stage& s, const Node& n);
 namespace lowering {
 HJIT_OPS(HJIT_DECLARE_LOWERING)
 }

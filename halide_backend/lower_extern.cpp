@@ -32,10 +32,11 @@ void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<Co
   const Shape& x = g.type(head.inputs[0]).shape;
   const auto& attr = [&](const char* name) { return head.attrs.ints(name); };
   s.extern_kind = extern_stage_kind(head.op);
-  if (head.op == OpKind::Matmul) {
+  const ExternKind kind = extern_rule(schedule_class(head.op))->kind;
+  if (kind == ExternKind::Sgemm) {
     arg(x[1]);
     s.func.define_extern(kExternGemmSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
-  } else if (head.op == OpKind::Conv2d) {
+  } else if (kind == ExternKind::Conv) {
     // The leading affine post-ops fold into the weights and a bias; the rest stay post-ops, their
     // per-channel operands rows of one Func after the bias.
     Var c("c"), k("k");
@@ -109,9 +110,10 @@ std::map<int, std::optional<ConvChain>> extern_chains(const Graph& g, const std:
       throw ValueError("hjit: schedule: node " + std::to_string(id) + " is not in the graph, so it cannot be an extern stage");
     const Node& n = g.node(id);
     std::optional<ConvChain> chain;
-    const bool ok = n.op == OpKind::Matmul                ? gemms.count(id) > 0
-                    : n.op == OpKind::Conv2dWeightGrad ? convs.count(id) > 0
-                                                       : extern_conv_available() && (chain = conv_chain_ending_at(g, id));
+    const std::optional<ExternRule> rule = extern_rule(schedule_class(n.op));
+    const bool ok = rule && rule->kind == ExternKind::Sgemm           ? gemms.count(id) > 0
+                    : rule && rule->kind == ExternKind::ConvWeightGrad ? convs.count(id) > 0
+                                                                      : extern_conv_available() && (chain = conv_chain_ending_at(g, id));
     if (!ok) throw ValueError("hjit: schedule: node " + std::to_string(id) + " (" + op_name(n.op) + ") cannot be an extern stage");
     out[id] = chain;
   }

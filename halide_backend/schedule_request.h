@@ -34,8 +34,8 @@ struct AutoParams {
   std::optional<int64_t> parallelism, cache, balance;
   std::optional<int64_t> max_funcs;           // Adams2019: the largest pipeline it is tried on (0: any)
   std::optional<int64_t> beam, dropout, seed;  // Adams2019: HL_BEAM_SIZE, HL_RANDOM_DROPOUT, HL_SEED
-  std::string weights;   // Adams2019: HL_WEIGHTS_DIR, a cost model's weights
-  std::string features;  // Adams2019: a file its featurization of the chosen schedule is written to
+  std::string weights{};   // Adams2019: HL_WEIGHTS_DIR, a cost model's weights
+  std::string features{};  // Adams2019: a file its featurization of the chosen schedule is written to
   std::string str() const;  // only what is set, in the order above
   // Throws ValueError naming a bad word (Adams2019's keys are Adams2019's only).
   static AutoParams parse(Autoscheduler a, const std::string& words);
@@ -46,12 +46,12 @@ struct Unfused {
   bool operator==(const Unfused&) const = default;
 };
 struct BuiltIn {
-  BuiltinParams params;
+  BuiltinParams params{};
   bool operator==(const BuiltIn&) const = default;
 };
 struct Auto {
   Autoscheduler scheduler = Autoscheduler::Adams2019;
-  AutoParams params;
+  AutoParams params{};
   bool operator==(const Auto&) const = default;
 };
 // Where a given schedule's text comes from. A file's (a tuning database's record) may have been
@@ -59,7 +59,7 @@ struct Auto {
 // a schedule that crashes Halide's compiler is a CompileError and not the end of this process.
 enum class ScheduleOrigin : uint8_t { Caller, File };
 struct Given {
-  std::string text;  // halide_backend/schedule_value.h's text form
+  std::string text{};  // halide_backend/schedule_value.h's text form
   ScheduleOrigin origin = ScheduleOrigin::Caller;
   bool operator==(const Given&) const = default;
 };
@@ -68,7 +68,7 @@ using ScheduleChoice = std::variant<Unfused, BuiltIn, Auto, Given>;
 
 struct ScheduleRequest {
   ScheduleChoice choice = BuiltIn{};
-  std::string tuning_db;  // "" when none
+  std::string tuning_db{};  // "" when none
 
   template <class T>
   const T* as() const {
@@ -90,8 +90,8 @@ struct ScheduleRequest {
 // The schedule options of hjit's API as the caller gave them.
 struct ScheduleOptions {
   int opt_level = 2;          // 0, 1 or 2
-  std::string autoscheduler;  // "" or an Autoscheduler's name (opt_level 2 only)
-  std::string tuning_db;      // "" or a tuning database's path (opt_level 1 or 2)
+  std::string autoscheduler{};  // "" or an Autoscheduler's name (opt_level 2 only)
+  std::string tuning_db{};      // "" or a tuning database's path (opt_level 1 or 2)
   bool tuning_db_from_environment = true;  // "" means $HJIT_TUNING_DB when set (opt_level 1 or 2)
   Device device = Device::CPU;
 };

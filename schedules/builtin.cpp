@@ -21,6 +21,7 @@
 #include "graph/op_def.h"
 #include "halide_backend/extern_stages.h"
 #include "schedules/attention.h"
+#include "schedules/class_rules.h"
 #include "schedules/contraction.h"
 #include "schedules/loop_nest.h"
 #include "schedules/reduction.h"
@@ -34,36 +35,11 @@ using backend::LoweredPipeline;
 using backend::Stage;
 using Halide::Var;
 
-bool expensive(OpKind op) {
-  switch (op) {
-    case OpKind::Exp: case OpKind::Log: case OpKind::Log1p: case OpKind::Tanh: case OpKind::Sigmoid:
-    case OpKind::Erf: case OpKind::Sin: case OpKind::Cos: case OpKind::Pow: case OpKind::Sqrt: case OpKind::Rsqrt:
-      return true;
-    default:
-      return false;
-  }
-}
-
 }  // namespace
 
-bool builtin_stores_elementwise(OpKind op, size_t readers) { return expensive(op) && readers >= 2; }
+bool builtin_stores_elementwise(OpKind op, size_t readers) { return cpu_rules(op).stored_when_reused && readers >= 2; }
 
 namespace {
-
-// Ops whose f32 code is a long chain of dependent instructions (a polynomial after a range
-// reduction, or one slow instruction): a nest computing one runs several vectors side by side, so
-// that the core has independent work while each chain waits on its latencies. Four: W2 (selu)
-// ran 1.13x faster with four than with one, and eight spill registers (exp alone: 1.13x slower
-// than four). Pow is a scalar libm call per lane and gains nothing.
-bool long_latency(OpKind op) {
-  switch (op) {
-    case OpKind::Exp: case OpKind::Log: case OpKind::Log1p: case OpKind::Tanh: case OpKind::Sigmoid:
-    case OpKind::Erf: case OpKind::Sin: case OpKind::Cos: case OpKind::Sqrt: case OpKind::Rsqrt:
-      return true;
-    default:
-      return false;
-  }
-}
 
 enum class Level { Row, Tile };
 
@@ -194,8 +170,9 @@ class Builtin {
   // stored as well it would be two copies (W9: a relu's output beside both of its padded copies).
   bool feeds_contraction(int id) {
     for (int c : st(id).consumers) {
-      if (st(c).is_extern || st(c).op == OpKind::RandomBits) return true;
-      if (has_trait(st(c).op, Contraction) && reads_itself(c, id)) return true;
+      const Operands operands = cpu_rules(st(c).op).operands;
+      if (st(c).is_extern || operands == Operands::Stored) return true;
+      if (operands == Operands::StoredUnlessCopied && reads_itself(c, id)) return true;
     }
     return false;
   }
@@ -242,7 +219,7 @@ class Builtin {
     if (!has_reduction(s)) return;
     // The accumulator is read wherever the stage's value is, or by the stage's own nest.
     Site acc_site = func_[size_t(id)].kind == Place::Inline ? site : Site{{func_[size_t(id)].nest}, true, false};
-    if (has_trait(s.op, Contraction)) {
+    if (cpu_rules(s.op).tile != Tile::None) {
       // At a tile of the one nest that reads it pointwise (and hosts no other kind of tile), or
       // at a tile of its own nest.
       bool home = can_home(id, acc_site, Level::Tile);
@@ -305,7 +282,7 @@ class Builtin {
       const int at = todo.back();
       todo.pop_back();
       if (!seen.insert(at).second) continue;
-      if (long_latency(st(at).op)) return true;
+      if (cpu_rules(st(at).op).long_latency) return true;
       for (int in : node(at).inputs)
         if (live(in) && func_[size_t(in)].kind == Place::Inline && !has_reduction(st(in))) todo.push_back(in);
     }
@@ -374,7 +351,7 @@ class Builtin {
       if (a.level == Level::Tile) {
         os_ << nm(s.reduction) << ": per tile of " << nm(nest.func) << ", "
             << schedule_contraction_tile(p_, s, nest.spec, out_);
-        if (s.op == OpKind::Attention) os_ << ";" << schedule_attention_helpers(p_, s, ref(nest.func), nest.parallel, nest.spec, out_);
+        if (cpu_rules(s.op).tile == Tile::Attention) os_ << ";" << schedule_attention_helpers(p_, s, ref(nest.func), nest.parallel, nest.spec, out_);
         else os_ << ";" << schedule_helpers_at_root(p_, s, out_);
         os_ << "\n";
       } else {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "schedules/class_rules.h"
 #include "schedules/loop_nest.h"
 #include "schedules/stage_info.h"
 
@@ -19,7 +20,8 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     return int(n);
   };
   auto rows = [&](int fallback) { return params.rows > 0 ? params.rows : fallback; };
-  if (s.op == OpKind::Conv2dWeightGrad) {
+  const Tile tile = cpu_rules(s.op).tile;
+  if (tile == Tile::ConvolutionWeightGrad) {
     // A vector of output channels times one input value; the kernel window and two input
     // channels of accumulators stay in registers while the sum over positions and images runs.
     const bool small_kernel = s.extents[0] * s.extents[1] <= 9;
@@ -27,7 +29,7 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     spec.tx = int(s.extents[3] >= vec ? vec : s.extents[3]);
     spec.tu = int(std::min<int64_t>(small_kernel ? 2 : 1, s.extents[2]));
     if (small_kernel) spec.whole = {0, 1};
-  } else if (s.op == OpKind::Conv2d) {
+  } else if (tile == Tile::Convolution) {
     // Width vectorized, 8 output channels unrolled: one input vector feeds 8 accumulators.
     spec.inner = 0, spec.unrolled = 2;
     spec.tx = int(s.extents[0] >= vec ? vec : s.extents[0]);
@@ -36,7 +38,7 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     // Matmul and attention: columns x rows; attention keeps fewer rows (its scores are per row).
     spec.inner = 0, spec.unrolled = 1;
     spec.tx = columns(s.extents[0]);
-    spec.tu = int(std::min<int64_t>(rows(s.op == OpKind::Attention ? 4 : 8), s.extents[1]));
+    spec.tu = int(std::min<int64_t>(rows(tile == Tile::Attention ? 4 : 8), s.extents[1]));
   }
   return spec;
 }
@@ -109,7 +111,8 @@ std::string schedule_contraction_tile(const backend::LoweredPipeline& p, const b
   acc.unroll(unrolled);
   u.unroll(unrolled);
   // A convolution's narrow kernel row is unrolled too (3 loads of one input row per channel).
-  if (s.op == OpKind::Conv2d && p.graph->type(p.graph->node(s.node).inputs[1]).shape[3] <= 7) u.unroll(s.rvars[0]);
+  if (cpu_rules(s.op).tile == Tile::Convolution && p.graph->type(p.graph->node(s.node).inputs[1]).shape[3] <= 7)
+    u.unroll(s.rvars[0]);
   return "tile " + std::to_string(spec.tx) + "x" + std::to_string(spec.tu) + (spec.tx >= vec ? " vec" + std::to_string(vec) : "");
 }
 

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "graph/op_def.h"
+#include "schedules/class_rules.h"
 #include "schedules/recorder.h"
 #include "schedules/schedule.h"
 #include "schedules/stage_info.h"
@@ -124,7 +125,7 @@ std::optional<std::string> scalar_reduction(Schedule& out, const Stage& s) {
 // into shared memory; one thread then folds those partial results. Reductions to one value go to
 // scalar_reduction; argmax/argmin and other reductions: nullopt (a reduction loop per thread).
 std::optional<std::string> block_reduction(Schedule& out, const LoweredPipeline& p, const Stage& s) {
-  if (s.op == OpKind::ArgMax || s.op == OpKind::ArgMin) return std::nullopt;
+  if (!gpu_rules(s.op).shared_memory_fold) return std::nullopt;
   if (s.vars.empty()) return scalar_reduction(out, s);
   if (!reduces_innermost(p, s)) return std::nullopt;
   const int64_t row = innermost_reduced_extent(p, s);
@@ -162,7 +163,7 @@ std::optional<std::string> block_reduction(Schedule& out, const LoweredPipeline&
 constexpr int kMatmulTileX = 64, kMatmulTileY = 16, kMatmulRegsX = 4, kMatmulRegsY = 8, kMatmulUnrollK = 8;
 
 std::optional<std::string> register_blocked_matmul(Schedule& out, const Stage& s) {
-  if (s.op != OpKind::Matmul || s.vars.size() < 2 || s.rvars.empty() || !s.reduction.defined()) return std::nullopt;
+  if (gpu_rules(s.op).kernel != GpuKernel::BlockedMatmul || s.vars.size() < 2 || s.rvars.empty() || !s.reduction.defined()) return std::nullopt;
   if (s.extents[0] % kMatmulTileX != 0 || s.extents[1] % kMatmulTileY != 0) return std::nullopt;
   const std::vector<std::string> vars = names(s.vars);
   Var x(vars[0]), y(vars[1]), xo(vars[0] + "_bk"), yo(vars[1] + "_bk"), xi(vars[0] + "_in"), yi(vars[1] + "_in");
@@ -195,7 +196,7 @@ std::optional<std::string> register_blocked_matmul(Schedule& out, const Stage& s
 constexpr int kConvTileX = 8, kConvTileY = 4, kConvTileC = 32, kConvRegs = 4;
 
 std::optional<std::string> register_blocked_conv(Schedule& out, const Stage& s) {
-  if (s.op != OpKind::Conv2d || s.vars.size() != 4 || !s.reduction.defined() || s.rvars.size() != 3) return std::nullopt;
+  if (gpu_rules(s.op).kernel != GpuKernel::BlockedConvolution || s.vars.size() != 4 || !s.reduction.defined() || s.rvars.size() != 3) return std::nullopt;
   if (s.extents[0] % kConvTileX != 0 || s.extents[1] % kConvTileY != 0 || s.extents[2] % kConvTileC != 0) return std::nullopt;
   const std::vector<std::string> v = names(s.vars);  // ox, oy, co, n
   Var x(v[0]), y(v[1]), c(v[2]), n(v[3]);
@@ -227,7 +228,7 @@ constexpr int kAttentionRows = 8;
 constexpr int64_t kAttentionSharedBytes = 16 * 1024;
 
 std::optional<std::string> attention_query_tiles(Schedule& out, const Stage& s) {
-  if (s.op != OpKind::Attention || s.vars.size() < 2 || !s.reduction.defined()) return std::nullopt;
+  if (gpu_rules(s.op).kernel != GpuKernel::AttentionQueryTiles || s.vars.size() < 2 || !s.reduction.defined()) return std::nullopt;
   const backend::Helper *scores = nullptr, *row_max = nullptr, *row_sum = nullptr;
   for (const backend::Helper& h : s.helpers) {
     if (h.role == "scores") scores = &h;
@@ -272,15 +273,14 @@ std::optional<std::string> attention_query_tiles(Schedule& out, const Stage& s) 
          std::to_string(lanes) + " threads across values";
 }
 
-// Ops whose lowering checks indices with Halide's require(), whose error message a GPU kernel
-// cannot format: they run on the host (Halide copies their operands there).
-bool host_only(const Stage& s) { return s.op == OpKind::Take || s.op == OpKind::CheckIndex; }
+// Stages that run on the host (Halide copies their operands there).
+bool host_only(const Stage& s) { return gpu_rules(s.op).kernel == GpuKernel::OnHost; }
 
 // Stored rather than inlined: operands of contractions (each element is read many times) and of
 // host-only stages (the host cannot run device code such as libdevice's functions).
 bool stored_for_consumers(const LoweredPipeline& p, const Stage& s) {
   for (int c : s.consumers)
-    if (has_trait(p.stages[size_t(c)].op, Contraction) || host_only(p.stages[size_t(c)])) return true;
+    if (gpu_rules(p.stages[size_t(c)].op).operands_stored) return true;
   return false;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "schedules/class_rules.h"
 #include "schedules/loop_nest.h"
 #include "schedules/schedule.h"
 #include "schedules/stage_info.h"
@@ -24,7 +25,8 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, const backend:
   const int64_t out_points = std::max<int64_t>(1, node.type.numel());
   const int64_t reduced = std::max<int64_t>(1, p.graph->type(node.inputs[0]).numel() / out_points);
   const int64_t min_points = std::max<int64_t>(2, (int64_t(1) << 14) / reduced);
-  if (s.op == OpKind::CumSum) {
+  const Fold fold = cpu_rules(s.op).fold;
+  if (fold == Fold::Scan) {
     // A scan: the scanned dimension is no var of the update; the others loop around it.
     const size_t axis = s.vars.size() - 1 - size_t(p.graph->node(s.node).attrs.i("axis"));
     std::vector<Var> others;
@@ -34,7 +36,7 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, const backend:
     if (others.empty()) return what + "; scan serial";
     return what + "; scan " + vectorize_and_parallelize(u, others, extents, axis == 0 ? 1 : vec, threads, true).what;
   }
-  const bool tuple = s.op == OpKind::ArgMax || s.op == OpKind::ArgMin;
+  const bool tuple = fold == Fold::Pair;
   if (!s.vars.empty() && s.extents[0] >= vec) {
     // Column reduction: the innermost output dimension is kept: loop the reduction outside it.
     std::vector<VarOrRVar> order{s.vars[0]};

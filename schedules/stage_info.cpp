@@ -1,6 +1,7 @@
 #include "schedules/stage_info.h"
 
 #include "graph/op_def.h"
+#include "schedules/class_rules.h"
 
 namespace hjit::schedules {
 
@@ -9,7 +10,7 @@ bool has_reduction(const backend::Stage& s) { return !s.rvars.empty(); }
 bool reduces_innermost(const backend::LoweredPipeline& p, const backend::Stage& s) {
   const Node& n = p.graph->node(s.node);
   const int rank = p.graph->type(n.inputs[0]).rank();
-  if (n.op == OpKind::ArgMax || n.op == OpKind::ArgMin) return n.attrs.i("axis") == rank - 1;
+  if (cpu_rules(n.op).fold == Fold::Pair) return n.attrs.i("axis") == rank - 1;
   if (!n.attrs.has("axes")) return false;  // matmul, convolution, pools, scans
   const auto& axes = n.attrs.ints("axes");
   return !axes.empty() && axes.back() == rank - 1;

@@ -4,6 +4,7 @@
 
 #include "frontend/const_eval.h"
 #include "frontend/eager/kernel.h"
+#include "graph/autodiff/grad_rules.h"
 #include "graph/op_def.h"
 #include "graph/passes/cse.h"
 #include "graph/passes/dce.h"
@@ -11,7 +12,9 @@
 #include "graph/passes/optimize.h"
 #include "graph/passes/simplify.h"
 #include "graph/passes/verify.h"
+#include "halide_backend/extern_stages.h"
 #include "halide_backend/lower_ctx.h"
+#include "schedules/class_rules.h"
 #include "tests/support.h"
 
 using hjit::DType;
@@ -35,18 +38,36 @@ hjit::ConstEvaluator evaluator() { return hjit::detail::evaluate_node; }
 
 }  // namespace
 
-TEST_CASE("every op has a definition, an eager kernel and a Halide lowering") {
+TEST_CASE("every op has every layer: definition, eager kernel, lowering, gradient rule and schedule class") {
+  using hjit::ScheduleClass;
   for (int i = 0; i < hjit::kNumOps; ++i) {
     OpKind op = OpKind(i);
     const hjit::OpDef& def = hjit::op_def(op);
-    INFO("op " << def.name);
+    INFO("op " << def.name << ", schedule class " << hjit::schedule_class_name(def.schedule_class));
     CHECK(def.kind == op);
     CHECK(std::string(def.name).size() > 0);
     CHECK((def.infer != nullptr));
     CHECK(hjit::op_from_name(def.name) == op);
     CHECK((hjit::eager::kernel_for(op) != nullptr));
     CHECK((hjit::backend::lowering_for(op) != nullptr));
+    CHECK((hjit::grad_rule_for(op) != nullptr));
+    // The schedulers and the extern-stage matcher have an entry for its class.
+    CHECK_NOTHROW(hjit::schedules::cpu_rules(def.schedule_class));
+    CHECK_NOTHROW(hjit::schedules::gpu_rules(def.schedule_class));
+    CHECK_NOTHROW(hjit::backend::extern_rule(def.schedule_class));
+    // The class agrees with the op's traits.
+    const ScheduleClass c = def.schedule_class;
+    const bool tiled = hjit::schedules::cpu_rules(c).tile != hjit::schedules::Tile::None;
+    CHECK(def.has(hjit::Contraction) == tiled);
+    CHECK(def.has(hjit::Source) == (c == ScheduleClass::Source));
+    CHECK(def.has(hjit::ControlFlow) == (c == ScheduleClass::ControlFlow));
+    CHECK(def.has(hjit::Movement) == (c == ScheduleClass::Movement || c == ScheduleClass::Gather));
+    if (def.has(hjit::Elementwise))
+      CHECK((c == ScheduleClass::Elementwise || c == ScheduleClass::LongLatency || c == ScheduleClass::ScalarCall ||
+             c == ScheduleClass::Check));
+    if (def.has(hjit::Reduction)) CHECK(hjit::schedules::cpu_rules(c).fold != hjit::schedules::Fold::None);
   }
+  for (int c = 0; c < hjit::kNumScheduleClasses; ++c) CHECK(std::string(hjit::schedule_class_name(ScheduleClass(c))).size() > 0);
   CHECK_THROWS_AS(hjit::op_from_name("no_such_op"), hjit::ValueError);
 }
 

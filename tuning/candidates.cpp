@@ -62,7 +62,8 @@ std::optional<ScheduleRequest> Candidates::fresh(const ScheduleRequest& request)
 std::optional<ScheduleRequest> Candidates::builtin_local(const std::string& best) {
   BuiltinParams p;
   try {  // the best so far, when it is a point of the built-in space
-    if (const BuiltIn* b = ScheduleRequest::parse(best).as<BuiltIn>()) p = b->params;
+    const ScheduleRequest r = ScheduleRequest::parse(best);
+    if (const BuiltIn* b = r.as<BuiltIn>()) p = b->params;
   } catch (const ValueError&) {
   }
   switch (std::uniform_int_distribution<int>(0, 5)(rng_)) {

@@ -24,7 +24,7 @@ struct KernelArgs {
 };
 using Kernel = void (*)(const KernelArgs&);
 
-#define HJIT_DECLARE_KERNEL(kind, name, arity, traits, attrs, infer) void kind(const KernelArgs& a);
+#define HJIT_DECLARE_KERNEL(kind, name, arity, traits, attrs, infer, sched) void kind(const KernelArgs& a);
 HJIT_OPS(HJIT_DECLARE_KERNEL)
 #undef HJIT_DECLARE_KERNEL
 

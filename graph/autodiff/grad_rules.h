@@ -22,7 +22,7 @@ struct GradCtx {
 using GradRule = void (*)(GradCtx&);
 
 namespace grad_rules {
-#define HJIT_DECLARE_GRAD(kind, name, arity, traits, attrs, infer) void kind(GradCtx& c);
+#define HJIT_DECLARE_GRAD(kind, name, arity, traits, attrs, infer, sched) void kind(GradCtx& c);
 HJIT_OPS(HJIT_DECLARE_GRAD)
 #undef HJIT_DECLARE_GRAD
 }  // namespace grad_rules

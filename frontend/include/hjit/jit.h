@@ -152,7 +152,7 @@ class JitCore {
   std::string device_code(const CallArgs& args, Tracer trace);
   JitStats stats() const;
   const JitOptions& options() const;
-  struct State;  // defined in frontend/jit.cpp
+  struct State;  // defined in frontend/jit/state.h
 
  private:
   std::unique_ptr<State> s_;

@@ -1,0 +1,90 @@
+#include "frontend/jit/dynamic_sizes.h"
+
+#include <algorithm>
+
+namespace hjit::detail {
+
+std::string DynamicSizes::impossible() const {
+  std::lock_guard lock(mu_);
+  return impossible_;
+}
+
+void DynamicSizes::set_impossible(const std::string& why) {
+  std::lock_guard lock(mu_);
+  impossible_ = why;
+}
+
+std::shared_ptr<const SymbolicSizes> DynamicSizes::fit(const CallArgs& args, const Graph& base, const TraceAt& trace_at,
+                                                       std::string* why) {
+  std::vector<int64_t> values;
+  std::vector<SymbolicSizes::Source> sources;
+  std::vector<std::vector<std::pair<size_t, int>>> members;
+  for (size_t i = 0; i < args.count; ++i) {
+    const TensorType& t = args.tensor(i).impl()->type;
+    for (int d = 0; d < t.rank(); ++d) {
+      if (!Signature::is_dynamic(args, i, d, t.rank(), dims())) continue;
+      size_t k = size_t(std::find(values.begin(), values.end(), t.shape[size_t(d)]) - values.begin());
+      if (k == values.size()) values.push_back(t.shape[size_t(d)]), sources.push_back({int(i), d}), members.emplace_back();
+      members[k].emplace_back(i, d);
+    }
+  }
+  if (values.empty()) {
+    *why = "no argument has the dimensions dynamic_dims names";
+    return nullptr;
+  }
+  for (int64_t v : values)
+    if (v < 2) {
+      *why = "a dynamic dimension has size " + std::to_string(v) + " (a size below 2 could be a broadcast)";
+      return nullptr;
+    }
+  // The call's arguments with the symbols' sizes changed to `vals`.
+  auto traced_at = [&](const std::vector<int64_t>& vals) {
+    std::vector<Tensor> holders;
+    holders.reserve(args.count);
+    CallArgs a;
+    a.statics = args.statics;
+    for (size_t i = 0; i < args.count; ++i) {
+      TensorType t = args.tensor(i).impl()->type;
+      bool changed = false;
+      for (size_t k = 0; k < members.size(); ++k)
+        for (const auto& [mi, md] : members[k])
+          if (mi == i) t.shape[size_t(md)] = vals[k], changed = true;
+      holders.push_back(changed ? Tensor::zeros(t.shape, t.dtype) : args.tensor(i));
+    }
+    for (size_t i = 0; i < args.count; ++i) a.push(holders[i], args.arg_index(i));
+    return trace_at(a);
+  };
+  std::vector<std::vector<int64_t>> at{values};
+  for (size_t k = 0; k < values.size(); ++k) {
+    at.push_back(values);
+    at.back()[k] += 3;
+  }
+  at.push_back(values);
+  for (int64_t& v : at.back()) v += 8;
+  std::vector<Graph> traced;
+  try {
+    for (size_t t = 1; t < at.size(); ++t) traced.push_back(traced_at(at[t]));
+  } catch (const Error& e) {
+    *why = std::string("tracing at another size failed: ") + e.what();
+    set_impossible(*why);
+    return nullptr;
+  }
+  std::vector<const Graph*> graphs{&base};
+  for (const Graph& g : traced) graphs.push_back(&g);
+  std::optional<SymbolicSizes> sizes = fit_symbolic_sizes(graphs, at, sources, why);
+  if (!sizes) {
+    set_impossible(*why);
+    return nullptr;
+  }
+  return std::make_shared<const SymbolicSizes>(std::move(*sizes));
+}
+
+bool serves(const Version& v, const CallArgs& args) {
+  if (v.sizes_key) return v.sizes_key->matches(args);
+  if (!v.dynamic) return true;
+  for (const SymbolicSizes::Source& src : v.dynamic->sources)
+    if (args.tensor(size_t(src.input)).impl()->type.shape[size_t(src.dim)] < v.min_dynamic_size) return false;
+  return true;
+}
+
+}  // namespace hjit::detail

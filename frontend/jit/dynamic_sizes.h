@@ -1,0 +1,45 @@
+// JitOptions::dynamic_dims: one pipeline for every size of the marked dimensions. Such a version
+// is held under a key that leaves those sizes out; its graph's sizes are expressions of them,
+// found by tracing again at other sizes. Where one pipeline cannot serve every size (C++ that
+// branches on a size, an op compiled for fixed sizes only, a size below 2), versions are built per
+// size as without dynamic_dims, and the reason is kept so that the fit is not tried again.
+#pragma once
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "frontend/jit/version.h"
+#include "frontend/signature.h"
+
+namespace hjit::detail {
+
+class DynamicSizes {
+ public:
+  explicit DynamicSizes(const DynamicDims& dims) : dims_(dims) {}
+  // Null when the function has no dynamic dimensions.
+  const DynamicDims* dims() const { return dims_.empty() ? nullptr : &dims_; }
+
+  // Traces the function at these sizes (and optimizes the graph), for fit().
+  using TraceAt = std::function<Graph(const CallArgs& args)>;
+  // The sizes of `base` (traced from args) that vary with the marked dimensions, found by tracing
+  // again with them changed: one symbol per distinct size among them (dimensions of equal size
+  // move together), each changed alone, then all together as a check. Null, with the reason in
+  // *why, where one pipeline cannot serve every size; when that holds for every size (not only
+  // these), the reason is kept and every later version is built per size.
+  std::shared_ptr<const SymbolicSizes> fit(const CallArgs& args, const Graph& base, const TraceAt& trace_at, std::string* why);
+  // Why one pipeline cannot serve every size of this function ("" while it may).
+  std::string impossible() const;
+  void set_impossible(const std::string& why);
+
+ private:
+  const DynamicDims dims_;
+  mutable std::mutex mu_;
+  std::string impossible_;  // guarded by mu_
+};
+
+// Whether v, found under the key of a call, serves the call's sizes: a version of fixed sizes
+// always does (its key has them), a pipeline for every size from its smallest size up.
+bool serves(const Version& v, const CallArgs& args);
+
+}  // namespace hjit::detail

@@ -1,0 +1,63 @@
+#include "frontend/jit/guards.h"
+
+#include <cstring>
+
+#include "frontend/jit/build_version.h"
+#include "frontend/jit/run_version.h"
+
+namespace hjit::detail {
+
+std::optional<size_t> failed_guard(const Version& v, const std::vector<Tensor>& outputs) {
+  for (size_t k = 0; k < v.guards.size(); ++k) {
+    const Tensor host = outputs[v.num_outputs() + k].to(Device::CPU);  // itself on the CPU
+    const std::vector<uint8_t>& want = v.guards[k];
+    if (want.size() != host.impl()->storage->nbytes || (!want.empty() && std::memcmp(want.data(), host.impl()->data(), want.size()) != 0))
+      return k;
+  }
+  return std::nullopt;
+}
+
+GuardedRun run_until_guards_hold(JitCore::State& s, std::shared_ptr<Version> v, const CallArgs& args, Tracer trace,
+                                 bool reuse_donated, std::vector<Tensor>& outputs) {
+  for (;;) {
+    int64_t reused = 0;
+    {
+      std::unique_lock<std::mutex> one_at_a_time;
+      if (!v->update_input.empty()) one_at_a_time = std::unique_lock(v->run_mu);
+      outputs.clear();
+      // (Not where a guard may fail: the arguments are traced again then.)
+      reused = run_version(*v, args, outputs, s.opt.device, reuse_donated && v->guards.empty());
+    }
+    const std::optional<size_t> failed = v->guards.empty() ? std::nullopt : failed_guard(*v, outputs);
+    if (!failed) return {v, reused, false};
+    ++s.guard_failures;
+    std::shared_ptr<Version> next;
+    bool claimed = false;
+    {
+      std::lock_guard lock(v->next_mu);
+      if (!v->next) {  // no version read these values: this call traces one (running itself eagerly)
+        v->next = std::make_shared<Version>();
+        v->next->key = v->key;
+        claimed = true;
+      }
+      next = v->next;
+    }
+    if (claimed) {
+      s.retraces.on_trace(next->key, "value read " + std::to_string(*failed + 1) + " of " + std::to_string(v->guards.size()) +
+                                         " while tracing differs from every version's");
+      try {
+        build_version(s, *next, args, trace);
+      } catch (...) {
+        std::lock_guard lock(v->next_mu);
+        v->next = nullptr;
+        throw;
+      }
+      outputs = std::move(next->first_outputs);
+      return {next, 0, true};
+    }
+    next->built.wait();
+    v = next;
+  }
+}
+
+}  // namespace hjit::detail

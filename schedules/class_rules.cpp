@@ -1,0 +1,82 @@
+#include "schedules/class_rules.h"
+
+namespace hjit::schedules {
+
+CpuRules cpu_rules(ScheduleClass c) {
+  using C = ScheduleClass;
+  switch (c) {
+    case C::Source:
+    case C::Elementwise:
+    case C::Check:
+    case C::Movement:
+    case C::Gather:
+    case C::ControlFlow:
+      return {};
+    // exp, log, tanh, ...: a polynomial after a range reduction, or one slow instruction. Four
+    // vectors at a time: W2 (selu) ran 1.13x faster with four than with one, and eight spill
+    // registers (exp alone: 1.13x slower than four).
+    case C::LongLatency:
+      return {.stored_when_reused = true, .long_latency = true};
+    // pow: a scalar libm call per lane, which more vectors at a time do not help.
+    case C::ScalarCall:
+      return {.stored_when_reused = true};
+    case C::Reduction:
+    case C::Pooling:
+    case C::PoolingGrad:
+      return {.fold = Fold::Plain};
+    case C::ArgReduction:
+      return {.fold = Fold::Pair};
+    case C::Scan:
+      return {.fold = Fold::Scan};
+    case C::Matmul:
+      return {.operands = Operands::StoredUnlessCopied, .tile = Tile::Matmul, .fold = Fold::Plain};
+    case C::Convolution:
+      return {.operands = Operands::StoredUnlessCopied, .tile = Tile::Convolution, .fold = Fold::Plain};
+    case C::ConvolutionWeightGrad:
+      return {.operands = Operands::StoredUnlessCopied, .tile = Tile::ConvolutionWeightGrad, .fold = Fold::Plain};
+    case C::Attention:
+      return {.operands = Operands::StoredUnlessCopied, .tile = Tile::Attention, .fold = Fold::Plain};
+    // Every element of a draw reads the key, and keys are often drawn themselves: inlined, each
+    // element would redo the draw.
+    case C::Random:
+      return {.operands = Operands::Stored};
+  }
+  throw InternalError("hjit: no CPU rules for schedule class " + std::to_string(int(c)));
+}
+
+GpuRules gpu_rules(ScheduleClass c) {
+  using C = ScheduleClass;
+  switch (c) {
+    case C::Source:
+    case C::Elementwise:
+    case C::LongLatency:
+    case C::ScalarCall:
+    case C::ArgReduction:  // its (index, value) pair is not folded across threads
+    case C::Scan:
+    case C::Pooling:
+    case C::PoolingGrad:
+    case C::Movement:
+    case C::Random:
+    case C::ControlFlow:
+      return {};
+    case C::Reduction:
+      return {.shared_memory_fold = true};
+    case C::Matmul:
+      return {.kernel = GpuKernel::BlockedMatmul, .operands_stored = true};
+    case C::Convolution:
+      return {.kernel = GpuKernel::BlockedConvolution, .operands_stored = true};
+    case C::ConvolutionWeightGrad:
+      return {.operands_stored = true};
+    case C::Attention:
+      return {.kernel = GpuKernel::AttentionQueryTiles, .operands_stored = true};
+    // Their lowering checks indices with Halide's require(), whose error message a GPU kernel
+    // cannot format; the host cannot run device code (libdevice's functions), so their operands
+    // are stored.
+    case C::Check:
+    case C::Gather:
+      return {.kernel = GpuKernel::OnHost, .operands_stored = true};
+  }
+  throw InternalError("hjit: no GPU rules for schedule class " + std::to_string(int(c)));
+}
+
+}  // namespace hjit::schedules
