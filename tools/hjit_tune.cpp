@@ -22,14 +22,18 @@
 
 namespace {
 
-int usage() {
-  std::fprintf(stderr,
+// The usage text: on stdout for --help (exit 0), on stderr for a bad command line (exit 2).
+int usage(bool asked = false) {
+  std::fprintf(asked ? stdout : stderr,
                "usage: hjit-tune --workload W8[,W3...] --db FILE [--minutes M] [options]\n"
                "       hjit-tune --module FILE.hjit --db FILE [--minutes M] [options]\n"
                "       hjit-tune --db FILE --report [--plots PREFIX]\n"
                "options: --device cpu|cuda|opencl  --schedulers built-in,Adams2019,Li2018,Mullapudi2016  --timeout S\n"
-               "         --no-retrain  --quiet\n");
-  return 2;
+               "         --no-retrain  --quiet  --help\n"
+               "Measures candidate schedules in worker processes, keeps every measurement in the SQLite database,\n"
+               "and leaves the best compiled in the disk cache; jit() uses it with {.tuning_db = FILE} or\n"
+               "HJIT_TUNING_DB=FILE. Ctrl-C stops a run and keeps what was measured. docs/tuning.md says more.\n");
+  return asked ? 0 : 2;
 }
 
 void print(const hjit::TuneResult& r) {
@@ -78,6 +82,7 @@ int main(int argc, char** argv) {
     else if (a == "--report") report = true;
     else if (a == "--no-retrain") o.retrain = false;
     else if (a == "--quiet") o.progress = false;
+    else if (a == "--help" || a == "-h") return usage(true);
     else return usage();
   }
   if (o.db.empty() || (!report && workloads.empty() && module.empty())) return usage();

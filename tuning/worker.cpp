@@ -1,5 +1,6 @@
 #include "tuning/worker.h"
 
+#include <dlfcn.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -29,6 +30,9 @@ extern char** environ;
 #endif
 #ifndef HJIT_TUNE_WORKER_INSTALLED
 #define HJIT_TUNE_WORKER_INSTALLED ""
+#endif
+#ifndef HJIT_LIB_TO_BIN
+#define HJIT_LIB_TO_BIN "../bin"
 #endif
 
 namespace hjit::tuning {
@@ -319,13 +323,41 @@ int worker_main(const std::string& request, const std::string& how, const std::s
   return 0;
 }
 
+namespace {
+
+// hjit-tune beside this library as installed (<prefix>/bin beside <prefix>/lib), wherever the
+// prefix was installed or moved to; "" when this library is not in such a place.
+std::string worker_beside_library() {
+  Dl_info info{};
+  if (!dladdr(reinterpret_cast<const void*>(&worker_program), &info) || !info.dli_fname) return "";
+  std::error_code ec;
+  const std::filesystem::path lib = std::filesystem::canonical(info.dli_fname, ec);
+  if (ec) return "";
+  return (lib.parent_path() / HJIT_LIB_TO_BIN / "hjit-tune").lexically_normal().string();
+}
+
+// This process, when it is hjit-tune itself.
+std::string this_program_if_hjit_tune() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return !ec && self.filename() == "hjit-tune" ? self.string() : "";
+}
+
+}  // namespace
+
 std::string worker_program() {
   if (const char* env = std::getenv("HJIT_TUNE_WORKER")) {
     if (executable_file(env)) return env;
     throw ValueError(std::string("HJIT_TUNE_WORKER='") + env + "' is not an executable file");
   }
-  for (const char* p : {HJIT_TUNE_WORKER_BUILD, HJIT_TUNE_WORKER_INSTALLED})
-    if (executable_file(p)) return p;
+  // The same build as this library first: the running hjit-tune, the one installed beside it, the
+  // build tree's; the configured install path last.
+  for (const std::string& p : {this_program_if_hjit_tune(), worker_beside_library(), std::string(HJIT_TUNE_WORKER_BUILD),
+                               std::string(HJIT_TUNE_WORKER_INSTALLED)})
+    if (executable_file(p)) {
+      log().debug("tuning: candidates are measured by {}", p);
+      return p;
+    }
   throw ValueError("hjit: tuning needs the hjit-tune program (it measures candidates in a process of their own); build "
                    "it, or set HJIT_TUNE_WORKER to its path");
 }
