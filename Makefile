@@ -45,11 +45,11 @@ test: build
 # is loaded with RTLD_DEEPBIND, which AddressSanitizer does not support): the OpenCL-device
 # configuration and test_device report themselves skipped.
 # Left out: test_tune (which candidate a tuning run keeps rests on measured times, and the
-# instrumented harness measures differently) and install_consumer (an application built without
-# the sanitizer cannot load a sanitized libhjit). Allocations too big to make return null (as
+# instrumented harness measures differently), install_consumer and docs_examples (applications built
+# without the sanitizer cannot load a sanitized libhjit). Allocations too big to make return null (as
 # malloc does): test_errors checks they are errors. SANITIZE_SKIP= runs all.
 SANITIZE_BUILD ?= build-sanitize
-SANITIZE_SKIP ?= test_tune|install_consumer
+SANITIZE_SKIP ?= test_tune|install_consumer|docs_examples
 SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1:allocator_may_return_null=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 sanitize: deps

@@ -1,4 +1,4 @@
-// hjit-bench: the standard workloads (../shared/WORKLOADS.md) eager, at opt levels 0 and 1, and with
+// hjit-bench: the standard workloads (docs/performance.md) eager, at opt levels 0 and 1, and with
 // each of Halide's autoschedulers, as a table of prepare and steady times.
 //
 //   cold:    prepare (the first call: trace + compile + run) in a fresh process with an empty

@@ -1,4 +1,4 @@
-// The standard workloads of ../shared/WORKLOADS.md, as hjit functions with their inputs, plus the
+// The standard workloads of docs/performance.md, as hjit functions with their inputs, plus the
 // hand-written references hjit-bench sets them against.
 #pragma once
 #include <functional>
@@ -31,7 +31,7 @@ struct Workload {
   std::function<double()> reference_error;  // max |reference - eager|, to show the reference is right
 };
 
-// All workloads bench knows, W1..W11 of WORKLOADS.md.
+// All workloads bench knows, W1..W11 of docs/performance.md.
 std::vector<std::string> workload_ids();
 // "W1,W3" -> {"W1", "W3"}: the lists hjit-bench and hjit-tune take on their command lines.
 std::vector<std::string> split_list(const std::string& comma_separated);
