@@ -189,6 +189,7 @@ Tensor cos(const Tensor& x) { return float_unary(OpKind::Cos, x); }
 Tensor tanh(const Tensor& x) { return float_unary(OpKind::Tanh, x); }
 Tensor sigmoid(const Tensor& x) { return float_unary(OpKind::Sigmoid, x); }
 Tensor erf(const Tensor& x) { return float_unary(OpKind::Erf, x); }
+Tensor hardswish(const Tensor& x) { return float_unary(OpKind::Hardswish, x); }
 Tensor astype(const Tensor& x, DType dtype) { return cast_to(x, dtype); }
 
 // ---- reductions

@@ -251,6 +251,18 @@ void Erf(LowerCtx& c, Stage& s, const Node& n) {
   const bool cuda = c.p.target.has_feature(Halide::Target::CUDA);
   unary(c, s, n, [cuda](Expr x, Type) { return ieee::erf(x, cuda); });
 }
+// x * min(max(x + 3, 0), 6) / 6 as the eager kernel computes it: the clamps compare the bits
+// (Halide's max and min, and fast-math's compares, drop NaN), so NaN passes through; the product is
+// divided in that order (reassociated, x * (r / 6) keeps the largest floats finite where PyTorch's
+// overflow to inf).
+void Hardswish(LowerCtx& c, Stage& s, const Node& n) {
+  unary(c, s, n, [](Expr x, Type t) {
+    Expr r = x + constant(t, 3);
+    r = select(ieee::compare_with_literal(r, ieee::Cmp::Lt, 0), constant(t, 0), r);
+    r = select(ieee::compare_with_literal(r, ieee::Cmp::Gt, 6), constant(t, 6), r);
+    return strict_float(x * r / constant(t, 6));
+  });
+}
 void Not(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return !x; }); }
 void Cast(LowerCtx& c, Stage& s, const Node& n) {
   unary(c, s, n, [](Expr x, Type t) {

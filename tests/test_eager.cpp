@@ -79,11 +79,28 @@ TEST_CASE("elementwise functions against the C library") {
   each(hjit::sign(t), [](double v) { return double((v > 0) - (v < 0)); });
   each(hjit::gelu(t), [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); });
   each(hjit::clamp(t, -1.0, 1.0), [](double v) { return std::min(1.0, std::max(-1.0, v)); });
+  each(hjit::hardswish(t), [](double v) { return v * std::min(std::max(v + 3, 0.0), 6.0) / 6; });
   // Round half to even, like numpy and PyTorch.
   CHECK(vals(hjit::round(f32({0.5, 1.5, 2.5, -0.5, -1.5, 2.4}, {6}))) == std::vector<float>{0, 2, 2, -0.0f, -2, 2});
   CHECK(vals(hjit::floor(f32({-1.5, 1.5}, {2}))) == std::vector<float>{-2, 1});
   // Rounding an integer is the identity.
   CHECK(hjit::floor(Tensor::arange(3, DType::I32)).dtype() == DType::I32);
+}
+
+TEST_CASE("hardswish: zero below -3, x above 3, NaN through, and PyTorch's NaN at -inf") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> y = vals(hjit::hardswish(f32({-4, -3, 0, 1.5, 3, 4, inf, -inf, nan}, {9})));
+  CHECK(y[0] == 0);
+  CHECK(y[1] == 0);
+  CHECK(y[2] == 0);
+  CHECK(y[3] == doctest::Approx(1.5 * 4.5 / 6));
+  CHECK(y[4] == 3);
+  CHECK(y[5] == 4);
+  CHECK(y[6] == inf);
+  CHECK(std::isnan(y[7]));  // -inf * 0, as PyTorch's kernel computes it
+  CHECK(std::isnan(y[8]));
+  CHECK(hjit::hardswish(Tensor::ones({2}, DType::F16)).dtype() == DType::F16);
+  CHECK(hjit::hardswish(Tensor::ones({2}, DType::I32)).dtype() == DType::F32);  // integers compute in f32
 }
 
 TEST_CASE("maximum and minimum propagate NaN, like PyTorch") {

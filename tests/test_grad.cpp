@@ -74,11 +74,14 @@ TEST_CASE("unary rules against finite differences") {
   using U = Tensor (*)(const Tensor&);
   std::vector<std::pair<const char*, U>> ops = {
       {"neg", hjit::neg}, {"abs", hjit::abs}, {"relu", hjit::relu}, {"exp", hjit::exp}, {"sin", hjit::sin},
-      {"cos", hjit::cos}, {"tanh", hjit::tanh}, {"sigmoid", hjit::sigmoid}, {"erf", hjit::erf}, {"silu", hjit::silu}};
+      {"cos", hjit::cos}, {"tanh", hjit::tanh}, {"sigmoid", hjit::sigmoid}, {"erf", hjit::erf}, {"silu", hjit::silu},
+      {"hardswish", hjit::hardswish}};
   for (auto [name, op] : ops) check_grad(name, [op](const std::vector<Tensor>& in) { return op(in[0]); }, {r({3, 4}, 1)});
   for (auto [name, op] : std::vector<std::pair<const char*, U>>{{"log", hjit::log}, {"log1p", hjit::log1p}, {"sqrt", hjit::sqrt}, {"rsqrt", hjit::rsqrt}})
     check_grad(name, [op](const std::vector<Tensor>& in) { return op(in[0]); }, {pos({3, 4}, 2)});
   check_grad("gelu", [](const std::vector<Tensor>& in) { return hjit::gelu(in[0]) + hjit::gelu(in[0], true); }, {r({5}, 3)});
+  // Every piece of hardswish: below -3, the curve between, above 3.
+  check_grad("hardswish", [](const std::vector<Tensor>& in) { return hjit::hardswish(in[0] * 4.0); }, {r({3, 4}, 5)});
   // Through f32 the function moves in f32 steps: a wider finite difference.
   check_grad("convert", [](const std::vector<Tensor>& in) { return in[0].astype(DType::F32).astype(DType::F64) * 2; }, {r({4}, 4)}, 1e-3,
              1e-2);

@@ -160,7 +160,8 @@ const std::map<std::string, Adapter>& adapters() {
       {"floor", unary(hjit::floor)}, {"ceil", unary(hjit::ceil)}, {"round", unary(hjit::round)}, {"exp", unary(hjit::exp)},
       {"log", unary(hjit::log)}, {"log1p", unary(hjit::log1p)}, {"sqrt", unary(hjit::sqrt)}, {"rsqrt", unary(hjit::rsqrt)},
       {"sin", unary(hjit::sin)}, {"cos", unary(hjit::cos)}, {"tanh", unary(hjit::tanh)}, {"sigmoid", unary(hjit::sigmoid)},
-      {"erf", unary(hjit::erf)}, {"silu", unary(hjit::silu)}, {"logical_not", unary(hjit::logical_not)},
+      {"erf", unary(hjit::erf)}, {"silu", unary(hjit::silu)}, {"hardswish", unary(hjit::hardswish)},
+      {"logical_not", unary(hjit::logical_not)},
       {"gelu", [](const V& in, A) { return V{hjit::gelu(in[0])}; }},
       {"gelu_tanh", [](const V& in, A) { return V{hjit::gelu(in[0], true)}; }},
       {"astype", [](const V& in, A a) { return V{in[0].astype(hjit::dtype_from_name(a.s("dtype")))}; }},
@@ -279,9 +280,11 @@ bool float_out(const Case& c) { return !c.out.empty() && hjit::is_floating(c.out
 
 const std::vector<Deliberate>& deliberate() {
   static const std::vector<Deliberate> table = {
-      {"softmax, log_softmax, gelu and silu of integer tensors compute in f32 (PyTorch has no integer kernel and raises)",
+      {"softmax, log_softmax, gelu, silu and hardswish of integer tensors compute in f32 (PyTorch has no integer kernel "
+       "and raises)",
        [](const Case& c) {
-         return (c.op == "softmax" || c.op == "log_softmax" || c.op == "gelu" || c.op == "gelu_tanh" || c.op == "silu") &&
+         return (c.op == "softmax" || c.op == "log_softmax" || c.op == "gelu" || c.op == "gelu_tanh" || c.op == "silu" ||
+                 c.op == "hardswish") &&
                 !hjit::is_floating(c.in[0].dtype()) && !c.error.empty();
        },
        Instead::Computes},

@@ -67,6 +67,16 @@ void Sigmoid(const KernelArgs& a) {
   float_unary(a, [](auto x) { return decltype(x)(1) / (decltype(x)(1) + std::exp(-x)); });
 }
 void Erf(const KernelArgs& a) { float_unary(a, [](auto x) { return std::erf(x); }); }
+// PyTorch's hardswish: x * min(max(x + 3, 0), 6) / 6, NaN passing through (and -inf giving NaN).
+void Hardswish(const KernelArgs& a) {
+  float_unary(a, [](auto x) {
+    using T = decltype(x);
+    T r = x + T(3);
+    if (r < T(0)) r = T(0);
+    if (r > T(6)) r = T(6);
+    return x * r / T(6);
+  });
+}
 void Not(const KernelArgs& a) { unary_loop<bool>(a, [](bool x) { return !x; }); }
 
 }  // namespace hjit::eager

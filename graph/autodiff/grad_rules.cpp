@@ -125,6 +125,13 @@ void Erf(GradCtx& c) {
   int e = c.b.op(OpKind::Exp, {c.b.neg(c.b.mul(x, x))});
   c.dx[0] = c.b.mul(c.b.mul(c.g, e), 2.0 / std::sqrt(M_PI));
 }
+// PyTorch's hardswish_backward: 0 below -3, x / 3 + 1/2 up to 3, 1 above (and for NaN).
+void Hardswish(GradCtx& c) {
+  const int x = c.in[0];
+  const int slope = c.b.add(c.b.div(x, c.b.like(x, 3)), c.b.like(x, 0.5));
+  const int upper = c.b.where(cmp(c, OpKind::Le, x, c.b.like(x, 3)), slope, one_like(c, x));
+  c.dx[0] = c.b.mul(c.g, c.b.where(cmp(c, OpKind::Lt, x, c.b.like(x, -3)), zero_like(c, x), upper));
+}
 void Cast(GradCtx& c) {
   // Between floating point types the gradient converts back; to or from integers none flows.
   DType from = c.b.type(c.in[0]).dtype, to = c.node.type.dtype;

@@ -436,6 +436,13 @@ for dt in FLOATS:
             emit('attention', [randn(qs, dt), randn(ks, dt), randn(vs, dt)], lambda q, k, v, c=causal: attention(q, k, v, c),
                  {'causal': int(causal)})
 
+# Ops added later come last, so that the random inputs of the cases above stay as they were (one
+# generator draws them all in order) and the file grows by their cases only.
+for name, fn in {'hardswish': F.hardswish}.items():
+    for dt in ALL:
+        for x in unary_inputs(dt):
+            emit(name, [x], fn)
+
 path = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'torch_cases.txt')
 with open(path, 'w') as f:
     f.write(f'# written by make_torch_golden.py with PyTorch {torch.__version__}; {sum(counts.values())} cases\n')
