@@ -83,7 +83,9 @@ int64_t run_version(Version& v, const CallArgs& args, std::vector<Tensor>& outpu
     }
     out[k] = outputs.back().impl()->data();
   }
-  if (v.update_buffers.empty() || v.dynamic) {  // (an updated argument's size may change with the call)
+  // (Calls of a version with updates run one at a time; an updated argument's size may change with
+  // the call under dynamic sizes.)
+  if (!v.update_input.empty() && (v.update_buffers.empty() || v.dynamic)) {
     v.update_buffers.clear();
     for (size_t input : v.update_input)
       v.update_buffers.push_back(std::make_shared<Storage>(update_target(v, args, input).storage->nbytes));

@@ -20,7 +20,7 @@
 // Tensor and std::vector<Tensor> arguments are traced; every other argument (int, double, bool,
 // enum, std::string) is static: its value is part of the cache key. Tensors a jitted function
 // captures (model parameters) are read at every call; Tensor::assign on them inside the function
-// writes the new value after every call. See README.md for the rest.
+// writes the new value after every call. docs/ has the rest; tuning runs are <hjit/tune.h>'s.
 #pragma once
 
 #include <hjit/control_flow.h>
