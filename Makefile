@@ -2,6 +2,8 @@
 #   make demo   installs what is missing, builds, tunes two workloads briefly, and runs hjit-bench
 #               (the workloads table, with tuned rows)
 #   make test   installs what is missing, builds, and runs the test suite (CI runs this)
+#   make test-full  the same with every case of every differential configuration (make test runs
+#               every case at O1 and every other case in the other configurations)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 # Debian packages the build needs; OpenBLAS is hjit-bench's W3 reference; oneDNN the extern sgemm
@@ -9,7 +11,7 @@ JOBS ?= $(shell nproc)
 # OpenCL driver for the CPU: the test suite runs the GPU schedules' kernels on it (OpenCL-O1).
 PACKAGES := cmake ninja-build g++ pkg-config ccache libhalide14-0-dev libspdlog-dev doctest-dev libopenblas-dev libsqlite3-dev libdnnl-dev pocl-opencl-icd
 
-.PHONY: all deps configure build demo test sanitize sanitize-ci sanitize-thread soak bench examples device-bundle clean
+.PHONY: all deps configure build demo test test-full sanitize sanitize-ci sanitize-thread soak bench examples device-bundle clean
 
 all: build
 
@@ -37,8 +39,11 @@ demo: build
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
+test-full: build
+	HJIT_TEST_FULL=1 ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
 # The test suite built with AddressSanitizer and UndefinedBehaviorSanitizer (any report fails its
-# test; LeakSanitizer too) in a build directory of its own: every configuration, about an hour
+# test; LeakSanitizer too) in a build directory of its own: every configuration, about 40 minutes
 # on 2 cores. The tests' pipeline cache is emptied first: a run that found its pipelines on disk
 # would check loading them, not compiling them. Halide compiles on the calling thread's stack in
 # such a build (halide_backend/build.cpp), so threads get 64 MiB. Such a build has no OpenCL (pocl
@@ -88,7 +93,7 @@ soak: build
 # runner that needs no Halide: carry $(BUILD)/device_bundle_cuda to a machine with a GPU and run
 # ./runner there (./runner --repeat 50 adds timings).
 device-bundle: build
-	cd $(BUILD)/tests && HJIT_TEST_CONFIG=CUDA-O1 HJIT_DEVICE_BUNDLE=$(abspath $(BUILD))/device_bundle_cuda ./test_differential
+	cd $(BUILD)/tests && HJIT_TEST_FULL=1 HJIT_TEST_CONFIG=CUDA-O1 HJIT_DEVICE_BUNDLE=$(abspath $(BUILD))/device_bundle_cuda ./test_differential
 
 examples: build
 	$(BUILD)/examples/quickstart

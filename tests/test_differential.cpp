@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <array>
 #include <fstream>
+#include <map>
 #include <set>
 #include <unistd.h>
 #include <limits>
@@ -152,6 +153,17 @@ void check_on_device(const std::string& name, const Group& group, const std::vec
   }
 }
 
+// make test (CI) runs every case in O1, the configuration users get, and in the others (the
+// unfused lowering, the autoschedulers, the GPU targets) every other case of a group and dtype
+// signature, the first always: every op still meets every dtype there, in half the time (about 18
+// minutes of the suite on 2 cores). make test-full (HJIT_TEST_FULL=1) runs every case everywhere.
+bool sampled_out(const std::string& group_and_dtypes) {
+  static const bool full = std::getenv("HJIT_TEST_FULL") != nullptr;
+  if (full || config() == "O1") return false;
+  static std::map<std::string, int> seen;
+  return seen[group_and_dtypes]++ % 2 == 1;
+}
+
 // Runs `group` eagerly and compiled (twice: the second call is a cache hit) and compares.
 void check(const std::string& name, const Group& group, const std::vector<Tensor>& inputs) {
   std::string shapes;
@@ -162,6 +174,7 @@ void check(const std::string& name, const Group& group, const std::vector<Tensor
   static std::set<std::string> exported;
   std::string dtypes;
   for (const Tensor& t : inputs) dtypes += std::string(" ") + hjit::dtype_name(t.dtype());
+  if (sampled_out(name + dtypes)) return;
   if (bundle() && (!opencl() || exported.insert(name + dtypes).second))
     bundle()->add(name + "_" + std::to_string(bundle()->size()), group, inputs);
   if (cuda()) return check_ptx(group, inputs, name);
