@@ -172,10 +172,17 @@ ModuleResult::operator Tensor() const {
   return front();
 }
 
+namespace {
+
+backend::ScheduleRequest module_schedule(const std::string& who, const ModuleOptions& options) {
+  return backend::schedule_request(
+      who, {.opt_level = options.opt_level, .autoscheduler = options.autoscheduler, .tuning_db = options.tuning_db});
+}
+
+}  // namespace
+
 Module Module::load(const std::string& path, ModuleOptions options) {
-  const backend::ScheduleRequest schedule = backend::schedule_request(
-      "hjit: module '" + path + "'",
-      {.opt_level = options.opt_level, .autoscheduler = options.autoscheduler, .tuning_db = options.tuning_db});
+  const backend::ScheduleRequest schedule = module_schedule("hjit: module '" + path + "'", options);
   try {
     Module m(Impl::decode(read_whole_file(path)));
     m.impl_->schedule = schedule;
@@ -191,11 +198,13 @@ Module Module::load(const std::string& path, ModuleOptions options) {
 
 void Module::save(const std::string& path) const { write_whole_file(path, impl_->encode()); }
 
-void detail_save(const std::string& path, const std::string& name, const detail::CallArgs& args, detail::Tracer trace,
-                 const SaveOptions& options) {
+Module detail_make_module(const std::string& name, const detail::CallArgs& args, detail::Tracer trace,
+                          const SaveOptions& options, const ModuleOptions& module_options) {
+  const backend::ScheduleRequest schedule = module_schedule("hjit: module '" + name + "'", module_options);
   detail::Traced tr = detail::trace_and_optimize(name, false, args, trace);
   auto m = std::make_shared<Module::Impl>();
   m->name = name;
+  m->schedule = schedule;
   m->num_args = tr.num_args;
   for (const auto& c : tr.captured) {
     Tensor p = make_tensor(c->type);
@@ -207,7 +216,12 @@ void detail_save(const std::string& path, const std::string& name, const detail:
     m->graph = detail::freeze_inputs(m->graph, m->num_args, m->params);
     m->params.clear();
   }
-  Module(m).save(path);
+  return Module(m);
+}
+
+void detail_save(const std::string& path, const std::string& name, const detail::CallArgs& args, detail::Tracer trace,
+                 const SaveOptions& options) {
+  detail_make_module(name, args, trace, options, {}).save(path);
   log().debug("saved '{}' to {}", name, path);
 }
 
@@ -226,7 +240,12 @@ ModuleResult Module::call(const std::vector<Tensor>& args) const {
     if (im.type.shape != want.shape)
       throw ShapeError("hjit: module '" + m.name + "' argument " + std::to_string(i) + " must be " + want.str() + ", got " +
                        im.type.str());
-    if (args[i].is_traced()) throw ValueError("hjit: a module cannot be called inside a traced function");
+  }
+  if (detail::tracing_active()) {
+    std::vector<Tensor> inputs = args;
+    inputs.insert(inputs.end(), m.params.begin(), m.params.end());
+    const std::vector<Tensor> outs = eval_graph(g, inputs);
+    return ModuleResult(outs.begin(), outs.end());
   }
   const backend::Executable& exe = m.executable();
   std::vector<const void*> in;

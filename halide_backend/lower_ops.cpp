@@ -179,9 +179,17 @@ void arg_reduce(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
 // narrower type. (C++ and LLVM leave out-of-range conversions undefined.)
 Expr float_to_int(const Expr& x, Type t) {
   auto truncated = [&](Type wide) {
+    const Expr f = x.type().bits() < 32 ? cast(Float(32), x) : x;
     const double limit = std::ldexp(1.0, wide.bits() - 1);
-    Expr in_range = x > Internal::make_const(x.type(), -limit - 1) && x < Internal::make_const(x.type(), limit);
-    return select(ieee::is_nan(x) || !in_range, wide.min(), cast(wide, x));
+    Expr in_range = f > Internal::make_const(f.type(), -limit - 1) && f < Internal::make_const(f.type(), limit);
+    const Expr out = ieee::is_nan(f) || !in_range;
+    // For signed results the lowest value is chosen on the float side (-2^(bits-1) converts
+    // exactly): Halide 14's simplifier folds a comparison of select(c, INT64_MIN, y) wrongly
+    // (select(c, INT64_MIN, cast<int64>(x)) < 1 became false for every x). Unsigned results keep
+    // the select on the integer side, without which it folds cast<u64>(cast<i64>(x)) into one
+    // conversion that is undefined for negative x.
+    if (t.is_int()) return cast(wide, select(out, Internal::make_const(f.type(), -limit), f));
+    return select(out, wide.min(), cast(wide, f));
   };
   if (t.bits() == 64 && t.is_uint()) {  // beyond i64: subtract 2^63 first
     Expr two63 = Internal::make_const(x.type(), std::ldexp(1.0, 63));

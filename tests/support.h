@@ -2,6 +2,8 @@
 // tolerances (the tolerances compiled code is held to against eager execution).
 #pragma once
 #include <cmath>
+#include <cstdlib>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,26 @@ double tolerance(hjit::DType dtype);
 
 // Empty string when equal within tolerance, else what differs (first bad element).
 std::string compare(const hjit::Tensor& got, const hjit::Tensor& want, double tol);
+
+// Runs `attempt` on mutations 0..count-1: counts those it accepts and those rejected with a typed
+// hjit::Error, and fails the test for any other exception. HJIT_FUZZ_MUTATIONS lowers count (make
+// sanitize-ci: the instrumented build runs a fifth of them; make sanitize all).
+template <class Attempt>
+std::pair<int64_t, int64_t> fuzz(int count, Attempt attempt) {
+  if (const char* cap = std::getenv("HJIT_FUZZ_MUTATIONS")) count = std::min(count, std::atoi(cap));
+  int64_t accepted = 0, rejected = 0;
+  for (int k = 0; k < count; ++k) {
+    try {
+      attempt(k);
+      ++accepted;
+    } catch (const hjit::Error&) {
+      ++rejected;
+    } catch (const std::exception& e) {
+      FAIL_CHECK("an untyped error (" << std::string(e.what()) << ") for mutation " << k);
+    }
+  }
+  return {accepted, rejected};
+}
 
 }  // namespace test
 

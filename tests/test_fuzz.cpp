@@ -119,24 +119,6 @@ std::string mutate_schedule(const std::string& text, std::mt19937_64& rng) {
   return out;
 }
 
-// Runs `attempt` on mutations 0..count-1: counts those it accepts and those rejected with a typed
-// hjit::Error, and fails the test for any other exception.
-template <class Attempt>
-std::pair<int64_t, int64_t> fuzz(int count, Attempt attempt) {
-  int64_t accepted = 0, rejected = 0;
-  for (int k = 0; k < count; ++k) {
-    try {
-      attempt(k);
-      ++accepted;
-    } catch (const hjit::Error&) {
-      ++rejected;
-    } catch (const std::exception& e) {
-      FAIL_CHECK("an untyped error (" << std::string(e.what()) << ") for mutation " << k);
-    }
-  }
-  return {accepted, rejected};
-}
-
 }  // namespace
 
 TEST_CASE("Graph::parse: 10,000 mutations of each seed parse to a valid graph or throw a typed error") {
@@ -145,7 +127,7 @@ TEST_CASE("Graph::parse: 10,000 mutations of each seed parse to a valid graph or
   int64_t parsed = 0, rejected = 0;
   for (const std::string& seed : seeds) {
     CHECK_NOTHROW(hjit::verify(hjit::Graph::parse(seed), "parse"));
-    auto [a, r] = fuzz(10000, [&](int) {
+    auto [a, r] = test::fuzz(10000, [&](int) {
       const std::string text = mutate(seed, rng);
       const hjit::Graph g = hjit::Graph::parse(text);
       hjit::verify(g, "parse");
@@ -169,7 +151,7 @@ TEST_CASE("saved modules: 10,000 mutations of a payload under a valid header loa
   const std::string payload(hjit::unwrap_payload(file, kMagic, 1, "a saved module"));
   CHECK_CLOSE(hjit::Module::load(path)(x).front(), layer(x));
   std::mt19937_64 rng(777);
-  auto [loaded, rejected] = fuzz(10000, [&](int) {
+  auto [loaded, rejected] = test::fuzz(10000, [&](int) {
     test::write_file(path, hjit::wrap_payload(kMagic, 1, mutate_bytes(payload, rng)));
     hjit::Module m = hjit::Module::load(path);
     hjit::verify(m.graph(), "load");
@@ -192,7 +174,7 @@ TEST_CASE("disk-cache entries: 10,000 mutations of a payload under a valid heade
   const std::string payload(hjit::unwrap_payload(entry, kMagic, hjit::backend::kCacheFormatVersion, "an entry"));
   CHECK(hjit::backend::decode_cache_entry(entry, key).info.function == exe->info().function);
   std::mt19937_64 rng(4242);
-  auto [decoded, rejected] = fuzz(10000, [&](int) {
+  auto [decoded, rejected] = test::fuzz(10000, [&](int) {
     hjit::backend::decode_cache_entry(
         hjit::wrap_payload(kMagic, hjit::backend::kCacheFormatVersion, mutate_bytes(payload, rng)), key);
   });
@@ -228,7 +210,7 @@ TEST_CASE("tuning databases: 10,000 files with bytes changed open and read, or t
   const std::string file = test::read_file(path);
   REQUIRE(!file.empty());
   std::mt19937_64 rng(99);
-  auto [read, rejected] = fuzz(10000, [&](int) {
+  auto [read, rejected] = test::fuzz(10000, [&](int) {
     test::write_file(path, mutate_bytes(file, rng));
     std::remove((path + "-journal").c_str());
     auto db = Database::open(path, false);
@@ -252,7 +234,7 @@ TEST_CASE("tuned schedules: 10,000 mutations of a schedule's text parse, apply a
   REQUIRE(text);
   CHECK_NOTHROW(hjit::backend::check_schedule(g, hjit::Device::CPU, *text));
   std::mt19937_64 rng(2024);
-  auto [accepted, rejected] = fuzz(10000, [&](int) { hjit::backend::check_schedule(g, hjit::Device::CPU, mutate_schedule(*text, rng)); });
+  auto [accepted, rejected] = test::fuzz(10000, [&](int) { hjit::backend::check_schedule(g, hjit::Device::CPU, mutate_schedule(*text, rng)); });
   MESSAGE(accepted << " mutated schedules lowered, " << rejected << " rejected with hjit::Error");
   CHECK(rejected > 0);
   CHECK(accepted > 100);  // the mutations reach Halide's lowering, not only the parser

@@ -254,3 +254,23 @@ TEST_CASE("an autoscheduler that ends the process is run in a child first, and i
   CHECK(vals(f(x, i)) == vals(pick(x, i)));
   CHECK(f.stats().schedule.find("Adams2019") != std::string::npos);  // used, or named with why it was not
 }
+
+// Halide 14 folded select(c, INT64_MIN, cast<int64>(x)) < k to false: a float converted to i64 (or
+// compared after a where on it) compared wrongly once fused (eager was right).
+TEST_CASE("floats converted to integers and compared give eager's answer once compiled") {
+  const Tensor x = Tensor::from_vector<float>({-1, 0, 1, 2, -3.5f, 1e30f, -1e30f}, {7});
+  for (hjit::DType to : {hjit::DType::I64, hjit::DType::I32, hjit::DType::I16, hjit::DType::U64, hjit::DType::U8}) {
+    for (hjit::DType from : {hjit::DType::F32, hjit::DType::F64, hjit::DType::F16}) {
+      auto f = [to](const Tensor& v) {
+        const Tensor i = hjit::astype(v, to);
+        return std::make_pair(hjit::astype(i < Tensor::scalar(1, to), hjit::DType::I64), hjit::where(i < Tensor::scalar(0, to), i + Tensor::scalar(10, to), i));
+      };
+      const Tensor in = hjit::astype(x, from);
+      const auto [want_lt, want_where] = f(in);
+      const auto [got_lt, got_where] = hjit::jit(f)(in);
+      INFO(std::string(hjit::dtype_name(from)) << " -> " << hjit::dtype_name(to) << ": " << got_where.str() << " where eagerly " << want_where.str());
+      CHECK(got_lt.to_vector<int64_t>() == want_lt.to_vector<int64_t>());
+      CHECK(got_where.to_vector<int64_t>() == want_where.to_vector<int64_t>());
+    }
+  }
+}

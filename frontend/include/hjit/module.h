@@ -48,6 +48,8 @@ class Module {
   // Runs the module on tensors of the saved signature (ShapeError / DTypeError otherwise).
   // Tensor and std::vector<Tensor> arguments, in the order of the saved function's. Safe to call
   // from several threads; calls of a module that updates its parameters run one at a time.
+  // Inside a traced function (jit, grad, export_library, hjit-tune) the module's graph is recorded
+  // into the trace, its parameters captured as any tensor the function reads.
   template <class... Args>
   ModuleResult operator()(const Args&... args) const {
     std::vector<Tensor> flat;
@@ -76,11 +78,26 @@ class Module {
   static void flatten(std::vector<Tensor>& out, const Tensor& t) { out.push_back(t); }
   static void flatten(std::vector<Tensor>& out, const std::vector<Tensor>& ts) { out.insert(out.end(), ts.begin(), ts.end()); }
   std::shared_ptr<Impl> impl_;
-  friend void detail_save(const std::string&, const std::string&, const detail::CallArgs&, detail::Tracer, const SaveOptions&);
+  friend Module detail_make_module(const std::string&, const detail::CallArgs&, detail::Tracer, const SaveOptions&,
+                                   const ModuleOptions&);
 };
 
+Module detail_make_module(const std::string& name, const detail::CallArgs& args, detail::Tracer trace,
+                          const SaveOptions& save_options, const ModuleOptions& options);
 void detail_save(const std::string& path, const std::string& name, const detail::CallArgs& args, detail::Tracer trace,
                  const SaveOptions& options);
+
+// Traces fn with the example arguments into a module in memory: what save writes, without the
+// file (how importers such as hjit::onnx::load build theirs). Throws what tracing throws, and
+// ValueError for bad options.
+template <class Fn, class... Args>
+Module make_module(const std::string& name, const ModuleOptions& options, const SaveOptions& save_options, Fn&& fn,
+                   const Args&... example_args) {
+  auto use = [&](const std::string&, const detail::CallArgs& call, detail::Tracer tracer) {
+    return detail_make_module(name, call, tracer, save_options, options);
+  };
+  return detail::traced_once(fn, use, example_args...);
+}
 
 // Traces fn with the example arguments' dtypes and shapes (static arguments are traced with their
 // values) and writes the module. Throws what tracing throws, and ValueError when the file cannot
@@ -97,5 +114,20 @@ template <class Fn, class... Args>
 void save(const std::string& path, Fn&& fn, const Args&... example_args) {
   save(path, SaveOptions{}, std::forward<Fn>(fn), example_args...);
 }
+
+namespace detail {
+// A module's result inside a traced function (a module called by a function that is jitted,
+// exported or saved) flattens as the tensors it holds.
+template <>
+struct Result<ModuleResult> {
+  static void flatten(const ModuleResult& r, std::vector<Tensor>& out, std::vector<int>* tree) {
+    Result<std::vector<Tensor>>::flatten(r, out, tree);
+  }
+  static ModuleResult unflatten(std::vector<Tensor>& in, size_t& pos, const std::vector<int>& tree, size_t& t) {
+    std::vector<Tensor> v = Result<std::vector<Tensor>>::unflatten(in, pos, tree, t);
+    return ModuleResult(v.begin(), v.end());
+  }
+};
+}  // namespace detail
 
 }  // namespace hjit

@@ -1,0 +1,88 @@
+#include "onnx_import/interpreter.h"
+
+#include <hjit/error.h>
+
+#include "onnx_import/node_context.h"
+#include "onnx_import/tensor_proto.h"
+
+namespace hjit::onnx_import {
+
+namespace {
+
+// An error an hjit op raised while converting a node, with the node named in front (the type kept).
+template <class E>
+[[noreturn]] void rethrow_at(const E& e, const std::string& where) {
+  const std::string what = e.what();
+  if (what.rfind("hjit::onnx:", 0) == 0) throw e;
+  throw E("hjit::onnx: " + where + ": " + what);
+}
+
+std::vector<Tensor> convert_node(const NodeContext& ctx, Converter convert) {
+  try {
+    return convert(ctx);
+  } catch (const ShapeError& e) {
+    rethrow_at(e, ctx.where());
+  } catch (const DTypeError& e) {
+    rethrow_at(e, ctx.where());
+  } catch (const IndexError& e) {
+    rethrow_at(e, ctx.where());
+  } catch (const ConcretizationError& e) {
+    rethrow_at(e, ctx.where());
+  } catch (const ValueError& e) {
+    rethrow_at(e, ctx.where());
+  }
+}
+
+}  // namespace
+
+std::optional<Tensor> Interpreter::lookup(const std::string& name) const {
+  if (auto it = values_.find(name); it != values_.end()) return it->second;
+  if (outer_)
+    if (auto it = outer_->find(name); it != outer_->end()) return it->second;
+  return std::nullopt;
+}
+
+std::map<std::string, Tensor> Interpreter::visible() const {
+  std::map<std::string, Tensor> all = values_;
+  if (outer_) all.insert(outer_->begin(), outer_->end());  // inner names shadow outer ones
+  return all;
+}
+
+std::vector<Tensor> Interpreter::run(const ::onnx::GraphProto& graph, const std::map<std::string, Tensor>& bound) const {
+  values_ = bound;
+  for (const ::onnx::TensorProto& init : graph.initializer())
+    if (!values_.count(init.name())) values_[init.name()] = to_tensor(init, "hjit::onnx: initializer '" + init.name() + "'");
+  for (const ::onnx::NodeProto& node : graph.node()) {
+    std::vector<std::optional<Tensor>> inputs;
+    for (const std::string& name : node.input()) {
+      if (name.empty()) {
+        inputs.emplace_back();
+        continue;
+      }
+      std::optional<Tensor> v = lookup(name);
+      if (!v)
+        throw ValueError("hjit::onnx: node '" + node.name() + "' (" + node.op_type() + ") reads '" + name +
+                         "', which no node, input or initializer before it defines");
+      inputs.push_back(std::move(v));
+    }
+    NodeContext ctx(node, std::move(inputs), *this);
+    if (!(node.domain().empty() || node.domain() == "ai.onnx"))
+      ctx.fail("the domain '" + node.domain() + "' is not ONNX's default domain, the only one hjit reads");
+    const Converter convert = find_converter(node.op_type());
+    if (!convert) ctx.fail("hjit does not convert the op " + node.op_type());
+    std::vector<Tensor> outs = convert_node(ctx, convert);
+    if (outs.size() < size_t(node.output_size()))
+      ctx.fail("gives " + std::to_string(outs.size()) + " outputs where the model names " + std::to_string(node.output_size()));
+    for (int k = 0; k < node.output_size(); ++k)
+      if (!node.output(k).empty()) values_[node.output(k)] = std::move(outs[size_t(k)]);
+  }
+  std::vector<Tensor> outputs;
+  for (const ::onnx::ValueInfoProto& out : graph.output()) {
+    std::optional<Tensor> v = lookup(out.name());
+    if (!v) throw ValueError("hjit::onnx: the graph's output '" + out.name() + "' is not computed by any node");
+    outputs.push_back(std::move(*v));
+  }
+  return outputs;
+}
+
+}  // namespace hjit::onnx_import

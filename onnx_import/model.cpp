@@ -1,0 +1,227 @@
+// hjit::onnx::Model: a model read and checked (model_file), its initializers split into
+// parameters (floating point) and constants, run by the interpreter, traced into a Module.
+#include <hjit/onnx.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "onnx_import/interpreter.h"
+#include "onnx_import/model_file.h"
+#include "onnx_import/node_context.h"
+#include "onnx_import/tensor_proto.h"
+#include "support/log.h"
+
+namespace hjit::onnx {
+
+using namespace onnx_import;
+
+struct Model::Impl {
+  std::string who;  // "hjit::onnx: model 'x.onnx': "
+  ::onnx::ModelProto proto;
+  int64_t opset = 0;
+  LoadOptions options;
+  ModelInfo info;
+  std::vector<std::string> param_names;
+  std::vector<Tensor> params;
+};
+
+namespace {
+
+ValueInfo value_info(const ::onnx::ValueInfoProto& v, const std::string& who) {
+  ValueInfo info;
+  info.name = v.name();
+  if (!v.type().has_tensor_type())
+    throw ValueError(who + "'" + v.name() + "' is not a tensor (sequences, maps and optionals are not inputs or outputs hjit takes)");
+  const auto& tt = v.type().tensor_type();
+  info.dtype = dtype_from_onnx(tt.elem_type(), who + "'" + v.name() + "'");
+  for (const auto& d : tt.shape().dim()) {
+    info.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    info.dim_names.push_back(d.has_dim_param() ? d.dim_param() : "");
+  }
+  return info;
+}
+
+void count_ops(const ::onnx::GraphProto& g, std::map<std::string, int>& counts) {
+  for (const auto& n : g.node()) {
+    ++counts[n.op_type()];
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) count_ops(a.g(), counts);
+      for (const auto& sub : a.graphs()) count_ops(sub, counts);
+    }
+  }
+}
+
+std::shared_ptr<Model::Impl> make_impl(const std::string& bytes, const std::string& base_dir, const std::string& who,
+                                        const LoadOptions& options) {
+  auto m = std::make_shared<Model::Impl>();
+  m->who = who;
+  m->options = options;
+  m->proto = read_model(bytes, base_dir, who);
+  m->opset = default_opset(m->proto, who);
+  const ::onnx::GraphProto& g = m->proto.graph();
+  ModelInfo& info = m->info;
+  info.producer = m->proto.producer_name() + (m->proto.producer_version().empty() ? "" : " " + m->proto.producer_version());
+  info.ir_version = m->proto.ir_version();
+  info.opset = m->opset;
+  std::set<std::string> initialized;
+  for (const auto& t : g.initializer()) {
+    initialized.insert(t.name());
+    const DType dtype = dtype_from_onnx(t.data_type(), who + "initializer '" + t.name() + "'");
+    if (!is_floating(dtype)) continue;  // integer initializers (shapes, indices) stay constants of the graph
+    m->param_names.push_back(t.name());
+    m->params.push_back(to_tensor(t, who + "initializer '" + t.name() + "'"));
+    info.parameters += m->params.back().numel();
+    info.parameter_bytes += m->params.back().numel() * dtype_size(dtype);
+  }
+  for (const auto& v : g.input())
+    if (!initialized.count(v.name())) info.inputs.push_back(value_info(v, who + "input "));
+  for (const auto& v : g.output()) info.outputs.push_back(value_info(v, who + "output "));
+  count_ops(g, info.op_counts);
+  return m;
+}
+
+std::string dims_str(const ValueInfo& v) {
+  std::string s = std::string(dtype_name(v.dtype)) + "[";
+  for (size_t i = 0; i < v.shape.size(); ++i)
+    s += (i ? "," : "") + (v.shape[i] >= 0 ? std::to_string(v.shape[i]) : v.dim_names[i].empty() ? "?" : v.dim_names[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+std::string ValueInfo::str() const { return name + " " + dims_str(*this); }
+
+std::string ModelInfo::str() const {
+  std::ostringstream os;
+  os << "producer: " << (producer.empty() ? "unknown" : producer) << ", IR version " << ir_version << ", opset " << opset << "\n";
+  os << "inputs:";
+  for (const ValueInfo& v : inputs) os << "\n  " << v.str();
+  os << "\noutputs:";
+  for (const ValueInfo& v : outputs) os << "\n  " << v.str();
+  os << "\nparameters: " << parameters << " elements, " << parameter_bytes << " bytes\nops:";
+  for (const auto& [op, count] : op_counts) os << "\n  " << op << " x" << count;
+  return os.str();
+}
+
+Model Model::read(const std::string& path, const LoadOptions& options) {
+  const std::string who = "hjit::onnx: model '" + path + "': ";
+  const std::string bytes = read_file(path, "model");
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  Timer t;
+  Model m(make_impl(bytes, dir.empty() ? "." : dir, who, options));
+  log().debug("onnx: read {} in {:.1f} ms: opset {}, {} nodes, {} parameters", path, t.ms(), m.impl_->opset,
+              m.impl_->proto.graph().node_size(), m.impl_->params.size());
+  return m;
+}
+
+Model Model::parse(const std::string& bytes, const std::string& base_dir, const LoadOptions& options) {
+  return Model(make_impl(bytes, base_dir, "hjit::onnx: model: ", options));
+}
+
+const ModelInfo& Model::info() const { return impl_->info; }
+
+std::vector<Tensor> Model::parameters() const { return impl_->params; }
+
+std::vector<TensorType> Model::input_types() const {
+  std::vector<TensorType> types;
+  for (const ValueInfo& v : impl_->info.inputs) {
+    TensorType t{v.dtype, v.shape};
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      if (t.shape[d] >= 0) continue;
+      auto it = impl_->options.dims.find(v.dim_names[d]);
+      if (v.dim_names[d].empty() || it == impl_->options.dims.end())
+        throw ValueError(impl_->who + "input '" + v.name + "' has a dimension " +
+                         (v.dim_names[d].empty() ? std::string("without a size or a name") : "'" + v.dim_names[d] + "'") +
+                         " (dimension " + std::to_string(d) + " of " + dims_str(v) +
+                         "): give its size in LoadOptions::dims, or pass input types to Model::module");
+      if (it->second < 0) throw ValueError(impl_->who + "LoadOptions::dims gives '" + it->first + "' a negative size");
+      t.shape[d] = it->second;
+    }
+    types.push_back(t);
+  }
+  return types;
+}
+
+std::vector<Tensor> Model::operator()(const std::vector<Tensor>& inputs) const {
+  const Impl& m = *impl_;
+  const std::vector<ValueInfo>& declared = m.info.inputs;
+  if (inputs.size() != declared.size())
+    throw ValueError(m.who + "the model takes " + std::to_string(declared.size()) + " inputs, given " + std::to_string(inputs.size()));
+  std::map<std::string, Tensor> bound;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ValueInfo& v = declared[i];
+    if (inputs[i].dtype() != v.dtype)
+      throw DTypeError(m.who + "input '" + v.name + "' is " + dims_str(v) + ", given " + dtype_name(inputs[i].dtype()));
+    bool fits = inputs[i].shape().size() == v.shape.size();
+    for (size_t d = 0; fits && d < v.shape.size(); ++d) fits = v.shape[d] < 0 || v.shape[d] == inputs[i].shape()[d];
+    if (!fits) throw ShapeError(m.who + "input '" + v.name + "' is " + dims_str(v) + ", given " + shape_str(inputs[i].shape()));
+    bound[v.name] = inputs[i];
+  }
+  for (size_t k = 0; k < m.params.size(); ++k) bound[m.param_names[k]] = m.params[k];
+  return Interpreter(m.opset, nullptr).run(m.proto.graph(), bound);
+}
+
+Module Model::module() const { return module(input_types()); }
+
+Module Model::module(const std::vector<TensorType>& input_types, const std::map<std::string, Tensor>& fixed) const {
+  const std::vector<ValueInfo>& declared = impl_->info.inputs;
+  if (input_types.size() != declared.size())
+    throw ValueError(impl_->who + "the model takes " + std::to_string(declared.size()) + " inputs, given " +
+                     std::to_string(input_types.size()) + " input types");
+  for (const auto& [name, value] : fixed)
+    if (std::none_of(declared.begin(), declared.end(), [&](const ValueInfo& v) { return v.name == name; }))
+      throw ValueError(impl_->who + "the model has no input '" + name + "' to fix");
+  std::vector<Tensor> examples;
+  for (size_t i = 0; i < declared.size(); ++i)
+    if (!fixed.count(declared[i].name)) examples.push_back(Tensor::zeros(input_types[i].shape, input_types[i].dtype));
+  const Model self = *this;
+  auto fn = [self, fixed](const std::vector<Tensor>& in) {
+    std::vector<Tensor> all;
+    size_t k = 0;
+    for (const ValueInfo& v : self.info().inputs) {
+      auto it = fixed.find(v.name);
+      // A copy made inside the trace: a constant of the graph, not a captured parameter.
+      if (it == fixed.end()) all.push_back(in[k++]);
+      else all.push_back(Tensor::from_bytes(it->second.data(), it->second.shape(), it->second.dtype()));
+    }
+    return self(all);
+  };
+  std::string name = impl_->proto.graph().name();
+  if (name.empty()) name = "onnx_model";
+  Timer t;
+  Module m = make_module(name, impl_->options.module, SaveOptions{.freeze_parameters = impl_->options.freeze}, fn, examples);
+  log().debug("onnx: converted '{}' in {:.1f} ms: {} graph nodes", name, t.ms(), m.graph().nodes.size());
+  return m;
+}
+
+std::vector<std::string> supported_ops() { return converted_ops(); }
+
+Module load(const std::string& path, const LoadOptions& options) { return Model::read(path, options).module(); }
+
+Tensor parse_tensor(const std::string& bytes) {
+  ::onnx::TensorProto p;
+  if (!p.ParseFromString(bytes)) throw ValueError("hjit::onnx: not a TensorProto (the protobuf does not parse)");
+  return to_tensor(p, "hjit::onnx: tensor '" + p.name() + "'");
+}
+
+Tensor read_tensor(const std::string& path) {
+  try {
+    return parse_tensor(read_file(path, "tensor file"));
+  } catch (const ValueError& e) {
+    const std::string what = e.what();
+    if (what.find(path) != std::string::npos) throw;
+    throw ValueError(what + " (in '" + path + "')");
+  }
+}
+
+void save_tensor(const std::string& path, const Tensor& tensor, const std::string& name) {
+  const std::string bytes = to_proto(tensor, name).SerializeAsString();
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+  if (!out) throw ValueError("hjit::onnx: cannot write the tensor file '" + path + "'");
+}
+
+}  // namespace hjit::onnx

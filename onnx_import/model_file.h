@@ -1,0 +1,25 @@
+// Reading a model: the protobuf, the weights in external data files beside it (never outside its
+// folder), the opset range, then ONNX's own checker and shape inference.
+#pragma once
+#include <string>
+
+#include "onnx/onnx_pb.h"
+
+namespace hjit::onnx_import {
+
+// The opsets of the default domain ONNX 1.12 defines, which the converters implement.
+inline constexpr int64_t kMinOpset = 7;
+inline constexpr int64_t kMaxOpset = 17;
+// Older models are brought to this opset by ONNX's version converter first.
+inline constexpr int64_t kUpgradeOpset = 9;
+
+// Parses, resolves external data against base_dir ("" : a model naming external data is an error),
+// checks and infers shapes. Every failure is a ValueError starting with `who`.
+::onnx::ModelProto read_model(const std::string& bytes, const std::string& base_dir, const std::string& who);
+
+// The opset of the default domain the model imports (ValueError outside [kMinOpset, kMaxOpset]).
+int64_t default_opset(const ::onnx::ModelProto& model, const std::string& who);
+
+std::string read_file(const std::string& path, const std::string& what);
+
+}  // namespace hjit::onnx_import

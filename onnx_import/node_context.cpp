@@ -1,0 +1,109 @@
+#include "onnx_import/node_context.h"
+
+#include "onnx_import/interpreter.h"
+#include "onnx_import/tensor_proto.h"
+
+namespace hjit::onnx_import {
+
+using ::onnx::AttributeProto;
+
+NodeContext::NodeContext(const ::onnx::NodeProto& node, std::vector<std::optional<Tensor>> inputs, const Interpreter& interpreter)
+    : node_(node), inputs_(std::move(inputs)), interpreter_(interpreter) {}
+
+int64_t NodeContext::opset() const { return interpreter_.opset(); }
+
+std::string NodeContext::where() const {
+  return "node '" + (node_.name().empty() ? (node_.output_size() ? node_.output(0) : std::string("?")) : node_.name()) + "' (" +
+         node_.op_type() + ")";
+}
+
+const Tensor& NodeContext::input(size_t k) const {
+  if (!has_input(k)) fail("needs input " + std::to_string(k) + ", which the model does not give");
+  return *inputs_[k];
+}
+
+std::optional<Tensor> NodeContext::optional_input(size_t k) const { return has_input(k) ? inputs_[k] : std::nullopt; }
+
+std::vector<int64_t> NodeContext::input_ints(size_t k) const {
+  const Tensor& t = input(k);
+  if (t.is_traced())
+    fail("input " + std::to_string(k) + " ('" + node_.input(int(k)) +
+         "') must be known when the model is converted (an initializer, a Constant, or computed from shapes), "
+         "but it is computed from the model's inputs");
+  return t.to_vector<int64_t>();
+}
+
+std::vector<double> NodeContext::input_doubles(size_t k) const {
+  const Tensor& t = input(k);
+  if (t.is_traced())
+    fail("input " + std::to_string(k) + " ('" + node_.input(int(k)) + "') must be known when the model is converted");
+  return t.to_vector<double>();
+}
+
+const AttributeProto* NodeContext::find(const std::string& name) const {
+  for (const AttributeProto& a : node_.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+int64_t NodeContext::attr_int(const std::string& name, int64_t fallback) const {
+  const AttributeProto* a = find(name);
+  return a ? a->i() : fallback;
+}
+
+int64_t NodeContext::attr_int(const std::string& name) const {
+  const AttributeProto* a = find(name);
+  if (!a) fail("needs the attribute '" + name + "'");
+  return a->i();
+}
+
+double NodeContext::attr_float(const std::string& name, double fallback) const {
+  const AttributeProto* a = find(name);
+  return a ? double(a->f()) : fallback;
+}
+
+std::string NodeContext::attr_string(const std::string& name, const std::string& fallback) const {
+  const AttributeProto* a = find(name);
+  return a ? a->s() : fallback;
+}
+
+std::vector<int64_t> NodeContext::attr_ints(const std::string& name, std::vector<int64_t> fallback) const {
+  const AttributeProto* a = find(name);
+  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : fallback;
+}
+
+std::vector<double> NodeContext::attr_floats(const std::string& name, std::vector<double> fallback) const {
+  const AttributeProto* a = find(name);
+  return a ? std::vector<double>(a->floats().begin(), a->floats().end()) : fallback;
+}
+
+Tensor NodeContext::attr_tensor(const std::string& name) const {
+  const AttributeProto* a = find(name);
+  if (!a || !a->has_t()) fail("needs the tensor attribute '" + name + "'");
+  return to_tensor(a->t(), "hjit::onnx: " + where() + " attribute '" + name + "'");
+}
+
+const ::onnx::GraphProto& NodeContext::attr_graph(const std::string& name) const {
+  const AttributeProto* a = find(name);
+  if (!a || !a->has_g()) fail("needs the graph attribute '" + name + "'");
+  return a->g();
+}
+
+int NodeContext::axis(int64_t axis, int64_t rank) const {
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+    fail("axis " + std::to_string(axis) + " is out of range for a tensor of rank " + std::to_string(rank));
+  return int(axis < 0 ? axis + rank : axis);
+}
+
+std::vector<Tensor> NodeContext::run_subgraph(const ::onnx::GraphProto& graph, const std::vector<Tensor>& inputs) const {
+  if (size_t(graph.input_size()) != inputs.size())
+    fail("its subgraph '" + graph.name() + "' takes " + std::to_string(graph.input_size()) + " inputs, given " +
+         std::to_string(inputs.size()));
+  const std::map<std::string, Tensor> scope = interpreter_.visible();
+  Interpreter sub(interpreter_.opset(), &scope);
+  std::map<std::string, Tensor> bound;
+  for (size_t i = 0; i < inputs.size(); ++i) bound[graph.input(int(i)).name()] = inputs[i];
+  return sub.run(graph, bound);
+}
+
+}  // namespace hjit::onnx_import

@@ -1,0 +1,70 @@
+// What a converter sees of one ONNX node: its inputs as hjit tensors (traced or concrete), its
+// attributes with their defaults, the opset, and errors that name the node.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <hjit/error.h>
+#include <hjit/ops.h>
+
+#include "onnx/onnx_pb.h"
+
+namespace hjit::onnx_import {
+
+class Interpreter;
+
+class NodeContext {
+ public:
+  NodeContext(const ::onnx::NodeProto& node, std::vector<std::optional<Tensor>> inputs, const Interpreter& interpreter);
+
+  const ::onnx::NodeProto& proto() const { return node_; }
+  int64_t opset() const;
+  // "node 'conv1' (Conv)": how every error about this node begins.
+  std::string where() const;
+
+  size_t num_inputs() const { return inputs_.size(); }
+  size_t num_outputs() const { return size_t(node_.output_size()); }
+  bool has_input(size_t k) const { return k < inputs_.size() && inputs_[k].has_value(); }
+  const Tensor& input(size_t k) const;                   // ValueError when absent
+  std::optional<Tensor> optional_input(size_t k) const;  // nullopt when absent or ""
+  // The values of an input that must be known when the model is converted (a shape, axes, pads):
+  // an initializer, a Constant, or computed from those and from static shapes.
+  std::vector<int64_t> input_ints(size_t k) const;
+  std::vector<double> input_doubles(size_t k) const;
+
+  bool has_attr(const std::string& name) const { return find(name) != nullptr; }
+  int64_t attr_int(const std::string& name, int64_t fallback) const;
+  int64_t attr_int(const std::string& name) const;  // required
+  double attr_float(const std::string& name, double fallback) const;
+  std::string attr_string(const std::string& name, const std::string& fallback) const;
+  std::vector<int64_t> attr_ints(const std::string& name, std::vector<int64_t> fallback = {}) const;
+  std::vector<double> attr_floats(const std::string& name, std::vector<double> fallback = {}) const;
+  Tensor attr_tensor(const std::string& name) const;
+  const ::onnx::GraphProto& attr_graph(const std::string& name) const;
+
+  // An axis attribute or value in [-rank, rank), made non-negative.
+  int axis(int64_t axis, int64_t rank) const;
+
+  // Runs a subgraph (If, Loop, Scan bodies) on these inputs; it sees this node's scope.
+  std::vector<Tensor> run_subgraph(const ::onnx::GraphProto& graph, const std::vector<Tensor>& inputs) const;
+
+  template <class E = ValueError>
+  [[noreturn]] void fail(const std::string& message) const {
+    throw E("hjit::onnx: " + where() + ": " + message);
+  }
+
+ private:
+  const ::onnx::AttributeProto* find(const std::string& name) const;
+  const ::onnx::NodeProto& node_;
+  std::vector<std::optional<Tensor>> inputs_;
+  const Interpreter& interpreter_;
+};
+
+using Converter = std::vector<Tensor> (*)(const NodeContext&);
+
+// The converter of an op type of the default domain; null for an op hjit does not convert.
+Converter find_converter(const std::string& op_type);
+std::vector<std::string> converted_ops();
+
+}  // namespace hjit::onnx_import

@@ -1,0 +1,116 @@
+// ONNX ops that select by index or rearrange blocks: GatherElements, OneHot, EyeLike,
+// DepthToSpace, SpaceToDepth; and the losses that pick each target's class.
+#include "onnx_import/ops/ops.h"
+#include "onnx_import/tensor_proto.h"
+
+namespace hjit::onnx_import {
+
+namespace {
+
+using V = std::vector<Tensor>;
+
+int64_t rank_of(const Tensor& t) { return int64_t(t.shape().size()); }
+
+// Indices in [-extent, extent) made non-negative (ONNX allows counting from the end).
+Tensor wrap(const Tensor& idx, int64_t extent) {
+  const Tensor i = astype(idx, DType::I64);
+  return where(i < int64_t(0), i + extent, i);
+}
+
+// out[i...] = data[i... with idx[i...] along axis]: one take from the flattened data at each
+// element's flat position.
+V GatherElements(const NodeContext& n) {
+  const Tensor &data = n.input(0), &idx = n.input(1);
+  const int64_t r = rank_of(data);
+  if (rank_of(idx) != r) n.fail("its indices have rank " + std::to_string(rank_of(idx)) + " where the data has " + std::to_string(r));
+  const int axis = n.axis(n.attr_int("axis", 0), r);
+  const int64_t extent = data.shape()[size_t(axis)];
+  Tensor checked = check_index(wrap(idx, extent), 0, extent, "GatherElements index");
+  Tensor flat = Tensor::scalar(0, DType::I64);
+  int64_t stride = 1;
+  for (int d = int(r) - 1; d >= 0; --d) {
+    const Tensor coord = d == axis ? checked : iota(idx.shape(), d, DType::I64);
+    flat = flat + coord * stride;
+    stride *= data.shape()[size_t(d)];
+  }
+  return {take(reshape(data, {-1}), broadcast_to(flat, idx.shape()), 0)};
+}
+
+V OneHot(const NodeContext& n) {
+  const Tensor& idx = n.input(0);
+  const int64_t depth = int64_t(n.input_doubles(1).at(0));
+  const Tensor& values = n.input(2);
+  if (values.numel() != 2) n.fail("its values must be [off, on]");
+  const int axis = n.axis(n.attr_int("axis", -1), rank_of(idx) + 1);
+  Shape out = idx.shape();
+  out.insert(out.begin() + axis, depth);
+  const Tensor i = unsqueeze(wrap(astype(idx, DType::I64), depth), axis);
+  const Tensor off = reshape(slice(values, 0, 0, 1), {}), on = reshape(slice(values, 0, 1, 2), {});
+  return {where(iota(out, axis, DType::I64) == i, on, off)};
+}
+
+V EyeLike(const NodeContext& n) {
+  const Tensor& x = n.input(0);
+  if (rank_of(x) != 2) n.fail("takes a matrix, given " + shape_str(x.shape()));
+  const DType dtype = n.has_attr("dtype") ? dtype_from_onnx(int(n.attr_int("dtype", 1)), "hjit::onnx: " + n.where() + " attribute 'dtype'") : x.dtype();
+  const Tensor eye = iota(x.shape(), 0, DType::I64) + n.attr_int("k", 0) == iota(x.shape(), 1, DType::I64);
+  return {astype(eye, dtype)};
+}
+
+V DepthToSpace(const NodeContext& n) {
+  const Tensor& x = n.input(0);
+  const int64_t b = n.attr_int("blocksize");
+  if (rank_of(x) != 4 || b <= 0 || x.shape()[1] % (b * b) != 0) n.fail("needs [N, C, H, W] with C a multiple of blocksize squared");
+  const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3], c = C / (b * b);
+  if (n.attr_string("mode", "DCR") == "CRD")
+    return {reshape(transpose(reshape(x, {N, c, b, b, H, W}), {0, 1, 4, 2, 5, 3}), {N, c, H * b, W * b})};
+  return {reshape(transpose(reshape(x, {N, b, b, c, H, W}), {0, 3, 4, 1, 5, 2}), {N, c, H * b, W * b})};
+}
+
+V SpaceToDepth(const NodeContext& n) {
+  const Tensor& x = n.input(0);
+  const int64_t b = n.attr_int("blocksize");
+  if (rank_of(x) != 4 || b <= 0 || x.shape()[2] % b != 0 || x.shape()[3] % b != 0) n.fail("needs [N, C, H, W] with H and W multiples of blocksize");
+  const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
+  return {reshape(transpose(reshape(x, {N, C, H / b, b, W / b, b}), {0, 3, 5, 1, 2, 4}), {N, C * b * b, H / b, W / b})};
+}
+
+// NegativeLogLikelihoodLoss on log-probabilities [N, C, d...] and targets [N, d...]: each target's
+// class picked through a mask (no gather out of range for an ignored target), weighted, reduced.
+std::vector<Tensor> nll(const NodeContext& n, const Tensor& logp, const Tensor& target, const std::optional<Tensor>& weight) {
+  if (rank_of(logp) < 2 || rank_of(target) != rank_of(logp) - 1) n.fail("needs input [N, C, ...] and target [N, ...]");
+  const int64_t classes = logp.shape()[1];
+  const Tensor t = astype(target, DType::I64);
+  Tensor keep = Tensor::ones(t.shape(), DType::Bool);
+  if (n.has_attr("ignore_index")) keep = t != n.attr_int("ignore_index", 0);
+  const Tensor picked = sum(where(iota(logp.shape(), 1, DType::I64) == unsqueeze(t, 1), logp, 0.0), {1});
+  Tensor w = astype(keep, logp.dtype());
+  if (weight) w = where(keep, take(*weight, check_index(where(keep, t, int64_t(0)), 0, classes, "target class")), 0.0);
+  else check_index(where(keep, t, int64_t(0)), 0, classes, "target class");
+  const Tensor loss = -picked * w;
+  const std::string reduction = n.attr_string("reduction", "mean");
+  if (reduction == "none") return {loss};
+  if (reduction == "sum") return {sum(loss)};
+  if (reduction != "mean") n.fail("has reduction '" + reduction + "' (none, sum or mean)");
+  return {sum(loss) / sum(w)};
+}
+
+V NegativeLogLikelihoodLoss(const NodeContext& n) { return nll(n, n.input(0), n.input(1), n.optional_input(2)); }
+
+V SoftmaxCrossEntropyLoss(const NodeContext& n) {
+  const Tensor logp = log_softmax(n.input(0), 1);
+  V out = nll(n, logp, n.input(1), n.optional_input(2));
+  out.push_back(logp);
+  return out;
+}
+
+}  // namespace
+
+void add_indexing_ops(ConverterTable& t) {
+#define HJIT_ONNX_OP(name) t[#name] = name;
+  HJIT_ONNX_OP(GatherElements) HJIT_ONNX_OP(OneHot) HJIT_ONNX_OP(EyeLike) HJIT_ONNX_OP(DepthToSpace)
+  HJIT_ONNX_OP(SpaceToDepth) HJIT_ONNX_OP(NegativeLogLikelihoodLoss) HJIT_ONNX_OP(SoftmaxCrossEntropyLoss)
+#undef HJIT_ONNX_OP
+}
+
+}  // namespace hjit::onnx_import

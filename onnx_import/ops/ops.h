@@ -1,0 +1,27 @@
+// The converters, one file per family of ONNX ops; each adds its ops to the table
+// (onnx/ops/table.cpp), keyed by op type.
+#pragma once
+#include <map>
+#include <string>
+
+#include "onnx_import/node_context.h"
+
+namespace hjit::onnx_import {
+
+using ConverterTable = std::map<std::string, Converter>;
+
+void add_elementwise_ops(ConverterTable& table);
+void add_shape_ops(ConverterTable& table);
+void add_reduce_ops(ConverterTable& table);
+void add_nn_ops(ConverterTable& table);
+void add_indexing_ops(ConverterTable& table);
+
+// ONNX ops keep their operands' dtype where hjit's (PyTorch's) promotion would widen it: an i32
+// sum stays i32, an integer division stays integer.
+inline Tensor as_dtype(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : astype(t, dtype); }
+inline bool is_float(DType t) { return is_floating(t); }
+
+// The rank-0 tensor of x's dtype holding v (a weak scalar could not carry an integer dtype).
+inline Tensor scalar_like(const Tensor& x, double v) { return Tensor::scalar(v, x.dtype()); }
+
+}  // namespace hjit::onnx_import

@@ -1,0 +1,33 @@
+#include "onnx_import/ops/ops.h"
+
+namespace hjit::onnx_import {
+
+namespace {
+
+const ConverterTable& table() {
+  static const ConverterTable t = [] {
+    ConverterTable t;
+    add_elementwise_ops(t);
+    add_shape_ops(t);
+    add_reduce_ops(t);
+    add_nn_ops(t);
+    add_indexing_ops(t);
+    return t;
+  }();
+  return t;
+}
+
+}  // namespace
+
+Converter find_converter(const std::string& op_type) {
+  auto it = table().find(op_type);
+  return it == table().end() ? nullptr : it->second;
+}
+
+std::vector<std::string> converted_ops() {
+  std::vector<std::string> ops;
+  for (const auto& [name, fn] : table()) ops.push_back(name);
+  return ops;
+}
+
+}  // namespace hjit::onnx_import

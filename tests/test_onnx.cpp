@@ -1,0 +1,322 @@
+// hjit::onnx beyond the conformance suite: tensor files, models built here with ONNX's protobuf
+// classes (loaded, run eagerly, inside jit and grad, as modules saved, frozen and exported),
+// symbolic dimensions, external data, every kind of bad file, and 10,000 mutations of a model.
+#include <hjit/onnx.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "onnx/onnx_pb.h"
+#include "tests/support.h"
+
+namespace fs = std::filesystem;
+using hjit::DType;
+using hjit::Tensor;
+
+namespace {
+
+::onnx::TensorProto proto_of(const std::string& name, const Tensor& t) {
+  const std::string path = (fs::path(test::scratch_dir("onnx_proto")) / "t.pb").string();
+  hjit::onnx::save_tensor(path, t, name);
+  ::onnx::TensorProto p;
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(p.ParseFromIstream(&in));
+  return p;
+}
+
+void add_value(::onnx::ValueInfoProto* v, const std::string& name, int elem, const std::vector<std::string>& dims) {
+  v->set_name(name);
+  auto* tt = v->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(elem);
+  auto* shape = tt->mutable_shape();
+  for (const std::string& d : dims) {
+    auto* dim = shape->add_dim();
+    if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
+    else dim->set_dim_param(d);
+  }
+}
+
+::onnx::NodeProto* add_node(::onnx::GraphProto* g, const std::string& op, const std::vector<std::string>& in,
+                            const std::vector<std::string>& out) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(op + "_" + out[0]);
+  for (const auto& s : in) n->add_input(s);
+  for (const auto& s : out) n->add_output(s);
+  return n;
+}
+
+void add_ints(::onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+// A small CNN: Conv(3x3, pad 1) + Relu + GlobalAveragePool + Flatten + Gemm, batch named "N".
+::onnx::ModelProto small_cnn(const std::string& batch = "N") {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.set_producer_name("hjit-test");
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("small_cnn");
+  add_value(g->add_input(), "x", ::onnx::TensorProto::FLOAT, {batch, "3", "8", "8"});
+  add_value(g->add_output(), "y", ::onnx::TensorProto::FLOAT, {batch, "5"});
+  *g->add_initializer() = proto_of("w", test::random({4, 3, 3, 3}, DType::F32, 1) * 0.3);
+  *g->add_initializer() = proto_of("b", test::random({4}, DType::F32, 2));
+  *g->add_initializer() = proto_of("fc", test::random({5, 4}, DType::F32, 3));
+  *g->add_initializer() = proto_of("fcb", test::random({5}, DType::F32, 4));
+  auto* conv = add_node(g, "Conv", {"x", "w", "b"}, {"c"});
+  add_ints(conv, "pads", {1, 1, 1, 1});
+  add_ints(conv, "kernel_shape", {3, 3});
+  add_node(g, "Relu", {"c"}, {"r"});
+  add_node(g, "GlobalAveragePool", {"r"}, {"p"});
+  add_node(g, "Flatten", {"p"}, {"f"});
+  auto* gemm = add_node(g, "Gemm", {"f", "fc", "fcb"}, {"y"});
+  auto* t = gemm->add_attribute();
+  t->set_name("transB");
+  t->set_type(::onnx::AttributeProto::INT);
+  t->set_i(1);
+  return m;
+}
+
+// The same network written with hjit's ops: the reference.
+Tensor small_cnn_reference(const hjit::onnx::Model& model, const Tensor& x) {
+  const std::vector<Tensor> p = model.parameters();  // w, b, fc, fcb in file order
+  Tensor c = hjit::relu(hjit::conv2d(x, p[0], p[1], {1, 1}, {1, 1}));
+  Tensor f = hjit::mean(c, {2, 3});
+  return hjit::matmul(f, hjit::transpose(p[2])) + p[3];
+}
+
+std::string write_model(const ::onnx::ModelProto& m, const std::string& dir_name) {
+  const fs::path dir = fs::path(test::scratch_dir(dir_name));
+  const std::string path = (dir / "model.onnx").string();
+  std::ofstream out(path, std::ios::binary);
+  REQUIRE(m.SerializeToOstream(&out));
+  return path;
+}
+
+std::vector<uint8_t> bytes_of(const Tensor& t) {
+  const auto* p = static_cast<const uint8_t*>(t.data());
+  return std::vector<uint8_t>(p, p + t.numel() * hjit::dtype_size(t.dtype()));
+}
+
+template <class E = hjit::ValueError>
+void check_throws_containing(const std::function<void()>& f, const std::string& part) {
+  try {
+    f();
+    FAIL("no exception; expected one saying '" << part << "'");
+  } catch (const E& e) {
+    INFO(std::string(e.what()));
+    CHECK(std::string(e.what()).find(part) != std::string::npos);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tensor files: every dtype, 0-d and empty tensors round-trip exactly") {
+  const fs::path dir = fs::path(test::scratch_dir("onnx_tensors"));
+  for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I8, DType::I16, DType::I32, DType::I64, DType::U8,
+                  DType::U16, DType::U32, DType::U64, DType::Bool}) {
+    for (const hjit::Shape& s : std::vector<hjit::Shape>{{}, {0, 3}, {2, 3, 5}}) {
+      const Tensor x = test::random(s, t, 7);
+      const std::string path = (dir / "x.pb").string();
+      hjit::onnx::save_tensor(path, x, "x");
+      const Tensor y = hjit::onnx::read_tensor(path);
+      INFO(hjit::dtype_name(t) << hjit::shape_str(s));
+      CHECK(y.dtype() == t);
+      CHECK(y.shape() == s);
+      CHECK(bytes_of(y) == bytes_of(x));
+    }
+  }
+}
+
+TEST_CASE("tensor files: typed fields read as the raw bytes would, and data that does not fill the shape is an error") {
+  ::onnx::TensorProto p;
+  p.set_data_type(::onnx::TensorProto::FLOAT16);
+  p.add_dims(2);
+  p.add_int32_data(hjit::f16(1.5f).bits);
+  p.add_int32_data(hjit::f16(-2.0f).bits);
+  const Tensor h = hjit::onnx::parse_tensor(p.SerializeAsString());
+  CHECK(h.dtype() == DType::F16);
+  CHECK(h.to_vector<float>() == std::vector<float>{1.5f, -2.0f});
+  p.add_dims(2);  // now [2, 2] with 2 values
+  check_throws_containing([&] { hjit::onnx::parse_tensor(p.SerializeAsString()); }, "declares 4 elements");
+  ::onnx::TensorProto huge;
+  huge.set_data_type(::onnx::TensorProto::FLOAT);
+  huge.add_dims(int64_t(1) << 40);
+  huge.add_dims(int64_t(1) << 40);
+  check_throws_containing([&] { hjit::onnx::parse_tensor(huge.SerializeAsString()); }, "more elements than can be addressed");
+  ::onnx::TensorProto str;
+  str.set_data_type(::onnx::TensorProto::STRING);
+  check_throws_containing([&] { hjit::onnx::parse_tensor(str.SerializeAsString()); }, "STRING");
+  check_throws_containing([&] { hjit::onnx::read_tensor("/nonexistent/x.pb"); }, "cannot open");
+  check_throws_containing([&] { hjit::onnx::parse_tensor(std::string("\xff\xff\xff", 3)); }, "not a TensorProto");
+}
+
+TEST_CASE("a model runs eagerly, as a module, inside jit and under grad, with one answer") {
+  const std::string path = write_model(small_cnn("2"), "onnx_cnn");
+  const hjit::onnx::Model model = hjit::onnx::Model::read(path);
+  CHECK(model.info().inputs.at(0).str() == "x f32[2,3,8,8]");
+  CHECK(model.info().op_counts.at("Conv") == 1);
+  CHECK(model.info().parameters == 4 * 27 + 4 + 20 + 5);
+  const Tensor x = test::random({2, 3, 8, 8}, DType::F32, 9);
+  const Tensor want = small_cnn_reference(model, x);
+  CHECK_CLOSE(model({x}).at(0), want);
+
+  hjit::Module m = hjit::onnx::load(path);
+  CHECK(m.parameters().size() == 4);
+  CHECK_CLOSE(Tensor(m(x)), want);
+  auto jitted = hjit::jit([&](const Tensor& v) { return model({v}).at(0) * 2.0; });
+  CHECK_CLOSE(jitted(x), want * 2.0);
+  auto via_module = hjit::jit([&](const Tensor& v) { return Tensor(m(v)) + 1.0; });
+  CHECK_CLOSE(via_module(x), want + 1.0);
+
+  // Gradients flow through the converted ops: d sum(y) / d x against the reference network's.
+  const Tensor g = hjit::grad([&](const Tensor& v) { return hjit::sum(model({v}).at(0)); })(x);
+  const Tensor g_ref = hjit::grad([&](const Tensor& v) { return hjit::sum(small_cnn_reference(model, v)); })(x);
+  CHECK_CLOSE(g, g_ref);
+
+  // Saved in hjit's format and loaded back; frozen; exported as a library.
+  const std::string saved = (fs::path(test::scratch_dir("onnx_cnn_saved")) / "cnn.hjit").string();
+  m.save(saved);
+  CHECK_CLOSE(Tensor(hjit::Module::load(saved)(x)), want);
+  const hjit::Module frozen = m.freeze();
+  CHECK(frozen.parameters().empty());
+  CHECK_CLOSE(Tensor(frozen(x)), want);
+  const hjit::Module frozen_at_load = hjit::onnx::load(path, {.freeze = true});
+  CHECK(frozen_at_load.parameters().empty());
+  CHECK_CLOSE(Tensor(frozen_at_load(x)), want);
+  const auto files = hjit::export_library(test::scratch_dir("onnx_cnn_export"), "cnn", m, x);
+  REQUIRE(files.size() >= 2);
+  CHECK(fs::file_size(files[0]) > 0);
+}
+
+TEST_CASE("symbolic dimensions are sized by LoadOptions::dims, or name themselves in the error") {
+  const std::string path = write_model(small_cnn("N"), "onnx_cnn_symbolic");
+  check_throws_containing([&] { hjit::onnx::load(path); }, "'N'");
+  const hjit::Module m3 = hjit::onnx::load(path, {.dims = {{"N", 3}}});
+  CHECK(m3.input_types().at(0).shape == hjit::Shape{3, 3, 8, 8});
+  const hjit::onnx::Model model = hjit::onnx::Model::read(path);
+  const Tensor x = test::random({5, 3, 8, 8}, DType::F32, 10);
+  CHECK_CLOSE(model({x}).at(0), small_cnn_reference(model, x));  // eagerly, any N
+  CHECK_CLOSE(Tensor(model.module({{DType::F32, {5, 3, 8, 8}}})(x)), small_cnn_reference(model, x));
+  check_throws_containing<hjit::ShapeError>([&] { model({test::random({5, 4, 8, 8}, DType::F32, 1)}); }, "f32[N,3,8,8]");
+  check_throws_containing<hjit::DTypeError>([&] { model({test::random({5, 3, 8, 8}, DType::F64, 1)}); }, "given f64");
+}
+
+TEST_CASE("external data is read beside the model, and never from outside its folder") {
+  ::onnx::ModelProto m = small_cnn("2");
+  const fs::path dir = fs::path(test::scratch_dir("onnx_external"));
+  // Move the conv weight into weights.bin, after 16 bytes of something else.
+  ::onnx::TensorProto& w = *m.mutable_graph()->mutable_initializer(0);
+  std::string bytes(16, 'x');
+  bytes += w.raw_data();
+  std::ofstream(dir / "weights.bin", std::ios::binary) << bytes;
+  const std::string raw = w.raw_data();
+  w.clear_raw_data();
+  w.set_data_location(::onnx::TensorProto::EXTERNAL);
+  auto set = [&](const std::string& location, int64_t offset, int64_t length) {
+    w.clear_external_data();
+    auto* kv = w.add_external_data();
+    kv->set_key("location"), kv->set_value(location);
+    kv = w.add_external_data();
+    kv->set_key("offset"), kv->set_value(std::to_string(offset));
+    kv = w.add_external_data();
+    kv->set_key("length"), kv->set_value(std::to_string(length));
+    const std::string path = (dir / "model.onnx").string();
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    m.SerializeToOstream(&out);
+    return path;
+  };
+  const std::string good = set("weights.bin", 16, int64_t(raw.size()));
+  const hjit::onnx::Model model = hjit::onnx::Model::read(good);
+  CHECK(bytes_of(model.parameters().at(0)) == std::vector<uint8_t>(raw.begin(), raw.end()));
+  std::ofstream(dir.parent_path() / "outside.bin", std::ios::binary) << bytes;
+  check_throws_containing([&] { hjit::onnx::Model::read(set("../outside.bin", 16, int64_t(raw.size()))); }, "outside the model's folder");
+  check_throws_containing([&] { hjit::onnx::Model::read(set((dir / "weights.bin").string(), 16, int64_t(raw.size()))); }, "relative");
+  check_throws_containing([&] { hjit::onnx::Model::read(set("weights.bin", 16, int64_t(raw.size()) + 1)); }, "which holds");
+  check_throws_containing([&] { hjit::onnx::Model::read(set("missing.bin", 0, 4)); }, "not a readable file");
+  fs::create_symlink("/etc/hostname", dir / "link.bin");
+  check_throws_containing([&] { hjit::onnx::Model::read(set("link.bin", 0, 1)); }, "outside the model's folder");
+}
+
+TEST_CASE("bad models are ValueErrors that say what is wrong, naming the node") {
+  const std::string dir = test::scratch_dir("onnx_bad");
+  check_throws_containing([&] { hjit::onnx::Model::parse("not a model at all"); }, "not an ONNX model");
+  const std::string good = small_cnn("2").SerializeAsString();
+  check_throws_containing([&] { hjit::onnx::Model::parse(good.substr(0, good.size() / 2)); }, "hjit::onnx: model");
+  check_throws_containing([&] { hjit::onnx::Model::read(dir + "/none.onnx"); }, "cannot open");
+  check_throws_containing([&] { hjit::onnx::Model::read(dir); }, "is a directory");
+  {
+    ::onnx::ModelProto m = small_cnn("2");
+    m.mutable_opset_import(0)->set_version(18);
+    check_throws_containing([&] { hjit::onnx::Model::parse(m.SerializeAsString()); }, "opset 18");
+  }
+  {
+    ::onnx::ModelProto m = small_cnn("2");
+    m.mutable_graph()->mutable_node(1)->set_op_type("NoSuchOp");
+    check_throws_containing([&] { hjit::onnx::Model::parse(m.SerializeAsString()); }, "NoSuchOp");
+  }
+  {
+    ::onnx::ModelProto m = small_cnn("2");
+    m.mutable_graph()->mutable_node(1)->set_input(0, "nowhere");
+    check_throws_containing([&] { hjit::onnx::Model::parse(m.SerializeAsString()); }, "nowhere");
+  }
+  {
+    ::onnx::ModelProto m = small_cnn("2");
+    m.mutable_graph()->mutable_initializer(0)->clear_raw_data();  // a weight without its data
+    check_throws_containing([&] { hjit::onnx::Model::parse(m.SerializeAsString()); }, "tensor name: w");
+  }
+  {
+    ::onnx::ModelProto m = small_cnn("2");  // the conv weight's channels no longer match the input's
+    *m.mutable_graph()->mutable_initializer(0) = proto_of("w", test::random({4, 2, 3, 3}, DType::F32, 1));
+    const hjit::onnx::Model model = hjit::onnx::Model::parse(m.SerializeAsString());
+    check_throws_containing<hjit::Error>([&] { model({test::random({2, 3, 8, 8}, DType::F32, 1)}); }, "node 'Conv_c' (Conv)");
+  }
+  {
+    ::onnx::ModelProto m = small_cnn("2");  // a cycle: the Relu reads the Gemm's output
+    m.mutable_graph()->mutable_node(1)->set_input(0, "y");
+    check_throws_containing([&] { hjit::onnx::Model::parse(m.SerializeAsString()); }, "hjit::onnx: model");
+  }
+  {
+    ::onnx::ModelProto m = small_cnn("2");
+    auto* n = m.mutable_graph()->mutable_node(1);
+    n->set_domain("com.example");
+    auto* op = m.add_opset_import();
+    op->set_domain("com.example");
+    op->set_version(1);
+    check_throws_containing([&] { hjit::onnx::Model::parse(m.SerializeAsString())({test::random({2, 3, 8, 8}, DType::F32, 1)}); }, "com.example");
+  }
+}
+
+TEST_CASE("the model reader: 10,000 mutations of a model give a model or a typed error") {
+  const std::string seed = small_cnn("N").SerializeAsString();
+  std::mt19937_64 rng(29);
+  auto [read, rejected] = test::fuzz(10000, [&](int) {
+    std::string p = seed;
+    const int edits = 1 + int(rng() % 3);
+    for (int e = 0; e < edits; ++e) {
+      const size_t at = size_t(rng() % p.size());
+      switch (rng() % 3) {
+        case 0: p[at] = char(rng() % 256); break;
+        case 1: p.erase(at, 1 + rng() % 8); break;
+        default: p[at] = char(p[at] ^ (1 << (rng() % 8)));
+      }
+    }
+    const hjit::onnx::Model m = hjit::onnx::Model::parse(p, "", {.dims = {{"N", 1}}});
+    std::vector<Tensor> in;
+    for (const hjit::TensorType& t : m.input_types()) {
+      if (t.numel() > 100000) throw hjit::ValueError("too big to run in a fuzz case");
+      in.push_back(hjit::Tensor::zeros(t.shape, t.dtype));
+    }
+    m(in);
+  });
+  MESSAGE(read << " mutated models read and run, " << rejected << " rejected with hjit::Error");
+  CHECK(rejected > 0);
+  CHECK(read > 0);
+}

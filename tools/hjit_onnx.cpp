@@ -1,0 +1,194 @@
+// hjit-onnx: ONNX models from the command line (hjit/onnx.h).
+//
+//   hjit-onnx info model.onnx                       what the model takes and gives, its ops (and any hjit does not convert)
+//   hjit-onnx run model.onnx [IN.pb ...] [--out DIR] [--expect DIR] [--eager]
+//                                                   runs it on TensorProto files (random inputs without), saves or compares
+//   hjit-onnx bench model.onnx [--repeat N]         the first call (conversion and compile) and the steady time
+//   hjit-onnx export model.onnx --out DIR [--name N] [--target T]
+//                                                   a static library and header (hjit::export_library)
+//
+// Every command takes --dim NAME=SIZE for symbolic input dimensions and --opt-level 0|1|2.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <hjit/hjit.h>
+#include <hjit/onnx.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+using hjit::Tensor;
+
+int usage(bool asked = false) {
+  std::fprintf(asked ? stdout : stderr,
+               "usage: hjit-onnx info MODEL.onnx\n"
+               "       hjit-onnx run MODEL.onnx [INPUT.pb ...] [--out DIR] [--expect DIR] [--eager]\n"
+               "       hjit-onnx bench MODEL.onnx [--repeat N]\n"
+               "       hjit-onnx export MODEL.onnx --out DIR [--name NAME] [--target TARGET]\n"
+               "options: --dim NAME=SIZE (a symbolic input dimension)  --opt-level 0|1|2  --help\n"
+               "run reads inputs from TensorProto files in the model's input order (random ones without), prints each\n"
+               "output, writes them as output_K.pb with --out and compares them with DIR/output_K.pb with --expect\n"
+               "(ONNX's tolerances). docs/onnx.md says more.\n");
+  return asked ? 0 : 2;
+}
+
+struct Args {
+  std::string command, model, out, expect, name, target = "host";
+  std::vector<std::string> inputs;
+  hjit::onnx::LoadOptions load;
+  bool eager = false;
+  int repeat = 20;
+};
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::vector<Tensor> made_up_inputs(const hjit::onnx::Model& m) {
+  std::vector<Tensor> in;
+  uint64_t seed = 1;
+  for (const hjit::TensorType& t : m.input_types())
+    in.push_back(hjit::is_floating(t.dtype) ? Tensor::randn(t.shape, seed++, t.dtype) : Tensor::zeros(t.shape, t.dtype));
+  return in;
+}
+
+std::vector<Tensor> inputs_of(const Args& a, const hjit::onnx::Model& m) {
+  if (a.inputs.empty()) return made_up_inputs(m);
+  std::vector<Tensor> in;
+  for (const std::string& p : a.inputs) in.push_back(hjit::onnx::read_tensor(p));
+  return in;
+}
+
+std::vector<hjit::TensorType> types_of(const std::vector<Tensor>& ts) {
+  std::vector<hjit::TensorType> types;
+  for (const Tensor& t : ts) types.push_back({t.dtype(), t.shape()});
+  return types;
+}
+
+// The largest difference from `want` beyond ONNX's tolerances (rtol 1e-3, atol 1e-7), or -1 when within.
+double worst(const Tensor& got, const Tensor& want) {
+  if (got.shape() != want.shape()) return INFINITY;
+  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+  double bad = -1;
+  for (size_t i = 0; i < w.size(); ++i)
+    if (!(std::isnan(g[i]) && std::isnan(w[i])) && g[i] != w[i] && !(std::abs(g[i] - w[i]) <= 1e-7 + 1e-3 * std::abs(w[i])))
+      bad = std::max(bad, std::abs(g[i] - w[i]));
+  return bad;
+}
+
+int info(const Args& a) {
+  const hjit::onnx::ModelInfo i = hjit::onnx::Model::read(a.model, a.load).info();
+  std::printf("%s\n", i.str().c_str());
+  const std::vector<std::string> known = hjit::onnx::supported_ops();
+  std::string missing;
+  for (const auto& [op, n] : i.op_counts)
+    if (!std::binary_search(known.begin(), known.end(), op)) missing += " " + op;
+  std::printf("%s\n", missing.empty() ? "hjit converts every op of the model" : ("ops hjit does not convert:" + missing).c_str());
+  return missing.empty() ? 0 : 1;
+}
+
+int run(const Args& a) {
+  const hjit::onnx::Model m = hjit::onnx::Model::read(a.model, a.load);
+  const std::vector<Tensor> in = inputs_of(a, m);
+  const std::vector<Tensor> out = a.eager ? m(in) : std::vector<Tensor>(m.module(types_of(in)).call(in));
+  int failed = 0;
+  for (size_t k = 0; k < out.size(); ++k) {
+    const std::string name = k < m.info().outputs.size() ? m.info().outputs[k].name : "output";
+    std::printf("%s = %s\n", name.c_str(), out[k].str().c_str());
+    if (!a.out.empty()) {
+      fs::create_directories(a.out);
+      hjit::onnx::save_tensor((fs::path(a.out) / ("output_" + std::to_string(k) + ".pb")).string(), out[k], name);
+    }
+    if (!a.expect.empty()) {
+      const Tensor want = hjit::onnx::read_tensor((fs::path(a.expect) / ("output_" + std::to_string(k) + ".pb")).string());
+      const double bad = worst(out[k], want);
+      std::printf("  %s: %s\n", name.c_str(), bad < 0 ? "matches" : ("differs by up to " + std::to_string(bad)).c_str());
+      failed += bad >= 0;
+    }
+  }
+  return failed ? 1 : 0;
+}
+
+int bench(const Args& a) {
+  auto t0 = std::chrono::steady_clock::now();
+  const hjit::onnx::Model m = hjit::onnx::Model::read(a.model, a.load);
+  const std::vector<Tensor> in = made_up_inputs(m);
+  const double read_ms = ms_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  hjit::Module mod = m.module(types_of(in));
+  const double convert_ms = ms_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  mod.call(in);
+  const double first_ms = ms_since(t0);
+  std::vector<double> times;
+  for (int r = 0; r < a.repeat; ++r) {
+    t0 = std::chrono::steady_clock::now();
+    mod.call(in);
+    times.push_back(ms_since(t0));
+  }
+  std::sort(times.begin(), times.end());
+  std::printf("%s: read %.1f ms, convert %.1f ms, first call %.1f ms (compile or disk cache), steady %.4f ms (median of %d)\n",
+              a.model.c_str(), read_ms, convert_ms, first_ms, times[times.size() / 2], a.repeat);
+  return 0;
+}
+
+int export_model(const Args& a) {
+  if (a.out.empty()) return usage();
+  const hjit::onnx::Model m = hjit::onnx::Model::read(a.model, a.load);
+  const std::vector<Tensor> in = made_up_inputs(m);
+  const hjit::Module mod = m.module(types_of(in));
+  const std::string name = a.name.empty() ? fs::path(a.model).stem().string() : a.name;
+  for (const std::string& p : hjit::export_library(a.out, name, mod, in, hjit::ExportOptions{.target = a.target}))
+    std::printf("wrote %s\n", p.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (s == "--help" || s == "-h") return usage(true);
+    if (s == "--out" && has_value) a.out = argv[++i];
+    else if (s == "--expect" && has_value) a.expect = argv[++i];
+    else if (s == "--name" && has_value) a.name = argv[++i];
+    else if (s == "--target" && has_value) a.target = argv[++i];
+    else if (s == "--repeat" && has_value) a.repeat = std::max(1, std::atoi(argv[++i]));
+    else if (s == "--opt-level" && has_value) a.load.module.opt_level = std::atoi(argv[++i]);
+    else if (s == "--eager") a.eager = true;
+    else if (s == "--dim" && has_value) {
+      const std::string d = argv[++i];
+      const size_t eq = d.find('=');
+      if (eq == std::string::npos) return usage();
+      a.load.dims[d.substr(0, eq)] = std::atoll(d.c_str() + eq + 1);
+    } else if (!s.empty() && s[0] == '-') {
+      return usage();
+    } else if (a.command.empty()) {
+      a.command = s;
+    } else if (a.model.empty()) {
+      a.model = s;
+    } else {
+      a.inputs.push_back(s);
+    }
+  }
+  if (a.model.empty()) return usage();
+  try {
+    if (a.command == "info") return info(a);
+    if (a.command == "run") return run(a);
+    if (a.command == "bench") return bench(a);
+    if (a.command == "export") return export_model(a);
+  } catch (const hjit::Error& e) {
+    std::fprintf(stderr, "hjit-onnx: %s\n", e.what());
+    return 1;
+  }
+  return usage();
+}
