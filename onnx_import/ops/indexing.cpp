@@ -1,5 +1,7 @@
 // ONNX ops that select by index or rearrange blocks: GatherElements, OneHot, EyeLike,
 // DepthToSpace, SpaceToDepth; and the losses that pick each target's class.
+#include <limits>
+
 #include "onnx_import/ops/ops.h"
 #include "onnx_import/tensor_proto.h"
 
@@ -18,22 +20,98 @@ Tensor wrap(const Tensor& idx, int64_t extent) {
 }
 
 // out[i...] = data[i... with idx[i...] along axis]: one take from the flattened data at each
-// element's flat position.
+// element's flat position. idx is checked and non-negative.
+Tensor gather_elements(const Tensor& data, const Tensor& idx, int axis) {
+  Tensor flat = Tensor::scalar(0, DType::I64);
+  int64_t stride = 1;
+  for (int d = int(rank_of(data)) - 1; d >= 0; --d) {
+    const Tensor coord = d == axis ? idx : iota(idx.shape(), d, DType::I64);
+    flat = flat + coord * stride;
+    stride *= data.shape()[size_t(d)];
+  }
+  return take(reshape(data, {-1}), broadcast_to(flat, idx.shape()), 0);
+}
+
 V GatherElements(const NodeContext& n) {
   const Tensor &data = n.input(0), &idx = n.input(1);
   const int64_t r = rank_of(data);
   if (rank_of(idx) != r) n.fail("its indices have rank " + std::to_string(rank_of(idx)) + " where the data has " + std::to_string(r));
   const int axis = n.axis(n.attr_int("axis", 0), r);
   const int64_t extent = data.shape()[size_t(axis)];
-  Tensor checked = check_index(wrap(idx, extent), 0, extent, "GatherElements index");
-  Tensor flat = Tensor::scalar(0, DType::I64);
+  return {gather_elements(data, check_index(wrap(idx, extent), 0, extent, "GatherElements index"), axis)};
+}
+
+// GatherND: each index tuple (the last axis of indices) picks a slice of data, within the
+// leading batch_dims; computed as one take from data flattened to [batches * picked, rest...].
+V GatherND(const NodeContext& n) {
+  const Tensor &data = n.input(0), &idx = n.input(1);
+  const int64_t b = n.attr_int("batch_dims", 0), r = rank_of(data), q = rank_of(idx);
+  if (q < 1 || b < 0 || b >= std::min(r, q)) n.fail("needs batch_dims below the ranks of data and indices");
+  const int64_t m = idx.shape().back();
+  if (m < 1 || b + m > r) n.fail("its index tuples of " + std::to_string(m) + " do not fit data of rank " + std::to_string(r));
+  int64_t batches = 1, picked = 1;
+  for (int64_t d = 0; d < b; ++d) batches *= data.shape()[size_t(d)];
+  for (int64_t d = b; d < b + m; ++d) picked *= data.shape()[size_t(d)];
+  Shape flat_shape{batches * picked};
+  for (int64_t d = b + m; d < r; ++d) flat_shape.push_back(data.shape()[size_t(d)]);
+  const Shape tuples(idx.shape().begin(), idx.shape().end() - 1);
+  Tensor flat = Tensor::zeros(tuples, DType::I64);
   int64_t stride = 1;
-  for (int d = int(r) - 1; d >= 0; --d) {
-    const Tensor coord = d == axis ? checked : iota(idx.shape(), d, DType::I64);
-    flat = flat + coord * stride;
-    stride *= data.shape()[size_t(d)];
+  for (int64_t j = m - 1; j >= 0; --j) {
+    const int64_t extent = data.shape()[size_t(b + j)];
+    const Tensor ij = reshape(slice(idx, int(q - 1), j, j + 1), tuples);
+    flat = flat + check_index(wrap(ij, extent), 0, extent, "GatherND index") * stride;
+    stride *= extent;
   }
-  return {take(reshape(data, {-1}), broadcast_to(flat, idx.shape()), 0)};
+  Tensor batch = Tensor::zeros(tuples, DType::I64);  // the flat batch number of each tuple
+  int64_t bstride = 1;
+  for (int64_t d = b - 1; d >= 0; --d) {
+    batch = batch + iota(tuples, int(d), DType::I64) * bstride;
+    bstride *= data.shape()[size_t(d)];
+  }
+  Tensor out = take(reshape(data, flat_shape), flat + batch * picked, 0);
+  return {out};
+}
+
+// ReverseSequence: along time_axis, the first sequence_lens[b] steps of each batch entry reversed.
+V ReverseSequence(const NodeContext& n) {
+  const Tensor& x = n.input(0);
+  const int64_t r = rank_of(x);
+  const int time = n.axis(n.attr_int("time_axis", 0), r), batch = n.axis(n.attr_int("batch_axis", 1), r);
+  Shape ls(size_t(r), 1);
+  ls[size_t(batch)] = x.shape()[size_t(batch)];
+  const Tensor len = reshape(astype(n.input(1), DType::I64), ls);
+  const Tensor t = iota(x.shape(), time, DType::I64);
+  const Tensor src = where(t < len, len - t - int64_t(1), t);
+  const int64_t extent = x.shape()[size_t(time)];
+  return {gather_elements(x, check_index(src, 0, extent, "ReverseSequence step"), time)};
+}
+
+// TopK: k rounds of arg-extreme, each found value masked out (the lowest index first among equals).
+V TopK(const NodeContext& n) {
+  const Tensor& x = n.input(0);
+  const int64_t r = rank_of(x);
+  const int axis = n.axis(n.attr_int("axis", -1), r);
+  const int64_t k = n.opset() < 10 ? n.attr_int("k") : n.input_ints(1).at(0);
+  if (k < 0 || k > x.shape()[size_t(axis)]) n.fail("k = " + std::to_string(k) + " is out of range for an axis of " + std::to_string(x.shape()[size_t(axis)]));
+  const bool largest = n.attr_int("largest", 1) != 0;
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor rest = is_floating(x.dtype()) ? x : astype(x, DType::F64);
+  const Tensor positions = iota(x.shape(), axis, DType::I64);
+  std::vector<Tensor> values, indices;
+  for (int64_t i = 0; i < k; ++i) {
+    const Tensor at = largest ? argmax(rest, axis, true) : argmin(rest, axis, true);
+    const Tensor hit = positions == at;
+    values.push_back(sum(where(hit, x, Tensor::scalar(0, x.dtype())), {axis}, true));
+    indices.push_back(at);
+    rest = where(hit, largest ? -inf : inf, rest);
+  }
+  if (k == 0) {
+    Shape empty = x.shape();
+    empty[size_t(axis)] = 0;
+    return {Tensor::zeros(empty, x.dtype()), Tensor::zeros(empty, DType::I64)};
+  }
+  return {as_dtype(concat(values, axis), x.dtype()), concat(indices, axis)};
 }
 
 V OneHot(const NodeContext& n) {
@@ -108,7 +186,7 @@ V SoftmaxCrossEntropyLoss(const NodeContext& n) {
 
 void add_indexing_ops(ConverterTable& t) {
 #define HJIT_ONNX_OP(name) t[#name] = name;
-  HJIT_ONNX_OP(GatherElements) HJIT_ONNX_OP(OneHot) HJIT_ONNX_OP(EyeLike) HJIT_ONNX_OP(DepthToSpace)
+  HJIT_ONNX_OP(GatherElements) HJIT_ONNX_OP(GatherND) HJIT_ONNX_OP(ReverseSequence) HJIT_ONNX_OP(TopK) HJIT_ONNX_OP(OneHot) HJIT_ONNX_OP(EyeLike) HJIT_ONNX_OP(DepthToSpace)
   HJIT_ONNX_OP(SpaceToDepth) HJIT_ONNX_OP(NegativeLogLikelihoodLoss) HJIT_ONNX_OP(SoftmaxCrossEntropyLoss)
 #undef HJIT_ONNX_OP
 }

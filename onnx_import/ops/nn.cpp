@@ -35,7 +35,7 @@ struct Window {
 
 Window window_of(const NodeContext& n, const Shape& x, std::vector<int64_t> kernel, bool ceil_mode) {
   const size_t dims = x.size() - 2;
-  if (dims != 1 && dims != 2) n.fail("hjit converts 1-d and 2-d windows; this input is " + shape_str(x));
+  if (dims < 1 || dims > 3) n.fail("hjit converts 1-d, 2-d and 3-d windows; this input is " + shape_str(x));
   if (kernel.size() != dims) n.fail("its kernel has " + std::to_string(kernel.size()) + " dimensions for " + std::to_string(dims) + " spatial ones");
   Window w{kernel, n.attr_ints("strides", std::vector<int64_t>(dims, 1)), n.attr_ints("dilations", std::vector<int64_t>(dims, 1)), {}, {}};
   std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * dims, 0));
@@ -84,8 +84,63 @@ bool as_2d(Tensor& x, Window& w) {
 }
 
 Tensor pad_spatial(const Tensor& x, const Window& w, double value) {
-  if (w.pads_begin == std::vector<int64_t>{0, 0} && w.pads_end == std::vector<int64_t>{0, 0}) return x;
-  return pad(x, {{0, 0}, {0, 0}, {w.pads_begin[0], w.pads_end[0]}, {w.pads_begin[1], w.pads_end[1]}}, value);
+  std::vector<std::pair<int64_t, int64_t>> widths{{0, 0}, {0, 0}};
+  bool any = false;
+  for (size_t d = 0; d < w.pads_begin.size(); ++d) {
+    widths.push_back({w.pads_begin[d], w.pads_end[d]});
+    any |= w.pads_begin[d] != 0 || w.pads_end[d] != 0;
+  }
+  return any ? pad(x, widths, value) : x;
+}
+
+// Output extent of a window along spatial dimension d of an input already padded.
+int64_t windows_along(const Window& w, const Shape& padded, size_t d) {
+  return (padded[2 + d] - ((w.kernel[d] - 1) * w.dilations[d] + 1)) / w.strides[d] + 1;
+}
+
+// Pooling of any rank, dilation and dtype, one strided slice per kernel position: where hjit's
+// pooling ops (2-d, undilated, floating point) do not apply. x is padded already.
+Tensor pool_by_taps(const Tensor& x, const Window& w, bool take_max) {
+  const size_t dims = w.kernel.size();
+  std::vector<int64_t> out(dims);
+  for (size_t d = 0; d < dims; ++d) out[d] = windows_along(w, x.shape(), d);
+  Tensor acc;
+  std::vector<int64_t> tap(dims, 0);
+  for (bool more = true; more;) {
+    Tensor t = x;
+    for (size_t d = 0; d < dims; ++d) {
+      const int64_t start = tap[d] * w.dilations[d];
+      t = slice(t, int(2 + d), start, start + (out[d] - 1) * w.strides[d] + 1, w.strides[d]);
+    }
+    acc = !acc.defined() ? t : take_max ? maximum(acc, t) : acc + t;
+    more = false;
+    for (size_t d = dims; d-- > 0;) {
+      if (++tap[d] < w.kernel[d]) {
+        more = true;
+        break;
+      }
+      tap[d] = 0;
+    }
+  }
+  return acc;
+}
+
+// A 3-d convolution as a sum over the kernel's depth of 2-d convolutions, the output depth folded
+// into the batch. x is padded already.
+Tensor conv3d_by_depth(const Tensor& x, const Tensor& wt, const Window& w, int64_t groups) {
+  const int64_t N = x.shape()[0], C = x.shape()[1], O = wt.shape()[0], kd = wt.shape()[2];
+  const int64_t depth = windows_along(w, x.shape(), 0);
+  Tensor acc;
+  for (int64_t t = 0; t < kd; ++t) {
+    const int64_t start = t * w.dilations[0];
+    Tensor xs = slice(x, 2, start, start + (depth - 1) * w.strides[0] + 1, w.strides[0]);  // [N, C, Do, H, W]
+    xs = reshape(transpose(xs, {0, 2, 1, 3, 4}), {N * depth, C, x.shape()[3], x.shape()[4]});
+    const Tensor wk = squeeze(slice(wt, 2, t, t + 1), {2});
+    Tensor y = conv2d(xs, wk, std::nullopt, {w.strides[1], w.strides[2]}, {0, 0}, {w.dilations[1], w.dilations[2]}, groups);
+    acc = acc.defined() ? acc + y : y;
+  }
+  const Shape& ys = acc.shape();
+  return transpose(reshape(acc, {N, depth, O, ys[2], ys[3]}), {0, 2, 1, 3, 4});
 }
 
 V Conv(const NodeContext& n) {
@@ -94,14 +149,98 @@ V Conv(const NodeContext& n) {
   std::vector<int64_t> kernel(wt.shape().begin() + 2, wt.shape().end());
   if (n.has_attr("kernel_shape") && n.attr_ints("kernel_shape") != kernel) n.fail("its kernel_shape differs from its weight's");
   Window w = window_of(n, x.shape(), kernel, false);
+  const int64_t groups = n.attr_int("group", 1);
+  if (rank_of(x) == 5) {
+    Tensor y = conv3d_by_depth(pad_spatial(x, w, 0), wt, w, groups);
+    if (auto b = n.optional_input(2)) y = y + reshape(*b, {b->numel(), 1, 1, 1});
+    return {y};
+  }
   const bool one_d = as_2d(x, w);
   if (one_d) wt = unsqueeze(wt, 2);
   const bool symmetric = w.pads_begin == w.pads_end;
   if (!symmetric) x = pad_spatial(x, w, 0);
   const Pair padding = symmetric ? Pair{w.pads_begin[0], w.pads_begin[1]} : Pair{0, 0};
-  Tensor y = conv2d(x, wt, n.optional_input(2), {w.strides[0], w.strides[1]}, padding, {w.dilations[0], w.dilations[1]},
-                    n.attr_int("group", 1));
+  Tensor y = conv2d(x, wt, n.optional_input(2), {w.strides[0], w.strides[1]}, padding, {w.dilations[0], w.dilations[1]}, groups);
   return {one_d ? squeeze(y, {2}) : y};
+}
+
+// stride - 1 zeros between neighbours along `axis` (the input of a transposed convolution).
+Tensor spread(const Tensor& x, int axis, int64_t stride) {
+  if (stride == 1) return x;
+  Shape s = x.shape();
+  const int64_t e = s[size_t(axis)];
+  Shape split = s;
+  split.insert(split.begin() + axis + 1, 1);
+  std::vector<std::pair<int64_t, int64_t>> widths(split.size(), {0, 0});
+  widths[size_t(axis) + 1] = {0, stride - 1};
+  Shape merged = s;
+  merged[size_t(axis)] = e * stride;
+  return slice(reshape(pad(reshape(x, split), widths, 0), merged), axis, 0, (e - 1) * stride + 1);
+}
+
+// ConvTranspose: the input spread by the strides and padded by (k - 1) * d less the pads (more
+// the output padding), convolved with the kernel flipped and its channel axes swapped per group.
+V ConvTranspose(const NodeContext& n) {
+  Tensor x = n.input(0), w = n.input(1);
+  const int64_t groups = n.attr_int("group", 1);
+  if (rank_of(w) != rank_of(x) || rank_of(x) < 3 || rank_of(x) > 4) n.fail("takes 1-d and 2-d inputs with a weight of the same rank");
+  const bool one_d = rank_of(x) == 3;
+  if (one_d) x = unsqueeze(x, 2), w = unsqueeze(w, 2);
+  auto lifted = [&](const char* name, int64_t fill, size_t count) {
+    std::vector<int64_t> v = n.attr_ints(name, std::vector<int64_t>(count, fill));
+    if (v.size() != count) n.fail(std::string("its ") + name + " do not match the kernel");
+    if (one_d) v.insert(v.begin(), fill);
+    return v;
+  };
+  const size_t dims = one_d ? 1 : 2;
+  const std::vector<int64_t> strides = lifted("strides", 1, dims), dil = lifted("dilations", 1, dims),
+                             out_pad = lifted("output_padding", 0, dims);
+  std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * dims, 0));
+  if (pads.size() != 2 * dims) n.fail("its pads do not match the kernel");
+  if (one_d) pads = {0, pads[0], 0, pads[1]};
+  const int64_t cin = w.shape()[0], cout_g = w.shape()[1], kh = w.shape()[2], kw = w.shape()[3];
+  if (cin != x.shape()[1] || cin % groups != 0) n.fail("its weight " + shape_str(w.shape()) + " does not match the input's channels");
+  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  std::vector<int64_t> out_shape = n.attr_ints("output_shape");
+  if (one_d && !out_shape.empty()) out_shape.insert(out_shape.begin(), 1);
+  for (size_t d = 0; d < 2; ++d) {
+    const int64_t in = x.shape()[2 + d], k = (w.shape()[2 + d] - 1) * dil[d] + 1;
+    int64_t target = -1;
+    if (!out_shape.empty()) target = out_shape.at(out_shape.size() - 2 + d);
+    else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") target = in * strides[d];
+    if (target < 0) continue;
+    const int64_t total = strides[d] * (in - 1) + out_pad[d] + k - target;
+    const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);  // rounded down, as ONNX's reference
+    pads[d] = auto_pad == "SAME_UPPER" ? half : total - half;
+    pads[d + 2] = total - pads[d];
+  }
+  for (int d = 0; d < 2; ++d) x = spread(x, 2 + d, strides[size_t(d)]);
+  std::vector<std::pair<int64_t, int64_t>> widths{{0, 0}, {0, 0}};
+  for (size_t d = 0; d < 2; ++d) {
+    const int64_t k = (w.shape()[2 + d] - 1) * dil[d];
+    widths.push_back({k - pads[d], k - pads[d + 2] + out_pad[d]});
+  }
+  x = pad(x, widths, 0);
+  std::vector<int64_t> back_h(static_cast<size_t>(kh)), back_w(static_cast<size_t>(kw));
+  for (int64_t i = 0; i < kh; ++i) back_h[size_t(i)] = kh - 1 - i;
+  for (int64_t i = 0; i < kw; ++i) back_w[size_t(i)] = kw - 1 - i;
+  Tensor wt = reshape(w, {groups, cin / groups, cout_g, kh, kw});
+  wt = reshape(transpose(wt, {0, 2, 1, 3, 4}), {groups * cout_g, cin / groups, kh, kw});
+  wt = take(take(wt, Tensor::from_vector<int64_t>(back_h, Shape{kh}), 2), Tensor::from_vector<int64_t>(back_w, Shape{kw}), 3);
+  Tensor y = conv2d(x, wt, n.optional_input(2), {1, 1}, {0, 0}, {dil[0], dil[1]}, groups);
+  return {one_d ? squeeze(y, {2}) : y};
+}
+
+// The lowest value of x's dtype: what max pooling pads with.
+double lowest_of(DType t) {
+  switch (t) {
+    case DType::U8: case DType::U16: case DType::U32: case DType::U64: case DType::Bool: return 0;
+    case DType::I8: return -128;
+    case DType::I16: return -32768;
+    case DType::I32: return -2147483648.0;
+    case DType::I64: return -9223372036854775808.0;
+    default: return -std::numeric_limits<double>::infinity();
+  }
 }
 
 V MaxPool(const NodeContext& n) {
@@ -109,38 +248,29 @@ V MaxPool(const NodeContext& n) {
   if (n.num_outputs() > 1 && !n.proto().output(1).empty()) n.fail("hjit does not give MaxPool's Indices output");
   if (n.attr_int("storage_order", 0) != 0) n.fail("has storage_order 1 (only for the Indices output)");
   Window w = window_of(n, x.shape(), n.attr_ints("kernel_shape"), n.attr_int("ceil_mode", 0) != 0);
-  const bool one_d = as_2d(x, w);
-  if (w.dilations != std::vector<int64_t>{1, 1}) n.fail("hjit's max pooling has no dilations");
-  const double lowest = is_float(x.dtype()) ? -std::numeric_limits<double>::infinity() : -128;
-  if (!is_float(x.dtype())) n.fail("hjit pools floating-point tensors");
-  x = pad_spatial(x, w, lowest);
-  Tensor y = max_pool2d(x, {w.kernel[0], w.kernel[1]}, {w.strides[0], w.strides[1]});
-  return {one_d ? squeeze(y, {2}) : y};
+  x = pad_spatial(x, w, lowest_of(x.dtype()));
+  const bool plain = rank_of(x) == 4 && is_float(x.dtype()) && w.dilations == std::vector<int64_t>{1, 1};
+  if (!plain) return {pool_by_taps(x, w, true)};
+  return {max_pool2d(x, {w.kernel[0], w.kernel[1]}, {w.strides[0], w.strides[1]})};
 }
 
 // The sum over each window of x padded with zeros, divided by the count of the positions that
 // count (the input, and the explicit pads with count_include_pad, never ceil_mode's extra).
 V AveragePool(const NodeContext& n) {
-  Tensor x = n.input(0);
-  const Shape in_shape = x.shape();
-  const bool ceil = n.attr_int("ceil_mode", 0) != 0;
-  Window w = window_of(n, in_shape, n.attr_ints("kernel_shape"), ceil);
-  Window plain = window_of(n, in_shape, n.attr_ints("kernel_shape"), false);
-  const bool one_d = as_2d(x, w);
-  if (one_d) lift(plain);
-  if (w.dilations != std::vector<int64_t>{1, 1}) n.fail("hjit's average pooling has no dilations");
-  const Pair k{w.kernel[0], w.kernel[1]}, s{w.strides[0], w.strides[1]};
-  const double area = double(k[0] * k[1]);
-  Tensor sums = avg_pool2d(pad_spatial(x, w, 0), k, s) * area;
-  Shape ones_shape{1, 1, x.shape()[2], x.shape()[3]};
+  const Tensor& x = n.input(0);
+  const std::vector<int64_t> kernel = n.attr_ints("kernel_shape");
+  Window w = window_of(n, x.shape(), kernel, n.attr_int("ceil_mode", 0) != 0);
+  Window plain = window_of(n, x.shape(), kernel, false);
+  Shape ones_shape(x.shape().size(), 1);
+  for (size_t d = 2; d < ones_shape.size(); ++d) ones_shape[d] = x.shape()[d];
   Tensor counted = Tensor::ones(ones_shape, x.dtype());
   if (n.attr_int("count_include_pad", 0) != 0) counted = pad_spatial(counted, plain, 1);
-  else plain.pads_begin = {0, 0}, plain.pads_end = {0, 0};
+  else std::fill(plain.pads_begin.begin(), plain.pads_begin.end(), 0), std::fill(plain.pads_end.begin(), plain.pads_end.end(), 0);
   Window rest = w;  // what is left of w's padding around `counted`
-  for (size_t d = 0; d < 2; ++d) rest.pads_begin[d] -= plain.pads_begin[d], rest.pads_end[d] -= plain.pads_end[d];
-  Tensor counts = avg_pool2d(pad_spatial(counted, rest, 0), k, s) * area;
-  Tensor y = sums / counts;
-  return {one_d ? squeeze(y, {2}) : y};
+  for (size_t d = 0; d < kernel.size(); ++d) rest.pads_begin[d] -= plain.pads_begin[d], rest.pads_end[d] -= plain.pads_end[d];
+  const Tensor sums = pool_by_taps(pad_spatial(x, w, 0), w, false);
+  const Tensor counts = pool_by_taps(pad_spatial(counted, rest, 0), w, false);
+  return {sums / counts};
 }
 
 std::vector<int> spatial_axes(const Tensor& x) {
@@ -243,7 +373,7 @@ V Shrink(const NodeContext& n) {
 
 void add_nn_ops(ConverterTable& t) {
 #define HJIT_ONNX_OP(name) t[#name] = name;
-  HJIT_ONNX_OP(MatMul) HJIT_ONNX_OP(Gemm) HJIT_ONNX_OP(Conv) HJIT_ONNX_OP(MaxPool) HJIT_ONNX_OP(AveragePool)
+  HJIT_ONNX_OP(MatMul) HJIT_ONNX_OP(Gemm) HJIT_ONNX_OP(Conv) HJIT_ONNX_OP(ConvTranspose) HJIT_ONNX_OP(MaxPool) HJIT_ONNX_OP(AveragePool)
   HJIT_ONNX_OP(GlobalAveragePool) HJIT_ONNX_OP(GlobalMaxPool) HJIT_ONNX_OP(BatchNormalization)
   HJIT_ONNX_OP(InstanceNormalization) HJIT_ONNX_OP(LayerNormalization) HJIT_ONNX_OP(MeanVarianceNormalization)
   HJIT_ONNX_OP(LRN) HJIT_ONNX_OP(Shrink)

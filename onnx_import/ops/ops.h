@@ -15,6 +15,9 @@ void add_shape_ops(ConverterTable& table);
 void add_reduce_ops(ConverterTable& table);
 void add_nn_ops(ConverterTable& table);
 void add_indexing_ops(ConverterTable& table);
+void add_resize_ops(ConverterTable& table);
+void add_quantized_ops(ConverterTable& table);
+void add_einsum_ops(ConverterTable& table);
 
 // ONNX ops keep their operands' dtype where hjit's (PyTorch's) promotion would widen it: an i32
 // sum stays i32, an integer division stays integer.

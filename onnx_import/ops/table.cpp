@@ -12,6 +12,9 @@ const ConverterTable& table() {
     add_reduce_ops(t);
     add_nn_ops(t);
     add_indexing_ops(t);
+    add_resize_ops(t);
+    add_quantized_ops(t);
+    add_einsum_ops(t);
     return t;
   }();
   return t;
