@@ -190,6 +190,9 @@ Tensor tanh(const Tensor& x) { return float_unary(OpKind::Tanh, x); }
 Tensor sigmoid(const Tensor& x) { return float_unary(OpKind::Sigmoid, x); }
 Tensor erf(const Tensor& x) { return float_unary(OpKind::Erf, x); }
 Tensor hardswish(const Tensor& x) { return float_unary(OpKind::Hardswish, x); }
+Tensor atan(const Tensor& x) { return float_unary(OpKind::Atan, x); }
+Tensor asin(const Tensor& x) { return float_unary(OpKind::Asin, x); }
+Tensor acos(const Tensor& x) { return float_unary(OpKind::Acos, x); }
 Tensor astype(const Tensor& x, DType dtype) { return cast_to(x, dtype); }
 
 // ---- reductions

@@ -120,6 +120,7 @@ class Applier {
  public:
   explicit Applier(LoweredPipeline& p) : funcs_(funcs_by_canonical_name(p)) {
     if (p.dynamic) find_dynamic_loops(p);
+    else find_stage_extents(p);
   }
 
   // A pipeline of dynamic sizes: a split of a loop whose extent varies was decided at the traced
@@ -156,7 +157,15 @@ class Applier {
     // An extern Func has no Stage: only Func-level directives (compute_root, ...) reach it.
     std::optional<Halide::Stage> st;
     if (!verb->func_level) st.emplace(d.update < 0 ? Halide::Stage(f) : f.update(d.update));
-    if (v == "compute_root") f.compute_root();
+    if (v == "compute_root") {
+      f.compute_root();
+      // A stage computed at root is realized whole. Its consumers may need less (a gather's one
+      // row, a slice's columns), and a split's tile larger than that region, shifted inwards,
+      // would start below 0 and read the stage's inputs out of bounds (take(matmul(x, w), i),
+      // a GRU's gates sliced from one matmul). Eager execution computes it whole too.
+      if (auto g = whole_.find(d.func); g != whole_.end() && !f.is_extern())
+        for (size_t k = 0; k < g->second.vars.size(); ++k) f.bound(g->second.vars[k], 0, int(g->second.extents[k]));
+    }
     else if (v == "compute_inline") f.compute_inline();
     else if (v == "store_root") f.store_root();
     else if (v == "compute_at" || v == "store_at") {
@@ -260,6 +269,11 @@ class Applier {
   // Pipelines of dynamic sizes: per Func (canonical name), its loops whose extent varies, each
   // with how many units of the size one of its iterations covers (1 for a dimension's own loop).
   std::map<std::string, std::map<std::string, int64_t>> dynamic_loops_;
+  struct Whole {
+    std::vector<Halide::Var> vars;
+    Shape extents;
+  };
+  std::map<std::string, Whole> whole_;  // each stage's vars and extents, by canonical name (fixed sizes only)
   int64_t min_dynamic_size_ = 0;
   // Per definition (a Func's pure one or an update), the loops this schedule made whose extent it
   // fixed: a split's inner loop (its factor), a fuse of two such. What a vectorize or unroll
@@ -286,6 +300,12 @@ class Applier {
   // The loops each stage starts with whose extents vary: pure vars of varying dimensions (shared
   // by a stage's reduction and output wrapper), reduction variables over varying extents, and a
   // helper's vars as its lowering marked them.
+  void find_stage_extents(const LoweredPipeline& p) {
+    for (const Stage& x : p.stages)
+      if (x.func.defined() && !x.is_extern && x.vars.size() == x.extents.size())
+        whole_[canonical_name(x.func.name())] = Whole{x.vars, x.extents};
+  }
+
   void find_dynamic_loops(const LoweredPipeline& p) {
     auto varying_rvars = [](const std::vector<RVar>& rvars, std::set<std::string>& names) {
       for (const RVar& r : rvars)

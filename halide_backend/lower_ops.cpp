@@ -271,6 +271,11 @@ void Hardswish(LowerCtx& c, Stage& s, const Node& n) {
     return strict_float(x * r / constant(t, 6));
   });
 }
+// Halide's atan, asin and acos call libm's (not approximations), so special values are libm's:
+// +-pi/2 at +-inf, NaN outside [-1, 1].
+void Atan(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return Halide::atan(x); }); }
+void Asin(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return Halide::asin(x); }); }
+void Acos(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return Halide::acos(x); }); }
 void Not(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return !x; }); }
 void Cast(LowerCtx& c, Stage& s, const Node& n) {
   unary(c, s, n, [](Expr x, Type t) {
@@ -630,7 +635,10 @@ void Take(LowerCtx& ctx, Stage& s, const Node& n) {
                            ctx.g.type(n.inputs[0]).str() + " (valid: " + std::to_string(-extent) + " to " +
                            std::to_string(extent - 1) + ")");
   Expr k = cast<int>(raw);
-  k = clamp(select(k < 0, k + int(extent), k), 0, int(extent - 1));
+  // The promise makes bounds inference see the whole axis, not the one row a scalar index names:
+  // a producer computed in tiles (a matmul) is then realized whole, never a tile shifted below 0
+  // around a region narrower than the tile ("accessed at -2, before the min").
+  k = unsafe_promise_clamped(clamp(select(k < 0, k + int(extent), k), 0, int(extent - 1)), 0, int(extent - 1));
   Coords xc(o.begin(), o.begin() + std::ptrdiff_t(axis));
   xc.push_back(k);
   xc.insert(xc.end(), o.begin() + std::ptrdiff_t(axis + is.size()), o.end());

@@ -212,7 +212,7 @@ Group unary_float() {
     return std::vector<Tensor>{-x, hjit::abs(x), hjit::sign(x), hjit::relu(x), hjit::floor(x * 4), hjit::ceil(x * 4),
                                hjit::round(x * 4), hjit::exp(x), hjit::log(pos), hjit::log1p(hjit::abs(x)), hjit::sqrt(pos),
                                hjit::rsqrt(pos), hjit::sin(x), hjit::cos(x), hjit::tanh(x), hjit::sigmoid(x), hjit::erf(x),
-                               hjit::gelu(x), hjit::gelu(x, true), hjit::hardswish(x * 4), hjit::clamp(x, -0.5, 0.5), x * x, 2.0 - x,
+                               hjit::gelu(x), hjit::gelu(x, true), hjit::hardswish(x * 4), hjit::atan(x * 4), hjit::asin(x), hjit::acos(x), hjit::clamp(x, -0.5, 0.5), x * x, 2.0 - x,
                                1.0 / pos, hjit::pow(pos, 1.5), x.astype(DType::I32), x > 0.25};
   };
 }

@@ -80,6 +80,9 @@ TEST_CASE("elementwise functions against the C library") {
   each(hjit::gelu(t), [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); });
   each(hjit::clamp(t, -1.0, 1.0), [](double v) { return std::min(1.0, std::max(-1.0, v)); });
   each(hjit::hardswish(t), [](double v) { return v * std::min(std::max(v + 3, 0.0), 6.0) / 6; });
+  each(hjit::atan(t), [](double v) { return std::atan(v); });
+  each(hjit::asin(t / 4.0), [](double v) { return std::asin(v / 4); });
+  each(hjit::acos(t / 4.0), [](double v) { return std::acos(v / 4); });
   // Round half to even, like numpy and PyTorch.
   CHECK(vals(hjit::round(f32({0.5, 1.5, 2.5, -0.5, -1.5, 2.4}, {6}))) == std::vector<float>{0, 2, 2, -0.0f, -2, 2});
   CHECK(vals(hjit::floor(f32({-1.5, 1.5}, {2}))) == std::vector<float>{-2, 1});
@@ -379,4 +382,23 @@ TEST_CASE("integer overflow wraps in every kernel that can overflow, eagerly and
     if (got[k].dtype() == hjit::DType::I64) CHECK(got[k].to_vector<int64_t>() == eager[k].to_vector<int64_t>());
     else CHECK(got[k].to_vector<int32_t>() == eager[k].to_vector<int32_t>());
   }
+}
+
+TEST_CASE("atan, asin and acos: libm's special values") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> a = vals(hjit::atan(f32({inf, -inf, nan, 0}, {4})));
+  CHECK(a[0] == doctest::Approx(M_PI / 2));
+  CHECK(a[1] == doctest::Approx(-M_PI / 2));
+  CHECK(std::isnan(a[2]));
+  CHECK(a[3] == 0);
+  const std::vector<float> s = vals(hjit::asin(f32({1, -1, 1.5f, nan}, {4})));
+  CHECK(s[0] == doctest::Approx(M_PI / 2));
+  CHECK(s[1] == doctest::Approx(-M_PI / 2));
+  CHECK(std::isnan(s[2]));  // outside [-1, 1]
+  CHECK(std::isnan(s[3]));
+  const std::vector<float> c = vals(hjit::acos(f32({1, -1, -2}, {3})));
+  CHECK(c[0] == 0);
+  CHECK(c[1] == doctest::Approx(M_PI));
+  CHECK(std::isnan(c[2]));
+  CHECK(hjit::atan(Tensor::ones({2}, DType::I32)).dtype() == DType::F32);  // integers compute in f32, as PyTorch's
 }

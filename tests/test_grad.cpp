@@ -75,11 +75,14 @@ TEST_CASE("unary rules against finite differences") {
   std::vector<std::pair<const char*, U>> ops = {
       {"neg", hjit::neg}, {"abs", hjit::abs}, {"relu", hjit::relu}, {"exp", hjit::exp}, {"sin", hjit::sin},
       {"cos", hjit::cos}, {"tanh", hjit::tanh}, {"sigmoid", hjit::sigmoid}, {"erf", hjit::erf}, {"silu", hjit::silu},
-      {"hardswish", hjit::hardswish}};
+      {"hardswish", hjit::hardswish}, {"atan", hjit::atan}};
   for (auto [name, op] : ops) check_grad(name, [op](const std::vector<Tensor>& in) { return op(in[0]); }, {r({3, 4}, 1)});
   for (auto [name, op] : std::vector<std::pair<const char*, U>>{{"log", hjit::log}, {"log1p", hjit::log1p}, {"sqrt", hjit::sqrt}, {"rsqrt", hjit::rsqrt}})
     check_grad(name, [op](const std::vector<Tensor>& in) { return op(in[0]); }, {pos({3, 4}, 2)});
   check_grad("gelu", [](const std::vector<Tensor>& in) { return hjit::gelu(in[0]) + hjit::gelu(in[0], true); }, {r({5}, 3)});
+  // Inside (-1, 1), where they are differentiable.
+  check_grad("asin", [](const std::vector<Tensor>& in) { return hjit::asin(hjit::tanh(in[0]) * 0.9); }, {r({3, 4}, 6)});
+  check_grad("acos", [](const std::vector<Tensor>& in) { return hjit::acos(hjit::tanh(in[0]) * 0.9); }, {r({3, 4}, 7)});
   // Every piece of hardswish: below -3, the curve between, above 3.
   check_grad("hardswish", [](const std::vector<Tensor>& in) { return hjit::hardswish(in[0] * 4.0); }, {r({3, 4}, 5)});
   // Through f32 the function moves in f32 steps: a wider finite difference.

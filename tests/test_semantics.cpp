@@ -274,3 +274,18 @@ TEST_CASE("floats converted to integers and compared give eager's answer once co
     }
   }
 }
+
+// A gather from a stage computed in tiles (a matmul's rows) needs one row; the tile around it was
+// shifted below row 0 and read the matmul's input out of bounds (Halide error -4 at the call).
+TEST_CASE("a gather of one row, or a slice, of a tiled matmul, compiled, reads inside the matmul's inputs") {
+  const Tensor x = test::random({1, 64, 16}, hjit::DType::F32, 3), w = test::random({16, 16}, hjit::DType::F32, 4);
+  auto f = [&](const Tensor& xx, const Tensor& pos) { return hjit::take(hjit::matmul(xx, w), pos, 1).reshape({-1}); };
+  for (int32_t p : {0, 5, 63, -1}) {
+    const Tensor pos = Tensor::from_vector<int32_t>({p}, {1});
+    CHECK_CLOSE(hjit::jit(f)(x, pos), f(x, pos));
+  }
+  // The same for a slice narrower than the tile (a GRU's gates cut from one matmul).
+  const Tensor w3 = test::random({16, 18}, hjit::DType::F32, 5);
+  auto gates = [&](const Tensor& xx) { return hjit::sigmoid(hjit::slice(hjit::matmul(xx, w3), -1, 12, 18)); };
+  CHECK_CLOSE(hjit::jit(gates)(x), gates(x));
+}

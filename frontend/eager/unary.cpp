@@ -77,6 +77,9 @@ void Hardswish(const KernelArgs& a) {
     return x * r / T(6);
   });
 }
+void Atan(const KernelArgs& a) { float_unary(a, [](auto x) { return std::atan(x); }); }
+void Asin(const KernelArgs& a) { float_unary(a, [](auto x) { return std::asin(x); }); }
+void Acos(const KernelArgs& a) { float_unary(a, [](auto x) { return std::acos(x); }); }
 void Not(const KernelArgs& a) { unary_loop<bool>(a, [](bool x) { return !x; }); }
 
 }  // namespace hjit::eager

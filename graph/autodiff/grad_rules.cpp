@@ -132,6 +132,19 @@ void Hardswish(GradCtx& c) {
   const int upper = c.b.where(cmp(c, OpKind::Le, x, c.b.like(x, 3)), slope, one_like(c, x));
   c.dx[0] = c.b.mul(c.g, c.b.where(cmp(c, OpKind::Lt, x, c.b.like(x, -3)), zero_like(c, x), upper));
 }
+// d atan = 1 / (1 + x^2); d asin = 1 / sqrt(1 - x^2); d acos = -1 / sqrt(1 - x^2).
+void Atan(GradCtx& c) {
+  const int x = c.in[0];
+  c.dx[0] = c.b.div(c.g, c.b.add(c.b.mul(x, x), c.b.like(x, 1)));
+}
+void Asin(GradCtx& c) {
+  const int x = c.in[0];
+  c.dx[0] = c.b.div(c.g, c.b.op(OpKind::Sqrt, {c.b.sub(c.b.like(x, 1), c.b.mul(x, x))}));
+}
+void Acos(GradCtx& c) {
+  const int x = c.in[0];
+  c.dx[0] = c.b.neg(c.b.div(c.g, c.b.op(OpKind::Sqrt, {c.b.sub(c.b.like(x, 1), c.b.mul(x, x))})));
+}
 void Cast(GradCtx& c) {
   // Between floating point types the gradient converts back; to or from integers none flows.
   DType from = c.b.type(c.in[0]).dtype, to = c.node.type.dtype;

@@ -38,6 +38,18 @@ V Mod(const NodeContext& n) {
   return {astype(r, a.dtype())};
 }
 
+// BitShift on unsigned integers: a multiplication or division by 2^shift (exact: the powers and
+// quotients of these widths are exact in f64 up to 2^53, and left shifts wrap as the type does).
+V BitShift(const NodeContext& n) {
+  const Tensor &x = n.input(0), &s = n.input(1);
+  if (dtype_info(x.dtype()).kind != DTypeKind::UnsignedInt) n.fail("shifts unsigned integers");
+  const Tensor power = pow(Tensor::scalar(2, DType::F64), astype(s, DType::F64));
+  const std::string dir = n.attr_string("direction", "");
+  if (dir == "LEFT") return {as_dtype(x * astype(power, x.dtype()), x.dtype())};
+  if (dir == "RIGHT") return {astype(floor(astype(x, DType::F64) / power), x.dtype())};
+  n.fail("has direction '" + dir + "' (LEFT or RIGHT)");
+}
+
 // Max, Min, Sum, Mean: any number of inputs, broadcast together.
 template <Tensor (*Combine)(const Tensor&, const Tensor&)>
 V variadic(const NodeContext& n) {
@@ -91,6 +103,9 @@ V Atanh(const NodeContext& n) {
   return {(log1p(x) - log1p(-x)) * 0.5};
 }
 V Tanh(const NodeContext& n) { return {tanh(n.input(0))}; }
+V Atan(const NodeContext& n) { return {atan(n.input(0))}; }
+V Asin(const NodeContext& n) { return {asin(n.input(0))}; }
+V Acos(const NodeContext& n) { return {acos(n.input(0))}; }
 V Sigmoid(const NodeContext& n) { return {sigmoid(n.input(0))}; }
 V Erf(const NodeContext& n) { return {erf(n.input(0))}; }
 V Relu(const NodeContext& n) { return {relu(n.input(0))}; }
@@ -174,13 +189,13 @@ V CastLike(const NodeContext& n) { return {astype(n.input(0), n.input(1).dtype()
 
 void add_elementwise_ops(ConverterTable& t) {
 #define HJIT_ONNX_OP(name) t[#name] = name;
-  HJIT_ONNX_OP(Add) HJIT_ONNX_OP(Sub) HJIT_ONNX_OP(Mul) HJIT_ONNX_OP(Div) HJIT_ONNX_OP(Pow) HJIT_ONNX_OP(Mod)
+  HJIT_ONNX_OP(Add) HJIT_ONNX_OP(BitShift) HJIT_ONNX_OP(Sub) HJIT_ONNX_OP(Mul) HJIT_ONNX_OP(Div) HJIT_ONNX_OP(Pow) HJIT_ONNX_OP(Mod)
   HJIT_ONNX_OP(Mean) HJIT_ONNX_OP(Equal) HJIT_ONNX_OP(Less) HJIT_ONNX_OP(LessOrEqual) HJIT_ONNX_OP(Greater)
   HJIT_ONNX_OP(GreaterOrEqual) HJIT_ONNX_OP(And) HJIT_ONNX_OP(Or) HJIT_ONNX_OP(Xor) HJIT_ONNX_OP(Not) HJIT_ONNX_OP(Where)
   HJIT_ONNX_OP(Abs) HJIT_ONNX_OP(Neg) HJIT_ONNX_OP(Sign) HJIT_ONNX_OP(Floor) HJIT_ONNX_OP(Ceil) HJIT_ONNX_OP(Round)
   HJIT_ONNX_OP(Exp) HJIT_ONNX_OP(Log) HJIT_ONNX_OP(Sqrt) HJIT_ONNX_OP(Reciprocal) HJIT_ONNX_OP(Sin) HJIT_ONNX_OP(Cos)
   HJIT_ONNX_OP(Tan) HJIT_ONNX_OP(Sinh) HJIT_ONNX_OP(Cosh) HJIT_ONNX_OP(Asinh) HJIT_ONNX_OP(Acosh) HJIT_ONNX_OP(Atanh)
-  HJIT_ONNX_OP(Tanh) HJIT_ONNX_OP(Sigmoid) HJIT_ONNX_OP(Erf) HJIT_ONNX_OP(Relu) HJIT_ONNX_OP(Identity)
+  HJIT_ONNX_OP(Tanh) HJIT_ONNX_OP(Atan) HJIT_ONNX_OP(Asin) HJIT_ONNX_OP(Acos) HJIT_ONNX_OP(Sigmoid) HJIT_ONNX_OP(Erf) HJIT_ONNX_OP(Relu) HJIT_ONNX_OP(Identity)
   HJIT_ONNX_OP(IsNaN) HJIT_ONNX_OP(IsInf) HJIT_ONNX_OP(LeakyRelu) HJIT_ONNX_OP(PRelu) HJIT_ONNX_OP(Elu)
   HJIT_ONNX_OP(Celu) HJIT_ONNX_OP(Selu) HJIT_ONNX_OP(ThresholdedRelu) HJIT_ONNX_OP(HardSigmoid) HJIT_ONNX_OP(HardSwish)
   HJIT_ONNX_OP(Softplus) HJIT_ONNX_OP(Softsign) HJIT_ONNX_OP(Mish) HJIT_ONNX_OP(Clip) HJIT_ONNX_OP(Cast) HJIT_ONNX_OP(CastLike)

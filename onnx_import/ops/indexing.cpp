@@ -153,6 +153,85 @@ V SpaceToDepth(const NodeContext& n) {
   return {reshape(transpose(reshape(x, {N, C, H / b, b, W / b, b}), {0, 3, 5, 1, 2, 4}), {N, C * b * b, H / b, W / b})};
 }
 
+// The scatter reductions ONNX 1.12 defines: none (replace), add and mul.
+Tensor combine(const NodeContext& n, const Tensor& data, const Tensor& hit, const Tensor& summed, const Tensor& product) {
+  const std::string reduction = n.attr_string("reduction", "none");
+  if (reduction == "none") return where(hit, summed, data);
+  if (reduction == "add") return as_dtype(data + summed, data.dtype());
+  if (reduction == "mul") return as_dtype(data * product, data.dtype());
+  n.fail("has reduction '" + reduction + "' (none, add or mul)");
+}
+
+// The product of the values of x where `mask` is set, along `axis` (1 where none is): magnitudes
+// through logarithms, the sign by the parity of negative factors, zero where a factor is zero.
+Tensor masked_product(const Tensor& x, const Tensor& mask, int axis) {
+  const Tensor xf = astype(x, DType::F64);
+  const Tensor v = where(mask, xf, 1.0);
+  const Tensor zero = sum(astype(logical_and(mask, xf == 0.0), DType::I64), {axis}) > int64_t(0);
+  const Tensor negatives = sum(astype(v < 0.0, DType::F64), {axis});
+  const Tensor odd = negatives - floor(negatives * 0.5) * 2.0 > 0.5;
+  const Tensor mag = exp(sum(log(abs(v)), {axis}));
+  Tensor p = where(zero, 0.0, where(odd, -mag, mag));
+  return is_floating(x.dtype()) ? astype(p, x.dtype()) : astype(round(p), x.dtype());
+}
+
+// ScatterElements (and opset 9's Scatter): every update goes to data at its own position with the
+// index along `axis`. Each output position gathers its updates through a one-hot match over the
+// updates' axis, then pads up to the data's shape.
+V ScatterElements(const NodeContext& n) {
+  const Tensor &data = n.input(0), &idx = n.input(1), &upd = n.input(2);
+  const int64_t r = rank_of(data);
+  if (rank_of(idx) != r || idx.shape() != upd.shape()) n.fail("needs indices and updates of one shape and the data's rank");
+  const int axis = n.axis(n.attr_int("axis", 0), r);
+  const int64_t extent = data.shape()[size_t(axis)];
+  Shape wide = idx.shape();
+  wide.push_back(extent);
+  const Tensor k = unsqueeze(check_index(wrap(idx, extent), 0, extent, "ScatterElements index"), int(r));
+  const Tensor match = iota(wide, int(r), DType::I64) == k;  // [U..., extent]
+  const Tensor u = unsqueeze(upd, int(r));
+  Tensor summed = sum(where(match, u, Tensor::scalar(0, upd.dtype())), {axis});  // [U without axis..., extent]
+  Tensor hit = sum(astype(match, DType::I64), {axis}) > int64_t(0);
+  Tensor product = masked_product(broadcast_to(u, wide), match, axis);
+  // The extent axis (now last) back to `axis`, then each other axis padded to the data's extent.
+  std::vector<int> perm;
+  for (int d = 0; d < int(r) - 1; ++d) perm.push_back(d);
+  perm.insert(perm.begin() + axis, int(r) - 1);
+  std::vector<std::pair<int64_t, int64_t>> widths;
+  for (int64_t d = 0; d < r; ++d) widths.push_back({0, d == axis ? 0 : data.shape()[size_t(d)] - idx.shape()[size_t(d)]});
+  auto place = [&](const Tensor& t, double fill) { return pad(transpose(t, perm), widths, fill); };
+  return {combine(n, data, place(astype(hit, DType::U8), 0) > 0, as_dtype(place(summed, 0), data.dtype()), place(product, 1))};
+}
+
+// ScatterND: each index tuple (the last axis of indices) names a slice of data that its update
+// replaces; tuples are matched one-hot against the flattened leading axes and the updates summed in.
+V ScatterND(const NodeContext& n) {
+  const Tensor &data = n.input(0), &idx = n.input(1), &upd = n.input(2);
+  const int64_t r = rank_of(data), q = rank_of(idx), m = idx.shape().back();
+  if (m < 1 || m > r) n.fail("its index tuples of " + std::to_string(m) + " do not fit data of rank " + std::to_string(r));
+  int64_t cells = 1, tuples = 1, rest = 1;
+  for (int64_t d = 0; d < m; ++d) cells *= data.shape()[size_t(d)];
+  for (int64_t d = 0; d < q - 1; ++d) tuples *= idx.shape()[size_t(d)];
+  for (int64_t d = m; d < r; ++d) rest *= data.shape()[size_t(d)];
+  if (upd.numel() != tuples * rest) n.fail("its updates do not hold one slice per index tuple");
+  const Shape tuple_shape(idx.shape().begin(), idx.shape().end() - 1);
+  Tensor flat = Tensor::zeros(tuple_shape, DType::I64);
+  int64_t stride = 1;
+  for (int64_t j = m - 1; j >= 0; --j) {
+    const int64_t extent = data.shape()[size_t(j)];
+    const Tensor ij = reshape(slice(idx, int(q - 1), j, j + 1), tuple_shape);
+    flat = flat + check_index(wrap(ij, extent), 0, extent, "ScatterND index") * stride;
+    stride *= extent;
+  }
+  const Tensor match = iota({cells, tuples}, 0, DType::I64) == reshape(flat, {1, tuples});  // [cells, tuples]
+  const Tensor u = reshape(upd, {1, tuples, rest});
+  const Tensor hit3 = reshape(match, {cells, tuples, 1});
+  const Tensor summed = sum(where(hit3, u, Tensor::scalar(0, upd.dtype())), {1});  // [cells, rest]
+  const Tensor hit = broadcast_to(sum(astype(match, DType::I64), {1}, true) > int64_t(0), {cells, rest});
+  const Tensor product = masked_product(broadcast_to(u, {cells, tuples, rest}), broadcast_to(hit3, {cells, tuples, rest}), 1);
+  const Tensor out = combine(n, reshape(data, {cells, rest}), hit, as_dtype(summed, data.dtype()), product);
+  return {reshape(out, data.shape())};
+}
+
 // NegativeLogLikelihoodLoss on log-probabilities [N, C, d...] and targets [N, d...]: each target's
 // class picked through a mask (no gather out of range for an ignored target), weighted, reduced.
 std::vector<Tensor> nll(const NodeContext& n, const Tensor& logp, const Tensor& target, const std::optional<Tensor>& weight) {
@@ -187,8 +266,9 @@ V SoftmaxCrossEntropyLoss(const NodeContext& n) {
 void add_indexing_ops(ConverterTable& t) {
 #define HJIT_ONNX_OP(name) t[#name] = name;
   HJIT_ONNX_OP(GatherElements) HJIT_ONNX_OP(GatherND) HJIT_ONNX_OP(ReverseSequence) HJIT_ONNX_OP(TopK) HJIT_ONNX_OP(OneHot) HJIT_ONNX_OP(EyeLike) HJIT_ONNX_OP(DepthToSpace)
-  HJIT_ONNX_OP(SpaceToDepth) HJIT_ONNX_OP(NegativeLogLikelihoodLoss) HJIT_ONNX_OP(SoftmaxCrossEntropyLoss)
+  HJIT_ONNX_OP(SpaceToDepth) HJIT_ONNX_OP(ScatterElements) HJIT_ONNX_OP(ScatterND) HJIT_ONNX_OP(NegativeLogLikelihoodLoss) HJIT_ONNX_OP(SoftmaxCrossEntropyLoss)
 #undef HJIT_ONNX_OP
+  t["Scatter"] = ScatterElements;  // opset 9's name for it
 }
 
 }  // namespace hjit::onnx_import

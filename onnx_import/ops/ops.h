@@ -18,6 +18,9 @@ void add_indexing_ops(ConverterTable& table);
 void add_resize_ops(ConverterTable& table);
 void add_quantized_ops(ConverterTable& table);
 void add_einsum_ops(ConverterTable& table);
+void add_control_flow_ops(ConverterTable& table);
+void add_recurrent_ops(ConverterTable& table);
+void add_value_shaped_ops(ConverterTable& table);
 
 // ONNX ops keep their operands' dtype where hjit's (PyTorch's) promotion would widen it: an i32
 // sum stays i32, an integer division stays integer.

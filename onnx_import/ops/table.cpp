@@ -15,6 +15,9 @@ const ConverterTable& table() {
     add_resize_ops(t);
     add_quantized_ops(t);
     add_einsum_ops(t);
+    add_control_flow_ops(t);
+    add_recurrent_ops(t);
+    add_value_shaped_ops(t);
     return t;
   }();
   return t;

@@ -438,7 +438,7 @@ for dt in FLOATS:
 
 # Ops added later come last, so that the random inputs of the cases above stay as they were (one
 # generator draws them all in order) and the file grows by their cases only.
-for name, fn in {'hardswish': F.hardswish}.items():
+for name, fn in {'hardswish': F.hardswish, 'atan': torch.atan, 'asin': torch.asin, 'acos': torch.acos}.items():
     for dt in ALL:
         for x in unary_inputs(dt):
             emit(name, [x], fn)

@@ -122,6 +122,9 @@ Tensor cos(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor erf(const Tensor& x);
+Tensor atan(const Tensor& x);
+Tensor asin(const Tensor& x);  // NaN outside [-1, 1]
+Tensor acos(const Tensor& x);
 Tensor hardswish(const Tensor& x);  // x * relu6(x + 3) / 6, torch.nn.functional.hardswish (MobileNetV3)
 Tensor gelu(const Tensor& x, bool tanh_approximation = false);
 Tensor astype(const Tensor& x, DType dtype);

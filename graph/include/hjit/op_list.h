@@ -33,6 +33,9 @@
   X(Sigmoid, "sigmoid", 1, Elementwise | FloatOnly, "", infer_unary, LongLatency)                                          \
   X(Erf, "erf", 1, Elementwise | FloatOnly, "", infer_unary, LongLatency)                                                  \
   X(Hardswish, "hardswish", 1, Elementwise | FloatOnly, "", infer_unary, Elementwise)                                      \
+  X(Atan, "atan", 1, Elementwise | FloatOnly, "", infer_unary, LongLatency)                                                \
+  X(Asin, "asin", 1, Elementwise | FloatOnly, "", infer_unary, LongLatency)                                                \
+  X(Acos, "acos", 1, Elementwise | FloatOnly, "", infer_unary, LongLatency)                                                \
   X(Not, "not", 1, Elementwise | BoolOnly, "", infer_unary, Elementwise)                                                   \
   X(Cast, "convert", 1, Elementwise, "dtype", infer_cast, Elementwise)                                                     \
   /* elementwise, two operands of one dtype, numpy broadcasting */                                                         \
