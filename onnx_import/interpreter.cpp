@@ -2,6 +2,7 @@
 
 #include <hjit/error.h>
 
+#include "onnx_import/model_file.h"
 #include "onnx_import/node_context.h"
 #include "onnx_import/tensor_proto.h"
 
@@ -66,9 +67,11 @@ std::vector<Tensor> Interpreter::run(const ::onnx::GraphProto& graph, const std:
       inputs.push_back(std::move(v));
     }
     NodeContext ctx(node, std::move(inputs), *this);
-    if (!(node.domain().empty() || node.domain() == "ai.onnx"))
-      ctx.fail("the domain '" + node.domain() + "' is not ONNX's default domain, the only one hjit reads");
-    const Converter convert = find_converter(node.op_type());
+    const bool training = node.domain() == kTrainingDomain;
+    if (!(node.domain().empty() || node.domain() == "ai.onnx" || training))
+      ctx.fail("the domain '" + node.domain() + "' is not one hjit reads (ONNX's default domain, and " + kTrainingDomain +
+               "'s optimizers)");
+    const Converter convert = training ? find_training_converter(node.op_type()) : find_converter(node.op_type());
     if (!convert) ctx.fail("hjit does not convert the op " + node.op_type());
     std::vector<Tensor> outs = convert_node(ctx, convert);
     if (outs.size() < size_t(node.output_size()))

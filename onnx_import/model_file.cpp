@@ -109,7 +109,12 @@ int64_t default_opset(const ::onnx::ModelProto& model, const std::string& who) {
   int64_t opset = -1;
   for (const auto& o : model.opset_import())
     if (is_default_domain(o.domain())) opset = o.version();
-  if (opset < 0) throw ValueError(who + "the model imports no opset of the default ONNX domain");
+  if (opset < 0) {
+    // A model of the training preview domain only (an optimizer step) reads no default-domain op.
+    for (const auto& o : model.opset_import())
+      if (o.domain() == kTrainingDomain) return kMaxOpset;
+    throw ValueError(who + "the model imports no opset of the default ONNX domain");
+  }
   if (opset < kMinOpset || opset > kMaxOpset)
     throw ValueError(who + "the model uses opset " + std::to_string(opset) + "; hjit reads opsets " + std::to_string(kMinOpset) +
                      " to " + std::to_string(kMaxOpset) + " (convert it with onnx.version_converter)");

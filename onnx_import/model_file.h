@@ -10,6 +10,8 @@ namespace hjit::onnx_import {
 // The opsets of the default domain ONNX 1.12 defines, which the converters implement.
 inline constexpr int64_t kMinOpset = 7;
 inline constexpr int64_t kMaxOpset = 17;
+// ONNX's preview training domain, whose optimizer ops (Adagrad, Adam, Momentum) hjit converts.
+inline constexpr const char* kTrainingDomain = "ai.onnx.preview.training";
 // Older models are brought to this opset by ONNX's version converter first.
 inline constexpr int64_t kUpgradeOpset = 9;
 

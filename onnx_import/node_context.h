@@ -65,6 +65,8 @@ using Converter = std::vector<Tensor> (*)(const NodeContext&);
 
 // The converter of an op type of the default domain; null for an op hjit does not convert.
 Converter find_converter(const std::string& op_type);
+// The same for ONNX's preview training domain (the optimizers).
+Converter find_training_converter(const std::string& op_type);
 std::vector<std::string> converted_ops();
 
 }  // namespace hjit::onnx_import

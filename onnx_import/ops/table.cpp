@@ -30,6 +30,16 @@ Converter find_converter(const std::string& op_type) {
   return it == table().end() ? nullptr : it->second;
 }
 
+Converter find_training_converter(const std::string& op_type) {
+  static const ConverterTable t = [] {
+    ConverterTable t;
+    add_training_ops(t);
+    return t;
+  }();
+  auto it = t.find(op_type);
+  return it == t.end() ? nullptr : it->second;
+}
+
 std::vector<std::string> converted_ops() {
   std::vector<std::string> ops;
   for (const auto& [name, fn] : table()) ops.push_back(name);
