@@ -49,6 +49,17 @@ Tensor flip_front(const Tensor& x) {
   return take(x, Tensor::from_vector<int64_t>(back, Shape{int64_t(back.size())}), 0);
 }
 
+// A Scan body as hjit::scan's: the subgraph run on (states..., scanned slices...), its first
+// `states` outputs the next states and the rest the slices of the scan outputs.
+ScanBody scan_body(const NodeContext& n, const ::onnx::GraphProto& body, int64_t states) {
+  return [&n, &body, states](const Tensors& carries, const Tensors& x) {
+    Tensors args = carries;
+    args.insert(args.end(), x.begin(), x.end());
+    Tensors outs = n.run_subgraph(body, args);
+    return std::make_pair(Tensors(outs.begin(), outs.begin() + states), Tensors(outs.begin() + states, outs.end()));
+  };
+}
+
 // Scan (opset 9+): the scanned inputs moved to the front of their scan axes (flipped when
 // scanned backwards), run by hjit::scan, the outputs moved to their axes.
 V scan_opset8(const NodeContext& n);
@@ -71,14 +82,7 @@ V Scan(const NodeContext& n) {
     Tensor f = to_front(x, n.axis(in_axes.at(size_t(i)), int64_t(x.shape().size())));
     xs.push_back(in_dirs.at(size_t(i)) ? flip_front(f) : f);
   }
-  const ScanResult r = scan(
-      [&](const Tensors& carries, const Tensors& x) {
-        Tensors args = carries;
-        args.insert(args.end(), x.begin(), x.end());
-        Tensors outs = n.run_subgraph(body, args);
-        return std::make_pair(Tensors(outs.begin(), outs.begin() + states), Tensors(outs.begin() + states, outs.end()));
-      },
-      init, xs);
+  const ScanResult r = scan(scan_body(n, body, states), init, xs);
   V out = r.carries;
   for (int64_t k = 0; k < outputs; ++k) {
     Tensor y = out_dirs.at(size_t(k)) ? flip_front(r.ys[size_t(k)]) : r.ys[size_t(k)];
@@ -107,14 +111,7 @@ V scan_opset8(const NodeContext& n) {
       const Tensor x = squeeze(slice(n.input(size_t(1 + states + i)), 0, b, b + 1), {0});
       xs.push_back(dirs.at(size_t(i)) ? flip_front(x) : x);
     }
-    const ScanResult r = scan(
-        [&](const Tensors& carries, const Tensors& x) {
-          Tensors args = carries;
-          args.insert(args.end(), x.begin(), x.end());
-          Tensors outs = n.run_subgraph(body, args);
-          return std::make_pair(Tensors(outs.begin(), outs.begin() + states), Tensors(outs.begin() + states, outs.end()));
-        },
-        init, xs);
+    const ScanResult r = scan(scan_body(n, body, states), init, xs);
     V out = r.carries;
     out.insert(out.end(), r.ys.begin(), r.ys.end());
     per_batch.push_back(out);
