@@ -18,6 +18,7 @@ const ConverterTable& table() {
     add_control_flow_ops(t);
     add_recurrent_ops(t);
     add_value_shaped_ops(t);
+    add_grid_sample_ops(t);
     return t;
   }();
   return t;
