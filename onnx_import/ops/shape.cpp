@@ -295,6 +295,22 @@ V CumSum(const NodeContext& n) {
   return {y};
 }
 
+// Hann, Hamming and Blackman windows of a length known when converting: sums of cosines of
+// 2 pi n / N (N = size when periodic, size - 1 when symmetric).
+Tensor cosine_window(const NodeContext& n, const std::vector<double>& a) {
+  const int64_t size = n.input_ints(0).at(0);
+  if (size < 0) n.fail("a window's size must not be negative");
+  const DType to = dtype_from_onnx(int(n.attr_int("output_datatype", 1)), "hjit::onnx: " + n.where() + " attribute 'output_datatype'");
+  const double denom = n.attr_int("periodic", 1) ? double(size) : double(size - 1);
+  const Tensor t = iota({size}, 0, DType::F64) * (denom > 0 ? 2 * M_PI / denom : 0.0);
+  Tensor w = Tensor::full({size}, a[0], DType::F64);
+  for (size_t k = 1; k < a.size(); ++k) w = w + cos(t * double(k)) * a[k];
+  return astype(w, to);
+}
+V HannWindow(const NodeContext& n) { return {cosine_window(n, {0.5, -0.5})}; }
+V HammingWindow(const NodeContext& n) { return {cosine_window(n, {25.0 / 46, -(1 - 25.0 / 46)})}; }
+V BlackmanWindow(const NodeContext& n) { return {cosine_window(n, {0.42, -0.5, 0.08})}; }
+
 }  // namespace
 
 void add_shape_ops(ConverterTable& t) {
@@ -302,7 +318,8 @@ void add_shape_ops(ConverterTable& t) {
   HJIT_ONNX_OP(Constant) HJIT_ONNX_OP(ConstantOfShape) HJIT_ONNX_OP(Size) HJIT_ONNX_OP(Reshape) HJIT_ONNX_OP(Flatten)
   HJIT_ONNX_OP(Transpose) HJIT_ONNX_OP(Squeeze) HJIT_ONNX_OP(Unsqueeze) HJIT_ONNX_OP(Concat) HJIT_ONNX_OP(Split)
   HJIT_ONNX_OP(Slice) HJIT_ONNX_OP(Gather) HJIT_ONNX_OP(Expand) HJIT_ONNX_OP(Tile) HJIT_ONNX_OP(Range) HJIT_ONNX_OP(Pad)
-  HJIT_ONNX_OP(Dropout) HJIT_ONNX_OP(Trilu) HJIT_ONNX_OP(CumSum)
+  HJIT_ONNX_OP(Dropout) HJIT_ONNX_OP(Trilu) HJIT_ONNX_OP(CumSum) HJIT_ONNX_OP(HannWindow) HJIT_ONNX_OP(HammingWindow)
+  HJIT_ONNX_OP(BlackmanWindow)
 #undef HJIT_ONNX_OP
   t["Shape"] = ShapeOp;
 }
