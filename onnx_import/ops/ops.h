@@ -23,6 +23,7 @@ void add_recurrent_ops(ConverterTable& table);
 void add_value_shaped_ops(ConverterTable& table);
 void add_training_ops(ConverterTable& table);  // ai.onnx.preview.training
 void add_grid_sample_ops(ConverterTable& table);
+void add_spectral_ops(ConverterTable& table);
 
 // ONNX ops keep their operands' dtype where hjit's (PyTorch's) promotion would widen it: an i32
 // sum stays i32, an integer division stays integer.

@@ -19,6 +19,7 @@ const ConverterTable& table() {
     add_recurrent_ops(t);
     add_value_shaped_ops(t);
     add_grid_sample_ops(t);
+    add_spectral_ops(t);
     return t;
   }();
   return t;
