@@ -243,12 +243,52 @@ double lowest_of(DType t) {
   }
 }
 
+// MaxPool's Indices: for each window the flat position (over N, C and the spatial axes, row-major;
+// column-major spatially with storage_order 1) of its first largest element, by taps as
+// pool_by_taps does.
+Tensor pool_indices(const NodeContext& n, const Tensor& padded, const Window& w, const Shape& in) {
+  const size_t dims = w.kernel.size();
+  std::vector<int64_t> out(dims);
+  for (size_t d = 0; d < dims; ++d) out[d] = windows_along(w, padded.shape(), d);
+  Shape out_shape{in[0], in[1]};
+  out_shape.insert(out_shape.end(), out.begin(), out.end());
+  const bool column_major = n.attr_int("storage_order", 0) != 0;
+  int64_t spatial = 1;
+  for (size_t d = 0; d < dims; ++d) spatial *= in[2 + d];
+  Tensor best, best_at;
+  std::vector<int64_t> tap(dims, 0);
+  for (bool more = true; more;) {
+    Tensor t = padded;
+    Tensor at = (iota(out_shape, 0, DType::I64) * in[1] + iota(out_shape, 1, DType::I64)) * spatial;
+    int64_t stride = 1;
+    for (size_t k = 0; k < dims; ++k) {
+      const size_t d = column_major ? k : dims - 1 - k;
+      const int64_t start = tap[d] * w.dilations[d];
+      t = slice(t, int(2 + d), start, start + (out[d] - 1) * w.strides[d] + 1, w.strides[d]);
+      const Tensor pos = iota(out_shape, int(2 + d), DType::I64) * w.strides[d] + (start - w.pads_begin[d]);
+      at = at + pos * stride;
+      stride *= in[2 + d];
+    }
+    if (!best.defined()) best = t, best_at = at;
+    else best_at = where(t > best, at, best_at), best = maximum(best, t);
+    more = false;
+    for (size_t d = dims; d-- > 0;) {
+      if (++tap[d] < w.kernel[d]) {
+        more = true;
+        break;
+      }
+      tap[d] = 0;
+    }
+  }
+  return best_at;
+}
+
 V MaxPool(const NodeContext& n) {
   Tensor x = n.input(0);
-  if (n.num_outputs() > 1 && !n.proto().output(1).empty()) n.fail("hjit does not give MaxPool's Indices output");
-  if (n.attr_int("storage_order", 0) != 0) n.fail("has storage_order 1 (only for the Indices output)");
+  const Shape in_shape = x.shape();
   Window w = window_of(n, x.shape(), n.attr_ints("kernel_shape"), n.attr_int("ceil_mode", 0) != 0);
   x = pad_spatial(x, w, lowest_of(x.dtype()));
+  if (n.num_outputs() > 1 && !n.proto().output(1).empty()) return {pool_by_taps(x, w, true), pool_indices(n, x, w, in_shape)};
   const bool plain = rank_of(x) == 4 && is_float(x.dtype()) && w.dilations == std::vector<int64_t>{1, 1};
   if (!plain) return {pool_by_taps(x, w, true)};
   return {max_pool2d(x, {w.kernel[0], w.kernel[1]}, {w.strides[0], w.strides[1]})};
@@ -273,6 +313,46 @@ V AveragePool(const NodeContext& n) {
   return {sums / counts};
 }
 
+// MaxUnpool: X's values placed at their Indices (flat over the output) in zeros: each output
+// position sums the values whose index names it (one-hot over X's elements).
+V MaxUnpool(const NodeContext& n) {
+  const Tensor &x = n.input(0), &idx = n.input(1);
+  const std::vector<int64_t> kernel = n.attr_ints("kernel_shape");
+  const size_t dims = kernel.size();
+  if (x.shape().size() != dims + 2 || idx.shape() != x.shape()) n.fail("needs X and I of one shape [N, C, spatial...]");
+  // The indices count positions of the default output (as MaxPool gave them); an explicit
+  // output_shape places each at the same coordinates of the larger output.
+  Shape natural = {x.shape()[0], x.shape()[1]};
+  const std::vector<int64_t> strides = n.attr_ints("strides", std::vector<int64_t>(dims, 1));
+  const std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * dims, 0));
+  for (size_t d = 0; d < dims; ++d) natural.push_back((x.shape()[2 + d] - 1) * strides[d] + kernel[d] - pads[d] - pads[d + dims]);
+  Shape out = natural;
+  if (n.has_input(2)) {
+    const std::vector<int64_t> given = n.input_ints(2);
+    out = Shape(given.begin(), given.end());
+    if (out.size() != natural.size()) n.fail("its output_shape has the wrong rank");
+  }
+  int64_t total = 1, natural_total = 1;
+  for (int64_t e : out) total *= e;
+  for (int64_t e : natural) natural_total *= e;
+  Tensor at = check_index(astype(idx, DType::I64), 0, natural_total, "MaxUnpool index");
+  if (out != natural) {  // coordinates in the natural output, flattened again in `out`
+    Tensor rest = at, flat = Tensor::zeros(at.shape(), DType::I64);
+    int64_t out_stride = 1;
+    for (size_t d = natural.size(); d-- > 0;) {
+      const Tensor q = astype(floor(astype(rest, DType::F64) / double(natural[d])), DType::I64);
+      flat = flat + (rest - q * natural[d]) * out_stride;
+      rest = q;
+      out_stride *= out[d];
+    }
+    at = flat;
+  }
+  const Tensor flat_idx = reshape(at, {1, -1});
+  const Tensor hit = iota({total, 1}, 0, DType::I64) == flat_idx;  // [total, elements of X]
+  const Tensor y = sum(where(hit, reshape(x, {1, -1}), Tensor::scalar(0, x.dtype())), {1});
+  return {reshape(y, out)};
+}
+
 std::vector<int> spatial_axes(const Tensor& x) {
   std::vector<int> axes;
   for (int d = 2; d < int(rank_of(x)); ++d) axes.push_back(d);
@@ -292,9 +372,19 @@ Tensor per_channel(const Tensor& v, int64_t rank) {
 V BatchNormalization(const NodeContext& n) {
   const Tensor& x = n.input(0);
   const int64_t r = rank_of(x);
-  if (n.opset() >= 14 && n.attr_int("training_mode", 0) != 0) n.fail("runs in training mode; hjit converts inference graphs");
   const double eps = n.attr_float("epsilon", 1e-5);
   const Tensor scale = per_channel(n.input(1), r), bias = per_channel(n.input(2), r);
+  if (n.opset() >= 14 && n.attr_int("training_mode", 0) != 0) {
+    // Normalized by the batch's statistics (the variance biased); the running statistics move
+    // towards them by 1 - momentum.
+    std::vector<int> axes{0};
+    for (int d = 2; d < int(r); ++d) axes.push_back(d);
+    const Tensor mean_b = mean(x, axes, true), var_b = mean((x - mean_b) * (x - mean_b), axes, true);
+    const double momentum = n.attr_float("momentum", 0.9);
+    const Tensor y = (x - mean_b) * (rsqrt(var_b + eps) * scale) + bias;
+    const Tensor flat_mean = reshape(mean_b, {-1}), flat_var = reshape(var_b, {-1});
+    return {y, n.input(3) * momentum + flat_mean * (1 - momentum), n.input(4) * momentum + flat_var * (1 - momentum)};
+  }
   const Tensor m = per_channel(n.input(3), r), v = per_channel(n.input(4), r);
   return {(x - m) * (rsqrt(v + eps) * scale) + bias};
 }
@@ -373,7 +463,7 @@ V Shrink(const NodeContext& n) {
 
 void add_nn_ops(ConverterTable& t) {
 #define HJIT_ONNX_OP(name) t[#name] = name;
-  HJIT_ONNX_OP(MatMul) HJIT_ONNX_OP(Gemm) HJIT_ONNX_OP(Conv) HJIT_ONNX_OP(ConvTranspose) HJIT_ONNX_OP(MaxPool) HJIT_ONNX_OP(AveragePool)
+  HJIT_ONNX_OP(MatMul) HJIT_ONNX_OP(Gemm) HJIT_ONNX_OP(Conv) HJIT_ONNX_OP(ConvTranspose) HJIT_ONNX_OP(MaxUnpool) HJIT_ONNX_OP(MaxPool) HJIT_ONNX_OP(AveragePool)
   HJIT_ONNX_OP(GlobalAveragePool) HJIT_ONNX_OP(GlobalMaxPool) HJIT_ONNX_OP(BatchNormalization)
   HJIT_ONNX_OP(InstanceNormalization) HJIT_ONNX_OP(LayerNormalization) HJIT_ONNX_OP(MeanVarianceNormalization)
   HJIT_ONNX_OP(LRN) HJIT_ONNX_OP(Shrink)

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "onnx_import/ops/ops.h"
+#include "onnx_import/tensor_proto.h"
 
 namespace hjit::onnx_import {
 
@@ -84,11 +85,43 @@ V STFT(const NodeContext& n) {
   return {transform_last(n, framed, frame, false, n.attr_int("onesided", 1) != 0)};
 }
 
+// MelWeightMatrix: triangular filters between mel-spaced bin edges, [dft_length / 2 + 1, mel bins],
+// as ONNX's reference computes them (edges rounded down to spectrogram bins).
+V MelWeightMatrix(const NodeContext& n) {
+  const int64_t mels = n.input_ints(0).at(0), dft = n.input_ints(1).at(0), rate = n.input_ints(2).at(0);
+  const double lo = n.input_doubles(3).at(0), hi = n.input_doubles(4).at(0);
+  if (mels <= 0 || dft <= 0 || rate <= 0) n.fail("needs positive num_mel_bins, dft_length and sample_rate");
+  const int64_t bins = dft / 2 + 1;
+  auto to_mel = [](double hz) { return 2595 * std::log10(1 + hz / 700); };
+  const double lo_mel = to_mel(lo), step = (to_mel(hi) - lo_mel) / double(mels + 2);
+  std::vector<int64_t> edge;
+  for (int64_t i = 0; i < mels + 2; ++i) {
+    const double hz = 700 * (std::pow(10.0, (double(i) * step + lo_mel) / 2595) - 1);
+    edge.push_back(int64_t(std::floor(double(dft + 1) * hz / double(rate))));
+  }
+  std::vector<double> w(size_t(bins * mels), 0.0);
+  auto set = [&](int64_t j, int64_t i, double v) {
+    if (j < 0 || j >= bins) n.fail("a filter edge falls outside the spectrogram's bins");
+    w[size_t(j * mels + i)] = v;
+  };
+  for (int64_t i = 0; i < mels; ++i) {
+    const int64_t left = edge[size_t(i)], center = edge[size_t(i + 1)], right = edge[size_t(i + 2)];
+    if (center == left) set(center, i, 1);
+    else
+      for (int64_t j = left; j <= center; ++j) set(j, i, double(j - left) / double(center - left));
+    if (right > center)
+      for (int64_t j = center; j < right; ++j) set(j, i, double(right - j) / double(right - center));
+  }
+  const DType to = dtype_from_onnx(int(n.attr_int("output_datatype", 1)), "hjit::onnx: " + n.where() + " attribute 'output_datatype'");
+  return {astype(Tensor::from_vector<double>(w, {bins, mels}), to)};
+}
+
 }  // namespace
 
 void add_spectral_ops(ConverterTable& t) {
   t["DFT"] = DFT;
   t["STFT"] = STFT;
+  t["MelWeightMatrix"] = MelWeightMatrix;
 }
 
 }  // namespace hjit::onnx_import
