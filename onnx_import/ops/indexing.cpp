@@ -162,17 +162,9 @@ Tensor combine(const NodeContext& n, const Tensor& data, const Tensor& hit, cons
   n.fail("has reduction '" + reduction + "' (none, add or mul)");
 }
 
-// The product of the values of x where `mask` is set, along `axis` (1 where none is): magnitudes
-// through logarithms, the sign by the parity of negative factors, zero where a factor is zero.
+// The product of the values of x where `mask` is set, along `axis` (1 where none is).
 Tensor masked_product(const Tensor& x, const Tensor& mask, int axis) {
-  const Tensor xf = astype(x, DType::F64);
-  const Tensor v = where(mask, xf, 1.0);
-  const Tensor zero = sum(astype(logical_and(mask, xf == 0.0), DType::I64), {axis}) > int64_t(0);
-  const Tensor negatives = sum(astype(v < 0.0, DType::F64), {axis});
-  const Tensor odd = negatives - floor(negatives * 0.5) * 2.0 > 0.5;
-  const Tensor mag = exp(sum(log(abs(v)), {axis}));
-  Tensor p = where(zero, 0.0, where(odd, -mag, mag));
-  return is_floating(x.dtype()) ? astype(p, x.dtype()) : astype(round(p), x.dtype());
+  return product_along(where(mask, x, Tensor::scalar(1, x.dtype())), {axis}, false);
 }
 
 // ScatterElements (and opset 9's Scatter): every update goes to data at its own position with the

@@ -30,6 +30,11 @@ void add_spectral_ops(ConverterTable& table);
 inline Tensor as_dtype(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : astype(t, dtype); }
 inline bool is_float(DType t) { return is_floating(t); }
 
+// The product along axes (ONNX's ReduceProd, the mul reduction of scatters), through logarithms of
+// the magnitudes, the sign from the parity of negative factors, zero where a factor is zero
+// (exact for integers whose products fit an f64's 53 bits).
+Tensor product_along(const Tensor& x, const std::vector<int>& axes, bool keepdims);
+
 // The rank-0 tensor of x's dtype holding v (a weak scalar could not carry an integer dtype).
 inline Tensor scalar_like(const Tensor& x, double v) { return Tensor::scalar(v, x.dtype()); }
 

@@ -63,12 +63,7 @@ V ReduceProd(const NodeContext& n) {
   const Tensor& x = n.input(0);
   const Axes a = reduce_axes(n, false);
   if (a.noop) return {x + scalar_like(x, 0)};
-  const Tensor xf = astype(x, is_float(x.dtype()) ? x.dtype() : DType::F64);
-  Tensor mag = exp(sum(log(abs(xf)), a.axes, a.keepdims));
-  Tensor negatives = sum(astype(xf < 0.0, DType::I64), a.axes, a.keepdims);
-  Tensor p = where(astype(negatives - (negatives / 2.0).astype(DType::I64) * 2, DType::Bool), -mag, mag);
-  if (!is_float(x.dtype())) p = round(p);
-  return {as_dtype(p, x.dtype())};
+  return {product_along(x, a.axes, a.keepdims)};
 }
 
 // select_last_index: the last of equal extremes, found as the first in the reversed axis.
@@ -86,6 +81,17 @@ V arg_reduction(const NodeContext& n) {
 }
 
 }  // namespace
+
+Tensor product_along(const Tensor& x, const std::vector<int>& axes, bool keepdims) {
+  const Tensor xf = astype(x, is_float(x.dtype()) ? x.dtype() : DType::F64);
+  const Tensor zero = sum(astype(xf == 0.0, DType::I64), axes, keepdims) > int64_t(0);
+  const Tensor negatives = sum(astype(xf < 0.0, DType::F64), axes, keepdims);
+  const Tensor odd = negatives - floor(negatives * 0.5) * 2.0 > 0.5;
+  const Tensor mag = exp(sum(log(abs(xf)), axes, keepdims));
+  Tensor p = where(zero, 0.0, where(odd, -mag, mag));
+  if (!is_float(x.dtype())) p = round(p);
+  return as_dtype(p, x.dtype());
+}
 
 void add_reduce_ops(ConverterTable& t) {
   t["ReduceSum"] = reduction<sum, same, same>;
