@@ -40,7 +40,7 @@ std::string compare(const hjit::Tensor& got, const hjit::Tensor& want, double to
 
 // Runs `attempt` on mutations 0..count-1: counts those it accepts and those rejected with a typed
 // hjit::Error, and fails the test for any other exception. HJIT_FUZZ_MUTATIONS lowers count (make
-// sanitize-ci: the instrumented build runs a fifth of them; make sanitize all).
+// sanitize-ci: the instrumented build runs a tenth of them; make sanitize all).
 template <class Attempt>
 std::pair<int64_t, int64_t> fuzz(int count, Attempt attempt) {
   if (const char* cap = std::getenv("HJIT_FUZZ_MUTATIONS")) count = std::min(count, std::atoi(cap));
