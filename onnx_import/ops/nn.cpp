@@ -98,6 +98,15 @@ int64_t windows_along(const Window& w, const Shape& padded, size_t d) {
   return (padded[2 + d] - ((w.kernel[d] - 1) * w.dilations[d] + 1)) / w.strides[d] + 1;
 }
 
+// The next kernel position after `tap` (the last axis fastest); false after the last one.
+bool next_tap(std::vector<int64_t>& tap, const std::vector<int64_t>& kernel) {
+  for (size_t d = tap.size(); d-- > 0;) {
+    if (++tap[d] < kernel[d]) return true;
+    tap[d] = 0;
+  }
+  return false;
+}
+
 // Pooling of any rank, dilation and dtype, one strided slice per kernel position: where hjit's
 // pooling ops (2-d, undilated, floating point) do not apply. x is padded already.
 Tensor pool_by_taps(const Tensor& x, const Window& w, bool take_max) {
@@ -106,22 +115,14 @@ Tensor pool_by_taps(const Tensor& x, const Window& w, bool take_max) {
   for (size_t d = 0; d < dims; ++d) out[d] = windows_along(w, x.shape(), d);
   Tensor acc;
   std::vector<int64_t> tap(dims, 0);
-  for (bool more = true; more;) {
+  do {
     Tensor t = x;
     for (size_t d = 0; d < dims; ++d) {
       const int64_t start = tap[d] * w.dilations[d];
       t = slice(t, int(2 + d), start, start + (out[d] - 1) * w.strides[d] + 1, w.strides[d]);
     }
     acc = !acc.defined() ? t : take_max ? maximum(acc, t) : acc + t;
-    more = false;
-    for (size_t d = dims; d-- > 0;) {
-      if (++tap[d] < w.kernel[d]) {
-        more = true;
-        break;
-      }
-      tap[d] = 0;
-    }
-  }
+  } while (next_tap(tap, w.kernel));
   return acc;
 }
 
@@ -257,7 +258,7 @@ Tensor pool_indices(const NodeContext& n, const Tensor& padded, const Window& w,
   for (size_t d = 0; d < dims; ++d) spatial *= in[2 + d];
   Tensor best, best_at;
   std::vector<int64_t> tap(dims, 0);
-  for (bool more = true; more;) {
+  do {
     Tensor t = padded;
     Tensor at = (iota(out_shape, 0, DType::I64) * in[1] + iota(out_shape, 1, DType::I64)) * spatial;
     int64_t stride = 1;
@@ -271,15 +272,7 @@ Tensor pool_indices(const NodeContext& n, const Tensor& padded, const Window& w,
     }
     if (!best.defined()) best = t, best_at = at;
     else best_at = where(t > best, at, best_at), best = maximum(best, t);
-    more = false;
-    for (size_t d = dims; d-- > 0;) {
-      if (++tap[d] < w.kernel[d]) {
-        more = true;
-        break;
-      }
-      tap[d] = 0;
-    }
-  }
+  } while (next_tap(tap, w.kernel));
   return best_at;
 }
 
