@@ -18,7 +18,8 @@ template <class E>
   throw E("hjit::onnx: " + where + ": " + what);
 }
 
-std::vector<Tensor> convert_node(const NodeContext& ctx, Converter convert) {
+template <class C>
+auto convert_node(const NodeContext& ctx, C convert) {
   try {
     return convert(ctx);
   } catch (const ShapeError& e) {
@@ -36,31 +37,31 @@ std::vector<Tensor> convert_node(const NodeContext& ctx, Converter convert) {
 
 }  // namespace
 
-std::optional<Tensor> Interpreter::lookup(const std::string& name) const {
+std::optional<Value> Interpreter::lookup(const std::string& name) const {
   if (auto it = values_.find(name); it != values_.end()) return it->second;
   if (outer_)
     if (auto it = outer_->find(name); it != outer_->end()) return it->second;
   return std::nullopt;
 }
 
-std::map<std::string, Tensor> Interpreter::visible() const {
-  std::map<std::string, Tensor> all = values_;
+Scope Interpreter::visible() const {
+  Scope all = values_;
   if (outer_) all.insert(outer_->begin(), outer_->end());  // inner names shadow outer ones
   return all;
 }
 
-std::vector<Tensor> Interpreter::run(const ::onnx::GraphProto& graph, const std::map<std::string, Tensor>& bound) const {
+std::vector<Value> Interpreter::run(const ::onnx::GraphProto& graph, const Scope& bound) const {
   values_ = bound;
   for (const ::onnx::TensorProto& init : graph.initializer())
     if (!values_.count(init.name())) values_[init.name()] = to_tensor(init, "hjit::onnx: initializer '" + init.name() + "'");
   for (const ::onnx::NodeProto& node : graph.node()) {
-    std::vector<std::optional<Tensor>> inputs;
+    std::vector<std::optional<Value>> inputs;
     for (const std::string& name : node.input()) {
       if (name.empty()) {
         inputs.emplace_back();
         continue;
       }
-      std::optional<Tensor> v = lookup(name);
+      std::optional<Value> v = lookup(name);
       if (!v)
         throw ValueError("hjit::onnx: node '" + node.name() + "' (" + node.op_type() + ") reads '" + name +
                          "', which no node, input or initializer before it defines");
@@ -71,17 +72,22 @@ std::vector<Tensor> Interpreter::run(const ::onnx::GraphProto& graph, const std:
     if (!(node.domain().empty() || node.domain() == "ai.onnx" || training))
       ctx.fail("the domain '" + node.domain() + "' is not one hjit reads (ONNX's default domain, and " + kTrainingDomain +
                "'s optimizers)");
-    const Converter convert = training ? find_training_converter(node.op_type()) : find_converter(node.op_type());
-    if (!convert) ctx.fail("hjit does not convert the op " + node.op_type());
-    std::vector<Tensor> outs = convert_node(ctx, convert);
+    std::vector<Value> outs;
+    if (const ValueConverter values = training ? nullptr : find_value_converter(node.op_type())) {
+      outs = convert_node(ctx, values);
+    } else {
+      const Converter convert = training ? find_training_converter(node.op_type()) : find_converter(node.op_type());
+      if (!convert) ctx.fail("hjit does not convert the op " + node.op_type());
+      for (Tensor& t : convert_node(ctx, convert)) outs.emplace_back(std::move(t));
+    }
     if (outs.size() < size_t(node.output_size()))
       ctx.fail("gives " + std::to_string(outs.size()) + " outputs where the model names " + std::to_string(node.output_size()));
     for (int k = 0; k < node.output_size(); ++k)
       if (!node.output(k).empty()) values_[node.output(k)] = std::move(outs[size_t(k)]);
   }
-  std::vector<Tensor> outputs;
+  std::vector<Value> outputs;
   for (const ::onnx::ValueInfoProto& out : graph.output()) {
-    std::optional<Tensor> v = lookup(out.name());
+    std::optional<Value> v = lookup(out.name());
     if (!v) throw ValueError("hjit::onnx: the graph's output '" + out.name() + "' is not computed by any node");
     outputs.push_back(std::move(*v));
   }

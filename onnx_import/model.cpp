@@ -33,9 +33,13 @@ namespace {
 ValueInfo value_info(const ::onnx::ValueInfoProto& v, const std::string& who) {
   ValueInfo info;
   info.name = v.name();
-  if (!v.type().has_tensor_type())
-    throw ValueError(who + "'" + v.name() + "' is not a tensor (sequences, maps and optionals are not inputs or outputs hjit takes)");
-  const auto& tt = v.type().tensor_type();
+  const ::onnx::TypeProto* type = &v.type();
+  if (type->has_optional_type()) info.optional = true, type = &type->optional_type().elem_type();
+  if (type->has_sequence_type()) info.sequence = true, type = &type->sequence_type().elem_type();
+  if (!type->has_tensor_type())
+    throw ValueError(who + "'" + v.name() + "' is not a tensor, a sequence of tensors or an optional of those " +
+                     "(maps and sparse tensors are not inputs or outputs hjit takes)");
+  const auto& tt = type->tensor_type();
   info.dtype = dtype_from_onnx(tt.elem_type(), who + "'" + v.name() + "'");
   for (const auto& d : tt.shape().dim()) {
     info.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
@@ -92,7 +96,12 @@ std::string dims_str(const ValueInfo& v) {
 
 }  // namespace
 
-std::string ValueInfo::str() const { return name + " " + dims_str(*this); }
+std::string ValueInfo::str() const {
+  std::string type = dims_str(*this);
+  if (sequence) type = "seq(" + type + ")";
+  if (optional) type = "optional(" + type + ")";
+  return name + " " + type;
+}
 
 std::string ModelInfo::str() const {
   std::ostringstream os;
@@ -128,6 +137,8 @@ std::vector<Tensor> Model::parameters() const { return impl_->params; }
 std::vector<TensorType> Model::input_types() const {
   std::vector<TensorType> types;
   for (const ValueInfo& v : impl_->info.inputs) {
+    if (v.sequence || v.optional)
+      throw ValueError(impl_->who + "input '" + v.str() + "' is not a tensor: give example values to Model::module_for");
     TensorType t{v.dtype, v.shape};
     for (size_t d = 0; d < t.shape.size(); ++d) {
       if (t.shape[d] >= 0) continue;
@@ -145,54 +156,104 @@ std::vector<TensorType> Model::input_types() const {
   return types;
 }
 
-std::vector<Tensor> Model::operator()(const std::vector<Tensor>& inputs) const {
+std::vector<Value> Model::run(const std::vector<Value>& inputs) const {
   const Impl& m = *impl_;
   const std::vector<ValueInfo>& declared = m.info.inputs;
   if (inputs.size() != declared.size())
     throw ValueError(m.who + "the model takes " + std::to_string(declared.size()) + " inputs, given " + std::to_string(inputs.size()));
-  std::map<std::string, Tensor> bound;
+  Scope bound;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const ValueInfo& v = declared[i];
-    if (inputs[i].dtype() != v.dtype)
-      throw DTypeError(m.who + "input '" + v.name + "' is " + dims_str(v) + ", given " + dtype_name(inputs[i].dtype()));
-    bool fits = inputs[i].shape().size() == v.shape.size();
-    for (size_t d = 0; fits && d < v.shape.size(); ++d) fits = v.shape[d] < 0 || v.shape[d] == inputs[i].shape()[d];
-    if (!fits) throw ShapeError(m.who + "input '" + v.name + "' is " + dims_str(v) + ", given " + shape_str(inputs[i].shape()));
-    bound[v.name] = inputs[i];
+    const Value& x = inputs[i];
+    const bool kind_fits = x.is_none() ? v.optional : x.is_sequence() == v.sequence;
+    if (!kind_fits) throw ValueError(m.who + "input '" + v.str() + "' is given " + x.str());
+    if (!x.is_none() && x.elem_type() != v.dtype)
+      throw DTypeError(m.who + "input '" + v.str() + "' is given " + x.str());
+    auto fits = [&](const Tensor& t) {
+      bool ok = t.shape().size() == v.shape.size();
+      for (size_t d = 0; ok && d < v.shape.size(); ++d) ok = v.shape[d] < 0 || v.shape[d] == t.shape()[d];
+      return ok;
+    };
+    if (x.is_tensor() && !fits(x.tensor())) throw ShapeError(m.who + "input '" + v.str() + "' is given " + x.str());
+    bound[v.name] = x;
   }
   for (size_t k = 0; k < m.params.size(); ++k) bound[m.param_names[k]] = m.params[k];
   return Interpreter(m.opset, nullptr).run(m.proto.graph(), bound);
 }
 
+std::vector<Tensor> Model::operator()(const std::vector<Tensor>& inputs) const {
+  std::vector<Tensor> outs;
+  const std::vector<Value> values = run(std::vector<Value>(inputs.begin(), inputs.end()));
+  for (size_t k = 0; k < values.size(); ++k) {
+    if (!values[k].is_tensor())
+      throw ValueError(impl_->who + "output '" + impl_->info.outputs[k].name + "' is " + values[k].str() +
+                       ": run a model with sequence or optional outputs through Model::run");
+    outs.push_back(values[k].tensor());
+  }
+  return outs;
+}
+
 Module Model::module() const { return module(input_types()); }
 
 Module Model::module(const std::vector<TensorType>& input_types, const std::map<std::string, Tensor>& fixed) const {
-  const std::vector<ValueInfo>& declared = impl_->info.inputs;
-  if (input_types.size() != declared.size())
-    throw ValueError(impl_->who + "the model takes " + std::to_string(declared.size()) + " inputs, given " +
+  if (input_types.size() != impl_->info.inputs.size())
+    throw ValueError(impl_->who + "the model takes " + std::to_string(impl_->info.inputs.size()) + " inputs, given " +
                      std::to_string(input_types.size()) + " input types");
+  std::vector<Value> examples;
+  for (const TensorType& t : input_types) examples.push_back(Tensor::zeros(t.shape, t.dtype));
+  return module_for(examples, std::map<std::string, Value>(fixed.begin(), fixed.end()));
+}
+
+namespace {
+
+// The values of `like` rebuilt from flattened tensors, taken from `flat` at `at`.
+Value unflatten_one(const Value& like, const std::vector<Tensor>& flat, size_t& at) {
+  if (like.is_none()) return Value();
+  if (like.is_tensor()) return flat.at(at++);
+  std::vector<Tensor> items(flat.begin() + std::ptrdiff_t(at), flat.begin() + std::ptrdiff_t(at + like.items().size()));
+  at += items.size();
+  return Value::sequence(std::move(items), like.elem_type());
+}
+
+// A value holding the same data as v, copied inside the trace (a constant of the graph, not a
+// captured parameter).
+Value constant_copy(const Value& v) {
+  auto copy = [](const Tensor& t) { return Tensor::from_bytes(t.data(), t.shape(), t.dtype()); };
+  if (v.is_tensor()) return copy(v.tensor());
+  if (v.is_none()) return v;
+  std::vector<Tensor> items;
+  for (const Tensor& t : v.items()) items.push_back(copy(t));
+  return Value::sequence(std::move(items), v.elem_type());
+}
+
+}  // namespace
+
+Module Model::module_for(const std::vector<Value>& examples, const std::map<std::string, Value>& fixed) const {
+  const std::vector<ValueInfo>& declared = impl_->info.inputs;
+  if (examples.size() != declared.size())
+    throw ValueError(impl_->who + "the model takes " + std::to_string(declared.size()) + " inputs, given " +
+                     std::to_string(examples.size()) + " examples");
   for (const auto& [name, value] : fixed)
     if (std::none_of(declared.begin(), declared.end(), [&](const ValueInfo& v) { return v.name == name; }))
       throw ValueError(impl_->who + "the model has no input '" + name + "' to fix");
-  std::vector<Tensor> examples;
+  std::vector<Value> traced_like;  // the examples of the module's arguments
   for (size_t i = 0; i < declared.size(); ++i)
-    if (!fixed.count(declared[i].name)) examples.push_back(Tensor::zeros(input_types[i].shape, input_types[i].dtype));
+    if (!fixed.count(declared[i].name)) traced_like.push_back(examples[i]);
   const Model self = *this;
-  auto fn = [self, fixed](const std::vector<Tensor>& in) {
-    std::vector<Tensor> all;
-    size_t k = 0;
+  auto fn = [self, fixed, traced_like](const std::vector<Tensor>& in) {
+    std::vector<Value> all;
+    size_t at = 0, k = 0;
     for (const ValueInfo& v : self.info().inputs) {
       auto it = fixed.find(v.name);
-      // A copy made inside the trace: a constant of the graph, not a captured parameter.
-      if (it == fixed.end()) all.push_back(in[k++]);
-      else all.push_back(Tensor::from_bytes(it->second.data(), it->second.shape(), it->second.dtype()));
+      all.push_back(it == fixed.end() ? unflatten_one(traced_like[k++], in, at) : constant_copy(it->second));
     }
-    return self(all);
+    return flatten(self.run(all));
   };
   std::string name = impl_->proto.graph().name();
   if (name.empty()) name = "onnx_model";
   Timer t;
-  Module m = make_module(name, impl_->options.module, SaveOptions{.freeze_parameters = impl_->options.freeze}, fn, examples);
+  Module m = make_module(name, impl_->options.module, SaveOptions{.freeze_parameters = impl_->options.freeze}, fn,
+                         flatten(traced_like));
   log().debug("onnx: converted '{}' in {:.1f} ms: {} graph nodes", name, t.ms(), m.graph().nodes.size());
   return m;
 }

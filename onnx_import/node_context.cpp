@@ -7,7 +7,7 @@ namespace hjit::onnx_import {
 
 using ::onnx::AttributeProto;
 
-NodeContext::NodeContext(const ::onnx::NodeProto& node, std::vector<std::optional<Tensor>> inputs, const Interpreter& interpreter)
+NodeContext::NodeContext(const ::onnx::NodeProto& node, std::vector<std::optional<Value>> inputs, const Interpreter& interpreter)
     : node_(node), inputs_(std::move(inputs)), interpreter_(interpreter) {}
 
 int64_t NodeContext::opset() const { return interpreter_.opset(); }
@@ -17,28 +17,44 @@ std::string NodeContext::where() const {
          node_.op_type() + ")";
 }
 
-const Tensor& NodeContext::input(size_t k) const {
+const Value& NodeContext::value(size_t k) const {
   if (!has_input(k)) fail("needs input " + std::to_string(k) + ", which the model does not give");
   return *inputs_[k];
 }
 
-std::optional<Tensor> NodeContext::optional_input(size_t k) const { return has_input(k) ? inputs_[k] : std::nullopt; }
+const Tensor& NodeContext::input(size_t k) const {
+  const Value& v = value(k);
+  if (!v.is_tensor())
+    fail("input " + std::to_string(k) + " ('" + node_.input(int(k)) + "') is " + v.str() + ", where a tensor is expected");
+  return v.tensor();
+}
 
-std::vector<int64_t> NodeContext::input_ints(size_t k) const {
+const std::vector<Tensor>& NodeContext::sequence(size_t k) const {
+  const Value& v = value(k);
+  if (!v.is_sequence())
+    fail("input " + std::to_string(k) + " ('" + node_.input(int(k)) + "') is " + v.str() + ", where a sequence is expected");
+  return v.items();
+}
+
+std::optional<Tensor> NodeContext::optional_input(size_t k) const {
+  return has_input(k) ? std::optional<Tensor>(input(k)) : std::nullopt;
+}
+
+template <class T>
+std::vector<T> NodeContext::read_known(size_t k) const {
   const Tensor& t = input(k);
-  if (t.is_traced())
+  try {
+    return t.to_vector<T>();  // a traced value: a graph break under JitOptions::fullgraph = false
+  } catch (const ConcretizationError&) {
     fail("input " + std::to_string(k) + " ('" + node_.input(int(k)) +
          "') must be known when the model is converted (an initializer, a Constant, or computed from shapes), "
-         "but it is computed from the model's inputs");
-  return t.to_vector<int64_t>();
+         "but it is computed from the model's inputs (run the model in hjit::jit with fullgraph = false to compute "
+         "it in a graph break, or fix the input it comes from: Model::module_for's `fixed`)");
+  }
 }
 
-std::vector<double> NodeContext::input_doubles(size_t k) const {
-  const Tensor& t = input(k);
-  if (t.is_traced())
-    fail("input " + std::to_string(k) + " ('" + node_.input(int(k)) + "') must be known when the model is converted");
-  return t.to_vector<double>();
-}
+std::vector<int64_t> NodeContext::input_ints(size_t k) const { return read_known<int64_t>(k); }
+std::vector<double> NodeContext::input_doubles(size_t k) const { return read_known<double>(k); }
 
 const AttributeProto* NodeContext::find(const std::string& name) const {
   for (const AttributeProto& a : node_.attribute())
@@ -95,15 +111,26 @@ int NodeContext::axis(int64_t axis, int64_t rank) const {
   return int(axis < 0 ? axis + rank : axis);
 }
 
-std::vector<Tensor> NodeContext::run_subgraph(const ::onnx::GraphProto& graph, const std::vector<Tensor>& inputs) const {
+std::vector<Value> NodeContext::run_subgraph_values(const ::onnx::GraphProto& graph, const std::vector<Value>& inputs) const {
   if (size_t(graph.input_size()) != inputs.size())
     fail("its subgraph '" + graph.name() + "' takes " + std::to_string(graph.input_size()) + " inputs, given " +
          std::to_string(inputs.size()));
-  const std::map<std::string, Tensor> scope = interpreter_.visible();
+  const Scope scope = interpreter_.visible();
   Interpreter sub(interpreter_.opset(), &scope);
-  std::map<std::string, Tensor> bound;
+  Scope bound;
   for (size_t i = 0; i < inputs.size(); ++i) bound[graph.input(int(i)).name()] = inputs[i];
   return sub.run(graph, bound);
+}
+
+std::vector<Tensor> NodeContext::run_subgraph(const ::onnx::GraphProto& graph, const std::vector<Tensor>& inputs) const {
+  std::vector<Tensor> outs;
+  for (const Value& v : run_subgraph_values(graph, std::vector<Value>(inputs.begin(), inputs.end()))) {
+    if (!v.is_tensor())
+      fail("its subgraph '" + graph.name() + "' gives " + v.str() + " where a tensor is expected (a sequence or a none " +
+           "needs the loop's trip count or the branch's condition known when the model is converted)");
+    outs.push_back(v.tensor());
+  }
+  return outs;
 }
 
 }  // namespace hjit::onnx_import

@@ -1,11 +1,13 @@
-// What a converter sees of one ONNX node: its inputs as hjit tensors (traced or concrete), its
-// attributes with their defaults, the opset, and errors that name the node.
+// What a converter sees of one ONNX node: its inputs as hjit tensors (traced or concrete) or as
+// values (sequences, nones), its attributes with their defaults, the opset, and errors that name
+// the node.
 #pragma once
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <hjit/error.h>
+#include <hjit/onnx.h>
 #include <hjit/ops.h>
 
 #include "onnx/onnx_pb.h"
@@ -13,10 +15,11 @@
 namespace hjit::onnx_import {
 
 class Interpreter;
+using onnx::Value;
 
 class NodeContext {
  public:
-  NodeContext(const ::onnx::NodeProto& node, std::vector<std::optional<Tensor>> inputs, const Interpreter& interpreter);
+  NodeContext(const ::onnx::NodeProto& node, std::vector<std::optional<Value>> inputs, const Interpreter& interpreter);
 
   const ::onnx::NodeProto& proto() const { return node_; }
   int64_t opset() const;
@@ -26,10 +29,13 @@ class NodeContext {
   size_t num_inputs() const { return inputs_.size(); }
   size_t num_outputs() const { return size_t(node_.output_size()); }
   bool has_input(size_t k) const { return k < inputs_.size() && inputs_[k].has_value(); }
-  const Tensor& input(size_t k) const;                   // ValueError when absent
+  const Tensor& input(size_t k) const;                   // ValueError when absent or not a tensor
   std::optional<Tensor> optional_input(size_t k) const;  // nullopt when absent or ""
+  const Value& value(size_t k) const;                    // any kind; ValueError when absent
+  const std::vector<Tensor>& sequence(size_t k) const;   // ValueError unless a sequence
   // The values of an input that must be known when the model is converted (a shape, axes, pads):
-  // an initializer, a Constant, or computed from those and from static shapes.
+  // an initializer, a Constant, or computed from those and from static shapes; or, inside
+  // hjit::jit with fullgraph = false, computed in a graph break.
   std::vector<int64_t> input_ints(size_t k) const;
   std::vector<double> input_doubles(size_t k) const;
 
@@ -48,6 +54,7 @@ class NodeContext {
 
   // Runs a subgraph (If, Loop, Scan bodies) on these inputs; it sees this node's scope.
   std::vector<Tensor> run_subgraph(const ::onnx::GraphProto& graph, const std::vector<Tensor>& inputs) const;
+  std::vector<Value> run_subgraph_values(const ::onnx::GraphProto& graph, const std::vector<Value>& inputs) const;
 
   template <class E = ValueError>
   [[noreturn]] void fail(const std::string& message) const {
@@ -56,17 +63,23 @@ class NodeContext {
 
  private:
   const ::onnx::AttributeProto* find(const std::string& name) const;
+  template <class T>
+  std::vector<T> read_known(size_t k) const;
   const ::onnx::NodeProto& node_;
-  std::vector<std::optional<Tensor>> inputs_;
+  std::vector<std::optional<Value>> inputs_;
   const Interpreter& interpreter_;
 };
 
 using Converter = std::vector<Tensor> (*)(const NodeContext&);
+// A converter of ops that take or give sequences and nones (and of If, Loop and Identity, whose
+// values may be either), tried before the tensor converters.
+using ValueConverter = std::vector<Value> (*)(const NodeContext&);
 
 // The converter of an op type of the default domain; null for an op hjit does not convert.
 Converter find_converter(const std::string& op_type);
 // The same for ONNX's preview training domain (the optimizers).
 Converter find_training_converter(const std::string& op_type);
+ValueConverter find_value_converter(const std::string& op_type);
 std::vector<std::string> converted_ops();
 
 }  // namespace hjit::onnx_import

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <random>
 
-#include "onnx/onnx_pb.h"
+#include "onnx/onnx-data_pb.h"
 #include "tests/support.h"
 
 namespace fs = std::filesystem;
@@ -319,4 +319,137 @@ TEST_CASE("the model reader: 10,000 mutations of a model give a model or a typed
   MESSAGE(read << " mutated models read and run, " << rejected << " rejected with hjit::Error");
   CHECK(rejected > 0);
   CHECK(read > 0);
+}
+
+namespace {
+
+// Equal element for element (exact: sequences move tensors, they do not compute).
+bool same(const Tensor& got, const Tensor& want) { return test::compare(got, want, 0).empty(); }
+
+void add_sequence_value(::onnx::ValueInfoProto* v, const std::string& name, int elem) {
+  v->set_name(name);
+  v->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(elem);
+}
+
+// x f32[6,2] split into pieces of 2 and 4 rows, x put in front, then read back every way ONNX
+// has: the sequence itself, its length, its last item, and its items concatenated and stacked.
+::onnx::ModelProto sequence_model() {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("sequences");
+  add_value(g->add_input(), "x", ::onnx::TensorProto::FLOAT, {"6", "2"});
+  *g->add_initializer() = proto_of("split", Tensor::from_vector<int64_t>({2, 4}, {2}));
+  *g->add_initializer() = proto_of("front", Tensor::scalar(0, DType::I64));
+  *g->add_initializer() = proto_of("last", Tensor::scalar(-1, DType::I64));
+  add_node(g, "SplitToSequence", {"x", "split"}, {"pieces"});
+  add_node(g, "SequenceInsert", {"pieces", "x", "front"}, {"seq"});
+  add_node(g, "SequenceLength", {"seq"}, {"length"});
+  add_node(g, "SequenceAt", {"seq", "last"}, {"at"});
+  auto* cat = add_node(g, "ConcatFromSequence", {"seq"}, {"cat"});
+  auto* a = cat->add_attribute();
+  a->set_name("axis");
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(0);
+  add_sequence_value(g->add_output(), "seq", ::onnx::TensorProto::FLOAT);
+  add_value(g->add_output(), "length", ::onnx::TensorProto::INT64, {});
+  add_value(g->add_output(), "at", ::onnx::TensorProto::FLOAT, {"4", "2"});
+  add_value(g->add_output(), "cat", ::onnx::TensorProto::FLOAT, {"12", "2"});
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("sequences: resolved while converting, the same eagerly, as a module and inside jit") {
+  const hjit::onnx::Model model = hjit::onnx::Model::parse(sequence_model().SerializeAsString());
+  CHECK(model.info().outputs[0].sequence);
+  CHECK(model.info().outputs[0].str() == "seq seq(f32[unk__1,2])");  // as ONNX's shape inference names it
+  const Tensor x = test::random({6, 2}, DType::F32, 5);
+  const std::vector<hjit::onnx::Value> out = model.run({x});
+  REQUIRE(out.size() == 4);
+  REQUIRE(out[0].is_sequence());
+  REQUIRE(out[0].items().size() == 3);
+  CHECK(same(out[0].items()[0], x));
+  CHECK(same(out[0].items()[1], hjit::slice(x, 0, 0, 2)));
+  CHECK(same(out[0].items()[2], hjit::slice(x, 0, 2, 6)));
+  CHECK(out[1].tensor().item<int64_t>() == 3);
+  CHECK(same(out[2].tensor(), hjit::slice(x, 0, 2, 6)));
+  CHECK(same(out[3].tensor(), hjit::concat({x, x}, 0)));
+  CHECK(out[0].str() == "seq(3: f32[6,2], f32[2,2], f32[4,2])");
+
+  // As a module: the flattened outputs (the sequence's three items, then the three tensors).
+  hjit::Module m = model.module_for({x});
+  const std::vector<Tensor> flat = m.call({x});
+  const std::vector<Tensor> want = hjit::onnx::flatten(out);
+  REQUIRE(flat.size() == 6);
+  for (size_t k = 0; k < flat.size(); ++k) CHECK(same(flat[k], want[k]));
+  auto jitted = hjit::jit([&](const Tensor& t) { return hjit::onnx::flatten(model.run({t}))[5]; });
+  CHECK(same(jitted(x), hjit::concat({x, x}, 0)));
+  // A model with a sequence output cannot hand back plain tensors.
+  check_throws_containing([&] { model({x}); }, "Model::run");
+}
+
+TEST_CASE("sequence and optional values: inputs, files, and the errors of each kind") {
+  using hjit::onnx::Value;
+  const Tensor a = Tensor::from_vector<float>({1, 2}, {2}), b = Tensor::from_vector<float>({3}, {1});
+  const Value seq = Value::sequence({a, b}, DType::F32);
+  CHECK(seq.items().size() == 2);
+  CHECK(Value().is_none());
+  CHECK(hjit::onnx::flatten({seq, Value(), a}).size() == 3);
+  CHECK_THROWS_AS(Value::sequence({a, Tensor::from_vector<int32_t>({1}, {1})}, DType::F32), hjit::DTypeError);
+  CHECK_THROWS_AS(Value().tensor(), hjit::ValueError);
+  CHECK_THROWS_AS(Value(a).items(), hjit::ValueError);
+  CHECK(Value::sequence({}, DType::I64).str() == "seq(0 x i64)");
+
+  // Files: a SequenceProto and OptionalProtos read as declared; a mismatch is a typed error.
+  hjit::onnx::ValueInfo as_seq{.name = "s", .dtype = DType::F32, .sequence = true};
+  hjit::onnx::ValueInfo as_opt{.name = "o", .dtype = DType::F32, .optional = true};
+  ::onnx::SequenceProto sp;
+  sp.set_elem_type(::onnx::SequenceProto::TENSOR);
+  *sp.add_tensor_values() = proto_of("", a);
+  *sp.add_tensor_values() = proto_of("", b);
+  const Value read = hjit::onnx::parse_value(sp.SerializeAsString(), as_seq);
+  REQUIRE(read.is_sequence());
+  CHECK(same(read.items()[1], b));
+  ::onnx::OptionalProto empty, full;
+  CHECK(hjit::onnx::parse_value(empty.SerializeAsString(), as_opt).is_none());
+  *full.mutable_tensor_value() = proto_of("", a);
+  CHECK(same(hjit::onnx::parse_value(full.SerializeAsString(), as_opt).tensor(), a));
+  check_throws_containing([&] { hjit::onnx::parse_value(full.SerializeAsString(), {.name = "o", .sequence = true, .optional = true}); },
+                          "another kind of value");
+  check_throws_containing([&] { hjit::onnx::parse_value("\xff\xff\xff", as_seq); }, "not a SequenceProto");
+
+  // A model taking a sequence: run with values, as a module for an example of its length.
+  ::onnx::ModelProto mp;
+  mp.set_ir_version(8);
+  mp.add_opset_import()->set_version(17);
+  auto* g = mp.mutable_graph();
+  g->set_name("concat_sequence");
+  add_sequence_value(g->add_input(), "s", ::onnx::TensorProto::FLOAT);
+  add_node(g, "ConcatFromSequence", {"s"}, {"y"})->add_attribute()->CopyFrom([] {
+    ::onnx::AttributeProto at;
+    at.set_name("axis");
+    at.set_type(::onnx::AttributeProto::INT);
+    at.set_i(0);
+    return at;
+  }());
+  add_value(g->add_output(), "y", ::onnx::TensorProto::FLOAT, {"?"});
+  const hjit::onnx::Model model = hjit::onnx::Model::parse(mp.SerializeAsString());
+  CHECK(model.info().inputs[0].sequence);
+  CHECK(same(model.run({seq})[0].tensor(), Tensor::from_vector<float>({1, 2, 3}, {3})));
+  check_throws_containing([&] { model.input_types(); }, "module_for");
+  check_throws_containing([&] { model.run({a}); }, "is given f32[2]");
+  CHECK(same(model.module_for({seq}).call({a, b})[0], Tensor::from_vector<float>({1, 2, 3}, {3})));
+
+  // 2,000 mutations of the sequence file: a value or a typed error.
+  const std::string good = sp.SerializeAsString();
+  std::mt19937_64 rng(31);
+  auto [ok, rejected] = test::fuzz(2000, [&](int) {
+    std::string p = good;
+    p[size_t(rng() % p.size())] = char(rng() % 256);
+    hjit::onnx::parse_value(p, as_seq);
+  });
+  CHECK(ok + rejected == std::min<int64_t>(2000, std::getenv("HJIT_FUZZ_MUTATIONS") ? std::atoi(std::getenv("HJIT_FUZZ_MUTATIONS")) : 2000));
 }

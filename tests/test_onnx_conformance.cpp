@@ -66,19 +66,36 @@ std::string compare(const Tensor& got, const Tensor& want) {
 }
 
 struct DataSet {
-  std::vector<Tensor> inputs, outputs;
+  std::vector<hjit::onnx::Value> inputs, outputs;
 };
 
-std::vector<DataSet> data_sets(const fs::path& dir) {
+// ONNX's test data stores bfloat16 values as uint16 (numpy has no bfloat16): read as declared.
+hjit::onnx::Value as_declared(const hjit::onnx::Value& v, const hjit::onnx::ValueInfo& declared) {
+  auto fix = [&](const Tensor& t) {
+    return declared.dtype == hjit::DType::BF16 && t.dtype() == hjit::DType::U16 ? Tensor::from_bytes(t.data(), t.shape(), hjit::DType::BF16) : t;
+  };
+  if (v.is_tensor()) return fix(v.tensor());
+  if (!v.is_sequence()) return v;
+  std::vector<Tensor> items;
+  for (const Tensor& t : v.items()) items.push_back(fix(t));
+  return hjit::onnx::Value::sequence(items, declared.dtype);
+}
+
+std::vector<hjit::onnx::Value> read_values(const fs::path& dir, const std::string& prefix, const std::vector<hjit::onnx::ValueInfo>& declared) {
+  std::vector<hjit::onnx::Value> values;
+  for (size_t i = 0; fs::exists(dir / (prefix + std::to_string(i) + ".pb")); ++i) {
+    // More files than the model declares: read as tensors, and the count compared later.
+    hjit::onnx::ValueInfo as = i < declared.size() ? declared[i] : hjit::onnx::ValueInfo{};
+    values.push_back(as_declared(hjit::onnx::read_value(dir / (prefix + std::to_string(i) + ".pb"), as), as));
+  }
+  return values;
+}
+
+std::vector<DataSet> data_sets(const fs::path& dir, const hjit::onnx::ModelInfo& info) {
   std::vector<DataSet> sets;
   for (int k = 0; fs::exists(dir / ("test_data_set_" + std::to_string(k))); ++k) {
     const fs::path d = dir / ("test_data_set_" + std::to_string(k));
-    DataSet s;
-    for (int i = 0; fs::exists(d / ("input_" + std::to_string(i) + ".pb")); ++i)
-      s.inputs.push_back(hjit::onnx::read_tensor(d / ("input_" + std::to_string(i) + ".pb")));
-    for (int i = 0; fs::exists(d / ("output_" + std::to_string(i) + ".pb")); ++i)
-      s.outputs.push_back(hjit::onnx::read_tensor(d / ("output_" + std::to_string(i) + ".pb")));
-    sets.push_back(std::move(s));
+    sets.push_back({read_values(d, "input_", info.inputs), read_values(d, "output_", info.outputs)});
   }
   return sets;
 }
@@ -90,39 +107,49 @@ std::string compare_all(const std::vector<Tensor>& got, const std::vector<Tensor
   return "";
 }
 
-// The name an error says must be known when converting ("input 1 ('shape') must be known").
-std::string input_to_fix(const std::string& message) {
-  static const std::regex re("\\('([^']*)'\\) must be known when the model is converted");
-  std::smatch m;
-  return std::regex_search(message, m, re) ? m[1].str() : "";
+// Values compared kind by kind (a none where a sequence is expected differs), then their tensors.
+std::string compare_values(const std::vector<hjit::onnx::Value>& got, const std::vector<hjit::onnx::Value>& want) {
+  if (got.size() != want.size()) return std::to_string(got.size()) + " outputs where " + std::to_string(want.size()) + " are expected";
+  for (size_t i = 0; i < want.size(); ++i)
+    if (got[i].kind() != want[i].kind() || (want[i].is_sequence() && got[i].items().size() != want[i].items().size()))
+      return "output " + std::to_string(i) + " is " + got[i].str() + " where " + want[i].str() + " is expected";
+  return compare_all(hjit::onnx::flatten(got), hjit::onnx::flatten(want));
 }
 
-// The model compiled for these inputs; inputs the model reads as shapes or axes are fixed to their
-// values (Model::module's `fixed`), as they would be initializers in a deployed model.
-std::vector<Tensor> run_compiled(const hjit::onnx::Model& model, const std::vector<Tensor>& inputs, size_t* fixed_count) {
-  std::map<std::string, Tensor> fixed;
-  for (int tries = 0;; ++tries) {
-    try {
-      std::vector<hjit::TensorType> types;
-      for (const Tensor& t : inputs) types.push_back({t.dtype(), t.shape()});
-      hjit::Module m = model.module(types, fixed);
-      std::vector<Tensor> args;
-      for (size_t i = 0; i < inputs.size(); ++i)
-        if (!fixed.count(model.info().inputs[i].name)) args.push_back(inputs[i]);
-      *fixed_count = fixed.size();
-      return m.call(args);
-    } catch (const hjit::ValueError& e) {
-      const std::string name = input_to_fix(e.what());
-      auto it = std::find_if(model.info().inputs.begin(), model.info().inputs.end(), [&](const auto& v) { return v.name == name; });
-      if (name.empty() || fixed.count(name) || it == model.info().inputs.end() || tries > 8) throw;
-      fixed[name] = inputs[size_t(it - model.info().inputs.begin())];
-    }
+// The model compiled for these inputs: one Module when every value it reads while converting
+// (shapes, axes, counts) is known then; otherwise in hjit::jit with fullgraph = false, where those
+// reads are graph breaks between compiled segments (ops whose output shape depends on values).
+std::vector<Tensor> run_compiled(const hjit::onnx::Model& model, const std::vector<hjit::onnx::Value>& inputs, bool* segmented) {
+  const std::vector<Tensor> args = hjit::onnx::flatten(inputs);
+  try {
+    return model.module_for(inputs).call(args);
+  } catch (const hjit::ValueError& e) {
+    if (std::string(e.what()).find("must be known when the model is converted") == std::string::npos) throw;
   }
+  *segmented = true;
+  hjit::JitOptions options;
+  options.fullgraph = false;
+  auto fn = hjit::jit(
+      [&](const std::vector<Tensor>& in) {
+        std::vector<hjit::onnx::Value> values;
+        size_t at = 0;
+        for (const hjit::onnx::Value& like : inputs) {
+          if (like.is_tensor()) values.push_back(in[at++]);
+          else if (like.is_none()) values.push_back(like);
+          else {
+            values.push_back(hjit::onnx::Value::sequence({in.begin() + std::ptrdiff_t(at), in.begin() + std::ptrdiff_t(at + like.items().size())}, like.elem_type()));
+            at += like.items().size();
+          }
+        }
+        return hjit::onnx::flatten(model.run(values));
+      },
+      options);
+  return fn(args);
 }
 
 struct Outcome {
   std::string group, name, ops, eager, compiled;  // eager/compiled: "" passed, "-" not run, else why not
-  size_t fixed = 0;                               // inputs compiled in as constants (Model::module's `fixed`)
+  bool segmented = false;                         // compiled in segments between graph breaks
   bool passed() const { return eager.empty() && compiled.empty(); }
 };
 
@@ -137,21 +164,14 @@ Outcome run_case(const std::string& group, const fs::path& dir) {
   try {
     const hjit::onnx::Model model = hjit::onnx::Model::read((dir / "model.onnx").string());
     for (const auto& [op, count] : model.info().op_counts) o.ops += (o.ops.empty() ? "" : "+") + op;
-    std::vector<DataSet> sets = data_sets(dir);
-    // ONNX's test data stores bfloat16 values as uint16 (numpy has no bfloat16): read them as declared.
-    auto as_declared = [](std::vector<Tensor>& ts, const std::vector<hjit::onnx::ValueInfo>& declared) {
-      for (size_t i = 0; i < ts.size() && i < declared.size(); ++i)
-        if (declared[i].dtype == hjit::DType::BF16 && ts[i].dtype() == hjit::DType::U16)
-          ts[i] = Tensor::from_bytes(ts[i].data(), ts[i].shape(), hjit::DType::BF16);
-    };
-    for (DataSet& s : sets) as_declared(s.inputs, model.info().inputs), as_declared(s.outputs, model.info().outputs);
+    const std::vector<DataSet> sets = data_sets(dir, model.info());
     o.eager = "";
     for (const DataSet& s : sets)
-      if (o.eager.empty()) o.eager = compare_all(model(s.inputs), s.outputs);
+      if (o.eager.empty()) o.eager = compare_values(model.run(s.inputs), s.outputs);
     stage = &o.compiled;
     o.compiled = "";
     for (const DataSet& s : sets)
-      if (o.compiled.empty()) o.compiled = compare_all(run_compiled(model, s.inputs, &o.fixed), s.outputs);
+      if (o.compiled.empty()) o.compiled = compare_all(run_compiled(model, s.inputs, &o.segmented), hjit::onnx::flatten(s.outputs));
   } catch (const hjit::Error& e) {
     *stage = what_of(e);
   } catch (const std::exception& e) {
@@ -184,7 +204,7 @@ TEST_CASE("ONNX's conformance suite, eagerly and compiled at O1") {
   std::map<std::string, std::array<int, 3>> by_group;  // cases, passed, listed
   std::map<std::string, std::array<int, 2>> by_op;     // cases, passed
   std::string unexpected, unlisted_passes;
-  int with_fixed = 0;
+  int segmented = 0;
   for (const Outcome& o : outcomes) {
     auto& g = by_group[o.group];
     ++g[0];
@@ -196,14 +216,14 @@ TEST_CASE("ONNX's conformance suite, eagerly and compiled at O1") {
     if (!o.passed() && !listed.count(o.name))
       unexpected += "\n  " + o.group + "/" + o.name + " [" + o.ops + "]: " + (o.eager.empty() ? "compiled: " + o.compiled : "eager: " + o.eager);
     if (o.passed() && listed.count(o.name)) unlisted_passes += "\n  " + o.name;
-    with_fixed += o.passed() && o.fixed > 0;
+    segmented += o.passed() && o.segmented;
   }
   std::string summary = "ONNX conformance, eagerly and compiled at O1:";
   for (const auto& [group, n] : by_group)
     summary += "\n  " + group + ": " + std::to_string(n[1]) + " of " + std::to_string(n[0]) + " pass (" + std::to_string(n[2]) + " listed)";
-  summary += "\n  " + std::to_string(with_fixed) +
-             " of the passing cases compile with inputs fixed to their values (inputs read as shapes, axes, counts, or by ops "
-             "whose output shape depends on values)";
+  summary += "\n  " + std::to_string(segmented) +
+             " of the passing cases compile in segments between graph breaks (values read as shapes, axes or counts, or by "
+             "ops whose output shape depends on values), the others as one Module";
   summary += "\nby op (passed/cases):";
   for (const auto& [op, n] : by_op)
     if (n[1] != n[0]) summary += "\n  " + op + ": " + std::to_string(n[1]) + "/" + std::to_string(n[0]);

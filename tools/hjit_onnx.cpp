@@ -59,11 +59,30 @@ std::vector<Tensor> made_up_inputs(const hjit::onnx::Model& m) {
   return in;
 }
 
-std::vector<Tensor> inputs_of(const Args& a, const hjit::onnx::Model& m) {
-  if (a.inputs.empty()) return made_up_inputs(m);
-  std::vector<Tensor> in;
-  for (const std::string& p : a.inputs) in.push_back(hjit::onnx::read_tensor(p));
+// The input files, read as the model declares each input (tensor, sequence or optional).
+std::vector<hjit::onnx::Value> inputs_of(const Args& a, const hjit::onnx::Model& m) {
+  if (a.inputs.empty()) {
+    const std::vector<Tensor> made_up = made_up_inputs(m);
+    return std::vector<hjit::onnx::Value>(made_up.begin(), made_up.end());
+  }
+  const std::vector<hjit::onnx::ValueInfo>& declared = m.info().inputs;
+  if (a.inputs.size() != declared.size())
+    throw hjit::ValueError("the model takes " + std::to_string(declared.size()) + " inputs, given " + std::to_string(a.inputs.size()) + " files");
+  std::vector<hjit::onnx::Value> in;
+  for (size_t i = 0; i < a.inputs.size(); ++i) in.push_back(hjit::onnx::read_value(a.inputs[i], declared[i]));
   return in;
+}
+
+// "y", or "y[2]" for the items of a sequence output: a name for each flattened output.
+std::vector<std::string> flat_names(const std::vector<hjit::onnx::Value>& values, const std::vector<hjit::onnx::ValueInfo>& declared) {
+  std::vector<std::string> names;
+  for (size_t k = 0; k < values.size(); ++k) {
+    const std::string name = k < declared.size() ? declared[k].name : "output";
+    if (values[k].is_tensor()) names.push_back(name);
+    if (values[k].is_sequence())
+      for (size_t i = 0; i < values[k].items().size(); ++i) names.push_back(name + "[" + std::to_string(i) + "]");
+  }
+  return names;
 }
 
 std::vector<hjit::TensorType> types_of(const std::vector<Tensor>& ts) {
@@ -96,20 +115,31 @@ int info(const Args& a) {
 
 int run(const Args& a) {
   const hjit::onnx::Model m = hjit::onnx::Model::read(a.model, a.load);
-  const std::vector<Tensor> in = inputs_of(a, m);
-  const std::vector<Tensor> out = a.eager ? m(in) : std::vector<Tensor>(m.module(types_of(in)).call(in));
+  const std::vector<hjit::onnx::Value> in = inputs_of(a, m);
+  const std::vector<hjit::onnx::Value> eager = m.run(in);  // the structure of the outputs, and the answer with --eager
+  const std::vector<Tensor> out = a.eager ? hjit::onnx::flatten(eager) : std::vector<Tensor>(m.module_for(in).call(hjit::onnx::flatten(in)));
+  const std::vector<std::string> names = flat_names(eager, m.info().outputs);
+  std::vector<Tensor> want;
+  if (!a.expect.empty()) {
+    std::vector<hjit::onnx::Value> expected;
+    for (size_t k = 0; k < m.info().outputs.size(); ++k)
+      expected.push_back(hjit::onnx::read_value((fs::path(a.expect) / ("output_" + std::to_string(k) + ".pb")).string(), m.info().outputs[k]));
+    want = hjit::onnx::flatten(expected);
+    if (want.size() != out.size()) {
+      std::printf("%zu output tensors where %zu are expected\n", out.size(), want.size());
+      return 1;
+    }
+  }
   int failed = 0;
   for (size_t k = 0; k < out.size(); ++k) {
-    const std::string name = k < m.info().outputs.size() ? m.info().outputs[k].name : "output";
-    std::printf("%s = %s\n", name.c_str(), out[k].str().c_str());
+    std::printf("%s = %s\n", names[k].c_str(), out[k].str().c_str());
     if (!a.out.empty()) {
       fs::create_directories(a.out);
-      hjit::onnx::save_tensor((fs::path(a.out) / ("output_" + std::to_string(k) + ".pb")).string(), out[k], name);
+      hjit::onnx::save_tensor((fs::path(a.out) / ("output_" + std::to_string(k) + ".pb")).string(), out[k], names[k]);
     }
-    if (!a.expect.empty()) {
-      const Tensor want = hjit::onnx::read_tensor((fs::path(a.expect) / ("output_" + std::to_string(k) + ".pb")).string());
-      const double bad = worst(out[k], want);
-      std::printf("  %s: %s\n", name.c_str(), bad < 0 ? "matches" : ("differs by up to " + std::to_string(bad)).c_str());
+    if (!want.empty()) {
+      const double bad = worst(out[k], want[k]);
+      std::printf("  %s: %s\n", names[k].c_str(), bad < 0 ? "matches" : ("differs by up to " + std::to_string(bad)).c_str());
       failed += bad >= 0;
     }
   }

@@ -152,7 +152,7 @@ V Loop(const NodeContext& n) {
   if (concrete && max_trips && condition_passes_through(body) && (!first_cond || first_cond->item<bool>())) {
     const int64_t trips = max_trips->item<int64_t>();
     const Tensor go = Tensor::scalar(1, DType::Bool);
-    if (trips > 0) {
+    if (trips > 0) try {
       const ScanResult r = scan(
           [&](const Tensors& carries, const Tensors& x) {
             Tensors args{x[0], go};
@@ -165,6 +165,9 @@ V Loop(const NodeContext& n) {
       V out = r.carries;
       out.insert(out.end(), r.ys.begin(), r.ys.end());
       return out;
+    } catch (const ValueError& e) {
+      // A body that needs its iteration number known (a slice at it): unrolled, trip by trip.
+      if (std::string(e.what()).find("must be known when the model is converted") == std::string::npos) throw;
     }
   }
   if (concrete) {
@@ -204,12 +207,67 @@ V Loop(const NodeContext& n) {
   return V(done.begin() + 2, done.end());
 }
 
+// If and Loop over any values: a branch or loop that gives sequences or nones runs while the model
+// is converted (its condition and trip count known then); one of tensors is the control flow op.
+std::vector<Value> as_values(const V& tensors) { return std::vector<Value>(tensors.begin(), tensors.end()); }
+
+bool gives_values(const ::onnx::GraphProto& g, int from) {
+  for (int k = from; k < g.output_size(); ++k)
+    if (!g.output(k).type().has_tensor_type()) return true;
+  return false;
+}
+
+std::vector<Value> IfValues(const NodeContext& n) {
+  const ::onnx::GraphProto &then_g = n.attr_graph("then_branch"), &else_g = n.attr_graph("else_branch");
+  if (known(n.input(0)) || gives_values(then_g, 0) || gives_values(else_g, 0)) {
+    const std::vector<int64_t> c = n.input_ints(0);  // "must be known" when traced
+    if (c.size() != 1) n.fail("its condition must hold one element");
+    return n.run_subgraph_values(c[0] ? then_g : else_g, {});
+  }
+  return as_values(If(n));
+}
+
+std::vector<Value> LoopValues(const NodeContext& n) {
+  const ::onnx::GraphProto& body = n.attr_graph("body");
+  const size_t carried = n.num_inputs() - 2;
+  bool values = gives_values(body, 1);
+  for (size_t i = 0; i < carried; ++i) values = values || !n.value(2 + i).is_tensor();
+  if (!values) return as_values(Loop(n));
+  const int64_t trips = n.has_input(0) ? n.input_ints(0).at(0) : std::numeric_limits<int64_t>::max();
+  bool go = !n.has_input(1) || n.input_ints(1).at(0) != 0;
+  const size_t scan_outputs = size_t(body.output_size()) - 1 - carried;
+  std::vector<Value> state;
+  for (size_t i = 0; i < carried; ++i) state.push_back(n.value(2 + i));
+  std::vector<Tensors> stacked(scan_outputs);
+  for (int64_t i = 0; i < trips && go; ++i) {
+    std::vector<Value> args{Tensor::scalar(double(i), DType::I64), Tensor::scalar(1, DType::Bool)};
+    args.insert(args.end(), state.begin(), state.end());
+    std::vector<Value> outs = n.run_subgraph_values(body, args);
+    try {
+      go = outs[0].tensor().item<bool>();  // a graph break under fullgraph = false
+    } catch (const ConcretizationError&) {
+      n.fail("its condition is computed from the model's inputs while it carries sequences or nones");
+    }
+    state.assign(outs.begin() + 1, outs.begin() + 1 + std::ptrdiff_t(carried));
+    for (size_t k = 0; k < scan_outputs; ++k) {
+      if (!outs[1 + carried + k].is_tensor()) n.fail("its scan output " + std::to_string(k) + " is not a tensor");
+      stacked[k].push_back(outs[1 + carried + k].tensor());
+    }
+  }
+  for (size_t k = 0; k < scan_outputs; ++k) {
+    if (stacked[k].empty()) n.fail("its scan output " + std::to_string(k) + " is empty: no trip ran");
+    state.push_back(stack(stacked[k], 0));
+  }
+  return state;
+}
+
 }  // namespace
 
-void add_control_flow_ops(ConverterTable& t) {
-  t["If"] = If;
-  t["Loop"] = Loop;
-  t["Scan"] = Scan;
+void add_control_flow_ops(ConverterTable& t) { t["Scan"] = Scan; }
+
+void add_control_flow_value_ops(ValueConverterTable& t) {
+  t["If"] = IfValues;
+  t["Loop"] = LoopValues;
 }
 
 }  // namespace hjit::onnx_import

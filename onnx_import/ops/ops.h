@@ -9,6 +9,7 @@
 namespace hjit::onnx_import {
 
 using ConverterTable = std::map<std::string, Converter>;
+using ValueConverterTable = std::map<std::string, ValueConverter>;
 
 void add_elementwise_ops(ConverterTable& table);
 void add_shape_ops(ConverterTable& table);
@@ -24,6 +25,9 @@ void add_value_shaped_ops(ConverterTable& table);
 void add_training_ops(ConverterTable& table);  // ai.onnx.preview.training
 void add_grid_sample_ops(ConverterTable& table);
 void add_spectral_ops(ConverterTable& table);
+// Ops over sequences and nones, and the control flow that may carry them.
+void add_sequence_ops(ValueConverterTable& table);
+void add_control_flow_value_ops(ValueConverterTable& table);
 
 // ONNX ops keep their operands' dtype where hjit's (PyTorch's) promotion would widen it: an i32
 // sum stays i32, an integer division stays integer.

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "onnx_import/ops/ops.h"
 
 namespace hjit::onnx_import {
@@ -25,7 +27,22 @@ const ConverterTable& table() {
   return t;
 }
 
+const ValueConverterTable& value_table() {
+  static const ValueConverterTable t = [] {
+    ValueConverterTable t;
+    add_sequence_ops(t);
+    add_control_flow_value_ops(t);
+    return t;
+  }();
+  return t;
+}
+
 }  // namespace
+
+ValueConverter find_value_converter(const std::string& op_type) {
+  auto it = value_table().find(op_type);
+  return it == value_table().end() ? nullptr : it->second;
+}
 
 Converter find_converter(const std::string& op_type) {
   auto it = table().find(op_type);
@@ -45,6 +62,9 @@ Converter find_training_converter(const std::string& op_type) {
 std::vector<std::string> converted_ops() {
   std::vector<std::string> ops;
   for (const auto& [name, fn] : table()) ops.push_back(name);
+  for (const auto& [name, fn] : value_table())
+    if (!table().count(name)) ops.push_back(name);
+  std::sort(ops.begin(), ops.end());
   return ops;
 }
 

@@ -31,14 +31,46 @@ struct LoadOptions {
   std::map<std::string, int64_t> dims{};
 };
 
+// A value of an ONNX graph: a tensor, a sequence of tensors (ONNX's seq(tensor)), or an optional
+// without an element ("none"; an optional holding an element is that tensor or sequence).
+class Value {
+ public:
+  enum class Kind { None, Tensor, Sequence };
+  Value() = default;  // none
+  Value(Tensor tensor);  // NOLINT(google-explicit-constructor): every tensor is a value
+  // A sequence; elem is the element type, which an empty sequence still has.
+  static Value sequence(std::vector<Tensor> items, DType elem);
+
+  Kind kind() const { return kind_; }
+  bool is_none() const { return kind_ == Kind::None; }
+  bool is_tensor() const { return kind_ == Kind::Tensor; }
+  bool is_sequence() const { return kind_ == Kind::Sequence; }
+  const Tensor& tensor() const;               // ValueError unless a tensor
+  const std::vector<Tensor>& items() const;  // ValueError unless a sequence
+  DType elem_type() const;                    // of the tensor or of the sequence's elements
+  std::string str() const;                    // "f32[2,3]", "seq(2: f32[2], f32[3])", "none"
+
+ private:
+  Kind kind_ = Kind::None;
+  Tensor tensor_;
+  std::vector<Tensor> items_;
+  DType elem_ = DType::F32;
+};
+
+// The tensors of these values in order: a tensor itself, a sequence's items, nothing for none (how
+// a Module made by Model::module_for takes and returns them).
+std::vector<Tensor> flatten(const std::vector<Value>& values);
+
 // One input or output of a model, as the file declares it (a symbolic dimension is -1 in shape,
-// its name in dim_names).
+// its name in dim_names). For a sequence or an optional, dtype and shape are its elements'.
 struct ValueInfo {
   std::string name;
   DType dtype = DType::F32;
   Shape shape;
   std::vector<std::string> dim_names;
-  std::string str() const;  // "input f32[N,3,224,224]"
+  bool sequence = false;  // seq(tensor), or optional(seq(tensor))
+  bool optional = false;  // optional(...): may be none
+  std::string str() const;  // "input f32[N,3,224,224]", "x seq(f32[?])", "y optional(f32[2])"
 };
 
 struct ModelInfo {
@@ -68,13 +100,19 @@ class Model {
   std::vector<Tensor> parameters() const;
 
   // Every output of the graph, in order. Inputs in the model's order (initializers excluded).
+  // A model with sequence or optional inputs or outputs runs through run().
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const;
+  std::vector<Value> run(const std::vector<Value>& inputs) const;
 
   // A module traced for these input types (default: input_types()). Inputs named in `fixed` are
   // not arguments of the module: their values are baked in (an input the model reads as a shape,
   // axes or pads, which a compiled pipeline needs when it is built, rather than as data).
   Module module() const;
   Module module(const std::vector<TensorType>& input_types, const std::map<std::string, Tensor>& fixed = {}) const;
+  // A module for inputs like these examples (their dtypes and shapes, and each sequence's length,
+  // which is resolved while converting as ONNX's sequence ops are): it takes and returns the
+  // flattened values (flatten()), every sequence's items in order.
+  Module module_for(const std::vector<Value>& examples, const std::map<std::string, Value>& fixed = {}) const;
 
   struct Impl;
 
@@ -92,6 +130,10 @@ Module load(const std::string& path, const LoadOptions& options = {});
 // A TensorProto file (the test_data_set_N/*.pb of ONNX's test suite), any numeric dtype.
 Tensor read_tensor(const std::string& path);
 Tensor parse_tensor(const std::string& bytes);
+// A TensorProto, SequenceProto or OptionalProto file (the test data of sequence and optional
+// values), read as the model declares the value (the three protobufs cannot be told apart).
+Value read_value(const std::string& path, const ValueInfo& as);
+Value parse_value(const std::string& bytes, const ValueInfo& as);
 void save_tensor(const std::string& path, const Tensor& tensor, const std::string& name = "");
 
 }  // namespace hjit::onnx
