@@ -164,6 +164,10 @@ void arg_reduce(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
   Func acc(helper_name(s, "_acc"));
   RDom r = reduction_domain(ctx, n.inputs[0], axes, rdom_name(s, "r"));
   Expr x = ctx.at(n.inputs[0], reduced_coords(LowerCtx::coords(s), r, axes, in.rank(), n.attrs.i("keepdims")));
+  // Strict: the simplifier would otherwise move what x subtracts onto the running best
+  // (x - c > best into x > best + c), which rounds differently from eager execution, and at the
+  // first element adds to an infinite best, which LLVM's no-infinities fast math makes poison.
+  if (vt.is_float()) x = strict_float(x);
   acc(v) = Tuple(cast<int64_t>(0), is_max ? ieee::max_identity(vt) : ieee::min_identity(vt));
   Expr best = acc(v)[1];
   Expr better = is_max ? x > best : x < best;

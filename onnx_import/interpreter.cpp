@@ -50,11 +50,34 @@ Scope Interpreter::visible() const {
   return all;
 }
 
+Value Interpreter::recompute(const std::string& name, const Scope& replaced) const {
+  Interpreter again(opset_, outer_);
+  again.values_ = values_;
+  for (const auto& [k, v] : replaced) again.values_[k] = v;
+  again.run_nodes(*graph_, node_);
+  std::optional<Value> v = again.lookup(name);
+  if (!v) throw ValueError("hjit::onnx: '" + name + "' is not computed before node " + std::to_string(node_));
+  return *v;
+}
+
 std::vector<Value> Interpreter::run(const ::onnx::GraphProto& graph, const Scope& bound) const {
   values_ = bound;
   for (const ::onnx::TensorProto& init : graph.initializer())
     if (!values_.count(init.name())) values_[init.name()] = to_tensor(init, "hjit::onnx: initializer '" + init.name() + "'");
-  for (const ::onnx::NodeProto& node : graph.node()) {
+  run_nodes(graph, graph.node_size());
+  std::vector<Value> outputs;
+  for (const ::onnx::ValueInfoProto& out : graph.output()) {
+    std::optional<Value> v = lookup(out.name());
+    if (!v) throw ValueError("hjit::onnx: the graph's output '" + out.name() + "' is not computed by any node");
+    outputs.push_back(std::move(*v));
+  }
+  return outputs;
+}
+
+void Interpreter::run_nodes(const ::onnx::GraphProto& graph, int stop) const {
+  graph_ = &graph;
+  for (node_ = 0; node_ < stop; ++node_) {
+    const ::onnx::NodeProto& node = graph.node(node_);
     std::vector<std::optional<Value>> inputs;
     for (const std::string& name : node.input()) {
       if (name.empty()) {
@@ -85,13 +108,6 @@ std::vector<Value> Interpreter::run(const ::onnx::GraphProto& graph, const Scope
     for (int k = 0; k < node.output_size(); ++k)
       if (!node.output(k).empty()) values_[node.output(k)] = std::move(outs[size_t(k)]);
   }
-  std::vector<Value> outputs;
-  for (const ::onnx::ValueInfoProto& out : graph.output()) {
-    std::optional<Value> v = lookup(out.name());
-    if (!v) throw ValueError("hjit::onnx: the graph's output '" + out.name() + "' is not computed by any node");
-    outputs.push_back(std::move(*v));
-  }
-  return outputs;
 }
 
 }  // namespace hjit::onnx_import

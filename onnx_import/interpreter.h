@@ -27,12 +27,20 @@ class Interpreter {
   std::vector<Value> run(const ::onnx::GraphProto& graph, const Scope& bound) const;
   // Every value visible here (this scope's, then the outer scopes').
   Scope visible() const;
+  // The value `name` computed again by the nodes before the one running now, with `replaced`
+  // bound over the current values (what ONNX's Gradient differentiates).
+  Value recompute(const std::string& name, const Scope& replaced) const;
 
  private:
   std::optional<Value> lookup(const std::string& name) const;
   int64_t opset_;
   const Scope* outer_;
   mutable Scope values_;
+  // The graph running and the index of its node running now (recompute).
+  mutable const ::onnx::GraphProto* graph_ = nullptr;
+  mutable int node_ = 0;
+  // Runs the graph's nodes [0, stop) on values_.
+  void run_nodes(const ::onnx::GraphProto& graph, int stop) const;
 };
 
 }  // namespace hjit::onnx_import

@@ -122,6 +122,10 @@ std::vector<Value> NodeContext::run_subgraph_values(const ::onnx::GraphProto& gr
   return sub.run(graph, bound);
 }
 
+Value NodeContext::recompute(const std::string& name, const std::map<std::string, Value>& replaced) const {
+  return interpreter_.recompute(name, replaced);
+}
+
 std::vector<Tensor> NodeContext::run_subgraph(const ::onnx::GraphProto& graph, const std::vector<Tensor>& inputs) const {
   std::vector<Tensor> outs;
   for (const Value& v : run_subgraph_values(graph, std::vector<Value>(inputs.begin(), inputs.end()))) {

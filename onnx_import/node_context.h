@@ -56,6 +56,9 @@ class NodeContext {
   std::vector<Tensor> run_subgraph(const ::onnx::GraphProto& graph, const std::vector<Tensor>& inputs) const;
   std::vector<Value> run_subgraph_values(const ::onnx::GraphProto& graph, const std::vector<Value>& inputs) const;
 
+  // The value `name` of this node's graph computed again with `replaced` bound (Gradient).
+  Value recompute(const std::string& name, const std::map<std::string, Value>& replaced) const;
+
   template <class E = ValueError>
   [[noreturn]] void fail(const std::string& message) const {
     throw E("hjit::onnx: " + where() + ": " + message);

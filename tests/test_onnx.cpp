@@ -453,3 +453,36 @@ TEST_CASE("sequence and optional values: inputs, files, and the errors of each k
   });
   CHECK(ok + rejected == std::min<int64_t>(2000, std::getenv("HJIT_FUZZ_MUTATIONS") ? std::atoi(std::getenv("HJIT_FUZZ_MUTATIONS")) : 2000));
 }
+
+TEST_CASE("RoiAlign: bins average their bilinear samples, or keep ONNX's largest weighted corner") {
+  // A 2x2 map, one region over all of it (half_pixel), one bin of 2x2 samples at +-0.25 around
+  // the centre of pixel (0, 0): bilinear values 1, 1.25, 1.5, 1.75; largest weighted corners 1,
+  // 0.75, 0.75, 0.5625.
+  for (const std::string mode : {"avg", "max"}) {
+    ::onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(16);
+    auto* g = m.mutable_graph();
+    g->set_name("roi_align");
+    add_value(g->add_input(), "x", ::onnx::TensorProto::FLOAT, {"1", "1", "2", "2"});
+    *g->add_initializer() = proto_of("rois", Tensor::from_vector<float>({0, 0, 1, 1}, {1, 4}));
+    *g->add_initializer() = proto_of("batch", Tensor::from_vector<int64_t>({0}, {1}));
+    auto* n = add_node(g, "RoiAlign", {"x", "rois", "batch"}, {"y"});
+    for (const auto& [name, v] : std::vector<std::pair<std::string, int64_t>>{{"output_height", 1}, {"output_width", 1}, {"sampling_ratio", 2}}) {
+      auto* a = n->add_attribute();
+      a->set_name(name);
+      a->set_type(::onnx::AttributeProto::INT);
+      a->set_i(v);
+    }
+    auto* a = n->add_attribute();
+    a->set_name("mode");
+    a->set_type(::onnx::AttributeProto::STRING);
+    a->set_s(mode);
+    add_value(g->add_output(), "y", ::onnx::TensorProto::FLOAT, {"1", "1", "1", "1"});
+    const hjit::onnx::Model model = hjit::onnx::Model::parse(m.SerializeAsString());
+    const Tensor x = Tensor::from_vector<float>({1, 2, 3, 4}, {1, 1, 2, 2});
+    const float want = mode == "avg" ? 1.375f : 1.0f;
+    CHECK(model({x})[0].to_vector<float>() == std::vector<float>{want});
+    CHECK(model.module().call({x})[0].to_vector<float>() == std::vector<float>{want});
+  }
+}

@@ -289,3 +289,34 @@ TEST_CASE("a gather of one row, or a slice, of a tiled matmul, compiled, reads i
   auto gates = [&](const Tensor& xx) { return hjit::sigmoid(hjit::slice(hjit::matmul(xx, w3), -1, 12, 18)); };
   CHECK_CLOSE(hjit::jit(gates)(x), gates(x));
 }
+
+// argmax over (a computed value) - constant: Halide's simplifier moved the constant onto the
+// running best (-inf at the first element), which LLVM's no-infinities fast math made poison, and
+// the compiled argmax answered 0 (found by ONNX's Det: one step of Gaussian elimination, then the
+// pivot of the next column).
+TEST_CASE("argmax of a value minus a constant, fused into the reduction, gives eager's index") {
+  const Tensor x = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
+  auto pivot_after_one_step = [](const Tensor& m) {
+    const Tensor rows = hjit::iota({2}, 0, hjit::DType::I64);
+    Tensor a = m.reshape({1, 2, 2});
+    for (int64_t k = 0;; ++k) {
+      const Tensor below = hjit::astype(rows >= double(k), hjit::DType::F32);
+      const Tensor column = hjit::slice(a, 2, k, k + 1).reshape({1, 2});
+      const Tensor p = hjit::argmax(hjit::abs(column) * below - (1.0 - below), 1);
+      if (k == 1) return p;
+      const Tensor pick_p = hjit::astype(rows == p.reshape({1, 1}), hjit::DType::F32);
+      const Tensor pick_k = hjit::astype(rows == double(k), hjit::DType::F32);
+      const Tensor row_p = hjit::sum(a * hjit::unsqueeze(pick_p, 2), {1});
+      const Tensor row_k = hjit::slice(a, 1, k, k + 1).reshape({1, 2});
+      a = a + hjit::unsqueeze(pick_k - pick_p, 2) * hjit::unsqueeze(row_p - row_k, 1);  // swap rows k and p
+      const Tensor pivot = hjit::slice(row_p, 1, k, k + 1);
+      const Tensor factor = hjit::slice(a, 2, k, k + 1).reshape({1, 2}) / pivot * hjit::astype(rows > double(k), hjit::DType::F32);
+      a = a - hjit::unsqueeze(factor, 2) * hjit::unsqueeze(row_p, 1);
+    }
+  };
+  CHECK(pivot_after_one_step(x).to_vector<int64_t>() == std::vector<int64_t>{1});
+  CHECK(hjit::jit(pivot_after_one_step)(x).to_vector<int64_t>() == std::vector<int64_t>{1});
+  auto argmin_shifted = [](const Tensor& v) { return hjit::argmin(hjit::exp(v) + v - 2.0, 0); };
+  const Tensor y = Tensor::from_vector<float>({0.5f, -1.0f, 3.0f}, {3});
+  CHECK(hjit::jit(argmin_shifted)(y).to_vector<int64_t>() == argmin_shifted(y).to_vector<int64_t>());
+}

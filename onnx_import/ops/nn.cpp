@@ -179,55 +179,68 @@ Tensor spread(const Tensor& x, int axis, int64_t stride) {
   return slice(reshape(pad(reshape(x, split), widths, 0), merged), axis, 0, (e - 1) * stride + 1);
 }
 
-// ConvTranspose: the input spread by the strides and padded by (k - 1) * d less the pads (more
-// the output padding), convolved with the kernel flipped and its channel axes swapped per group.
+// ConvTranspose (1-, 2- and 3-d): the input spread by the strides and padded by (k - 1) * d less
+// the pads (more the output padding), convolved with the kernel flipped and its channel axes
+// swapped per group.
 V ConvTranspose(const NodeContext& n) {
   Tensor x = n.input(0), w = n.input(1);
   const int64_t groups = n.attr_int("group", 1);
-  if (rank_of(w) != rank_of(x) || rank_of(x) < 3 || rank_of(x) > 4) n.fail("takes 1-d and 2-d inputs with a weight of the same rank");
+  if (rank_of(w) != rank_of(x) || rank_of(x) < 3 || rank_of(x) > 5) n.fail("takes 1-, 2- and 3-d inputs with a weight of the same rank");
   const bool one_d = rank_of(x) == 3;
   if (one_d) x = unsqueeze(x, 2), w = unsqueeze(w, 2);
-  auto lifted = [&](const char* name, int64_t fill, size_t count) {
-    std::vector<int64_t> v = n.attr_ints(name, std::vector<int64_t>(count, fill));
-    if (v.size() != count) n.fail(std::string("its ") + name + " do not match the kernel");
+  const size_t dims = size_t(rank_of(x)) - 2, given = one_d ? 1 : dims;
+  auto lifted = [&](const char* name, int64_t fill) {
+    std::vector<int64_t> v = n.attr_ints(name, std::vector<int64_t>(given, fill));
+    if (v.size() != given) n.fail(std::string("its ") + name + " do not match the kernel");
     if (one_d) v.insert(v.begin(), fill);
     return v;
   };
-  const size_t dims = one_d ? 1 : 2;
-  const std::vector<int64_t> strides = lifted("strides", 1, dims), dil = lifted("dilations", 1, dims),
-                             out_pad = lifted("output_padding", 0, dims);
-  std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * dims, 0));
-  if (pads.size() != 2 * dims) n.fail("its pads do not match the kernel");
+  const std::vector<int64_t> strides = lifted("strides", 1), dil = lifted("dilations", 1), out_pad = lifted("output_padding", 0);
+  std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * given, 0));
+  if (pads.size() != 2 * given) n.fail("its pads do not match the kernel");
   if (one_d) pads = {0, pads[0], 0, pads[1]};
-  const int64_t cin = w.shape()[0], cout_g = w.shape()[1], kh = w.shape()[2], kw = w.shape()[3];
+  const int64_t cin = w.shape()[0], cout_g = w.shape()[1];
   if (cin != x.shape()[1] || cin % groups != 0) n.fail("its weight " + shape_str(w.shape()) + " does not match the input's channels");
   const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
   std::vector<int64_t> out_shape = n.attr_ints("output_shape");
   if (one_d && !out_shape.empty()) out_shape.insert(out_shape.begin(), 1);
-  for (size_t d = 0; d < 2; ++d) {
+  for (size_t d = 0; d < dims; ++d) {
     const int64_t in = x.shape()[2 + d], k = (w.shape()[2 + d] - 1) * dil[d] + 1;
     int64_t target = -1;
-    if (!out_shape.empty()) target = out_shape.at(out_shape.size() - 2 + d);
+    if (!out_shape.empty()) target = out_shape.at(out_shape.size() - dims + d);
     else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") target = in * strides[d];
     if (target < 0) continue;
     const int64_t total = strides[d] * (in - 1) + out_pad[d] + k - target;
     const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);  // rounded down, as ONNX's reference
     pads[d] = auto_pad == "SAME_UPPER" ? half : total - half;
-    pads[d + 2] = total - pads[d];
+    pads[d + dims] = total - pads[d];
   }
-  for (int d = 0; d < 2; ++d) x = spread(x, 2 + d, strides[size_t(d)]);
   std::vector<std::pair<int64_t, int64_t>> widths{{0, 0}, {0, 0}};
-  for (size_t d = 0; d < 2; ++d) {
+  Window unit;  // the convolution after spreading: stride 1, no padding, the dilations
+  for (size_t d = 0; d < dims; ++d) {
+    x = spread(x, int(2 + d), strides[d]);
     const int64_t k = (w.shape()[2 + d] - 1) * dil[d];
-    widths.push_back({k - pads[d], k - pads[d + 2] + out_pad[d]});
+    widths.push_back({k - pads[d], k - pads[d + dims] + out_pad[d]});
+    unit.kernel.push_back(w.shape()[2 + d]), unit.strides.push_back(1), unit.dilations.push_back(dil[d]);
+    unit.pads_begin.push_back(0), unit.pads_end.push_back(0);
   }
   x = pad(x, widths, 0);
-  std::vector<int64_t> back_h(static_cast<size_t>(kh)), back_w(static_cast<size_t>(kw));
-  for (int64_t i = 0; i < kh; ++i) back_h[size_t(i)] = kh - 1 - i;
-  for (int64_t i = 0; i < kw; ++i) back_w[size_t(i)] = kw - 1 - i;
-  Tensor wt = reshape(w, {groups, cin / groups, cout_g, kh, kw});
-  wt = reshape(transpose(wt, {0, 2, 1, 3, 4}), {groups * cout_g, cin / groups, kh, kw});
-  wt = take(take(wt, Tensor::from_vector<int64_t>(back_h, Shape{kh}), 2), Tensor::from_vector<int64_t>(back_w, Shape{kw}), 3);
+  Shape grouped{groups, cin / groups, cout_g}, regrouped{groups * cout_g, cin / groups};
+  std::vector<int> perm{0, 2, 1};
+  for (size_t d = 0; d < dims; ++d) {
+    grouped.push_back(w.shape()[2 + d]), regrouped.push_back(w.shape()[2 + d]), perm.push_back(int(3 + d));
+  }
+  Tensor wt = reshape(transpose(reshape(w, grouped), perm), regrouped);
+  for (size_t d = 0; d < dims; ++d) {
+    std::vector<int64_t> back(size_t(w.shape()[2 + d]));
+    for (size_t i = 0; i < back.size(); ++i) back[i] = int64_t(back.size() - 1 - i);
+    wt = take(wt, Tensor::from_vector<int64_t>(back, Shape{int64_t(back.size())}), int(2 + d));
+  }
+  if (dims == 3) {
+    Tensor y = conv3d_by_depth(x, wt, unit, groups);
+    if (auto b = n.optional_input(2)) y = y + reshape(*b, {b->numel(), 1, 1, 1});
+    return {y};
+  }
   Tensor y = conv2d(x, wt, n.optional_input(2), {1, 1}, {0, 0}, {dil[0], dil[1]}, groups);
   return {one_d ? squeeze(y, {2}) : y};
 }

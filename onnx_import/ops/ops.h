@@ -25,6 +25,8 @@ void add_value_shaped_ops(ConverterTable& table);
 void add_training_ops(ConverterTable& table);  // ai.onnx.preview.training
 void add_grid_sample_ops(ConverterTable& table);
 void add_spectral_ops(ConverterTable& table);
+void add_linalg_ops(ConverterTable& table);
+void add_roi_align_ops(ConverterTable& table);
 // Ops over sequences and nones, and the control flow that may carry them.
 void add_sequence_ops(ValueConverterTable& table);
 void add_control_flow_value_ops(ValueConverterTable& table);

@@ -22,6 +22,8 @@ const ConverterTable& table() {
     add_value_shaped_ops(t);
     add_grid_sample_ops(t);
     add_spectral_ops(t);
+    add_linalg_ops(t);
+    add_roi_align_ops(t);
     return t;
   }();
   return t;

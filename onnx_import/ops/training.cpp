@@ -3,6 +3,8 @@
 // step count T, then the tensors, their gradients and their optimizer states, grouped by kind.
 #include <cmath>
 
+#include <hjit/grad.h>
+
 #include "onnx_import/ops/ops.h"
 
 namespace hjit::onnx_import {
@@ -78,7 +80,32 @@ V Adam(const NodeContext& n) {
 
 }  // namespace
 
+// Gradient: the gradients of y (summed, as ONNX's reference seeds it with ones) with respect to
+// xs, by hjit::grad over the nodes before this one recomputed from the xs given.
+V Gradient(const NodeContext& n) {
+  std::vector<std::string> xs;
+  for (const auto& a : n.proto().attribute())
+    if (a.name() == "xs") xs.assign(a.strings().begin(), a.strings().end());
+  const std::string y = n.attr_string("y", "");
+  if (xs.empty() || y.empty()) n.fail("needs the attributes xs and y");
+  if (n.num_inputs() < xs.size()) n.fail("takes the xs as its first inputs");
+  V at;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!is_float(n.input(i).dtype())) n.fail<DTypeError>("differentiates with respect to '" + xs[i] + "', which is not floating point");
+    at.push_back(n.input(i));
+  }
+  auto loss = [&](const std::vector<Tensor>& x) {
+    std::map<std::string, Value> replaced;
+    for (size_t i = 0; i < xs.size(); ++i) replaced[xs[i]] = x[i];
+    const Value v = n.recompute(y, replaced);
+    if (!v.is_tensor() || !is_float(v.tensor().dtype())) n.fail("differentiates '" + y + "', which is not a floating point tensor");
+    return sum(v.tensor());
+  };
+  return hjit::grad(loss)(at);
+}
+
 void add_training_ops(ConverterTable& t) {
+  t["Gradient"] = Gradient;
   t["Adagrad"] = Adagrad;
   t["Momentum"] = Momentum;
   t["Adam"] = Adam;

@@ -25,6 +25,8 @@ KNOWN = {
     "test_castlike_BFLOAT16_to_FLOAT_expanded": "test data: the 'like' input is stored with shape [1] where the model declares [3, 4]",
     "test_castlike_FLOAT_to_BFLOAT16": "test data: the 'like' input is stored with shape [1] where the model declares [3, 4]",
     "test_castlike_FLOAT_to_BFLOAT16_expanded": "test data: the 'like' input is stored with shape [1] where the model declares [3, 4]",
+    "test_adam_multiple": "test data: ONNX 1.12's expected values use epsilon 1e-2, which the model's Adam node does not set "
+                          "(with the default, 0.755959 where 0.759136 is expected)",
 }
 
 
