@@ -30,9 +30,13 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     spec.tu = int(std::min<int64_t>(small_kernel ? 2 : 1, s.extents[2]));
     if (small_kernel) spec.whole = {0, 1};
   } else if (tile == Tile::Convolution) {
-    // Width vectorized, 8 output channels unrolled: one input vector feeds 8 accumulators.
+    // Width vectorized, 8 output channels unrolled: one input vector feeds 8 accumulators. A row
+    // narrower than a vector (the 14 and 7 of a classifier's last stages) takes the widest vector
+    // that fits, the last one shifted inwards over the one before, rather than scalar code.
     spec.inner = 0, spec.unrolled = 2;
-    spec.tx = int(s.extents[0] >= vec ? vec : s.extents[0]);
+    int lanes = vec;
+    while (lanes > 4 && s.extents[0] < lanes) lanes /= 2;
+    spec.tx = int(s.extents[0] >= lanes ? lanes : s.extents[0]);
     spec.tu = int(std::min<int64_t>(rows(8), s.extents[2]));
   } else {
     // Matmul and attention: columns x rows; attention keeps fewer rows (its scores are per row).
@@ -40,6 +44,7 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     spec.tx = columns(s.extents[0]);
     spec.tu = int(std::min<int64_t>(rows(tile == Tile::Attention ? 4 : 8), s.extents[1]));
   }
+  spec.vec = spec.tx >= vec ? vec : spec.tx >= 4 && (spec.tx & (spec.tx - 1)) == 0 ? spec.tx : 0;
   return spec;
 }
 
@@ -71,7 +76,7 @@ TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extent
   int64_t work = 1;
   for (int64_t e : extents) work *= e;
   if (work >= min_parallel_work && threads > 1) f.parallel(par);
-  if (spec.tx >= vec) f.vectorize(ii, vec);
+  if (spec.vec > 0) f.vectorize(ii, spec.vec);
   f.unroll(ui);
   for (int d : spec.whole) f.unroll(vars[size_t(d)]);
   t.parallel = par;
@@ -81,7 +86,6 @@ TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extent
 
 std::string schedule_contraction_tile(const backend::LoweredPipeline& p, const backend::Stage& s, const TileSpec& spec,
                                       Schedule& out) {
-  const int vec = vector_width(p.target, value_type(s));
   FuncRef acc(&out, s.reduction);
   StageRef u = acc.update();
   const Var &inner = s.vars[size_t(spec.inner)], &unrolled = s.vars[size_t(spec.unrolled)];
@@ -104,16 +108,16 @@ std::string schedule_contraction_tile(const backend::LoweredPipeline& p, const b
     acc.unroll(s.vars[size_t(d)]);
     u.unroll(s.vars[size_t(d)]);
   }
-  if (spec.tx >= vec) {
-    acc.vectorize(inner, vec).unroll(inner);
-    u.vectorize(inner, vec).unroll(inner);
+  if (spec.vec > 0) {
+    acc.vectorize(inner, spec.vec).unroll(inner);
+    u.vectorize(inner, spec.vec).unroll(inner);
   }
   acc.unroll(unrolled);
   u.unroll(unrolled);
   // A convolution's narrow kernel row is unrolled too (3 loads of one input row per channel).
   if (cpu_rules(s.op).tile == Tile::Convolution && p.graph->type(p.graph->node(s.node).inputs[1]).shape[3] <= 7)
     u.unroll(s.rvars[0]);
-  return "tile " + std::to_string(spec.tx) + "x" + std::to_string(spec.tu) + (spec.tx >= vec ? " vec" + std::to_string(vec) : "");
+  return "tile " + std::to_string(spec.tx) + "x" + std::to_string(spec.tu) + (spec.vec > 0 ? " vec" + std::to_string(spec.vec) : "");
 }
 
 }  // namespace hjit::schedules

@@ -17,6 +17,7 @@ using backend::BuiltinParams;
 struct TileSpec {
   int inner = 0, unrolled = 1;
   int tx = 1, tu = 1;
+  int vec = 0;             // lanes `inner` is vectorized by (0: not vectorized)
   std::vector<int> whole;  // dimensions kept whole inside the tile (a weight gradient's kx, ky)
 };
 TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& contraction, const BuiltinParams& params);
