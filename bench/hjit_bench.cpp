@@ -14,6 +14,7 @@
 //
 // Usage: hjit-bench [--workloads W1,W3] [--variants eager,O1,Adams2019] [--db tuning.sqlite] [--quick] [--all]
 //                   [--compile-scaling]
+//        hjit-bench --models DIR [--only resnet50,gru]   real architectures (bench/models.h)
 // The compile-time table (compile_scaling.h) comes last: with every workload, or --compile-scaling.
 // By default the training workloads (W7, W9, W11) run eager and at opt level 1 only: their
 // unfused baseline and the autoschedulers take minutes to compile their large graphs (--all runs
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "bench/compile_scaling.h"
+#include "bench/models.h"
 #include "bench/workloads.h"
 #include "examples/llama_attention.h"
 #include "examples/resnet_block.h"
@@ -296,6 +298,7 @@ int main(int argc, char** argv) {
   unsetenv("HJIT_TUNING_DB");
   std::vector<std::string> workloads = bench::workload_ids(), variants = kVariants;
   bool quick = false, all = false, variants_given = false, workloads_given = false, compile_scaling = false;
+  std::string models_dir, only;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--db" && i + 1 < argc) {
@@ -306,6 +309,11 @@ int main(int argc, char** argv) {
       return child(argv[i + 1], argv[i + 2], argc > i + 3 && std::string(argv[i + 3]) == "--quick", false);
     if (a == "--prepare-only" && i + 2 < argc) return child(argv[i + 1], argv[i + 2], true, true);
     if (a == "--compile-scaling-child") return bench::compile_scaling_child(i + 1 < argc && std::string(argv[i + 1]) == "--quick");
+    if (a == "--model-child" && i + 1 < argc) return bench::model_child(argv[i + 1], argc > i + 2 && std::string(argv[i + 2]) == "--quick");
+    if (a == "--opencv-child" && i + 1 < argc) return bench::opencv_child(argv[i + 1], argc > i + 2 && std::string(argv[i + 2]) == "--quick");
+    if (a == "--models" && i + 1 < argc) models_dir = argv[++i];
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else
     if (a == "--workloads" && i + 1 < argc) workloads = bench::split_list(argv[++i]), workloads_given = true;
     else if (a == "--compile-scaling") compile_scaling = true;
     else if (a == "--variants" && i + 1 < argc) variants = bench::split_list(argv[++i]), variants_given = true;
@@ -313,7 +321,8 @@ int main(int argc, char** argv) {
     else if (a == "--all") all = true;
     else {
       std::fprintf(stderr, "usage: hjit-bench [--workloads W1,W2,...] [--variants eager,O0,O1,Adams2019,Li2018,Mullapudi2016,tuned] "
-                           "[--db tuning.sqlite] [--quick] [--all] [--compile-scaling]\n");
+                           "[--db tuning.sqlite] [--quick] [--all] [--compile-scaling]\n"
+                           "       hjit-bench --models DIR [--only NAME,NAME] [--quick]   (DIR from tools/models/reference_models.py)\n");
       return 2;
     }
   }
@@ -324,6 +333,7 @@ int main(int argc, char** argv) {
   ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   if (len <= 0) return 1;
   self[len] = 0;
+  if (!models_dir.empty()) return bench::model_rows(self, models_dir, only, quick);
 
   std::printf("hjit-bench: %u hardware threads; cold = first call in a fresh process with an empty compile cache,\n"
               "warm = first call in a fresh process with the cache filled (median of 3) and ready = its part before\n"

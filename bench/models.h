@@ -1,0 +1,17 @@
+// hjit-bench --models DIR: real architectures exported by tools/models/reference_models.py (one
+// folder per model, in the layout of ONNX's test data), each run by hjit with correctness against
+// PyTorch's output and timed cold, warm and steady, beside tuned PyTorch and OpenCV's DNN module
+// measured in the same sitting.
+#pragma once
+#include <string>
+
+namespace bench {
+
+// The table: every folder of `dir` holding a model.onnx (or the ones named in `only`).
+int model_rows(const std::string& self, const std::string& dir, const std::string& only, bool quick);
+
+// The child processes the table runs: hjit (cold or warm, by the cache it is given) and OpenCV.
+int model_child(const std::string& folder, bool quick);
+int opencv_child(const std::string& folder, bool quick);
+
+}  // namespace bench
