@@ -2,13 +2,17 @@
 //
 // File: the binary_io header (magic "HJITMODL", format version, payload size, checksum), then
 //   name | graph text (Graph::to_text, constants included) | number of arguments |
-//   parameters: dtype, shape, little-endian bytes
+//   parameters: dtype, shape, little-endian bytes |
+//   (a module with dynamic_dims) its sizes: symbols' sources, every node's extents and varying
+//   attributes as affine forms. A module without them is byte for byte what format 1 always was.
 #include <hjit/module.h>
 
 #include <bit>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <algorithm>
 #include <mutex>
 #include <sstream>
 
@@ -18,6 +22,8 @@
 #include "graph/passes/verify.h"
 #include "halide_backend/backend.h"
 #include "frontend/const_eval.h"
+#include "frontend/jit/dynamic_sizes.h"
+#include "graph/symbolic_sizes.h"
 #include "support/binary_io.h"
 #include "support/log.h"
 
@@ -87,6 +93,21 @@ void write_whole_file(const std::string& path, const std::string& bytes) {
   }
 }
 
+void write_affine(BinaryWriter& w, const Affine& a) {
+  w.i64(a.constant);
+  w.u64(a.coef.size());
+  for (int64_t c : a.coef) w.i64(c);
+}
+
+Affine read_affine(BinaryReader& r, int symbols) {
+  Affine a;
+  a.constant = r.i64();
+  const size_t n = r.count(size_t(symbols));
+  if (n != 0 && n != size_t(symbols)) throw ValueError("an affine size has " + std::to_string(n) + " coefficients");
+  for (size_t k = 0; k < n; ++k) a.coef.push_back(r.i64());
+  return a;
+}
+
 }  // namespace
 
 struct Module::Impl {
@@ -95,20 +116,98 @@ struct Module::Impl {
   size_t num_args = 0;
   std::vector<Tensor> params;
   backend::ScheduleRequest schedule;  // from the ModuleOptions it was loaded with
+  std::shared_ptr<const SymbolicSizes> dynamic;  // dynamic_dims: the graph's sizes as forms of them
+  std::vector<std::pair<int, int>> dynamic_dims;
 
   std::mutex compile_mu;
   std::shared_ptr<const backend::Executable> exe;
+  // Dynamic modules: pipelines of fixed sizes for symbol values below the dynamic one's smallest.
+  std::map<std::vector<int64_t>, std::shared_ptr<const backend::Executable>> fixed;
   std::mutex run_mu;  // calls that update tensors run one at a time
+
+  backend::Options backend_options() const {
+    backend::Options o;
+    o.name = name;
+    o.schedule = schedule;
+    return o;
+  }
 
   const backend::Executable& executable() {
     std::lock_guard lock(compile_mu);
     if (!exe) {
-      backend::Options backend_options;
-      backend_options.name = name;
-      backend_options.schedule = schedule;
-      exe = backend::compile(graph, backend_options).executable;
+      backend::Options o = backend_options();
+      o.dynamic = dynamic;
+      exe = backend::compile(graph, o).executable;
     }
     return *exe;
+  }
+
+  // Why the graph cannot be one pipeline for every size ("" while it may): an op the backend
+  // compiles for fixed sizes only. Every size then compiles its own.
+  std::string per_size;
+
+  // The pipeline for these symbol values: the dynamic one, or one compiled for them alone.
+  const backend::Executable& executable_for(const std::vector<int64_t>& symbols) {
+    bool served = per_size.empty();
+    if (served) {
+      try {
+        const backend::Executable& any = executable();
+        for (int64_t v : symbols) served &= v >= any.min_dynamic_size();
+        if (served) return any;
+      } catch (const ValueError& e) {
+        std::lock_guard lock(compile_mu);
+        per_size = e.what();
+        log().debug("module '{}' compiles per size of its dynamic_dims: {}", name, per_size);
+      }
+    }
+    std::lock_guard lock(compile_mu);
+    auto& e = fixed[symbols];
+    if (!e) e = backend::compile(instantiate(graph, *dynamic, symbols), backend_options()).executable;
+    return *e;
+  }
+
+  void encode_dynamic(BinaryWriter& w) const {
+    w.u64(uint64_t(dynamic->num_symbols));
+    for (const auto& src : dynamic->sources) w.i64(src.input), w.i64(src.dim);
+    for (size_t k = 0; k < dynamic_dims.size(); ++k) w.i64(dynamic_dims[k].first), w.i64(dynamic_dims[k].second);
+    for (size_t n = 0; n < graph.nodes.size(); ++n) {
+      w.u64(dynamic->extents[n].size());
+      for (const Affine& a : dynamic->extents[n]) write_affine(w, a);
+      w.u64(dynamic->attrs[n].size());
+      for (const auto& [attr, forms] : dynamic->attrs[n]) {
+        w.str(attr);
+        w.u64(forms.size());
+        for (const Affine& a : forms) write_affine(w, a);
+      }
+    }
+  }
+
+  void decode_dynamic(BinaryReader& r) {
+    auto s = std::make_shared<SymbolicSizes>();
+    s->num_symbols = int(r.count(64));
+    if (s->num_symbols < 1) throw ValueError("its dynamic sizes have no symbol");
+    for (int k = 0; k < s->num_symbols; ++k) {
+      SymbolicSizes::Source src{int(r.i64()), int(r.i64())};
+      if (src.input < 0 || size_t(src.input) >= num_args || src.dim < 0 || src.dim >= graph.type(graph.inputs[size_t(src.input)]).rank())
+        throw ValueError("a dynamic size names a dimension its arguments do not have");
+      s->sources.push_back(src);
+    }
+    for (int k = 0; k < s->num_symbols; ++k) dynamic_dims.emplace_back(int(r.i64()), int(r.i64()));
+    s->extents.resize(graph.nodes.size());
+    s->attrs.resize(graph.nodes.size());
+    for (size_t n = 0; n < graph.nodes.size(); ++n) {
+      const size_t rank = r.count(64);
+      if (rank != size_t(graph.nodes[n].type.rank())) throw ValueError("its dynamic sizes do not match its graph");
+      for (size_t d = 0; d < rank; ++d) s->extents[n].push_back(read_affine(r, s->num_symbols));
+      const size_t attrs = r.count(64);
+      for (size_t a = 0; a < attrs; ++a) {
+        const std::string attr = r.str();
+        if (!graph.nodes[n].attrs.has(attr)) throw ValueError("its dynamic sizes name an attribute its graph does not have");
+        const size_t forms = r.count(1 << 16);
+        for (size_t f = 0; f < forms; ++f) s->attrs[n][attr].push_back(read_affine(r, s->num_symbols));
+      }
+    }
+    dynamic = std::move(s);
   }
 
   std::string encode() const {
@@ -124,6 +223,7 @@ struct Module::Impl {
       const detail::TensorImpl& im = *p.impl();
       w.bytes(im.data(), size_t(p.numel()) * size_t(dtype_size(p.dtype())));
     }
+    if (dynamic) encode_dynamic(w);
     return wrap_payload(kMagic, kModuleFormatVersion, w.out());
   }
 
@@ -161,6 +261,7 @@ struct Module::Impl {
       if (!bytes.empty()) std::memcpy(p.impl()->data(), bytes.data(), bytes.size());
       m->params.push_back(std::move(p));
     }
+    if (!r.done()) m->decode_dynamic(r);
     if (!r.done()) throw ValueError("it has bytes after its end");
     return m;
   }
@@ -183,6 +284,8 @@ backend::ScheduleRequest module_schedule(const std::string& who, const ModuleOpt
 
 Module Module::load(const std::string& path, ModuleOptions options) {
   const backend::ScheduleRequest schedule = module_schedule("hjit: module '" + path + "'", options);
+  if (!options.dynamic_dims.empty())
+    throw ValueError("hjit: module '" + path + "': dynamic_dims are chosen when a module is made, and saved with it");
   try {
     Module m(Impl::decode(read_whole_file(path)));
     m.impl_->schedule = schedule;
@@ -198,9 +301,32 @@ Module Module::load(const std::string& path, ModuleOptions options) {
 
 void Module::save(const std::string& path) const { write_whole_file(path, impl_->encode()); }
 
+namespace {
+
+// The {tensor, axis} pairs of ModuleOptions::dynamic_dims, checked against the traced arguments
+// and made non-negative.
+std::vector<std::pair<int, int>> checked_dynamic_dims(const std::string& who, const detail::CallArgs& args,
+                                                      const std::vector<std::pair<int, int>>& dims) {
+  std::vector<std::pair<int, int>> out;
+  for (auto [tensor, axis] : dims) {
+    if (tensor < 0 || size_t(tensor) >= args.count)
+      throw ValueError(who + ": dynamic_dims names tensor " + std::to_string(tensor) + " of " + std::to_string(args.count) + " arguments");
+    const int rank = args.tensor(size_t(tensor)).impl()->type.rank();
+    if (axis < -rank || axis >= rank)
+      throw ValueError(who + ": dynamic_dims names axis " + std::to_string(axis) + " of argument " + std::to_string(tensor) +
+                       ", which has rank " + std::to_string(rank));
+    out.emplace_back(tensor, axis < 0 ? axis + rank : axis);
+  }
+  return out;
+}
+
+}  // namespace
+
 Module detail_make_module(const std::string& name, const detail::CallArgs& args, detail::Tracer trace,
                           const SaveOptions& options, const ModuleOptions& module_options) {
-  const backend::ScheduleRequest schedule = module_schedule("hjit: module '" + name + "'", module_options);
+  const std::string who = "hjit: module '" + name + "'";
+  const backend::ScheduleRequest schedule = module_schedule(who, module_options);
+  const std::vector<std::pair<int, int>> dynamic_dims = checked_dynamic_dims(who, args, module_options.dynamic_dims);
   detail::Traced tr = detail::trace_and_optimize(name, false, args, trace);
   auto m = std::make_shared<Module::Impl>();
   m->name = name;
@@ -211,11 +337,25 @@ Module detail_make_module(const std::string& name, const detail::CallArgs& args,
     if (c->storage && c->storage->nbytes) std::memcpy(p.impl()->data(), c->data(), c->storage->nbytes);
     m->params.push_back(std::move(p));
   }
-  m->graph = std::move(tr.graph);
-  if (options.freeze_parameters) {
-    m->graph = detail::freeze_inputs(m->graph, m->num_args, m->params);
-    m->params.clear();
+  // The module's graph from a trace: its parameters baked in when freezing.
+  auto finished = [&](Graph g) {
+    return options.freeze_parameters ? detail::freeze_inputs(g, m->num_args, m->params) : g;
+  };
+  m->graph = finished(std::move(tr.graph));
+  if (!dynamic_dims.empty()) {
+    std::string why;
+    bool permanent = false;
+    m->dynamic = detail::DynamicSizes::fit_marked(
+        args, m->graph, [&](const detail::CallArgs& a) { return finished(detail::trace_and_optimize(name, false, a, trace).graph); },
+        [&](const detail::CallArgs&, size_t i, int d, int) {
+          return std::find(dynamic_dims.begin(), dynamic_dims.end(), std::pair<int, int>(int(i), d)) != dynamic_dims.end();
+        },
+        &why, &permanent);
+    if (!m->dynamic) throw ValueError(who + ": one pipeline cannot serve every size of its dynamic_dims: " + why);
+    m->dynamic_dims = dynamic_dims;
+    log().debug("module '{}': one pipeline for every size of {} dynamic dimensions", name, dynamic_dims.size());
   }
+  if (options.freeze_parameters) m->params.clear();
   return Module(m);
 }
 
@@ -231,40 +371,54 @@ ModuleResult Module::call(const std::vector<Tensor>& args) const {
   if (args.size() != m.num_args)
     throw ValueError("hjit: module '" + m.name + "' takes " + std::to_string(m.num_args) + " tensors, got " +
                      std::to_string(args.size()));
+  auto dynamic_at = [&](size_t i, size_t d) {
+    return std::find(m.dynamic_dims.begin(), m.dynamic_dims.end(), std::pair<int, int>(int(i), int(d))) != m.dynamic_dims.end();
+  };
   for (size_t i = 0; i < args.size(); ++i) {
     const detail::TensorImpl& im = detail::impl_of(args[i], "a module argument");
     const TensorType& want = g.type(g.inputs[i]);
     if (im.type.dtype != want.dtype)
       throw DTypeError("hjit: module '" + m.name + "' argument " + std::to_string(i) + " must be " + want.str() + ", got " +
                        im.type.str());
-    if (im.type.shape != want.shape)
-      throw ShapeError("hjit: module '" + m.name + "' argument " + std::to_string(i) + " must be " + want.str() + ", got " +
-                       im.type.str());
+    bool fits = im.type.shape.size() == want.shape.size();
+    for (size_t d = 0; fits && d < want.shape.size(); ++d) fits = im.type.shape[d] == want.shape[d] || (dynamic_at(i, d) && im.type.shape[d] >= 0);
+    if (!fits)
+      throw ShapeError("hjit: module '" + m.name + "' argument " + std::to_string(i) + " must be " + want.str() +
+                       (m.dynamic ? " (dimensions of any size: " + std::to_string(m.dynamic_dims.size()) + " dynamic_dims)" : "") +
+                       ", got " + im.type.str());
   }
+  // This call's values of the symbols, and the graph's sizes at them.
+  std::vector<int64_t> symbols;
+  if (m.dynamic)
+    for (const SymbolicSizes::Source& src : m.dynamic->sources) symbols.push_back(args[size_t(src.input)].shape()[size_t(src.dim)]);
+  auto type_at = [&](int node) {
+    return m.dynamic ? TensorType{g.type(node).dtype, m.dynamic->shape_at(node, symbols)} : g.type(node);
+  };
   if (detail::tracing_active()) {
     std::vector<Tensor> inputs = args;
     inputs.insert(inputs.end(), m.params.begin(), m.params.end());
-    const std::vector<Tensor> outs = eval_graph(g, inputs);
+    const std::vector<Tensor> outs = eval_graph(m.dynamic ? instantiate(g, *m.dynamic, symbols) : g, inputs);
     return ModuleResult(outs.begin(), outs.end());
   }
-  const backend::Executable& exe = m.executable();
+  const backend::Executable& exe = m.dynamic ? m.executable_for(symbols) : m.executable();
   std::vector<const void*> in;
   for (const Tensor& a : args) in.push_back(a.impl()->data());
   for (const Tensor& p : m.params) in.push_back(p.impl()->data());
   ModuleResult outs;
   std::vector<void*> out;
   for (int o : g.outputs) {
-    outs.push_back(make_tensor(g.type(o)));
+    outs.push_back(make_tensor(type_at(o)));
     out.push_back(outs.back().impl()->data());
   }
   std::vector<Tensor> updated;
   for (const Update& u : g.updates) {
-    updated.push_back(make_tensor(g.type(u.value)));
+    updated.push_back(make_tensor(type_at(u.value)));
     out.push_back(updated.back().impl()->data());
   }
   std::unique_lock<std::mutex> one_at_a_time;
   if (!g.updates.empty()) one_at_a_time = std::unique_lock(m.run_mu);
-  exe.run(in.data(), out.data());
+  if (m.dynamic && m.exe && &exe == m.exe.get()) exe.run_sized(in.data(), out.data(), symbols);
+  else exe.run(in.data(), out.data());
   for (size_t k = 0; k < g.updates.size(); ++k) {
     const size_t input = size_t(g.node(g.updates[k].target).attrs.i("index"));
     Tensor target = input < m.num_args ? args[input] : m.params[input - m.num_args];
@@ -276,6 +430,8 @@ ModuleResult Module::call(const std::vector<Tensor>& args) const {
 std::vector<Tensor> Module::parameters() const { return impl_->params; }
 
 Module Module::freeze() const {
+  if (impl_->dynamic)
+    throw ValueError("hjit: module '" + impl_->name + "' has dynamic_dims: freeze it when it is made (SaveOptions::freeze_parameters)");
   auto m = std::make_shared<Impl>();
   m->name = impl_->name;
   m->num_args = impl_->num_args;
@@ -292,6 +448,8 @@ std::vector<TensorType> Module::input_types() const {
   for (size_t i = 0; i < impl_->num_args; ++i) t.push_back(impl_->graph.type(impl_->graph.inputs[i]));
   return t;
 }
+
+std::vector<std::pair<int, int>> Module::dynamic_dims() const { return impl_->dynamic_dims; }
 
 std::vector<TensorType> Module::output_types() const {
   std::vector<TensorType> t;

@@ -160,4 +160,19 @@ std::optional<SymbolicSizes> fit_symbolic_sizes(const std::vector<const Graph*>&
   return s;
 }
 
+Graph instantiate(const Graph& g, const SymbolicSizes& sizes, const std::vector<int64_t>& symbols) {
+  Graph out = g;
+  for (size_t n = 0; n < out.nodes.size(); ++n) {
+    Node& node = out.nodes[n];
+    if (sizes.extent_varies(int(n))) node.type.shape = sizes.shape_at(int(n), symbols);
+    for (const auto& [name, forms] : sizes.attrs[n]) {
+      std::vector<int64_t> v;
+      for (const Affine& f : forms) v.push_back(f.at(symbols));
+      if (std::holds_alternative<int64_t>(node.attrs.get(name))) node.attrs.set(name, v.at(0));
+      else node.attrs.set(name, v);
+    }
+  }
+  return out;
+}
+
 }  // namespace hjit

@@ -41,6 +41,11 @@ struct SymbolicSizes {
   std::string str() const;  // every varying extent and attribute: part of a cache key
 };
 
+// The graph at these values of the symbols: every varying extent and attribute evaluated (what
+// tracing at those sizes would give), for a pipeline of fixed sizes where the dynamic one does not
+// serve (a size below its smallest).
+Graph instantiate(const Graph& g, const SymbolicSizes& sizes, const std::vector<int64_t>& symbols);
+
 // The graphs of one function traced at several sizes: traces[0] at symbols values[0] (the graph
 // that is compiled), traces[1 + k] with symbol k changed alone, and a last one with all changed (a
 // check). nullopt, with the reason in *why, when they differ other than in affine sizes (C++ that

@@ -151,6 +151,26 @@ bool takes_dynamic_sizes(OpKind op) {
   }
 }
 
+// Convolutions and pooling define each image of the batch alike and read extents only of the
+// others: the batch (the first dimension of the input and the output) may vary.
+bool takes_dynamic_batch(OpKind op) {
+  return op == OpKind::Conv2d || op == OpKind::MaxPool2d || op == OpKind::AvgPool2d;
+}
+
+bool only_batch_varies(const Graph& g, const SymbolicSizes& d, int id) {
+  if (!d.attrs[size_t(id)].empty()) return false;
+  auto batch_only = [&](int node) {
+    const std::vector<Affine>& e = d.extents[size_t(node)];
+    for (size_t dim = 1; dim < e.size(); ++dim)
+      if (!e[dim].is_constant()) return false;
+    return true;
+  };
+  const Node& n = g.node(id);
+  for (size_t k = 1; k < n.inputs.size(); ++k)
+    if (d.extent_varies(n.inputs[k])) return false;  // weights and biases
+  return batch_only(id) && batch_only(n.inputs[0]);
+}
+
 // Which nodes see a varying size (their own, an operand's or an attribute): each must be lowered by
 // an op that takes dynamic sizes.
 void check_dynamic(const Graph& g, const SymbolicSizes& d) {
@@ -159,8 +179,9 @@ void check_dynamic(const Graph& g, const SymbolicSizes& d) {
     bool varies = d.varies(int(id));
     for (int in : n.inputs) varies |= d.extent_varies(in);
     if (!varies) continue;
-    if (!takes_dynamic_sizes(n.op))
-      throw ValueError(std::string(op_name(n.op)) + " (node %" + std::to_string(id) + ") compiles for fixed sizes only");
+    if (!takes_dynamic_sizes(n.op) && !(takes_dynamic_batch(n.op) && only_batch_varies(g, d, int(id))))
+      throw ValueError(std::string(op_name(n.op)) + " (node %" + std::to_string(id) + ") compiles for fixed sizes only" +
+                       (takes_dynamic_batch(n.op) ? " (of any batch: only its first dimension may vary)" : ""));
     // A broadcast decided on a size of 1 at the traced size would hold at that size only.
     for (int in : n.inputs)
       for (int dim = 0; dim < g.type(in).rank(); ++dim)

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -29,6 +30,9 @@ struct Model::Impl {
 };
 
 namespace {
+
+// The size a symbolic dimension LoadOptions::dims does not size is traced at, when dynamic.
+constexpr int64_t kDynamicTraceSize = 8;
 
 ValueInfo value_info(const ::onnx::ValueInfoProto& v, const std::string& who) {
   ValueInfo info;
@@ -143,6 +147,10 @@ std::vector<TensorType> Model::input_types() const {
     for (size_t d = 0; d < t.shape.size(); ++d) {
       if (t.shape[d] >= 0) continue;
       auto it = impl_->options.dims.find(v.dim_names[d]);
+      if (impl_->options.dynamic && it == impl_->options.dims.end()) {
+        t.shape[d] = kDynamicTraceSize;
+        continue;
+      }
       if (v.dim_names[d].empty() || it == impl_->options.dims.end())
         throw ValueError(impl_->who + "input '" + v.name + "' has a dimension " +
                          (v.dim_names[d].empty() ? std::string("without a size or a name") : "'" + v.dim_names[d] + "'") +
@@ -251,11 +259,33 @@ Module Model::module_for(const std::vector<Value>& examples, const std::map<std:
   };
   std::string name = impl_->proto.graph().name();
   if (name.empty()) name = "onnx_model";
+  // The symbolic dimensions of tensor inputs traced at 2 or more: the module's dynamic_dims.
+  ModuleOptions options = impl_->options.module;
+  if (impl_->options.dynamic) {
+    size_t flat = 0, k = 0;
+    for (size_t i = 0; i < declared.size(); ++i) {
+      if (fixed.count(declared[i].name)) continue;
+      const Value& like = traced_like[k++];
+      if (like.is_tensor())
+        for (size_t d = 0; d < declared[i].shape.size() && d < like.tensor().shape().size(); ++d)
+          if (declared[i].shape[d] < 0 && like.tensor().shape()[d] >= 2) options.dynamic_dims.emplace_back(int(flat), int(d));
+      flat += like.is_tensor() ? 1 : like.is_sequence() ? like.items().size() : 0;
+    }
+  }
+  const SaveOptions save{.freeze_parameters = impl_->options.freeze};
   Timer t;
-  Module m = make_module(name, impl_->options.module, SaveOptions{.freeze_parameters = impl_->options.freeze}, fn,
-                         flatten(traced_like));
-  log().debug("onnx: converted '{}' in {:.1f} ms: {} graph nodes", name, t.ms(), m.graph().nodes.size());
-  return m;
+  std::optional<Module> m;
+  try {
+    m = make_module(name, options, save, fn, flatten(traced_like));
+  } catch (const ValueError& e) {
+    if (options.dynamic_dims.empty() || std::string(e.what()).find("one pipeline cannot serve") == std::string::npos) throw;
+    log().debug("onnx: '{}' compiles for the traced sizes of its symbolic dimensions: {}", name, e.what());
+    options.dynamic_dims.clear();
+    m = make_module(name, options, save, fn, flatten(traced_like));
+  }
+  log().debug("onnx: converted '{}' in {:.1f} ms: {} graph nodes, {} dynamic dimensions", name, t.ms(), m->graph().nodes.size(),
+              m->dynamic_dims().size());
+  return *m;
 }
 
 std::vector<std::string> supported_ops() { return converted_ops(); }

@@ -174,3 +174,53 @@ TEST_CASE("1000 corrupted module files: each is a ValueError that says what is w
   }
   fs::remove(p), fs::remove(bad_path);
 }
+
+TEST_CASE("dynamic_dims: one module for every batch size, saved with its sizes; what cannot hold is a ValueError") {
+  Block block;
+  auto fn = [&](const Tensor& x) { return block(x); };
+  hjit::ModuleOptions options;
+  options.dynamic_dims = {{0, 0}};
+  hjit::Module m = hjit::make_module("block_dynamic", options, hjit::SaveOptions{}, fn, Tensor::randn({8, 32}, 4));
+  CHECK(m.dynamic_dims() == std::vector<std::pair<int, int>>{{0, 0}});
+  for (int64_t n : {8, 16, 9, 1, 40}) {
+    const Tensor x = Tensor::randn({n, 32}, uint64_t(n));
+    const Tensor y = m(x);
+    CHECK(y.shape() == hjit::Shape{n, 16});
+    CHECK_CLOSE(y, block(x));
+  }
+  CHECK_THROWS_AS(m(Tensor::randn({8, 31}, 1)), hjit::ShapeError);  // only the batch may change
+  // Saved and loaded with its sizes; the same bytes again after a second save.
+  const std::string p = path_of("dynamic");
+  m.save(p);
+  hjit::Module back = hjit::Module::load(p);
+  CHECK(back.dynamic_dims() == m.dynamic_dims());
+  const Tensor x12 = Tensor::randn({12, 32}, 12);
+  CHECK_CLOSE(Tensor(back(x12)), block(x12));
+  back.save(p + "2");
+  CHECK(test::read_file(p + "2") == test::read_file(p));
+  // A truncated sizes section is a ValueError, as every other damage.
+  const std::string bytes = test::read_file(p);
+  test::write_file(p + "3", bytes.substr(0, bytes.size() - 9));
+  CHECK_THROWS_AS(hjit::Module::load(p + "3"), hjit::ValueError);
+  fs::remove(p), fs::remove(p + "2"), fs::remove(p + "3");
+
+  // What cannot be one pipeline, or is not a dimension of the arguments, says so.
+  auto branches = [&](const Tensor& x) { return x.shape()[0] > 9 ? x * 2.0 : x + 1.0; };
+  CHECK_THROWS_WITH_AS(hjit::make_module("branches", options, hjit::SaveOptions{}, branches, Tensor::randn({8, 4}, 1)),
+                       doctest::Contains("one pipeline cannot serve"), hjit::ValueError);
+  hjit::ModuleOptions bad;
+  bad.dynamic_dims = {{1, 0}};
+  CHECK_THROWS_WITH_AS(hjit::make_module("bad", bad, hjit::SaveOptions{}, fn, Tensor::randn({8, 32}, 4)),
+                       doctest::Contains("names tensor 1"), hjit::ValueError);
+  bad.dynamic_dims = {{0, 2}};
+  CHECK_THROWS_WITH_AS(hjit::make_module("bad", bad, hjit::SaveOptions{}, fn, Tensor::randn({8, 32}, 4)),
+                       doctest::Contains("axis 2"), hjit::ValueError);
+  CHECK_THROWS_WITH_AS(hjit::make_module("small", options, hjit::SaveOptions{}, fn, Tensor::randn({1, 32}, 4)),
+                       doctest::Contains("below 2"), hjit::ValueError);
+  CHECK_THROWS_AS(m.freeze(), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::Module::load(path_of("none"), options), hjit::ValueError);
+  // Frozen when made: the same answers, no parameters.
+  hjit::Module frozen = hjit::make_module("block_frozen", options, hjit::SaveOptions{.freeze_parameters = true}, fn, Tensor::randn({8, 32}, 4));
+  CHECK(frozen.parameters().empty());
+  CHECK_CLOSE(Tensor(frozen(x12)), block(x12));
+}

@@ -198,9 +198,10 @@ TEST_CASE("a model runs eagerly, as a module, inside jit and under grad, with on
 
 TEST_CASE("symbolic dimensions are sized by LoadOptions::dims, or name themselves in the error") {
   const std::string path = write_model(small_cnn("N"), "onnx_cnn_symbolic");
-  check_throws_containing([&] { hjit::onnx::load(path); }, "'N'");
-  const hjit::Module m3 = hjit::onnx::load(path, {.dims = {{"N", 3}}});
+  check_throws_containing([&] { hjit::onnx::load(path, {.dynamic = false}); }, "'N'");
+  const hjit::Module m3 = hjit::onnx::load(path, {.dims = {{"N", 3}}, .dynamic = false});
   CHECK(m3.input_types().at(0).shape == hjit::Shape{3, 3, 8, 8});
+  CHECK(m3.dynamic_dims().empty());
   const hjit::onnx::Model model = hjit::onnx::Model::read(path);
   const Tensor x = test::random({5, 3, 8, 8}, DType::F32, 10);
   CHECK_CLOSE(model({x}).at(0), small_cnn_reference(model, x));  // eagerly, any N
@@ -485,4 +486,29 @@ TEST_CASE("RoiAlign: bins average their bilinear samples, or keep ONNX's largest
     CHECK(model({x})[0].to_vector<float>() == std::vector<float>{want});
     CHECK(model.module().call({x})[0].to_vector<float>() == std::vector<float>{want});
   }
+}
+
+TEST_CASE("symbolic dimensions compile once: one module runs every batch size, and saves so") {
+  const std::string path = write_model(small_cnn("N"), "onnx_cnn_dynamic");
+  const hjit::onnx::Model model = hjit::onnx::Model::read(path);
+  hjit::Module m = hjit::onnx::load(path);  // N traced at 8, dynamic
+  REQUIRE(m.dynamic_dims() == std::vector<std::pair<int, int>>{{0, 0}});
+  for (int64_t n : {8, 1, 3, 17, 2}) {
+    const Tensor x = test::random({n, 3, 8, 8}, DType::F32, uint64_t(20 + n));
+    const Tensor y = m(x);
+    CHECK(y.shape() == hjit::Shape{n, 5});
+    CHECK_CLOSE(y, small_cnn_reference(model, x));
+  }
+  check_throws_containing<hjit::ShapeError>([&] { m(test::random({2, 3, 9, 8}, DType::F32, 1)); }, "dynamic_dims");
+  // Saved and loaded: still every size.
+  const std::string saved = (fs::path(test::scratch_dir("onnx_cnn_dynamic_saved")) / "cnn.hjit").string();
+  m.save(saved);
+  hjit::Module back = hjit::Module::load(saved);
+  CHECK(back.dynamic_dims() == m.dynamic_dims());
+  const Tensor x5 = test::random({5, 3, 8, 8}, DType::F32, 5);
+  CHECK_CLOSE(Tensor(back(x5)), small_cnn_reference(model, x5));
+  // The batch given by LoadOptions::dims is where it is traced; any other still runs.
+  hjit::Module m4 = hjit::onnx::load(path, {.dims = {{"N", 4}}});
+  CHECK(m4.input_types().at(0).shape == hjit::Shape{4, 3, 8, 8});
+  CHECK_CLOSE(Tensor(m4(x5)), small_cnn_reference(model, x5));
 }

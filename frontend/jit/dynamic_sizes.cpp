@@ -16,13 +16,25 @@ void DynamicSizes::set_impossible(const std::string& why) {
 
 std::shared_ptr<const SymbolicSizes> DynamicSizes::fit(const CallArgs& args, const Graph& base, const TraceAt& trace_at,
                                                        std::string* why) {
+  bool permanent = false;
+  auto sizes = fit_marked(
+      args, base, trace_at,
+      [this](const CallArgs& a, size_t i, int d, int rank) { return Signature::is_dynamic(a, i, d, rank, dims()); }, why,
+      &permanent);
+  if (!sizes && permanent) set_impossible(*why);
+  return sizes;
+}
+
+std::shared_ptr<const SymbolicSizes> DynamicSizes::fit_marked(const CallArgs& args, const Graph& base, const TraceAt& trace_at,
+                                                              const Marked& marked, std::string* why, bool* permanent) {
+  *permanent = false;
   std::vector<int64_t> values;
   std::vector<SymbolicSizes::Source> sources;
   std::vector<std::vector<std::pair<size_t, int>>> members;
   for (size_t i = 0; i < args.count; ++i) {
     const TensorType& t = args.tensor(i).impl()->type;
     for (int d = 0; d < t.rank(); ++d) {
-      if (!Signature::is_dynamic(args, i, d, t.rank(), dims())) continue;
+      if (!marked(args, i, d, t.rank())) continue;
       size_t k = size_t(std::find(values.begin(), values.end(), t.shape[size_t(d)]) - values.begin());
       if (k == values.size()) values.push_back(t.shape[size_t(d)]), sources.push_back({int(i), d}), members.emplace_back();
       members[k].emplace_back(i, d);
@@ -66,14 +78,14 @@ std::shared_ptr<const SymbolicSizes> DynamicSizes::fit(const CallArgs& args, con
     for (size_t t = 1; t < at.size(); ++t) traced.push_back(traced_at(at[t]));
   } catch (const Error& e) {
     *why = std::string("tracing at another size failed: ") + e.what();
-    set_impossible(*why);
+    *permanent = true;
     return nullptr;
   }
   std::vector<const Graph*> graphs{&base};
   for (const Graph& g : traced) graphs.push_back(&g);
   std::optional<SymbolicSizes> sizes = fit_symbolic_sizes(graphs, at, sources, why);
   if (!sizes) {
-    set_impossible(*why);
+    *permanent = true;
     return nullptr;
   }
   return std::make_shared<const SymbolicSizes>(std::move(*sizes));

@@ -28,6 +28,13 @@ class DynamicSizes {
   // *why, where one pipeline cannot serve every size; when that holds for every size (not only
   // these), the reason is kept and every later version is built per size.
   std::shared_ptr<const SymbolicSizes> fit(const CallArgs& args, const Graph& base, const TraceAt& trace_at, std::string* why);
+
+  // The same for any marking of the dynamic dimensions (tensor i of the call, dimension d of its
+  // `rank`): a Module's ModuleOptions::dynamic_dims name tensors, not arguments. *permanent says
+  // whether the reason holds for every size (not only these).
+  using Marked = std::function<bool(const CallArgs& args, size_t i, int d, int rank)>;
+  static std::shared_ptr<const SymbolicSizes> fit_marked(const CallArgs& args, const Graph& base, const TraceAt& trace_at,
+                                                         const Marked& marked, std::string* why, bool* permanent);
   // Why one pipeline cannot serve every size of this function ("" while it may).
   std::string impossible() const;
   void set_impossible(const std::string& why);

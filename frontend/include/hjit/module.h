@@ -27,6 +27,15 @@ struct ModuleOptions {
   int opt_level = 2;            // as JitOptions
   std::string autoscheduler{};  // as JitOptions
   std::string tuning_db{};      // as JitOptions: the best schedule hjit-tune --module found
+  // Dimensions whose size may differ from the traced one at every call, as {tensor, axis} pairs
+  // (the tensor's index among the module's flattened arguments; axis < 0 counts from the end):
+  // one pipeline serves every size (a batch of 1 or 64), as JitOptions::dynamic_dims does. Found
+  // when the module is made, by tracing again at other sizes (traced sizes must be 2 or more),
+  // and saved with it; a function whose graph changes otherwise with the size (C++ that branches
+  // on it) is a ValueError saying why. Sizes below the smallest the pipeline's schedule serves,
+  // and every size of a graph with an op the backend compiles for fixed sizes only, compile a
+  // pipeline of their own (HJIT_LOG=debug says which). CPU only.
+  std::vector<std::pair<int, int>> dynamic_dims{};
 };
 
 // What a module call returns: its outputs, in the order the function returned them flattened
@@ -67,7 +76,9 @@ class Module {
 
   const std::string& name() const;
   const Graph& graph() const;
-  std::vector<TensorType> input_types() const;   // of the arguments (parameters excluded)
+  std::vector<TensorType> input_types() const;   // of the arguments (parameters excluded), as traced
+  // {tensor, axis} of every dimension whose size may change from call to call (dynamic_dims).
+  std::vector<std::pair<int, int>> dynamic_dims() const;
   std::vector<TensorType> output_types() const;
   std::string str() const;  // signature, parameters and graph
 

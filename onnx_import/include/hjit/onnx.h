@@ -26,9 +26,15 @@ struct LoadOptions {
   ModuleOptions module{};  // how the module compiles (opt_level, autoscheduler, tuning_db)
   // Initializers become constants of the graph instead of the module's parameters.
   bool freeze = false;
-  // Sizes of the symbolic dimensions of the inputs, by name ("N" -> 8); any input dimension
-  // without a size (unnamed, or named and not given here) is a ValueError naming it.
+  // Sizes of the symbolic dimensions of the inputs, by name ("N" -> 8): the size a module is
+  // traced at. With `dynamic`, a dimension not given here is traced at 8; without, any input
+  // dimension without a size (unnamed, or named and not given here) is a ValueError naming it.
   std::map<std::string, int64_t> dims{};
+  // Symbolic input dimensions (a batch "N", a sequence length) become ModuleOptions::dynamic_dims:
+  // the module compiles once and runs every size of them. A model that cannot be one pipeline for
+  // every size (its graph changes with the size) compiles for the traced sizes, and HJIT_LOG=debug
+  // says why.
+  bool dynamic = true;
 };
 
 // A value of an ONNX graph: a tensor, a sequence of tensors (ONNX's seq(tensor)), or an optional
@@ -93,8 +99,8 @@ class Model {
   static Model parse(const std::string& bytes, const std::string& base_dir = "", const LoadOptions& options = {});
 
   const ModelInfo& info() const;
-  // The inputs' types with the symbolic dimensions sized from LoadOptions::dims (ValueError when one
-  // is not given).
+  // The inputs' types with the symbolic dimensions sized from LoadOptions::dims (8 where not given
+  // and LoadOptions::dynamic; otherwise a ValueError).
   std::vector<TensorType> input_types() const;
   // The initializers, in file order: the parameters of the modules this model makes.
   std::vector<Tensor> parameters() const;
@@ -106,7 +112,9 @@ class Model {
 
   // A module traced for these input types (default: input_types()). Inputs named in `fixed` are
   // not arguments of the module: their values are baked in (an input the model reads as a shape,
-  // axes or pads, which a compiled pipeline needs when it is built, rather than as data).
+  // axes or pads, which a compiled pipeline needs when it is built, rather than as data). With
+  // LoadOptions::dynamic, the inputs' symbolic dimensions are its dynamic_dims (where traced at 2
+  // or more).
   Module module() const;
   Module module(const std::vector<TensorType>& input_types, const std::map<std::string, Tensor>& fixed = {}) const;
   // A module for inputs like these examples (their dtypes and shapes, and each sequence's length,
