@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
-#include <unordered_map>
+#include <map>
 #include <vector>
 
 namespace hjit {
@@ -25,7 +25,7 @@ size_t size_class(size_t n) {
 
 struct Cache {
   std::mutex mu;
-  std::unordered_map<size_t, std::vector<void*>> free_blocks;
+  std::map<size_t, std::vector<void*>> free_blocks;  // by size; no empty lists
   size_t cached_bytes = 0;
 };
 
@@ -107,12 +107,17 @@ void* cached_alloc(size_t bytes) {
   {
     Cache& c = cache();
     std::lock_guard lock(c.mu);
-    auto it = c.free_blocks.find(size);
-    if (it != c.free_blocks.end() && !it->second.empty()) {
+    // The smallest cached block that fits and wastes at most a third of itself: a program's first
+    // call (a model's activations of many sizes) then takes from the system about its peak, not
+    // one block per size class (each fresh page a fault, microseconds apiece in a VM).
+    auto it = c.free_blocks.lower_bound(size);
+    if (it != c.free_blocks.end() && it->first <= size + size / 2) {
+      const size_t got = it->first;
       void* base = it->second.back();
       it->second.pop_back();
-      c.cached_bytes -= size;
-      count_taken(size);
+      if (it->second.empty()) c.free_blocks.erase(it);
+      c.cached_bytes -= got;
+      count_taken(got);
       return static_cast<char*>(base) + kHeader;
     }
   }
