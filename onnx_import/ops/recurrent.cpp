@@ -69,26 +69,29 @@ std::tuple<Tensor, Tensor, Tensor> run_direction(const NodeContext& n, const Rec
   if (r.cell == Cell::Lstm)
     if (auto p = n.optional_input(7)) P = squeeze(slice(*p, 0, d, d + 1), {0});
   const Tensor xw = matmul(x, transpose(W)) + wb;  // every step's input projection at once: [seq, batch, G*H]
+  // The recurrent weights transposed once, outside the loop: inside, each step's matmul would read
+  // R across its rows (a strided, unvectorized walk of G*H*H values every step).
+  const Tensor Rt = transpose(R), RhT = slice(Rt, 1, 2 * H, 3 * H);
   auto gate = [&](const Tensor& t, int64_t g) { return slice(t, -1, g * H, (g + 1) * H); };
   const ScanResult res = scan(
       [&](const Tensors& carry, const Tensors& step) {
         const Tensor &h = carry[0], &c = carry[1], &xt = step[0];
         if (r.cell == Cell::Rnn) {
-          const Tensor hn = act(n, r, d, 0, clipped(r, xt + matmul(h, transpose(R)) + rb));
+          const Tensor hn = act(n, r, d, 0, clipped(r, xt + matmul(h, Rt) + rb));
           return std::make_pair(Tensors{hn, c}, Tensors{hn});
         }
         if (r.cell == Cell::Gru) {  // gates z, r, h
-          const Tensor hr = matmul(h, transpose(R)) + rb;
+          const Tensor hr = matmul(h, Rt) + rb;
           const Tensor z = act(n, r, d, 0, clipped(r, gate(xt, 0) + gate(hr, 0)));
           const Tensor rr = act(n, r, d, 0, clipped(r, gate(xt, 1) + gate(hr, 1)));
-          const Tensor Rh = slice(R, 0, 2 * H, 3 * H), rbh = slice(rb, 0, 2 * H, 3 * H);
-          const Tensor hh = r.linear_before_reset ? rr * (matmul(h, transpose(Rh)) + rbh) : matmul(rr * h, transpose(Rh)) + rbh;
+          const Tensor rbh = slice(rb, 0, 2 * H, 3 * H);
+          const Tensor hh = r.linear_before_reset ? rr * (matmul(h, RhT) + rbh) : matmul(rr * h, RhT) + rbh;
           const Tensor ht = act(n, r, d, 1, clipped(r, gate(xt, 2) + hh));
           const Tensor hn = (1.0 - z) * ht + z * h;
           return std::make_pair(Tensors{hn, c}, Tensors{hn});
         }
         // LSTM: gates i, o, f, c; peepholes P = [pi, po, pf].
-        const Tensor g = xt + matmul(h, transpose(R)) + rb;
+        const Tensor g = xt + matmul(h, Rt) + rb;
         const Tensor pi = slice(P, 0, 0, H), po = slice(P, 0, H, 2 * H), pf = slice(P, 0, 2 * H, 3 * H);
         const Tensor i = act(n, r, d, 0, clipped(r, gate(g, 0) + pi * c));
         Tensor f = act(n, r, d, 0, clipped(r, gate(g, 2) + pf * c));
