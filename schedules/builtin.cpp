@@ -299,6 +299,23 @@ class Builtin {
     return m;
   }
 
+  // A stored transpose whose innermost output dimension walks across the input's rows: the
+  // dimension (Halide order) that walks along them, > 0; else 0. Only where both are a vector
+  // long and no other stage is computed per row of it.
+  int transposed_dim(const Nest& nest) {
+    const Stage& s = st(nest.stage);
+    const Node& n = node(nest.stage);
+    if (n.op != OpKind::Transpose || nest.has_row_guests || nest.func.name() != s.func.name()) return 0;
+    const std::vector<int64_t>& perm = n.attrs.ints("perm");
+    const int rank = int(perm.size()), vec = vector_width(p_.target, value_type(s));
+    for (int k = 0; k < rank; ++k)
+      if (perm[size_t(k)] == rank - 1) {
+        const int j = rank - 1 - k;
+        return j > 0 && s.extents[0] >= vec && s.extents[size_t(j)] >= vec ? j : 0;
+      }
+    return 0;
+  }
+
   void schedule_nest(Nest& nest) {
     const Stage& s = st(nest.stage);
     const int vec = vector_width(p_.target, value_type(s));
@@ -306,6 +323,12 @@ class Builtin {
     const int64_t grain = int64_t(1) << params_.grain;
     if (nest.is_root_stage) ref(nest.func).compute_root();
     if (!nest.tiled()) {
+      if (const int j = transposed_dim(nest); j > 0) {
+        LoopNest ln = transpose_tiles(ref(nest.func), s.vars, s.extents, j, vec, threads, grain);
+        nest.has_row = false;
+        os_ << nm(nest.func) << ": " << (nest.is_root_stage ? "root " : "") << ln.what << "\n";
+        return;
+      }
       LoopNest ln = vectorize_and_parallelize(ref(nest.func), s.vars, s.extents, vec * vectors_per_iteration(nest.stage, vec),
                                               threads, false, grain, params_.tasks);
       nest.has_row = ln.has_row;

@@ -72,4 +72,31 @@ LoopNest vectorize_and_parallelize(StageRef stage, const std::vector<Var>& vars,
   return nest;
 }
 
+LoopNest transpose_tiles(StageRef stage, const std::vector<Var>& vars, const Shape& extents, int j, int vec, int threads,
+                         int64_t min_parallel_work) {
+  const Var &x = vars[0], &y = vars[size_t(j)];
+  Var xo(x.name() + "_t"), xi(x.name() + "_i"), yo(y.name() + "_t"), yi(y.name() + "_i");
+  stage.split(x, xo, xi, vec).split(y, yo, yi, vec);
+  std::vector<Halide::VarOrRVar> order{xi, yi, xo, yo};
+  std::vector<Var> outer{yo};
+  for (size_t d = 1; d < vars.size(); ++d)
+    if (int(d) != j) order.emplace_back(vars[d]), outer.push_back(vars[d]);
+  stage.reorder(order);
+  stage.vectorize(xi).unroll(yi);
+  int64_t total = 1;
+  for (int64_t e : extents) total *= e;
+  std::string what = "transposed in tiles " + std::to_string(vec) + "x" + std::to_string(vec) + " vec" + std::to_string(vec);
+  if (total >= min_parallel_work && threads > 1) {
+    Var par = outer.back();  // the outermost loop, with the ones inside it fused in up to yo
+    for (size_t k = outer.size() - 1; k-- > 0;) {
+      Var fused(par.name() + "_" + outer[k].name());
+      stage.fuse(outer[k], par, fused);
+      par = fused;
+    }
+    stage.parallel(par);
+    what += " par";
+  }
+  return LoopNest{what, false, Var()};
+}
+
 }  // namespace hjit::schedules
