@@ -32,6 +32,7 @@ int usage(bool asked = false) {
                "       hjit-onnx run MODEL.onnx [INPUT.pb ...] [--out DIR] [--expect DIR] [--eager]\n"
                "       hjit-onnx bench MODEL.onnx [--repeat N]\n"
                "       hjit-onnx export MODEL.onnx --out DIR [--name NAME] [--target TARGET]\n"
+               "       hjit-onnx save MODEL.onnx --out FILE.hjit   (a saved module: Module::load, hjit-tune --module)\n"
                "options: --dim NAME=SIZE (a symbolic input dimension)  --opt-level 0|1|2  --help\n"
                "run reads inputs from TensorProto files in the model's input order (random ones without), prints each\n"
                "output, writes them as output_K.pb with --out and compares them with DIR/output_K.pb with --expect\n"
@@ -180,6 +181,17 @@ int export_model(const Args& a) {
   return 0;
 }
 
+// The model as a saved hjit module, for programs that load it without ONNX (Module::load) and for
+// hjit-tune --module.
+int save_model(const Args& a) {
+  if (a.out.empty()) return usage();
+  const hjit::onnx::Model m = hjit::onnx::Model::read(a.model, a.load);
+  const hjit::Module mod = m.module();
+  mod.save(a.out);
+  std::printf("wrote %s (%s)\n", a.out.c_str(), mod.dynamic_dims().empty() ? "fixed sizes" : "dynamic sizes");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -216,6 +228,7 @@ int main(int argc, char** argv) {
     if (a.command == "run") return run(a);
     if (a.command == "bench") return bench(a);
     if (a.command == "export") return export_model(a);
+    if (a.command == "save") return save_model(a);
   } catch (const hjit::Error& e) {
     std::fprintf(stderr, "hjit-onnx: %s\n", e.what());
     return 1;

@@ -266,7 +266,8 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
     log().info("tuning '{}': {}", p.name, r.cost_model);
   }
   // The best schedule compiled here once, so that the disk cache has it for jit() in any process.
-  if (std::optional<CandidateRecord> b = db->best(p.id); b && !r.interrupted) {
+  // (Where the built-in schedule stays the best, its record has no schedule text: nothing to do.)
+  if (std::optional<CandidateRecord> b = db->best(p.id); b && !b->schedule.empty() && !r.interrupted) {
     backend::Options bo;
     bo.name = p.name, bo.device = o.device;
     bo.schedule = {backend::Given{b->schedule, backend::ScheduleOrigin::File}};
