@@ -75,9 +75,9 @@ Graph detail::freeze_inputs(const Graph& g, size_t first, const std::vector<Tens
 namespace {
 
 std::string read_whole_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ValueError("hjit: cannot open the module file '" + path + "'");
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::optional<std::string> bytes = read_file_bytes(path);
+  if (!bytes) throw ValueError("hjit: cannot open the module file '" + path + "'");
+  return std::move(*bytes);
 }
 
 void write_whole_file(const std::string& path, const std::string& bytes) {

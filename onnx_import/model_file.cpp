@@ -9,6 +9,7 @@
 #include "onnx/checker.h"
 #include "onnx/shape_inference/implementation.h"
 #include "onnx/version_converter/convert.h"
+#include "support/binary_io.h"
 
 namespace hjit::onnx_import {
 
@@ -18,9 +19,9 @@ using ::onnx::TensorProto;
 std::string read_file(const std::string& path, const std::string& what) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw ValueError("hjit::onnx: " + what + " '" + path + "' is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ValueError("hjit::onnx: cannot open " + what + " '" + path + "'");
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::optional<std::string> bytes = read_file_bytes(path);
+  if (!bytes) throw ValueError("hjit::onnx: cannot open " + what + " '" + path + "'");
+  return std::move(*bytes);
 }
 
 namespace {

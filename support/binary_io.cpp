@@ -1,6 +1,8 @@
 #include "support/binary_io.h"
 
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 
 #include "support/hash.h"
 
@@ -36,6 +38,23 @@ std::string_view unwrap_payload(std::string_view file, const char (&magic)[9], u
   if (file.compare(8 + 4 + 8, 32, hash_hex(file.substr(kHeaderBytes))) != 0)
     throw ValueError("its checksum does not match (it is corrupt)");
   return file.substr(kHeaderBytes);
+}
+
+std::optional<std::string> read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size < 0) {  // not seekable
+    in.clear();
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) return std::nullopt;
+    return bytes;
+  }
+  in.seekg(0, std::ios::beg);
+  std::string bytes(size_t(size), '\0');
+  if (size > 0 && !in.read(bytes.data(), size)) return std::nullopt;
+  return bytes;
 }
 
 }  // namespace hjit

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -85,6 +86,10 @@ std::string wrap_payload(const char (&magic)[9], uint32_t version, const std::st
 // The payload, once the header checks: throws ValueError saying which check failed (`what` names
 // the kind of file: "an hjit cache entry", "a saved hjit module").
 // The payload is a view into `file`.
+// The whole of a file, read at once (nullopt when it cannot be opened or read); a stream that
+// cannot seek (a pipe) is read as it comes. A character iterator took 150 ms over a 100 MB model.
+std::optional<std::string> read_file_bytes(const std::string& path);
+
 std::string_view unwrap_payload(std::string_view file, const char (&magic)[9], uint32_t version, const std::string& what);
 
 }  // namespace hjit

@@ -27,6 +27,8 @@ void add_grid_sample_ops(ConverterTable& table);
 void add_spectral_ops(ConverterTable& table);
 void add_linalg_ops(ConverterTable& table);
 void add_roi_align_ops(ConverterTable& table);
+// Ops refused with their reason (strings, random draws): not in supported_ops().
+void add_refused_ops(ConverterTable& table);
 // Ops over sequences and nones, and the control flow that may carry them.
 void add_sequence_ops(ValueConverterTable& table);
 void add_control_flow_value_ops(ValueConverterTable& table);

@@ -29,6 +29,15 @@ const ConverterTable& table() {
   return t;
 }
 
+const ConverterTable& refused_table() {
+  static const ConverterTable t = [] {
+    ConverterTable t;
+    add_refused_ops(t);
+    return t;
+  }();
+  return t;
+}
+
 const ValueConverterTable& value_table() {
   static const ValueConverterTable t = [] {
     ValueConverterTable t;
@@ -47,8 +56,9 @@ ValueConverter find_value_converter(const std::string& op_type) {
 }
 
 Converter find_converter(const std::string& op_type) {
-  auto it = table().find(op_type);
-  return it == table().end() ? nullptr : it->second;
+  if (auto it = table().find(op_type); it != table().end()) return it->second;
+  auto it = refused_table().find(op_type);
+  return it == refused_table().end() ? nullptr : it->second;
 }
 
 Converter find_training_converter(const std::string& op_type) {
