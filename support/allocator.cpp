@@ -9,6 +9,8 @@
 #include <map>
 #include <vector>
 
+#include <sys/mman.h>
+
 namespace hjit {
 namespace {
 
@@ -89,10 +91,113 @@ ThreadCache* thread_cache() {
   return &t_cache;
 }
 
+// Blocks above kThreadBlockMax come from an arena of large mapped regions with coalescing: a
+// freed block merges with its free neighbours, and a request takes the smallest free range that
+// fits. A model's first call (activations of many sizes, each a fresh page fault, microseconds
+// apiece in a VM) then touches about its peak, where blocks kept per size class touched twice
+// that; warm calls reuse the same ranges and fault no more. Past kMaxCachedBytes of free space, a
+// region that is wholly free is unmapped.
+constexpr size_t kRegion = size_t(32) << 20;
+
+struct Arena {
+  struct Range {
+    size_t size;
+    int region;
+  };
+  struct Region {
+    char* base;
+    size_t size;
+  };
+  std::vector<Region> regions;
+  std::map<char*, Range> free_by_addr;
+  std::multimap<size_t, char*> free_by_size;
+  size_t free_bytes = 0;
+
+  void add_free(char* at, size_t size, int region) {
+    free_by_addr[at] = Range{size, region};
+    free_by_size.emplace(size, at);
+    free_bytes += size;
+  }
+  void remove_free(std::map<char*, Range>::iterator it) {
+    auto [lo, hi] = free_by_size.equal_range(it->second.size);
+    for (auto s = lo; s != hi; ++s)
+      if (s->second == it->first) {
+        free_by_size.erase(s);
+        break;
+      }
+    free_bytes -= it->second.size;
+    free_by_addr.erase(it);
+  }
+
+  // `bytes` (a multiple of 64) from the smallest free range that holds it, else a new region.
+  char* take(size_t bytes) {
+    auto fit = free_by_size.lower_bound(bytes);
+    if (fit == free_by_size.end()) {
+      const size_t size = std::max(kRegion, (bytes + kRegion - 1) / kRegion * kRegion);
+      void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      regions.push_back(Region{static_cast<char*>(p), size});
+      g_system_allocations.fetch_add(1, std::memory_order_relaxed);
+      add_free(static_cast<char*>(p), size, int(regions.size() - 1));
+      fit = free_by_size.lower_bound(bytes);
+    }
+    char* at = fit->second;
+    auto range = free_by_addr.find(at);
+    const Range r = range->second;
+    remove_free(range);
+    if (r.size > bytes) add_free(at + bytes, r.size - bytes, r.region);
+    return at;
+  }
+
+  // A block given back: merged with the free ranges beside it in its region.
+  void give(char* at, size_t bytes) {
+    int region = -1;
+    for (size_t k = 0; k < regions.size(); ++k)
+      if (at >= regions[k].base && at < regions[k].base + regions[k].size) region = int(k);
+    auto next = free_by_addr.lower_bound(at);
+    if (next != free_by_addr.end() && next->first == at + bytes && next->second.region == region) {
+      bytes += next->second.size;
+      remove_free(next);
+    }
+    auto after = free_by_addr.lower_bound(at);
+    if (after != free_by_addr.begin()) {
+      auto prev = std::prev(after);
+      if (prev->first + prev->second.size == at && prev->second.region == region) {
+        at = prev->first;
+        bytes += prev->second.size;
+        remove_free(prev);
+      }
+    }
+    const Region whole = region >= 0 ? regions[size_t(region)] : Region{nullptr, 0};
+    if (whole.base && at == whole.base && bytes == whole.size && free_bytes + bytes > kMaxCachedBytes) {
+      munmap(whole.base, whole.size);  // past the cache's bound a wholly free region goes back
+      regions[size_t(region)] = Region{nullptr, 0};
+      return;
+    }
+    add_free(at, bytes, region);
+  }
+};
+
+Arena& arena() {
+  static Arena* a = new Arena;  // never destroyed: blocks may be freed while the process exits
+  return *a;
+}
+
+// The bytes a block of `size` takes in the arena, its header included.
+size_t arena_bytes(size_t size) { return (size + kHeader + 63) / 64 * 64; }
+
 }  // namespace
 
 void* cached_alloc(size_t bytes) {
   const size_t size = size_class(bytes == 0 ? 1 : bytes);
+  if (size > kThreadBlockMax) {
+    Cache& c = cache();
+    std::lock_guard lock(c.mu);
+    char* base = arena().take(arena_bytes(size));
+    *reinterpret_cast<size_t*>(base) = size;
+    count_taken(size);
+    return base + kHeader;
+  }
   if (size <= kThreadBlockMax)
     if (ThreadCache* t = thread_cache())
       for (size_t k = t->count; k-- > 0;)
@@ -138,6 +243,12 @@ void cached_free(void* p) {
   void* base = static_cast<char*>(p) - kHeader;
   const size_t size = *static_cast<size_t*>(base);
   g_in_use.fetch_sub(int64_t(size), std::memory_order_relaxed);
+  if (size > kThreadBlockMax) {
+    Cache& c = cache();
+    std::lock_guard lock(c.mu);
+    arena().give(static_cast<char*>(base), arena_bytes(size));
+    return;
+  }
   if (size <= kThreadBlockMax)
     if (ThreadCache* t = thread_cache(); t && t->count < kThreadBlocks) {
       t->size[t->count] = size, t->base[t->count] = base;
@@ -154,7 +265,7 @@ AllocatorCounts allocator_counts() {
   c.peak = std::max(c.in_use, g_peak.load(std::memory_order_relaxed));
   {
     std::lock_guard lock(cache().mu);
-    c.cached = int64_t(cache().cached_bytes);
+    c.cached = int64_t(cache().cached_bytes + arena().free_bytes);
   }
   c.cached += g_thread_cached.load(std::memory_order_relaxed);
   c.allocations = g_allocations.load(std::memory_order_relaxed);
