@@ -148,7 +148,11 @@ struct Module::Impl {
 
   // The pipeline for these symbol values: the dynamic one, or one compiled for them alone.
   const backend::Executable& executable_for(const std::vector<int64_t>& symbols) {
-    bool served = per_size.empty();
+    bool served;
+    {
+      std::lock_guard lock(compile_mu);
+      served = per_size.empty();
+    }
     if (served) {
       try {
         const backend::Executable& any = executable();
