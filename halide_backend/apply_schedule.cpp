@@ -240,6 +240,10 @@ class Applier {
       Halide::Func intm = st->rfactor(preserved);
       funcs_[a[1]] = intm;
       funcs_[canonical_name(intm.name())] = intm;
+    } else if (v == "in") {
+      Halide::Func wrapper = f.in(func(a[0]));
+      funcs_[a[1]] = wrapper;
+      funcs_[canonical_name(wrapper.name())] = wrapper;
     } else if (v == "reorder_storage") {
       std::vector<Var> order;
       for (const std::string& n : a) order.emplace_back(n);

@@ -12,7 +12,7 @@ struct Knob {
   int BuiltinParams::*field;
   int lo, hi;
 };
-const Knob kKnobs[] = {{"cols", &BuiltinParams::cols, 1, 8}, {"rows", &BuiltinParams::rows, 0, 32},
+const Knob kKnobs[] = {{"cols", &BuiltinParams::cols, 0, 8}, {"rows", &BuiltinParams::rows, 0, 32},
                        {"vec", &BuiltinParams::vec, 0, 8},   {"tasks", &BuiltinParams::tasks, 1, 256},
                        {"grain", &BuiltinParams::grain, 0, 30}};
 

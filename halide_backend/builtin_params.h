@@ -7,8 +7,10 @@
 namespace hjit::backend {
 
 struct BuiltinParams {
-  int cols = 2;               // a contraction tile's columns, in vectors (matmul, attention)
-  int rows = 0;               // a contraction tile's unrolled rows / output channels (0: per op: 8, 4 attention)
+  int cols = 0;               // a contraction tile's columns, in vectors (0: from the target's registers:
+                              // matmul 3 with 32 vector registers, else 2; attention 2)
+  int rows = 0;               // a contraction tile's unrolled rows / output channels (0: per op and
+                              // target: matmul 8 with 32 vector registers, else 6; attention 4; conv 8)
   int vec = 0;                // vector width of element-wise and row nests, in natural vectors
                               // (0: per nest, 4 where it computes exp, log, tanh, ... else 1)
   int tasks = 8;              // parallel tasks per thread that fused outer loops aim for

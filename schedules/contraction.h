@@ -19,11 +19,21 @@ struct TileSpec {
   int tx = 1, tu = 1;
   int vec = 0;             // lanes `inner` is vectorized by (0: not vectorized)
   std::vector<int> whole;  // dimensions kept whole inside the tile (a weight gradient's kx, ky)
+  // Matmul, BLIS-style: tiles of `unrolled` (rows) in blocks of this many, one block per parallel
+  // task; inside a block the tiles of `inner` (column panels) run outermost, and the right operand's
+  // panel (tx columns by the whole reduction) is copied contiguous once per block and read by all
+  // its row tiles from cache. 0: no blocks (too few rows to reuse a panel).
+  int block = 0;
 };
+// The register tile of a matmul on this target: {columns in vectors, rows}. Accumulators, the
+// right operand's vectors and one broadcast fill the vector registers but for a few: 3 x 8 with
+// AVX-512's 32 registers, 2 x 6 with AVX2's 16.
+std::pair<int, int> matmul_register_tile(const Halide::Target& target);
 TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& contraction, const BuiltinParams& params);
 
 struct TiledNest {
-  Halide::Var tile;      // the loop over tiles of `inner` inside which one tile is computed
+  Halide::Var tile;      // the loop inside which one tile is computed
+  Halide::Var panel;     // blocked matmul: the loop over column panels (one packed panel each)
   Halide::Var parallel;  // the fused loop over everything outside it
   std::string what;
 };

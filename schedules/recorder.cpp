@@ -93,6 +93,12 @@ FuncRef& FuncRef::compute_at(const FuncRef& consumer, const Halide::VarOrRVar& l
   return *this;
 }
 
+FuncRef FuncRef::in(const FuncRef& consumer) {
+  const std::string wrapper = func_ + "_in_" + consumer.name();
+  add("in", {consumer.name(), wrapper});
+  return FuncRef(s_, wrapper);
+}
+
 FuncRef& FuncRef::reorder_storage(const std::vector<Halide::Var>& order) {
   add("reorder_storage", names_of(order));
   return *this;

@@ -53,6 +53,9 @@ class FuncRef : public StageRef {
   FuncRef& compute_root();
   FuncRef& compute_at(const FuncRef& consumer, const Halide::VarOrRVar& loop);
   FuncRef& reorder_storage(const std::vector<Halide::Var>& innermost_first);
+  // Halide's Func::in: a copy of this Func that only `consumer` reads, to be scheduled on its own
+  // (a packed panel of a matmul's operand); named <func>_in_<consumer>.
+  FuncRef in(const FuncRef& consumer);
   StageRef update(int k = 0) { return StageRef(s_, func_, k); }
 };
 
