@@ -71,6 +71,7 @@ Workload w2() {
   auto out = std::make_shared<std::vector<float>>(size_t(n));
   Workload w;
   w.id = "W2", w.name = "selu", w.shapes = "x: [1048576]";
+  w.bytes = 2.0 * 4 * 1048576;
   attach(w, selu, x);
   w.reference = "C++ OpenMP loop";
   w.run_reference = [x, out, n] {
@@ -93,6 +94,7 @@ Workload w3() {
   w.id = "W3", w.name = "matmul", w.shapes = "a,b: [1024,1024]";
   attach(w, [](const Tensor& a, const Tensor& b) { return hjit::matmul(a, b); }, a, b);
   w.flops = 2.0 * n * n * n;
+  w.bytes = 3.0 * 4 * n * n;
 #ifdef HJIT_BENCH_OPENBLAS
   auto out = std::make_shared<std::vector<float>>(size_t(n) * n);
   w.reference = "OpenBLAS sgemm";
@@ -114,6 +116,7 @@ Workload w4() {
   auto out = std::make_shared<std::vector<float>>(size_t(rows * cols));
   Workload w;
   w.id = "W4", w.name = "softmax", w.shapes = "x: [4096,1024]";
+  w.bytes = 2.0 * 4 * rows * cols;
   attach(w, [](const Tensor& x) { return hjit::softmax(x); }, x);
   w.reference = "C++ OpenMP rows";
   w.run_reference = [x, out, rows, cols] {
@@ -145,6 +148,7 @@ Workload w5() {
   auto ln = [](const Tensor& x, const Tensor& g, const Tensor& b) { return hjit::layer_norm(x, g, b, 1e-5); };
   Workload w;
   w.id = "W5", w.name = "layernorm", w.shapes = "x: [4096,1024], w,b: [1024]";
+  w.bytes = 2.0 * 4 * rows * cols + 2.0 * 4 * cols;
   attach(w, ln, x, g, b);
   w.reference = "C++ OpenMP rows";
   w.run_reference = [x, g, b, out, rows, cols] {

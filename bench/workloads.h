@@ -25,6 +25,8 @@ struct Workload {
   // <name>.h) and returns its graph, whose inputs and outputs are the exported arguments.
   std::function<hjit::Graph(const std::string& dir, const std::string& name, const std::string& target)> export_to;
   double flops = 0;                     // per call, for a GFLOP/s column (0: not reported)
+  double bytes = 0;                     // least memory traffic per call (inputs read and results
+                                        // written once), for a fraction of bandwidth
   bool stateful = false;                // updates parameters: results differ from call to call
   std::string reference;                // the hand-written reference, if there is one
   std::function<void()> run_reference;  // computes the same result without hjit

@@ -216,20 +216,26 @@ Tensor::operator bool() const {
   return b != 0;
 }
 
-Tensor& Tensor::assign(const Tensor& value) {
-  const detail::TensorImpl& self = impl_of(*this, "assign");
-  impl_of(value, "assign");
+namespace detail {
+void make_writable(TensorImpl& t) {
   // A donated tensor (JitOptions::donate) takes a value again, in storage of its own.
-  if (!self.donated_to.empty()) {
-    impl_->storage = std::make_shared<detail::Storage>(size_t(self.type.numel()) * size_t(dtype_size(self.type.dtype)));
-    impl_->donated_to.clear();
+  if (!t.donated_to.empty()) {
+    t.storage = std::make_shared<Storage>(size_t(t.type.numel()) * size_t(dtype_size(t.type.dtype)));
+    t.donated_to.clear();
   }
   // Storage borrowed from an op's operand (same_value) becomes this tensor's own first, so that
   // writing here never writes into the operand.
-  if (self.borrowed && self.storage && !self.traced()) {
-    impl_->storage = detail::copy_of(*self.storage);
-    impl_->borrowed = false;
+  if (t.borrowed && t.storage && !t.traced()) {
+    t.storage = copy_of(*t.storage);
+    t.borrowed = false;
   }
+}
+}  // namespace detail
+
+Tensor& Tensor::assign(const Tensor& value) {
+  const detail::TensorImpl& self = impl_of(*this, "assign");
+  impl_of(value, "assign");
+  detail::make_writable(*impl_);
   // The value, converted to this tensor's dtype and broadcast to its shape (recorded if tracing).
   Tensor v = value.dtype() == self.type.dtype ? value : hjit::astype(value, self.type.dtype);
   if (v.shape() != self.type.shape) {

@@ -55,6 +55,9 @@ Tensor make_full(Shape shape, double value, DType dtype);
 // A tensor sharing `storage` with a new type (same number of bytes).
 Tensor alias_tensor(const std::shared_ptr<Storage>& storage, TensorType type);
 const TensorImpl& impl_of(const Tensor& t, const char* what);  // ValueError for an undefined handle
+// Before writing into t's storage in place (assign, Jitted::into): a donated tensor gets storage
+// again, and one borrowing an operand's storage gets its own.
+void make_writable(TensorImpl& t);
 // ValueError when t was donated to a jitted function's call (JitOptions::donate), naming `what`.
 void check_not_donated(const TensorImpl& t, const char* what);
 

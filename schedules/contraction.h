@@ -19,6 +19,7 @@ struct TileSpec {
   int tx = 1, tu = 1;
   int vec = 0;             // lanes `inner` is vectorized by (0: not vectorized)
   std::vector<int> whole;  // dimensions kept whole inside the tile (a weight gradient's kx, ky)
+  int second = -1, ts = 1; // a second unrolled dimension (a convolution's output rows) and its tile
   // Matmul, BLIS-style: tiles of `unrolled` (rows) in blocks of this many, one block per parallel
   // task; inside a block the tiles of `inner` (column panels) run outermost, and the right operand's
   // panel (tx columns by the whole reduction) is copied contiguous once per block and read by all

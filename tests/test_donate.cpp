@@ -138,3 +138,75 @@ TEST_CASE("donate: bad uses are ValueErrors") {
     CHECK(std::string(e.what()).find("donated") != std::string::npos);
   }
 }
+
+// Jitted::into (out=): the result written into the storage of a tensor the caller keeps, so that
+// the y = f(x) loop needs no new buffer per call.
+TEST_CASE("into: results land in out's storage, at any size and opt level, and equal eager") {
+  auto fn = [](const Tensor& x, const Tensor& w, const Tensor& b) { return hjit::layer_norm(x, w, b, 1e-5) * 2.0; };
+  for (int opt : {0, 1}) {
+    for (const hjit::Shape& shape : {hjit::Shape{1, 1}, hjit::Shape{3, 7}, hjit::Shape{33, 64}, hjit::Shape{5, 1000}}) {
+      auto f = hjit::jit(fn, {.name = "into_layer_norm", .opt_level = opt});
+      const Tensor w = test::random({shape[1]}, hjit::DType::F32, 2), b = test::random({shape[1]}, hjit::DType::F32, 3);
+      Tensor y = f(test::random(shape, hjit::DType::F32, 1), w, b);
+      const void* bytes = y.data();
+      for (int call = 0; call < 3; ++call) {
+        const Tensor x = test::random(shape, hjit::DType::F32, uint64_t(10 + call));
+        const int64_t allocations = hjit::detail::storage_allocations();
+        Tensor& same = f.into(y, x, w, b);
+        INFO("opt " << opt << ", shape " << hjit::shape_str(shape) << ", call " << call);
+        CHECK(&same == &y);
+        CHECK(hjit::detail::storage_allocations() == allocations);  // no result buffer
+        CHECK(y.data() == bytes);
+        CHECK_CLOSE(y, fn(x, w, b));
+      }
+    }
+  }
+}
+
+TEST_CASE("into: out read by the call, shared, borrowed or of another type") {
+  auto f = hjit::jit([](const Tensor& x) { return hjit::softmax(x, -1) + x; }, {.name = "into_reads_out", .opt_level = 1});
+  // out is the argument itself: computed apart, then copied in (a row's softmax reads the whole row).
+  Tensor x = test::random({4, 50}, hjit::DType::F32, 4);
+  const Tensor want = hjit::softmax(x, -1) + x;
+  f.into(x, x);
+  CHECK_CLOSE(x, want);
+  // A captured tensor as out.
+  Tensor w = test::random({4, 50}, hjit::DType::F32, 5);
+  auto g = hjit::jit([&](const Tensor& v) { return hjit::softmax(w, -1) * v; }, {.name = "into_captured", .opt_level = 1});
+  const Tensor v = test::random({4, 50}, hjit::DType::F32, 6), want_g = hjit::softmax(w, -1) * v;
+  g.into(w, v);
+  CHECK_CLOSE(w, want_g);
+  // Another handle of out's storage sees the result (in-place write, as assign); a tensor
+  // borrowing an operand's storage (reshape) gets its own first, so the operand keeps its value.
+  Tensor y = Tensor::zeros({4, 50}), alias = y;
+  f.into(y, x);
+  CHECK_CLOSE(alias, y);
+  const Tensor source = test::random({200}, hjit::DType::F32, 7), before = source.clone();
+  Tensor view = source.reshape({4, 50});
+  f.into(view, x);
+  CHECK_CLOSE(source, before);
+  CHECK_CLOSE(view, hjit::softmax(x, -1) + x);
+  // The result must have out's dtype and shape; out keeps its value when it does not.
+  Tensor wrong_shape = Tensor::zeros({50, 4}), wrong_dtype = Tensor::zeros({4, 50}, hjit::DType::F64);
+  CHECK_THROWS_AS(f.into(wrong_shape, x), hjit::ValueError);
+  CHECK_THROWS_AS(f.into(wrong_dtype, x), hjit::ValueError);
+  CHECK_CLOSE(wrong_shape, Tensor::zeros({50, 4}));
+  // Graph breaks: computed in segments, then copied in.
+  auto h = hjit::jit([](const Tensor& x) { return x * (hjit::max(x).item<float>() > 0 ? 2.0 : 3.0); },
+                     {.name = "into_breaks", .opt_level = 1, .fullgraph = false});
+  Tensor z = Tensor::zeros({4, 50});
+  h.into(z, x);
+  CHECK_CLOSE(z, x * (hjit::max(x).item<float>() > 0 ? 2.0 : 3.0));
+}
+
+TEST_CASE("into: inside a traced function it is assign") {
+  auto inner = hjit::jit([](const Tensor& x) { return x * 3.0; }, {.name = "into_inner", .opt_level = 1});
+  Tensor acc = Tensor::zeros({8});
+  auto outer = hjit::jit([&](const Tensor& x) {
+    inner.into(acc, x + 1.0);
+    return acc * 1.0;
+  }, {.name = "into_outer", .opt_level = 1});
+  const Tensor x = test::random({8}, hjit::DType::F32, 8);
+  CHECK_CLOSE(outer(x), (x + 1.0) * 3.0);
+  CHECK_CLOSE(acc, (x + 1.0) * 3.0);
+}

@@ -46,6 +46,19 @@ void check_captured_alive(const Version& v, const std::string& fn) {
                        "would keep reading its old value. Update captured tensors in place (w.assign(w - lr * g)).");
 }
 
+namespace {
+// Jitted::into: the first result goes straight into the caller's tensor when it has the result's
+// type and no captured tensor shares its storage (the call would read what it overwrites).
+bool writes_into(const Version& v, const CallArgs& args) {
+  if (!args.into || v.out_types.empty() || v.dynamic) return false;
+  const TensorImpl& o = *args.into->impl();
+  if (o.type != v.out_types[0] || !o.storage) return false;
+  for (const auto& c : v.captured)
+    if (c->storage == o.storage) return false;
+  return true;
+}
+}  // namespace
+
 int64_t run_version(Version& v, const CallArgs& args, std::vector<Tensor>& outputs, Device device, bool reuse_donated) {
   if (device != Device::CPU) {
     run_on_device(v, args, outputs, device);
@@ -72,8 +85,11 @@ int64_t run_version(Version& v, const CallArgs& args, std::vector<Tensor>& outpu
       symbols.push_back(args.tensor(size_t(src.input)).impl()->type.shape[size_t(src.dim)]);
   const std::vector<int> donated = reuse_donated && !v.dynamic ? donated_storage_for_outputs(v, args) : std::vector<int>{};
   int64_t reused = 0;
+  const bool into = writes_into(v, args);
   for (size_t k = 0; k < v.out_types.size(); ++k) {
-    if (!donated.empty() && donated[k] >= 0) {
+    if (k == 0 && into) {
+      outputs.push_back(*args.into);
+    } else if (!donated.empty() && donated[k] >= 0) {
       const std::shared_ptr<Storage>& storage = args.tensor(size_t(donated[k])).impl()->storage;
       outputs.push_back(alias_tensor(storage, v.out_types[k]));
       reused += int64_t(storage->nbytes);

@@ -130,6 +130,8 @@ struct CallArgs {
   size_t count = 0;
   StaticKey statics;
   bool any_traced = false;
+  // Jitted::into: the tensor whose storage the first result is computed into, where it can be.
+  const Tensor* into = nullptr;
 
   void push(const Tensor& t, int arg) {
     if (count < kInline) inline_tensors[count] = &t, inline_index[count] = arg;
@@ -291,6 +293,14 @@ decltype(auto) traced_once(const Fn& fn, Use&& use, const Args&... args) {
 
 }  // namespace detail
 
+namespace detail {
+// Jitted::into, before the call: out made writable (storage of its own, as assign() gives it);
+// returns &out, or null where the call reads out's storage (it is then copied in after).
+const Tensor* prepare_into(Tensor& out, const CallArgs& call, const std::string& fn);
+// After: checks the result fits out and copies it in unless it was computed there.
+void finish_into(Tensor& out, const Tensor& result, const std::string& fn);
+}  // namespace detail
+
 // The callable jit() returns. Copies share one cache.
 template <class Fn>
 class Jitted {
@@ -329,6 +339,27 @@ class Jitted {
         return detail::Result<R>::unflatten(out, pos, *tree, t);
       }
     }
+  }
+
+  // out.assign(fn(args...)) for a function of one result, computed straight into out's storage:
+  // numpy's and PyTorch's out=. In the loop a user writes, y = f(x) makes the new result while
+  // the old one is still alive, in memory the caches have not seen; f.into(y, x) writes where y
+  // already is, with no allocation. The result must have out's dtype and shape (ValueError
+  // otherwise). Where the call also reads out's storage (out is an argument or a captured tensor:
+  // JitOptions::donate is the way to write x = f(x) in place), on a GPU, or under fullgraph =
+  // false, the result is computed apart and copied in. Inside a traced function: out.assign(...).
+  template <class... Args>
+  Tensor& into(Tensor& out, const Args&... args) const {
+    using Inv = detail::Invocation<Fn, Args...>;
+    static_assert(std::is_same_v<typename Inv::R, Tensor>, "Jitted::into: the function must return one Tensor");
+    detail::CallArgs call = Inv::collect_all(args...);
+    if (call.any_traced && detail::tracing_active()) return out.assign((*this)(args...));
+    call.into = detail::prepare_into(out, call, core_->options().name);
+    auto tracer = [&](const std::vector<Tensor>& tracers, std::vector<int>* tree) { return Inv::trace(fn_, tracers, tree, args...); };
+    const std::vector<int>* tree = nullptr;
+    std::vector<Tensor> result = core_->call(call, tracer, &tree);
+    detail::finish_into(out, result.at(0), core_->options().name);
+    return out;
   }
 
   // The optimized graph for the signature of these arguments (traced if needed, not compiled).

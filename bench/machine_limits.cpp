@@ -1,0 +1,101 @@
+#include "bench/machine_limits.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+namespace bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr long kChainSteps = 20'000'000;  // per thread: 16 FMAs a step
+
+// Sixteen chains written out (not an array), so that each lives in a register of its own.
+#define HJIT_BENCH_CHAINS(T, SET1, FMA, ADD, LANES)                                                     \
+  T a0 = SET1(1.000f), a1 = SET1(1.001f), a2 = SET1(1.002f), a3 = SET1(1.003f), a4 = SET1(1.004f);      \
+  T a5 = SET1(1.005f), a6 = SET1(1.006f), a7 = SET1(1.007f), a8 = SET1(1.008f), a9 = SET1(1.009f);      \
+  T a10 = SET1(1.010f), a11 = SET1(1.011f), a12 = SET1(1.012f), a13 = SET1(1.013f);                     \
+  T a14 = SET1(1.014f), a15 = SET1(1.015f);                                                             \
+  const T m = SET1(0.9999999f), add = SET1(1e-7f);                                                      \
+  for (long i = 0; i < steps; ++i) {                                                                    \
+    a0 = FMA(a0, m, add), a1 = FMA(a1, m, add), a2 = FMA(a2, m, add), a3 = FMA(a3, m, add);            \
+    a4 = FMA(a4, m, add), a5 = FMA(a5, m, add), a6 = FMA(a6, m, add), a7 = FMA(a7, m, add);            \
+    a8 = FMA(a8, m, add), a9 = FMA(a9, m, add), a10 = FMA(a10, m, add), a11 = FMA(a11, m, add);        \
+    a12 = FMA(a12, m, add), a13 = FMA(a13, m, add), a14 = FMA(a14, m, add), a15 = FMA(a15, m, add);    \
+  }                                                                                                     \
+  T s = ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7)));                              \
+  s = ADD(s, ADD(ADD(ADD(a8, a9), ADD(a10, a11)), ADD(ADD(a12, a13), ADD(a14, a15))));                  \
+  float lanes[LANES];                                                                                   \
+  std::memcpy(lanes, &s, sizeof s);                                                                     \
+  return lanes[0];
+
+__attribute__((target("avx512f"))) float chains512(long steps) {
+  HJIT_BENCH_CHAINS(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, 16)
+}
+__attribute__((target("avx2,fma"))) float chains256(long steps) {
+  HJIT_BENCH_CHAINS(__m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, 8)
+}
+#undef HJIT_BENCH_CHAINS
+
+// GFLOP/s of every thread running the chains at once.
+double peak(int lanes, float (*chains)(long), int threads) {
+  double best = 0;
+  std::vector<float> sink(static_cast<size_t>(threads));
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads)
+    sink[size_t(omp_get_thread_num())] = chains(kChainSteps);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, double(threads) * kChainSteps * 16 * lanes * 2 / s / 1e9);
+  }
+  volatile float keep = sink[0];
+  (void)keep;
+  return best;
+}
+
+double triad_bandwidth(int threads) {
+  const int64_t n = int64_t(64) << 18;  // 64 MiB of floats an array
+  std::unique_ptr<float[]> a(new float[size_t(n)]), b(new float[size_t(n)]), c(new float[size_t(n)]);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < n; ++i) a[size_t(i)] = 0, b[size_t(i)] = 1, c[size_t(i)] = 2;  // first touch, per thread
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = Clock::now();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < n; ++i) a[size_t(i)] = b[size_t(i)] + 3.0f * c[size_t(i)];
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, 12.0 * double(n) / s / 1e9);
+  }
+  volatile float keep = a[size_t(n / 2)];
+  (void)keep;
+  return best;
+}
+
+}  // namespace
+
+double MachineLimits::fraction(double flops, double bytes, double ms, std::string* what) const {
+  const double at_peak = gflops > 0 ? flops / (gflops * 1e6) : 0, at_bandwidth = gbps > 0 ? bytes / (gbps * 1e6) : 0;
+  if (what) *what = at_peak >= at_bandwidth ? "FP32 peak" : "bandwidth";
+  const double bound = std::max(at_peak, at_bandwidth);
+  return bound > 0 && ms > 0 ? bound / ms : 0;
+}
+
+MachineLimits measure_machine_limits() {
+  MachineLimits m;
+  m.threads = omp_get_max_threads();
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) m.gflops = peak(16, chains512, m.threads), m.vectors = "512-bit";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) m.gflops = peak(8, chains256, m.threads), m.vectors = "256-bit";
+  else m.vectors = "no FMA";
+  m.gbps = triad_bandwidth(m.threads);
+  return m;
+}
+
+}  // namespace bench

@@ -1,0 +1,25 @@
+// The limits of the machine hjit-bench runs on, measured when it starts, so that each row can be
+// quoted as a fraction of what this very machine can do (machines differ twofold in FP32 peak:
+// a Zen 4's AVX-512 runs on 256-bit units, a Zen 5's on 512-bit ones).
+#pragma once
+#include <string>
+
+namespace bench {
+
+struct MachineLimits {
+  double gflops = 0;  // FP32 FMA peak over every thread, GFLOP/s
+  double gbps = 0;    // memory bandwidth of a triad over arrays far larger than the caches, GB/s
+  int threads = 0;
+  std::string vectors;  // the FMA width measured: "512-bit", "256-bit" or "scalar"
+
+  // The fraction of the binding limit a call reaches: the larger of its time at peak FLOP/s and
+  // at full bandwidth, over its measured time; `what` says which limit binds. 0 when both are 0.
+  double fraction(double flops, double bytes, double ms, std::string* what) const;
+};
+
+// FP32 peak: 16 independent FMA chains per thread on the widest vectors the CPU has (as
+// ../shared/peers/peak.c), best of 3. Bandwidth: a = b + s * c over three 64 MiB arrays (as
+// stream.c's triad, counting 12 bytes an element), best of 5. About 0.3 s in all.
+MachineLimits measure_machine_limits();
+
+}  // namespace bench
