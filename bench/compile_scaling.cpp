@@ -70,9 +70,59 @@ void matmul_weights(int layers) {
   row("matmul, a weight each (64x64)", layers, f.stats(), err);
 }
 
+// A character-level GPT training step (issue 30's deep network): embedding, pre-norm blocks of
+// causal attention and a GELU MLP, cross entropy, gradients, Adam; C = 128, T = 64, batch 16, 4
+// heads. The blocks are alike but for their weights: compile time should not grow with depth.
+void gpt_step(int blocks) {
+  const int64_t C = 128, T = 64, B = 16, V = 65, H = 4;
+  uint64_t seed = 1000;
+  auto param = [&](hjit::Shape shape, double scale) { return Tensor::randn(std::move(shape), seed++) * scale; };
+  std::vector<Tensor> params{param({V, C}, 0.02), param({T, C}, 0.02)};
+  for (int b = 0; b < blocks; ++b)
+    for (Tensor t : {Tensor::ones({C}), Tensor::zeros({C}), param({C, 3 * C}, 0.02), param({C, C}, 0.02), Tensor::ones({C}),
+                     Tensor::zeros({C}), param({C, 4 * C}, 0.02), param({4 * C, C}, 0.02)})
+      params.push_back(t);
+  for (Tensor t : {Tensor::ones({C}), Tensor::zeros({C}), param({C, V}, 0.02)}) params.push_back(t);
+  auto loss = [=](const std::vector<Tensor>& p, const Tensor& ids, const Tensor& targets) {
+    Tensor x = hjit::embedding(p[0], ids) + p[1];  // [B, T, C]
+    size_t k = 2;
+    auto heads = [&](const Tensor& t) { return t.reshape({B, T, H, C / H}).transpose({0, 2, 1, 3}); };
+    for (int b = 0; b < blocks; ++b, k += 8) {
+      Tensor h = hjit::layer_norm(x, p[k], p[k + 1]);
+      Tensor qkv = hjit::matmul(h, p[k + 2]);
+      Tensor q = heads(hjit::slice(qkv, 2, 0, C)), kk = heads(hjit::slice(qkv, 2, C, 2 * C)),
+             v = heads(hjit::slice(qkv, 2, 2 * C, 3 * C));
+      Tensor a = hjit::scaled_dot_product_attention(q, kk, v, true).transpose({0, 2, 1, 3}).reshape({B, T, C});
+      x = x + hjit::matmul(a, p[k + 3]);
+      Tensor m = hjit::layer_norm(x, p[k + 4], p[k + 5]);
+      x = x + hjit::matmul(hjit::gelu(hjit::matmul(m, p[k + 6])), p[k + 7]);
+    }
+    Tensor logits = hjit::matmul(hjit::layer_norm(x, p[k], p[k + 1]), p[k + 2]);
+    return hjit::cross_entropy(logits.reshape({B * T, V}), targets.reshape({B * T}));
+  };
+  hjit::optim::Adam opt(params, 1e-3);
+  auto step = [&](const Tensor& ids, const Tensor& targets) {
+    auto [l, g] = hjit::value_and_grad([&](const Tensor& i, const Tensor& t) { return loss(params, i, t); }, params)(ids, targets);
+    opt.step(g);
+    return l;
+  };
+  std::vector<int32_t> id_values(size_t(B * T));
+  for (size_t i = 0; i < id_values.size(); ++i) id_values[i] = int32_t((i * 7 + i / 3) % size_t(V));
+  const Tensor ids = Tensor::from_vector(id_values, {B, T});
+  auto f = hjit::jit(step, {.name = "gpt" + std::to_string(blocks), .opt_level = 1});
+  const double l = f(ids, ids).item<double>();
+  row("GPT train step, " + std::to_string(blocks) + " blocks (C 128)", int64_t(f.graph(ids, ids).nodes.size()), f.stats(),
+      std::isfinite(l) ? 0.0 : 1.0);
+}
+
 }  // namespace
 
 int compile_scaling_child(bool quick) {
+  if (const char* only = std::getenv("HJIT_BENCH_GPT_ONLY")) {  // (for profiling its compile alone)
+    gpt_step(std::atoi(only));
+    return 0;
+  }
+  for (int blocks : {2, 8}) gpt_step(blocks);
   for (int64_t ops : {100, 250, 500, 1000, 2000}) chain(ops);
   for (int layers : {25, 50, 100, 250}) matmul_bias(layers);
   if (!quick) matmul_bias(500);

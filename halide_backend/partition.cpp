@@ -8,6 +8,7 @@
 
 #include "graph/op_def.h"
 #include "graph/passes/dce.h"
+#include "halide_backend/repeats.h"
 #include "support/allocator.h"
 
 namespace hjit::backend {
@@ -115,6 +116,53 @@ struct Builder {
   }
 };
 
+int64_t cost_between(const Graph& g, size_t a, size_t b) {
+  int64_t c = 0;
+  for (size_t k = a; k < b; ++k) c += compile_cost_of(g.nodes[k].op);
+  return c;
+}
+
+// Appends the starts of parts of equal compile cost over nodes [a, b): `count` of them, or, 0, as
+// few as keep each within `most`.
+void equal_cost_begins(const Graph& g, size_t a, size_t b, int64_t most, int64_t count, std::vector<size_t>& out) {
+  if (a >= b) return;
+  const int64_t total = cost_between(g, a, b);
+  if (count <= 0) count = std::max<int64_t>(1, (total + most - 1) / most);
+  out.push_back(a);
+  int64_t done = 0, made = 1;
+  for (size_t k = a; k + 1 < b && made < count; ++k) {
+    done += compile_cost_of(g.nodes[k].op);
+    if (done * count >= total * made) out.push_back(k + 1), ++made;
+  }
+}
+
+// Where parts begin (and n, where the last ends). A run of alike blocks (the layers of a network,
+// their gradients, their optimizer steps: find_repeats) is cut at its blocks, a part a block (a
+// block over `most` cut alike at the same offsets in each), so that its parts are one graph,
+// compiled once; the rest at equal compile cost, parts within `most`, two at least.
+std::vector<size_t> part_begins(const Graph& g, int64_t total, int64_t most) {
+  const size_t n = g.nodes.size();
+  std::vector<size_t> begin;
+  std::vector<Repeat> repeats = find_repeats(g, 8);
+  // (Blocks without a contraction, a few element-wise ops alike, are not worth a part each.)
+  std::erase_if(repeats, [&](const Repeat& r) { return cost_between(g, r.begin, r.begin + r.period) < 24; });
+  std::sort(repeats.begin(), repeats.end(), [](const Repeat& a, const Repeat& b) { return a.begin < b.begin; });
+  size_t at = 0;
+  for (const Repeat& r : repeats) {
+    equal_cost_begins(g, at, r.begin, most, 0, begin);
+    std::vector<size_t> offsets;
+    equal_cost_begins(g, r.begin, r.begin + r.period, most, 0, offsets);
+    for (size_t c = 0; c < r.copies; ++c)
+      for (size_t off : offsets) begin.push_back(off + c * r.period);
+    at = r.begin + r.copies * r.period;
+  }
+  if (repeats.empty()) equal_cost_begins(g, 0, n, most, std::max<int64_t>(2, (total + most - 1) / most), begin);
+  else equal_cost_begins(g, at, n, most, 0, begin);
+  if (begin.empty() || begin.front() != 0) begin.insert(begin.begin(), 0);
+  begin.push_back(n);
+  return begin;
+}
+
 }  // namespace
 
 std::vector<Part> partition(const Graph& g, bool at_once) {
@@ -124,15 +172,7 @@ std::vector<Part> partition(const Graph& g, bool at_once) {
   const int64_t most = std::max<int64_t>(1, env_or("HJIT_PART_MAX_COST", 384));
   const bool halves = at_once && work >= env_or("HJIT_PARTITION_WORK", 96);
   if (!halves && total <= most) return {};
-  // Cuts: parts of equal compile cost, none over `most` (and two at least).
-  const int64_t count = std::max<int64_t>(2, (total + most - 1) / most);
-  std::vector<size_t> begin{0};
-  int64_t done = 0;
-  for (size_t k = 0; k + 1 < n && int64_t(begin.size()) < count; ++k) {
-    done += compile_cost_of(g.nodes[k].op);
-    if (done * count >= total * int64_t(begin.size())) begin.push_back(k + 1);
-  }
-  begin.push_back(n);
+  std::vector<size_t> begin = part_begins(g, total, most);
   const size_t parts_count = begin.size() - 1;
   if (parts_count < 2) return {};
   std::vector<size_t> part_of(n);

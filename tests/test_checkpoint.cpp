@@ -110,7 +110,8 @@ TEST_CASE("checkpoint: a deep chain keeps less while training, compiled") {
 // The budget is what the step holds at once beyond its arguments, as estimated before compiling
 // (within about a fifth of the measurement: test_memory): a budget a plan meets is met, with as
 // few checkpointed runs as meet it; one none meets gets the plan that holds least. (Eight blocks:
-// 8.1 MiB plain, 3.7 MiB with every block checkpointed.)
+// 5.7 MiB plain, the blocks compiled as alike parts that hand on one value each; 3.7 MiB with
+// every block checkpointed.)
 TEST_CASE("memory_budget_mb: the step is checkpointed to fit the budget, gradients unchanged") {
   Tensor w = test::random({256, 256}, hjit::DType::F32, 9) * 0.05;
   Tensor x = test::random({256, 256}, hjit::DType::F32, 10);
@@ -132,9 +133,9 @@ TEST_CASE("memory_budget_mb: the step is checkpointed to fit the budget, gradien
   auto plain = step(0);
   const Tensor want = plain(x);
   const int64_t plain_peak = peak_of_call(plain, x);
-  CHECK(plain_peak > (8 << 20));
+  CHECK(plain_peak > (5 << 20));
   size_t last_runs = 0;
-  for (int64_t budget : {1024, 6, 4}) {
+  for (int64_t budget : {1024, 5, 4}) {
     CAPTURE(budget);
     auto fitted = step(budget);
     CHECK_CLOSE_TOL(fitted(x), want, 1e-4);
@@ -152,7 +153,7 @@ TEST_CASE("memory_budget_mb: the step is checkpointed to fit the budget, gradien
   CHECK_CLOSE_TOL(tight(x), want, 1e-4);
   const int64_t tight_peak = peak_of_call(tight, x);
   MESSAGE("budget 2 MiB (not met): peak above the inputs " << tight_peak / 1024 << " KiB, plain " << plain_peak / 1024 << " KiB");
-  CHECK(tight_peak < plain_peak / 2);
+  CHECK(tight_peak < plain_peak * 3 / 4);
   CHECK(runs(tight) >= last_runs);
 }
 

@@ -1,0 +1,26 @@
+// Repeated blocks in a graph's node order: the layers of a network, traced one after another (and
+// their gradients, in reverse), are runs of nodes alike but for the weights they read. Cutting a
+// graph into parts at the blocks' boundaries makes the parts of alike blocks one graph, compiled
+// once (torch.compile's regional compilation, found rather than declared).
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include <hjit/graph.h>
+
+namespace hjit::backend {
+
+struct Repeat {
+  size_t begin = 0;   // the first node of the first block
+  size_t period = 0;  // nodes a block
+  size_t copies = 0;  // blocks in a row, 2 at least
+};
+
+// Runs of nodes that repeat with a period, largest first, not overlapping: nodes alike when their
+// op, attributes and type are, and the ops and types of their inputs. (Only the cuts depend on it:
+// parts are compared whole by their cache keys, so a false likeness costs compile time, never a
+// wrong result.) Blocks of at least `min_period` nodes; at most `most` runs; none for graphs over
+// 12000 nodes, where the search would take longer than it saves.
+std::vector<Repeat> find_repeats(const Graph& g, size_t min_period, size_t most = 4);
+
+}  // namespace hjit::backend
