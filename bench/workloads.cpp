@@ -11,7 +11,9 @@
 #include <stdexcept>
 #include <type_traits>
 
-#ifdef HJIT_BENCH_OPENBLAS
+#ifdef HJIT_BENCH_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#elif defined(HJIT_BENCH_OPENBLAS)
 extern "C" void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float alpha, const float* a, int lda,
                             const float* b, int ldb, float beta, float* c, int ldc);
 #endif
@@ -95,13 +97,20 @@ Workload w3() {
   attach(w, [](const Tensor& a, const Tensor& b) { return hjit::matmul(a, b); }, a, b);
   w.flops = 2.0 * n * n * n;
   w.bytes = 3.0 * 4 * n * n;
-#ifdef HJIT_BENCH_OPENBLAS
+#if defined(HJIT_BENCH_DNNL) || defined(HJIT_BENCH_OPENBLAS)
   auto out = std::make_shared<std::vector<float>>(size_t(n) * n);
+#ifdef HJIT_BENCH_DNNL
+  w.reference = "oneDNN sgemm";
+  w.run_reference = [a, b, out, n] {
+    dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data_ptr<float>(), n, b.data_ptr<float>(), n, 0.0f, out->data(), n);
+  };
+#else
   w.reference = "OpenBLAS sgemm";
   w.run_reference = [a, b, out, n] {
     cblas_sgemm(101 /*row major*/, 111, 111, n, n, n, 1.0f, a.data_ptr<float>(), n, b.data_ptr<float>(), n, 0.0f,
                 out->data(), n);
   };
+#endif
   w.reference_error = [w, out, a, b] {
     w.run_reference();
     return max_diff(*out, hjit::matmul(a, b));

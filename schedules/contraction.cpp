@@ -37,7 +37,7 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
   const int vec = vector_width(p.target, value_type(s));
   const Tile tile = cpu_rules(s.op).tile;
   const auto [kernel_cols, kernel_rows] = matmul_register_tile(p.target);
-  const int cols = params.cols > 0 ? params.cols : tile == Tile::Matmul ? kernel_cols : 2;
+  int cols = params.cols > 0 ? params.cols : tile == Tile::Matmul ? kernel_cols : 2;
   TileSpec spec;
   auto columns = [&](int64_t n) {
     for (int c = cols; c >= 1; --c)
@@ -76,11 +76,21 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
   } else {
     // Matmul and attention: columns x rows; attention keeps fewer rows (its scores are per row).
     spec.inner = 0, spec.unrolled = 1;
-    spec.tx = columns(s.extents[0]);
     spec.tu = int(std::min<int64_t>(rows(tile == Tile::Attention ? 4 : kernel_rows), s.extents[1]));
+    // Fewer rows than the kernel's (batch-1 inference, a matrix-vector product): the accumulators
+    // the rows leave go to columns, so that enough FMA chains run side by side.
+    if (tile == Tile::Matmul && params.cols == 0 && spec.tu < kernel_rows)
+      cols = std::clamp(kernel_cols * kernel_rows / spec.tu, kernel_cols, 8);
+    spec.tx = columns(s.extents[0]);
     // Dynamic sizes keep unblocked tiles: a block's split would raise the smallest size served.
     const bool varies = p.dynamic && p.dynamic->extent_varies(s.node);
-    if (tile == Tile::Matmul && spec.tx % vec == 0 && !varies) spec.block = row_block(s, spec, halide_threads());
+    const int threads = halide_threads();
+    if (tile == Tile::Matmul && spec.tx % vec == 0 && !varies) spec.block = row_block(s, spec, threads);
+    // Too few row tiles (times batches) for the threads: the column tiles run in parallel instead.
+    int64_t row_tasks = (s.extents[1] + spec.tu - 1) / spec.tu;
+    for (size_t d = 2; d < s.extents.size(); ++d) row_tasks *= s.extents[d];
+    if (tile == Tile::Matmul && spec.block == 0 && row_tasks < threads && s.extents[0] >= 2 * int64_t(spec.tx))
+      spec.columns_parallel = true;
   }
   spec.vec = spec.tx >= vec ? vec : spec.tx >= 4 && (spec.tx & (spec.tx - 1)) == 0 ? spec.tx : 0;
   return spec;
@@ -102,7 +112,9 @@ int64_t points(const Shape& extents) {
 TiledNest tile_blocks(FuncRef f, const std::vector<Var>& vars, const Shape& extents, const TileSpec& spec, Var io,
                       Var ii, Var uo, Var ui, int threads, int64_t min_parallel_work) {
   Var ub(uo.name() + "b"), ut(uo.name() + "r");
-  f.split(uo, ub, ut, spec.block);
+  // (Guarded: shifted inwards, Halide 14 rounds a split of a split's outer loop up, and the last block
+  // would compute rows past the end: a stage of 24 rows in tiles of 8 read 32.)
+  f.split(uo, ub, ut, spec.block, Halide::TailStrategy::GuardWithIf);
   std::vector<VarOrRVar> order{ii, ui, ut, io};
   Var par = ub;
   for (size_t d = 0; d < vars.size(); ++d) {
@@ -137,6 +149,23 @@ TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extent
     const Var& second = vars[size_t(spec.second)];
     so = Var(second.name() + "_t"), si = Var(second.name() + "_i");
     f.split(second, so, si, spec.ts);
+  }
+  if (spec.columns_parallel) {
+    // The tile innermost, then the other loops (a row tile or few), then the column tiles, in
+    // parallel.
+    std::vector<VarOrRVar> order{ii, ui};
+    for (size_t d = 0; d < vars.size(); ++d)
+      if (int(d) != spec.inner) order.emplace_back(int(d) == spec.unrolled ? uo : vars[d]);
+    order.emplace_back(io);
+    f.reorder(order);
+    const int64_t work = points(extents);
+    if (work >= min_parallel_work && threads > 1) f.parallel(io);
+    if (spec.vec > 0) f.vectorize(ii, spec.vec);
+    f.unroll(ui);
+    TiledNest t;
+    t.tile = io, t.parallel = io;
+    t.what = "tiles " + tile_text(spec) + (work >= min_parallel_work ? " par over columns" : "");
+    return t;
   }
   // Loops: the tile (ii, si, ui) innermost, then the tiles of `inner`, then every other dimension
   // in its own order with the tiles of `unrolled` and `second` in place of them.

@@ -25,6 +25,9 @@ struct TileSpec {
   // panel (tx columns by the whole reduction) is copied contiguous once per block and read by all
   // its row tiles from cache. 0: no blocks (too few rows to reuse a panel).
   int block = 0;
+  // Matmul with too few row tiles for the threads (batch-1 inference): the column tiles, outermost,
+  // run in parallel.
+  bool columns_parallel = false;
 };
 // The register tile of a matmul on this target: {columns in vectors, rows}. Accumulators, the
 // right operand's vectors and one broadcast fill the vector registers but for a few: 3 x 8 with

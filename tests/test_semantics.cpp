@@ -290,6 +290,19 @@ TEST_CASE("a gather of one row, or a slice, of a tiled matmul, compiled, reads i
   CHECK_CLOSE(hjit::jit(gates)(x), gates(x));
 }
 
+// A matmul stored at root (a column softmax reads every row of it), its rows in tiles and the tiles
+// in one block per thread: where the rows are not a multiple of a block's, the last block must stop
+// at the end (shifted inwards, Halide rounded the blocks' split up and a stage of 24 rows computed
+// 32, reading its inputs past their ends: MobileNet's 1x1 convolutions as matmuls).
+TEST_CASE("a blocked matmul of any row count stays inside its inputs") {
+  for (int64_t rows : {9, 17, 24, 40, 57}) {
+    CAPTURE(rows);
+    const Tensor a = test::random({rows, 40}, hjit::DType::F32, 6), w = test::random({40, 70}, hjit::DType::F32, 7);
+    auto f = [](const Tensor& x, const Tensor& y) { return hjit::softmax(hjit::matmul(x, y), 0) + hjit::matmul(x, y); };
+    CHECK_CLOSE(hjit::jit(f, {.opt_level = 1})(a, w), f(a, w));
+  }
+}
+
 // argmax over (a computed value) - constant: Halide's simplifier moved the constant onto the
 // running best (-inf at the first element), which LLVM's no-infinities fast math made poison, and
 // the compiled argmax answered 0 (found by ONNX's Det: one step of Gaussian elimination, then the

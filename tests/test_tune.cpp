@@ -278,7 +278,9 @@ TEST_CASE("tune then jit: the best schedule is used with no search, from the dis
   const std::string expected = again.best_origin == "built-in" ? "built-in" : "tuned (";
   CHECK(f.stats().schedule.rfind(expected, 0) == 0);
   const hjit::CacheStats after = hjit::cache_stats();
-  CHECK(after.misses == before.misses);  // the tuning run left it compiled: nothing is compiled here
+  // A tuned schedule the run left compiled: nothing is compiled here. (A built-in winner is not
+  // compiled by the run, and compiles here as it would without the database.)
+  if (expected != "built-in") CHECK(after.misses == before.misses);
   // The same function with another shape is not in the database: compiled as without it.
   Tensor x2 = Tensor::randn({8, 64}, 7);
   CHECK(compare(f(x2, w, b), layer(x2, w, b), 1e-4).empty());
