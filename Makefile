@@ -6,8 +6,8 @@
 #               every case at O1 and every other case in the other configurations)
 BUILD ?= build
 JOBS ?= $(shell nproc)
-# Debian packages the build needs; OpenBLAS is hjit-bench's W3 reference; oneDNN the extern sgemm
-# stage tuning runs may choose (optional: without it, OpenBLAS; without both, none). pocl is an
+# Debian packages the build needs; oneDNN is hjit-bench's W3 reference and the extern sgemm stage
+# tuning runs may choose (optional: without it, OpenBLAS; without both, none). pocl is an
 # OpenCL driver for the CPU: the test suite runs the GPU schedules' kernels on it (OpenCL-O1).
 # libonnx-dev and libprotobuf-dev: ONNX's own reader, checker and shape inference (hjit::onnx);
 # libonnx-testdata: ONNX's conformance suite, which the test suite runs.
