@@ -21,11 +21,19 @@ namespace {
 // Row tiles per block: as many as keep every thread busy, so that each panel is packed by as few
 // blocks as possible (measured on W3, Zen 5: one block per thread 381 GFLOP/s, blocks of 128 rows
 // that fit the L2 cache 351). Other dimensions (a batch, heads) count as blocks of their own.
-int row_block(const backend::Stage& s, const TileSpec& spec, int threads) {
-  const int64_t row_tiles = (s.extents[size_t(spec.unrolled)] + spec.tu - 1) / spec.tu;
+int64_t row_tiles(const backend::Stage& s, const TileSpec& spec) {
+  return (s.extents[size_t(spec.unrolled)] + spec.tu - 1) / spec.tu;
+}
+// The iterations of the dimensions outside the tile's two (a batch, heads).
+int64_t other_iterations(const backend::Stage& s, const TileSpec& spec) {
   int64_t others = 1;
   for (size_t d = 0; d < s.extents.size(); ++d)
     if (int(d) != spec.inner && int(d) != spec.unrolled) others *= s.extents[d];
+  return others;
+}
+
+int row_block(const backend::Stage& s, const TileSpec& spec, int threads) {
+  const int64_t row_tiles = schedules::row_tiles(s, spec), others = other_iterations(s, spec);
   const int64_t blocks = std::clamp<int64_t>((threads + others - 1) / others, 1, row_tiles);
   const int64_t per_block = (row_tiles + blocks - 1) / blocks;
   // A panel read by one row tile only is not worth its copy.
@@ -87,8 +95,7 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     const int threads = halide_threads();
     if (tile == Tile::Matmul && spec.tx % vec == 0 && !varies) spec.block = row_block(s, spec, threads);
     // Too few row tiles (times batches) for the threads: the column tiles run in parallel instead.
-    int64_t row_tasks = (s.extents[1] + spec.tu - 1) / spec.tu;
-    for (size_t d = 2; d < s.extents.size(); ++d) row_tasks *= s.extents[d];
+    const int64_t row_tasks = row_tiles(s, spec) * other_iterations(s, spec);
     if (tile == Tile::Matmul && spec.block == 0 && row_tasks < threads && s.extents[0] >= 2 * int64_t(spec.tx))
       spec.columns_parallel = true;
   }
@@ -105,6 +112,20 @@ int64_t points(const Shape& extents) {
   int64_t work = 1;
   for (int64_t e : extents) work *= e;
   return work;
+}
+
+// What every tiled nest ends with: `par` in parallel where there is work enough, the tile's
+// columns vectorized and its rows unrolled.
+TiledNest finish_tiles(FuncRef f, const Shape& extents, const TileSpec& spec, Var ii, Var ui, Var par, int threads,
+                       int64_t min_parallel_work, const std::string& how) {
+  const bool parallel = points(extents) >= min_parallel_work;
+  if (parallel && threads > 1) f.parallel(par);
+  if (spec.vec > 0) f.vectorize(ii, spec.vec);
+  f.unroll(ui);
+  TiledNest t;
+  t.tile = par, t.parallel = par;
+  t.what = "tiles " + tile_text(spec) + how + (parallel ? " par" : "");
+  return t;
 }
 
 // Loops, innermost first: the tile (ii, ui), the row tiles of a block, the column panels, then the
@@ -126,14 +147,9 @@ TiledNest tile_blocks(FuncRef f, const std::vector<Var>& vars, const Shape& exte
   order.emplace_back(par);
   // (the fuses above leave the block loop outermost; reorder names the fused loop)
   f.reorder(order);
-  const int64_t work = points(extents);
-  if (work >= min_parallel_work && threads > 1) f.parallel(par);
-  f.vectorize(ii, spec.vec);
-  f.unroll(ui);
-  TiledNest t;
-  t.tile = ut, t.panel = io, t.parallel = par;
-  t.what = "tiles " + tile_text(spec) + " in blocks of " +
-           std::to_string(spec.block) + (work >= min_parallel_work ? " par" : "");
+  TiledNest t = finish_tiles(f, extents, spec, ii, ui, par, threads, min_parallel_work,
+                             " in blocks of " + std::to_string(spec.block));
+  t.tile = ut, t.panel = io;
   return t;
 }
 }  // namespace
@@ -158,14 +174,7 @@ TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extent
       if (int(d) != spec.inner) order.emplace_back(int(d) == spec.unrolled ? uo : vars[d]);
     order.emplace_back(io);
     f.reorder(order);
-    const int64_t work = points(extents);
-    if (work >= min_parallel_work && threads > 1) f.parallel(io);
-    if (spec.vec > 0) f.vectorize(ii, spec.vec);
-    f.unroll(ui);
-    TiledNest t;
-    t.tile = io, t.parallel = io;
-    t.what = "tiles " + tile_text(spec) + (work >= min_parallel_work ? " par over columns" : "");
-    return t;
+    return finish_tiles(f, extents, spec, ii, ui, io, threads, min_parallel_work, " over columns");
   }
   // Loops: the tile (ii, si, ui) innermost, then the tiles of `inner`, then every other dimension
   // in its own order with the tiles of `unrolled` and `second` in place of them.
@@ -181,22 +190,16 @@ TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extent
       outer.push_back(int(d) == spec.unrolled ? uo : int(d) == spec.second ? so : vars[d]);
   for (const Var& v : outer) order.emplace_back(v);
   f.reorder(order);
-  TiledNest t;
-  t.tile = io;
   Var par = outer.front();
   for (size_t d = 1; d < outer.size(); ++d) {
     Var fused(par.name() + "_" + outer[d].name());
     f.fuse(par, outer[d], fused);
     par = fused;
   }
-  const int64_t work = points(extents);
-  if (work >= min_parallel_work && threads > 1) f.parallel(par);
-  if (spec.vec > 0) f.vectorize(ii, spec.vec);
-  f.unroll(ui);
+  TiledNest t = finish_tiles(f, extents, spec, ii, ui, par, threads, min_parallel_work, "");
   if (spec.second >= 0) f.unroll(si);
   for (int d : spec.whole) f.unroll(vars[size_t(d)]);
-  t.parallel = par;
-  t.what = "tiles " + tile_text(spec) + (work >= min_parallel_work ? " par" : "");
+  t.tile = io;
   return t;
 }
 

@@ -8,7 +8,7 @@
 namespace hjit::detail {
 
 const Tensor* prepare_into(Tensor& out, const CallArgs& call, const std::string& fn) {
-  const TensorImpl& o = impl_of(out, ("jit '" + fn + "': into").c_str());
+  const TensorImpl& o = impl_of(out, "Jitted::into");
   if (o.traced()) throw ValueError("jit '" + fn + "': into: out is a traced value; inside a traced function, assign() it");
   make_writable(*out.impl());
   if (o.device() != Device::CPU) return nullptr;
