@@ -283,6 +283,10 @@ std::vector<int64_t> pair_attr(const InferArgs& a, const char* name, int64_t min
 
 }  // namespace
 
+bool shared_matrix(const Shape& s) {
+  return s.size() >= 2 && std::all_of(s.begin(), s.end() - 2, [](int64_t d) { return d == 1; });
+}
+
 int64_t window_output_size(int64_t n, int64_t k, int64_t stride, int64_t pad, int64_t dilation) {
   int64_t span = n + 2 * pad - dilation * (k - 1) - 1;
   return span < 0 ? 0 : span / stride + 1;

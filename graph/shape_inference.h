@@ -43,4 +43,8 @@ int64_t window_output_size(int64_t n, int64_t k, int64_t stride, int64_t pad, in
 // numpy broadcasting of two shapes; nullopt-like failure reported by the caller's message.
 bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out);
 
+// A matmul operand that is one matrix for every matrix of the other's batch: rank 2, or batch
+// dimensions all 1 (the op API lifts a 2-D weight to the other operand's rank so).
+bool shared_matrix(const Shape& s);
+
 }  // namespace hjit

@@ -9,6 +9,7 @@
 #include "graph/op_def.h"
 #include "graph/passes/dce.h"
 #include "halide_backend/repeats.h"
+#include "support/log.h"
 #include "support/allocator.h"
 
 namespace hjit::backend {
@@ -159,6 +160,7 @@ std::vector<size_t> part_begins(const Graph& g, int64_t total, int64_t most) {
     for (size_t c = 0; c < r.copies; c += group)
       for (size_t off : offsets) begin.push_back(off + c * r.period);
     at = r.begin + r.copies * r.period;
+    log().debug("partition: {} blocks of {} nodes from node {}, {} a part", r.copies, r.period, r.begin, group);
   }
   if (repeats.empty()) equal_cost_begins(g, 0, n, most, std::max<int64_t>(2, (total + most - 1) / most), begin);
   else equal_cost_begins(g, at, n, most, 0, begin);

@@ -120,6 +120,9 @@ TEST_CASE("matmul and layer rules") {
   check_grad("matmul", [](const std::vector<Tensor>& in) { return hjit::matmul(in[0], in[1]); }, {r({3, 4}, 1), r({4, 5}, 2)});
   check_grad("batched matmul", [](const std::vector<Tensor>& in) { return hjit::matmul(in[0], in[1]); }, {r({2, 1, 3, 4}, 1), r({3, 4, 2}, 2)});
   check_grad("matrix-vector", [](const std::vector<Tensor>& in) { return hjit::matmul(in[0], in[1]); }, {r({3, 4}, 1), r({4}, 2)});
+  // A weight shared by a batch: its gradient is one matmul over the batch's rows.
+  check_grad("batch times a weight", [](const std::vector<Tensor>& in) { return hjit::matmul(in[0], in[1]); }, {r({2, 3, 4}, 1), r({4, 5}, 2)});
+  check_grad("batches times a weight", [](const std::vector<Tensor>& in) { return hjit::matmul(in[0], in[1]); }, {r({2, 1, 3, 4}, 1), r({4, 2}, 2)});
   struct Conv {
     Shape x, w;
     hjit::Pair stride, padding, dilation;

@@ -192,6 +192,26 @@ TEST_CASE("simplify: a symmetric spatial zero pad before a convolution becomes i
   }
 }
 
+TEST_CASE("simplify: a batch of matrices times one matrix is one matmul over all their rows") {
+  // The op API lifts a 2-D weight to the batch's rank with size-1 dimensions.
+  CHECK(run_pass("{ lambda ; a:f32[2,3,4,5] b:f32[1,1,5,6]. let\n"
+                 "    c:f32[2,3,4,6] = matmul a b\n"
+                 "  in (c) }\n",
+                 [](const Graph& g) { return hjit::dce(hjit::simplify(g)); }) ==
+        "{ lambda ; a:f32[2,3,4,5] b:f32[1,1,5,6]. let\n"
+        "    c:f32[24,5] = reshape[shape=(24,5)] a\n"
+        "    d:f32[5,6] = reshape[shape=(5,6)] b\n"
+        "    e:f32[24,6] = matmul c d\n"
+        "    f:f32[2,3,4,6] = reshape[shape=(2,3,4,6)] e\n"
+        "  in (f) }\n");
+  // A right operand with a batch of its own stays a batched matmul.
+  const char* batched =
+      "{ lambda ; a:f32[2,4,5] b:f32[2,5,6]. let\n"
+      "    c:f32[2,4,6] = matmul a b\n"
+      "  in (c) }\n";
+  CHECK(run_pass(batched, hjit::simplify) == batched);
+}
+
 TEST_CASE("simplify: empty values become fills") {
   const char* in =
       "{ lambda ; a:f32[0,3] b:f32[2,3]. let\n"

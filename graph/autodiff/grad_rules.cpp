@@ -219,6 +219,17 @@ void CumSum(GradCtx& c) {
 // ---- contractions
 void Matmul(GradCtx& c) {
   c.dx[0] = c.b.unbroadcast(c.b.matmul(c.g, c.b.transpose_last2(c.in[1])), shape_of(c, 0));
+  const Shape xs = shape_of(c, 0), ws = shape_of(c, 1);
+  if (xs.size() > 2 && shared_matrix(ws)) {
+    // A weight shared by every matrix of a batch ([B.., M, K] @ [K, N]): its gradient is one
+    // matmul over the B..*M rows, not a batch of B.. products summed afterwards (16 times the
+    // temporary, and a contraction as short as M).
+    const int64_t rows = shape_numel(Shape(xs.begin(), xs.end() - 1));
+    const int x2 = c.b.reshape(c.in[0], {rows, xs.back()});
+    const int g2 = c.b.reshape(c.g, {rows, c.b.type(c.g).shape.back()});
+    c.dx[1] = c.b.reshape(c.b.matmul(c.b.transpose_last2(x2), g2), ws);
+    return;
+  }
   c.dx[1] = c.b.unbroadcast(c.b.matmul(c.b.transpose_last2(c.in[0]), c.g), shape_of(c, 1));
 }
 void Conv2d(GradCtx& c) {

@@ -4,6 +4,7 @@
 
 #include "graph/op_def.h"
 #include "graph/rewriter.h"
+#include "graph/shape_inference.h"
 
 namespace hjit {
 namespace {
@@ -73,6 +74,21 @@ bool fold_pad_into_conv(Graph& out, const Node& n, const std::vector<int>& in, i
   return true;
 }
 
+// A batch of matrices times one matrix ([B.., M, K] @ [K, N]) is one matmul of B..*M rows: the
+// kernel's row blocks and the packed panels of the shared operand span the whole batch instead of
+// starting again at every matrix (a transformer's projections, their input gradients).
+bool fold_batch_into_rows(Graph& out, const Node& n, const std::vector<int>& in, int* result) {
+  if (n.op != OpKind::Matmul) return false;
+  const Shape &xs = out.type(in[0]).shape, &ws = out.type(in[1]).shape;
+  if (xs.size() < 3 || !shared_matrix(ws)) return false;
+  const int64_t rows = shape_numel(Shape(xs.begin(), xs.end() - 1));
+  const int x2 = out.add_op(OpKind::Reshape, {in[0]}, Attrs{{"shape", Shape{rows, xs.back()}}});
+  const int w2 = ws.size() == 2 ? in[1] : out.add_op(OpKind::Reshape, {in[1]}, Attrs{{"shape", Shape(ws.end() - 2, ws.end())}});
+  const int y2 = out.add_op(OpKind::Matmul, {x2, w2});
+  *result = out.add_op(OpKind::Reshape, {y2}, Attrs{{"shape", n.type.shape}});
+  return true;
+}
+
 }  // namespace
 
 Graph simplify(const Graph& g) {
@@ -108,7 +124,7 @@ Graph simplify(const Graph& g) {
       rw.map(int(id), r);
       continue;
     }
-    if (fold_pad_into_conv(out, n, in, &r)) {
+    if (fold_pad_into_conv(out, n, in, &r) || fold_batch_into_rows(out, n, in, &r)) {
       rw.map(int(id), r);
       continue;
     }
