@@ -1,5 +1,7 @@
 #include "bench/models.h"
 
+#include "bench/timing.h"
+
 #include <hjit/onnx.h>
 
 #include <algorithm>
@@ -23,24 +25,7 @@ namespace bench {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 using hjit::Tensor;
-
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
-
-// The median time of fn after two warm-up calls: at least 5 calls, more within the budget.
-double steady_ms(const std::function<void()>& fn, double budget_s) {
-  fn(), fn();
-  std::vector<double> times;
-  const auto deadline = Clock::now() + std::chrono::duration<double>(budget_s);
-  while (times.size() < 5 || (times.size() < 200 && Clock::now() < deadline)) {
-    const auto t = Clock::now();
-    fn();
-    times.push_back(ms_since(t));
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
 
 // The largest difference from PyTorch's output relative to its largest magnitude (the issue's
 // measure: 1e-3 passes).

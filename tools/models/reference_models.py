@@ -2,12 +2,13 @@
 """Real architectures as ONNX cases, with PyTorch's outputs: run by hand where Debian's python3-torch
 and python3-torchvision are installed (never by the build or CI).
 
-    /usr/bin/python3 tools/models/reference_models.py export DIR [NAME ...]
+    /usr/bin/python3 tools/models/reference_models.py export DIR [--batch N] [NAME ...]
     /usr/bin/python3 tools/models/reference_models.py time DIR NAME [THREADS]
     /usr/bin/python3 tools/models/reference_models.py example examples/data
 
-`export` writes each model in the layout of ONNX's own test data, which `hjit-bench --models DIR`
-and `hjit-onnx run --expect` read:
+A name with a suffix _bN (resnet50_b8) is the model at batch N; `export DIR --batch 8` exports
+every model (or those named) so. `export` writes each model in the layout of ONNX's own test data,
+which `hjit-bench --models DIR` and `hjit-onnx run --expect` read:
 
     DIR/NAME/model.onnx                      fixed random weights (seeded), eval mode
     DIR/NAME/test_data_set_0/input_0.pb      a seeded random input (TensorProto)
@@ -117,12 +118,23 @@ def randomize(model):
                     p.copy_(0.1 * torch.randn_like(p))
 
 
+def split_name(name):
+    """"resnet50" is batch 1; "resnet50_b8" the same model at batch 8 (its own folder and row)."""
+    base, _, batch = name.rpartition("_b")
+    if base in MODELS and batch.isdigit() and int(batch) >= 1:
+        return base, int(batch)
+    if name not in MODELS:
+        raise SystemExit("unknown model %r; known: %s (a suffix _bN sets the batch)" % (name, ", ".join(MODELS)))
+    return name, 1
+
+
 def build(name):
-    make, shape, opset = MODELS[name]
+    base, batch = split_name(name)
+    make, shape, opset = MODELS[base]
     torch.manual_seed(SEED)
     model = make().eval()
     randomize(model)
-    x = torch.randn(*shape, generator=torch.Generator().manual_seed(SEED + 1))
+    x = torch.randn(batch, *shape[1:], generator=torch.Generator().manual_seed(SEED + 1))
     return model, x, opset
 
 
@@ -247,7 +259,11 @@ def main(argv):
     if argv[1] == "time":
         time_model(argv[3], int(argv[4]) if len(argv) > 4 else 2)
         return 0
-    for name in argv[3:] or list(MODELS):
+    names = argv[3:]
+    if names[:1] == ["--batch"] and len(names) >= 2 and names[1].isdigit():
+        batch, names = int(names[1]), names[2:] or list(MODELS)
+        names = [n if batch == 1 else "%s_b%d" % (n, batch) for n in names]
+    for name in names or list(MODELS):
         export(root, name)
     return 0
 
