@@ -156,8 +156,9 @@ std::shared_ptr<const Executable> compile_one(const Graph& g, const Options& o, 
 }
 
 // The parts of a partitioned graph, each distinct part compiled once (a model's repeated layers cut
-// alike are one pipeline). With a disk cache, a child process builds every other part into it
-// while this process builds the rest; then the child's come from the cache like any pipeline.
+// alike are one pipeline). With a disk cache, a child process builds about half of them (by
+// compile cost) into it while this process builds the rest; then the child's come from the cache
+// like any pipeline.
 std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part> parts, const Options& o,
                                                 const Target& target) {
   std::vector<std::string> keys;
@@ -169,6 +170,20 @@ std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part
     for (size_t k = 0; k < parts.size(); ++k)
       if (seen.insert(keys[k]).second && !disk.has(hash_hex(keys[k]))) todo.push_back(k);
   }
+  // The distinct parts shared between this process and a child by their compile cost, largest
+  // first, each to whichever has less so far (a part of two transformer blocks took 7 s, the
+  // others 1-4: dealt alternately, one process waited 8 s for the other).
+  std::sort(todo.begin(), todo.end(), [&](size_t a, size_t b) { return compile_cost(parts[a].graph) > compile_cost(parts[b].graph); });
+  std::vector<size_t> here, there;
+  {
+    int64_t load_here = 0, load_there = 0;
+    for (size_t k : todo) {
+      const int64_t c = compile_cost(parts[k].graph) + 8;  // (+ what every pipeline costs: runtime, link)
+      const bool mine = load_here <= load_there;
+      (mine ? here : there).push_back(k);
+      (mine ? load_here : load_there) += c;
+    }
+  }
   pid_t child = -1;
   if (todo.size() >= 2 && disk.enabled() && can_link()) {
     // Forked while holding the compile lock: no other thread is inside Halide, and the child, the
@@ -177,8 +192,7 @@ std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part
     std::fflush(nullptr);
     child = fork();
     if (child == 0) {
-      for (size_t t = 1; t < todo.size(); t += 2) {
-        const size_t k = todo[t];
+      for (size_t k : there) {
         try {
           Built b = build(parts[k].graph, o, target);
           if (b.shared_object) disk.write(hash_hex(keys[k]), encode_cache_entry(keys[k], b.executable->info(), *b.shared_object));
@@ -190,7 +204,7 @@ std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part
   }
   std::map<std::string, std::shared_ptr<const Executable>> built;
   Timer t;
-  for (size_t i = 0; i < todo.size(); i += child > 0 ? 2 : 1) built[keys[todo[i]]] = compile_one(parts[todo[i]].graph, o, target, keys[todo[i]]);
+  for (size_t k : child > 0 ? here : todo) built[keys[k]] = compile_one(parts[k].graph, o, target, keys[k]);
   if (child > 0) {
     // The two shares are about the same work: a child still busy long after this process's share
     // was done is stuck (a lock another thread held when it was forked) and is stopped; this
@@ -214,7 +228,7 @@ std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part
     exes.push_back(it->second);
   }
   log().debug("backend: '{}' compiled in {} parts ({} distinct, {} compiled here{})", g.name, parts.size(), built.size(),
-              child > 0 ? (todo.size() + 1) / 2 : todo.size(), child > 0 ? ", the others in a child process" : "");
+              child > 0 ? here.size() : todo.size(), child > 0 ? ", the others in a child process" : "");
   return make_partitioned(std::move(parts), std::move(exes));
 }
 

@@ -34,6 +34,9 @@ struct Part {
 // (default 96) nodes of work (contractions 4, reductions 2, others 1). Empty when not worth it.
 std::vector<Part> partition(const Graph& g, bool at_once);
 
+// What compiling g costs, in the units of partition()'s limit: how compiling parts is shared.
+int64_t compile_cost(const Graph& g);
+
 // The parts compile() makes of g (control flow split out before) under o: partition()'s where the
 // schedule is the built-in one on the CPU, else none.
 std::vector<Part> parts_to_compile(const Graph& g, const Options& o);

@@ -4,6 +4,7 @@
 // eager computes, at the sizes the issue names (a 2000-op chain, 500 matmuls) and at the edges of
 // the cutting (outputs that are inputs or constants, updates, size-0 and scalar values, integer
 // dtypes, every opt level). How long they take is hjit-bench's compile-time table.
+#include <memory>
 #include <tuple>
 #include <cstdlib>
 #include <cstdio>
@@ -90,6 +91,43 @@ TEST_CASE("a graph of 500 matmuls compiles in parts, layers alike compiled once"
   const auto [parts, distinct] = parts_of(summary);
   CHECK(parts >= 20);
   CHECK(distinct <= 4);  // the first, the last, and the ones between
+}
+
+TEST_CASE("a deep training step: layers, their gradients and their optimizer steps each compile once") {
+  // Each layer's constants (CSE keeps one of each, among the first layer's nodes) and the Adam
+  // steps, which hand each other nothing, must not make parts unlike: the step's distinct parts
+  // grow slower than its layers.
+  auto distinct_at = [](int layers) {
+    std::vector<Tensor> ws;
+    for (int i = 0; i < layers; ++i) ws.push_back(identity(48) + 0.05 * test::random({48, 48}, hjit::DType::F32, 7 + i));
+    std::vector<Tensor> eager_ws;
+    for (const Tensor& w : ws) eager_ws.push_back(w + 0.0);
+    const Tensor x = test::random({64, 48}, hjit::DType::F32, 1);
+    auto loss = [](const std::vector<Tensor>& p, const Tensor& x) {
+      Tensor y = x;
+      for (const Tensor& w : p) y = hjit::tanh(hjit::matmul(y, w) * 0.5 + 0.25);
+      return hjit::mean(y * y);
+    };
+    auto step_of = [&](std::vector<Tensor>& params) {
+      return [&, opt = std::make_shared<hjit::optim::Adam>(params, 1e-2)](const Tensor& x) {
+        auto [l, g] = hjit::value_and_grad([&](const Tensor& a) { return loss(params, a); }, params)(x);
+        opt->step(g);
+        return l;
+      };
+    };
+    auto jitted = hjit::jit(step_of(ws), {.name = "deep_step" + std::to_string(layers), .opt_level = 1});
+    auto eager = step_of(eager_ws);
+    for (int s = 0; s < 2; ++s) CHECK_CLOSE_TOL(jitted(x), eager(x), 1e-5);
+    for (size_t i = 0; i < ws.size(); ++i) CHECK_CLOSE_TOL(ws[i], eager_ws[i], 1e-5);
+    INFO(jitted.stats().schedule);
+    return parts_of(jitted.stats().schedule);
+  };
+  PartCost cost(64);
+  const auto [parts3, distinct3] = distinct_at(3);
+  const auto [parts8, distinct8] = distinct_at(8);
+  CHECK(parts8 > parts3);
+  CHECK(distinct8 - distinct3 < 8 - 3);  // five more layers, fewer more pipelines to compile
+  CHECK(distinct8 < parts8);
 }
 
 TEST_CASE("a chain longer than an inlined expression's bound is stored along the way") {
