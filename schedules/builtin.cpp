@@ -376,6 +376,7 @@ class Builtin {
         os_ << nm(s.reduction) << ": per tile of " << nm(nest.func) << ", "
             << schedule_contraction_tile(p_, s, nest.spec, out_);
         if (nest.spec.block > 0) os_ << pack_panels(s, nest);
+        if (nest.spec.channels) os_ << pack_channel_panel(s, nest);
         if (cpu_rules(s.op).tile == Tile::Attention) os_ << ";" << schedule_attention_helpers(p_, s, ref(nest.func), nest.parallel, nest.spec, out_);
         else os_ << ";" << schedule_helpers_at_root(p_, s, out_);
         os_ << "\n";
@@ -401,6 +402,21 @@ class Builtin {
     const int vec = vector_width(p_.target, value_type(b));
     if (nest.spec.tx >= vec) panel.vectorize(b.vars[0], vec);
     return ", right operand packed per panel";
+  }
+
+  // A channel-tiled convolution's weights ([co, ci, ky, kx]), copied for each channel tile with
+  // the channels innermost: the tile then loads its channel vectors contiguously at every step of
+  // the reduction.
+  std::string pack_channel_panel(const Stage& s, const Nest& nest) {
+    const Node& n = node(s.node);
+    if (n.inputs[0] == n.inputs[1]) return "";
+    const Stage& w = st(n.inputs[1]);
+    FuncRef panel = ref(w.func).in(ref(s.reduction));
+    panel.compute_at(ref(nest.func), nest.panel);
+    panel.reorder_storage({w.vars[3], w.vars[0], w.vars[1], w.vars[2]});
+    panel.reorder({w.vars[3], w.vars[0], w.vars[1], w.vars[2]});
+    panel.vectorize(w.vars[3], vector_width(p_.target, value_type(w)));
+    return ", weights packed per channel tile";
   }
 
   const LoweredPipeline& p_;

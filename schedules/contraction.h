@@ -28,6 +28,10 @@ struct TileSpec {
   // Matmul with too few row tiles for the threads (batch-1 inference): the column tiles, outermost,
   // run in parallel.
   bool columns_parallel = false;
+  // Convolution of narrow images (a classifier's 14- and 7-wide last stages): output channels
+  // vectorized (`inner`) times output columns (`unrolled`); the channel tiles run outermost, in
+  // parallel, each with its weights copied channels-innermost once (TiledNest::panel).
+  bool channels = false;
 };
 // The register tile of a matmul on this target: {columns in vectors, rows}. Accumulators, the
 // right operand's vectors and one broadcast fill the vector registers but for a few: 3 x 8 with
@@ -37,7 +41,7 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& cont
 
 struct TiledNest {
   Halide::Var tile;      // the loop inside which one tile is computed
-  Halide::Var panel;     // blocked matmul: the loop over column panels (one packed panel each)
+  Halide::Var panel;     // the loop over column panels (blocked matmul) or channel tiles (one packed panel each)
   Halide::Var parallel;  // the fused loop over everything outside it
   std::string what;
 };

@@ -303,6 +303,30 @@ TEST_CASE("a blocked matmul of any row count stays inside its inputs") {
   }
 }
 
+TEST_CASE("a convolution of narrow images, tiled over channels, computes what eager computes at every edge") {
+  // Narrow outputs (width under two vectors) with channels to spare take channel tiles: channel
+  // counts that are no multiple of the tile, widths of 1 and odd, strides, a batch, a weight that
+  // is itself computed (a folded batch norm), and the bias and ReLU fused after it.
+  struct Case { int64_t n, ci, co, side, k, stride; };
+  for (Case c : {Case{1, 8, 64, 7, 3, 1}, Case{2, 5, 40, 5, 3, 2}, Case{1, 16, 96, 14, 1, 1}, Case{3, 4, 33, 1, 3, 1},
+                 Case{1, 12, 48, 9, 5, 1}, Case{2, 3, 130, 11, 3, 2}}) {
+    CAPTURE(c.co);
+    CAPTURE(c.side);
+    CAPTURE(c.k);
+    CAPTURE(c.stride);
+    const Tensor x = test::random({c.n, c.ci, c.side, c.side}, hjit::DType::F32, 8);
+    const Tensor w = test::random({c.co, c.ci, c.k, c.k}, hjit::DType::F32, 9), b = test::random({c.co}, hjit::DType::F32, 10);
+    const Tensor scale = test::random({c.co, 1, 1, 1}, hjit::DType::F32, 11);
+    auto f = [&](const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& s) {
+      const int64_t pad = c.k / 2;
+      return hjit::relu(hjit::conv2d(x, w * s, b, {c.stride, c.stride}, {pad, pad}));
+    };
+    auto jitted = hjit::jit(f, {.opt_level = 1});
+    CHECK_CLOSE(jitted(x, w, b, scale), f(x, w, b, scale));
+    if (c.co >= 40) CHECK(jitted.explain(x, w, b, scale).find("over channels") != std::string::npos);
+  }
+}
+
 // argmax over (a computed value) - constant: Halide's simplifier moved the constant onto the
 // running best (-inf at the first element), which LLVM's no-infinities fast math made poison, and
 // the compiled argmax answered 0 (found by ONNX's Det: one step of Gaussian elimination, then the
