@@ -173,16 +173,15 @@ std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part
   // The distinct parts shared between this process and a child by their compile cost, largest
   // first, each to whichever has less so far (a part of two transformer blocks took 7 s, the
   // others 1-4: dealt alternately, one process waited 8 s for the other).
-  std::sort(todo.begin(), todo.end(), [&](size_t a, size_t b) { return compile_cost(parts[a].graph) > compile_cost(parts[b].graph); });
+  std::vector<int64_t> cost(parts.size());
+  for (size_t k : todo) cost[k] = compile_cost(parts[k].graph) + 8;  // (+ what every pipeline costs: runtime, link)
+  std::sort(todo.begin(), todo.end(), [&](size_t a, size_t b) { return cost[a] > cost[b]; });
   std::vector<size_t> here, there;
-  {
-    int64_t load_here = 0, load_there = 0;
-    for (size_t k : todo) {
-      const int64_t c = compile_cost(parts[k].graph) + 8;  // (+ what every pipeline costs: runtime, link)
-      const bool mine = load_here <= load_there;
-      (mine ? here : there).push_back(k);
-      (mine ? load_here : load_there) += c;
-    }
+  int64_t load_here = 0, load_there = 0;
+  for (size_t k : todo) {
+    const bool mine = load_here <= load_there;
+    (mine ? here : there).push_back(k);
+    (mine ? load_here : load_there) += cost[k];
   }
   pid_t child = -1;
   if (todo.size() >= 2 && disk.enabled() && can_link()) {

@@ -218,8 +218,9 @@ Graph sources_first(const Graph& g) {
 std::vector<Part> partition(const Graph& original, bool at_once) {
   const Graph g = sources_first(original);
   const size_t n = g.nodes.size();
-  int64_t work = 0, total = 0;
-  for (const Node& node : g.nodes) work += work_of(node.op), total += compile_cost_of(node.op);
+  int64_t work = 0;
+  for (const Node& node : g.nodes) work += work_of(node.op);
+  const int64_t total = compile_cost(g);
   const int64_t most = std::max<int64_t>(1, env_or("HJIT_PART_MAX_COST", 384));
   const bool halves = at_once && work >= env_or("HJIT_PARTITION_WORK", 96);
   if (!halves && total <= most) return {};
@@ -239,13 +240,12 @@ std::vector<Part> partition(const Graph& original, bool at_once) {
   }
 
   // Values a later part reads (sources are copied into each part that reads them, not handed on).
-  std::vector<int> boundary;
-  std::map<int, int> boundary_of;  // node -> boundary id
+  std::map<int, int> boundary_of;  // node -> boundary id (ids in the order later parts first read them)
   for (size_t p = 0; p < parts_count; ++p)
     for (int b : nodes_of[p])
       for (int in : g.nodes[size_t(b)].inputs)
         if (part_of[size_t(in)] < p && !is_source(g.node(in)) && !recomputed[p].count(in) && !boundary_of.count(in))
-          boundary_of[in] = int(boundary.size()), boundary.push_back(in);
+          boundary_of.emplace(in, int(boundary_of.size()));
   std::vector<int> slot_node(g.outputs);
   for (const Update& u : g.updates) slot_node.push_back(u.value);
 
