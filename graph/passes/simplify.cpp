@@ -79,7 +79,8 @@ bool fold_pad_into_conv(Graph& out, const Node& n, const std::vector<int>& in, i
 // starting again at every matrix (a transformer's projections, their input gradients).
 bool fold_batch_into_rows(Graph& out, const Node& n, const std::vector<int>& in, int* result) {
   if (n.op != OpKind::Matmul) return false;
-  const Shape &xs = out.type(in[0]).shape, &ws = out.type(in[1]).shape;
+  // Copies: add_op grows the graph's node vector, which would leave references dangling.
+  const Shape xs = out.type(in[0]).shape, ws = out.type(in[1]).shape;
   if (xs.size() < 3 || !shared_matrix(ws)) return false;
   const int64_t rows = shape_numel(Shape(xs.begin(), xs.end() - 1));
   const int x2 = out.add_op(OpKind::Reshape, {in[0]}, Attrs{{"shape", Shape{rows, xs.back()}}});
