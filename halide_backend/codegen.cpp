@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -186,6 +187,15 @@ PipelineInfo describe(const Graph& g, const LoweredPipeline& p, std::string func
 
 bool can_link() { return !linker_path().empty(); }
 
+Halide::Target code_target(const LoweredPipeline& p, const Target& target, bool jit) {
+  Halide::Target t = target.halide(jit);
+  if (!jit) t = t.with_feature(Halide::Target::NoRuntime);  // the runtime comes from runtime_object.h
+  const bool calls_library = std::any_of(p.stages.begin(), p.stages.end(), [](const Stage& s) { return s.is_extern; });
+  if (target.device() == Device::CPU && !p.checks_indices && !calls_library && !p.dynamic)
+    t = t.with_feature(Halide::Target::NoAsserts);
+  return t;
+}
+
 std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Target& target, PipelineInfo& info) {
   if (info.computes_nothing()) return std::string();
   if (linker_path().empty()) {
@@ -200,9 +210,9 @@ std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Targe
   // their device's runtime, shared by every pipeline of the device (device_runtime.h).
   const Device device = target.device();
   info.device = device;
-  const Halide::Target halide_target = target.halide(false).with_feature(Halide::Target::NoRuntime);
-  Halide::Module module =
-      device_ready_pipeline(defined_outputs(p), halide_target).compile_to_module(halide_arguments(p), info.function, halide_target);
+  const Halide::Target halide_target = code_target(p, target, false);
+  Halide::Module module = device_ready_pipeline(defined_outputs(p), halide_target, Buffers::ByHjit)
+                              .compile_to_module(halide_arguments(p), info.function, halide_target);
   info.device_code = device_code_of(module);
   const double lowered_ms = t.ms();
   ScratchDir dir;
@@ -261,9 +271,9 @@ std::shared_ptr<HalideExecutable> load_shared_object(std::string_view bytes, Pip
 
 std::shared_ptr<HalideExecutable> jit_compile(LoweredPipeline& p, const Target& target, PipelineInfo info) {
   if (info.computes_nothing()) return std::make_shared<HalideExecutable>(std::move(info), nullptr, nullptr, nullptr);
-  const Halide::Target halide_target = target.halide(true);
-  Halide::Module module =
-      device_ready_pipeline(defined_outputs(p), halide_target).compile_to_module(halide_arguments(p), info.function, halide_target);
+  const Halide::Target halide_target = code_target(p, target, true);
+  Halide::Module module = device_ready_pipeline(defined_outputs(p), halide_target, Buffers::ByHjit)
+                              .compile_to_module(halide_arguments(p), info.function, halide_target);
   auto jit = std::make_shared<Halide::Internal::JITModule>(module, module.get_function_by_name(info.function));
   ArgvFunction fn = reinterpret_cast<ArgvFunction>(jit->argv_function());
   return std::make_shared<HalideExecutable>(std::move(info), fn, std::move(jit), make_jit_context());

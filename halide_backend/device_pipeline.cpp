@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <set>
+#include <string>
 
 namespace hjit::backend {
 namespace {
@@ -35,11 +37,50 @@ class ExactDoubleLiterals : public IRMutator {
   }
 };
 
+// The checks of the arguments hjit makes (see Buffers). What stays: require() (an IndexError),
+// a library call's status, and the checks of allocations (their size, and failures).
+class DropArgumentChecks : public IRMutator {
+  using IRMutator::visit;
+  Stmt visit(const AssertStmt* op) override {
+    const Call* error = op->message.as<Call>();
+    return error && argument_checks().count(error->name) ? Evaluate::make(0) : Stmt(op);
+  }
+  static const std::set<std::string>& argument_checks() {
+    static const std::set<std::string> names = {
+        "halide_error_buffer_argument_is_null",  "halide_error_bad_type",
+        "halide_error_bad_dimensions",           "halide_error_buffer_extents_negative",
+        "halide_error_buffer_extents_too_large", "halide_error_access_out_of_bounds",
+        "halide_error_constraint_violated",      "halide_error_host_is_null",
+        "halide_error_unaligned_host_ptr",       "halide_error_device_dirty_with_no_device_support"};
+    return names;
+  }
+};
+
+// Without assertions, a heap allocation that failed would be written through a null pointer: the
+// statements inside it run only when it was made. (The allocator has noted the failure: the call
+// throws OutOfMemoryError after it returns, whatever was skipped.) An allocation whose condition
+// is false is not made, and its statements must run all the same.
+class GuardAllocations : public IRMutator {
+  using IRMutator::visit;
+  Stmt visit(const Allocate* op) override {
+    Stmt body = mutate(op->body);
+    if (op->new_expr.defined()) return Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition, body,
+                                                      op->new_expr, op->free_function);
+    Expr made = reinterpret(UInt(64), Variable::make(Handle(), op->name)) != make_zero(UInt(64));
+    body = IfThenElse::make(made || !op->condition, body);
+    return Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition, body);
+  }
+};
+
 }  // namespace
 
-Pipeline device_ready_pipeline(const std::vector<Func>& outputs, const Target& target) {
+Pipeline device_ready_pipeline(const std::vector<Func>& outputs, const Target& target, Buffers buffers) {
   Pipeline p(outputs);
   if (target.has_feature(Target::OpenCL)) p.add_custom_lowering_pass(new ExactDoubleLiterals);
+  if (buffers == Buffers::ByHjit) {
+    p.add_custom_lowering_pass(new DropArgumentChecks);
+    if (target.has_feature(Target::NoAsserts)) p.add_custom_lowering_pass(new GuardAllocations);
+  }
   return p;
 }
 

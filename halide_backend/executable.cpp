@@ -27,6 +27,9 @@ struct CallContext : Halide::JITUserContext {
   std::string error;
   // The temporaries Halide allocates for this call (its parallel tasks allocate at once).
   std::atomic<int64_t> temporaries{0}, peak_temporaries{0};
+  // An allocation failed. Code compiled without assertions skips what needed it and goes on
+  // (device_pipeline.h): the call reports it afterwards.
+  std::atomic<bool> out_of_memory{false};
 };
 
 void on_error(void* ctx, const char* msg) {
@@ -42,7 +45,8 @@ void* on_malloc(void* ctx, size_t bytes) {
   try {
     p = cached_alloc(bytes);
   } catch (...) {
-    return nullptr;  // Halide reports it as an out-of-memory error of the call
+    if (ctx) static_cast<CallContext*>(ctx)->out_of_memory = true;
+    return nullptr;  // code with assertions fails the call at once
   }
   if (auto* c = static_cast<CallContext*>(ctx)) {
     const int64_t now = c->temporaries.fetch_add(int64_t(cached_size(p))) + int64_t(cached_size(p));
@@ -191,7 +195,7 @@ void HalideExecutable::call(Fill fill, After after, const std::vector<int64_t>* 
       throw IndexError(msg.substr(msg.find_first_not_of(' ')));
     }
   }
-  if (r == halide_error_code_out_of_memory) throw OutOfMemoryError("hjit: compiled pipeline " + info_.function + " ran out of memory");
+  if (r == halide_error_code_out_of_memory || ctx.out_of_memory) throw OutOfMemoryError("hjit: compiled pipeline " + info_.function + " ran out of memory");
   if (r != 0 && info_.on_gpu())
     throw DeviceError("hjit: compiled pipeline " + info_.function + " failed on " + device_name(info_.device) +
                       " (Halide error " + std::to_string(r) + "): " + ctx.error);

@@ -102,7 +102,7 @@ std::vector<std::string> export_static_library(const Graph& g, const ExportReque
       const std::vector<Halide::Func> outs = defined_outputs(p);
       if (outs.empty()) throw ValueError("hjit: export: the function computes nothing (every output is empty)");
       const Halide::Target no_runtime = ht.with_feature(Halide::Target::NoRuntime);
-      Halide::Module module = device_ready_pipeline(outs, no_runtime).compile_to_module(args, impl, no_runtime);
+      Halide::Module module = device_ready_pipeline(outs, no_runtime, Buffers::ByCaller).compile_to_module(args, impl, no_runtime);
       device_code = device_code_of(module);
       module.compile({{Halide::OutputFileType::object, scratch + "/pipeline.o"}});
       Halide::compile_standalone_runtime(scratch + "/runtime.o", ht);

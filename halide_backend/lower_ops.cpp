@@ -69,7 +69,8 @@ void binary(LowerCtx& ctx, Stage& s, const Node& n, F f) {
 
 // index, or a failed call when it is outside [lo, hi): Halide's require(), which hjit turns into
 // an IndexError whose message is `message` with {} replaced by the index.
-Expr index_in_range(const Expr& index, int64_t lo, int64_t hi, const std::string& message) {
+Expr index_in_range(LowerCtx& ctx, const Expr& index, int64_t lo, int64_t hi, const std::string& message) {
+  ctx.p.checks_indices = true;
   const size_t at = message.find(" {} ");  // Halide's message puts a space between its parts
   if (at == std::string::npos) throw InternalError("index_in_range: the message has no ' {} '");
   Expr i64 = cast<int64_t>(index);
@@ -634,7 +635,7 @@ void Take(LowerCtx& ctx, Stage& s, const Node& n) {
   // loads that run before the failure is noticed inside the buffer.
   const int64_t extent = xs[axis];
   Expr raw = cast<int64_t>(ctx.at(n.inputs[1], idx));
-  raw = index_in_range(raw, -extent, extent,
+  raw = index_in_range(ctx, raw, -extent, extent,
                        "take: index {} is out of range for axis " + std::to_string(axis) + " of " +
                            ctx.g.type(n.inputs[0]).str() + " (valid: " + std::to_string(-extent) + " to " +
                            std::to_string(extent - 1) + ")");
@@ -889,7 +890,7 @@ void SliceUpdate(LowerCtx& ctx, Stage& s, const Node& n) {
 
 void CheckIndex(LowerCtx& ctx, Stage& s, const Node& n) {
   const int64_t lo = n.attrs.i("lo"), hi = n.attrs.i("hi");
-  LowerCtx::define(s, index_in_range(operand(ctx, s, n, 0), lo, hi,
+  LowerCtx::define(s, index_in_range(ctx, operand(ctx, s, n, 0), lo, hi,
                                      n.attrs.s("what") + " {} is out of range [" + std::to_string(lo) + ", " +
                                          std::to_string(hi) + ")"));
 }

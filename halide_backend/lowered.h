@@ -89,6 +89,9 @@ struct LoweredPipeline {
   std::vector<int> output_node;           // the node each output computes
   // Wrapper funcs that only convert a node to its storage type (or copy an input); may be empty.
   std::vector<bool> output_is_wrapper;
+  // Set by the lowering of an op that checks its indices (Halide's require()): the pipeline then
+  // has a failure of its own to report, which needs Halide's assertions (codegen.cpp).
+  bool checks_indices = false;
 };
 
 }  // namespace hjit::backend

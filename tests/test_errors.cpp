@@ -1,6 +1,12 @@
 // Bad input gets a typed hjit::Error whose message a user can act on, eagerly and while tracing
 // (with the same words, plus the name of the function being traced).
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
 #include <functional>
+#include <string>
 
 #include "tests/support.h"
 
@@ -159,3 +165,43 @@ TEST_CASE("bad layer arguments") {
   CHECK_THROWS_AS(hjit::cross_entropy(Tensor::zeros({2, 3}), Tensor::zeros({2})), hjit::DTypeError);
   CHECK_THROWS_AS(hjit::cross_entropy(Tensor::zeros({2, 3}), Tensor::zeros({3}, DType::I64)), hjit::ShapeError);
 }
+
+// Compiled code has no checks of its own where hjit needs none (codegen.cpp's code_target): a
+// temporary that cannot be allocated skips what needed it, and the call says so afterwards.
+// (Not under AddressSanitizer, whose shadow memory a data limit would cut off.)
+#if !defined(__SANITIZE_ADDRESS__)
+TEST_CASE("a compiled call whose temporaries cannot be allocated throws OutOfMemoryError") {
+  // A running sum of a 16384 x 16384 outer product: 1 GiB of temporaries, from 128 KiB of inputs.
+  const int64_t n = 16384;
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // Half a GiB more than this process holds: enough to compile, not to compute.
+    rlimit limit{};
+    getrlimit(RLIMIT_DATA, &limit);
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    rlim_t data_kib = 0;
+    while (std::getline(status, line))
+      if (line.rfind("VmData:", 0) == 0) data_kib = rlim_t(std::stoull(line.substr(7)));
+    limit.rlim_cur = (data_kib << 10) + (rlim_t(512) << 20);
+    setrlimit(RLIMIT_DATA, &limit);
+    int code = 3;
+    try {
+      auto f = hjit::jit([](const Tensor& x, const Tensor& y) { return hjit::sum(hjit::cumsum(x * y, 1), {1}); },
+                         {.name = "running_sums"});
+      f(Tensor::ones({n, 1}), Tensor::ones({1, n}));
+      code = 1;  // no error
+    } catch (const hjit::OutOfMemoryError&) {
+      code = 0;
+    } catch (...) {
+      code = 2;  // another error
+    }
+    _exit(code);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  REQUIRE_MESSAGE(WIFEXITED(status), "the child died of signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+#endif
