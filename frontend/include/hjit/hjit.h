@@ -35,5 +35,6 @@
 #include <hjit/module.h>
 #include <hjit/ops.h>
 #include <hjit/optim.h>
+#include <hjit/optim_schedule.h>
 #include <hjit/random.h>
 #include <hjit/tensor.h>
