@@ -19,7 +19,7 @@ int main() {
     Mlp model(11);
     hjit::optim::SGD opt(model.parameters(), 0.05);
     auto step = [&](const Tensor& key, const Tensor& x, const Tensor& y) {
-      auto [next, sub] = hjit::split(key);
+      auto [next, sub] = hjit::random::split(key);
       auto loss_fn = [&](const Tensor& x, const Tensor& y) {
         Tensor h = hjit::dropout(sub, hjit::relu(hjit::matmul(x, model.w1) + model.b1), 0.5);
         return hjit::cross_entropy(hjit::matmul(h, model.w2) + model.b2, y);
@@ -29,7 +29,7 @@ int main() {
       return std::make_pair(loss, next);
     };
     auto jitted = hjit::jit(step, hjit::JitOptions{.name = "dropout_step"});
-    Tensor key = hjit::random_key(0), loss;
+    Tensor key = hjit::random::key(0), loss;
     std::vector<double> losses;
     for (int64_t i = 0; i < steps; ++i) {
       std::tie(loss, key) = compiled ? jitted(key, x, labels) : step(key, x, labels);

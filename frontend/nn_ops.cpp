@@ -95,7 +95,20 @@ Tensor rms_norm(const Tensor& x, const std::optional<Tensor>& weight, double eps
 // Indices must lie in [0, num_embeddings): PyTorch's embedding does not wrap negative ones.
 Tensor embedding(const Tensor& table, const Tensor& ids) {
   if (table.ndim() != 2) throw ShapeError("embedding: the table must be [num_embeddings, dim], got " + shape_str(table.shape()));
+  if (!is_integral(ids.dtype()))
+    throw DTypeError("embedding: ids must be integers (an int32 or int64 tensor), got " + TensorType{ids.dtype(), ids.shape()}.str() +
+                     "; convert them with .astype(DType::I32)");
   return take(table, check_index(ids, 0, table.shape()[0], "embedding: id"), 0);
+}
+
+Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype) {
+  if (!is_integral(indices.dtype()))
+    throw DTypeError("one_hot: indices must be integers, got " + TensorType{indices.dtype(), indices.shape()}.str());
+  if (num_classes <= 0) throw ValueError("one_hot: needs num_classes > 0, got " + std::to_string(num_classes));
+  const Tensor checked = check_index(indices, 0, num_classes, "one_hot: class").astype(DType::I64);
+  Shape shape = indices.shape();
+  shape.push_back(num_classes);
+  return (unsqueeze(checked, -1) == iota(shape, -1, DType::I64)).astype(dtype);
 }
 
 namespace {

@@ -226,7 +226,7 @@ TensorType infer_check_index(const InferArgs& a) {
 
 TensorType infer_random_bits(const InferArgs& a) {
   if (a.in[0]->dtype != DType::U32 || a.in[0]->shape != Shape{2})
-    throw DTypeError("random_bits: a key is u32[2] (hjit::random_key(seed), or a row of hjit::split(key)), got " +
+    throw DTypeError("random_bits: a key is u32[2] (hjit::random::key(seed), or a row of hjit::random::split(key)), got " +
                      a.in[0]->str());
   const Shape& s = a.attrs.ints("shape");
   check_shape("random_bits", s);

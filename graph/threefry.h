@@ -1,7 +1,7 @@
 // The definition of the random_bits op, shared by its eager kernel and its Halide lowering (they
 // instantiate it with uint32_t and with Halide::Expr): Threefry-2x32 with 20 rounds (Salmon et al.,
 // "Parallel random numbers: as easy as 1, 2, 3", SC 2011), laid out over the elements exactly as
-// JAX's threefry_random_bits lays out 32-bit draws, so that hjit::random_bits(key, shape) equals
+// JAX's threefry_random_bits lays out 32-bit draws, so that hjit::random::bits(key, shape) equals
 // jax.random.bits(key, shape) for the same key.
 #pragma once
 #include <cstdint>

@@ -521,10 +521,10 @@ Group gradients() {
 Group random_draws() {
   return [](const std::vector<Tensor>& in) {
     const Tensor &key = in[0], &x = in[1];
-    auto [k1, k2] = hjit::split(key);
-    return std::vector<Tensor>{hjit::random_bits(key, x.shape()), hjit::random_uniform(k1, x.shape(), x.dtype()),
-                               hjit::random_normal(k2, x.shape(), x.dtype()), hjit::dropout(key, x, 0.3),
-                               hjit::random_bits(k2, {})};
+    auto [k1, k2] = hjit::random::split(key);
+    return std::vector<Tensor>{hjit::random::bits(key, x.shape()), hjit::random::uniform(k1, x.shape(), x.dtype()),
+                               hjit::random::normal(k2, x.shape(), x.dtype()), hjit::dropout(key, x, 0.3),
+                               hjit::random::bits(k2, {})};
   };
 }
 
@@ -608,7 +608,7 @@ TEST_CASE("random draws from a traced key") {
   uint64_t seed = 1200;
   for (DType t : reduced() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64})
     for (Shape s : {Shape{5, 33}, Shape{1}})
-      check("random_draws", random_draws(), {hjit::random_key(seed++), test::random(s, t, seed++)});
+      check("random_draws", random_draws(), {hjit::random::key(seed++), test::random(s, t, seed++)});
 }
 
 TEST_CASE("control flow: cond, fori_loop and scan, their bodies compiled") {

@@ -24,13 +24,13 @@ TEST_CASE("Threefry-2x32: the known answers of Random123, and JAX's split of PRN
   CHECK(threefry2x32(0x13198a2eu, 0x03707344u, 0x243f6a88u, 0x85a308d3u) ==
         std::pair<uint32_t, uint32_t>{0xc4923a9cu, 0x483df7a0u});
   // jax.random.split(jax.random.PRNGKey(0)) is [[4146024105, 967050713], [2718843009, 1272950319]].
-  Tensor keys = hjit::split(hjit::random_key(0), 2);
+  Tensor keys = hjit::random::split(hjit::random::key(0), 2);
   CHECK(keys.shape() == Shape{2, 2});
   CHECK(keys.to_vector<uint32_t>() == std::vector<uint32_t>{4146024105u, 967050713u, 2718843009u, 1272950319u});
-  auto [a, b] = hjit::split(hjit::random_key(0));
+  auto [a, b] = hjit::random::split(hjit::random::key(0));
   CHECK(a.to_vector<uint32_t>() == std::vector<uint32_t>{4146024105u, 967050713u});
   CHECK(b.to_vector<uint32_t>() == std::vector<uint32_t>{2718843009u, 1272950319u});
-  CHECK(hjit::random_key((uint64_t(7) << 32) | 9).to_vector<uint32_t>() == std::vector<uint32_t>{7, 9});
+  CHECK(hjit::random::key((uint64_t(7) << 32) | 9).to_vector<uint32_t>() == std::vector<uint32_t>{7, 9});
 }
 
 TEST_CASE("random draws: compiled equals eager for every shape, a new key draws anew without re-tracing") {
@@ -38,18 +38,18 @@ TEST_CASE("random draws: compiled equals eager for every shape, a new key draws 
     hjit::JitOptions o;
     o.opt_level = opt;
     auto draw = hjit::jit([](const Tensor& key, const Tensor& x) {
-      return std::make_tuple(hjit::random_bits(key, x.shape()), hjit::random_uniform(key, x.shape()),
-                             hjit::random_normal(key, x.shape(), DType::F64), hjit::dropout(key, x, 0.25));
+      return std::make_tuple(hjit::random::bits(key, x.shape()), hjit::random::uniform(key, x.shape()),
+                             hjit::random::normal(key, x.shape(), DType::F64), hjit::dropout(key, x, 0.25));
     }, o);
     for (Shape s : {Shape{}, Shape{0}, Shape{1}, Shape{7}, Shape{3, 5}, Shape{2, 1}, Shape{1, 1, 17}, Shape{2, 3, 33}}) {
       CAPTURE(hjit::shape_str(s));
       Tensor x = test::random(s, DType::F32, 3);
       for (uint64_t seed : {0ull, 1ull, 0xfedcba9876543210ull}) {
-        Tensor key = hjit::random_key(seed);
+        Tensor key = hjit::random::key(seed);
         auto [bits, u, n, d] = draw(key, x);
-        CHECK(bits.to_vector<uint32_t>() == hjit::random_bits(key, s).to_vector<uint32_t>());
-        CHECK(u.to_vector<float>() == hjit::random_uniform(key, s).to_vector<float>());
-        CHECK_CLOSE(n, hjit::random_normal(key, s, DType::F64));
+        CHECK(bits.to_vector<uint32_t>() == hjit::random::bits(key, s).to_vector<uint32_t>());
+        CHECK(u.to_vector<float>() == hjit::random::uniform(key, s).to_vector<float>());
+        CHECK_CLOSE(n, hjit::random::normal(key, s, DType::F64));
         CHECK(d.to_vector<float>() == hjit::dropout(key, x, 0.25).to_vector<float>());
       }
     }
@@ -59,7 +59,7 @@ TEST_CASE("random draws: compiled equals eager for every shape, a new key draws 
 
 TEST_CASE("random draws have the right distribution, and keys from split are independent") {
   const int64_t n = 1 << 16;
-  Tensor u = hjit::random_uniform(hjit::random_key(42), {n});
+  Tensor u = hjit::random::uniform(hjit::random::key(42), {n});
   std::vector<float> uv = u.to_vector<float>();
   double mean = 0, lo = 1, hi = 0;
   for (float v : uv) mean += v, lo = std::min<double>(lo, v), hi = std::max<double>(hi, v);
@@ -67,18 +67,18 @@ TEST_CASE("random draws have the right distribution, and keys from split are ind
   CHECK(mean == doctest::Approx(0.5).epsilon(0.01));
   CHECK(lo >= 0);
   CHECK(hi < 1);
-  std::vector<double> z = hjit::random_normal(hjit::random_key(42), {n}, DType::F64).to_vector<double>();
+  std::vector<double> z = hjit::random::normal(hjit::random::key(42), {n}, DType::F64).to_vector<double>();
   double m = 0, v2 = 0;
   for (double x : z) m += x, v2 += x * x;
   m /= double(n), v2 = v2 / double(n) - m * m;
   CHECK(std::fabs(m) < 0.02);
   CHECK(v2 == doctest::Approx(1.0).epsilon(0.03));
-  Tensor r = hjit::random_uniform(hjit::random_key(1), {1000}, DType::F32, -3, 5);
+  Tensor r = hjit::random::uniform(hjit::random::key(1), {1000}, DType::F32, -3, 5);
   for (float x : r.to_vector<float>()) CHECK((x >= -3 && x < 5));
-  auto [k1, k2] = hjit::split(hjit::random_key(42));
-  CHECK(hjit::random_bits(k1, {8}).to_vector<uint32_t>() != hjit::random_bits(k2, {8}).to_vector<uint32_t>());
+  auto [k1, k2] = hjit::random::split(hjit::random::key(42));
+  CHECK(hjit::random::bits(k1, {8}).to_vector<uint32_t>() != hjit::random::bits(k2, {8}).to_vector<uint32_t>());
   // dropout keeps about 1 - p and scales by 1 / (1 - p)
-  std::vector<float> d = hjit::dropout(hjit::random_key(5), Tensor::ones({n}), 0.3).to_vector<float>();
+  std::vector<float> d = hjit::dropout(hjit::random::key(5), Tensor::ones({n}), 0.3).to_vector<float>();
   int64_t kept = 0;
   for (float x : d) {
     CHECK_MESSAGE((x == 0 || std::fabs(x - 1 / 0.7f) < 1e-6), x);
@@ -89,21 +89,21 @@ TEST_CASE("random draws have the right distribution, and keys from split are ind
 
 TEST_CASE("random: bad keys and arguments are typed errors") {
   Tensor x = Tensor::ones({4});
-  CHECK_THROWS_AS(hjit::random_bits(Tensor::ones({2}), {3}), hjit::DTypeError);
-  CHECK_THROWS_AS(hjit::random_bits(u32({1, 2, 3}), {3}), hjit::DTypeError);
-  CHECK_THROWS_AS(hjit::random_bits(Tensor(), {3}), hjit::ValueError);
-  CHECK_THROWS_AS(hjit::random_uniform(hjit::random_key(0), {3}, DType::I32), hjit::DTypeError);
-  CHECK_THROWS_AS(hjit::random_uniform(hjit::random_key(0), {3}, DType::F32, 2, 1), hjit::ValueError);
-  CHECK_THROWS_AS(hjit::dropout(hjit::random_key(0), x, 1.0), hjit::ValueError);
-  CHECK_THROWS_AS(hjit::dropout(hjit::random_key(0), x.astype(DType::I32), 0.5), hjit::DTypeError);
-  CHECK_THROWS_AS(hjit::split(hjit::random_key(0), -1), hjit::ValueError);
-  CHECK_THROWS_AS(hjit::random_bits(hjit::random_key(0), {1 << 17, 1 << 16}), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::random::bits(Tensor::ones({2}), {3}), hjit::DTypeError);
+  CHECK_THROWS_AS(hjit::random::bits(u32({1, 2, 3}), {3}), hjit::DTypeError);
+  CHECK_THROWS_AS(hjit::random::bits(Tensor(), {3}), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::random::uniform(hjit::random::key(0), {3}, DType::I32), hjit::DTypeError);
+  CHECK_THROWS_AS(hjit::random::uniform(hjit::random::key(0), {3}, DType::F32, 2, 1), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::dropout(hjit::random::key(0), x, 1.0), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::dropout(hjit::random::key(0), x.astype(DType::I32), 0.5), hjit::DTypeError);
+  CHECK_THROWS_AS(hjit::random::split(hjit::random::key(0), -1), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::random::bits(hjit::random::key(0), {1 << 17, 1 << 16}), hjit::ValueError);
 }
 
 TEST_CASE("dropout in a jitted training step: a new key every step, one trace, the same as eager") {
   // A linear model trained with dropout on its input; the key is threaded through the step.
   auto step = [](const Tensor& w, const Tensor& key, const Tensor& x, const Tensor& y) {
-    auto [next, sub] = hjit::split(key);
+    auto [next, sub] = hjit::random::split(key);
     Tensor loss_grad = hjit::grad([&](const Tensor& w) {
       Tensor pred = hjit::matmul(hjit::dropout(sub, x, 0.2), w);
       return hjit::mean((pred - y) * (pred - y));
@@ -113,7 +113,7 @@ TEST_CASE("dropout in a jitted training step: a new key every step, one trace, t
   auto jitted = hjit::jit(step);
   Tensor x = Tensor::randn({16, 4}, 1), y = Tensor::randn({16, 1}, 2);
   Tensor w_e = Tensor::zeros({4, 1}), w_c = Tensor::zeros({4, 1});
-  Tensor k_e = hjit::random_key(7), k_c = hjit::random_key(7);
+  Tensor k_e = hjit::random::key(7), k_c = hjit::random::key(7);
   for (int i = 0; i < 5; ++i) {
     std::tie(w_e, k_e) = step(w_e, k_e, x, y);
     std::tie(w_c, k_c) = jitted(w_c, k_c, x, y);

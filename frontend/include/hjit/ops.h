@@ -154,6 +154,13 @@ Tensor slice(const Tensor& x, int axis, std::optional<int64_t> start, std::optio
 Tensor slice_update(const Tensor& x, const Tensor& value, int axis, std::optional<int64_t> start, std::optional<int64_t> stop,
                     int64_t step = 1);
 Tensor concat(const std::vector<Tensor>& xs, int axis = 0);
+// Pieces of x along axis, the inverse of concat: of the given sizes (summing to the axis's size),
+// or of `size` each but the last (torch.split); chunk: `chunks` pieces as equal as torch.chunk
+// makes them (ceil(n / chunks) each, fewer pieces when n runs out). Splitting a fused projection:
+//   auto qkv = hjit::split(hjit::matmul(x, w_qkv), {C, C, C}, -1);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int axis);
+std::vector<Tensor> split(const Tensor& x, int64_t size, int axis);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int axis = 0);
 Tensor stack(const std::vector<Tensor>& xs, int axis = 0);
 // Negative widths crop (as PyTorch's F.pad).
 Tensor pad(const Tensor& x, std::vector<std::pair<int64_t, int64_t>> widths, double value = 0);
@@ -170,7 +177,10 @@ Tensor cumsum(const Tensor& x, int axis = -1);  // integers accumulate in i64, l
 // Indices are i32 or i64; negative ones count from the end. Out of range: IndexError, eagerly and
 // from compiled code (the call fails).
 Tensor take(const Tensor& x, const Tensor& indices, int axis = 0);
-Tensor embedding(const Tensor& table, const Tensor& ids);  // take(table, ids, 0), ids in [0, rows)
+Tensor embedding(const Tensor& table, const Tensor& ids);
+// indices (any integer dtype) as one-hot vectors of num_classes along a new last axis
+// (torch.nn.functional.one_hot; an index outside [0, num_classes) is an IndexError).
+Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype = DType::F32);  // take(table, ids, 0), ids in [0, rows)
 // indices unchanged, or an IndexError "<what> <index> is out of range [lo, hi)" (eagerly, or when
 // the compiled function runs): how a gathering composite checks its indices.
 Tensor check_index(const Tensor& indices, int64_t lo, int64_t hi, const std::string& what);

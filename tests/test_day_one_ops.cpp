@@ -1,0 +1,112 @@
+// Ops a new user reaches for first: split and chunk (torch.split, torch.chunk), one_hot, and the
+// keyed draws of hjit::random (bernoulli, categorical), eagerly and jitted, against values worked
+// out by hand.
+#include <cmath>
+#include <vector>
+
+#include "tests/support.h"
+
+using hjit::DType;
+using hjit::Tensor;
+using test::vals;
+
+namespace {
+
+Tensor arange_f32(hjit::Shape shape) {
+  return Tensor::arange(hjit::shape_numel(shape)).astype(DType::F32).reshape(shape);
+}
+
+}  // namespace
+
+TEST_CASE("split and chunk: pieces along an axis, as PyTorch cuts them") {
+  const Tensor x = arange_f32({2, 7});
+  for (bool jitted : {false, true}) {
+    CAPTURE(jitted);
+    auto run = [&](auto fn) { return jitted ? hjit::jit(fn)(x) : fn(x); };
+    std::vector<Tensor> p = run([](const Tensor& x) { return hjit::split(x, std::vector<int64_t>{2, 0, 5}, -1); });
+    REQUIRE(p.size() == 3);
+    CHECK(p[0].shape() == hjit::Shape{2, 2});
+    CHECK(p[1].shape() == hjit::Shape{2, 0});
+    CHECK(vals(p[0]) == std::vector<float>{0, 1, 7, 8});
+    CHECK(vals(p[2]) == std::vector<float>{2, 3, 4, 5, 6, 9, 10, 11, 12, 13});
+    // torch.split(x, 3, 1): 3, 3, 1.
+    p = run([](const Tensor& x) { return hjit::split(x, int64_t(3), 1); });
+    REQUIRE(p.size() == 3);
+    CHECK(vals(p[2]) == std::vector<float>{6, 13});
+    // torch.chunk(x, 3, 1): ceil(7 / 3) = 3 each: 3, 3, 1; chunk(x, 4, 1): 2, 2, 2, 1.
+    p = run([](const Tensor& x) { return hjit::chunk(x, 3, 1); });
+    CHECK(p.size() == 3);
+    p = run([](const Tensor& x) { return hjit::chunk(x, 4, 1); });
+    REQUIRE(p.size() == 4);
+    CHECK(vals(p[3]) == std::vector<float>{6, 13});
+    // torch.chunk(arange(6), 4): 2, 2, 2 (three pieces: 6 runs out).
+    CHECK(hjit::chunk(Tensor::arange(6), 4).size() == 3);
+    // Rows: and the pieces concatenate back.
+    p = run([](const Tensor& x) { return hjit::chunk(x, 2, 0); });
+    REQUIRE(p.size() == 2);
+    CHECK(vals(hjit::concat(p, 0)) == vals(x));
+  }
+  // Gradients flow through the pieces back to the whole.
+  auto grad = hjit::grad([](const Tensor& x) {
+    auto p = hjit::split(x, std::vector<int64_t>{3, 4}, 1);
+    return hjit::sum(p[0] * 2.0) + hjit::sum(p[1] * 3.0);
+  })(x);
+  CHECK(vals(grad) == std::vector<float>{2, 2, 2, 3, 3, 3, 3, 2, 2, 2, 3, 3, 3, 3});
+  CHECK_THROWS_AS(hjit::split(x, std::vector<int64_t>{2, 2}, 1), hjit::ShapeError);
+  CHECK_THROWS_AS(hjit::split(x, std::vector<int64_t>{8, -1}, 1), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::split(x, int64_t(0), 1), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::chunk(x, 0, 1), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::chunk(x, 2, 2), hjit::ShapeError);
+  CHECK_THROWS_AS(hjit::chunk(Tensor::scalar(1), 2), hjit::ShapeError);
+}
+
+TEST_CASE("one_hot: classes as rows of zeros and ones, bad classes as IndexError") {
+  const Tensor ids = Tensor::from_vector<int64_t>({2, 0, 3}, {3});
+  for (bool jitted : {false, true}) {
+    CAPTURE(jitted);
+    auto f = [](const Tensor& i) { return hjit::one_hot(i, 4); };
+    const Tensor h = jitted ? hjit::jit(f)(ids) : f(ids);
+    CHECK(h.shape() == hjit::Shape{3, 4});
+    CHECK(h.dtype() == DType::F32);
+    CHECK(vals(h) == std::vector<float>{0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 1});
+    const Tensor bad = Tensor::from_vector<int32_t>({1, 4}, {2});
+    CHECK_THROWS_AS(jitted ? hjit::jit(f)(bad) : f(bad), hjit::IndexError);
+  }
+  CHECK(hjit::one_hot(Tensor::from_vector<int32_t>({1}, {1, 1}), 2, DType::I64).to_vector<int64_t>() == std::vector<int64_t>{0, 1});
+  CHECK_THROWS_AS(hjit::one_hot(Tensor::ones({2}), 3), hjit::DTypeError);
+  CHECK_THROWS_AS(hjit::one_hot(ids, 0), hjit::ValueError);
+  // Float ids are named at embedding, not at an op the user never called.
+  try {
+    hjit::embedding(Tensor::ones({4, 2}), Tensor::ones({3}));
+    FAIL("no error");
+  } catch (const hjit::DTypeError& e) {
+    CHECK(std::string(e.what()).find("embedding: ids must be integers") != std::string::npos);
+  }
+}
+
+TEST_CASE("random::categorical draws classes as often as softmax(logits) says; bernoulli as p says") {
+  // Probabilities 0.1, 0.2, 0.7 for each of 20000 rows.
+  const int64_t n = 20000;
+  const Tensor logits = hjit::broadcast_to(hjit::log(Tensor::from_vector<float>({0.1f, 0.2f, 0.7f}, {3})), {n, 3});
+  const Tensor key = hjit::random::key(3);
+  auto draw = [](const Tensor& key, const Tensor& logits) { return hjit::random::categorical(key, logits); };
+  const Tensor eager = draw(key, logits), compiled = hjit::jit(draw)(key, logits);
+  CHECK(eager.dtype() == DType::I64);
+  CHECK(eager.shape() == hjit::Shape{n});
+  CHECK(eager.to_vector<int64_t>() == compiled.to_vector<int64_t>());  // the same numbers, compiled
+  std::vector<int64_t> counts(3);
+  for (int64_t c : eager.to_vector<int64_t>()) counts[size_t(c)]++;
+  // Within 4 standard deviations of n * p.
+  for (auto [k, p] : std::vector<std::pair<int, double>>{{0, 0.1}, {1, 0.2}, {2, 0.7}})
+    CHECK_MESSAGE(std::abs(double(counts[size_t(k)]) - n * p) < 4 * std::sqrt(n * p * (1 - p)), k << ": " << counts[size_t(k)]);
+  // Another key, other draws; a class of probability 0 never comes.
+  CHECK(draw(hjit::random::key(4), logits).to_vector<int64_t>() != eager.to_vector<int64_t>());
+  const Tensor never = Tensor::from_vector<float>({0.f, -INFINITY, 1.f}, {1, 3});
+  for (uint64_t s = 0; s < 50; ++s) CHECK(draw(hjit::random::key(s), never).item<int64_t>() != 1);
+  // Bernoulli: the fraction of trues near p.
+  const double frac = hjit::mean(hjit::random::bernoulli(key, 0.3, {n}).astype(DType::F64)).item<double>();
+  CHECK(std::abs(frac - 0.3) < 4 * std::sqrt(0.3 * 0.7 / n));
+  CHECK_THROWS_AS(hjit::random::bernoulli(key, 1.5, {2}), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::random::categorical(key, Tensor::zeros({3}, DType::I32)), hjit::DTypeError);
+  CHECK_THROWS_AS(hjit::random::categorical(key, Tensor::scalar(1.0)), hjit::ShapeError);
+}
