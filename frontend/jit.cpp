@@ -3,10 +3,12 @@
 // dynamic_sizes), run it until its guards hold (guards, run_version, donation), check a new one
 // against eager (check_trace), make assign()ed values the tensors' (run_version), consume donated
 // arguments (donation). fullgraph = false calls run in segments instead (graph_breaks).
+#include <cstdlib>
 #include <hjit/jit.h>
 
 #include "frontend/jit/build_version.h"
 #include "frontend/jit/check_trace.h"
+#include "frontend/jit/debug_nans.h"
 #include "frontend/jit/donation.h"
 #include "frontend/jit/graph_breaks.h"
 #include "frontend/jit/guards.h"
@@ -150,7 +152,8 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
       if (donates) check_donated_not_captured(s.opt.name, s.opt.donate, *version, args);
     }
     const bool check = built_here && s.opt.check_trace;
-    const GuardedRun ran = run_until_guards_hold(s, version, args, trace, donates && !check, outputs);
+    // (debug_nans replays the call on its arguments: none may be consumed.)
+    const GuardedRun ran = run_until_guards_hold(s, version, args, trace, donates && !check && !s.opt.debug_nans, outputs);
     s.donated_bytes_reused += ran.donated_bytes;
     *tree = &ran.version->tree;
     if (!ran.traced) {
@@ -162,6 +165,7 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
           throw;
         }
       }
+      if (s.opt.debug_nans) check_finite(s.opt.name, *ran.version, args, outputs);
       s.update_bytes_copied += apply_updates(*ran.version, args);
       outputs.resize(ran.version->num_outputs());
     }
@@ -184,6 +188,11 @@ JitCore::JitCore(JitOptions options) {
                      "TraceMode::Symbolic, fullgraph = true)");
   for (const auto& [arg, axis] : options.dynamic_dims)
     if (arg < 0) throw ValueError(who + ": dynamic_dims names argument " + std::to_string(arg));
+  if (const char* env = std::getenv("HJIT_DEBUG_NANS"); env && *env) {
+    const std::string v = env;
+    if (v != "0" && v != "1") throw ValueError("HJIT_DEBUG_NANS is '" + v + "'; it takes 1 (check every jitted call for NaNs) or 0");
+    options.debug_nans |= v == "1";
+  }
   s_ = std::make_unique<State>(std::move(options));  // the schedule options are checked there
 }
 

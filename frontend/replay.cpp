@@ -8,7 +8,7 @@
 
 namespace hjit::detail {
 
-std::vector<Tensor> replay(const Graph& g, const std::vector<Tensor>& inputs) {
+std::vector<Tensor> replay(const Graph& g, const std::vector<Tensor>& inputs, const NodeObserver& after_node) {
   if (inputs.size() != g.inputs.size()) throw InternalError("replay: wrong number of inputs");
   std::vector<Tensor> v(g.nodes.size());
   for (size_t id = 0; id < g.nodes.size(); ++id) {
@@ -20,6 +20,7 @@ std::vector<Tensor> replay(const Graph& g, const std::vector<Tensor>& inputs) {
       const std::vector<Tensor> results = apply_control_flow(n.op, in, n.attrs);
       for (size_t s = id; s < g.nodes.size(); ++s)
         if (same_control_flow(n, g.nodes[s])) v[s] = results[size_t(g.nodes[s].attrs.i("result"))];
+      if (after_node) after_node(id, v);
       continue;
     }
     switch (n.op) {
@@ -39,6 +40,7 @@ std::vector<Tensor> replay(const Graph& g, const std::vector<Tensor>& inputs) {
         v[id] = apply(n.op, in, n.attrs);
       }
     }
+    if (after_node) after_node(id, v);
   }
   for (const Update& u : g.updates) {
     Tensor target = inputs[size_t(g.node(u.target).attrs.i("index"))];

@@ -110,3 +110,56 @@ TEST_CASE("random::categorical draws classes as often as softmax(logits) says; b
   CHECK_THROWS_AS(hjit::random::categorical(key, Tensor::zeros({3}, DType::I32)), hjit::DTypeError);
   CHECK_THROWS_AS(hjit::random::categorical(key, Tensor::scalar(1.0)), hjit::ShapeError);
 }
+
+TEST_CASE("debug_nans names the op that made a NaN, and assigns nothing") {
+  // A small CNN's training step; one NaN pixel in the batch.
+  Tensor w = Tensor::randn({4, 1, 3, 3}, 1) * 0.3, fc = Tensor::randn({4 * 4 * 4, 3}, 2) * 0.1;
+  const std::vector<float> w_before = vals(w);
+  auto loss = [&](const Tensor& x, const Tensor& y) {
+    Tensor h = hjit::max_pool2d(hjit::relu(hjit::conv2d(x, w, std::nullopt, {1, 1}, {1, 1})), {2, 2});
+    return hjit::cross_entropy(hjit::matmul(h.reshape({x.shape()[0], -1}), fc), y);
+  };
+  auto step = hjit::jit(
+      [&](const Tensor& x, const Tensor& y) {
+        auto [l, g] = hjit::value_and_grad(loss, std::vector<Tensor>{w, fc})(x, y);
+        w.assign(w - 0.1 * g[0]);
+        fc.assign(fc - 0.1 * g[1]);
+        return l;
+      },
+      {.name = "cnn_step", .debug_nans = true});
+  Tensor x = Tensor::randn({2, 1, 8, 8}, 3);
+  const Tensor y = Tensor::from_vector<int32_t>({0, 2}, {2});
+  step(x, y);  // finite: runs as usual
+  CHECK(vals(w) != w_before);
+  const std::vector<float> w_now = vals(w), fc_now = vals(fc);
+  std::vector<float> pixels = vals(x);
+  pixels[37] = NAN;
+  try {
+    step(Tensor::from_vector(pixels, {2, 1, 8, 8}), y);
+    FAIL("no error");
+  } catch (const hjit::FloatingPointError& e) {
+    const std::string m = e.what();
+    CHECK_MESSAGE(m.find("jit 'cnn_step' (debug_nans)") != std::string::npos, m);
+    CHECK_MESSAGE(m.find("conv2d") != std::string::npos, m);
+    CHECK_MESSAGE(m.find("made a NaN; its input 0, argument 0 (f32[2,1,8,8]), already held one") != std::string::npos, m);
+    CHECK_MESSAGE(m.find("Nothing was assigned") != std::string::npos, m);
+  }
+  CHECK(vals(w) == w_now);  // the step's assigns were not made
+  CHECK(vals(fc) == fc_now);
+  // An infinity from finite inputs is named at the op that made it; an infinity made on purpose
+  // (a mask) and gone by the result is no fault.
+  auto overflow = hjit::jit([](const Tensor& x) { return hjit::exp(x * 2.0) + 1.0; }, {.debug_nans = true});
+  try {
+    overflow(Tensor::from_vector<float>({1, 60}, {2}));
+    FAIL("no error");
+  } catch (const hjit::FloatingPointError& e) {
+    CHECK_MESSAGE(std::string(e.what()).find("made an infinity from finite inputs") != std::string::npos, e.what());
+  }
+  auto masked = hjit::jit(
+      [](const Tensor& q) { return hjit::scaled_dot_product_attention(q, q, q, true); }, {.debug_nans = true});
+  CHECK(masked(Tensor::randn({1, 2, 5, 4}, 4)).shape() == hjit::Shape{1, 2, 5, 4});
+  // A NaN argument returned as it is: named as the argument.
+  auto same = hjit::jit([](const Tensor& a, const Tensor& b) { return std::vector<Tensor>{a, b + 1.0}; }, {.debug_nans = true});
+  CHECK_THROWS_WITH_AS(same(Tensor::full({2}, NAN), Tensor::ones({2})), doctest::Contains("argument 0 (f32[2]) holds a NaN"),
+                       hjit::FloatingPointError);
+}

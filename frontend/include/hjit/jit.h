@@ -44,6 +44,12 @@ struct JitOptions {
   bool fullgraph = true;
   bool check_trace = false;    // compare each new compilation with eager execution
   double check_tolerance = 1e-5;
+  // Check every call's results and assigned values for NaNs and infinities (JAX's debug_nans; also
+  // on with HJIT_DEBUG_NANS=1). On one, nothing is assigned, the function runs again eagerly op by
+  // op on the same inputs, and FloatingPointError names the first op that made a NaN (or an
+  // infinity from finite inputs) and which of its inputs already held one. Costs a read of every
+  // result per call; fullgraph functions only.
+  bool debug_nans = false;
   // A tuning database (hjit/tune.h): a pipeline it knows runs its best measured schedule instead
   // of the one opt_level chooses (found compiled in the disk cache when the tuning run left it
   // there), with no search; other pipelines compile as without it. opt_level 1 or 2. Default:

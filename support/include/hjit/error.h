@@ -17,6 +17,7 @@ struct IndexError : Error { using Error::Error; };           // an index out of 
 struct ConcretizationError : Error { using Error::Error; };  // reading the value of a traced tensor
 struct CompileError : Error { using Error::Error; };        // a pipeline failed to compile or run
 struct OutOfMemoryError : Error { using Error::Error; };    // an allocation failed
+struct FloatingPointError : Error { using Error::Error; };  // debug_nans: an op made a NaN or an infinity
 struct DeviceError : Error { using Error::Error; };         // a device (GPU) a call needs is missing or failed
 struct InternalError : Error { using Error::Error; };       // a bug in hjit: please report it
 
