@@ -27,7 +27,7 @@ std::vector<Tensor> replay(const Graph& g, const std::vector<Tensor>& inputs, co
       case OpKind::Parameter: v[id] = inputs[size_t(n.attrs.i("index"))]; break;
       case OpKind::Constant: {
         const ConstData& c = g.constants[size_t(n.constant)];
-        v[id] = Tensor::from_bytes(c.data, n.type.shape, n.type.dtype);
+        v[id] = Tensor::from_bytes(c.data, c.nbytes, n.type.shape, n.type.dtype);
         break;
       }
       // Inside a trace, recorded as nodes: a full of an activation's shape (the gradient of a mean)

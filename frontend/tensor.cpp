@@ -139,13 +139,22 @@ Tensor Tensor::from_values(const void* data, size_t count, Shape shape, DType dt
   if (int64_t(count) != shape_numel(shape))
     throw ShapeError("from_vector: " + std::to_string(count) + " values do not fill a tensor of shape " +
                      shape_str(shape) + " (" + std::to_string(shape_numel(shape)) + " elements)");
-  return from_bytes(data, std::move(shape), dtype);
+  return from_bytes(data, count * size_t(dtype_size(dtype)), std::move(shape), dtype);
+}
+
+Tensor Tensor::from_bytes(const void* data, size_t nbytes, Shape shape, DType dtype) {
+  Tensor t = detail::make_tensor(TensorType{dtype, std::move(shape)});
+  const size_t want = t.impl()->storage->nbytes;
+  if (nbytes != want)
+    throw ValueError("from_bytes: " + std::to_string(nbytes) + " bytes for a tensor " + TensorType{dtype, t.shape()}.str() + " of " +
+                     std::to_string(want) + " bytes");
+  if (want > 0) std::memcpy(t.impl()->data(), data, want);
+  return t;
 }
 
 Tensor Tensor::from_bytes(const void* data, Shape shape, DType dtype) {
-  Tensor t = detail::make_tensor(TensorType{dtype, std::move(shape)});
-  if (t.impl()->storage->nbytes > 0) std::memcpy(t.impl()->data(), data, t.impl()->storage->nbytes);
-  return t;
+  const size_t nbytes = size_t(shape_numel(shape)) * size_t(dtype_size(dtype));
+  return from_bytes(data, nbytes, std::move(shape), dtype);
 }
 
 Tensor Tensor::empty(Shape shape, DType dtype) { return detail::make_tensor(TensorType{dtype, std::move(shape)}); }

@@ -221,7 +221,7 @@ std::vector<Part> partition(const Graph& original, bool at_once) {
   int64_t work = 0;
   for (const Node& node : g.nodes) work += work_of(node.op);
   const int64_t total = compile_cost(g);
-  const int64_t most = std::max<int64_t>(1, env_or("HJIT_PART_MAX_COST", 128));
+  const int64_t most = std::max<int64_t>(1, env_or("HJIT_PART_MAX_COST", 384));
   const bool halves = at_once && work >= env_or("HJIT_PARTITION_WORK", 96);
   if (!halves && total <= most) return {};
   std::vector<size_t> begin = part_begins(g, total, most);

@@ -29,8 +29,9 @@ struct Part {
 };
 
 // The graph cut into parts of equal compile cost (in element-wise ops: a contraction 24, a
-// reduction 4), as many as keep each part within HJIT_PART_MAX_COST (default 128: 5 matmuls; a GPT
-// training step of 2 blocks compiled in 4.6-6.0 s with it, 7.6-8.8 s with 384, and ran as fast), and,
+// reduction 4), as many as keep each part within HJIT_PART_MAX_COST (default 384: 16 matmuls. 128
+// compiled a GPT training step of 2 blocks in 4.6-6.0 s instead of 7.6-8.8, as fast, but its cuts
+// held more values at once: a ResNet block's step 6.5 activations of temporaries, not 5.5), and,
 // `at_once` (parts can be compiled in two processes), two at least when it has HJIT_PARTITION_WORK
 // (default 96) nodes of work (contractions 4, reductions 2, others 1). Empty when not worth it.
 std::vector<Part> partition(const Graph& g, bool at_once);

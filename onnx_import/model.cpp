@@ -226,7 +226,7 @@ Value unflatten_one(const Value& like, const std::vector<Tensor>& flat, size_t& 
 // A value holding the same data as v, copied inside the trace (a constant of the graph, not a
 // captured parameter).
 Value constant_copy(const Value& v) {
-  auto copy = [](const Tensor& t) { return Tensor::from_bytes(t.data(), t.shape(), t.dtype()); };
+  auto copy = [](const Tensor& t) { return Tensor::from_bytes(t.data(), size_t(t.numel()) * size_t(dtype_size(t.dtype())), t.shape(), t.dtype()); };
   if (v.is_tensor()) return copy(v.tensor());
   if (v.is_none()) return v;
   std::vector<Tensor> items;

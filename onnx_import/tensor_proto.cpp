@@ -82,7 +82,7 @@ Tensor to_tensor(const TensorProto& proto, const std::string& what) {
     if (dtype == DType::Bool)
       for (char c : raw)
         if (c != 0 && c != 1) throw ValueError(what + " holds a bool that is neither 0 nor 1");
-    return Tensor::from_bytes(raw.data(), shape, dtype);
+    return Tensor::from_bytes(raw.data(), raw.size(), shape, dtype);
   }
   std::vector<uint8_t> bytes(size_t(n) * size);
   switch (dtype) {
@@ -127,7 +127,7 @@ Tensor to_tensor(const TensorProto& proto, const std::string& what) {
       narrow_into<decltype(proto.int32_data()), uint16_t>(proto.int32_data(), bytes);
       break;
   }
-  return Tensor::from_bytes(bytes.data(), shape, dtype);
+  return Tensor::from_bytes(bytes.data(), bytes.size(), shape, dtype);
 }
 
 namespace {

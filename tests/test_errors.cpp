@@ -205,3 +205,12 @@ TEST_CASE("a compiled call whose temporaries cannot be allocated throws OutOfMem
   CHECK(WEXITSTATUS(status) == 0);
 }
 #endif
+
+TEST_CASE("from_bytes checks the buffer's size against the tensor's") {
+  const std::vector<float> three = {1, 2, 3};
+  CHECK_THROWS_WITH_AS(Tensor::from_bytes(three.data(), three.size() * sizeof(float), {4}, DType::F32),
+                       doctest::Contains("12 bytes for a tensor f32[4] of 16 bytes"), hjit::ValueError);
+  CHECK(Tensor::from_bytes(three.data(), 12, {3}, DType::F32).to_vector<float>() == three);
+  CHECK(Tensor::from_bytes(three.data(), 12, {3}, DType::I32).shape() == hjit::Shape{3});
+  CHECK(Tensor::from_bytes(nullptr, 0, {0, 2}, DType::F32).numel() == 0);
+}

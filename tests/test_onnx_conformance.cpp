@@ -72,7 +72,7 @@ struct DataSet {
 // ONNX's test data stores bfloat16 values as uint16 (numpy has no bfloat16): read as declared.
 hjit::onnx::Value as_declared(const hjit::onnx::Value& v, const hjit::onnx::ValueInfo& declared) {
   auto fix = [&](const Tensor& t) {
-    return declared.dtype == hjit::DType::BF16 && t.dtype() == hjit::DType::U16 ? Tensor::from_bytes(t.data(), t.shape(), hjit::DType::BF16) : t;
+    return declared.dtype == hjit::DType::BF16 && t.dtype() == hjit::DType::U16 ? Tensor::from_bytes(t.data(), size_t(t.numel()) * 2, t.shape(), hjit::DType::BF16) : t;
   };
   if (v.is_tensor()) return fix(v.tensor());
   if (!v.is_sequence()) return v;

@@ -114,7 +114,7 @@ std::vector<Case> load_cases() {
         for (std::string d; std::getline(ss, d, ',');) s.push_back(std::stoll(d));
       }
       std::vector<unsigned char> bytes = data == "-" ? std::vector<unsigned char>{} : base64(data);
-      tensors.push_back(Tensor::from_bytes(bytes.data(), s, hjit::dtype_from_name(dtype)));
+      tensors.push_back(Tensor::from_bytes(bytes.data(), bytes.size(), s, hjit::dtype_from_name(dtype)));
     } else if (word == "case") {
       c = Case{};
       c.line = line_no;

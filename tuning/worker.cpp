@@ -68,7 +68,7 @@ std::string difference(const std::vector<Tensor>& got, const std::vector<std::st
     const TensorType& t = types[k];
     if (t.numel() == 0) continue;
     const std::vector<double> a = got[k].to_vector<double>();
-    const std::vector<double> b = Tensor::from_bytes(want[k].data(), t.shape, t.dtype).to_vector<double>();
+    const std::vector<double> b = Tensor::from_bytes(want[k].data(), want[k].size(), t.shape, t.dtype).to_vector<double>();
     const double tol = t.dtype == DType::F64 ? 1e-9 : t.dtype == DType::F32 ? 1e-3 : is_floating(t.dtype) ? 2e-2 : 0;
     for (size_t i = 0; i < a.size(); ++i) {
       const double x = a[i], y = b[i];
@@ -227,7 +227,7 @@ Trial compile_trial(const Request& r, const std::string& schedule_text) {
   // Tensors for their storage: aligned as compiled code requires.
   for (size_t i = 0; i < r.inputs.size(); ++i) {
     const TensorType& ty = r.graph.type(r.graph.inputs[i]);
-    t.inputs.push_back(Tensor::from_bytes(r.inputs[i].data(), ty.shape, ty.dtype));
+    t.inputs.push_back(Tensor::from_bytes(r.inputs[i].data(), r.inputs[i].size(), ty.shape, ty.dtype));
     t.in.push_back(t.inputs.back().data());
   }
   for (const TensorType& ty : result_types(r.graph)) {

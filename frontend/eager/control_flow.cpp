@@ -12,7 +12,7 @@ namespace {
 
 void one_result(const KernelArgs& a) {
   std::vector<Tensor> operands;
-  for (const In& in : a.in) operands.push_back(Tensor::from_bytes(in.data, in.type->shape, in.type->dtype));
+  for (const In& in : a.in) operands.push_back(Tensor::from_bytes(in.data, size_t(in.type->numel()) * size_t(dtype_size(in.type->dtype)), in.type->shape, in.type->dtype));
   detail::SuspendTraces eager;
   const Tensor r = detail::run_control_flow(a.op, operands, a.attrs)[size_t(a.attrs.i("result"))];
   const size_t bytes = size_t(a.out.type->numel()) * size_t(dtype_size(a.out.type->dtype));

@@ -28,7 +28,11 @@ class Tensor {
   static Tensor from_vector(const std::vector<T>& data, Shape shape);
   template <class T>
   static Tensor from_vector(const std::vector<T>& data) { return from_vector(data, Shape{int64_t(data.size())}); }
-  static Tensor from_bytes(const void* data, Shape shape, DType dtype);  // copies
+  // Copies the nbytes bytes at data, which must be what shape and dtype hold (ValueError
+  // otherwise: a buffer too short would be read past its end).
+  static Tensor from_bytes(const void* data, size_t nbytes, Shape shape, DType dtype);
+  [[deprecated("pass the buffer's size, from_bytes(data, nbytes, shape, dtype), which is checked")]] static Tensor from_bytes(
+      const void* data, Shape shape, DType dtype);
   static Tensor empty(Shape shape, DType dtype = DType::F32);              // uninitialized
   static Tensor zeros(Shape shape, DType dtype = DType::F32);
   static Tensor ones(Shape shape, DType dtype = DType::F32);
