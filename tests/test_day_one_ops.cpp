@@ -163,3 +163,18 @@ TEST_CASE("debug_nans names the op that made a NaN, and assigns nothing") {
   CHECK_THROWS_WITH_AS(same(Tensor::full({2}, NAN), Tensor::ones({2})), doctest::Contains("argument 0 (f32[2]) holds a NaN"),
                        hjit::FloatingPointError);
 }
+
+// The report: under jit, a position taken from a matmul's rows and flattened read its
+// input out of bounds (Halide error -4) where eager was right.
+TEST_CASE("take of a matmul's row, flattened, as eager computes it") {
+  auto fn = [](const Tensor& x, const Tensor& w, const Tensor& pos) { return hjit::take(hjit::matmul(x, w), pos, 1).reshape({-1}); };
+  for (const hjit::Shape& ws : {hjit::Shape{16, 16}, hjit::Shape{2, 16, 16}}) {
+    const Tensor x = Tensor::randn({ws.size() == 2 ? int64_t(1) : int64_t(2), 64, 16}, 1), w = Tensor::randn(ws, 2);
+    auto f = hjit::jit(fn);
+    for (int32_t p : {0, 1, 31, 62, 63, -1}) {
+      CAPTURE(p);
+      const Tensor pos = Tensor::from_vector<int32_t>({p}, {1});
+      CHECK_CLOSE(f(x, w, pos), fn(x, w, pos));
+    }
+  }
+}
