@@ -77,7 +77,9 @@ class GuardAllocations : public IRMutator {
 Pipeline device_ready_pipeline(const std::vector<Func>& outputs, const Target& target, Buffers buffers) {
   Pipeline p(outputs);
   if (target.has_feature(Target::OpenCL)) p.add_custom_lowering_pass(new ExactDoubleLiterals);
-  if (buffers == Buffers::ByHjit) {
+  // (On the CPU only: a GPU pipeline's buffers may hold device memory alone, which the host-pointer
+  // checks are there to catch.)
+  if (buffers == Buffers::ByHjit && !target.has_gpu_feature()) {
     p.add_custom_lowering_pass(new DropArgumentChecks);
     if (target.has_feature(Target::NoAsserts)) p.add_custom_lowering_pass(new GuardAllocations);
   }

@@ -17,8 +17,9 @@ namespace hjit::backend {
 // of its arguments (some 20 per buffer: type, dimensions, strides, extents, the region read, host
 // pointer, alignment) are then dead weight, and they were most of the code: a part of a training
 // step with 45 buffers had 12,459 lines of assembly with them and 4,801 without, and LLVM took
-// twice as long over it. ByHjit drops them at the end of lowering (a bad index, a library call's
-// status and a failed allocation are still reported). A function exported for others keeps them.
+// twice as long over it. ByHjit drops them at the end of lowering, for CPU code (a bad index, a
+// library call's status and a failed allocation are still reported). A function exported for
+// others keeps them, as GPU code does.
 enum class Buffers { ByHjit, ByCaller };
 //
 // A target with NoAsserts (code_target() in codegen.cpp) has no check of a heap allocation either:
