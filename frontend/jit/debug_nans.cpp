@@ -1,5 +1,6 @@
 #include "frontend/jit/debug_nans.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "frontend/jit/run_version.h"
@@ -33,16 +34,23 @@ bool holds(const Tensor& t, bool nan) {
 
 }  // namespace
 
-bool has_nonfinite(const Tensor& t) { return holds(t, true) || holds(t, false); }
+bool has_nonfinite(const Tensor& t) {
+  if (!t.defined() || !is_floating(t.dtype())) return false;
+  for (double d : t.to_vector<double>())
+    if (!std::isfinite(d)) return true;
+  return false;
+}
 
 void check_finite(const std::string& fn, const Version& v, const CallArgs& args, const std::vector<Tensor>& outputs) {
-  std::string where;
-  for (size_t k = 0; k < v.num_outputs() && where.empty(); ++k)
-    if (has_nonfinite(outputs[k])) where = "result " + std::to_string(k);
-  for (size_t k = 0; k < v.update_buffers.size() && where.empty(); ++k)
-    if (has_nonfinite(alias_tensor(v.update_buffers[k], update_target(v, args, v.update_input[k]).type)))
-      where = "the new value of assigned tensor " + std::to_string(k);
-  if (where.empty()) return;
+  // What the call made: its results, then the new values of its assigned tensors.
+  std::vector<Tensor> made(outputs.begin(), outputs.begin() + std::ptrdiff_t(v.num_outputs()));
+  for (size_t k = 0; k < v.update_buffers.size(); ++k)
+    made.push_back(alias_tensor(v.update_buffers[k], update_target(v, args, v.update_input[k]).type));
+  size_t bad = 0;
+  while (bad < made.size() && !has_nonfinite(made[bad])) ++bad;
+  if (bad == made.size()) return;
+  const std::string where = bad < v.num_outputs() ? "result " + std::to_string(bad)
+                                                  : "the new value of assigned tensor " + std::to_string(bad - v.num_outputs());
   log().debug("jit '{}' (debug_nans): {} is not finite; running the function op by op", fn, where);
   // The call's inputs, copied: the replay's assigns land in the copies.
   std::vector<Tensor> inputs;
@@ -51,10 +59,7 @@ void check_finite(const std::string& fn, const Version& v, const CallArgs& args,
   const Graph& g = v.graph;
   // A NaN anywhere is a fault; an infinity is one only where an op makes it from finite inputs
   // (a mask filled with -inf, made on purpose, is no culprit of an overflow after it).
-  bool nan = false;
-  for (size_t k = 0; k < v.num_outputs(); ++k) nan |= holds(outputs[k], true);
-  for (size_t k = 0; k < v.update_buffers.size(); ++k)
-    nan |= holds(alias_tensor(v.update_buffers[k], update_target(v, args, v.update_input[k]).type), true);
+  const bool nan = std::any_of(made.begin(), made.end(), [](const Tensor& t) { return holds(t, true); });
   const char* kind = nan ? "a NaN" : "an infinity";
   std::string found;
   try {
