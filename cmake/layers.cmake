@@ -4,7 +4,7 @@
 # Where a lower layer must call an upper one, the upper registers an interface with the lower
 # (schedules/ registers the backend's Scheduler, tuning/ its TunedStore).
 # tools/, bench/, examples/ and tests/ sit above them all and may include anything.
-set(HJIT_LAYERS support graph halide_backend schedules frontend tuning onnx_import)
+set(HJIT_LAYERS support graph halide_backend schedules frontend tuning onnx_import nn)
 set(HJIT_LAYER_USES_support "")
 set(HJIT_LAYER_USES_graph support)
 set(HJIT_LAYER_USES_halide_backend graph support)
@@ -13,3 +13,5 @@ set(HJIT_LAYER_USES_frontend halide_backend graph support)
 set(HJIT_LAYER_USES_tuning frontend-public schedules halide_backend graph support)
 # The ONNX importer is a user of the public API: it converts nodes into the ops any program calls.
 set(HJIT_LAYER_USES_onnx_import frontend-public support)
+# Layers (hjit::nn) are C++ code over the public ops, as a user's model is.
+set(HJIT_LAYER_USES_nn frontend-public support)

@@ -126,24 +126,6 @@ Tensor pool_by_taps(const Tensor& x, const Window& w, bool take_max) {
   return acc;
 }
 
-// A 3-d convolution as a sum over the kernel's depth of 2-d convolutions, the output depth folded
-// into the batch. x is padded already.
-Tensor conv3d_by_depth(const Tensor& x, const Tensor& wt, const Window& w, int64_t groups) {
-  const int64_t N = x.shape()[0], C = x.shape()[1], O = wt.shape()[0], kd = wt.shape()[2];
-  const int64_t depth = windows_along(w, x.shape(), 0);
-  Tensor acc;
-  for (int64_t t = 0; t < kd; ++t) {
-    const int64_t start = t * w.dilations[0];
-    Tensor xs = slice(x, 2, start, start + (depth - 1) * w.strides[0] + 1, w.strides[0]);  // [N, C, Do, H, W]
-    xs = reshape(transpose(xs, {0, 2, 1, 3, 4}), {N * depth, C, x.shape()[3], x.shape()[4]});
-    const Tensor wk = squeeze(slice(wt, 2, t, t + 1), {2});
-    Tensor y = conv2d(xs, wk, std::nullopt, {w.strides[1], w.strides[2]}, {0, 0}, {w.dilations[1], w.dilations[2]}, groups);
-    acc = acc.defined() ? acc + y : y;
-  }
-  const Shape& ys = acc.shape();
-  return transpose(reshape(acc, {N, depth, O, ys[2], ys[3]}), {0, 2, 1, 3, 4});
-}
-
 // A 1x1 convolution of stride 1 without padding or groups (a ResNet's bottleneck, a MobileNet's
 // pointwise layer) is a matrix product: the weight [O, C] times each image's [C, H*W]. The built-in
 // matmul schedule runs it at 1.2-3x the convolution's speed on batch 1 (205 against 85 GFLOP/s
@@ -176,9 +158,8 @@ V Conv(const NodeContext& n) {
   Window w = window_of(n, x.shape(), kernel, false);
   const int64_t groups = n.attr_int("group", 1);
   if (rank_of(x) == 5) {
-    Tensor y = conv3d_by_depth(pad_spatial(x, w, 0), wt, w, groups);
-    if (auto b = n.optional_input(2)) y = y + reshape(*b, {b->numel(), 1, 1, 1});
-    return {y};
+    return {conv3d(pad_spatial(x, w, 0), wt, n.optional_input(2), {w.strides[0], w.strides[1], w.strides[2]}, {0, 0, 0},
+                   {w.dilations[0], w.dilations[1], w.dilations[2]}, groups)};
   }
   if (pointwise(x, wt, w, groups)) return {pointwise_conv(x, wt, n.optional_input(2))};
   const bool one_d = as_2d(x, w);
@@ -190,45 +171,23 @@ V Conv(const NodeContext& n) {
   return {one_d ? squeeze(y, {2}) : y};
 }
 
-// stride - 1 zeros between neighbours along `axis` (the input of a transposed convolution).
-Tensor spread(const Tensor& x, int axis, int64_t stride) {
-  if (stride == 1) return x;
-  Shape s = x.shape();
-  const int64_t e = s[size_t(axis)];
-  Shape split = s;
-  split.insert(split.begin() + axis + 1, 1);
-  std::vector<std::pair<int64_t, int64_t>> widths(split.size(), {0, 0});
-  widths[size_t(axis) + 1] = {0, stride - 1};
-  Shape merged = s;
-  merged[size_t(axis)] = e * stride;
-  return slice(reshape(pad(reshape(x, split), widths, 0), merged), axis, 0, (e - 1) * stride + 1);
-}
-
-// ConvTranspose (1-, 2- and 3-d): the input spread by the strides and padded by (k - 1) * d less
-// the pads (more the output padding), convolved with the kernel flipped and its channel axes
-// swapped per group.
+// ConvTranspose (1-, 2- and 3-d): hjit::conv_transpose with the pads auto_pad or output_shape
+// imply, output_padding taken off the end padding.
 V ConvTranspose(const NodeContext& n) {
-  Tensor x = n.input(0), w = n.input(1);
-  const int64_t groups = n.attr_int("group", 1);
+  const Tensor& x = n.input(0);
+  const Tensor& w = n.input(1);
   if (rank_of(w) != rank_of(x) || rank_of(x) < 3 || rank_of(x) > 5) n.fail("takes 1-, 2- and 3-d inputs with a weight of the same rank");
-  const bool one_d = rank_of(x) == 3;
-  if (one_d) x = unsqueeze(x, 2), w = unsqueeze(w, 2);
-  const size_t dims = size_t(rank_of(x)) - 2, given = one_d ? 1 : dims;
-  auto lifted = [&](const char* name, int64_t fill) {
-    std::vector<int64_t> v = n.attr_ints(name, std::vector<int64_t>(given, fill));
-    if (v.size() != given) n.fail(std::string("its ") + name + " do not match the kernel");
-    if (one_d) v.insert(v.begin(), fill);
+  const size_t dims = size_t(rank_of(x)) - 2;
+  auto ints = [&](const char* name, int64_t fill) {
+    std::vector<int64_t> v = n.attr_ints(name, std::vector<int64_t>(dims, fill));
+    if (v.size() != dims) n.fail(std::string("its ") + name + " do not match the kernel");
     return v;
   };
-  const std::vector<int64_t> strides = lifted("strides", 1), dil = lifted("dilations", 1), out_pad = lifted("output_padding", 0);
-  std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * given, 0));
-  if (pads.size() != 2 * given) n.fail("its pads do not match the kernel");
-  if (one_d) pads = {0, pads[0], 0, pads[1]};
-  const int64_t cin = w.shape()[0], cout_g = w.shape()[1];
-  if (cin != x.shape()[1] || cin % groups != 0) n.fail("its weight " + shape_str(w.shape()) + " does not match the input's channels");
+  const std::vector<int64_t> strides = ints("strides", 1), dil = ints("dilations", 1), out_pad = ints("output_padding", 0);
+  std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * dims, 0));
+  if (pads.size() != 2 * dims) n.fail("its pads do not match the kernel");
   const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
-  std::vector<int64_t> out_shape = n.attr_ints("output_shape");
-  if (one_d && !out_shape.empty()) out_shape.insert(out_shape.begin(), 1);
+  const std::vector<int64_t> out_shape = n.attr_ints("output_shape");
   for (size_t d = 0; d < dims; ++d) {
     const int64_t in = x.shape()[2 + d], k = (w.shape()[2 + d] - 1) * dil[d] + 1;
     int64_t target = -1;
@@ -240,34 +199,9 @@ V ConvTranspose(const NodeContext& n) {
     pads[d] = auto_pad == "SAME_UPPER" ? half : total - half;
     pads[d + dims] = total - pads[d];
   }
-  std::vector<std::pair<int64_t, int64_t>> widths{{0, 0}, {0, 0}};
-  Window unit;  // the convolution after spreading: stride 1, no padding, the dilations
-  for (size_t d = 0; d < dims; ++d) {
-    x = spread(x, int(2 + d), strides[d]);
-    const int64_t k = (w.shape()[2 + d] - 1) * dil[d];
-    widths.push_back({k - pads[d], k - pads[d + dims] + out_pad[d]});
-    unit.kernel.push_back(w.shape()[2 + d]), unit.strides.push_back(1), unit.dilations.push_back(dil[d]);
-    unit.pads_begin.push_back(0), unit.pads_end.push_back(0);
-  }
-  x = pad(x, widths, 0);
-  Shape grouped{groups, cin / groups, cout_g}, regrouped{groups * cout_g, cin / groups};
-  std::vector<int> perm{0, 2, 1};
-  for (size_t d = 0; d < dims; ++d) {
-    grouped.push_back(w.shape()[2 + d]), regrouped.push_back(w.shape()[2 + d]), perm.push_back(int(3 + d));
-  }
-  Tensor wt = reshape(transpose(reshape(w, grouped), perm), regrouped);
-  for (size_t d = 0; d < dims; ++d) {
-    std::vector<int64_t> back(size_t(w.shape()[2 + d]));
-    for (size_t i = 0; i < back.size(); ++i) back[i] = int64_t(back.size() - 1 - i);
-    wt = take(wt, Tensor::from_vector<int64_t>(back, Shape{int64_t(back.size())}), int(2 + d));
-  }
-  if (dims == 3) {
-    Tensor y = conv3d_by_depth(x, wt, unit, groups);
-    if (auto b = n.optional_input(2)) y = y + reshape(*b, {b->numel(), 1, 1, 1});
-    return {y};
-  }
-  Tensor y = conv2d(x, wt, n.optional_input(2), {1, 1}, {0, 0}, {dil[0], dil[1]}, groups);
-  return {one_d ? squeeze(y, {2}) : y};
+  std::vector<int64_t> begin(pads.begin(), pads.begin() + long(dims)), end(pads.begin() + long(dims), pads.end());
+  for (size_t d = 0; d < dims; ++d) end[d] -= out_pad[d];
+  return {conv_transpose(x, w, n.optional_input(2), strides, begin, end, dil, n.attr_int("group", 1))};
 }
 
 // The lowest value of x's dtype: what max pooling pads with.

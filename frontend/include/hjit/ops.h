@@ -195,6 +195,29 @@ Tensor iota(Shape shape, int axis, DType dtype = DType::F32);
 using Pair = std::array<int64_t, 2>;
 Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt, Pair stride = {1, 1},
               Pair padding = {0, 0}, Pair dilation = {1, 1}, int64_t groups = 1);
+using Triple = std::array<int64_t, 3>;
+// [N, C, L] with weight [O, C / groups, k] (torch.nn.functional.conv1d).
+Tensor conv1d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt, int64_t stride = 1,
+              int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
+// [N, C, D, H, W] with weight [O, C / groups, kd, kh, kw]: a sum of 2-d convolutions over the
+// kernel's depth.
+Tensor conv3d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt, Triple stride = {1, 1, 1},
+              Triple padding = {0, 0, 0}, Triple dilation = {1, 1, 1}, int64_t groups = 1);
+// Transposed convolutions (the gradient of a convolution with respect to its input), weight
+// [C_in, C_out / groups, k...], with PyTorch's arguments: the output of size
+// (in - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1.
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt, int64_t stride = 1,
+                        int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, int64_t dilation = 1);
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt, Pair stride = {1, 1},
+                        Pair padding = {0, 0}, Pair output_padding = {0, 0}, int64_t groups = 1, Pair dilation = {1, 1});
+Tensor conv_transpose3d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
+                        Triple stride = {1, 1, 1}, Triple padding = {0, 0, 0}, Triple output_padding = {0, 0, 0},
+                        int64_t groups = 1, Triple dilation = {1, 1, 1});
+// The general form, 1 to 3 spatial dimensions, ONNX's ConvTranspose: padding given apart at each
+// end of each dimension (a negative one adds output positions no input reaches).
+Tensor conv_transpose(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias, const std::vector<int64_t>& stride,
+                      const std::vector<int64_t>& pad_begin, const std::vector<int64_t>& pad_end,
+                      const std::vector<int64_t>& dilation, int64_t groups = 1);
 // stride {0, 0} means the kernel size (PyTorch's stride=None).
 Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0});
 Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0}, bool count_include_pad = true);

@@ -1,0 +1,146 @@
+// Module's registry: names to member slots, walked depth first for the named lists.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <hjit/error.h>
+#include <hjit/nn/module.h>
+
+namespace hjit::nn {
+
+namespace {
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > 8) s += ", ... (" + std::to_string(names.size()) + " in all)";
+  return s;
+}
+
+}  // namespace
+
+void Module::check_new_name(const std::string& name) const {
+  if (name.empty() || name.find('.') != std::string::npos)
+    throw ValueError("nn::Module: '" + name + "' is not a name for a parameter, buffer or module (it must be non-empty, without '.')");
+  auto taken = [&](const auto& list) {
+    return std::any_of(list.begin(), list.end(), [&](const auto& e) {
+      if constexpr (requires { e.name; }) return e.name == name;
+      else return e.first == name;
+    });
+  };
+  if (taken(params_) || taken(buffers_) || taken(children_))
+    throw ValueError("nn::Module: '" + name + "' is registered already in this module");
+}
+
+void Module::register_parameter(const std::string& name, Tensor& slot) {
+  check_new_name(name);
+  params_.push_back({name, &slot});
+}
+
+void Module::register_buffer(const std::string& name, Tensor& slot) {
+  check_new_name(name);
+  buffers_.push_back({name, &slot});
+}
+
+Module& Module::register_module(const std::string& name, Module& child) {
+  check_new_name(name);
+  if (&child == this) throw ValueError("nn::Module: a module cannot hold itself ('" + name + "')");
+  children_.push_back({name, &child});
+  return child;
+}
+
+template <class Visit>
+void Module::walk(const std::string& prefix, std::vector<const Module*>& seen, Visit&& visit) const {
+  if (std::find(seen.begin(), seen.end(), this) != seen.end()) return;
+  seen.push_back(this);
+  visit(prefix, *this);
+  for (const auto& [name, child] : children_) child->walk(prefix + name + ".", seen, visit);
+}
+
+NamedTensors Module::named(std::vector<Slot> Module::*list) const {
+  NamedTensors out;
+  std::vector<const Module*> seen;
+  walk("", seen, [&](const std::string& prefix, const Module& m) {
+    for (const Slot& s : m.*list)
+      if (s.tensor->defined()) out.push_back({prefix + s.name, *s.tensor});
+  });
+  return out;
+}
+
+NamedTensors Module::named_parameters() const { return named(&Module::params_); }
+NamedTensors Module::named_buffers() const { return named(&Module::buffers_); }
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+std::vector<Tensor> Module::buffers() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_buffers()) out.push_back(t);
+  return out;
+}
+
+NamedTensors Module::state() const {
+  NamedTensors out = named_parameters();
+  for (auto& b : named_buffers()) out.push_back(b);
+  return out;
+}
+
+void Module::load_state(const NamedTensors& state, bool strict) {
+  // The slots themselves, so that assign reaches the members.
+  std::map<std::string, Tensor*> slots;
+  std::vector<const Module*> seen;
+  walk("", seen, [&](const std::string& prefix, const Module& m) {
+    for (const auto* list : {&m.params_, &m.buffers_})
+      for (const Slot& s : *list)
+        if (s.tensor->defined()) slots.emplace(prefix + s.name, s.tensor);
+  });
+  std::vector<std::string> unexpected, missing;
+  std::set<std::string> given;
+  for (const auto& [name, value] : state) {
+    if (!given.insert(name).second) throw ValueError("nn::Module::load_state: '" + name + "' is given twice");
+    if (!slots.count(name)) unexpected.push_back(name);
+  }
+  for (const auto& [name, slot] : slots)
+    if (!given.count(name)) missing.push_back(name);
+  if (strict && (!unexpected.empty() || !missing.empty()))
+    throw ValueError("nn::Module::load_state: the state does not match the module" +
+                     (missing.empty() ? std::string() : "; missing: " + joined(missing)) +
+                     (unexpected.empty() ? std::string() : "; not in the module: " + joined(unexpected)) +
+                     " (load_state(state, /*strict=*/false) loads the names both have)");
+  // Checked in full before the first assign: a failed load leaves the module as it was.
+  for (const auto& [name, value] : state) {
+    auto it = slots.find(name);
+    if (it == slots.end()) continue;
+    const Tensor& slot = *it->second;
+    if (!value.defined()) throw ValueError("nn::Module::load_state: '" + name + "' is an undefined tensor");
+    if (value.shape() != slot.shape())
+      throw ShapeError("nn::Module::load_state: '" + name + "' is " + shape_str(value.shape()) + " in the state but " + shape_str(slot.shape()) +
+                       " in the module");
+    if (value.dtype() != slot.dtype())
+      throw DTypeError("nn::Module::load_state: '" + name + "' is " + dtype_name(value.dtype()) + " in the state but " +
+                       dtype_name(slot.dtype()) + " in the module");
+  }
+  for (const auto& [name, value] : state)
+    if (auto it = slots.find(name); it != slots.end()) it->second->assign(value);
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_children() const { return children_; }
+
+std::vector<std::pair<std::string, const Module*>> Module::named_modules() const {
+  std::vector<std::pair<std::string, const Module*>> out;
+  std::vector<const Module*> seen;
+  walk("", seen, [&](const std::string& prefix, const Module& m) {
+    out.push_back({prefix.empty() ? prefix : prefix.substr(0, prefix.size() - 1), &m});
+  });
+  return out;
+}
+
+void Module::train(bool on) {
+  std::vector<const Module*> seen;
+  walk("", seen, [&](const std::string&, const Module& m) { const_cast<Module&>(m).training_ = on; });
+}
+
+}  // namespace hjit::nn
