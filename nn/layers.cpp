@@ -204,6 +204,7 @@ Dropout::Dropout(double p_, std::optional<Tensor> key_) : p(p_), key(key_ ? *key
 
 Tensor Dropout::forward(const Tensor& x) {
   if (!training() || p == 0) return x;
+  if (p == 1) return Tensor::zeros(x.shape(), x.dtype());  // torch's Dropout(1): all dropped
   auto [next, drawn] = random::split(key);
   key.assign(next);
   return dropout(drawn, x, p);

@@ -288,3 +288,315 @@ TEST_CASE("initializations: PyTorch's bounds and spreads, drawn from keys") {
   CHECK(stddev(vals(e.weight)) == doctest::Approx(1.0).epsilon(0.05));
   CHECK(vals(hjit::slice(e.weight, 0, 0, 1)) == std::vector<float>(16, 0.f));
 }
+
+TEST_CASE("normalization layers against their formulas; batch norm's modes") {
+  const Tensor x = rnd({3, 4, 2, 5}, 21);
+  // LayerNorm over the last two axes: each [2, 5] block to mean 0, variance 1, then affine.
+  nn::LayerNorm ln({2, 5});
+  nn::init::normal_(ln.weight, 1, 0.5), nn::init::normal_(ln.bias, 0, 0.5);
+  {
+    const Tensor flat = x.reshape({12, 10});
+    const Tensor mu = hjit::mean(flat, {1}, true), var = hjit::mean((flat - mu) * (flat - mu), {1}, true);
+    const Tensor want = ((flat - mu) / hjit::sqrt(var + 1e-5)).reshape(x.shape()) * ln.weight + ln.bias;
+    check_close(ln(x), want);
+    check_close(hjit::jit([&](const Tensor& x) { return ln(x); })(x), want);
+  }
+  // GroupNorm(2 groups of 2 channels): statistics over [2 channels, 2, 5] per sample.
+  nn::GroupNorm gn(2, 4);
+  nn::init::normal_(gn.weight), nn::init::normal_(gn.bias);
+  {
+    const Tensor g = x.reshape({3, 2, 20});
+    const Tensor mu = hjit::mean(g, {2}, true), var = hjit::mean((g - mu) * (g - mu), {2}, true);
+    const Tensor want = ((g - mu) / hjit::sqrt(var + 1e-5)).reshape(x.shape()) * gn.weight.reshape({4, 1, 1}) + gn.bias.reshape({4, 1, 1});
+    check_close(gn(x), want);
+    check_close(hjit::jit([&](const Tensor& x) { return gn(x); })(x), want);
+  }
+  nn::RMSNorm rms(5);
+  check_close(rms(x), x / hjit::sqrt(hjit::mean(x * x, {-1}, true) + 1e-6));
+  CHECK_THROWS_AS(ln(rnd({3, 5, 2}, 1)), hjit::ShapeError);
+  CHECK_THROWS_AS(gn(rnd({3, 6, 2}, 1)), hjit::ShapeError);
+  CHECK_THROWS_AS(nn::GroupNorm(3, 4), hjit::ValueError);
+
+  // BatchNorm: training normalizes by the batch and moves the running statistics; eval uses them.
+  nn::BatchNorm bn(4, 1e-5, 0.5);
+  const Tensor y = bn(x);
+  const Tensor mu = hjit::mean(x, {0, 2, 3}, true), var = hjit::mean((x - mu) * (x - mu), {0, 2, 3}, true);
+  check_close(y, (x - mu) / hjit::sqrt(var + 1e-5));
+  check_close(bn.running_mean, mu.reshape({4}) * 0.5);
+  check_close(bn.running_var, var.reshape({4}) * (30.0 / 29.0) * 0.5 + 0.5);
+  bn.eval();
+  const Tensor rm = bn.running_mean.clone(), rv = bn.running_var.clone();
+  check_close(bn(x), (x - rm.reshape({4, 1, 1})) / hjit::sqrt(rv.reshape({4, 1, 1}) + 1e-5));
+  CHECK(vals(bn.running_mean) == vals(rm));  // eval leaves them
+  // Inside jit, a step in training mode updates them too.
+  bn.train();
+  auto step = hjit::jit([&](const Tensor& x, bool training) {
+    bn.train(training);
+    return bn(x);
+  });
+  step(x, true);
+  check_close(bn.running_mean, rm * 0.5 + mu.reshape({4}) * 0.5);
+  const std::vector<float> after = vals(bn.running_mean);
+  check_close(step(x, false), (x - bn.running_mean.reshape({4, 1, 1})) / hjit::sqrt(bn.running_var.reshape({4, 1, 1}) + 1e-5));
+  CHECK(vals(bn.running_mean) == after);
+  nn::BatchNorm1d bn1(3);
+  check_close(hjit::mean(bn1(rnd({8, 3}, 5)), {0}), Tensor::zeros({3}), 1e-5);
+}
+
+TEST_CASE("embedding, dropout, flatten and Sequential") {
+  nn::Embedding emb(10, 4, 2);
+  const Tensor ids = Tensor::from_vector<int64_t>({1, 2, 9, 2}, {2, 2});
+  const Tensor y = emb(ids);
+  CHECK(y.shape() == Shape{2, 2, 4});
+  check_close(hjit::slice(y.reshape({4, 4}), 0, 0, 1), hjit::slice(emb.weight, 0, 1, 2));
+  // The padding row gets no gradient; the rows used do.
+  auto [loss, grads] = hjit::value_and_grad([&](const Tensor& ids) { return hjit::sum(emb(ids) * 3.0); }, std::vector<Tensor>{emb.weight})(ids);
+  const std::vector<float> g = vals(grads[0]);
+  CHECK(g[2 * 4] == 0.f);
+  CHECK(g[1 * 4] == 3.f);
+  CHECK(g[9 * 4 + 3] == 3.f);
+  CHECK_THROWS_AS(emb(Tensor::from_vector<float>({1.f}, {1})), hjit::DTypeError);
+  CHECK_THROWS_AS(nn::Embedding(4, 2, 4), hjit::ValueError);
+
+  // Dropout: a fresh mask at every call, eagerly and inside jit (its key moves on); none in eval.
+  nn::Dropout drop(0.5, hjit::random::key(1));
+  const Tensor ones = Tensor::ones({64});
+  const std::vector<float> a = vals(drop(ones)), b = vals(drop(ones));
+  CHECK(a != b);
+  for (float v : a) CHECK((v == 0.f || v == 2.f));
+  auto jitted = hjit::jit([&](const Tensor& x) { return drop(x); });
+  const std::vector<float> c = vals(jitted(ones)), d = vals(jitted(ones));
+  CHECK(c != d);
+  CHECK(c != b);
+  CHECK(jitted.stats().traces == 1);
+  drop.eval();
+  CHECK(vals(drop(ones)) == vals(ones));
+  nn::Dropout all(1.0);
+  CHECK(vals(all(ones)) == std::vector<float>(64, 0.f));
+  CHECK_THROWS_AS(nn::Dropout(1.5), hjit::ValueError);
+
+  nn::Flatten flat;
+  CHECK(flat(Tensor::zeros({2, 3, 4})).shape() == Shape{2, 12});
+  CHECK(nn::Flatten(0, 1)(Tensor::zeros({2, 3, 4})).shape() == Shape{6, 4});
+
+  nn::Sequential mlp;
+  auto l1 = mlp.add<nn::Linear>(3, 5);
+  mlp.add([](const Tensor& x) { return hjit::tanh(x); });
+  auto l2 = mlp.add(std::make_shared<nn::Linear>(5, 2));
+  CHECK(mlp.size() == 3);
+  CHECK(names_of(mlp.named_parameters()) == std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"});
+  const Tensor x = rnd({4, 3}, 30);
+  check_close(mlp(x), hjit::matmul(hjit::tanh(hjit::matmul(x, hjit::transpose(l1->weight)) + l1->bias), hjit::transpose(l2->weight)) + l2->bias);
+  CHECK_THROWS_AS(mlp(rnd({4, 2}, 1)), hjit::ShapeError);
+}
+
+namespace {
+
+// Attention written out head by head: softmax(q_h k_h^T / sqrt(d) + mask) v_h, then out_proj.
+Tensor attention_by_heads(nn::MultiheadAttention& m, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& additive) {
+  const int64_t E = m.embed_dim, H = m.num_heads, d = E / H;
+  const Tensor W = m.in_proj_weight, B = m.in_proj_bias;
+  auto proj = [&](const Tensor& x, int64_t i) {
+    return hjit::matmul(x, hjit::transpose(hjit::slice(W, 0, i * E, (i + 1) * E))) + hjit::slice(B, 0, i * E, (i + 1) * E);
+  };
+  const Tensor Q = proj(q, 0), K = proj(k, 1), V = proj(v, 2);  // [N, T, E]
+  std::vector<Tensor> heads;
+  for (int64_t h = 0; h < H; ++h) {
+    const Tensor qh = hjit::slice(Q, 2, h * d, (h + 1) * d), kh = hjit::slice(K, 2, h * d, (h + 1) * d), vh = hjit::slice(V, 2, h * d, (h + 1) * d);
+    const Tensor s = hjit::matmul(qh, hjit::transpose(kh, {0, 2, 1})) / std::sqrt(double(d)) + additive;
+    heads.push_back(hjit::matmul(hjit::softmax(s, -1), vh));
+  }
+  return m.out_proj(hjit::concat(heads, 2));
+}
+
+}  // namespace
+
+TEST_CASE("multi-head attention against attention head by head, with masks and both layouts") {
+  nn::manual_seed(3);
+  nn::MultiheadAttention mha(8, 2, 0.0, true, true);
+  nn::init::normal_(mha.in_proj_bias, 0, 0.1), nn::init::normal_(mha.out_proj.bias, 0, 0.1);
+  const Tensor q = rnd({2, 3, 8}, 40), kv = rnd({2, 5, 8}, 41), v = rnd({2, 5, 8}, 42);
+  const Tensor none = Tensor::zeros({3, 5});
+  check_close(mha(q, kv, v), attention_by_heads(mha, q, kv, v, none));
+  check_close(hjit::jit([&](const Tensor& q) { return mha(q, kv, v); })(q), attention_by_heads(mha, q, kv, v, none));
+  // A causal mask (top left), as a flag and as a bool attn_mask.
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor causal = hjit::where(hjit::triu(Tensor::ones({3, 5}, DType::Bool), 1), -inf, Tensor::zeros({3, 5}));
+  check_close(mha(q, kv, v, {.is_causal = true}), attention_by_heads(mha, q, kv, v, causal));
+  check_close(mha(q, kv, v, {.attn_mask = hjit::triu(Tensor::ones({3, 5}, DType::Bool), 1)}), attention_by_heads(mha, q, kv, v, causal));
+  // The key padding mask hides the last two keys of batch 1.
+  const Tensor pad = Tensor::from_vector<bool>({false, false, false, false, false, false, false, false, true, true}, {2, 5});
+  const Tensor additive = hjit::where(pad.reshape({2, 1, 5}), -inf, Tensor::zeros({2, 1, 5}));
+  check_close(mha(q, kv, v, {.key_padding_mask = pad}), attention_by_heads(mha, q, kv, v, additive));
+  // Sequence-first layout (PyTorch's default) gives the same, transposed.
+  nn::MultiheadAttention seq_first(8, 2);
+  seq_first.load_state(mha.state());
+  check_close(seq_first(hjit::transpose(q, {1, 0, 2}), hjit::transpose(kv, {1, 0, 2}), hjit::transpose(v, {1, 0, 2})),
+              hjit::transpose(mha(q, kv, v), {1, 0, 2}));
+  CHECK(names_of(mha.named_parameters()) == std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"});
+  CHECK_THROWS_AS(mha(q, rnd({2, 5, 6}, 1), v), hjit::ShapeError);
+  CHECK_THROWS_AS(mha(q, kv, v, {.attn_mask = Tensor::zeros({3, 4})}), hjit::ShapeError);
+  CHECK_THROWS_AS(nn::MultiheadAttention(10, 3), hjit::ValueError);
+}
+
+TEST_CASE("transformer layers: post-norm and pre-norm, jitted and differentiated as eagerly") {
+  nn::manual_seed(4);
+  for (bool norm_first : {false, true}) {
+    CAPTURE(norm_first);
+    nn::TransformerEncoderLayer enc(8, 2, {.dim_feedforward = 16, .dropout = 0.1, .activation = nn::Activation::Gelu, .batch_first = true, .norm_first = norm_first});
+    enc.eval();  // dropout off: deterministic
+    const Tensor x = rnd({2, 4, 8}, 50);
+    // Post-norm by hand: norm1(x + attn(x)), then norm2(h + ff(h)).
+    Tensor want;
+    if (!norm_first) {
+      const Tensor h = enc.norm1(x + enc.self_attn(x, x, x));
+      want = enc.norm2(h + enc.linear2(hjit::gelu(enc.linear1(h))));
+    } else {
+      const Tensor n1 = enc.norm1(x);
+      const Tensor h = x + enc.self_attn(n1, n1, n1);
+      want = h + enc.linear2(hjit::gelu(enc.linear1(enc.norm2(h))));
+    }
+    check_close(enc(x), want);
+    check_close(hjit::jit([&](const Tensor& x) { return enc(x, {.is_causal = true}); })(x), enc(x, {.is_causal = true}));
+    const std::vector<Tensor> params = enc.parameters();
+    auto loss = [&](const Tensor& x) { return hjit::mean(enc(x) * enc(x)); };
+    auto [l0, g0] = hjit::value_and_grad(loss, params)(x);
+    auto [l1, g1] = hjit::jit([&](const Tensor& x) { return hjit::value_and_grad(loss, params)(x); })(x);
+    check_close(l1, l0);
+    REQUIRE(g1.size() == params.size());
+    for (size_t i = 0; i < g0.size(); ++i) check_close(g1[i], g0[i], 1e-3);
+  }
+  nn::TransformerDecoderLayer dec(8, 2, {.dim_feedforward = 16, .batch_first = true});
+  dec.eval();
+  const Tensor tgt = rnd({2, 3, 8}, 51), mem = rnd({2, 5, 8}, 52);
+  const Tensor h1 = dec.norm1(tgt + dec.self_attn(tgt, tgt, tgt, {.is_causal = true}));
+  const Tensor h2 = dec.norm2(h1 + dec.multihead_attn(h1, mem, mem));
+  check_close(dec(tgt, mem, {.is_causal = true}), dec.norm3(h2 + dec.linear2(hjit::relu(dec.linear1(h2)))));
+  CHECK(dec.named_parameters().size() == 4 + 4 + 4 + 6);
+}
+
+namespace {
+
+// The LSTM cell stepped by hand on [T, N, I] (one layer), PyTorch's formulas.
+std::pair<Tensor, Tensor> lstm_by_steps(const Tensor& x, const nn::NamedTensors& p, int64_t H) {
+  auto get = [&](const std::string& name) {
+    for (auto& [n, t] : p)
+      if (n == name) return t;
+    FAIL("no parameter " << name);
+    return Tensor();
+  };
+  const Tensor wih = get("weight_ih_l0"), whh = get("weight_hh_l0"), b = get("bias_ih_l0") + get("bias_hh_l0");
+  const int64_t T = x.shape()[0], N = x.shape()[1];
+  Tensor h = Tensor::zeros({N, H}), c = Tensor::zeros({N, H});
+  std::vector<Tensor> outs;
+  for (int64_t t = 0; t < T; ++t) {
+    const Tensor xt = hjit::squeeze(hjit::slice(x, 0, t, t + 1), {0});
+    const Tensor g = hjit::matmul(xt, hjit::transpose(wih)) + hjit::matmul(h, hjit::transpose(whh)) + b;
+    const Tensor i = hjit::sigmoid(hjit::slice(g, 1, 0, H)), f = hjit::sigmoid(hjit::slice(g, 1, H, 2 * H));
+    const Tensor gg = hjit::tanh(hjit::slice(g, 1, 2 * H, 3 * H)), o = hjit::sigmoid(hjit::slice(g, 1, 3 * H, 4 * H));
+    c = f * c + i * gg;
+    h = o * hjit::tanh(c);
+    outs.push_back(h);
+  }
+  return {hjit::stack(outs, 0), c};
+}
+
+}  // namespace
+
+TEST_CASE("LSTM and GRU: PyTorch's cells stepped by hand, two layers, jitted and differentiated") {
+  nn::manual_seed(5);
+  nn::LSTM lstm(3, 4);
+  const Tensor x = rnd({6, 2, 3}, 60);
+  const nn::LSTMResult r = lstm(x);
+  auto [want_out, want_c] = lstm_by_steps(x, lstm.named_parameters(), 4);
+  check_close(r.output, want_out);
+  check_close(r.h, hjit::slice(want_out, 0, 5, 6));
+  check_close(r.c, want_c.reshape({1, 2, 4}));
+  CHECK(names_of(lstm.named_parameters()) == std::vector<std::string>{"weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"});
+
+  // Two layers, batch first: the second layer reads the first's outputs.
+  nn::LSTM deep(3, 4, {.num_layers = 2, .batch_first = true});
+  const Tensor xb = hjit::transpose(x, {1, 0, 2});
+  const nn::LSTMResult d = deep(xb);
+  CHECK(d.output.shape() == Shape{2, 6, 4});
+  CHECK(d.h.shape() == Shape{2, 2, 4});
+  nn::NamedTensors second;
+  for (auto& [n, t] : deep.named_parameters())
+    if (n.size() > 3 && n.substr(n.size() - 3) == "_l1") second.push_back({n.substr(0, n.size() - 1) + "0", t});
+  auto [first_out, first_c] = lstm_by_steps(x, [&] {
+    nn::NamedTensors first;
+    for (auto& [n, t] : deep.named_parameters())
+      if (n.substr(n.size() - 3) == "_l0") first.push_back({n, t});
+    return first;
+  }(), 4);
+  auto [second_out, second_c] = lstm_by_steps(first_out, second, 4);
+  check_close(d.output, hjit::transpose(second_out, {1, 0, 2}));
+
+  const std::vector<Tensor> params = lstm.parameters();
+  auto loss = [&](const Tensor& x) { return hjit::sum(lstm(x).output); };
+  auto [l0, g0] = hjit::value_and_grad(loss, params)(x);
+  auto jitted = hjit::jit([&](const Tensor& x) { return hjit::value_and_grad(loss, params)(x); });
+  auto [l1, g1] = jitted(x);
+  check_close(l1, l0);
+  for (size_t i = 0; i < g0.size(); ++i) check_close(g1[i], g0[i], 1e-3);
+
+  // GRU: h' = (1 - z) n + z h, n = tanh(W_in x + b_in + r (W_hn h + b_hn)).
+  nn::GRU gru(3, 4);
+  const nn::NamedTensors p = gru.named_parameters();
+  const Tensor wih = p[0].second, whh = p[1].second, bih = p[2].second, bhh = p[3].second;
+  Tensor h = rnd({2, 4}, 61);
+  const Tensor h0 = h.reshape({1, 2, 4});
+  for (int64_t t = 0; t < 6; ++t) {
+    const Tensor gx = hjit::matmul(hjit::squeeze(hjit::slice(x, 0, t, t + 1), {0}), hjit::transpose(wih)) + bih;
+    const Tensor gh = hjit::matmul(h, hjit::transpose(whh)) + bhh;
+    const Tensor rr = hjit::sigmoid(hjit::slice(gx, 1, 0, 4) + hjit::slice(gh, 1, 0, 4));
+    const Tensor z = hjit::sigmoid(hjit::slice(gx, 1, 4, 8) + hjit::slice(gh, 1, 4, 8));
+    const Tensor n = hjit::tanh(hjit::slice(gx, 1, 8, 12) + rr * hjit::slice(gh, 1, 8, 12));
+    h = (1.0 - z) * n + z * h;
+  }
+  check_close(gru(x, h0).h, h.reshape({1, 2, 4}));
+  check_close(hjit::jit([&](const Tensor& x, const Tensor& h0) { return gru(x, h0).h; })(x, h0), h.reshape({1, 2, 4}));
+  CHECK_THROWS_AS(gru(rnd({6, 2, 5}, 1)), hjit::ShapeError);
+  CHECK_THROWS_AS(gru(x, Tensor::zeros({2, 2, 4})), hjit::ShapeError);
+  CHECK_THROWS_AS(lstm(Tensor::zeros({0, 2, 3})), hjit::ShapeError);
+}
+
+TEST_CASE("a small CNN of nn layers trains in a jitted step with AdamW") {
+  nn::manual_seed(6);
+  struct Cnn : nn::Module {
+    nn::Conv2d conv{1, 4, 3, 1, 1};
+    nn::BatchNorm bn{4};
+    nn::Linear fc{4 * 4 * 4, 2};
+    nn::Dropout drop{0.1};
+    Cnn() {
+      register_module("conv", conv);
+      register_module("bn", bn);
+      register_module("fc", fc);
+      register_module("drop", drop);
+    }
+    Tensor operator()(const Tensor& x) {
+      const Tensor h = hjit::max_pool2d(hjit::relu(bn(conv(x))), {2, 2});
+      return fc(drop(h.reshape({x.shape()[0], -1})));
+    }
+  } net;
+  // Two classes: images brighter on the left or on the right.
+  const Tensor side = Tensor::from_vector<int64_t>({0, 1, 0, 1, 1, 0, 1, 0}, {8});
+  const Tensor ramp = hjit::iota({8, 1, 8, 8}, 3) / 7.0;
+  const Tensor images = hjit::where(side.reshape({8, 1, 1, 1}) == int64_t(0), 1.0 - ramp, ramp) + rnd({8, 1, 8, 8}, 70) * 0.1;
+  const std::vector<Tensor> params = net.parameters();
+  hjit::optim::AdamW opt(params, 0.05);
+  auto loss = [&](const Tensor& x, const Tensor& y) { return hjit::cross_entropy(net(x), y); };
+  auto step = hjit::jit([&](const Tensor& x, const Tensor& y) {
+    auto [l, g] = hjit::value_and_grad(loss, params)(x, y);
+    opt.step(g);
+    return l;
+  });
+  const double first = step(images, side).item<float>();
+  double last = first;
+  for (int i = 0; i < 30; ++i) last = step(images, side).item<float>();
+  CHECK(last < 0.25 * first);
+  CHECK(step.stats().traces == 1);
+  net.eval();
+  const std::vector<int64_t> predicted = hjit::argmax(net(images), 1).to_vector<int64_t>();
+  CHECK(predicted == side.to_vector<int64_t>());
+}

@@ -50,7 +50,7 @@ class TransformerEncoderLayer : public Layer {
  public:
   TransformerEncoderLayer(int64_t d_model, int64_t nhead, TransformerOptions options = {});
   Tensor forward(const Tensor& src) override { return (*this)(src, {}); }
-  Tensor operator()(const Tensor& src, const AttentionMasks& src_masks);
+  Tensor operator()(const Tensor& src, const AttentionMasks& src_masks = {});
   MultiheadAttention self_attn;
   Linear linear1, linear2;
   LayerNorm norm1, norm2;
