@@ -11,8 +11,9 @@ JOBS ?= $(shell nproc)
 # OpenCL driver for the CPU: the test suite runs the GPU schedules' kernels on it (OpenCL-O1).
 # libonnx-dev and libprotobuf-dev: ONNX's own reader, checker and shape inference (hjit::onnx);
 # libonnx-testdata: ONNX's conformance suite, which the test suite runs.
+# zlib1g-dev: numpy's .npz archives (zip files, deflated by savez_compressed).
 PACKAGES := cmake ninja-build g++ pkg-config ccache libhalide14-0-dev libspdlog-dev doctest-dev libopenblas-dev libsqlite3-dev libdnnl-dev pocl-opencl-icd \
-  libonnx-dev libprotobuf-dev libonnx-testdata
+  libonnx-dev libprotobuf-dev libonnx-testdata zlib1g-dev
 
 .PHONY: all deps configure build demo test test-full sanitize sanitize-ci sanitize-thread soak bench examples device-bundle clean
 

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "frontend/io/file_bytes.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/traced.h"
 #include "graph/passes/optimize.h"
@@ -73,25 +74,6 @@ Graph detail::freeze_inputs(const Graph& g, size_t first, const std::vector<Tens
 }
 
 namespace {
-
-std::string read_whole_file(const std::string& path) {
-  std::optional<std::string> bytes = read_file_bytes(path);
-  if (!bytes) throw ValueError("hjit: cannot open the module file '" + path + "'");
-  return std::move(*bytes);
-}
-
-void write_whole_file(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), std::streamsize(bytes.size()));
-    if (!out) throw ValueError("hjit: cannot write the module file '" + path + "'");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw ValueError("hjit: cannot write the module file '" + path + "'");
-  }
-}
 
 void write_affine(BinaryWriter& w, const Affine& a) {
   w.i64(a.constant);
@@ -291,7 +273,7 @@ Module Module::load(const std::string& path, ModuleOptions options) {
   if (!options.dynamic_dims.empty())
     throw ValueError("hjit: module '" + path + "': dynamic_dims are chosen when a module is made, and saved with it");
   try {
-    Module m(Impl::decode(read_whole_file(path)));
+    Module m(Impl::decode(io::read_whole_file(path, "the module file")));
     m.impl_->schedule = schedule;
     log().debug("module '{}' loaded from {}: {} nodes, {} parameters", m.name(), path, m.graph().nodes.size(),
                 m.parameters().size());
@@ -303,7 +285,7 @@ Module Module::load(const std::string& path, ModuleOptions options) {
   }
 }
 
-void Module::save(const std::string& path) const { write_whole_file(path, impl_->encode()); }
+void Module::save(const std::string& path) const { io::write_file_atomically(path, impl_->encode(), "the module file"); }
 
 namespace {
 

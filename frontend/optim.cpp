@@ -49,6 +49,40 @@ void Optimizer::check_grads(const std::vector<Tensor>& grads) const {
                        ", its parameter " + shape_str(params_[i].shape()));
 }
 
+void Optimizer::state_slots(std::vector<std::pair<std::string, Tensor*>>& out) { out.push_back({"lr", &lr_}); }
+
+NamedTensors Optimizer::state_dict() const {
+  std::vector<std::pair<std::string, Tensor*>> slots;
+  const_cast<Optimizer*>(this)->state_slots(slots);  // read only
+  NamedTensors out;
+  for (auto& [name, t] : slots) out.push_back({name, *t});
+  return out;
+}
+
+void Optimizer::load_state_dict(const NamedTensors& state) {
+  std::vector<std::pair<std::string, Tensor*>> slots;
+  state_slots(slots);
+  assign_by_name(slots, state, true, std::string(name_) + ".load_state_dict");
+}
+
+namespace {
+void indexed_slots(const char* name, std::vector<Tensor>& ts, std::vector<std::pair<std::string, Tensor*>>& out) {
+  for (size_t i = 0; i < ts.size(); ++i) out.push_back({std::string(name) + "." + std::to_string(i), &ts[i]});
+}
+}  // namespace
+
+void SGD::state_slots(std::vector<std::pair<std::string, Tensor*>>& out) {
+  Optimizer::state_slots(out);
+  indexed_slots("momentum_buffer", velocity_, out);
+}
+
+void Adam::state_slots(std::vector<std::pair<std::string, Tensor*>>& out) {
+  Optimizer::state_slots(out);
+  out.push_back({"step", &t_});
+  indexed_slots("exp_avg", m_, out);
+  indexed_slots("exp_avg_sq", v_, out);
+}
+
 SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_decay)
     : Optimizer("SGD", std::move(params), lr), momentum_(momentum), weight_decay_(weight_decay) {
   if (momentum < 0 || weight_decay < 0) throw ValueError("SGD: needs momentum >= 0 and weight_decay >= 0");

@@ -109,17 +109,22 @@ BatchNorm::BatchNorm(int64_t num_features, double eps_, double momentum_, bool a
   if (!(eps > 0) || !(momentum >= 0 && momentum <= 1))
     throw ValueError("nn::BatchNorm: eps must be positive and momentum in [0, 1], given " + std::to_string(eps) + " and " + std::to_string(momentum));
   if (affine) weight = Tensor::ones({num_features}), bias = Tensor::zeros({num_features});
-  if (track_running_stats) running_mean = Tensor::zeros({num_features}), running_var = Tensor::ones({num_features});
+  if (track_running_stats) {
+    running_mean = Tensor::zeros({num_features}), running_var = Tensor::ones({num_features});
+    num_batches_tracked = Tensor::zeros({}, DType::I64);
+  }
   register_parameter("weight", weight);
   register_parameter("bias", bias);
   register_buffer("running_mean", running_mean);
   register_buffer("running_var", running_var);
+  register_buffer("num_batches_tracked", num_batches_tracked);
 }
 
 Tensor BatchNorm::forward(const Tensor& x) {
   const int64_t C = weight.defined() ? weight.shape()[0] : running_mean.defined() ? running_mean.shape()[0] : -1;
   if (x.ndim() < 2 || (C >= 0 && x.shape()[1] != C))
     throw ShapeError("nn::BatchNorm: takes [N, " + std::to_string(C) + ", ...], given " + shape_str(x.shape()));
+  if (training() && num_batches_tracked.defined()) num_batches_tracked.assign(num_batches_tracked + int64_t(1));
   if (training() || !running_mean.defined())
     return batch_norm_training(x, optional(running_mean), optional(running_var), optional(weight), optional(bias), momentum, eps);
   return batch_norm(x, running_mean, running_var, optional(weight), optional(bias), eps);

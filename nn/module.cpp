@@ -4,20 +4,11 @@
 #include <set>
 
 #include <hjit/error.h>
+#include <hjit/io.h>
 #include <hjit/nn/module.h>
 
 namespace hjit::nn {
 
-namespace {
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string s;
-  for (size_t i = 0; i < names.size() && i < 8; ++i) s += (i ? ", " : "") + names[i];
-  if (names.size() > 8) s += ", ... (" + std::to_string(names.size()) + " in all)";
-  return s;
-}
-
-}  // namespace
 
 void Module::check_new_name(const std::string& name) const {
   if (name.empty() || name.find('.') != std::string::npos)
@@ -90,41 +81,14 @@ NamedTensors Module::state() const {
 
 void Module::load_state(const NamedTensors& state, bool strict) {
   // The slots themselves, so that assign reaches the members.
-  std::map<std::string, Tensor*> slots;
+  std::vector<std::pair<std::string, Tensor*>> slots;
   std::vector<const Module*> seen;
   walk("", seen, [&](const std::string& prefix, const Module& m) {
     for (const auto* list : {&m.params_, &m.buffers_})
       for (const Slot& s : *list)
-        if (s.tensor->defined()) slots.emplace(prefix + s.name, s.tensor);
+        if (s.tensor->defined()) slots.push_back({prefix + s.name, s.tensor});
   });
-  std::vector<std::string> unexpected, missing;
-  std::set<std::string> given;
-  for (const auto& [name, value] : state) {
-    if (!given.insert(name).second) throw ValueError("nn::Module::load_state: '" + name + "' is given twice");
-    if (!slots.count(name)) unexpected.push_back(name);
-  }
-  for (const auto& [name, slot] : slots)
-    if (!given.count(name)) missing.push_back(name);
-  if (strict && (!unexpected.empty() || !missing.empty()))
-    throw ValueError("nn::Module::load_state: the state does not match the module" +
-                     (missing.empty() ? std::string() : "; missing: " + joined(missing)) +
-                     (unexpected.empty() ? std::string() : "; not in the module: " + joined(unexpected)) +
-                     " (load_state(state, /*strict=*/false) loads the names both have)");
-  // Checked in full before the first assign: a failed load leaves the module as it was.
-  for (const auto& [name, value] : state) {
-    auto it = slots.find(name);
-    if (it == slots.end()) continue;
-    const Tensor& slot = *it->second;
-    if (!value.defined()) throw ValueError("nn::Module::load_state: '" + name + "' is an undefined tensor");
-    if (value.shape() != slot.shape())
-      throw ShapeError("nn::Module::load_state: '" + name + "' is " + shape_str(value.shape()) + " in the state but " + shape_str(slot.shape()) +
-                       " in the module");
-    if (value.dtype() != slot.dtype())
-      throw DTypeError("nn::Module::load_state: '" + name + "' is " + dtype_name(value.dtype()) + " in the state but " +
-                       dtype_name(slot.dtype()) + " in the module");
-  }
-  for (const auto& [name, value] : state)
-    if (auto it = slots.find(name); it != slots.end()) it->second->assign(value);
+  assign_by_name(slots, state, strict, "nn::Module::load_state");
 }
 
 std::vector<std::pair<std::string, Module*>> Module::named_children() const { return children_; }

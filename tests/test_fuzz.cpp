@@ -13,6 +13,8 @@
 #include "halide_backend/backend.h"
 #include "halide_backend/cache_entry.h"
 #include "support/binary_io.h"
+#include <hjit/io.h>
+
 #include "tests/support.h"
 #include "tuning/database.h"
 
@@ -238,4 +240,39 @@ TEST_CASE("tuned schedules: 10,000 mutations of a schedule's text parse, apply a
   MESSAGE(accepted << " mutated schedules lowered, " << rejected << " rejected with hjit::Error");
   CHECK(rejected > 0);
   CHECK(accepted > 100);  // the mutations reach Halide's lowering, not only the parser
+}
+
+// numpy's files (no checksum: every mutation reaches the parsers), zip archives stored and
+// deflated, and hjit's tensor files (the payload mutated under a valid header).
+TEST_CASE("npy, npz and tensor files: mutations load or throw a typed error") {
+  const std::string dir = test::scratch_dir("io_fuzz");
+  const hjit::NamedTensors tensors = {{"w", test::random({3, 4}, hjit::DType::F32, 1)},
+                                      {"ids", test::random({5}, hjit::DType::I64, 2)},
+                                      {"flag", test::random({}, hjit::DType::Bool, 3)},
+                                      {"half", test::random({2, 1, 2}, hjit::DType::F16, 4)}};
+  const std::string npy = hjit::npy_to_bytes(tensors[0].second);
+  std::mt19937_64 rng(31);
+  auto [read_npy, rejected_npy] = test::fuzz(5000, [&](int) { hjit::npy_from_bytes(mutate(npy, rng)); });
+  MESSAGE(read_npy << " mutated .npy read, " << rejected_npy << " rejected");
+  CHECK(rejected_npy > 0);
+  for (bool compressed : {false, true}) {
+    CAPTURE(compressed);
+    hjit::save_npz(dir + "/a.npz", tensors, compressed);
+    const std::string npz = test::read_file(dir + "/a.npz");
+    auto [read, rejected] = test::fuzz(3000, [&](int) {
+      test::write_file(dir + "/m.npz", mutate_bytes(npz, rng));
+      hjit::load_npz(dir + "/m.npz");
+    });
+    MESSAGE(read << " mutated .npz read, " << rejected << " rejected");
+    CHECK(rejected > 0);
+  }
+  hjit::save_tensors(dir + "/t.hjit", tensors);
+  constexpr char kMagic[9] = "HJITTENS";  // frontend/io/tensor_file.cpp, version 1
+  const std::string payload(hjit::unwrap_payload(test::read_file(dir + "/t.hjit"), kMagic, 1, "a tensor file"));
+  auto [read, rejected] = test::fuzz(5000, [&](int) {
+    test::write_file(dir + "/m.hjit", hjit::wrap_payload(kMagic, 1, mutate_bytes(payload, rng)));
+    hjit::load_tensors(dir + "/m.hjit");
+  });
+  MESSAGE(read << " mutated tensor files read, " << rejected << " rejected");
+  CHECK(rejected > 0);
 }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include <hjit/io.h>
 #include <hjit/tensor.h>
 
 namespace hjit::optim {
@@ -33,7 +34,16 @@ class Optimizer {
   void set_lr(double lr);                     // finite and >= 0 (ValueError otherwise)
   const Tensor& lr_tensor() const { return lr_; }  // the f64 scalar the steps read
 
+  // The optimizer's state by name, for checkpoints: "lr", and per kind PyTorch's names with the
+  // parameter's index ("momentum_buffer.0"; "step", "exp_avg.0", "exp_avg_sq.0"). load_state_dict
+  // sets it back by assign (checked in full first, as hjit::assign_by_name: a jitted step holding
+  // the tensors sees the loaded values).
+  NamedTensors state_dict() const;
+  void load_state_dict(const NamedTensors& state);
+
  protected:
+  // Each tensor of the state with its name; the base's: the learning rate.
+  virtual void state_slots(std::vector<std::pair<std::string, Tensor*>>& out);
   Optimizer(const char* name, std::vector<Tensor> params, double lr);
   // grads fit params_ (ValueError, ShapeError naming the optimizer otherwise).
   void check_grads(const std::vector<Tensor>& grads) const;
@@ -52,6 +62,9 @@ class SGD : public Optimizer {
   void step(const std::vector<Tensor>& grads) override;
   const std::vector<Tensor>& state() const { return velocity_; }
 
+ protected:
+  void state_slots(std::vector<std::pair<std::string, Tensor*>>& out) override;
+
  private:
   std::vector<Tensor> velocity_;
   double momentum_, weight_decay_;
@@ -68,6 +81,7 @@ class Adam : public Optimizer {
   std::vector<Tensor> state() const;  // first moments, second moments, step count
 
  protected:
+  void state_slots(std::vector<std::pair<std::string, Tensor*>>& out) override;
   Adam(const char* name, std::vector<Tensor> params, double lr, double beta1, double beta2, double eps,
        double weight_decay, bool decoupled);
 

@@ -89,6 +89,7 @@ class BatchNorm : public Layer {
                      bool track_running_stats = true);
   Tensor forward(const Tensor& x) override;
   Tensor weight, bias, running_mean, running_var;
+  Tensor num_batches_tracked;  // i64 scalar: training-mode calls (PyTorch's buffer, so state dicts match)
   double eps, momentum;
 };
 using BatchNorm1d = BatchNorm;

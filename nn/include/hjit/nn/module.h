@@ -24,11 +24,11 @@
 #include <utility>
 #include <vector>
 
-#include <hjit/tensor.h>
+#include <hjit/io.h>
 
 namespace hjit::nn {
 
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using hjit::NamedTensors;
 
 class Module {
  public:
@@ -49,7 +49,8 @@ class Module {
   NamedTensors state() const;
   // Sets each named tensor from `state` (by assign: the handles that jitted functions and
   // optimizers hold see the values). strict: a name the module lacks or one the state lacks is a
-  // ValueError naming them; a shape that differs is a ShapeError, a dtype a DTypeError, always.
+  // ValueError naming them; a shape that differs is a ShapeError, a dtype a DTypeError, always
+  // (hjit::assign_by_name). With hjit::load_npz, a PyTorch state dict saved by numpy loads by name.
   void load_state(const NamedTensors& state, bool strict = true);
 
   std::vector<std::pair<std::string, Module*>> named_children() const;

@@ -1,0 +1,37 @@
+#include "frontend/io/file_bytes.h"
+
+#include <cstdio>
+#include <fstream>
+#include <optional>
+
+#include <unistd.h>
+
+#include "support/binary_io.h"
+
+namespace hjit::io {
+
+std::string read_whole_file(const std::string& path, const std::string& what) {
+  std::optional<std::string> bytes = read_file_bytes(path);
+  if (!bytes) throw ValueError("hjit: cannot open " + what + " '" + path + "'");
+  return std::move(*bytes);
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes, const std::string& what) {
+  // The process id in the temporary name: two processes saving one path do not share it.
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw ValueError("hjit: cannot write " + what + " '" + path + "'");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw ValueError("hjit: cannot write " + what + " '" + path + "'");
+  }
+}
+
+}  // namespace hjit::io
