@@ -13,6 +13,7 @@
 #include "halide_backend/backend.h"
 #include "halide_backend/cache_entry.h"
 #include "support/binary_io.h"
+#include <hjit/data.h>
 #include <hjit/io.h>
 
 #include "tests/support.h"
@@ -274,5 +275,16 @@ TEST_CASE("npy, npz and tensor files: mutations load or throw a typed error") {
     hjit::load_tensors(dir + "/m.hjit");
   });
   MESSAGE(read << " mutated tensor files read, " << rejected << " rejected");
+  CHECK(rejected > 0);
+}
+
+TEST_CASE("CSV text: mutations parse or throw a typed error") {
+  const std::string csv = "a,b,\"c\"\n1.5,2,3\n-4,nan,5e3\n\n6,7,8\n";
+  std::mt19937_64 rng(41);
+  auto [read, rejected] = test::fuzz(5000, [&](int) {
+    const hjit::data::Csv t = hjit::data::parse_csv(mutate(csv, rng));
+    CHECK(t.values.shape()[1] == int64_t(t.columns.size()));
+  });
+  MESSAGE(read << " mutated CSV files read, " << rejected << " rejected");
   CHECK(rejected > 0);
 }

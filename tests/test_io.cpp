@@ -1,10 +1,13 @@
 // Tensors in files: numpy's .npy and .npz (files numpy wrote, read; files hjit writes, read back and
 // byte-for-byte the layout numpy reads), hjit's tensor files, and training checkpoints that resume
 // a run exactly.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
 #include <hjit/io.h>
+#include <hjit/data.h>
 #include <hjit/nn.h>
 
 #include "tests/support.h"
@@ -167,4 +170,69 @@ TEST_CASE("a checkpoint resumes training exactly: parameters, buffers and Adam's
   nn::save_checkpoint(path, first);
   CHECK_THROWS_WITH_AS(nn::load_checkpoint(path, resumed, &resumed_opt), doctest::Contains("no optimizer state"), hjit::ValueError);
   nn::load_checkpoint(path, resumed);
+}
+
+TEST_CASE("CSV files: headers detected, quoted and missing fields, errors that name the line") {
+  namespace data = hjit::data;
+  data::Csv t = data::parse_csv("sepal length, sepal width ,class\n5.1,3.5,0\n\n4.9,\"3.0\",1\n6.3,2.5,2\n");
+  CHECK(t.columns == std::vector<std::string>{"sepal length", "sepal width", "class"});
+  CHECK(t.values.shape() == Shape{3, 3});
+  CHECK(t.values.to_vector<float>() == std::vector<float>{5.1f, 3.5f, 0, 4.9f, 3.0f, 1, 6.3f, 2.5f, 2});
+  t = data::parse_csv("1;2\n3;nan\n-inf;4e2\n", {.delimiter = ';', .dtype = DType::F64});
+  CHECK(t.columns == std::vector<std::string>{"0", "1"});
+  CHECK(t.values.dtype() == DType::F64);
+  const std::vector<double> v = t.values.to_vector<double>();
+  CHECK(std::isnan(v[3]));
+  CHECK(v[4] == -INFINITY);
+  CHECK(v[5] == 400);
+  CHECK(data::parse_csv("1,,3\n", {.missing = -1.0}).values.to_vector<float>() == std::vector<float>{1, -1, 3});
+  CHECK_THROWS_WITH_AS(data::parse_csv("a,b\n1,2\n3\n"), doctest::Contains("line 3 has 1 fields"), hjit::ValueError);
+  CHECK_THROWS_WITH_AS(data::parse_csv("1,2\n3,x4\n"), doctest::Contains("line 2, column 2: 'x4' is not a number"), hjit::ValueError);
+  CHECK_THROWS_WITH_AS(data::parse_csv("1,,3\n"), doctest::Contains("empty"), hjit::ValueError);
+  CHECK_THROWS_AS(data::parse_csv("\n\n"), hjit::ValueError);
+  CHECK_THROWS_AS(data::read_csv("/nonexistent.csv"), hjit::ValueError);
+  const std::string path = test::scratch_dir("csv") + "/x.csv";
+  test::write_file(path, "x,y\n1,2\n");
+  CHECK(data::read_csv(path, {.header = data::Header::Yes, .dtype = DType::I32}).values.to_vector<int32_t>() == std::vector<int32_t>{1, 2});
+}
+
+TEST_CASE("keyed shuffles and batches: every row once per pass, padded or dropped last batches") {
+  namespace data = hjit::data;
+  const Tensor p = data::permutation(hjit::random::key(5), 50);
+  std::vector<int64_t> order = p.to_vector<int64_t>();
+  CHECK(order == data::permutation(hjit::random::key(5), 50).to_vector<int64_t>());
+  CHECK(order != data::permutation(hjit::random::key(6), 50).to_vector<int64_t>());
+  std::sort(order.begin(), order.end());
+  for (int64_t i = 0; i < 50; ++i) CHECK(order[size_t(i)] == i);
+
+  const Tensor x = Tensor::arange(10).reshape({10, 1}), y = Tensor::arange(10, DType::I64);
+  data::Batches keep({x, y}, 4);
+  CHECK(keep.size() == 3);
+  CHECK(keep[2].rows == 2);
+  CHECK(keep[2][1].to_vector<int64_t>() == std::vector<int64_t>{8, 9});
+  data::Batches drop({x, y}, 4, data::LastBatch::Drop);
+  CHECK(drop.size() == 2);
+  data::Batches padded({x, y}, 4, data::LastBatch::Pad);
+  CHECK(padded.size() == 3);
+  const data::Batch last = padded[2];
+  CHECK(last[0].shape() == Shape{4, 1});
+  CHECK(last[1].to_vector<int64_t>() == std::vector<int64_t>{8, 9, 0, 0});
+  CHECK(last.mask().to_vector<bool>() == std::vector<bool>{true, true, false, false});
+  // Shuffled: the rows of x and y stay together, and one pass holds every row once.
+  padded.shuffle(hjit::random::key(1));
+  std::vector<int64_t> seen;
+  for (const data::Batch& b : padded) {
+    const std::vector<float> xs = b[0].to_vector<float>();
+    const std::vector<int64_t> ys = b[1].to_vector<int64_t>();
+    for (int64_t r = 0; r < b.rows; ++r) {
+      CHECK(xs[size_t(r)] == float(ys[size_t(r)]));
+      seen.push_back(ys[size_t(r)]);
+    }
+  }
+  CHECK(seen != y.to_vector<int64_t>());
+  std::sort(seen.begin(), seen.end());
+  CHECK(seen == y.to_vector<int64_t>());
+  CHECK_THROWS_AS(data::Batches({x, Tensor::arange(9)}, 4), hjit::ShapeError);
+  CHECK_THROWS_AS(data::Batches({x}, 0), hjit::ValueError);
+  CHECK_THROWS_AS(keep[3], hjit::IndexError);
 }
