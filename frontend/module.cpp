@@ -75,21 +75,6 @@ Graph detail::freeze_inputs(const Graph& g, size_t first, const std::vector<Tens
 
 namespace {
 
-void write_affine(BinaryWriter& w, const Affine& a) {
-  w.i64(a.constant);
-  w.u64(a.coef.size());
-  for (int64_t c : a.coef) w.i64(c);
-}
-
-Affine read_affine(BinaryReader& r, int symbols) {
-  Affine a;
-  a.constant = r.i64();
-  const size_t n = r.count(size_t(symbols));
-  if (n != 0 && n != size_t(symbols)) throw ValueError("an affine size has " + std::to_string(n) + " coefficients");
-  for (size_t k = 0; k < n; ++k) a.coef.push_back(r.i64());
-  return a;
-}
-
 }  // namespace
 
 struct Module::Impl {

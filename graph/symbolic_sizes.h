@@ -10,6 +10,8 @@
 
 #include <hjit/graph.h>
 
+#include "support/binary_io.h"
+
 namespace hjit {
 
 // constant + sum_k coef[k] * symbol[k]
@@ -22,6 +24,11 @@ struct Affine {
   std::string str() const;  // "2*s0+1"
   bool operator==(const Affine&) const = default;
 };
+
+// An affine form in hjit's binary files (saved modules, cache entries): its constant, then its
+// coefficients (none, or one per symbol: a ValueError otherwise).
+void write_affine(BinaryWriter& w, const Affine& a);
+Affine read_affine(BinaryReader& r, int symbols);
 
 struct SymbolicSizes {
   int num_symbols = 0;

@@ -118,21 +118,21 @@ VarOrRVar loop_of(Halide::Func f, const std::string& name) {
 
 class Applier {
  public:
-  explicit Applier(LoweredPipeline& p) : funcs_(funcs_by_canonical_name(p)) {
+  Applier(LoweredPipeline& p, bool guarded) : funcs_(funcs_by_canonical_name(p)), guarded_(guarded) {
     if (p.dynamic) find_dynamic_loops(p);
     else find_stage_extents(p);
   }
 
   // A pipeline of dynamic sizes: a split of a loop whose extent varies was decided at the traced
-  // size. Shifted inwards (a pure definition's default), it needs the extent to reach the factor:
-  // the smallest size the pipeline serves grows to it (smaller sizes compile on their own). An
-  // update's split is guarded (rounding up would read past the inputs at sizes not a multiple).
+  // size (apply_schedule.h, DynamicTails). An update's split is always guarded (rounding up would
+  // read past the inputs at sizes not a multiple).
   Halide::TailStrategy tail(const std::string& func, const std::string& loop, const std::string& name, int update,
                             int64_t factor) {
     using T = Halide::TailStrategy;
     const T t = tail_strategy(name);
     const int64_t scale = dynamic_scale(func, loop);
     if (scale == 0) return t;
+    if (guarded_ && (t == T::Auto || t == T::RoundUp || t == T::ShiftInwards)) return T::GuardWithIf;
     if (update >= 0 && (t == T::Auto || t == T::RoundUp)) return T::GuardWithIf;
     if (t == T::Auto || t == T::ShiftInwards) min_dynamic_size_ = std::max(min_dynamic_size_, scale * factor);
     if (t == T::RoundUp) return T::GuardWithIf;
@@ -279,6 +279,7 @@ class Applier {
   };
   std::map<std::string, Whole> whole_;  // each stage's vars and extents, by canonical name (fixed sizes only)
   int64_t min_dynamic_size_ = 0;
+  bool guarded_ = false;
   // Per definition (a Func's pure one or an update), the loops this schedule made whose extent it
   // fixed: a split's inner loop (its factor), a fuse of two such. What a vectorize or unroll
   // without a factor is held to; other loops' extents come from Halide's bounds inference, later.
@@ -349,8 +350,16 @@ class Applier {
 
 }  // namespace
 
-void apply_schedule(const Schedule& s, LoweredPipeline& p) {
-  Applier applier(p);
+int64_t smallest_traced_size(const LoweredPipeline& p) {
+  if (!p.dynamic) return 0;
+  int64_t smallest = std::numeric_limits<int64_t>::max();
+  for (const SymbolicSizes::Source& src : p.dynamic->sources)
+    smallest = std::min(smallest, p.graph->type(p.graph->inputs[size_t(src.input)]).shape[size_t(src.dim)]);
+  return smallest;
+}
+
+void apply_schedule(const Schedule& s, LoweredPipeline& p, DynamicTails tails) {
+  Applier applier(p, tails == DynamicTails::Guarded);
   for (const Directive& d : s.directives) applier.apply(d);
   p.min_dynamic_size = applier.min_dynamic_size();
 }

@@ -92,6 +92,17 @@ void compute_each_element_once(Schedule& s, const LoweredPipeline& p, const std:
   }
 }
 
+// The schedule applied to p. A pipeline of dynamic sizes whose shifted tails would not serve the
+// sizes it was traced at is lowered again and given guarded tails (a Func takes its schedule once).
+void apply_with_tails(const Graph& g, const Target& target, const Schedule& s, LoweredPipeline& p, const SymbolicSizes* dynamic) {
+  apply_schedule(s, p);
+  if (!p.dynamic || p.min_dynamic_size <= smallest_traced_size(p)) return;
+  LoweredPipeline guarded;
+  const std::optional<Schedule> again = lower_and_schedule(g, target, Given{s.str()}, guarded, nullptr, dynamic);
+  apply_schedule(*again, guarded, DynamicTails::Guarded);
+  p = std::move(guarded);
+}
+
 // One candidate: lowered afresh, scheduled `how`, compiled. No executable (with the reason in
 // *why) when the autoscheduler does not schedule it.
 Built make(const Graph& g, const Options& o, const Target& target, const ScheduleChoice& how, std::string* why = nullptr) {
@@ -103,7 +114,7 @@ Built make(const Graph& g, const Options& o, const Target& target, const Schedul
     return {};
   }
   if (!o.in_place.empty()) compute_each_element_once(*s, p, o.in_place);
-  apply_schedule(*s, p);
+  apply_with_tails(g, target, *s, p, o.dynamic.get());
   const std::string summary = std::holds_alternative<Given>(how) ? "tuned (" + s->source + ")" : ScheduleRequest{how}.str();
   PipelineInfo info = describe(g, p, function_name(o.name.empty() ? g.name : o.name), summary, s->str());
   Built b;
@@ -186,7 +197,7 @@ LoweredPipeline scheduled_as_given(const Graph& g, const Target& target, const s
                                    const SymbolicSizes* dynamic = nullptr) {
   LoweredPipeline p;
   const std::optional<Schedule> s = lower_and_schedule(g, target, Given{schedule_text}, p, nullptr, dynamic);
-  apply_schedule(*s, p);
+  apply_with_tails(g, target, *s, p, dynamic);
   return p;
 }
 

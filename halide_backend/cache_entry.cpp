@@ -1,7 +1,9 @@
 #include "halide_backend/cache_entry.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include "graph/symbolic_sizes.h"
 #include "support/binary_io.h"
 
 namespace hjit::backend {
@@ -17,6 +19,11 @@ std::string encode_cache_entry(const std::string& key, const PipelineInfo& info,
   w.str(info.schedule);
   w.str(info.device_code);
   w.u8(uint8_t(info.device));
+  w.i64(info.min_dynamic_size);
+  size_t symbols = 0;
+  for (const ArgSpec& a : info.args)
+    for (const Affine& f : a.sizes) symbols = std::max(symbols, f.coef.size());
+  w.u32(uint32_t(symbols));
   w.u64(info.args.size());
   for (const ArgSpec& a : info.args) {
     w.u8(uint8_t(a.from));
@@ -26,6 +33,8 @@ std::string encode_cache_entry(const std::string& key, const PipelineInfo& info,
     w.u32(a.type.lanes);
     w.u64(a.dims.size());
     for (const halide_dimension_t& d : a.dims) w.i32(d.min), w.i32(d.extent), w.i32(d.stride);
+    w.u64(a.sizes.size());
+    for (const Affine& f : a.sizes) write_affine(w, f);
   }
   w.u64(info.constants.size());
   for (const auto& c : info.constants) w.bytes(c->data(), c->size());
@@ -46,6 +55,10 @@ DecodedEntry decode_cache_entry(std::string_view bytes, const std::string& key) 
   const uint8_t device = r.u8();
   if (device > uint8_t(Device::OpenCL)) throw ValueError("it names an unknown device");
   info.device = Device(device);
+  info.min_dynamic_size = r.i64();
+  if (info.min_dynamic_size < 0) throw ValueError("its smallest dynamic size is negative");
+  const uint32_t symbols = r.u32();
+  if (symbols > 64) throw ValueError("it has " + std::to_string(symbols) + " dynamic sizes");
   const size_t nargs = r.count(1 << 16);
   size_t constants_used = 0;
   for (size_t i = 0; i < nargs; ++i) {
@@ -63,6 +76,9 @@ DecodedEntry decode_cache_entry(std::string_view bytes, const std::string& key) 
       dim.min = r.i32(), dim.extent = r.i32(), dim.stride = r.i32();
       a.dims.push_back(dim);
     }
+    const size_t forms = r.count(16);
+    if (forms != 0 && forms != rank) throw ValueError("an argument's dynamic sizes do not match its rank");
+    for (size_t d = 0; d < forms; ++d) a.sizes.push_back(read_affine(r, int(symbols)));
     if (a.index < 0) throw ValueError("an argument index is negative");
     if (a.from == ArgSpec::From::Constant) constants_used = std::max(constants_used, size_t(a.index) + 1);
     info.args.push_back(std::move(a));

@@ -8,7 +8,7 @@
 
 namespace hjit::backend {
 
-inline constexpr uint32_t kCacheFormatVersion = 3;  // 2: device code (PTX) of GPU pipelines; 3: their device
+inline constexpr uint32_t kCacheFormatVersion = 4;  // 2: device code (PTX) of GPU pipelines; 3: their device; 4: pipelines of dynamic sizes (their size forms)
 
 std::string encode_cache_entry(const std::string& key, const PipelineInfo& info, const std::string& shared_object);
 

@@ -134,8 +134,7 @@ namespace {
 // One graph through the two tiers: memory, disk, else built here (and written to disk).
 std::shared_ptr<const Executable> compile_one(const Graph& g, const Options& o, const Target& target, const std::string& key) {
   const std::string name = hash_hex(key);
-  // A pipeline of dynamic sizes is kept in memory only (the disk cache's entries are of fixed sizes).
-  std::shared_ptr<HalideExecutable> exe = o.dynamic ? nullptr : load_from_disk(name, key, g);
+  std::shared_ptr<HalideExecutable> exe = load_from_disk(name, key, g);
   if (exe) {
     log().debug("cache: '{}' loaded from the disk cache", g.name);
   } else {
@@ -145,7 +144,7 @@ std::shared_ptr<const Executable> compile_one(const Graph& g, const Options& o, 
       std::lock_guard lock(compile_mutex());
       b = build(g, o, target);
     }
-    if (b.shared_object && !o.dynamic) DiskCache::instance().write(name, encode_cache_entry(key, b.executable->info(), *b.shared_object));
+    if (b.shared_object) DiskCache::instance().write(name, encode_cache_entry(key, b.executable->info(), *b.shared_object));
     exe = b.executable;
   }
   exe->set_in_place(o.in_place);

@@ -84,6 +84,14 @@ Expr LowerCtx::extent(int node, int d) const {
   return Expr(int(g.type(node).shape[size_t(d)]));
 }
 
+Expr LowerCtx::attr(int node, const std::string& name, size_t i) const {
+  if (p.dynamic) {
+    const auto& varying = p.dynamic->attrs[size_t(node)];
+    if (auto it = varying.find(name); it != varying.end() && !it->second[i].is_constant()) return affine_expr(it->second[i], p.symbols);
+  }
+  return Expr(int(g.node(node).attrs.ints(name)[i]));
+}
+
 Coords LowerCtx::broadcast(const Coords& out, const Shape& shape) {
   Coords c;
   const size_t lead = out.size() - shape.size();
@@ -139,13 +147,14 @@ std::vector<Expr> extents_of(const LowerCtx& ctx, int node) {
 }
 
 // The ops whose lowerings take every extent that can vary as an expression (ctx.extent); others
-// read sizes as numbers and compile only for fixed sizes. (A slice's start and step, and a
-// concatenation's axis, must not vary: checked below.)
+// read sizes as numbers and compile only for fixed sizes. (A slice's step, and a
+// concatenation's axis, must not vary: checked below; a slice's start may, as from the end.)
 bool takes_dynamic_sizes(OpKind op) {
   if (has_trait(op, Elementwise) || has_trait(op, Source)) return true;
   switch (op) {
     case OpKind::Reshape: case OpKind::Transpose: case OpKind::BroadcastTo: case OpKind::Slice: case OpKind::Concat:
     case OpKind::Matmul: case OpKind::ReduceSum: case OpKind::ReduceMax: case OpKind::ReduceMin: case OpKind::Attention:
+    case OpKind::Take:
       return true;
     default: return false;
   }
@@ -187,8 +196,7 @@ void check_dynamic(const Graph& g, const SymbolicSizes& d) {
       for (int dim = 0; dim < g.type(in).rank(); ++dim)
         if (!d.extents[size_t(in)][size_t(dim)].is_constant() && g.type(in).shape[size_t(dim)] < 2)
           throw ValueError("a dynamic size is " + std::to_string(g.type(in).shape[size_t(dim)]) + " where traced");
-    if (n.op == OpKind::Slice && (d.attr_varies(int(id), "starts") || d.attr_varies(int(id), "steps")))
-      throw ValueError("a slice whose start depends on a dynamic size");
+    if (n.op == OpKind::Slice && d.attr_varies(int(id), "steps")) throw ValueError("a slice whose step depends on a dynamic size");
     if (n.op == OpKind::Concat && d.extent_varies(int(id))) {
       const int64_t axis = n.attrs.i("axis");
       for (int in : n.inputs)

@@ -17,6 +17,9 @@ struct LowerCtx {
   }
   // Extent d (row-major) of a node: a constant, or an expression of the dynamic sizes.
   Halide::Expr extent(int node, int d) const;
+  // Element i of an integer-list attribute of a node: a constant, or an expression of the dynamic
+  // sizes (a slice's start counted from the end).
+  Halide::Expr attr(int node, const std::string& name, size_t i) const;
   // out coordinates seen from an operand of `shape` broadcast to them (numpy trailing alignment).
   static Coords broadcast(const Coords& out, const Shape& shape);
   // s.func(vars) = e, rounded to the stage's dtype where that is a 16-bit float.

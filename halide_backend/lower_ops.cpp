@@ -69,12 +69,12 @@ void binary(LowerCtx& ctx, Stage& s, const Node& n, F f) {
 
 // index, or a failed call when it is outside [lo, hi): Halide's require(), which hjit turns into
 // an IndexError whose message is `message` with {} replaced by the index.
-Expr index_in_range(LowerCtx& ctx, const Expr& index, int64_t lo, int64_t hi, const std::string& message) {
+Expr index_in_range(LowerCtx& ctx, const Expr& index, const Expr& lo, const Expr& hi, const std::string& message) {
   ctx.p.checks_indices = true;
   const size_t at = message.find(" {} ");  // Halide's message puts a space between its parts
   if (at == std::string::npos) throw InternalError("index_in_range: the message has no ' {} '");
   Expr i64 = cast<int64_t>(index);
-  return require(i64 >= Expr(lo) && i64 < Expr(hi), index, std::string(kIndexErrorMarker) + message.substr(0, at), i64,
+  return require(i64 >= cast<int64_t>(lo) && i64 < cast<int64_t>(hi), index, std::string(kIndexErrorMarker) + message.substr(0, at), i64,
                  message.substr(at + 4));
 }
 
@@ -468,10 +468,11 @@ void Transpose(LowerCtx& ctx, Stage& s, const Node& n) {
 void BroadcastTo(LowerCtx& ctx, Stage& s, const Node& n) { LowerCtx::define(s, operand(ctx, s, n, 0)); }
 
 void Slice(LowerCtx& ctx, Stage& s, const Node& n) {
-  const auto &starts = n.attrs.ints("starts"), &steps = n.attrs.ints("steps");
+  const auto& steps = n.attrs.ints("steps");
   const Coords o = LowerCtx::coords(s);
   Coords ic(o.size());
-  for (size_t d = 0; d < o.size(); ++d) ic[d] = int(starts[d]) + int(steps[d]) * o[d];
+  const int id = int(&n - &ctx.g.nodes[0]);
+  for (size_t d = 0; d < o.size(); ++d) ic[d] = ctx.attr(id, "starts", d) + int(steps[d]) * o[d];
   LowerCtx::define(s, ctx.at(n.inputs[0], ic));
 }
 
@@ -632,18 +633,20 @@ void Take(LowerCtx& ctx, Stage& s, const Node& n) {
   const Coords o = LowerCtx::coords(s);
   Coords idx(o.begin() + std::ptrdiff_t(axis), o.begin() + std::ptrdiff_t(axis + is.size()));
   // An index out of range fails the call (an IndexError, as eagerly); the clamp only keeps the
-  // loads that run before the failure is noticed inside the buffer.
-  const int64_t extent = xs[axis];
+  // loads that run before the failure is noticed inside the buffer. The axis's extent is a number,
+  // or an expression of the sizes a dynamic pipeline serves.
+  const Expr extent = ctx.extent(n.inputs[0], int(axis));
+  const bool fixed = Halide::Internal::is_const(extent);
   Expr raw = cast<int64_t>(ctx.at(n.inputs[1], idx));
   raw = index_in_range(ctx, raw, -extent, extent,
-                       "take: index {} is out of range for axis " + std::to_string(axis) + " of " +
-                           ctx.g.type(n.inputs[0]).str() + " (valid: " + std::to_string(-extent) + " to " +
-                           std::to_string(extent - 1) + ")");
+                       "take: index {} is out of range for axis " + std::to_string(axis) + " of " + ctx.g.type(n.inputs[0]).str() +
+                           (fixed ? " (valid: " + std::to_string(-xs[axis]) + " to " + std::to_string(xs[axis] - 1) + ")"
+                                  : " (valid: minus its size to its size less 1)"));
   Expr k = cast<int>(raw);
   // The promise makes bounds inference see the whole axis, not the one row a scalar index names:
   // a producer computed in tiles (a matmul) is then realized whole, never a tile shifted below 0
   // around a region narrower than the tile ("accessed at -2, before the min").
-  k = unsafe_promise_clamped(clamp(select(k < 0, k + int(extent), k), 0, int(extent - 1)), 0, int(extent - 1));
+  k = unsafe_promise_clamped(clamp(select(k < 0, k + extent, k), 0, extent - 1), 0, extent - 1);
   Coords xc(o.begin(), o.begin() + std::ptrdiff_t(axis));
   xc.push_back(k);
   xc.insert(xc.end(), o.begin() + std::ptrdiff_t(axis + is.size()), o.end());
@@ -890,7 +893,7 @@ void SliceUpdate(LowerCtx& ctx, Stage& s, const Node& n) {
 
 void CheckIndex(LowerCtx& ctx, Stage& s, const Node& n) {
   const int64_t lo = n.attrs.i("lo"), hi = n.attrs.i("hi");
-  LowerCtx::define(s, index_in_range(ctx, operand(ctx, s, n, 0), lo, hi,
+  LowerCtx::define(s, index_in_range(ctx, operand(ctx, s, n, 0), Expr(lo), Expr(hi),
                                      n.attrs.s("what") + " {} is out of range [" + std::to_string(lo) + ", " +
                                          std::to_string(hi) + ")"));
 }

@@ -48,6 +48,21 @@ int main() {
     }
     for (int i = 0; i < 3; ++i) step(x);
     std::printf("step %" PRIu64 "\n", checksum(param));
+    // A pipeline for every length (dynamic_dims), as generation uses: from the disk cache too.
+    hjit::JitOptions every_length;
+    every_length.dynamic_dims = {{0, 1}};
+    auto last = hjit::jit([&](const Tensor& ids) {
+      const Tensor e = hjit::embedding(w, ids);  // [1, T, 48]
+      const Tensor h = hjit::scaled_dot_product_attention(e, e, e, true);
+      return hjit::slice(h, 1, -1, std::nullopt).reshape({48});
+    }, every_length);
+    uint64_t h = 0;
+    for (int64_t t : {1, 2, 7, 30}) {
+      std::vector<int64_t> ids(static_cast<size_t>(t));
+      for (int64_t i = 0; i < t; ++i) ids[size_t(i)] = (i * 7) % 96;
+      h = h * 31 + checksum(last(Tensor::from_vector(ids, {1, t})));
+    }
+    std::printf("dynamic %" PRIu64 "\ndynamic_entries %lld\n", h, (long long)last.stats().dynamic_entries);
     const hjit::CacheStats s = hjit::cache_stats();
     std::printf("disk_hits %lld\nmisses %lld\nrejected %lld\nwrites %lld\nentries %lld\nbytes %lld\nevictions %lld\n",
                 (long long)s.disk_hits, (long long)s.misses, (long long)s.disk_rejected, (long long)s.disk_writes,

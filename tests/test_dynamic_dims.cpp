@@ -1,6 +1,8 @@
 // dynamic_dims: one trace and one compiled pipeline for every size of the marked dimensions,
 // compiled against eager at every size; where one pipeline cannot hold (C++ that branches on a
 // size, a value computed from it, sizes below the schedule's), a compile per size, still correct.
+#include <hjit/nn.h>
+
 #include "examples/llama_attention.h"
 #include "tests/support.h"
 
@@ -122,13 +124,52 @@ TEST_CASE("dynamic dims that cannot be one pipeline compile per size, correctly"
     CHECK_CLOSE(g(x), branchy(x));
   }
   CHECK(g.stats().dynamic_entries == 0);
-  // Sizes 0 and 1 never take a pipeline made for every size.
+  // Size 0 never takes a pipeline made for every size; 1 does (the pipeline's tails are guarded
+  // where its first size is below its splits).
   auto h = hjit::jit([](const Tensor& x) { return x * 3.0 + 1.0; }, dynamic({{0, 0}}));
   for (int64_t n : {5, 0, 1, 9}) {
     Tensor x = test::random({n, 3}, DType::F32, 7);
     CHECK_CLOSE(h(x), x * 3.0 + 1.0);
   }
   CHECK(h.stats().dynamic_entries == 1);
+}
+
+TEST_CASE("generation compiles once: embeddings, causal attention, a slice from the end, a take at a moving position") {
+  namespace nn = hjit::nn;
+  nn::manual_seed(2);
+  const int64_t V = 23, C = 16;
+  nn::Embedding tok(V, C), pos(80, C);
+  nn::TransformerEncoderLayer block(C, 2, {.dim_feedforward = 32, .dropout = 0, .batch_first = true, .norm_first = true});
+  nn::Linear head(C, V);
+  block.eval();
+  auto next_logits = [&](const Tensor& ids) {
+    const int64_t T = ids.dim(1);
+    const Tensor x = block(tok(ids) + pos(hjit::iota({1, T}, 1, DType::I64)), {.is_causal = true});
+    return hjit::reshape(hjit::slice(head(x), 1, -1, std::nullopt), {V});  // the last position's logits
+  };
+  auto f = hjit::jit(next_logits, dynamic({{0, 1}}));
+  std::vector<int64_t> ids{3};
+  for (int64_t t = 1; t <= 70; ++t) {
+    CAPTURE(t);
+    const Tensor x = Tensor::from_vector(ids, Shape{1, t});
+    const Tensor got = f(x);
+    if (t <= 4 || t % 11 == 0 || t == 70) CHECK_CLOSE_TOL(got, next_logits(x), 1e-4);
+    ids.push_back(hjit::argmax(got, 0).item<int64_t>());
+  }
+  CHECK(f.stats().traces == 1);
+  CHECK(f.stats().dynamic_entries == 1);
+  // The case: a take at a position given as a tensor, through a dynamic axis.
+  const Tensor w = test::random({16, 16}, DType::F32, 3);
+  auto at = [&](const Tensor& x, const Tensor& p) { return hjit::take(hjit::matmul(x, w), p, 1).reshape({-1}); };
+  auto g = hjit::jit(at, dynamic({{0, 1}}));
+  for (int64_t t : {1, 64, 9, 2}) {
+    CAPTURE(t);
+    const Tensor x = test::random({1, t, 16}, DType::F32, uint64_t(t));
+    const Tensor p = Tensor::from_vector<int32_t>({int32_t(t - 1)}, {1});
+    CHECK_CLOSE(g(x, p), at(x, p));
+  }
+  CHECK(g.stats().dynamic_entries == 1);
+  CHECK_THROWS_AS(g(test::random({1, 5, 16}, DType::F32, 1), Tensor::from_vector<int32_t>({7}, {1})), hjit::IndexError);
 }
 
 TEST_CASE("dynamic_dims: options it cannot take are ValueErrors") {

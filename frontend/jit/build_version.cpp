@@ -1,30 +1,77 @@
 #include "frontend/jit/build_version.h"
 
+#include "frontend/const_eval.h"
 #include "frontend/traced.h"
+#include "graph/passes/optimize.h"
 #include "support/log.h"
 
 namespace hjit::detail {
 namespace {
 
+// The call's arguments with every dynamic size below 2 raised to 2 (empty when none is): a pipeline
+// for every size is traced where no size of 1 could be a broadcast, and serves the size of 1 too.
+struct Lifted {
+  std::vector<Tensor> holders;
+  CallArgs args;
+};
+std::unique_ptr<Lifted> lifted_args(const JitCore::State& s, const CallArgs& args) {
+  auto out = std::make_unique<Lifted>();
+  out->holders.reserve(args.count);
+  bool any = false;
+  for (size_t i = 0; i < args.count; ++i) {
+    const TensorType& t = args.tensor(i).impl()->type;
+    Shape shape = t.shape;
+    for (int d = 0; d < t.rank(); ++d)
+      if (Signature::is_dynamic(args, i, d, t.rank(), s.dynamic.dims()) && shape[size_t(d)] < 2) shape[size_t(d)] = 2, any = true;
+    out->holders.push_back(shape == t.shape ? args.tensor(i) : Tensor::zeros(shape, t.dtype));
+  }
+  if (!any) return nullptr;
+  out->args.statics = args.statics;
+  for (size_t i = 0; i < args.count; ++i) out->args.push(out->holders[i], args.arg_index(i));
+  return out;
+}
+
 // dynamic_dims: v compiled once for every size of the dynamic dimensions, when one pipeline can
 // serve them; otherwise v is keyed by this call's sizes (sizes_key) and nothing is compiled here.
+// A first call with a dynamic size of 1 fits and compiles the function traced at 2 (*graph becomes
+// that graph), once the graph at 1 is checked to be that graph at 1.
 std::optional<backend::Compiled> compile_for_every_size(JitCore::State& s, Version& v, const CallArgs& args, Tracer trace,
-                                                        const Graph& graph) {
+                                                        Graph* graph) {
   Timer t;
   std::string why = s.dynamic.impossible();
+  const bool known_impossible = !why.empty();
   if (why.empty()) {
     auto trace_at = [&](const CallArgs& at) {
       return trace_and_optimize(s.opt.name, false, at, trace, nullptr, s.opt.memory_budget_mb).graph;
     };
-    v.dynamic = s.dynamic.fit(args, graph, trace_at, &why);
+    const std::unique_ptr<Lifted> lifted = lifted_args(s, args);
+    std::optional<Graph> lifted_graph;
+    try {
+      if (lifted) lifted_graph = trace_at(lifted->args);
+    } catch (const Error& e) {
+      why = std::string("tracing at size 2 failed: ") + e.what();
+    }
+    const Graph& fitted = lifted_graph ? *lifted_graph : *graph;
+    if (why.empty()) v.dynamic = s.dynamic.fit(lifted ? lifted->args : args, fitted, trace_at, &why);
+    if (v.dynamic && lifted) {
+      std::vector<int64_t> symbols;
+      for (const SymbolicSizes::Source& src : v.dynamic->sources) symbols.push_back(args.tensor(size_t(src.input)).impl()->type.shape[size_t(src.dim)]);
+      // Compared once both are simplified alike (at 1, a slice of the whole axis is no slice).
+      ConstEvaluator eval = evaluate_node;
+      if (optimize(instantiate(fitted, *v.dynamic, symbols), &eval).to_text() != graph->to_text()) {
+        why = "the function traced at a dynamic size of 1 is not its graph at 2 with that size 1 (a broadcast?)";
+        v.dynamic = nullptr;
+      }
+    }
     if (v.dynamic) {
       backend::Options o = s.backend_opt;
       o.schedule = o.schedule.at_every_size();
       o.dynamic = v.dynamic;
       try {
-        backend::Compiled c = backend::compile(graph, o);
+        backend::Compiled c = backend::compile(fitted, o);
         v.min_dynamic_size = std::max<int64_t>(1, c.executable->min_dynamic_size());
         ++s.dynamic_entries;
+        if (lifted_graph) *graph = std::move(*lifted_graph);
         log().debug("jit '{}': one pipeline for every size of the dynamic dimensions ({:.1f} ms)", s.opt.name, t.ms());
         return c;
       } catch (const ValueError& e) {
@@ -34,7 +81,9 @@ std::optional<backend::Compiled> compile_for_every_size(JitCore::State& s, Versi
       }
     }
   }
-  log().debug("jit '{}': compiling for these sizes only: {}", s.opt.name, why);
+  // Said once at warning level: later sizes fall back for the reason kept.
+  if (known_impossible) log().debug("jit '{}': dynamic_dims: compiling for these sizes only: {}", s.opt.name, why);
+  else log().warn("jit '{}': dynamic_dims: one pipeline cannot serve every size, so each size compiles its own: {}", s.opt.name, why);
   v.sizes_key = Signature::of(args, Signature::hash_of(args, s.opt.name));
   return std::nullopt;
 }
@@ -48,7 +97,7 @@ void build_version(JitCore::State& s, Version& v, const CallArgs& args, Tracer t
     Traced tr = trace_and_optimize(s.opt.name, s.opt.trace_mode == TraceMode::Concrete, args, trace, setup, s.opt.memory_budget_mb);
     ++s.traces;
     std::optional<backend::Compiled> c;
-    if (s.dynamic.dims() && !v.fixed_sizes) c = compile_for_every_size(s, v, args, trace, tr.graph);
+    if (s.dynamic.dims() && !v.fixed_sizes) c = compile_for_every_size(s, v, args, trace, &tr.graph);
     if (!c) c = backend::compile(tr.graph, s.options_for(tr.graph));
     if (!c->cache_hit) ++s.compiles;
     v.graph = std::move(tr.graph);

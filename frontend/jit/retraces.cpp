@@ -39,8 +39,9 @@ void Retraces::on_trace(const Signature& key, const std::string& reason) {
     for (const std::string& c : changes_) what += "\n  " + c;
     warning_ = "jit '" + name_ + "' has been re-traced " + std::to_string(retraces_) +
                " times; each new signature or value read traces and compiles again. The latest changes:" + what +
-               "\nPass values that change every call as Tensors rather than static arguments, or pad shapes to a few "
-               "sizes.";
+               "\nSizes that change every call (a sequence growing in generation, a last batch): name them in "
+               "JitOptions::dynamic_dims, and one pipeline serves every size; or pad them to a few sizes. Values that "
+               "change every call: pass them as Tensors rather than static arguments.";
     log().warn("{}", warning_);
   }
 }

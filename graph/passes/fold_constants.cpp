@@ -6,8 +6,10 @@
 namespace hjit {
 namespace {
 
-// Sources other than parameters have values known at compile time.
-bool is_const(const Node& n) { return has_trait(n.op, Source) && n.op != OpKind::Parameter; }
+// Sources other than parameters have values known at compile time. An iota is left to the
+// pipeline, where it is an index expression and costs nothing: folded, it would be a stored
+// constant whose size is fixed, which a pipeline serving every size (dynamic_dims) cannot hold.
+bool is_const(const Node& n) { return has_trait(n.op, Source) && n.op != OpKind::Parameter && n.op != OpKind::Iota; }
 
 // The value a full of movement op `n` takes when all its operands are fulls, if there is one.
 bool moved_full_value(const Graph& out, const Node& n, const std::vector<int>& in, double* value) {
