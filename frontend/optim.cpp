@@ -114,6 +114,8 @@ Adam::Adam(const char* name, std::vector<Tensor> params, double lr, double beta1
   v_ = zeros_like(params_);
 }
 
+int64_t Adam::steps() const { return int64_t(t_.item<double>()); }
+
 std::vector<Tensor> Adam::state() const {
   std::vector<Tensor> s = m_;
   s.insert(s.end(), v_.begin(), v_.end());

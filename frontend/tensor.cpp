@@ -12,6 +12,7 @@
 #include "frontend/eager/kernel.h"
 #include "frontend/trace.h"
 #include "support/allocator.h"
+#include "support/log.h"
 #include "graph/rewriter.h"
 #include "graph/shape_inference.h"
 #include "graph/text_format.h"
@@ -185,6 +186,22 @@ int64_t Tensor::dim(int axis) const {
   if (axis < -r || axis >= r)
     throw ShapeError("dim: axis " + std::to_string(axis) + " is out of range for shape " + shape_str(shape()));
   return shape()[size_t(axis < 0 ? axis + r : axis)];
+}
+
+void Tensor::rebind(std::shared_ptr<detail::TensorImpl> impl) noexcept {
+  // The old tensor's other holders: a jitted function's captured inputs, an optimizer's list.
+  // Inside a trace, rebinding a local handle (h = layer(h)) is ordinary dataflow.
+  if (impl_ && impl_.use_count() > 1 && impl_->captured_by_trace.value.load(std::memory_order_relaxed) && !detail::current_trace() &&
+      !impl_->rebinding_reported.value.exchange(true)) {
+    try {
+      log().warn("a tensor {} that a jitted function captured (it reads it at every call) had a handle rebound to another "
+                 "tensor while other handles (the jitted function's, an optimizer's) still hold it: they go on reading and "
+                 "updating the old tensor. To change a captured tensor, assign() to it: t.assign(new_value).",
+                 impl_->type.str());
+    } catch (...) {  // a log that fails must not fail an assignment
+    }
+  }
+  impl_ = std::move(impl);
 }
 
 const void* Tensor::data() const {

@@ -2,6 +2,7 @@
 // the graph being traced. A tensor made while a trace is active remembers that trace, so that the
 // tracer can tell tensors made inside the traced function (constants) from captured ones (inputs).
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -38,6 +39,15 @@ struct TensorImpl {
                                      // first assign() gives this tensor storage of its own
   std::string donated_to;            // JitOptions::donate: the function a call gave its storage to
                                      // (no storage then; using it throws until assign())
+  // A traced function read it as a captured input (it reads it at every call): rebinding a handle
+  // of it while others still hold it is a stale rebinding (Tensor::operator=).
+  struct Flag {  // read and set from any thread; a copy of the tensor (another tensor) starts clear
+    std::atomic<bool> value{false};
+    Flag() = default;
+    Flag(const Flag&) {}
+    Flag& operator=(const Flag&) { return *this; }
+  };
+  Flag captured_by_trace, rebinding_reported;
 
   bool traced() const { return trace_id != 0; }
   void* data() const { return storage ? storage->data : nullptr; }

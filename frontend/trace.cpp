@@ -89,6 +89,7 @@ int value_in_trace(TraceState& ts, const Tensor& t) {
     auto it = ts.captured_value.find(&im);
     if (it != ts.captured_value.end()) return it->second;
     int id = ts.graph.add_parameter(im.type, true);
+    t.impl()->captured_by_trace.value.store(true, std::memory_order_relaxed);
     ts.captured.push_back(t.impl());
     ts.captured_param[&im] = id;
     ts.captured_value[&im] = id;

@@ -299,6 +299,10 @@ TensorType infer_conv2d(const InferArgs& a) {
     throw ShapeError("conv2d: takes an NCHW input and an OIHW weight, got " + x.str() + " and " + w.str());
   auto stride = pair_attr(a, "stride", 1), pad = pair_attr(a, "padding", 0), dil = pair_attr(a, "dilation", 1);
   const int64_t groups = a.attrs.i("groups"), cin = x.shape[1], cout = w.shape[0];
+  // Channels last (an image library's or TensorFlow's layout) is a mistake worth naming as such.
+  if (groups >= 1 && cin != w.shape[1] * groups && x.shape[3] == w.shape[1] * groups)
+    throw ShapeError("conv2d: the input " + x.str() + " looks channels-last (NHWC): its last dimension matches the weight " + w.str() +
+                     "'s input channels; conv2d takes NCHW, so pass transpose(x, {0, 3, 1, 2})");
   if (groups < 1 || cin % groups != 0 || cout % groups != 0)
     throw ValueError("conv2d: groups=" + std::to_string(groups) + " must divide the input channels (" + std::to_string(cin) +
                      ") and the output channels (" + std::to_string(cout) + ")");

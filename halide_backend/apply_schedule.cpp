@@ -192,6 +192,9 @@ class Applier {
       std::vector<VarOrRVar> order;
       for (const std::string& n : a) order.push_back(var_of(*st, n));
       st->reorder(order);
+    } else if (v == "unroll" && guarded_) {
+      // Guarded tails leave the loops of stages computed inside a tile without a constant extent
+      // (the tile's last, partial one bounds them), which Halide cannot unroll: they stay loops.
     } else if (v == "vectorize" || v == "unroll" || v == "parallel") {
       VarOrRVar x = var_of(*st, a[0]);
       const int n = a.size() > 1 ? factor(a[1]) : 0;

@@ -7,6 +7,8 @@
 #include <numeric>
 #include <sstream>
 
+#include <zlib.h>
+
 #include <hjit/data.h>
 #include <hjit/error.h>
 #include <hjit/ops.h>
@@ -94,16 +96,81 @@ Csv parse_csv(const std::string& text, const CsvOptions& o) {
   return out;
 }
 
+namespace {
+
+// A gzip file's text (zlib, as numpy's loadtxt reads .gz files); ValueError when it is corrupt.
+std::string gunzipped(const std::string& in) {
+  z_stream z{};
+  if (inflateInit2(&z, 15 + 16) != Z_OK) throw Error("read_csv: zlib could not start inflating");
+  std::string out;
+  char buf[1 << 16];
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = uInt(std::min<size_t>(in.size(), UINT32_MAX));
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof buf;
+    rc = inflate(&z, Z_NO_FLUSH);
+    out.append(buf, sizeof buf - z.avail_out);
+    if (rc == Z_OK && z.avail_in == 0 && sizeof buf == z.avail_out) rc = Z_BUF_ERROR;
+  }
+  inflateEnd(&z);
+  if (rc != Z_STREAM_END) throw ValueError("read_csv: a gzip file that is corrupt or truncated");
+  return out;
+}
+
+}  // namespace
+
 Csv read_csv(const std::string& path, const CsvOptions& o) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw ValueError("read_csv: cannot open '" + path + "'");
   std::ostringstream s;
   s << f.rdbuf();
   try {
-    return parse_csv(s.str(), o);
+    const std::string bytes = s.str();
+    const bool gzip = bytes.size() >= 2 && uint8_t(bytes[0]) == 0x1f && uint8_t(bytes[1]) == 0x8b;
+    return parse_csv(gzip ? gunzipped(bytes) : bytes, o);
   } catch (const ValueError& e) {
     throw ValueError(std::string(e.what()) + " ('" + path + "')");
   }
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw ValueError("read_text: cannot open '" + path + "'");
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+Vocabulary::Vocabulary(const std::string& text) {
+  index_.fill(-1);
+  std::array<bool, 256> seen{};
+  for (char c : text) seen[uint8_t(c)] = true;
+  for (int b = 0; b < 256; ++b)
+    if (seen[size_t(b)]) index_[size_t(b)] = int16_t(chars_.size()), chars_ += char(b);
+}
+
+int64_t Vocabulary::id(char c) const {
+  const int16_t i = index_[uint8_t(c)];
+  if (i < 0) throw ValueError("data::Vocabulary: the character " + std::to_string(int(uint8_t(c))) + " is not in the vocabulary");
+  return i;
+}
+
+Tensor Vocabulary::encode(const std::string& text) const {
+  std::vector<int64_t> ids;
+  ids.reserve(text.size());
+  for (char c : text) ids.push_back(id(c));
+  return Tensor::from_vector(ids, Shape{int64_t(ids.size())});
+}
+
+std::string Vocabulary::decode(const std::vector<int64_t>& ids) const {
+  std::string out;
+  for (int64_t i : ids) {
+    if (i < 0 || i >= size()) throw IndexError("data::Vocabulary: id " + std::to_string(i) + " of " + std::to_string(size()));
+    out += chars_[size_t(i)];
+  }
+  return out;
 }
 
 Tensor permutation(const Tensor& key, int64_t n) {

@@ -178,3 +178,9 @@ TEST_CASE("take of a matmul's row, flattened, as eager computes it") {
     }
   }
 }
+
+TEST_CASE("conv2d names a channels-last input as such") {
+  const Tensor nhwc = Tensor::zeros({2, 8, 8, 3}), w = Tensor::zeros({16, 3, 3, 3});
+  CHECK_THROWS_WITH_AS(hjit::conv2d(nhwc, w), doctest::Contains("channels-last (NHWC)"), hjit::ShapeError);
+  CHECK(hjit::conv2d(hjit::transpose(nhwc, {0, 3, 1, 2}), w).shape() == hjit::Shape{2, 16, 6, 6});
+}

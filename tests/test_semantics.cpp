@@ -3,6 +3,9 @@
 // arguments are keyed, PyTorch's Adam, and the small contracts around them (str(), HJIT_LOG).
 #include <cmath>
 #include <limits>
+#include <sstream>
+
+#include <spdlog/sinks/ostream_sink.h>
 
 #include "support/log.h"
 #include "tests/support.h"
@@ -356,4 +359,28 @@ TEST_CASE("argmax of a value minus a constant, fused into the reduction, gives e
   auto argmin_shifted = [](const Tensor& v) { return hjit::argmin(hjit::exp(v) + v - 2.0, 0); };
   const Tensor y = Tensor::from_vector<float>({0.5f, -1.0f, 3.0f}, {3});
   CHECK(hjit::jit(argmin_shifted)(y).to_vector<int64_t>() == argmin_shifted(y).to_vector<int64_t>());
+}
+
+TEST_CASE("rebinding a captured parameter's handle while an optimizer holds it is reported") {
+  std::ostringstream logged;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(logged);
+  hjit::log().sinks().push_back(sink);
+  Tensor w = Tensor::ones({3});
+  hjit::optim::SGD opt({w}, 0.1);
+  auto step = hjit::jit([&](const Tensor& x) {
+    auto [l, g] = hjit::value_and_grad([&](const Tensor& x) { return hjit::sum(w * x); }, std::vector<Tensor>{w})(x);
+    opt.step(g);
+    return l;
+  });
+  step(Tensor::ones({3}));
+  Tensor fresh = Tensor::zeros({3});
+  w.assign(fresh);  // changing the values: fine, and silent
+  CHECK(logged.str().find("rebound") == std::string::npos);
+  w = fresh;  // the handle now names another tensor; the step and the optimizer hold the old one
+  hjit::log().sinks().pop_back();
+  CHECK(logged.str().find("a handle rebound to another tensor") != std::string::npos);
+  CHECK(logged.str().find("assign()") != std::string::npos);
+  // A tensor nobody else holds rebinds silently (the usual `key = next` of a loop).
+  Tensor key = hjit::random::key(1);
+  key = hjit::random::split(key).first;
 }

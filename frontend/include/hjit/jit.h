@@ -64,9 +64,9 @@ struct JitOptions {
   // axis} pairs (axis < 0 counts from the end; every tensor of a std::vector<Tensor> argument).
   // They leave the cache key, and one pipeline serves every size: its extents are expressions of
   // the arguments' sizes (found by tracing again at other sizes), its schedule the built-in one
-  // chosen at the first call's sizes. Where that cannot hold (C++ that branches on the size, an
-  // op that compiles for fixed sizes only, a size below 2) the function compiles per size as
-  // without it, and HJIT_LOG=debug says why. CPU only.
+  // chosen at the first call's sizes (docs/jit.md: which sizes it serves). Where that cannot hold
+  // (C++ that branches on the size, an op that compiles for fixed sizes only) the function compiles
+  // per size as without it, and a warning says why, once. Kept in the disk cache. CPU only.
   std::vector<std::pair<int, int>> dynamic_dims{};
   // Gradients taken inside the function (grad, value_and_grad) are planned so that the step holds
   // at most this many MiB at once beyond its arguments, as estimated before compiling: past it, the

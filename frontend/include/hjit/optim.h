@@ -79,6 +79,7 @@ class Adam : public Optimizer {
        double weight_decay = 0);
   void step(const std::vector<Tensor>& grads) override;
   std::vector<Tensor> state() const;  // first moments, second moments, step count
+  int64_t steps() const;              // steps taken (eagerly read): where a resumed run goes on
 
  protected:
   void state_slots(std::vector<std::pair<std::string, Tensor*>>& out) override;

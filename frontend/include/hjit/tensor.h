@@ -22,6 +22,19 @@ class Tensor {
  public:
   Tensor() = default;  // an undefined handle; most uses throw ValueError
   explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
+  Tensor(const Tensor&) = default;
+  Tensor(Tensor&&) noexcept = default;
+  // Rebinds the handle. Rebinding a tensor that a jitted function captured while other handles
+  // (the jitted function's, an optimizer's) still hold it leaves them reading and updating the old
+  // tensor: a warning says so, once per tensor. assign() changes a captured tensor's values.
+  Tensor& operator=(const Tensor& other) {
+    if (impl_ != other.impl_) rebind(other.impl_);
+    return *this;
+  }
+  Tensor& operator=(Tensor&& other) noexcept {
+    if (impl_ != other.impl_) rebind(std::move(other.impl_));
+    return *this;
+  }
 
   // ---- eager creation (inside a traced function, these make constants of the graph)
   template <class T>
@@ -95,6 +108,7 @@ class Tensor {
 
  private:
   static Tensor from_values(const void* data, size_t count, Shape shape, DType dtype);
+  void rebind(std::shared_ptr<detail::TensorImpl> impl) noexcept;
   void copy_to(void* dst, DType as, const char* what) const;  // all elements, converted to `as`
   void check_dtype(DType want, const char* what) const;
   std::shared_ptr<detail::TensorImpl> impl_;

@@ -12,6 +12,7 @@
 //     for (const hjit::data::Batch& b : batches) step(b[0], b[1], b.mask());
 //   }
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -39,9 +40,28 @@ struct Csv {
 
 // Fields are numbers as strtod reads them (nan and inf too), optionally in double quotes;
 // surrounding spaces are ignored; blank lines are skipped. A field that is not a number, or a row
-// with another number of fields, is a ValueError naming its line and column.
+// with another number of fields, is a ValueError naming its line and column. A gzip file (.csv.gz)
+// is read through zlib.
 Csv read_csv(const std::string& path, const CsvOptions& options = {});
 Csv parse_csv(const std::string& text, const CsvOptions& options = {});
+
+// The whole of a text file (ValueError when it cannot be read).
+std::string read_text(const std::string& path);
+
+// The distinct characters of a text, in byte order: the ids of a character-level model.
+class Vocabulary {
+ public:
+  explicit Vocabulary(const std::string& text);
+  int64_t size() const { return int64_t(chars_.size()); }
+  int64_t id(char c) const;                                   // ValueError for a character it lacks
+  Tensor encode(const std::string& text) const;               // i64 [text.size()]
+  std::string decode(const std::vector<int64_t>& ids) const;  // IndexError for an id outside
+  const std::string& chars() const { return chars_; }
+
+ private:
+  std::string chars_;
+  std::array<int16_t, 256> index_;
+};
 
 // A uniformly random order of 0..n-1 (i64), a pure function of the key (jax.random.permutation):
 // the same key gives the same order. Computed on the host: not inside a traced function.

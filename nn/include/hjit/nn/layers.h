@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <hjit/error.h>
 #include <hjit/nn/module.h>
 #include <hjit/ops.h>
 
@@ -227,6 +228,30 @@ class Sequential : public Layer {
 
  private:
   std::vector<std::shared_ptr<Layer>> layers_;
+};
+
+// Modules of one kind in a list, named "0", "1", ... (torch.nn.ModuleList): a model's blocks.
+//   nn::ModuleList<nn::TransformerEncoderLayer> blocks;
+//   for (int i = 0; i < 4; ++i) blocks.add(C, heads);
+//   for (auto& b : blocks) h = (*b)(h, {.is_causal = true});
+template <class M>
+class ModuleList : public Module {
+ public:
+  template <class... Args>
+  M& add(Args&&... args) {
+    items_.push_back(register_module(std::to_string(items_.size()), std::make_shared<M>(std::forward<Args>(args)...)));
+    return *items_.back();
+  }
+  size_t size() const { return items_.size(); }
+  M& operator[](size_t i) const {
+    if (i >= items_.size()) throw IndexError("nn::ModuleList: module " + std::to_string(i) + " of " + std::to_string(items_.size()));
+    return *items_[i];
+  }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<M>> items_;
 };
 
 }  // namespace hjit::nn

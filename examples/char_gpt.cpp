@@ -1,0 +1,61 @@
+// A character-level GPT (pre-norm transformer blocks, causal attention, a GELU MLP) trained on a
+// text file with AdamW in one jitted step, checkpointed, resumable, and sampled with one compile
+// for every length; examples/torch/char_gpt.py is the same program in PyTorch.
+//   char_gpt [text] [steps] [checkpoint to resume]
+#include <hjit/nn.h>  // layers, and with them all of hjit: ops, jit, grad, optimizers, data
+
+#include <cstdio>
+using namespace hjit;
+
+struct GPT : nn::Module {
+  int64_t V, C, T;
+  nn::Embedding tok, pos;
+  nn::ModuleList<nn::TransformerEncoderLayer> blocks;
+  nn::LayerNorm ln;
+  nn::Linear head;
+  GPT(int64_t V_, int64_t C_ = 128, int64_t T_ = 64, int n_blocks = 2) : V(V_), C(C_), T(T_), tok(V, C), pos(T, C), ln({C}), head(C, V) {
+    for (int i = 0; i < n_blocks; ++i) blocks.add(C, 4, nn::TransformerOptions{4 * C, 0.1, nn::Activation::Gelu, 1e-5, true, true});
+    register_module("tok", tok), register_module("pos", pos), register_module("blocks", blocks);
+    register_module("ln", ln), register_module("head", head);
+  }
+  Tensor operator()(const Tensor& x) {
+    Tensor h = tok(x) + pos(iota({1, x.dim(1)}, 1, DType::I64));
+    for (auto& b : blocks) h = (*b)(h, {.is_causal = true});
+    return head(ln(h));
+  }
+};
+
+int main(int argc, char** argv) {
+  nn::manual_seed(0);
+  const std::string text = data::read_text(argc > 1 ? argv[1] : "/usr/share/common-licenses/GPL-3");
+  const data::Vocabulary vocab(text);
+  const Tensor ids = vocab.encode(text);
+
+  GPT model(vocab.size());
+  const int64_t V = model.V, T = model.T, B = 16;
+  optim::AdamW opt(model.parameters(), 1e-3);
+  const int steps = argc > 2 ? std::stoi(argv[2]) : 1000;
+  if (argc > 3) nn::load_checkpoint(argv[3], model, &opt);  // resumes at the step it was saved at
+  auto loss_of = [&](const Tensor& x, const Tensor& y) { return cross_entropy(model(x).reshape({-1, V}), y.reshape({-1})); };
+  auto step = jit([&](const Tensor& x, const Tensor& y) {
+    auto [loss, grads] = value_and_grad(loss_of, opt.params())(x, y);
+    opt.step(grads);
+    return loss;
+  });
+  for (int s = int(opt.steps()); s < steps; ++s) {
+    const Tensor at = floor(random::uniform(random::key(uint64_t(s)), {B, 1}, DType::F64, 0, double(ids.dim(0) - T - 1))).astype(DType::I64) + iota({B, T}, 1, DType::I64);
+    const Tensor loss = step(take(ids, at, 0), take(ids, at + int64_t(1), 0));
+    if (s % 100 == 0 || s == steps - 1) std::printf("step %d: loss %.4f\n", s, loss.item<float>());
+  }
+  nn::save_checkpoint("char_gpt.hjit", model, &opt);
+
+  model.eval();
+  auto next_logits = jit([&](const Tensor& x) { return slice(model(x), 1, -1, std::nullopt).reshape({V}); }, {.dynamic_dims = {{0, 1}}});
+  std::vector<int64_t> out{vocab.id('\n')};
+  for (int i = 0; i < 300; ++i) {
+    const std::vector<int64_t> context(out.end() - std::min<ptrdiff_t>(ptrdiff_t(out.size()), T), out.end());
+    const Tensor logits = next_logits(Tensor::from_vector(context, {1, int64_t(context.size())}));
+    out.push_back(random::categorical(random::key(uint64_t(i)), logits).item<int64_t>());
+  }
+  std::printf("%s\n", vocab.decode(out).c_str());
+}
