@@ -184,3 +184,36 @@ TEST_CASE("conv2d names a channels-last input as such") {
   CHECK_THROWS_WITH_AS(hjit::conv2d(nhwc, w), doctest::Contains("channels-last (NHWC)"), hjit::ShapeError);
   CHECK(hjit::conv2d(hjit::transpose(nhwc, {0, 3, 1, 2}), w).shape() == hjit::Shape{2, 16, 6, 6});
 }
+
+TEST_CASE("gather, scatter, scatter_add and topk: PyTorch's results, eagerly, jitted and differentiated") {
+  const Tensor x = arange_f32({2, 4});  // [[0 1 2 3] [4 5 6 7]]
+  const Tensor idx = Tensor::from_vector<int64_t>({3, 0, -1, 1, 1, 2}, {2, 3});
+  for (bool jitted : {false, true}) {
+    CAPTURE(jitted);
+    auto run = [&](auto fn) { return jitted ? hjit::jit(fn)(x) : fn(x); };
+    // torch.gather(x, 1, [[3, 0, 3], [1, 1, 2]]) (a negative index counts from the end).
+    CHECK(vals(run([&](const Tensor& x) { return hjit::gather(x, 1, idx); })) == std::vector<float>{3, 0, 3, 5, 5, 6});
+    // torch.gather along axis 0 with fewer columns than x.
+    const Tensor rows = Tensor::from_vector<int32_t>({1, 0}, {1, 2});
+    CHECK(vals(run([&](const Tensor& x) { return hjit::gather(x, 0, rows); })) == std::vector<float>{4, 1});
+    const Tensor src = Tensor::full({2, 2}, 10.0), at = Tensor::from_vector<int64_t>({2, 2, 0, 3}, {2, 2});
+    // scatter_add adds both updates of one position; scatter writes elsewhere once.
+    CHECK(vals(run([&](const Tensor& x) { return hjit::scatter_add(x, 1, at, src); })) == std::vector<float>{0, 1, 22, 3, 14, 5, 6, 17});
+    CHECK(vals(run([&](const Tensor& x) { return hjit::scatter(x, 1, at.reshape({2, 2}), src); })) ==
+          std::vector<float>{0, 1, 20, 3, 10, 5, 6, 10});
+    auto [values, where] = hjit::topk(Tensor::from_vector<float>({1, 5, 3, 5, 0}, {5}), 3);
+    CHECK(vals(values) == std::vector<float>{5, 5, 3});
+    CHECK(where.to_vector<int64_t>() == std::vector<int64_t>{1, 3, 2});
+    auto [low, low_at] = hjit::topk(x, 2, 1, false);
+    CHECK(vals(low) == std::vector<float>{0, 1, 4, 5});
+    CHECK(low_at.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 0, 1});
+  }
+  // The gradient of gather is a scatter_add of the output's gradient.
+  const Tensor g = hjit::grad([&](const Tensor& x) { return hjit::sum(hjit::gather(x, 1, idx) * 2.0); })(x);
+  CHECK(vals(g) == std::vector<float>{2, 0, 0, 4, 0, 4, 2, 0});
+  CHECK_THROWS_AS(hjit::gather(x, 1, Tensor::from_vector<int64_t>({4}, {1, 1})), hjit::IndexError);
+  CHECK_THROWS_AS(hjit::gather(x, 1, Tensor::from_vector<float>({1}, {1, 1})), hjit::DTypeError);
+  CHECK_THROWS_AS(hjit::gather(x, 1, Tensor::from_vector<int64_t>({1}, {1})), hjit::ShapeError);
+  CHECK_THROWS_AS(hjit::scatter_add(x, 1, idx, Tensor::ones({2, 2})), hjit::ShapeError);
+  CHECK_THROWS_AS(hjit::topk(x, 5, 1), hjit::ValueError);
+}

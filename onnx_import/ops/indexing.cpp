@@ -19,18 +19,8 @@ Tensor wrap(const Tensor& idx, int64_t extent) {
   return where(i < int64_t(0), i + extent, i);
 }
 
-// out[i...] = data[i... with idx[i...] along axis]: one take from the flattened data at each
-// element's flat position. idx is checked and non-negative.
-Tensor gather_elements(const Tensor& data, const Tensor& idx, int axis) {
-  Tensor flat = Tensor::scalar(0, DType::I64);
-  int64_t stride = 1;
-  for (int d = int(rank_of(data)) - 1; d >= 0; --d) {
-    const Tensor coord = d == axis ? idx : iota(idx.shape(), d, DType::I64);
-    flat = flat + coord * stride;
-    stride *= data.shape()[size_t(d)];
-  }
-  return take(reshape(data, {-1}), broadcast_to(flat, idx.shape()), 0);
-}
+// out[i...] = data[i... with idx[i...] along axis] (hjit::gather).
+Tensor gather_elements(const Tensor& data, const Tensor& idx, int axis) { return gather(data, axis, idx); }
 
 V GatherElements(const NodeContext& n) {
   const Tensor &data = n.input(0), &idx = n.input(1);
@@ -87,31 +77,14 @@ V ReverseSequence(const NodeContext& n) {
   return {gather_elements(x, check_index(src, 0, extent, "ReverseSequence step"), time)};
 }
 
-// TopK: k rounds of arg-extreme, each found value masked out (the lowest index first among equals).
+// TopK: hjit::topk (the lowest index first among equals, as ONNX's reference).
 V TopK(const NodeContext& n) {
   const Tensor& x = n.input(0);
-  const int64_t r = rank_of(x);
-  const int axis = n.axis(n.attr_int("axis", -1), r);
+  const int axis = n.axis(n.attr_int("axis", -1), rank_of(x));
   const int64_t k = n.opset() < 10 ? n.attr_int("k") : n.input_ints(1).at(0);
   if (k < 0 || k > x.shape()[size_t(axis)]) n.fail("k = " + std::to_string(k) + " is out of range for an axis of " + std::to_string(x.shape()[size_t(axis)]));
-  const bool largest = n.attr_int("largest", 1) != 0;
-  const double inf = std::numeric_limits<double>::infinity();
-  Tensor rest = is_floating(x.dtype()) ? x : astype(x, DType::F64);
-  const Tensor positions = iota(x.shape(), axis, DType::I64);
-  std::vector<Tensor> values, indices;
-  for (int64_t i = 0; i < k; ++i) {
-    const Tensor at = largest ? argmax(rest, axis, true) : argmin(rest, axis, true);
-    const Tensor hit = positions == at;
-    values.push_back(sum(where(hit, x, Tensor::scalar(0, x.dtype())), {axis}, true));
-    indices.push_back(at);
-    rest = where(hit, largest ? -inf : inf, rest);
-  }
-  if (k == 0) {
-    Shape empty = x.shape();
-    empty[size_t(axis)] = 0;
-    return {Tensor::zeros(empty, x.dtype()), Tensor::zeros(empty, DType::I64)};
-  }
-  return {as_dtype(concat(values, axis), x.dtype()), concat(indices, axis)};
+  auto [values, indices] = topk(x, k, axis, n.attr_int("largest", 1) != 0);
+  return {values, indices};
 }
 
 V OneHot(const NodeContext& n) {

@@ -178,6 +178,17 @@ Tensor cumsum(const Tensor& x, int axis = -1);  // integers accumulate in i64, l
 // from compiled code (the call fails).
 Tensor take(const Tensor& x, const Tensor& indices, int axis = 0);
 Tensor embedding(const Tensor& table, const Tensor& ids);
+// torch.gather: out[i][j] = x[i][indices[i][j]] (for axis 1), indices of x's rank and at most its
+// size along the other axes, in [-extent, extent) along `axis` (IndexError otherwise).
+Tensor gather(const Tensor& x, int axis, const Tensor& indices);
+// torch.scatter and torch.scatter_add: x with src[i][j] written to (added at) x[i][indices[i][j]]
+// (for axis 1); src has the indices' shape. Two updates of one position: scatter writes their sum
+// (PyTorch leaves which one wins undefined).
+Tensor scatter(const Tensor& x, int axis, const Tensor& indices, const Tensor& src);
+Tensor scatter_add(const Tensor& x, int axis, const Tensor& indices, const Tensor& src);
+// torch.topk: the k largest (or smallest) values along `axis`, in order, and their i64 indices
+// (the lowest index first among equal values). Computed in k rounds: meant for small k.
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int axis = -1, bool largest = true);
 // indices (any integer dtype) as one-hot vectors of num_classes along a new last axis
 // (torch.nn.functional.one_hot; an index outside [0, num_classes) is an IndexError).
 Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype = DType::F32);  // take(table, ids, 0), ids in [0, rows)
