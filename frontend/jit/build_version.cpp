@@ -8,27 +8,17 @@
 namespace hjit::detail {
 namespace {
 
-// The call's arguments with every dynamic size below 2 raised to 2 (empty when none is): a pipeline
+// The call's arguments with every dynamic size below 2 raised to 2 (null when none is): a pipeline
 // for every size is traced where no size of 1 could be a broadcast, and serves the size of 1 too.
-struct Lifted {
-  std::vector<Tensor> holders;
-  CallArgs args;
-};
-std::unique_ptr<Lifted> lifted_args(const JitCore::State& s, const CallArgs& args) {
-  auto out = std::make_unique<Lifted>();
-  out->holders.reserve(args.count);
+std::unique_ptr<ResizedArgs> lifted_args(const JitCore::State& s, const CallArgs& args) {
   bool any = false;
-  for (size_t i = 0; i < args.count; ++i) {
-    const TensorType& t = args.tensor(i).impl()->type;
-    Shape shape = t.shape;
-    for (int d = 0; d < t.rank(); ++d)
-      if (Signature::is_dynamic(args, i, d, t.rank(), s.dynamic.dims()) && shape[size_t(d)] < 2) shape[size_t(d)] = 2, any = true;
-    out->holders.push_back(shape == t.shape ? args.tensor(i) : Tensor::zeros(shape, t.dtype));
-  }
-  if (!any) return nullptr;
-  out->args.statics = args.statics;
-  for (size_t i = 0; i < args.count; ++i) out->args.push(out->holders[i], args.arg_index(i));
-  return out;
+  auto lifted = resized_args(args, [&](size_t i, int d, int64_t size) {
+    const int rank = args.tensor(i).impl()->type.rank();
+    if (size >= 2 || !Signature::is_dynamic(args, i, d, rank, s.dynamic.dims())) return size;
+    any = true;
+    return int64_t(2);
+  });
+  return any ? std::move(lifted) : nullptr;
 }
 
 // dynamic_dims: v compiled once for every size of the dynamic dimensions, when one pipeline can
@@ -44,7 +34,7 @@ std::optional<backend::Compiled> compile_for_every_size(JitCore::State& s, Versi
     auto trace_at = [&](const CallArgs& at) {
       return trace_and_optimize(s.opt.name, false, at, trace, nullptr, s.opt.memory_budget_mb).graph;
     };
-    const std::unique_ptr<Lifted> lifted = lifted_args(s, args);
+    const std::unique_ptr<ResizedArgs> lifted = lifted_args(s, args);
     std::optional<Graph> lifted_graph;
     try {
       if (lifted) lifted_graph = trace_at(lifted->args);

@@ -49,22 +49,15 @@ std::shared_ptr<const SymbolicSizes> DynamicSizes::fit_marked(const CallArgs& ar
       *why = "a dynamic dimension has size " + std::to_string(v) + " (a size below 2 could be a broadcast)";
       return nullptr;
     }
-  // The call's arguments with the symbols' sizes changed to `vals`.
+  // The call traced with the symbols' sizes changed to `vals`.
   auto traced_at = [&](const std::vector<int64_t>& vals) {
-    std::vector<Tensor> holders;
-    holders.reserve(args.count);
-    CallArgs a;
-    a.statics = args.statics;
-    for (size_t i = 0; i < args.count; ++i) {
-      TensorType t = args.tensor(i).impl()->type;
-      bool changed = false;
+    const std::unique_ptr<ResizedArgs> r = resized_args(args, [&](size_t i, int d, int64_t size) {
       for (size_t k = 0; k < members.size(); ++k)
         for (const auto& [mi, md] : members[k])
-          if (mi == i) t.shape[size_t(md)] = vals[k], changed = true;
-      holders.push_back(changed ? Tensor::zeros(t.shape, t.dtype) : args.tensor(i));
-    }
-    for (size_t i = 0; i < args.count; ++i) a.push(holders[i], args.arg_index(i));
-    return trace_at(a);
+          if (mi == i && md == d) return vals[k];
+      return size;
+    });
+    return trace_at(r->args);
   };
   std::vector<std::vector<int64_t>> at{values};
   for (size_t k = 0; k < values.size(); ++k) {
@@ -89,6 +82,20 @@ std::shared_ptr<const SymbolicSizes> DynamicSizes::fit_marked(const CallArgs& ar
     return nullptr;
   }
   return std::make_shared<const SymbolicSizes>(std::move(*sizes));
+}
+
+std::unique_ptr<ResizedArgs> resized_args(const CallArgs& args, const std::function<int64_t(size_t i, int d, int64_t size)>& size_of) {
+  auto out = std::make_unique<ResizedArgs>();
+  out->holders.reserve(args.count);
+  for (size_t i = 0; i < args.count; ++i) {
+    const TensorType& t = args.tensor(i).impl()->type;
+    Shape shape = t.shape;
+    for (int d = 0; d < t.rank(); ++d) shape[size_t(d)] = size_of(i, d, shape[size_t(d)]);
+    out->holders.push_back(shape == t.shape ? args.tensor(i) : Tensor::zeros(shape, t.dtype));
+  }
+  out->args.statics = args.statics;
+  for (size_t i = 0; i < args.count; ++i) out->args.push(out->holders[i], args.arg_index(i));
+  return out;
 }
 
 bool serves(const Version& v, const CallArgs& args) {

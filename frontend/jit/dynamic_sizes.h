@@ -45,6 +45,14 @@ class DynamicSizes {
   std::string impossible_;  // guarded by mu_
 };
 
+// A call's arguments with some sizes changed, for tracing at them: zeros where a tensor's shape
+// changes, the call's own tensors elsewhere. size_of(i, d, size) is dimension d of tensor i.
+struct ResizedArgs {
+  std::vector<Tensor> holders;  // what args points into
+  CallArgs args;
+};
+std::unique_ptr<ResizedArgs> resized_args(const CallArgs& args, const std::function<int64_t(size_t i, int d, int64_t size)>& size_of);
+
 // Whether v, found under the key of a call, serves the call's sizes: a version of fixed sizes
 // always does (its key has them), a pipeline for every size from its smallest size up.
 bool serves(const Version& v, const CallArgs& args);
