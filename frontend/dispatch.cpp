@@ -2,6 +2,7 @@
 
 #include "frontend/device.h"
 #include "frontend/eager/kernel.h"
+#include "frontend/eager_compiled.h"
 #include "frontend/trace.h"
 #include "graph/op_def.h"
 
@@ -15,6 +16,7 @@ Tensor run_eager(OpKind op, const std::vector<Tensor>& inputs, const Attrs& attr
   for (const Tensor& t : inputs) types.push_back(&t.impl()->type);
   Tensor out = make_tensor(infer_type(op, types, attrs));
   if (out.impl()->type.numel() == 0) return out;
+  if (run_compiled_eager(op, inputs, attrs, out)) return out;
   std::vector<eager::In> in;
   in.reserve(inputs.size());
   for (const Tensor& t : inputs) in.push_back(eager::In{t.impl()->data(), &t.impl()->type});

@@ -1,6 +1,6 @@
-// Gathers and scatters along an axis (torch.gather, torch.scatter, torch.scatter_add) and topk:
-// compositions of take, one-hot matches and reductions, so that their gradients and compiled
-// forms come with them.
+// Gathers and scatters along an axis (torch.gather, torch.scatter, torch.scatter_add), sort and
+// topk: compositions of take, one-hot matches, reductions and argsort, so that their gradients
+// and compiled forms come with them.
 #include <limits>
 #include <string>
 
@@ -11,6 +11,9 @@
 namespace hjit {
 
 namespace {
+
+// topk's k up to which rounds of argmax beat a sort's network (its log2(n)^2 / 2 steps).
+constexpr int64_t kTopkRounds = 4;
 
 // indices of x's rank, each dimension but `axis` at most x's, integers in [-extent, extent)
 // along axis: made non-negative and checked (IndexError at the call, eagerly or compiled).
@@ -79,6 +82,19 @@ Tensor scatter_add(const Tensor& x, int axis, const Tensor& indices, const Tenso
   return x + scattered("scatter_add", x, axis, indices, src).first;
 }
 
+Tensor argsort(const Tensor& x, int axis, bool descending) {
+  if (x.ndim() == 0) return Tensor::zeros({}, DType::I64);
+  const int ax = detail::norm_axis(axis, x.ndim(), "argsort");
+  return detail::apply(OpKind::ArgSort, {x}, Attrs{{"axis", int64_t(ax)}, {"descending", int64_t(descending)}});
+}
+
+std::pair<Tensor, Tensor> sort(const Tensor& x, int axis, bool descending) {
+  if (x.ndim() == 0) return {x, Tensor::zeros({}, DType::I64)};
+  const int ax = detail::norm_axis(axis, x.ndim(), "sort");
+  const Tensor order = argsort(x, ax, descending);
+  return {gather(x, ax, order), order};
+}
+
 std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int axis, bool largest) {
   if (x.ndim() == 0) throw ShapeError("topk: takes a tensor of rank 1 or more");
   const int ax = detail::norm_axis(axis, x.ndim(), "topk");
@@ -89,17 +105,22 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int axis, bool larges
     empty[size_t(ax)] = 0;
     return {Tensor::zeros(empty, x.dtype()), Tensor::zeros(empty, DType::I64)};
   }
-  // k rounds of arg-extreme, each found value masked out: the lowest index first among equals
+  // Beyond a few rounds of arg-extreme, a sort: O(n log^2 n) against k passes over the axis.
+  if (k > kTopkRounds || !largest) {
+    const Tensor order = slice(argsort(x, ax, largest), ax, 0, k);
+    return {gather(x, ax, order), order};
+  }
+  // k rounds of argmax, each found value masked out: the lowest index first among equals
   // (torch.topk's order), NaN largest.
   const double inf = std::numeric_limits<double>::infinity();
   Tensor rest = is_floating(x.dtype()) ? x : x.astype(DType::F64);
   const Tensor positions = iota(x.shape(), ax, DType::I64);
   std::vector<Tensor> values, indices;
   for (int64_t i = 0; i < k; ++i) {
-    const Tensor at = largest ? argmax(rest, ax, true) : argmin(rest, ax, true);
+    const Tensor at = argmax(rest, ax, true);
     values.push_back(gather(x, ax, at));
     indices.push_back(at);
-    rest = where(positions == at, largest ? -inf : inf, rest);
+    rest = where(positions == at, -inf, rest);
   }
   return {concat(values, ax), concat(indices, ax)};
 }

@@ -335,6 +335,11 @@ Tensor slice(const Tensor& x, int axis, std::optional<int64_t> start, std::optio
   return apply(OpKind::Slice, {x}, slice_attrs(x, axis, start, stop, step, "slice"));
 }
 
+Tensor flip(const Tensor& x, const std::vector<int>& axes) {
+  if (axes.empty()) return x;
+  return apply(OpKind::Flip, {x}, Attrs{{"axes", norm_axes(axes, x.ndim(), "flip")}});
+}
+
 Tensor slice_update(const Tensor& x, const Tensor& value, int axis, std::optional<int64_t> start, std::optional<int64_t> stop,
                     int64_t step) {
   Attrs attrs = slice_attrs(x, axis, start, stop, step, "slice_update");

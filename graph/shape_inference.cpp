@@ -343,6 +343,13 @@ TensorType infer_cumsum(const InferArgs& a) {
   return TensorType{is_integral(x.dtype) ? DType::I64 : x.dtype, x.shape};  // PyTorch sums integers in i64
 }
 
+TensorType infer_argsort(const InferArgs& a) {
+  const TensorType& x = *a.in[0];
+  if (x.rank() == 0) throw ShapeError("argsort: takes a tensor of rank 1 or more, got " + x.str());
+  checked_axis(a, a.attrs.i("axis"), x.rank());
+  return TensorType{DType::I64, x.shape};
+}
+
 TensorType infer_take(const InferArgs& a) {
   const TensorType &x = *a.in[0], &idx = *a.in[1];
   const int64_t axis = a.attrs.i("axis");

@@ -25,6 +25,7 @@ TensorType infer_conv2d(const InferArgs& a);
 TensorType infer_attention(const InferArgs& a);
 TensorType infer_pool2d(const InferArgs& a);
 TensorType infer_cumsum(const InferArgs& a);
+TensorType infer_argsort(const InferArgs& a);
 TensorType infer_take(const InferArgs& a);
 TensorType infer_flip(const InferArgs& a);
 TensorType infer_slice_update(const InferArgs& a);

@@ -47,7 +47,7 @@ std::optional<ExternRule> extern_rule(ScheduleClass c) {
     case C::Convolution: return ExternRule{ExternKind::Conv, "conv", 4};
     case C::ConvolutionWeightGrad: return ExternRule{ExternKind::ConvWeightGrad, "conv_weight_grad", 4};
     case C::Source: case C::Elementwise: case C::LongLatency: case C::ScalarCall: case C::Check: case C::Reduction:
-    case C::ArgReduction: case C::Scan: case C::Pooling: case C::PoolingGrad: case C::Attention: case C::Movement:
+    case C::ArgReduction: case C::Scan: case C::Sort: case C::Pooling: case C::PoolingGrad: case C::Attention: case C::Movement:
     case C::Gather: case C::Random: case C::ControlFlow:
       return std::nullopt;
   }

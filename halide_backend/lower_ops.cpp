@@ -627,6 +627,66 @@ void CumSum(LowerCtx& ctx, Stage& s, const Node& n) {
   LowerCtx::define(s, acc(s.vars));
 }
 
+namespace {
+
+// A key whose integer order is the sort's order of x: a float's bits, made monotonic (negative
+// values' magnitude bits flipped), -0.0 as +0.0 (they are equal, so the stable order keeps them
+// as they came) and every NaN the largest key. Integer tests only: LLVM's fast-math flags make a
+// float comparison with a NaN operand poison.
+Expr sort_key(const Expr& x) {
+  if (x.type().is_bool()) return cast(UInt(8), x);
+  if (!x.type().is_float()) return x;
+  const Type it = Int(x.type().bits());
+  const Expr bits = reinterpret(it, x), flip = it.max();
+  Expr k = select(bits < 0, bits ^ flip, bits);
+  k = select(k == Internal::make_const(it, -1), Internal::make_const(it, 0), k);  // -0.0
+  return select(ieee::is_nan(x), flip, k);
+}
+
+}  // namespace
+
+// Bitonic sorting network along the axis on (key, position) pairs, the axis padded to a power of
+// two with keys that sort last: log2(P) * (log2(P) + 1) / 2 compare-exchange steps, each a helper
+// stored at root (schedules/class_rules.cpp), data-independent, so it vectorizes and runs on a GPU
+// as it does on the CPU. Positions break ties: the order is total, hence stable.
+void ArgSort(LowerCtx& ctx, Stage& s, const Node& n) {
+  const TensorType& in = ctx.g.type(n.inputs[0]);
+  const size_t axis = size_t(n.attrs.i("axis")), hd = in.shape.size() - 1 - axis;
+  const bool descending = n.attrs.i("descending") != 0;
+  const int64_t len = in.shape[axis];
+  if (len == 0) return LowerCtx::define(s, cast<int64_t>(0));  // nothing to compute
+  int64_t padded = 1;
+  while (padded < len) padded *= 2;
+  std::vector<Var> vars = s.vars;
+  Shape extents = s.extents;
+  extents[hd] = padded;
+  const Var i = vars[hd];
+  std::vector<Expr> at(vars.begin(), vars.end());
+  at[hd] = clamp(i, 0, int(len - 1));
+  const Expr key = sort_key(ctx.at(n.inputs[0], to_row_major(at)));
+  const Type kt = key.type();
+  Func step(helper_name(s, "_sort0"));
+  step(vars) = Tuple(select(i < int(len), key, descending ? kt.min() : kt.max()), Expr(i));
+  s.helpers.push_back(Helper{"sort0", step, vars, extents, {}, {}});
+  int count = 0;
+  for (int64_t block = 2; block <= padded; block *= 2)
+    for (int64_t j = block / 2; j >= 1; j /= 2) {
+      const Expr lower = (i & int(j)) == 0;
+      std::vector<Expr> other(vars.begin(), vars.end());
+      other[hd] = clamp(select(lower, i + int(j), i - int(j)), 0, int(padded - 1));
+      const Expr ks = step(vars)[0], ps = step(vars)[1], ko = step(other)[0], po = step(other)[1];
+      const Expr self_first = select(ks == ko, ps < po, descending ? ks > ko : ks < ko);
+      // The lower position of a pair takes the one that goes first in an ascending block.
+      const Expr keep = (lower == ((i & int(block)) == 0)) == self_first;
+      const std::string role = "sort" + std::to_string(++count);
+      Func next(helper_name(s, ("_" + role).c_str()));
+      next(vars) = Tuple(select(keep, ks, ko), select(keep, ps, po));
+      s.helpers.push_back(Helper{role, next, vars, extents, {}, {}});
+      step = next;
+    }
+  LowerCtx::define(s, cast<int64_t>(step(s.vars)[1]));
+}
+
 void Take(LowerCtx& ctx, Stage& s, const Node& n) {
   const Shape &xs = ctx.g.type(n.inputs[0]).shape, &is = ctx.g.type(n.inputs[1]).shape;
   const size_t axis = size_t(n.attrs.i("axis"));

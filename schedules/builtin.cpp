@@ -362,7 +362,12 @@ class Builtin {
             << why_stored(id) << "\n";
       }
     }
-    if (!has_reduction(s) || !live(id)) return;
+    if (!live(id)) return;
+    if (!has_reduction(s)) {
+      // A network's steps (argsort): each stored at root.
+      if (!s.helpers.empty()) os_ << nm(s.func) << " steps:" << schedule_helpers_at_root(p_, s, out_) << "\n";
+      return;
+    }
     const Place& a = acc_[size_t(id)];
     if (a.kind == Place::At) {
       const Nest& nest = nests_[size_t(a.nest)];

@@ -28,6 +28,10 @@ CpuRules cpu_rules(ScheduleClass c) {
       return {.fold = Fold::Pair};
     case C::Scan:
       return {.fold = Fold::Scan};
+    // Its network's steps are helpers, each stored at root (schedule_helpers_at_root): inlined,
+    // every step would compute the one before it twice.
+    case C::Sort:
+      return {};
     case C::Matmul:
       return {.operands = Operands::StoredUnlessCopied, .tile = Tile::Matmul, .fold = Fold::Plain};
     case C::Convolution:
@@ -53,6 +57,7 @@ GpuRules gpu_rules(ScheduleClass c) {
     case C::ScalarCall:
     case C::ArgReduction:  // its (index, value) pair is not folded across threads
     case C::Scan:
+    case C::Sort:  // a root kernel per network step
     case C::Pooling:
     case C::PoolingGrad:
     case C::Movement:

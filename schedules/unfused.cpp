@@ -29,6 +29,7 @@ backend::Schedule schedule_unfused(const backend::LoweredPipeline& p) {
     } else if (!s.is_output) {
       f.compute_root();
     }
+    if (!has_reduction(s) && !s.helpers.empty()) os << name(s.func) << " steps:" << schedule_helpers_at_root(p, s, out) << "\n";
     os << name(s.func) << ": root " << vectorize_and_parallelize(f, s.vars, s.extents, vec, threads).what << "\n";
   }
   for (size_t k = 0; k < p.outputs.size(); ++k)

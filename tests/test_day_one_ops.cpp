@@ -1,7 +1,8 @@
-// Ops a new user reaches for first: split and chunk (torch.split, torch.chunk), one_hot, and the
-// keyed draws of hjit::random (bernoulli, categorical), eagerly and jitted, against values worked
-// out by hand.
+// Ops a new user reaches for first: split and chunk (torch.split, torch.chunk), one_hot, the keyed
+// draws of hjit::random (bernoulli, categorical), gathers, sort and topk, and Python's indexing,
+// eagerly and jitted, against values worked out by hand (PyTorch's and numpy's).
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "tests/support.h"
@@ -216,4 +217,151 @@ TEST_CASE("gather, scatter, scatter_add and topk: PyTorch's results, eagerly, ji
   CHECK_THROWS_AS(hjit::gather(x, 1, Tensor::from_vector<int64_t>({1}, {1})), hjit::ShapeError);
   CHECK_THROWS_AS(hjit::scatter_add(x, 1, idx, Tensor::ones({2, 2})), hjit::ShapeError);
   CHECK_THROWS_AS(hjit::topk(x, 5, 1), hjit::ValueError);
+}
+
+TEST_CASE("sort and argsort: torch.sort's stable order, NaN last (first descending), eagerly and jitted") {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const Tensor x = Tensor::from_vector<float>({3, nan, 1, -0.0f, 0.0f, 1, -inf}, {7});
+  for (bool jitted : {false, true}) {
+    CAPTURE(jitted);
+    auto run = [&](bool descending) {
+      auto fn = [descending](const Tensor& x) {
+        auto [v, i] = hjit::sort(x, -1, descending);
+        return std::vector<Tensor>{v, i};
+      };
+      return jitted ? hjit::jit(fn)(x) : fn(x);
+    };
+    // torch.sort(x, stable=True) and torch.sort(x, descending=True, stable=True).
+    std::vector<Tensor> up = run(false), down = run(true);
+    CHECK(up[1].to_vector<int64_t>() == std::vector<int64_t>{6, 3, 4, 2, 5, 0, 1});
+    CHECK(down[1].to_vector<int64_t>() == std::vector<int64_t>{1, 0, 2, 5, 3, 4, 6});
+    const std::vector<float> v = vals(up[0]);
+    CHECK(v[0] == -inf);
+    CHECK(std::signbit(v[1]));  // the -0.0 came first, so it stays first
+    CHECK(v[5] == 3);
+    CHECK(std::isnan(v[6]));
+    CHECK(std::isnan(vals(down[0])[0]));
+  }
+  // Along an inner axis, and a 0-d tensor.
+  const Tensor m = Tensor::from_vector<int32_t>({5, 1, 4, 2, 2, 8}, {2, 3});
+  CHECK(hjit::argsort(m, 0).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 0, 0, 1, 1});
+  CHECK(hjit::jit([](const Tensor& m) { return hjit::argsort(m, 0, true); })(m).to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 1, 1, 1, 0, 0});
+  CHECK(hjit::argsort(Tensor::scalar(2)).shape() == hjit::Shape{});
+  CHECK_THROWS_AS(hjit::argsort(m, 2), hjit::ShapeError);
+}
+
+TEST_CASE("argsort compiled equals the plain kernel: every dtype, lengths around powers of two, both orders") {
+  for (DType dtype : {DType::F32, DType::F64, DType::F16, DType::I32, DType::U8, DType::I64, DType::Bool}) {
+    for (int64_t n : {1, 2, 3, 5, 8, 17, 64, 100}) {
+      CAPTURE(hjit::dtype_name(dtype));
+      CAPTURE(n);
+      // Few distinct values, so that ties test the stable order; specials among the floats.
+      Tensor x = hjit::floor(Tensor::uniform({3, n}, uint64_t(n), -4, 4, DType::F32)).astype(dtype);
+      if (hjit::is_floating(dtype) && n >= 5) x = test::specials({3, n}, dtype, size_t(n));
+      for (bool descending : {false, true}) {
+        for (int axis : {1, 0}) {
+          const Tensor want = hjit::argsort(x, axis, descending);
+          const Tensor got = hjit::jit([axis, descending](const Tensor& x) { return hjit::argsort(x, axis, descending); })(x);
+          CHECK(got.to_vector<int64_t>() == want.to_vector<int64_t>());
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("sort's values are differentiable; topk beyond a few rounds sorts") {
+  const Tensor x = Tensor::from_vector<float>({4, 1, 3, 2}, {4});
+  const Tensor w = Tensor::from_vector<float>({1, 10, 100, 1000}, {4});
+  // sort puts x[1], x[3], x[2], x[0] at 0..3: each gets the weight of its place.
+  for (bool jitted : {false, true}) {
+    auto loss = [&](const Tensor& x) { return hjit::sum(hjit::sort(x).first * w); };
+    const Tensor g = jitted ? hjit::jit(hjit::grad(loss))(x) : hjit::grad(loss)(x);
+    CHECK(vals(g) == std::vector<float>{1000, 1, 100, 10});
+  }
+  const Tensor y = Tensor::from_vector<float>({0, 9, 3, 9, 7, 1, 8, 2, 6, 5}, {2, 5});
+  auto [v, i] = hjit::topk(y, 5, 1);
+  CHECK(vals(v) == std::vector<float>{9, 9, 7, 3, 0, 8, 6, 5, 2, 1});
+  CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{1, 3, 4, 2, 0, 1, 3, 4, 2, 0});
+  const std::vector<Tensor> small = hjit::jit([](const Tensor& y) {
+    auto [v, i] = hjit::topk(y, 2, 1, false);
+    return std::vector<Tensor>{v, i};
+  })(y);
+  CHECK(vals(small[0]) == std::vector<float>{0, 3, 1, 2});
+  CHECK(small[1].to_vector<int64_t>() == std::vector<int64_t>{0, 2, 0, 2});
+}
+
+TEST_CASE("indexing reads like Python's: integers, slices of any step, ..., None and index tensors (numpy's rules)") {
+  using hjit::ellipsis;
+  using hjit::none;
+  using hjit::Slice;
+  const Tensor x = arange_f32({2, 3, 4});  // x[a, b, c] = 12a + 4b + c
+  const Tensor pick = Tensor::from_vector<int64_t>({1, 0, -1}, {3});
+  const Tensor two = Tensor::from_vector<int64_t>({2, 0}, {1, 2});
+  const Tensor at_a = Tensor::from_vector<int64_t>({0, 1}, {2}), at_c = Tensor::from_vector<int32_t>({3, 0}, {2});
+  for (bool jitted : {false, true}) {
+    CAPTURE(jitted);
+    auto run = [&](auto fn) { return jitted ? hjit::jit(fn)(x) : fn(x); };
+    auto check = [&](auto fn, hjit::Shape shape, std::vector<float> want) {
+      const Tensor got = run(fn);
+      CHECK(got.shape() == shape);
+      CHECK(vals(got) == want);
+    };
+    check([](const Tensor& x) { return x[1][{-1, 2}]; }, {}, {22});
+    check([](const Tensor& x) { return x[{-1, Slice(none, none, 2)}]; }, {2, 4}, {12, 13, 14, 15, 20, 21, 22, 23});
+    check([](const Tensor& x) { return x[{ellipsis, 1}]; }, {2, 3}, {1, 5, 9, 13, 17, 21});
+    check([](const Tensor& x) { return x[{none, 0, Slice(1), none}]; }, {1, 2, 1, 4}, {4, 5, 6, 7, 8, 9, 10, 11});
+    check([](const Tensor& x) { return x[{0, Slice(none, none, -2), Slice(3, 0, -1)}]; }, {2, 3}, {11, 10, 9, 3, 2, 1});
+    check([](const Tensor& x) { return x[{1, Slice(5, -10), 0}]; }, {0}, {});
+    check([](const Tensor& x) { return x[{1, Slice(-2, 100), Slice(-1, -100, -3)}]; }, {2, 2}, {19, 16, 23, 20});
+    // Index tensors: along one axis; adjacent to an integer (their block stays in place); apart
+    // (their block goes first, as numpy's x[0, :, [3, 0]] has shape (2, 3)).
+    check([&](const Tensor& x) { return x[{Slice(), pick, 0}]; }, {2, 3}, {4, 0, 8, 16, 12, 20});
+    check([&](const Tensor& x) { return x[{Slice(), two, 0}]; }, {2, 1, 2}, {8, 0, 20, 12});
+    check([&](const Tensor& x) { return x[{at_a, Slice(), at_c}]; }, {2, 3}, {3, 7, 11, 12, 16, 20});
+    check([&](const Tensor& x) { return x[{0, Slice(), at_c}]; }, {2, 3}, {3, 7, 11, 0, 4, 8});
+    check([&](const Tensor& x) { return hjit::sum(x[pick]); }, {}, {2 * 210 + 66});  // x[1] twice and x[0]
+  }
+  // The gradient of a read is the slice's place in x.
+  const Tensor g = hjit::grad([](const Tensor& x) { return hjit::sum(x[{0, Slice(none, none, -2), 1}] * 2.0); })(x);
+  CHECK(vals(g)[1] == 2);
+  CHECK(vals(g)[9] == 2);
+  CHECK(vals(hjit::sum(g)) == std::vector<float>{4});
+  // Mistakes, in the user's terms.
+  CHECK_THROWS_AS((x[{0, 0, 0, 0}]), hjit::IndexError);
+  CHECK_THROWS_AS(x[2], hjit::IndexError);
+  CHECK_THROWS_AS((x[{ellipsis, 0, ellipsis}]), hjit::ValueError);
+  CHECK_THROWS_AS((x[{Slice(0, 2, 0)}]), hjit::ValueError);
+  CHECK_THROWS_AS(x[x > 3.0], hjit::DTypeError);
+  CHECK_THROWS_AS((x[Tensor::from_vector<float>({0}, {1})]), hjit::DTypeError);
+  CHECK_THROWS_AS((x[Tensor::from_vector<int64_t>({2}, {1})]), hjit::IndexError);
+  CHECK_THROWS_AS((x[{at_a, Slice(), Tensor::from_vector<int64_t>({0, 1, 2}, {3})}]), hjit::IndexError);
+}
+
+TEST_CASE("assigning through an index: x[at] = value in place, and index_update as a function") {
+  using hjit::ellipsis;
+  using hjit::none;
+  using hjit::Slice;
+  Tensor y = arange_f32({2, 3, 4});
+  y.assign({0, Slice(none, none, -1), 1}, Tensor::from_vector<float>({100, 200, 300}, {3}));  // y[0, ::-1, 1] = ...
+  std::vector<float> v = vals(y);
+  CHECK(v[1] == 300);
+  CHECK(v[5] == 200);
+  CHECK(v[9] == 100);
+  y.assign({ellipsis, 0}, -1.0);  // y[..., 0] = -1
+  v = vals(y);
+  CHECK(v[0] == -1);
+  CHECK(v[12] == -1);
+  CHECK(v[13] == 13);
+  // Inside jit, on a captured tensor, with None in the expression.
+  Tensor z = arange_f32({2, 3});
+  hjit::jit([&](const Tensor& r) {
+    z.assign({none, 1, Slice(1)}, r);  // z[None, 1, 1:] = r
+    return r;
+  })(Tensor::from_vector<float>({7, 8}, {1, 2}));
+  CHECK(vals(z) == std::vector<float>{0, 1, 2, 3, 7, 8});
+  const Tensor u = hjit::index_update(arange_f32({4}), {Slice(1, none, 2)}, Tensor::scalar(0));
+  CHECK(vals(u) == std::vector<float>{0, 0, 2, 0});
+  CHECK_THROWS_AS((z.assign({0}, Tensor::ones({2}))), hjit::ShapeError);
+  CHECK_THROWS_AS((z.assign({Tensor::from_vector<int64_t>({0}, {1})}, 1.0)), hjit::ValueError);
 }

@@ -402,3 +402,38 @@ TEST_CASE("atan, asin and acos: libm's special values") {
   CHECK(std::isnan(c[2]));
   CHECK(hjit::atan(Tensor::ones({2}, DType::I32)).dtype() == DType::F32);  // integers compute in f32, as PyTorch's
 }
+
+TEST_CASE("compiled eager ops: a convolution or matmul whose shapes come back runs compiled, equal to the plain kernel") {
+  struct Restore {
+    hjit::EagerKernels was = hjit::eager_kernels();
+    ~Restore() { hjit::set_eager_kernels(was); }
+  } restore;
+  const Tensor x = Tensor::randn({4, 8, 16, 16}, 1), w = Tensor::randn({16, 8, 3, 3}, 2);
+  const Tensor a = Tensor::randn({96, 128}, 3), b = Tensor::randn({128, 64}, 4);
+  auto step = [&] {
+    // A forward convolution, its weight gradient (conv2d_weight_grad) and a matmul.
+    const Tensor gw = hjit::grad([&](const Tensor& w) { return hjit::sum(hjit::conv2d(x, w, {}, {1, 1}, {1, 1}) * x[{hjit::Slice(), 0, hjit::none}]); })(w);
+    return std::vector<Tensor>{hjit::conv2d(x, w, {}, {2, 2}, {1, 1}), gw, hjit::matmul(a, b)};
+  };
+  hjit::set_eager_kernels(hjit::EagerKernels::Plain);
+  const std::vector<Tensor> want = step();
+  const int64_t before = hjit::cache_stats().misses + hjit::cache_stats().disk_hits;
+  hjit::set_eager_kernels(hjit::EagerKernels::Compiled);
+  const std::vector<Tensor> first = step();  // first sightings: the plain kernels
+  CHECK(hjit::cache_stats().misses + hjit::cache_stats().disk_hits == before);
+  const std::vector<Tensor> second = step();  // compiled (or loaded from the disk cache)
+  const int64_t compiled = hjit::cache_stats().misses + hjit::cache_stats().disk_hits - before;
+  CHECK(compiled >= 3);
+  const std::vector<Tensor> third = step();  // the same pipelines again, from memory
+  CHECK(hjit::cache_stats().misses + hjit::cache_stats().disk_hits - before == compiled);
+  for (size_t k = 0; k < want.size(); ++k) {
+    CAPTURE(k);
+    CHECK(test::compare(first[k], want[k], 0) == "");
+    CHECK(test::compare(second[k], want[k], 1e-4) == "");
+    CHECK(test::compare(third[k], want[k], 1e-4) == "");
+  }
+  // Small ops stay plain: nothing compiles for them.
+  const int64_t now = hjit::cache_stats().misses + hjit::cache_stats().disk_hits;
+  for (int i = 0; i < 3; ++i) hjit::matmul(Tensor::ones({4, 4}), Tensor::ones({4, 4}));
+  CHECK(hjit::cache_stats().misses + hjit::cache_stats().disk_hits == now);
+}

@@ -133,12 +133,16 @@ void ReduceMin(const KernelArgs& a) {
 namespace {
 
 // Index of the first maximum (or minimum) along the axis; a NaN counts as the extreme, as in PyTorch.
-template <bool kMax>
-void arg_reduce(const KernelArgs& a) {
-  const Shape& s = a.in[0].type->shape;
-  const int64_t axis = a.attrs.i("axis");
+// [outer, the axis, inner].
+Block around_axis(const Shape& s, int64_t axis) {
   Block b;
   for (int64_t d = 0; d < int64_t(s.size()); ++d) (d < axis ? b.outer : d == axis ? b.reduced : b.inner) *= s[size_t(d)];
+  return b;
+}
+
+template <bool kMax>
+void arg_reduce(const KernelArgs& a) {
+  const Block b = around_axis(a.in[0].type->shape, a.attrs.i("axis"));
   int64_t* out = static_cast<int64_t*>(a.out.data);
   dispatch_numeric(a.in[0].type->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -166,15 +170,39 @@ void arg_reduce(const KernelArgs& a) {
 void ArgMax(const KernelArgs& a) { arg_reduce<true>(a); }
 void ArgMin(const KernelArgs& a) { arg_reduce<false>(a); }
 
+// torch.sort's order, stable: NaN after every number (before, descending), -0.0 equal to +0.0.
+void ArgSort(const KernelArgs& a) {
+  const Block b = around_axis(a.in[0].type->shape, a.attrs.i("axis"));
+  const bool descending = a.attrs.i("descending") != 0;
+  int64_t* out = static_cast<int64_t*>(a.out.data);
+  dispatch_all(a.in[0].type->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = C<T>;
+    const T* x = static_cast<const T*>(a.in[0].data);
+    const int64_t O = b.outer, N = b.reduced, I = b.inner;
+    auto first = [descending](A p, A q) {  // p goes before q, position aside
+      if constexpr (std::is_floating_point_v<A>) {
+        if (p != p || q != q) return descending ? (p != p && q == q) : (p == p && q != q);
+      }
+      return descending ? q < p : p < q;
+    };
+#pragma omp parallel for collapse(2) schedule(static) if (O * N * I >= kParallelGrain)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t i = 0; i < I; ++i) {
+        std::vector<std::pair<A, int64_t>> row(static_cast<size_t>(N));
+        for (int64_t r = 0; r < N; ++r) row[size_t(r)] = {A(x[(o * N + r) * I + i]), r};
+        std::stable_sort(row.begin(), row.end(), [&](const auto& p, const auto& q) { return first(p.first, q.first); });
+        for (int64_t r = 0; r < N; ++r) out[(o * N + r) * I + i] = row[size_t(r)].second;
+      }
+  });
+}
+
 }  // namespace hjit::eager
 
 namespace hjit::eager {
 
 void CumSum(const KernelArgs& a) {
-  const Shape& s = a.in[0].type->shape;
-  const int64_t axis = a.attrs.i("axis");
-  Block b;
-  for (int64_t d = 0; d < int64_t(s.size()); ++d) (d < axis ? b.outer : d == axis ? b.reduced : b.inner) *= s[size_t(d)];
+  const Block b = around_axis(a.in[0].type->shape, a.attrs.i("axis"));
   dispatch_numeric(a.in[0].type->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = SumAcc<T>;

@@ -26,6 +26,7 @@
 #include <hjit/control_flow.h>
 #include <hjit/device.h>
 #include <hjit/dtype.h>
+#include <hjit/eager.h>
 #include <hjit/error.h>
 #include <hjit/export.h>
 #include <hjit/grad.h>

@@ -177,6 +177,13 @@ Tensor cumsum(const Tensor& x, int axis = -1);  // integers accumulate in i64, l
 // Indices are i32 or i64; negative ones count from the end. Out of range: IndexError, eagerly and
 // from compiled code (the call fails).
 Tensor take(const Tensor& x, const Tensor& indices, int axis = 0);
+// Python's indexing, x[at] (see Tensor::operator[]), and the functional form of x[at] = value
+// (JAX's x.at[at].set(value)): value broadcast to x[at], converted to x's dtype. Assignment takes
+// integers, slices, ... and None; index tensors there: scatter.
+Tensor index(const Tensor& x, const std::vector<Index>& at);
+Tensor index_update(const Tensor& x, const std::vector<Index>& at, const Tensor& value);
+// torch.flip: x with the order of its elements along each of `axes` reversed.
+Tensor flip(const Tensor& x, const std::vector<int>& axes);
 Tensor embedding(const Tensor& table, const Tensor& ids);
 // torch.gather: out[i][j] = x[i][indices[i][j]] (for axis 1), indices of x's rank and at most its
 // size along the other axes, in [-extent, extent) along `axis` (IndexError otherwise).
@@ -186,8 +193,14 @@ Tensor gather(const Tensor& x, int axis, const Tensor& indices);
 // (PyTorch leaves which one wins undefined).
 Tensor scatter(const Tensor& x, int axis, const Tensor& indices, const Tensor& src);
 Tensor scatter_add(const Tensor& x, int axis, const Tensor& indices, const Tensor& src);
+// torch.argsort and torch.sort (stable=True): the i64 positions that order x along `axis`, and
+// (sort) the values in that order. Equal values keep their order; NaN comes after every number
+// (before, descending); -0.0 equals +0.0. Any dtype; sort's values are differentiable.
+Tensor argsort(const Tensor& x, int axis = -1, bool descending = false);
+std::pair<Tensor, Tensor> sort(const Tensor& x, int axis = -1, bool descending = false);
 // torch.topk: the k largest (or smallest) values along `axis`, in order, and their i64 indices
-// (the lowest index first among equal values). Computed in k rounds: meant for small k.
+// (the lowest index first among equal values; NaN the largest). A few rounds of argmax for small
+// k, a sort for larger ones.
 std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int axis = -1, bool largest = true);
 // indices (any integer dtype) as one-hot vectors of num_classes along a new last axis
 // (torch.nn.functional.one_hot; an index outside [0, num_classes) is an IndexError).

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@ namespace hjit {
 namespace detail {
 struct TensorImpl;
 }
+class Index;
 
 class Tensor {
  public:
@@ -103,6 +105,16 @@ class Tensor {
   Tensor reshape(Shape shape) const;                  // one -1 allowed
   Tensor transpose(std::vector<int> perm = {}) const;  // default: reverse the axes
 
+  // Python's indexing (numpy's rules): x[{0, Slice(1, -1), ellipsis, none}] is x[0, 1:-1, ..., None],
+  // x[i] is x[i], and integer tensors pick along their axes (several broadcast together, as numpy's
+  // advanced indexing). A bool mask selects a data-dependent number of elements: use where().
+  // Same as hjit::index(x, {...}).
+  Tensor operator[](const Index& at) const;
+  Tensor operator[](std::initializer_list<Index> at) const;
+  // x[at] = value in place (value broadcast to x[at]): assign(hjit::index_update(*this, at, value)).
+  Tensor& assign(std::initializer_list<Index> at, const Tensor& value);
+  Tensor& assign(std::initializer_list<Index> at, double value);
+
   const std::shared_ptr<detail::TensorImpl>& impl() const { return impl_; }
   bool same_storage(const Tensor& other) const;  // both handles share one buffer
 
@@ -136,6 +148,39 @@ std::vector<T> Tensor::to_vector() const {
     return out;
   }
 }
+
+// The parts of an index expression (Tensor::operator[], hjit::index).
+struct NoneIndex {
+  constexpr operator std::optional<int64_t>() const { return std::nullopt; }  // a slice's default bound
+};
+inline constexpr NoneIndex none{};  // Python's None: a new axis of size 1; in a Slice, the default bound
+struct EllipsisIndex {};
+inline constexpr EllipsisIndex ellipsis{};  // Python's ...: every axis the other indices leave
+// Python's start:stop:step (negative steps walk backwards; bounds clipped as Python clips them).
+struct Slice {
+  Slice(std::optional<int64_t> start_ = std::nullopt, std::optional<int64_t> stop_ = std::nullopt, int64_t step_ = 1)
+      : start(start_), stop(stop_), step(step_) {}
+  std::optional<int64_t> start, stop;
+  int64_t step;
+};
+class Index {
+ public:
+  enum class Kind : uint8_t { Integer, Range, Ellipsis, NewAxis, Tensor };
+  Index(int64_t i) : kind_(Kind::Integer), integer_(i) {}  // any integer: negative counts from the end
+  Index(Slice s) : kind_(Kind::Range), slice_(s) {}
+  Index(EllipsisIndex) : kind_(Kind::Ellipsis) {}
+  Index(NoneIndex) : kind_(Kind::NewAxis) {}
+  Index(Tensor t) : kind_(Kind::Tensor), tensor_(std::move(t)) {}
+  Kind kind() const { return kind_; }
+  int64_t integer() const { return integer_; }
+  const Slice& slice() const { return slice_; }
+  const Tensor& tensor() const { return tensor_; }
+ private:
+  Kind kind_;
+  int64_t integer_ = 0;
+  Slice slice_;
+  Tensor tensor_;
+};
 
 template <class T>
 T Tensor::item() const {

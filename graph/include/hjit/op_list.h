@@ -67,6 +67,9 @@
   X(MaxPool2d, "max_pool2d", 1, Reduction | NumericOnly, "kernel,stride,padding", infer_pool2d, Pooling)                   \
   X(AvgPool2d, "avg_pool2d", 1, Reduction | NumericOnly, "kernel,stride,padding,count_include_pad", infer_pool2d, Pooling) \
   X(CumSum, "cumsum", 1, Reduction | NumericOnly, "axis", infer_cumsum, Scan)                                              \
+  /* the i64 positions that order x along `axis` (stable; NaN after every number, before when */                           \
+  /* descending, as torch.sort); sort is a gather at them */                                                                \
+  X(ArgSort, "argsort", 1, NonDifferentiable, "axis,descending", infer_argsort, Sort)                                      \
   /* gradients of the layers that need their own loops */                                                                  \
   X(Conv2dWeightGrad, "conv2d_weight_grad", 2, Contraction | FloatOnly | NonDifferentiable,                                \
     "kernel,stride,padding,dilation,groups", infer_conv2d_weight_grad, ConvolutionWeightGrad)                              \
@@ -111,6 +114,7 @@
   X(Reduction, "reduction")                 /* folds axes: per row of its reader, or at root */       \
   X(ArgReduction, "arg_reduction")          /* folds to an (index, value) pair */                     \
   X(Scan, "scan")                           /* a running fold along an axis */                        \
+  X(Sort, "sort")                           /* a compare-exchange network: its steps stored at root */\
   X(Pooling, "pooling")                     /* a window fold */                                       \
   X(PoolingGrad, "pooling_grad")            /* a window fold of the gradient */                       \
   X(Matmul, "matmul")                       /* register tiles; extern sgemm */                        \

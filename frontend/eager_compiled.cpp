@@ -1,0 +1,123 @@
+#include "frontend/eager_compiled.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include <hjit/eager.h>
+
+#include "frontend/tensor_impl.h"
+#include "graph/op_def.h"
+#include "halide_backend/backend.h"
+#include "support/log.h"
+
+namespace hjit {
+
+namespace {
+
+EagerKernels from_environment() {
+  const char* env = std::getenv("HJIT_EAGER");
+  if (!env || !*env) return EagerKernels::Compiled;
+  const std::string v = env;
+  if (v == "plain") return EagerKernels::Plain;
+  if (v == "compiled") return EagerKernels::Compiled;
+  throw ValueError("HJIT_EAGER is '" + v + "'; it takes 'compiled' (the default) or 'plain'");
+}
+
+std::atomic<int>& chosen() {
+  static std::atomic<int> k{int(from_environment())};
+  return k;
+}
+
+}  // namespace
+
+void set_eager_kernels(EagerKernels kernels) { chosen().store(int(kernels)); }
+EagerKernels eager_kernels() { return EagerKernels(chosen().load()); }
+
+namespace detail {
+
+namespace {
+
+// Multiply-adds (or window reads) of one call, for the classes a compiled pipeline runs several
+// times faster than the plain kernel (register tiles, vectors and threads); 0 for the others,
+// whose plain kernels are loops at memory speed already.
+int64_t work_of(OpKind op, const std::vector<Tensor>& inputs, const Tensor& out) {
+  const int64_t n = out.numel();
+  switch (schedule_class(op)) {
+    case ScheduleClass::Matmul: return n * inputs[0].shape().back();
+    case ScheduleClass::Convolution: {
+      const Shape& w = inputs[1].shape();
+      return n * w[1] * w[2] * w[3];
+    }
+    case ScheduleClass::ConvolutionWeightGrad: return n * (inputs[1].numel() / std::max<int64_t>(1, inputs[1].dim(1)));
+    case ScheduleClass::Attention: return 2 * inputs[0].numel() * inputs[1].dim(-2);
+    default: return 0;
+  }
+}
+
+// Below this a compiled call saves less than about 50 microseconds: not worth a compile.
+constexpr int64_t kMinWork = int64_t(1) << 18;
+
+struct Entry {
+  int sightings = 0;
+  std::shared_ptr<const backend::Executable> code;  // null until compiled; null for good after a failure
+  bool failed = false;
+};
+
+std::mutex mu;
+std::unordered_map<std::string, Entry>& entries() {
+  static auto* m = new std::unordered_map<std::string, Entry>;  // never destroyed: used until exit
+  return *m;
+}
+
+Graph single_op(OpKind op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  Graph g;
+  g.name = std::string("eager_") + op_name(op);
+  std::vector<int> ids;
+  for (const Tensor& t : inputs) ids.push_back(g.add_parameter(t.impl()->type));
+  g.outputs.push_back(g.add_op(op, std::move(ids), attrs));
+  return g;
+}
+
+}  // namespace
+
+bool run_compiled_eager(OpKind op, const std::vector<Tensor>& inputs, const Attrs& attrs, const Tensor& out) {
+  if (eager_kernels() == EagerKernels::Plain || work_of(op, inputs, out) < kMinWork) return false;
+  const Graph g = single_op(op, inputs, attrs);
+  const std::string key = g.str();
+  std::shared_ptr<const backend::Executable> code;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    Entry& e = entries()[key];
+    if (e.failed) return false;
+    if (!e.code && ++e.sightings < 2) return false;
+    code = e.code;
+  }
+  if (!code) {
+    backend::Options o;
+    o.name = g.name;
+    o.schedule = backend::schedule_request(g.name, {.opt_level = 1, .tuning_db_from_environment = false, .device = Device::CPU});
+    try {
+      code = backend::compile(g, o).executable;
+    } catch (const Error& e) {
+      log().warn("eager {}: the compiled pipeline failed ({}); the plain kernel runs it", op_name(op), e.what());
+      std::lock_guard<std::mutex> lock(mu);
+      entries()[key].failed = true;
+      return false;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    entries()[key].code = code;
+  }
+  std::vector<const void*> in;
+  in.reserve(inputs.size());
+  for (const Tensor& t : inputs) in.push_back(t.impl()->data());
+  void* result = out.impl()->data();
+  code->run(in.data(), &result);
+  return true;
+}
+
+}  // namespace detail
+
+}  // namespace hjit
