@@ -490,7 +490,8 @@ Group scans_and_gathers() {
     const Tensor &x = in[0], &ids = in[1];  // x [5, 7], ids i32/i64 [2, 3] in [-5, 5)
     return std::vector<Tensor>{hjit::cumsum(x), hjit::cumsum(x, 0), hjit::take(x, ids, 0), hjit::take(x, ids.reshape({-1}), 1),
                                hjit::embedding(x, hjit::minimum(hjit::abs(ids), 4)), hjit::tril(x), hjit::triu(x, 1), hjit::tril(x, -2),
-                               x + hjit::iota({5, 7}, 0) * 0.5, hjit::cumsum(ids)};
+                               x + hjit::iota({5, 7}, 0) * 0.5, hjit::cumsum(ids), hjit::argsort(x), hjit::argsort(x, 0, true),
+                               hjit::sort(x).first * 2.0, hjit::argsort(ids, 0)};
   };
 }
 
@@ -593,7 +594,7 @@ TEST_CASE("pooling, normalization and activations") {
         {test::random({2, 6, 6}, DType::I32, seed++)});
 }
 
-TEST_CASE("cumsum, take, embedding, tril/triu, iota, cross_entropy") {
+TEST_CASE("cumsum, take, embedding, tril/triu, iota, sort, cross_entropy") {
   uint64_t seed = 1000;
   for (DType idx : {DType::I32, DType::I64}) {
     Tensor ids = hjit::clamp(test::random({2, 3}, DType::I64, seed++), -5.0, 4.0).astype(idx);
