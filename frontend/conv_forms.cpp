@@ -1,6 +1,7 @@
 // The convolutions beside conv2d: 1-d (a 2-d one of height 1), 3-d (a sum over the kernel's depth
-// of 2-d ones, the output depth folded into the batch) and transposed (the input spread by the
-// strides, padded, and convolved with the kernel flipped and its channel axes swapped per group).
+// of 2-d ones, the output depth folded into the batch) and transposed (the input padded and
+// convolved with the kernel flipped and its channel axes swapped per group; strided ones one
+// phase of the output at a time, dilated ones on the input spread by the strides).
 // Compositions of differentiable ops, so their gradients and compiled forms come with them.
 #include <string>
 
@@ -87,6 +88,73 @@ Tensor conv3d_valid(const Tensor& x, const Tensor& w, const Triple& stride, cons
   return transpose(reshape(acc, {N, depth, O, ys[2], ys[3]}), {0, 2, 1, 3, 4});
 }
 
+// A transposed convolution of strides s, dilation 1, as prod(s) stride-1 ones, one per phase of
+// the output (its positions modulo the strides), each with the kernel taps of its phase: the
+// spread input's zeros are never multiplied (prod(s) times fewer multiply-adds than convolving the
+// spread input), and the phases' outputs interleave into the output. in and w of rank 4 or 5.
+Tensor conv_transpose_by_phases(const Tensor& in, const Tensor& w, const std::vector<int64_t>& s, const std::vector<int64_t>& pb,
+                                const std::vector<int64_t>& pe, int64_t groups) {
+  const size_t sd = s.size();
+  const std::vector<int64_t> ones(sd, 1), zeros(sd, 0);
+  Shape q(sd), full(sd);  // per phase: q positions; uncropped: full
+  for (size_t d = 0; d < sd; ++d) {
+    const int64_t n = in.shape()[2 + d], k = w.shape()[2 + d];
+    full[d] = (n - 1) * s[d] + k;
+    q[d] = (full[d] + s[d] - 1) / s[d];
+  }
+  Shape phase_shape{in.shape()[0], w.shape()[1] * groups};
+  phase_shape.insert(phase_shape.end(), q.begin(), q.end());
+  std::vector<Tensor> phases;
+  std::vector<int64_t> r(sd, 0);
+  for (bool more = true; more;) {
+    Tensor taps = w;
+    bool empty = false;
+    for (size_t d = 0; d < sd; ++d) {
+      empty |= r[d] >= w.shape()[2 + d];
+      if (!empty) taps = slice(taps, int(2 + d), r[d], std::nullopt, s[d]);
+    }
+    if (empty) {
+      phases.push_back(Tensor::zeros(phase_shape, in.dtype()));
+    } else {
+      Tensor y = conv_transpose(in, taps, std::nullopt, ones, zeros, zeros, ones, groups);
+      std::vector<std::pair<int64_t, int64_t>> widths{{0, 0}, {0, 0}};
+      bool short_ = false;
+      for (size_t d = 0; d < sd; ++d) widths.push_back({0, q[d] - y.shape()[2 + d]}), short_ |= q[d] != y.shape()[2 + d];
+      phases.push_back(short_ ? pad(y, widths, 0) : y);
+    }
+    more = false;
+    for (size_t d = sd; d-- > 0;) {  // the next phase, the last dimension's fastest
+      if (++r[d] < s[d]) {
+        more = true;
+        break;
+      }
+      r[d] = 0;
+    }
+  }
+  // [N, O, q..., phases] -> [N, O, q0, s0, q1, s1, ...] -> [N, O, q0 * s0, ...]
+  Tensor y = stack(phases, -1);
+  Shape split(phase_shape), merged{phase_shape[0], phase_shape[1]};
+  split.insert(split.end(), s.begin(), s.end());
+  std::vector<int> perm{0, 1};
+  for (size_t d = 0; d < sd; ++d) perm.push_back(int(2 + d)), perm.push_back(int(2 + sd + d)), merged.push_back(q[d] * s[d]);
+  y = reshape(transpose(reshape(y, split), perm), merged);
+  // Cropped by the paddings (a negative end padding keeps zeros past the end).
+  std::vector<std::pair<int64_t, int64_t>> widths{{0, 0}, {0, 0}};
+  bool padded = false;
+  for (size_t d = 0; d < sd; ++d) {
+    const int64_t lo = std::max<int64_t>(0, -pb[d]), hi = std::max<int64_t>(0, full[d] - pe[d] - q[d] * s[d]);
+    widths.push_back({lo, hi});
+    padded |= lo || hi;
+  }
+  if (padded) y = pad(y, widths, 0);
+  for (size_t d = 0; d < sd; ++d) {
+    const int64_t lo = std::max<int64_t>(0, -pb[d]);
+    const int64_t begin = pb[d] + lo, end = full[d] - pe[d] + lo;
+    if (begin != 0 || end != y.shape()[2 + d]) y = slice(y, int(2 + d), begin, end);
+  }
+  return y;
+}
+
 }  // namespace
 
 Tensor conv1d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias, int64_t stride, int64_t padding,
@@ -131,6 +199,9 @@ Tensor conv_transpose(const Tensor& x, const Tensor& weight, const std::optional
   };
   const std::vector<int64_t> s = lifted(stride, 1), pb = lifted(pad_begin, 0), pe = lifted(pad_end, 0), dil = lifted(dilation, 1);
   const size_t sd = s.size();
+  bool strided = false, dilated = false;
+  for (size_t d = 0; d < sd; ++d) strided |= s[d] > 1, dilated |= dil[d] > 1;
+  const bool by_phases = strided && !dilated && x.numel() > 0;
   std::vector<std::pair<int64_t, int64_t>> widths{{0, 0}, {0, 0}};
   for (size_t d = 0; d < sd; ++d) {
     const int64_t reach = (w.shape()[2 + d] - 1) * dil[d];
@@ -138,8 +209,12 @@ Tensor conv_transpose(const Tensor& x, const Tensor& weight, const std::optional
     if (out < 1)
       throw ShapeError("conv_transpose: input " + shape_str(x.shape()) + " with weight " + shape_str(weight.shape()) + " and paddings " +
                        ints_str(pad_begin) + ", " + ints_str(pad_end) + " leaves no output along spatial dimension " + std::to_string(d));
-    in = spread(in, int(2 + d), s[d]);
+    if (!by_phases) in = spread(in, int(2 + d), s[d]);
     widths.push_back({reach - pb[d], reach - pe[d]});
+  }
+  if (by_phases) {
+    Tensor y = conv_transpose_by_phases(in, w, s, pb, pe, groups);
+    return add_bias(one_d ? squeeze(y, {2}) : y, bias);
   }
   in = pad(in, widths, 0);
   // [C_in, C_out / g, k...] -> [C_out, C_in / g, k...] per group, each kernel axis reversed.

@@ -182,12 +182,17 @@ void arg_reduce(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
 // A float converted to an integer type as PyTorch does on x86: truncated to i32 (to i64 for the
 // 64-bit and u32 targets), with the lowest value for NaN and out of range, then wrapped to the
 // narrower type. (C++ and LLVM leave out-of-range conversions undefined.)
-Expr float_to_int(const Expr& x, Type t) {
+Expr float_to_int(const Expr& x_in, Type t) {
+  // NaN and infinities are tested on the bits and replaced by 0 before any float comparison: with
+  // LLVM's no-NaNs and no-infinities flags a comparison of one is poison, and `special || poison`
+  // is poison too (AVX2 code came out wrong where AVX-512 code happened not to).
+  const Expr special = ieee::is_nan(x_in) || ieee::is_inf(x_in);
+  const Expr x = select(special, Internal::make_zero(x_in.type()), x_in);
   auto truncated = [&](Type wide) {
     const Expr f = x.type().bits() < 32 ? cast(Float(32), x) : x;
     const double limit = std::ldexp(1.0, wide.bits() - 1);
     Expr in_range = f > Internal::make_const(f.type(), -limit - 1) && f < Internal::make_const(f.type(), limit);
-    const Expr out = ieee::is_nan(f) || !in_range;
+    const Expr out = special || !in_range;
     // For signed results the lowest value is chosen on the float side (-2^(bits-1) converts
     // exactly): Halide 14's simplifier folds a comparison of select(c, INT64_MIN, y) wrongly
     // (select(c, INT64_MIN, cast<int64>(x)) < 1 became false for every x). Unsigned results keep
@@ -199,9 +204,18 @@ Expr float_to_int(const Expr& x, Type t) {
   if (t.bits() == 64 && t.is_uint()) {  // beyond i64: subtract 2^63 first
     Expr two63 = Internal::make_const(x.type(), std::ldexp(1.0, 63));
     Expr high = cast(t, cast(Int(64), x - two63)) + Internal::make_const(t, uint64_t(1) << 63);
-    return select(x >= two63 && x < two63 * 2, high, cast(t, truncated(Int(64))));
+    return select(!special && x >= two63 && x < two63 * 2, high, cast(t, truncated(Int(64))));
   }
-  return cast(t, truncated(t.bits() == 64 || (t.is_uint() && t.bits() == 32) ? Int(64) : Int(32)));
+  const Type wide = t.bits() == 64 || (t.is_uint() && t.bits() == 32) ? Int(64) : Int(32);
+  const Expr v = truncated(wide);
+  if (t.bits() >= 32) return cast(t, v);
+  // Wrapped into t's range in the wide type first: x86 narrows vectors with saturating packs where
+  // it may (AVX2 made -128 of INT32_MIN for i8, where the wrap gives 0); a value already in range
+  // comes out the same either way.
+  const Expr mask = Internal::make_const(wide, (int64_t(1) << t.bits()) - 1);
+  if (t.is_uint()) return cast(t, v & mask);
+  const Expr sign = Internal::make_const(wide, int64_t(1) << (t.bits() - 1));
+  return cast(t, ((v & mask) ^ sign) - sign);
 }
 
 }  // namespace
@@ -286,6 +300,10 @@ void Cast(LowerCtx& c, Stage& s, const Node& n) {
   unary(c, s, n, [](Expr x, Type t) {
     if (t.is_bool()) return ieee::is_nonzero(x);
     if (x.type().is_float() && !t.is_float()) return float_to_int(x, t);
+    // A bool made an integer by a select, not a widening cast: Halide 14's x86 code generator for
+    // AVX2 crashed on products of widened bools ("Attempting to narrow a 1-bit type"). (Floats
+    // keep the cast: a select of literals lets LLVM fold what reads it per branch, log(0) included.)
+    if (x.type().is_bool() && !t.is_float()) return select(x, Internal::make_one(t), Internal::make_zero(t));
     return cast(t, x);
   });
 }

@@ -17,6 +17,11 @@ LoopNest vectorize_and_parallelize(StageRef stage, const std::vector<Var>& vars,
                                    int threads, bool update, int64_t min_parallel_work,
                                    int tasks_per_thread) {
   const TailStrategy tail = update ? TailStrategy::GuardWithIf : TailStrategy::Auto;
+  // An update's vectors divide its row, narrower if need be: Halide 14 lost the lanes of a guarded
+  // vector tail of an update on AVX2 (argmax's last column came out 0, a softmax gradient's NaN),
+  // and an update cannot shift its tail inwards (it would apply twice).
+  if (update)
+    while (vec > 1 && !extents.empty() && extents[0] % vec != 0) vec /= 2;
   LoopNest nest;
   if (vars.empty()) return LoopNest{"scalar", false, Var()};
   std::string& what = nest.what;
@@ -29,9 +34,11 @@ LoopNest vectorize_and_parallelize(StageRef stage, const std::vector<Var>& vars,
   if (rank == 1 || (parallel && total / extents[0] < 2 * threads)) {
     // Few or no outer iterations: split the innermost dimension into parallel chunks.
     Var inner = vars[0];
+    int64_t per_task = std::max<int64_t>(vec, (extents[0] / (4 * threads) + vec - 1) / vec * vec);
+    if (update && vec > 1)
+      while (extents[0] % per_task != 0) per_task -= vec;  // no guarded last chunk: vec divides the row
     if (parallel && vec > 1 && extents[0] >= 2 * vec * threads) {
       Var outer(vars[0].name() + "_o"), chunk(vars[0].name() + "_i");
-      int64_t per_task = std::max<int64_t>(vec, (extents[0] / (4 * threads) + vec - 1) / vec * vec);
       stage.split(vars[0], outer, chunk, int(per_task), TailStrategy::GuardWithIf);
       stage.vectorize(chunk, vec);
       stage.parallel(outer);

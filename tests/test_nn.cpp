@@ -140,6 +140,11 @@ TEST_CASE("conv1d, conv3d and the transposed convolutions equal their definition
       check_close(run([&](const Tensor& x) { return hjit::conv_transpose2d(x, w, b, {2, 1}, {1, 0}, {1, 0}); }, x),
                   conv_transpose_by_loops(x, w, b, {{2, 1}, {1, 0}, {1, 1}, {1, 0}, 1}));
     }
+    {  // conv_transpose2d: strides (3, 2) past the kernel's height (phases with no taps), output_padding (2, 1)
+      const Tensor x = rnd({2, 4, 3, 4}, 19), w = rnd({4, 3, 1, 2}, 20), b = rnd({3}, 21);
+      check_close(run([&](const Tensor& x) { return hjit::conv_transpose2d(x, w, b, {3, 2}, {0, 1}, {2, 1}); }, x),
+                  conv_transpose_by_loops(x, w, b, {{3, 2}, {0, 1}, {1, 1}, {2, 1}, 1}));
+    }
     {  // conv_transpose3d: stride 2, padding (0, 1, 0), groups 3
       const Tensor x = rnd({1, 3, 2, 3, 2}, 13), w = rnd({3, 1, 2, 3, 2}, 14), b = rnd({3}, 15);
       check_close(run([&](const Tensor& x) { return hjit::conv_transpose3d(x, w, b, {2, 2, 2}, {0, 1, 0}, {0, 0, 1}, 3); }, x),
