@@ -67,19 +67,28 @@ void copy_storage(Storage& dst, const Storage& src) {
   }
 }
 
-Tensor run_on_device(OpKind op, const std::vector<Tensor>& inputs, const Attrs& attrs, Device device) {
+Graph single_op_graph(OpKind op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   Graph g;
   g.name = std::string("eager_") + op_name(op);
   std::vector<int> ids;
   for (const Tensor& t : inputs) ids.push_back(g.add_parameter(t.impl()->type));
   g.outputs.push_back(g.add_op(op, std::move(ids), attrs));
-  Tensor out = make_tensor(g.type(g.outputs[0]), device);
-  if (out.numel() == 0) return out;
+  return g;
+}
+
+backend::Options single_op_options(const Graph& g, Device device) {
   backend::Options o;
   o.name = g.name;
   o.device = device;
   o.schedule = backend::schedule_request(g.name, {.opt_level = 1, .tuning_db_from_environment = false, .device = device});
-  const backend::Compiled c = backend::compile(g, o);
+  return o;
+}
+
+Tensor run_on_device(OpKind op, const std::vector<Tensor>& inputs, const Attrs& attrs, Device device) {
+  const Graph g = single_op_graph(op, inputs, attrs);
+  Tensor out = make_tensor(g.type(g.outputs[0]), device);
+  if (out.numel() == 0) return out;
+  const backend::Compiled c = backend::compile(g, single_op_options(g, device));
   std::vector<std::unique_ptr<backend::DeviceBuffer>> keep;
   std::vector<const backend::DeviceBuffer*> in;
   for (const Tensor& t : inputs) in.push_back(&device_memory(*t.impl(), device, keep));

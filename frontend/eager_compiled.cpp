@@ -8,6 +8,7 @@
 
 #include <hjit/eager.h>
 
+#include "frontend/device.h"
 #include "frontend/tensor_impl.h"
 #include "graph/op_def.h"
 #include "halide_backend/backend.h"
@@ -72,20 +73,12 @@ std::unordered_map<std::string, Entry>& entries() {
   return *m;
 }
 
-Graph single_op(OpKind op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
-  Graph g;
-  g.name = std::string("eager_") + op_name(op);
-  std::vector<int> ids;
-  for (const Tensor& t : inputs) ids.push_back(g.add_parameter(t.impl()->type));
-  g.outputs.push_back(g.add_op(op, std::move(ids), attrs));
-  return g;
-}
 
 }  // namespace
 
 bool run_compiled_eager(OpKind op, const std::vector<Tensor>& inputs, const Attrs& attrs, const Tensor& out) {
   if (eager_kernels() == EagerKernels::Plain || work_of(op, inputs, out) < kMinWork) return false;
-  const Graph g = single_op(op, inputs, attrs);
+  const Graph g = single_op_graph(op, inputs, attrs);
   const std::string key = g.str();
   std::shared_ptr<const backend::Executable> code;
   {
@@ -96,11 +89,8 @@ bool run_compiled_eager(OpKind op, const std::vector<Tensor>& inputs, const Attr
     code = e.code;
   }
   if (!code) {
-    backend::Options o;
-    o.name = g.name;
-    o.schedule = backend::schedule_request(g.name, {.opt_level = 1, .tuning_db_from_environment = false, .device = Device::CPU});
     try {
-      code = backend::compile(g, o).executable;
+      code = backend::compile(g, single_op_options(g, Device::CPU)).executable;
     } catch (const Error& e) {
       log().warn("eager {}: the compiled pipeline failed ({}); the plain kernel runs it", op_name(op), e.what());
       std::lock_guard<std::mutex> lock(mu);

@@ -140,6 +140,15 @@ Block around_axis(const Shape& s, int64_t axis) {
   return b;
 }
 
+// f(o, i) for every lane [o, :, i] along the axis, in parallel when the block is large.
+template <class F>
+void for_each_lane(const Block& b, F&& f) {
+  const int64_t O = b.outer, I = b.inner;
+#pragma omp parallel for collapse(2) schedule(static) if (O * b.reduced * I >= kParallelGrain)
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t i = 0; i < I; ++i) f(o, i);
+}
+
 template <bool kMax>
 void arg_reduce(const KernelArgs& a) {
   const Block b = around_axis(a.in[0].type->shape, a.attrs.i("axis"));
@@ -148,20 +157,18 @@ void arg_reduce(const KernelArgs& a) {
     using T = typename decltype(tag)::type;
     using A = C<T>;
     const T* x = static_cast<const T*>(a.in[0].data);
-    const int64_t O = b.outer, N = b.reduced, I = b.inner;
-#pragma omp parallel for collapse(2) schedule(static) if (O * N * I >= kParallelGrain)
-    for (int64_t o = 0; o < O; ++o)
-      for (int64_t i = 0; i < I; ++i) {
-        A best = A(x[o * N * I + i]);
-        int64_t idx = 0;
-        for (int64_t r = 1; r < N; ++r) {
-          A v = A(x[(o * N + r) * I + i]);
-          bool better = kMax ? v > best : v < best;
-          if constexpr (std::is_floating_point_v<A>) better = better || (v != v && best == best);
-          if (better) best = v, idx = r;
-        }
-        out[o * I + i] = idx;
+    const int64_t N = b.reduced, I = b.inner;
+    for_each_lane(b, [&](int64_t o, int64_t i) {
+      A best = A(x[o * N * I + i]);
+      int64_t idx = 0;
+      for (int64_t r = 1; r < N; ++r) {
+        A v = A(x[(o * N + r) * I + i]);
+        bool better = kMax ? v > best : v < best;
+        if constexpr (std::is_floating_point_v<A>) better = better || (v != v && best == best);
+        if (better) best = v, idx = r;
       }
+      out[o * I + i] = idx;
+    });
   });
 }
 
@@ -179,21 +186,19 @@ void ArgSort(const KernelArgs& a) {
     using T = typename decltype(tag)::type;
     using A = C<T>;
     const T* x = static_cast<const T*>(a.in[0].data);
-    const int64_t O = b.outer, N = b.reduced, I = b.inner;
+    const int64_t N = b.reduced, I = b.inner;
     auto first = [descending](A p, A q) {  // p goes before q, position aside
       if constexpr (std::is_floating_point_v<A>) {
         if (p != p || q != q) return descending ? (p != p && q == q) : (p == p && q != q);
       }
       return descending ? q < p : p < q;
     };
-#pragma omp parallel for collapse(2) schedule(static) if (O * N * I >= kParallelGrain)
-    for (int64_t o = 0; o < O; ++o)
-      for (int64_t i = 0; i < I; ++i) {
-        std::vector<std::pair<A, int64_t>> row(static_cast<size_t>(N));
-        for (int64_t r = 0; r < N; ++r) row[size_t(r)] = {A(x[(o * N + r) * I + i]), r};
-        std::stable_sort(row.begin(), row.end(), [&](const auto& p, const auto& q) { return first(p.first, q.first); });
-        for (int64_t r = 0; r < N; ++r) out[(o * N + r) * I + i] = row[size_t(r)].second;
-      }
+    for_each_lane(b, [&](int64_t o, int64_t i) {
+      std::vector<std::pair<A, int64_t>> row(static_cast<size_t>(N));
+      for (int64_t r = 0; r < N; ++r) row[size_t(r)] = {A(x[(o * N + r) * I + i]), r};
+      std::stable_sort(row.begin(), row.end(), [&](const auto& p, const auto& q) { return first(p.first, q.first); });
+      for (int64_t r = 0; r < N; ++r) out[(o * N + r) * I + i] = row[size_t(r)].second;
+    });
   });
 }
 
