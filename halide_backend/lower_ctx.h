@@ -26,6 +26,12 @@ struct LowerCtx {
   static void define(Stage& s, Halide::Expr e);
 };
 
+// The name of a Func a lowering adds besides a stage's func: the stage's name without Halide's
+// uniquifying suffix, then `role`. unique_name() rewrites a '$' inside a name it must uniquify to
+// '_', so "n3_sum$2_acc" could become "n3_sum_2_acc$1", a name that depends on the process's
+// history, and a schedule value names these Funcs.
+std::string helper_name(const Stage& s, const char* role);
+
 #define HJIT_DECLARE_LOWERING(kind, name, arity, traits, attrs, infer, sched) void kind(LowerCtx& ctx, Stage& s, const Node& n);
 namespace lowering {
 HJIT_OPS(HJIT_DECLARE_LOWERING)

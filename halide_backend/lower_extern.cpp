@@ -58,16 +58,16 @@ void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<Co
       if (op.kind == PostOp::Sum) residual = op.operand;
       else if (op.operand >= 0) rows.push_back(value(op.operand));
     }
-    Func per_channel(s.func.name() + "_per_channel");
+    Func per_channel(helper_name(s, "_per_channel"));
     Expr row = rows.back();
     for (size_t r = rows.size() - 1; r-- > 0;) row = select(k == int(r), rows[r], row);
     per_channel(c, k) = row;
     // Halide computes no Func inline inside an extern call: these are stored, whatever the schedule.
     per_channel.compute_root();
     if (folded > 0) {
-      Func scaled(s.func.name() + "_weights");
+      Func scaled(helper_name(s, "_weights"));
       Var kx("kx"), ky("ky"), ci("ci"), co("co");
-      Func a(s.func.name() + "_scale");
+      Func a(helper_name(s, "_scale"));
       a(c) = scale;
       a.compute_root();
       scaled(kx, ky, ci, co) = ctx.at(head.inputs[1], {co, ci, ky, kx}) * a(co);
@@ -78,7 +78,7 @@ void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<Co
     if (residual >= 0) {
       args.push_back(extern_input(g, p, residual));
     } else {  // an element the library call does not read
-      Func unused(s.func.name() + "_no_residual");
+      Func unused(helper_name(s, "_no_residual"));
       unused(s.vars) = 0.0f;
       unused.compute_root();
       args.emplace_back(unused);

@@ -20,6 +20,8 @@ Lowering lowering_for(OpKind op) {
   return HJIT_PER_OP_LOOKUP(Lowering, op);
 }
 
+std::string helper_name(const Stage& s, const char* role) { return canonical_name(s.func.name()) + role; }
+
 namespace lowering {
 namespace {
 
@@ -93,11 +95,6 @@ Coords reduced_coords(const Coords& out, const RDom& r, const std::vector<int64_
   }
   return in;
 }
-
-// A Func a lowering adds besides a stage's func, named after the stage without Halide's
-// uniquifying suffix: unique_name() rewrites a '$' inside a name it must uniquify to '_', and
-// "n3_sum$2_acc" could become "n3_sum_2_acc$1", a name that depends on the process's history.
-std::string helper_name(const Stage& s, const char* role) { return canonical_name(s.func.name()) + role; }
 
 // Reduction domains are named after their stage: Halide names unnamed ones from a process-wide
 // counter, and a schedule value names loops, so that names must be the same in every lowering.
