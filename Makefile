@@ -3,7 +3,7 @@
 #               (the workloads table, with tuned rows)
 #   make test   installs what is missing, builds, and runs the test suite (CI runs this)
 #   make test-full  the same with every case of every differential configuration (make test runs
-#               every case at O1 and every other case in the other configurations)
+#               every case at O1, every fourth in CUDA's and every other in the other configurations)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 # Debian packages the build needs; oneDNN is hjit-bench's W3 reference and the extern sgemm stage
@@ -59,12 +59,15 @@ test-full: build
 # malloc does): test_errors checks they are errors. SANITIZE_SKIP= runs all.
 SANITIZE_BUILD ?= build-sanitize
 SANITIZE_SKIP ?= test_tune|install_consumer|docs_examples
+# A sanitized build's `all` leaves out the tests sanitize-ci skips (tests/CMakeLists.txt): make
+# sanitize builds them too.
+SANITIZE_TARGETS ?= all test_differential test_torch_golden test_onnx_conformance test_tune
 SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1:allocator_may_return_null=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 sanitize: deps
 	@if [ ! -f $(SANITIZE_BUILD)/build.ninja ]; then cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DHJIT_SANITIZE=address,undefined -DHJIT_BUILD_EXAMPLES=ON; fi
-	cmake --build $(SANITIZE_BUILD) -j $(JOBS)
+	cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target $(SANITIZE_TARGETS)
 	rm -rf $(SANITIZE_BUILD)/test-cache
 	ulimit -s 65536 2>/dev/null || true; $(SANITIZE_ENV) ctest --test-dir $(SANITIZE_BUILD) --output-on-failure -j $(JOBS) -E '$(SANITIZE_SKIP)'
 
@@ -73,7 +76,7 @@ sanitize: deps
 # test, the soak smoke included, and 1,000 mutations of each fuzzed format instead of 10,000
 # (test_fuzz took 27 minutes instrumented, most of it Halide lowering mutated schedules).
 sanitize-ci:
-	HJIT_FUZZ_MUTATIONS=1000 $(MAKE) sanitize SANITIZE_SKIP='$(SANITIZE_SKIP)|differential|torch_golden|onnx_conformance'
+	HJIT_FUZZ_MUTATIONS=1000 $(MAKE) sanitize SANITIZE_SKIP='$(SANITIZE_SKIP)|differential|torch_golden|onnx_conformance' SANITIZE_TARGETS=all
 
 # ThreadSanitizer on the tests that call hjit from several threads at once. OMP_NUM_THREADS=1: the
 # eager kernels' OpenMP loops run on the calling thread (libgomp is not instrumented, so TSan does
