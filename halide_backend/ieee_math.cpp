@@ -153,8 +153,15 @@ Expr exp(const Expr& x) {
 // f32: x = m 2^e with m in [sqrt(1/2), sqrt(2)), Cephes' polynomial for log(m) (about 1 ulp).
 // Subnormals are scaled into the normal range first.
 Expr log(const Expr& x) {
-  if (is_f64(x)) return Halide::log(x);
-  const Type f = x.type(), u = bits_type(x), i = Int(32, f.lanes());
+  const Type f = x.type();
+  // f64: libm's log, or libdevice's in CUDA kernels, whose code made under Halide's fast-math
+  // flags gave NaN for +inf on an H100: the special values are picked out on the bits.
+  auto specials = [&](const Expr& y) {
+    return select(ieee::is_nan(x), x, magnitude_bits(x) == ucon(x, 0), infinity(f, true), ieee::sign_bit(x), quiet_nan(f),
+                  ieee::is_inf(x), x, y);
+  };
+  if (is_f64(x)) return specials(Halide::log(x));
+  const Type u = bits_type(x), i = Int(32, f.lanes());
   Expr tiny = magnitude_bits(x) < ucon(x, 0x00800000u);
   Expr xs = select(tiny, x * 33554432.0f, x);  // 2^25
   Expr bits = reinterpret(u, xs);
@@ -170,8 +177,7 @@ Expr log(const Expr& x) {
     p = p * t + c;
   // Strict: reassociated, this sum loses the digits of log(m) for m near 1 (2000 ulp).
   Expr y = strict_float(p * t * z + ef * -2.12194440e-4f - 0.5f * z + t + ef * 0.693359375f);
-  Expr zero = magnitude_bits(x) == ucon(x, 0);
-  return select(ieee::is_nan(x), x, zero, infinity(f, true), ieee::sign_bit(x), quiet_nan(f), ieee::is_inf(x), x, y);
+  return specials(y);
 }
 
 // log(1 + x) without losing the digits of small x: log(u) * x / (u - 1) with u = 1 + x rounded
