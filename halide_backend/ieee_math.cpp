@@ -304,10 +304,28 @@ Expr cos(const Expr& x) { return sin_or_cos(x, true); }
 
 // libm's pow in f64 (scalar, correctly rounded for f32 operands): every special case of C99
 // (pow(x, 0) = 1 for NaN x, pow(-8, 1/3) = NaN, pow(-inf, 3) = -inf, ...) as the eager kernel.
+// In f64 (libm's pow, or libdevice's in CUDA kernels), with C's special values picked out on the
+// bits: libdevice's pow made under Halide's fast-math flags gave 1 for pow(inf, 2) on an H100.
 Expr pow(const Expr& x, const Expr& y) {
-  Expr r = Internal::Call::make(Float(64, x.type().lanes()), "pow_f64", {cast(Float(64, x.type().lanes()), x), cast(Float(64, y.type().lanes()), y)},
-                                Internal::Call::PureExtern);
-  return cast(x.type(), r);
+  const Type d = Float(64, x.type().lanes());
+  const Expr X = cast(d, x), Y = cast(d, y);
+  const Expr r = Internal::Call::make(d, "pow_f64", {X, Y}, Internal::Call::PureExtern);
+  const Expr one = fcon(X, 1.0), zero = fcon(X, 0.0), inf = infinity(d, false), minus_inf = infinity(d, true);
+  const Expr minus_zero = reinterpret(d, ucon(X, 0x8000000000000000ull));
+  const Expr one_bits = ucon(X, 0x3ff0000000000000ull), ax = magnitude_bits(X);
+  // Whether y is an odd integer, tested on a finite stand-in (a float compare with inf or NaN is
+  // poison under fast-math); the branches that read it have a finite y.
+  const Expr yf = select(ieee::is_inf(Y) || ieee::is_nan(Y), zero, Y), y_half = yf * fcon(yf, 0.5);
+  const Expr odd = Halide::floor(yf) == yf && Halide::floor(y_half) != y_half;
+  const Expr negative_y = ieee::sign_bit(Y);
+  // x = +-0 or +-inf: the size is 0 or inf as the signs say, negative for a negative x and odd y.
+  const Expr to_inf = (ax == ucon(X, 0)) == negative_y, negative = ieee::sign_bit(X) && odd;
+  const Expr edge = select(to_inf, select(negative, minus_inf, inf), select(negative, minus_zero, zero));
+  const Expr special = select(magnitude_bits(Y) == ucon(Y, 0) || reinterpret(bits_type(X), X) == one_bits, one,
+                              ieee::is_nan(X) || ieee::is_nan(Y), quiet_nan(d),
+                              ieee::is_inf(Y), select(ax == one_bits, one, (ax > one_bits) != negative_y, inf, zero),
+                              ieee::is_inf(X) || ax == ucon(X, 0), edge, r);
+  return cast(x.type(), special);
 }
 
 // Square and multiply over every bit of the exponent, in unsigned arithmetic (where wrapping is
