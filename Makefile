@@ -98,10 +98,18 @@ soak: build
 	$(BUILD)/tools/hjit-soak --minutes $(SOAK_MINUTES) --threads 3
 
 # The CUDA device bundle: every differential group exported for CUDA with its eager results, and a
-# runner that needs no Halide: carry $(BUILD)/device_bundle_cuda to a machine with a GPU and run
-# ./runner there (./runner --repeat 50 adds timings).
+# runner that needs no Halide: carry $(BUILD)/device_bundle_cuda_carry (the runner, stripped, and
+# the cases' data: the libraries, headers and PTX it was built from stay here, about 90 MB) to a
+# machine with a GPU and run ./runner there (./runner --repeat 50 adds timings).
+# DEVICE_BUNDLE_FULL= exports make test's sample of the cases instead of all of them (27 MB to carry).
+DEVICE_BUNDLE_FULL ?= 1
 device-bundle: build
-	cd $(BUILD)/tests && HJIT_TEST_FULL=1 HJIT_TEST_CONFIG=CUDA-O1 HJIT_DEVICE_BUNDLE=$(abspath $(BUILD))/device_bundle_cuda ./test_differential
+	rm -rf $(BUILD)/device_bundle_cuda $(BUILD)/device_bundle_cuda_carry
+	cd $(BUILD)/tests && $(if $(DEVICE_BUNDLE_FULL),HJIT_TEST_FULL=1,) HJIT_TEST_CONFIG=CUDA-O1 HJIT_DEVICE_BUNDLE=$(abspath $(BUILD))/device_bundle_cuda ./test_differential
+	cp -r $(BUILD)/device_bundle_cuda $(BUILD)/device_bundle_cuda_carry
+	find $(BUILD)/device_bundle_cuda_carry \( -name '*.a' -o -name '*.h' -o -name '*.ptx' \) -delete
+	strip $(BUILD)/device_bundle_cuda_carry/runner
+	du -sh $(BUILD)/device_bundle_cuda_carry
 
 examples: build
 	$(BUILD)/examples/quickstart
