@@ -46,7 +46,11 @@ void attach(Workload& w, Fn fn, T... inputs) {
   w.tune = [=](const hjit::TuneOptions& o) { return hjit::tune(fn, o, inputs...); };
   w.export_to = [=](const std::string& dir, const std::string& name, const std::string& target) {
     hjit::export_library_with({.target = target}, dir, name, fn, inputs...);
-    return hjit::jit(fn, {.name = name}).graph(inputs...);
+    // The library's arguments: the function's own inputs (the tensors it captures are constants
+    // in it, bake_parameters), which jit's graph lists first.
+    hjit::Graph g = hjit::jit(fn, {.name = name}).graph(inputs...);
+    g.inputs.resize(sizeof...(inputs));
+    return g;
   };
 }
 
