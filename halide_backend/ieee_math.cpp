@@ -302,10 +302,10 @@ Expr sin_or_cos(const Expr& x, bool cosine) {
 Expr sin(const Expr& x) { return sin_or_cos(x, false); }
 Expr cos(const Expr& x) { return sin_or_cos(x, true); }
 
-// libm's pow in f64 (scalar, correctly rounded for f32 operands): every special case of C99
-// (pow(x, 0) = 1 for NaN x, pow(-8, 1/3) = NaN, pow(-inf, 3) = -inf, ...) as the eager kernel.
-// In f64 (libm's pow, or libdevice's in CUDA kernels), with C's special values picked out on the
-// bits: libdevice's pow made under Halide's fast-math flags gave 1 for pow(inf, 2) on an H100.
+// pow in f64 (libm's, scalar, correctly rounded for f32 operands; libdevice's in CUDA kernels) with
+// C99's special cases (pow(x, 0) = 1 for NaN x, pow(-inf, 3) = -inf, ...) picked out on the bits,
+// as the eager kernel has them: libdevice's pow made under Halide's fast-math flags gave 1 for
+// pow(inf, 2) on an H100.
 Expr pow(const Expr& x, const Expr& y) {
   const Type d = Float(64, x.type().lanes());
   const Expr X = cast(d, x), Y = cast(d, y);
