@@ -196,6 +196,34 @@ Halide::Target code_target(const LoweredPipeline& p, const Target& target, bool 
   return t;
 }
 
+namespace {
+
+// The module of p's function: lowered without Halide's assertions, its code generated for
+// code_target(), which has them where p needs them. Halide's lowering builds some 20 checks per
+// buffer and its simplifier carries them through every pass (after a run of assertions it goes
+// over the rest of the statement once for each fact they state): lowering the parts of a GPT
+// training step whose embedding and cross entropy check indices took 1.4-1.6 times as long as
+// without them. What a check of p needs is an assertion code generation makes (require()'s, a
+// library call's status, a heap allocation's), or one lowering makes whatever the target (a
+// library call's status), so no check is lost that ByHjit code keeps.
+Halide::Module module_of(const LoweredPipeline& p, const Target& target, const std::string& function, bool jit) {
+  const Halide::Target code = code_target(p, target, jit);
+  const Halide::Target lowering = target.device() == Device::CPU ? code.with_feature(Halide::Target::NoAsserts) : code;
+  Halide::Module lowered = device_ready_pipeline(defined_outputs(p), lowering, Buffers::ByHjit)
+                               .compile_to_module(halide_arguments(p), function, lowering);
+  if (lowering == code) return lowered;
+  Halide::Module m(lowered.name(), code);
+  for (const Halide::Buffer<void>& b : lowered.buffers()) m.append(b);
+  for (const Halide::Internal::LoweredFunc& f : lowered.functions()) m.append(f);
+  for (const Halide::Module& sub : lowered.submodules()) m.append(sub);
+  for (const Halide::ExternalCode& e : lowered.external_code()) m.append(e);
+  for (const auto& [from, to] : lowered.get_metadata_name_map()) m.remap_metadata_name(from, to);
+  m.set_any_strict_float(lowered.any_strict_float());
+  return m;
+}
+
+}  // namespace
+
 std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Target& target, PipelineInfo& info) {
   if (info.computes_nothing()) return std::string();
   if (linker_path().empty()) {
@@ -210,9 +238,7 @@ std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Targe
   // their device's runtime, shared by every pipeline of the device (device_runtime.h).
   const Device device = target.device();
   info.device = device;
-  const Halide::Target halide_target = code_target(p, target, false);
-  Halide::Module module = device_ready_pipeline(defined_outputs(p), halide_target, Buffers::ByHjit)
-                              .compile_to_module(halide_arguments(p), info.function, halide_target);
+  Halide::Module module = module_of(p, target, info.function, false);
   info.device_code = device_code_of(module);
   const double lowered_ms = t.ms();
   ScratchDir dir;
@@ -271,9 +297,7 @@ std::shared_ptr<HalideExecutable> load_shared_object(std::string_view bytes, Pip
 
 std::shared_ptr<HalideExecutable> jit_compile(LoweredPipeline& p, const Target& target, PipelineInfo info) {
   if (info.computes_nothing()) return std::make_shared<HalideExecutable>(std::move(info), nullptr, nullptr, nullptr);
-  const Halide::Target halide_target = code_target(p, target, true);
-  Halide::Module module = device_ready_pipeline(defined_outputs(p), halide_target, Buffers::ByHjit)
-                              .compile_to_module(halide_arguments(p), info.function, halide_target);
+  Halide::Module module = module_of(p, target, info.function, true);
   auto jit = std::make_shared<Halide::Internal::JITModule>(module, module.get_function_by_name(info.function));
   ArgvFunction fn = reinterpret_cast<ArgvFunction>(jit->argv_function());
   return std::make_shared<HalideExecutable>(std::move(info), fn, std::move(jit), make_jit_context());

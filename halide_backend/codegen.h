@@ -20,12 +20,11 @@ PipelineInfo describe(const Graph& g, const LoweredPipeline& p, std::string func
 std::vector<Halide::Argument> halide_arguments(const LoweredPipeline& p);
 std::vector<Halide::Func> defined_outputs(const LoweredPipeline& p);
 
-// The Halide target p's code is compiled for (jit: for Halide's in-process JIT, else a shared
+// The Halide target p's code is generated for (jit: for Halide's in-process JIT, else a shared
 // object). Without Halide's assertions where nothing in p needs them: hjit makes the buffers (see
 // Buffers in device_pipeline.h), and what is left to check is an index (require()), a library
-// call's status, sizes that vary per call, and heap allocations, which GuardAllocations covers. A
-// training step's parts lowered 1.6 times as fast without them (Halide builds, simplifies and
-// carries every check through every pass before dropping it).
+// call's status, sizes that vary per call, and heap allocations, which GuardAllocations covers.
+// (CPU code is lowered without assertions whatever this says: see module_of in codegen.cpp.)
 Halide::Target code_target(const LoweredPipeline& p, const Target& target, bool jit);
 
 // Compiles p to object code for `target`, links it into a shared object and returns the shared

@@ -38,12 +38,15 @@ class ExactDoubleLiterals : public IRMutator {
 };
 
 // The checks of the arguments hjit makes (see Buffers). What stays: require() (an IndexError),
-// a library call's status, and the checks of allocations (their size, and failures).
+// a library call's status, and the checks of allocations (their size, and failures). (An
+// assertion without a message is a constraint on an argument's dimensions that lowering without
+// assertions keeps, as Halide does to exploit the constraint.)
 class DropArgumentChecks : public IRMutator {
   using IRMutator::visit;
   Stmt visit(const AssertStmt* op) override {
     const Call* error = op->message.as<Call>();
-    return error && argument_checks().count(error->name) ? Evaluate::make(0) : Stmt(op);
+    const bool argument_check = error ? argument_checks().count(error->name) > 0 : is_const(op->message);
+    return argument_check ? Evaluate::make(0) : Stmt(op);
   }
   static const std::set<std::string>& argument_checks() {
     static const std::set<std::string> names = {
