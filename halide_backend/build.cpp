@@ -215,7 +215,7 @@ std::string lowered_statement(const Graph& g, const Target& target, const std::s
     const int fd = mkstemp(path);
     if (fd < 0) return "(no temporary file for the statement)\n";
     close(fd);
-    const Halide::Target t = code_target(p, target, false);
+    const Halide::Target t = lowering_target(p, target, false);
     device_ready_pipeline(outs, t, Buffers::ByHjit).compile_to_lowered_stmt(path, halide_arguments(p), Halide::Text, t);
   } catch (const Halide::Error& e) {
     std::remove(path);
@@ -239,7 +239,7 @@ void check_schedule_in_child(const Graph& g, const Target& target, const std::st
   if (outs.empty()) return;
   try {
     run_in_child([&] {
-      const Halide::Target t = code_target(p, target, false);
+      const Halide::Target t = lowering_target(p, target, false);
       device_ready_pipeline(outs, t, Buffers::ByHjit).compile_to_module(halide_arguments(p), "check", t);
       return std::string("lowered");
     }, time_limit_s);

@@ -196,19 +196,16 @@ Halide::Target code_target(const LoweredPipeline& p, const Target& target, bool 
   return t;
 }
 
+Halide::Target lowering_target(const LoweredPipeline& p, const Target& target, bool jit) {
+  const Halide::Target code = code_target(p, target, jit);
+  return target.device() == Device::CPU ? code.with_feature(Halide::Target::NoAsserts) : code;
+}
+
 namespace {
 
-// The module of p's function: lowered without Halide's assertions, its code generated for
-// code_target(), which has them where p needs them. Halide's lowering builds some 20 checks per
-// buffer and its simplifier carries them through every pass (after a run of assertions it goes
-// over the rest of the statement once for each fact they state): lowering the parts of a GPT
-// training step whose embedding and cross entropy check indices took 1.4-1.6 times as long as
-// without them. What a check of p needs is an assertion code generation makes (require()'s, a
-// library call's status, a heap allocation's), or one lowering makes whatever the target (a
-// library call's status), so no check is lost that ByHjit code keeps.
+// The module of p's function: lowered for lowering_target(), its code generated for code_target().
 Halide::Module module_of(const LoweredPipeline& p, const Target& target, const std::string& function, bool jit) {
-  const Halide::Target code = code_target(p, target, jit);
-  const Halide::Target lowering = target.device() == Device::CPU ? code.with_feature(Halide::Target::NoAsserts) : code;
+  const Halide::Target code = code_target(p, target, jit), lowering = lowering_target(p, target, jit);
   Halide::Module lowered = device_ready_pipeline(defined_outputs(p), lowering, Buffers::ByHjit)
                                .compile_to_module(halide_arguments(p), function, lowering);
   if (lowering == code) return lowered;

@@ -24,8 +24,18 @@ std::vector<Halide::Func> defined_outputs(const LoweredPipeline& p);
 // object). Without Halide's assertions where nothing in p needs them: hjit makes the buffers (see
 // Buffers in device_pipeline.h), and what is left to check is an index (require()), a library
 // call's status, sizes that vary per call, and heap allocations, which GuardAllocations covers.
-// (CPU code is lowered without assertions whatever this says: see module_of in codegen.cpp.)
+// (CPU code is lowered without assertions whatever this says: lowering_target().)
 Halide::Target code_target(const LoweredPipeline& p, const Target& target, bool jit);
+
+// The target p is lowered for: code_target() without Halide's assertions on the CPU. Halide's
+// lowering builds some 20 checks per buffer and its simplifier carries them through every pass
+// (after a run of assertions it goes over the rest of the statement once for each fact they
+// state): the parts of a GPT training step whose embedding and cross entropy check indices lowered
+// 1.4-1.6 times as long with them. Whatever a check of p needs is an assertion code generation
+// makes (require()'s, heap allocations') or one lowering makes whatever the target (a library
+// call's status), so the code of a module lowered for this and generated for code_target() keeps
+// every check ByHjit code keeps.
+Halide::Target lowering_target(const LoweredPipeline& p, const Target& target, bool jit);
 
 // Compiles p to object code for `target`, links it into a shared object and returns the shared
 // object's bytes. nullopt when this machine has no linker (hjit then uses
