@@ -22,7 +22,7 @@ namespace hjit::backend {
 // others keeps them, as GPU code does.
 enum class Buffers { ByHjit, ByCaller };
 //
-// A target with NoAsserts (CPU code is lowered with it, see module_of() in codegen.cpp) has no
+// A target with NoAsserts (CPU code is lowered with it: lowering_target() in codegen.h) has no
 // check of a heap allocation either: ByHjit code then runs the statements that use an allocation
 // only when it was made, and hjit's allocator notes the failure, which the call reports as an
 // OutOfMemoryError.

@@ -166,8 +166,8 @@ TiledNest finish_tiles(FuncRef f, const Shape& extents, const TileSpec& spec, Va
 // compiled the kernel twice, for the full blocks and the last: a matmul of 1024 rows in tiles of 6,
 // 171 tiles in blocks of 86, took 160 ms to compile against 100 for 1032 rows.)
 TiledNest tile_blocks(FuncRef f, const std::vector<Var>& vars, const Shape& extents, const TileSpec& spec, Var io,
-                      Var ii, Var unrolled, int threads, int64_t min_parallel_work) {
-  Var ub(unrolled.name() + "_tb"), ur(unrolled.name() + "_r"), ut(unrolled.name() + "_t"), ui(unrolled.name() + "_i");
+                      Var ii, Var unrolled, Var ut, Var ui, int threads, int64_t min_parallel_work) {
+  Var ub(unrolled.name() + "_tb"), ur(unrolled.name() + "_r");
   // (One block is every row: its tiles' split then has the tail, shifted inwards like any.)
   const int64_t block_rows = std::min<int64_t>(int64_t(spec.block) * spec.tu, extents[size_t(spec.unrolled)]);
   f.split(unrolled, ub, ur, int(block_rows), Halide::TailStrategy::ShiftInwards).split(ur, ut, ui, spec.tu);
@@ -194,7 +194,7 @@ TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extent
   const Var &inner = vars[size_t(spec.inner)], &unrolled = vars[size_t(spec.unrolled)];
   Var io(inner.name() + "_t"), ii(inner.name() + "_i"), uo(unrolled.name() + "_t"), ui(unrolled.name() + "_i");
   f.split(inner, io, ii, spec.tx);
-  if (spec.block > 0) return tile_blocks(f, vars, extents, spec, io, ii, unrolled, threads, min_parallel_work);
+  if (spec.block > 0) return tile_blocks(f, vars, extents, spec, io, ii, unrolled, uo, ui, threads, min_parallel_work);
   f.split(unrolled, uo, ui, spec.tu);
   if (spec.channels) {
     // The tile (channel lanes by columns), the column tiles, rows, images, then the channel tiles,

@@ -301,12 +301,13 @@ TEST_CASE("a gather of one row, or a slice, of a tiled matmul, compiled, reads i
 // one guarded (a GPT step's matmuls of 1024 rows, 171 tiles of 6).
 TEST_CASE("a blocked matmul of any row count stays inside its inputs, its kernel compiled once") {
   auto f = [](const Tensor& x, const Tensor& y) { return hjit::softmax(hjit::matmul(x, y), 0) + hjit::matmul(x, y); };
+  const Tensor w = test::random({40, 70}, hjit::DType::F32, 7);
+  // (Columns in whole tiles: a last column panel shifted inwards has a kernel of its own.)
+  const Tensor w64 = test::random({40, 64}, hjit::DType::F32, 8);
   for (int64_t rows : {9, 17, 24, 40, 57, 1024}) {
     CAPTURE(rows);
-    const Tensor a = test::random({rows, 40}, hjit::DType::F32, 6), w = test::random({40, 70}, hjit::DType::F32, 7);
+    const Tensor a = test::random({rows, 40}, hjit::DType::F32, 6);
     CHECK_CLOSE(hjit::jit(f, {.opt_level = 1})(a, w), f(a, w));
-    // (Columns in whole tiles: a last column panel shifted inwards has a kernel of its own.)
-    const Tensor w64 = test::random({40, 64}, hjit::DType::F32, 8);
     auto jitted = hjit::jit(f, {.opt_level = 1});
     CHECK_CLOSE(jitted(a, w64), f(a, w64));
     const std::string plan = jitted.explain(a, w64);
