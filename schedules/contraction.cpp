@@ -59,6 +59,76 @@ TileSpec channel_tiles(int64_t width, int64_t channels, int vec, int accumulator
   spec.tu = columns;
   return spec;
 }
+
+// A weight gradient's tile: output channels in vectors (`inner`, Halide dimension 3) times input
+// channels (`unrolled`, 2), with the kernel window's columns (0), or columns and rows (0, 1), inside
+// the tile. Per step of the sum over images and positions, each channel vector loads one gradient
+// vector, and each input channel and window position broadcasts one input value, which feeds one
+// accumulator per channel vector. The tile holds the most accumulators the registers allow, then
+// loads the least per FMA, then keeps the most of the window inside (each window position left
+// outside sums over every position again). W9's 3x3 gradient, 64 -> 64 channels, on Zen 3 (AVX2,
+// 12 accumulators): 2 vectors x 3 columns x 2 channels 7.5-8.2 ms; 2 vectors x 6 channels
+// 10.4 ms; 1 vector x 9 x 1 10.3-11 ms; 1 vector x 9 x 2 (18 accumulators, spilled) 16.6 ms.
+TileSpec weight_grad_tiles(const backend::Stage& s, int vec, int accumulators, const BuiltinParams& params) {
+  const int64_t kw = s.extents[0], kh = s.extents[1], inputs = s.extents[2], outputs = s.extents[3];
+  struct Choice {
+    int vectors = 1, window_dims = 0;
+    int64_t window = 1, channels = 1;
+    int64_t accumulators() const { return vectors * window * channels; }
+    int64_t loads() const { return vectors + window * channels; }
+  } best;
+  bool found = false;
+  for (int vectors : params.cols > 0 ? std::vector<int>{params.cols} : std::vector<int>{2, 1}) {
+    if (vectors > 1 && outputs < int64_t(vectors) * vec) continue;
+    for (int dims : {0, 1, 2}) {
+      Choice c{vectors, dims, dims == 0 ? 1 : dims == 1 ? kw : kw * kh, 1};
+      c.channels = std::min(params.rows > 0 ? int64_t(params.rows) : accumulators / (vectors * c.window), inputs);
+      if (c.channels < 1 || (dims > 0 && c.accumulators() > accumulators)) continue;
+      const bool better = !found || c.accumulators() > best.accumulators() ||
+                          (c.accumulators() == best.accumulators() &&
+                           (c.loads() < best.loads() || (c.loads() == best.loads() && c.window > best.window)));
+      if (better) best = c, found = true;
+    }
+  }
+  TileSpec spec;
+  spec.inner = 3, spec.unrolled = 2;
+  spec.tx = int(outputs >= int64_t(best.vectors) * vec ? best.vectors * vec : std::min<int64_t>(outputs, vec));
+  spec.tu = int(best.channels);
+  if (best.window_dims == 1) spec.whole = {0};
+  if (best.window_dims == 2) spec.whole = {0, 1};
+  return spec;
+}
+
+// A weight gradient's blocks (TileSpec::block_inputs). A chunk is the fewest whole output rows
+// (dividing the height) that hold 32 positions, enough for a tile to reuse its accumulators, loaded
+// and stored once per chunk. The block starts as every tile and is halved, its longer side first,
+// until there are two per thread and its accumulator takes at most 256 KiB (inside the L2 cache of
+// x86 cores since 2015). Without such a chunk, or with blocks of one tile, none.
+// Measured on Zen 3 (AVX2) against one sum over every position per tile: W9's 3x3 gradient the same
+// (7.9-10.6 against 7.6-11.8 ms), a 1x1 of 8 x 64 x 56 x 56 14.5-19.1 -> 5.2-8.1 ms, the 7x7
+// stride-2 stem of 8 x 3 x 112 x 112 57-62 -> 8.9 ms.
+void weight_grad_blocks(TileSpec& spec, const backend::Stage& s, const Shape& grad_shape, int threads) {
+  const int64_t height = grad_shape[2], width = grad_shape[3];
+  int64_t rows = 0;
+  for (int64_t r = 1; r <= height && rows == 0; ++r)
+    if (height % r == 0 && r * width >= 32) rows = r;
+  if (rows == 0) return;
+  const int64_t window = s.extents[0] * s.extents[1];
+  const int64_t input_tiles = (s.extents[2] + spec.tu - 1) / spec.tu, output_tiles = (s.extents[3] + spec.tx - 1) / spec.tx;
+  int64_t inputs = input_tiles, outputs = output_tiles;  // per block, in tiles
+  auto blocks = [&] { return ((input_tiles + inputs - 1) / inputs) * ((output_tiles + outputs - 1) / outputs); };
+  auto bytes = [&] { return inputs * spec.tu * outputs * spec.tx * window * 4; };
+  while ((blocks() < 2 * threads || bytes() > (256 << 10)) && inputs * outputs > 1) {
+    if ((inputs * spec.tu >= outputs * spec.tx && inputs > 1) || outputs == 1) inputs = (inputs + 1) / 2;
+    else outputs = (outputs + 1) / 2;
+  }
+  // Whole tiles, within the extents: the last block is shifted inwards, and the accumulator's
+  // tiles cover a block exactly (a tile past the end would read the gradient past its end).
+  inputs = std::min(inputs, s.extents[2] / spec.tu), outputs = std::min(outputs, s.extents[3] / spec.tx);
+  if (inputs * outputs <= 1) return;
+  spec.block_inputs = int(inputs * spec.tu), spec.block_outputs = int(outputs * spec.tx);
+  spec.chunk_rows = int(rows);
+}
 }  // namespace
 
 TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, const BuiltinParams& params) {
@@ -74,13 +144,11 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
   };
   auto rows = [&](int fallback) { return params.rows > 0 ? params.rows : fallback; };
   if (tile == Tile::ConvolutionWeightGrad) {
-    // A vector of output channels times one input value; the kernel window and two input
-    // channels of accumulators stay in registers while the sum over positions and images runs.
-    const bool small_kernel = s.extents[0] * s.extents[1] <= 9;
-    spec.inner = 3, spec.unrolled = 2;
-    spec.tx = int(s.extents[3] >= vec ? vec : s.extents[3]);
-    spec.tu = int(std::min<int64_t>(small_kernel ? 2 : 1, s.extents[2]));
-    if (small_kernel) spec.whole = {0, 1};
+    spec = weight_grad_tiles(s, vec, kernel_cols * kernel_rows, params);
+    const Node& n = p.graph->node(s.node);
+    const bool varies = p.dynamic && (p.dynamic->varies(s.node) || p.dynamic->extent_varies(n.inputs[0]) ||
+                                      p.dynamic->extent_varies(n.inputs[1]));
+    if (!varies && spec.tx % vec == 0) weight_grad_blocks(spec, s, p.graph->type(n.inputs[1]).shape, halide_threads());
   } else if (tile == Tile::Convolution) {
     // Width vectorized, times output rows, times output channels, all unrolled: per reduction step
     // one input vector per row feeds a weight broadcast per channel. Rows and channels share the
@@ -193,6 +261,23 @@ TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extent
                     int threads, int64_t min_parallel_work) {
   const Var &inner = vars[size_t(spec.inner)], &unrolled = vars[size_t(spec.unrolled)];
   Var io(inner.name() + "_t"), ii(inner.name() + "_i"), uo(unrolled.name() + "_t"), ui(unrolled.name() + "_i");
+  if (spec.block_inputs > 0) {
+    // The blocks, in parallel; inside, the block's values copied from its accumulator.
+    Var ib(unrolled.name() + "_b"), ir(unrolled.name() + "_r"), ob(inner.name() + "_b"), orr(inner.name() + "_r");
+    Var par(ib.name() + "_" + ob.name());
+    f.split(unrolled, ib, ir, spec.block_inputs).split(inner, ob, orr, spec.block_outputs);
+    std::vector<VarOrRVar> order{orr};
+    for (size_t d = 0; d < vars.size(); ++d)
+      if (int(d) != spec.inner && int(d) != spec.unrolled) order.emplace_back(vars[d]);
+    order.insert(order.end(), {ir, ib, ob});
+    f.reorder(order).fuse(ib, ob, par);
+    f.vectorize(orr, vec);
+    f.parallel(par);
+    TiledNest t;
+    t.tile = par, t.parallel = par;
+    t.what = "blocks of " + std::to_string(spec.block_inputs) + "x" + std::to_string(spec.block_outputs) + " par";
+    return t;
+  }
   f.split(inner, io, ii, spec.tx);
   if (spec.block > 0) return tile_blocks(f, vars, extents, spec, io, ii, unrolled, uo, ui, threads, min_parallel_work);
   f.split(unrolled, uo, ui, spec.tu);
@@ -247,10 +332,37 @@ TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extent
   return t;
 }
 
+namespace {
+// A weight gradient's block accumulator (TileSpec::block_inputs), output channels innermost in
+// memory: inside each chunk of rows, the tiles (output channel vectors by the window's columns by
+// input channels) sum along the chunk.
+std::string schedule_weight_grad_block(const backend::Stage& s, const TileSpec& spec, FuncRef acc) {
+  const Var &kx = s.vars[0], &ky = s.vars[1], &ci = s.vars[2], &co = s.vars[3];
+  const Halide::RVar &rx = s.rvars[0], &ry = s.rvars[1], &rn = s.rvars[2];
+  Var cot(co.name() + "_t"), coi(co.name() + "_i"), cit(ci.name() + "_t"), cii(ci.name() + "_i");
+  Halide::RVar ryo(ry.name() + "_o"), ryi(ry.name() + "_i");
+  acc.reorder_storage({co, kx, ky, ci});
+  acc.vectorize(co, spec.vec);
+  StageRef u = acc.update();
+  u.split(co, cot, coi, spec.tx).split(ci, cit, cii, spec.tu).split(ry, ryo, ryi, spec.chunk_rows);
+  std::vector<VarOrRVar> order{coi};
+  for (int d : spec.whole) order.emplace_back(s.vars[size_t(d)]);
+  order.insert(order.end(), {cii, rx, ryi, cot, cit});
+  if (spec.whole.size() < 2) order.emplace_back(ky);
+  if (spec.whole.empty()) order.emplace_back(kx);
+  order.insert(order.end(), {ryo, rn});
+  u.reorder(order);
+  u.vectorize(coi, spec.vec).unroll(coi).unroll(cii);
+  for (int d : spec.whole) u.unroll(s.vars[size_t(d)]);
+  return "tile " + tile_text(spec) + " vec" + std::to_string(spec.vec) + " in chunks of " + std::to_string(spec.chunk_rows) + " rows";
+}
+}  // namespace
+
 std::string schedule_contraction_tile(const backend::LoweredPipeline& p, const backend::Stage& s, const TileSpec& spec,
                                       Schedule& out) {
   FuncRef acc(&out, s.reduction);
   StageRef u = acc.update();
+  if (spec.block_inputs > 0) return schedule_weight_grad_block(s, spec, acc);
   const Var &inner = s.vars[size_t(spec.inner)], &unrolled = s.vars[size_t(spec.unrolled)];
   auto is_whole = [&](size_t d) { return std::find(spec.whole.begin(), spec.whole.end(), int(d)) != spec.whole.end(); };
   std::vector<VarOrRVar> order{inner};

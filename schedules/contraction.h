@@ -32,6 +32,11 @@ struct TileSpec {
   // vectorized (`inner`) times output columns (`unrolled`); the channel tiles run outermost, in
   // parallel, each with its weights copied channels-innermost once (TiledNest::panel).
   bool channels = false;
+  // Weight gradient in blocks (0: none): one parallel task per block of input channels (`unrolled`)
+  // by output channels (`inner`), its accumulator in cache, and the sum over images and chunks of
+  // `chunk_rows` output rows outside the block's tiles: every tile reads a chunk of the gradient and
+  // the input from cache, instead of each tile reading all of them from memory.
+  int block_inputs = 0, block_outputs = 0, chunk_rows = 1;
 };
 // The register tile of a matmul on this target: {columns in vectors, rows}. Accumulators, the
 // right operand's vectors and one broadcast fill the vector registers but for a few: 3 x 8 with

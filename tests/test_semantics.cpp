@@ -343,6 +343,34 @@ TEST_CASE("a convolution of narrow images, tiled over channels, computes what ea
   }
 }
 
+// A weight gradient in blocks of channels, each summing chunks of rows (schedules/contraction.cpp,
+// weight_grad_blocks): channel counts that are no multiple of the tile or the block (the last block
+// shifted inwards over the one before), 1x1 and 7x7 windows, strides, dilation, groups, heights whose
+// chunk is the whole image, and a batch.
+TEST_CASE("a convolution's weight gradient in blocks computes what eager computes for any channels and window") {
+  struct Case { int64_t n, ci, co, side, k, stride, dilation, groups; };
+  for (Case c : {Case{2, 32, 64, 12, 3, 1, 1, 1}, Case{2, 13, 40, 9, 3, 1, 1, 1}, Case{1, 20, 24, 16, 1, 2, 1, 1},
+                 Case{2, 3, 64, 23, 7, 2, 1, 1}, Case{2, 16, 32, 10, 3, 1, 2, 1}, Case{2, 16, 32, 10, 3, 1, 1, 4},
+                 Case{3, 17, 19, 7, 3, 1, 1, 1}}) {
+    CAPTURE(c.ci);
+    CAPTURE(c.co);
+    CAPTURE(c.k);
+    const Tensor x = test::random({c.n, c.ci, c.side, c.side}, hjit::DType::F32, 12);
+    const Tensor w = test::random({c.co, c.ci / c.groups, c.k, c.k}, hjit::DType::F32, 13);
+    const int64_t pad = c.k / 2 * c.dilation, out = (c.side + 2 * pad - c.dilation * (c.k - 1) - 1) / c.stride + 1;
+    const Tensor g = test::random({c.n, c.co, out, out}, hjit::DType::F32, 14);
+    auto f = [&](const Tensor& x, const Tensor& w, const Tensor& g) {
+      auto loss = [&](const Tensor& w) {
+        return hjit::sum(hjit::conv2d(x, w, std::nullopt, {c.stride, c.stride}, {pad, pad}, {c.dilation, c.dilation}, c.groups) * g);
+      };
+      return hjit::value_and_grad(loss)(w).second;
+    };
+    auto jitted = hjit::jit(f, {.opt_level = 1});
+    CHECK_CLOSE(jitted(x, w, g), f(x, w, g));
+    if (c.ci == 32) CHECK(jitted.explain(x, w, g).find("in chunks of") != std::string::npos);
+  }
+}
+
 // argmax over (a computed value) - constant: Halide's simplifier moved the constant onto the
 // running best (-inf at the first element), which LLVM's no-infinities fast math made poison, and
 // the compiled argmax answered 0 (found by ONNX's Det: one step of Gaussian elimination, then the
