@@ -27,6 +27,7 @@
 #include "schedules/reduction.h"
 #include "schedules/schedule.h"
 #include "schedules/stage_info.h"
+#include "support/cpu_caches.h"
 
 namespace hjit::schedules {
 namespace {
@@ -438,7 +439,11 @@ class Builtin {
 
 }  // namespace
 
-std::string builtin_identity() { return "built-in v1 threads=" + std::to_string(halide_threads()); }
+// The schedule depends on the threads and the L2 cache's size (weight gradients' blocks), so the
+// compile cache's key does too: a cache shared by other machines serves each its own.
+std::string builtin_identity() {
+  return "built-in v1 threads=" + std::to_string(halide_threads()) + " l2=" + std::to_string(cpu_caches().l2 >> 10) + "K";
+}
 
 std::vector<std::string> note_lines(const std::string& text) {
   std::vector<std::string> lines;

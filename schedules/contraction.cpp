@@ -6,6 +6,7 @@
 #include "schedules/loop_nest.h"
 #include "schedules/schedule.h"
 #include "schedules/stage_info.h"
+#include "support/cpu_caches.h"
 
 namespace hjit::schedules {
 
@@ -102,8 +103,8 @@ TileSpec weight_grad_tiles(const backend::Stage& s, int vec, int accumulators, c
 // A weight gradient's blocks (TileSpec::block_inputs). A chunk is the fewest whole output rows
 // (dividing the height) that hold 32 positions, enough for a tile to reuse its accumulators, loaded
 // and stored once per chunk. The block starts as every tile and is halved, its longer side first,
-// until there are two per thread and its accumulator takes at most 256 KiB (inside the L2 cache of
-// x86 cores since 2015). Without such a chunk, or with blocks of one tile, none.
+// until there are two per thread and its accumulator takes at most half the L2 cache (the other
+// half for the chunk's gradient and input). Without such a chunk, or with blocks of one tile, none.
 // Measured on Zen 3 (AVX2) against one sum over every position per tile: W9's 3x3 gradient the same
 // (7.9-10.6 against 7.6-11.8 ms), a 1x1 of 8 x 64 x 56 x 56 14.5-19.1 -> 5.2-8.1 ms, the 7x7
 // stride-2 stem of 8 x 3 x 112 x 112 57-62 -> 8.9 ms.
@@ -118,7 +119,7 @@ void weight_grad_blocks(TileSpec& spec, const backend::Stage& s, const Shape& gr
   int64_t inputs = input_tiles, outputs = output_tiles;  // per block, in tiles
   auto blocks = [&] { return ((input_tiles + inputs - 1) / inputs) * ((output_tiles + outputs - 1) / outputs); };
   auto bytes = [&] { return inputs * spec.tu * outputs * spec.tx * window * 4; };
-  while ((blocks() < 2 * threads || bytes() > (256 << 10)) && inputs * outputs > 1) {
+  while ((blocks() < 2 * threads || bytes() > cpu_caches().l2 / 2) && inputs * outputs > 1) {
     if ((inputs * spec.tu >= outputs * spec.tx && inputs > 1) || outputs == 1) inputs = (inputs + 1) / 2;
     else outputs = (outputs + 1) / 2;
   }

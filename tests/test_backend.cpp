@@ -18,6 +18,7 @@
 #include "halide_backend/scheduler.h"
 #include "halide_backend/target.h"
 #include "schedules/schedule.h"
+#include "support/cpu_caches.h"
 
 using hjit::Tensor;
 using namespace hjit::backend;
@@ -120,6 +121,23 @@ void halide_autoschedule(LoweredPipeline& p, const std::string& name) {
 }
 
 }  // namespace
+
+TEST_CASE("cache sizes are read as sysfs writes them, and the built-in schedule's identity names the L2 it sized blocks by") {
+  CHECK(hjit::parse_cache_size("48K") == 48 * 1024);
+  CHECK(hjit::parse_cache_size("1024K") == 1024 * 1024);
+  CHECK(hjit::parse_cache_size("32M") == int64_t(32) << 20);
+  CHECK(hjit::parse_cache_size("65536") == 65536);
+  for (const char* bad : {"", "K", "12X", "12 K", "-4K", "99999999999999K"}) {
+    CAPTURE(bad);
+    CHECK(hjit::parse_cache_size(bad) == -1);
+  }
+  const hjit::CpuCaches& c = hjit::cpu_caches();
+  CHECK(c.l1d >= 4096);
+  CHECK(c.l2 >= c.l1d);
+  CHECK(c.l3 > 0);
+  // The compile cache's key holds the identity: code scheduled for another L2 is not reused.
+  CHECK(hjit::schedules::builtin_identity().find(" l2=" + std::to_string(c.l2 >> 10) + "K") != std::string::npos);
+}
 
 TEST_CASE("canonical names drop Halide's uniquifying suffixes, and only those") {
   CHECK(canonical_name("n3_sum$12_acc$1") == "n3_sum_acc");
