@@ -45,18 +45,32 @@ int64_t waste(int64_t n, int64_t k) { return (n + k - 1) / k * k - n; }
 
 // Output channels in vectors times output columns. Images narrower than two vectors waste lanes
 // along their rows (a 7-wide row in 16 lanes; ResNet-18's last stage ran at 80 GFLOP/s) but have
-// channels to spare: the tile takes as many channel vectors (at most 3) and columns as the
-// accumulators allow, both cut with the least recomputed.
+// channels to spare: the tile takes channel vectors (at most 3) and columns, the last tile of each
+// shifted inwards over the one before. Of the tiles the accumulators allow, the one with the most
+// useful FMAs a cycle: a step of v vectors by k columns issues v*k FMAs, v loads and k broadcasts,
+// and takes at least the FMA latency (4 cycles: 8 accumulators keep two FMA units busy), v*k/2
+// cycles of FMAs and (v+k)/2 of loads; only the columns and channels inside the image count. On a
+// tie, columns that divide the row (a last tile shifted inwards is a second kernel to compile), then
+// the more accumulators. (Cut with the least recomputed instead, a 7-wide row on AVX2 took 2 vectors
+// x 1 column, 2 chains: ResNet-50's last 1x1 convolution ran at 31 GFLOP/s.) Zen 3, AVX2, batch 1:
+// 7 wide 8x7 (1x1 of 2048 -> 512: 3.3 -> 1.5 ms; 3x3 of 512: 5.8 -> 1.9 ms, 16x4 2.1 ms), 14 wide
+// 16x5 (1x1 of 1024 -> 256: 1.5 -> 1.1 ms; 3x3 of 256: 2.7 -> 1.55 ms, 8x7 1.65 ms).
 TileSpec channel_tiles(int64_t width, int64_t channels, int vec, int accumulators) {
+  double best = -1;
+  int vectors = 1, columns = 1;
+  for (int v = 1; v <= 3 && channels >= int64_t(v) * vec; ++v)
+    for (int k = 1; k <= std::min<int64_t>(width, accumulators / v); ++k) {
+      const double cycles = std::max({v * k / 2.0, 4.0, (v + k) / 2.0});
+      const double useful = double(width) / double(width + waste(width, k)) *
+                            double(channels) / double(channels + waste(channels, int64_t(v) * vec));
+      const double rate = v * k / cycles * useful;
+      const bool exact = waste(width, k) == 0, best_exact = waste(width, columns) == 0;
+      if (rate > best + 1e-9 || (rate > best - 1e-9 && (exact > best_exact || (exact == best_exact && v * k > vectors * columns))))
+        best = rate, vectors = v, columns = k;
+    }
   TileSpec spec;
   spec.inner = 2, spec.unrolled = 0, spec.channels = true;
-  int vectors = 1;
-  for (int c : {2, 3})
-    if (channels >= int64_t(c) * vec && waste(channels, int64_t(c) * vec) <= waste(channels, int64_t(vectors) * vec)) vectors = c;
   spec.tx = vectors * vec, spec.vec = vec;
-  int columns = 1;
-  for (int k = 2; k <= std::min<int64_t>(width, accumulators / vectors); ++k)
-    if (waste(width, k) <= waste(width, columns)) columns = k;
   spec.tu = columns;
   return spec;
 }

@@ -2,6 +2,7 @@
 // what happens to a captured tensor that is rebound or a tracer that escapes, how static
 // arguments are keyed, PyTorch's Adam, and the small contracts around them (str(), HJIT_LOG).
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <sstream>
 
@@ -341,6 +342,18 @@ TEST_CASE("a convolution of narrow images, tiled over channels, computes what ea
     CHECK_CLOSE(jitted(x, w, b, scale), f(x, w, b, scale));
     if (c.co >= 40) CHECK(jitted.explain(x, w, b, scale).find("over channels") != std::string::npos);
   }
+  // The tile keeps enough FMA chains: a 7-wide row takes 7 columns of a channel vector at least
+  // (cut with the least recomputed, AVX2's tile was 2 vectors by 1 column: two chains).
+  const Tensor x = test::random({1, 256, 7, 7}, hjit::DType::F32, 8), w = test::random({128, 256, 1, 1}, hjit::DType::F32, 9);
+  auto conv = [](const Tensor& x, const Tensor& w) { return hjit::relu(hjit::conv2d(x, w)); };
+  auto jitted = hjit::jit(conv, {.opt_level = 1});
+  CHECK_CLOSE(jitted(x, w), conv(x, w));
+  const std::string plan = jitted.explain(x, w);
+  const size_t at = plan.find("tiles ");
+  REQUIRE(at != std::string::npos);
+  int lanes = 0, columns = 0;
+  REQUIRE(std::sscanf(plan.c_str() + at, "tiles %dx%d over channels", &lanes, &columns) == 2);
+  CHECK(lanes * columns >= 8 * 7);
 }
 
 // A weight gradient in blocks of channels, each summing chunks of rows (schedules/contraction.cpp,
