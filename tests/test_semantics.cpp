@@ -320,13 +320,16 @@ TEST_CASE("a blocked matmul of any row count stays inside its inputs, its kernel
   }
 }
 
-TEST_CASE("a convolution of narrow images, tiled over channels, computes what eager computes at every edge") {
-  // Narrow outputs (width under two vectors) with channels to spare take channel tiles: channel
-  // counts that are no multiple of the tile, widths of 1 and odd, strides, a batch, a weight that
-  // is itself computed (a folded batch norm), and the bias and ReLU fused after it.
+TEST_CASE("a convolution tiled over channels (narrow, strided or windowed) computes what eager computes at every edge") {
+  // Narrow outputs (width under two vectors), strides and windows wider than 1 with channels to
+  // spare take channel tiles: channel counts that are no multiple of the tile, widths of 1 and
+  // odd, strides, a batch, a stem (batch 1, few channel tiles: its rows in parallel blocks, the last
+  // shifted inwards), a weight that is itself computed (a folded batch norm), and the bias and ReLU
+  // fused after it.
   struct Case { int64_t n, ci, co, side, k, stride; };
   for (Case c : {Case{1, 8, 64, 7, 3, 1}, Case{2, 5, 40, 5, 3, 2}, Case{1, 16, 96, 14, 1, 1}, Case{3, 4, 33, 1, 3, 1},
-                 Case{1, 12, 48, 9, 5, 1}, Case{2, 3, 130, 11, 3, 2}}) {
+                 Case{1, 12, 48, 9, 5, 1}, Case{2, 3, 130, 11, 3, 2}, Case{1, 3, 32, 23, 7, 2}, Case{1, 3, 32, 21, 7, 2},
+                 Case{2, 16, 40, 40, 3, 1}}) {
     CAPTURE(c.co);
     CAPTURE(c.side);
     CAPTURE(c.k);
