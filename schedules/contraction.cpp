@@ -182,9 +182,9 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     // ms (PyTorch 1.7), batch 8 32 -> 13.5 ms (PyTorch 18); a 1x1 stride 2, 256 -> 512 at 56, 4.5
     // -> 2.7 ms. A 1x1 of stride 1 on a wide image stays along the width (64 -> 256 at 56x56: 0.94
     // against 1.44 ms over channels).
-    const int64_t kernel_width = p.graph->type(p.graph->node(s.node).inputs[1]).shape[3];
+    const Shape& weights = p.graph->type(p.graph->node(s.node).inputs[1]).shape;  // [out, in, kh, kw]
     const bool strided = attrs.has("stride") && attrs.ints("stride")[1] > 1;
-    if (s.extents.size() == 4 && (width < 2 * vec || strided || kernel_width > 1) && channels >= 2 * vec && !grouped &&
+    if (s.extents.size() == 4 && (width < 2 * vec || strided || weights[3] > 1) && channels >= 2 * vec && !grouped &&
         params.cols == 0 && params.rows == 0)
       return channel_tiles(width, channels, vec, kernel_cols * kernel_rows);
     spec.inner = 0, spec.unrolled = 2;
@@ -196,8 +196,7 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     // Rows share a kernel's loads of one input row: up to 4 for kernels taller than 3 (the 7x7
     // stem: 282 against 214 GFLOP/s with 2), 2 for 3x3 and 1x1, where 4 took twice as long to
     // lower (W8: 390 against 255 ms) for no speed (5.90 against 5.73 ms).
-    const int64_t kernel_height = p.graph->type(p.graph->node(s.node).inputs[1]).shape[2];
-    const std::vector<int> candidates = kernel_height > 3 ? std::vector<int>{4, 3, 2} : std::vector<int>{2};
+    const std::vector<int> candidates = weights[2] > 3 ? std::vector<int>{4, 3, 2} : std::vector<int>{2};
     int tile_rows = 1;
     for (int r : candidates) {  // the fewest rows computed twice by the last tile; then the taller
       auto waste = [&](int k) { return (height + k - 1) / k * k - height; };
@@ -319,7 +318,10 @@ TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extent
       rows = Var(vars[1].name() + "_r");
       f.split(vars[1], rb, rows, int((extents[1] + row_blocks - 1) / row_blocks));
     }
-    f.reorder(row_blocks > 1 ? std::vector<VarOrRVar>{ii, ui, uo, rows, rb, vars[3], io} : std::vector<VarOrRVar>{ii, ui, uo, rows, vars[3], io});
+    std::vector<VarOrRVar> order{ii, ui, uo, rows};
+    if (row_blocks > 1) order.emplace_back(rb);
+    order.insert(order.end(), {vars[3], io});
+    f.reorder(order);
     f.fuse(vars[3], io, par);
     if (row_blocks > 1) {
       Var all(rb.name() + "_" + par.name());
