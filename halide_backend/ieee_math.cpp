@@ -362,6 +362,25 @@ Expr int_pow(const Expr& x_in, const Expr& y_in) {
   return Let::make(x.as<Variable>()->name, x_in, body);
 }
 
+namespace {
+// A nonzero f32 whose exponent bits are all zero, of the sign asked for.
+Expr is_f32_subnormal(const Expr& x, bool negative) {
+  Expr u = reinterpret(Halide::UInt(32), x);
+  return (u & ucon(x, 0x7f800000u)) == ucon(x, 0) && (u & ucon(x, 0x7fffffu)) != ucon(x, 0) &&
+         (u >> 31) == ucon(x, negative ? 1 : 0);
+}
+}  // namespace
+
+Expr floor(const Expr& x, bool cuda) {
+  if (!cuda || x.type() != Halide::Float(32)) return Halide::floor(x);
+  return select(is_f32_subnormal(x, true), Halide::Internal::make_const(x.type(), -1), Halide::floor(x));
+}
+
+Expr ceil(const Expr& x, bool cuda) {
+  if (!cuda || x.type() != Halide::Float(32)) return Halide::ceil(x);
+  return select(is_f32_subnormal(x, false), Halide::Internal::make_const(x.type(), 1), Halide::ceil(x));
+}
+
 Expr sign(const Expr& x) {
   const Type t = x.type();
   if (t.is_bool()) return x;

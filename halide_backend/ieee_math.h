@@ -56,6 +56,10 @@ Expr sin(const Expr& x);                     // f32 vectorized (within an ulp, a
 Expr cos(const Expr& x);                     // as sin
 Expr tanh(const Expr& x);                    // f32 vectorized (under 1.5 ulp); f64 libm's
 Expr erf(const Expr& x, bool cuda = false);  // cuda: f64 from NVIDIA's libdevice, not libm
+// CUDA rounds f32 to an integer with .ftz instructions, which read a subnormal as zero: floor of
+// a negative subnormal would be -0, ceil of a positive one 0. cuda: those two picked out on the bits.
+Expr floor(const Expr& x, bool cuda = false);
+Expr ceil(const Expr& x, bool cuda = false);
 Expr pow(const Expr& x, const Expr& y);      // floats: C99 pow, special cases included
 Expr int_pow(const Expr& x, const Expr& y);  // integers: wrapping, PyTorch's negative exponents
 Expr sign(const Expr& x);                    // -1, 0 or 1; NaN stays NaN for floats

@@ -241,8 +241,14 @@ void Relu(LowerCtx& c, Stage& s, const Node& n) {
     return select(t.is_float() ? ieee::is_negative(x) : x < constant(t, 0), constant(t, 0), x);
   });
 }
-void Floor(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return floor(x); }); }
-void Ceil(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ceil(x); }); }
+void Floor(LowerCtx& c, Stage& s, const Node& n) {
+  const bool cuda = c.p.target.has_feature(Halide::Target::CUDA);
+  unary(c, s, n, [cuda](Expr x, Type) { return ieee::floor(x, cuda); });
+}
+void Ceil(LowerCtx& c, Stage& s, const Node& n) {
+  const bool cuda = c.p.target.has_feature(Halide::Target::CUDA);
+  unary(c, s, n, [cuda](Expr x, Type) { return ieee::ceil(x, cuda); });
+}
 void Round(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return round(x); }); }
 void Exp(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ieee::exp(x); }); }
 void Log(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ieee::log(x); }); }
@@ -767,20 +773,26 @@ void Attention(LowerCtx& ctx, Stage& s, const Node& n) {
   dots(vars({j, i})) = constant(t, 0);
   dots(vars({j, i})) += load(0, rd, i) * keys_t(args({j, rd}));
   if (block_accumulator) scores(vars({j, i})) = scores_acc(vars({j, i}));
-  Expr scaled = scores(vars({j, i})) * constant(t, n.attrs.f("scale"));
+  // Softmax's shift is taken on the unscaled scores (their negations where the scale is negative)
+  // and the scale applied after the subtraction: exp((s - max) * |scale|). Written as
+  // exp(s * scale - max), LLVM contracts it into one FMA (NVPTX's backend whatever strict_float
+  // says), which keeps the rounding error of the product: for scores of 1e29 an error of 1e22,
+  // whose exp overflows where the exact difference is 0.
+  const double scale = n.attrs.f("scale");
+  const Expr dot = scores(vars({j, i}));
+  const Expr key = scale < 0 ? -dot : dot;
   // Masked keys never enter a max or an exp (no -inf anywhere: see constant()).
   const bool causal = n.attrs.i("causal") != 0;
   Func masked(name + "_masked");
-  masked(vars({j, i})) = causal ? select(j <= i, scaled, lowest(t)) : scaled;
-  // Beside each row's maximum, whether a score of it is NaN or +inf: then the row is NaN, as
+  masked(vars({j, i})) = causal ? select(j <= i, key, lowest(t)) : key;
+  // Beside each row's maximum, whether a scaled score of it is NaN or +inf: then the row is NaN, as
   // eagerly (softmax of such a row), decided on the bits where fast-math cannot reason it away.
-  Expr score = masked(args({rj, i}));
-  Expr bad = cast<uint8_t>(ieee::is_nan(score) || (ieee::is_inf(score) && !ieee::sign_bit(score)));
+  Expr scaled = scores(args({rj, i})) * constant(t, scale);
+  Expr bad = cast<uint8_t>(ieee::is_nan(scaled) || (ieee::is_inf(scaled) && !ieee::sign_bit(scaled)));
+  if (causal) bad = select(rj <= i, bad, cast<uint8_t>(0));
   row_max(vars({i})) = Tuple(lowest(t), cast<uint8_t>(0));
-  row_max(vars({i})) = Tuple(max(row_max(vars({i}))[0], score), row_max(vars({i}))[1] | bad);
-  // Strict: contracted into an FMA, score * scale - max keeps the rounding error of the product,
-  // which for scores of 1e29 is 1e22, and its exp overflows where the exact difference is 0.
-  Expr p = ieee::exp(strict_float(masked(vars({j, i})) - row_max(vars({i}))[0]));
+  row_max(vars({i})) = Tuple(max(row_max(vars({i}))[0], masked(args({rj, i}))), row_max(vars({i}))[1] | bad);
+  Expr p = ieee::exp((masked(vars({j, i})) - row_max(vars({i}))[0]) * constant(t, std::fabs(scale)));
   probs(vars({j, i})) = causal ? select(j <= i, p, constant(t, 0)) : p;
   row_sum(vars({i})) = constant(t, 0);
   row_sum(vars({i})) += probs(args({rj, i}));

@@ -209,18 +209,22 @@ std::string read_bytes(const std::string& path, size_t n) {
   return s;
 }
 
-// Empty when got matches want, else the first element that does not.
+// Empty when got matches want, else the first element that does not and how many do not (a GPU
+// run is scarce: one report should say how much is wrong).
 std::string compare(const Arg& a, const uint8_t* got, const uint8_t* want) {
+  std::string first;
+  size_t wrong = 0;
   for (size_t i = 0; i < a.numel; ++i) {
     const double g = element(a.dtype, got, i), w = element(a.dtype, want, i);
     const bool same = g == w || (std::isnan(g) && std::isnan(w)) || (std::isfinite(w) && std::fabs(g - w) <= a.tol * (1 + std::fabs(w)));
-    if (!same) {
+    if (same) continue;
+    if (wrong++ == 0) {
       char buf[200];
       std::snprintf(buf, sizeof buf, "element %zu of %s[%zu]: got %.17g, want %.17g (tolerance %g)", i, a.dtype.c_str(), a.numel, g, w, a.tol);
-      return buf;
+      first = buf;
     }
   }
-  return "";
+  return wrong == 0 ? "" : first + ", " + std::to_string(wrong) + " element(s) differ";
 }
 
 }  // namespace
@@ -272,14 +276,14 @@ int main(int argc, char** argv) {
     }
     const int r = c.timing ? 0 : it->second(ptrs.data());
     std::string why = r == 0 ? "" : "returned " + std::to_string(r);
-    for (size_t k = 0, out = 0; k < c.args.size() && why.empty() && !c.timing; ++k) {
+    for (size_t k = 0, out = 0; k < c.args.size() && r == 0 && !c.timing; ++k) {
       const Arg& a = c.args[k];
       if (!a.output) continue;
       const std::string want = read_bytes(c.name + "/want" + std::to_string(out) + ".bin", a.nbytes);
       std::ofstream(c.name + "/got" + std::to_string(out) + ".bin", std::ios::binary)
           .write(static_cast<const char*>(ptrs[k]), std::streamsize(a.nbytes));
       const std::string diff = compare(a, static_cast<const uint8_t*>(ptrs[k]), reinterpret_cast<const uint8_t*>(want.data()));
-      if (!diff.empty()) why = "output " + std::to_string(out) + ": " + diff;
+      if (!diff.empty()) why += (why.empty() ? "output " : "; output ") + std::to_string(out) + ": " + diff;
       ++out;
     }
     std::string timing;

@@ -22,6 +22,7 @@
 #include <random>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "bench/workloads.h"
@@ -553,9 +554,9 @@ Group losses() {
   return [](const std::vector<Tensor>& in) { return std::vector<Tensor>{hjit::cross_entropy(in[0], in[1])}; };
 }
 
-Group attention(bool causal) {
-  return [causal](const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{hjit::scaled_dot_product_attention(in[0], in[1], in[2], causal)};
+Group attention(bool causal, std::optional<double> scale = std::nullopt) {
+  return [causal, scale](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{hjit::scaled_dot_product_attention(in[0], in[1], in[2], causal, scale)};
   };
 }
 
@@ -650,6 +651,12 @@ TEST_CASE("scaled dot-product attention") {
     for (const auto& s : shapes)
       for (DType t : reduced() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64})
         check("attention", attention(causal), {test::random(s[0], t, seed++), test::random(s[1], t, seed++), test::random(s[2], t, seed++)});
+  // Given scales (negative: the softmax of the negated scores; zero: uniform) and large scores,
+  // whose rounding errors an exponent written as s * scale - max would blow up.
+  const std::array<Shape, 3> s = {Shape{1, 2, 6, 8}, Shape{1, 2, 7, 8}, Shape{1, 2, 7, 4}};
+  for (double scale : {-0.75, 0.0, 3.0})
+    check("attention", attention(true, scale), {test::random(s[0], DType::F32, seed++), test::random(s[1], DType::F32, seed++), test::random(s[2], DType::F32, seed++)});
+  check("attention", attention(false), {test::random(s[0], DType::F32, seed++) * 1e4, test::random(s[1], DType::F32, seed++) * 30, test::random(s[2], DType::F32, seed++)});
 }
 
 TEST_CASE("infinities and NaNs: in the data and as literals") {
