@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "halide_backend/lower.h"
 #include "graph/threefry.h"
@@ -595,16 +596,20 @@ void pool(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
   const Type t = ct(n);
   // Integer averages accumulate in i64 and divide rounding toward zero (PyTorch's).
   const Type at_type = !is_max && !t.is_float() ? Int(64) : t;
-  Helper padded_helper = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], is_max ? ieee::max_identity(t) : constant(t, 0));
-  Func padded = padded_helper.func;
   RDom w({{0, int(k[1])}, {0, int(k[0])}}, rdom_name(s, "w"));
   std::vector<Expr> at(s.vars.begin(), s.vars.end());
   at[0] = s.vars[0] * int(st[1]) + w.x;
   at[1] = s.vars[1] * int(st[0]) + w.y;
+  // Without padding every window lies inside the input, which is read as it is: a padded copy
+  // would be a pass over memory of its own (the relu before each of SqueezeNet's pools).
+  const bool padding = pad[0] != 0 || pad[1] != 0;
+  std::optional<Helper> padded;
+  if (padding) padded = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], is_max ? ieee::max_identity(t) : constant(t, 0));
+  Expr x = padded ? Expr(padded->func(at)) : ctx.at(n.inputs[0], to_row_major(at));
   Func acc(helper_name(s, "_acc"));
   acc(s.vars) = is_max ? ieee::max_identity(t) : constant(at_type, 0);
-  if (is_max) acc(s.vars) = ieee::max(acc(s.vars), cast(t, padded(at)));
-  else acc(s.vars) += cast(at_type, padded(at));
+  if (is_max) acc(s.vars) = ieee::max(acc(s.vars), cast(t, x));
+  else acc(s.vars) += cast(at_type, x);
   Expr value = acc(s.vars);
   if (!is_max) {
     Expr count = int(k[0] * k[1]);
@@ -621,7 +626,7 @@ void pool(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
   LowerCtx::define(s, value);
   s.reduction = acc;
   s.rvars = {w.x, w.y};
-  s.helpers.push_back(padded_helper);
+  if (padded) s.helpers.push_back(*padded);
 }
 
 }  // namespace

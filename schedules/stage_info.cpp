@@ -1,5 +1,7 @@
 #include "schedules/stage_info.h"
 
+#include <algorithm>
+
 #include "graph/op_def.h"
 #include "schedules/class_rules.h"
 
@@ -19,6 +21,36 @@ bool reduces_innermost(const backend::LoweredPipeline& p, const backend::Stage& 
 int64_t innermost_reduced_extent(const backend::LoweredPipeline& p, const backend::Stage& s) {
   const Node& n = p.graph->node(s.node);
   return p.graph->type(n.inputs[0]).shape.back();
+}
+
+namespace {
+// Whether an expression divides, takes a remainder or selects (a view whose reads are conditional).
+class DividesOrSelects : public Halide::Internal::IRGraphVisitor {
+ public:
+  bool found = false;
+
+ private:
+  using IRGraphVisitor::visit;
+  void visit(const Halide::Internal::Div*) override { found = true; }
+  void visit(const Halide::Internal::Mod*) override { found = true; }
+  void visit(const Halide::Internal::Select*) override { found = true; }
+};
+}  // namespace
+
+bool is_view_of_sources(const backend::LoweredPipeline& p, const backend::Stage& s) {
+  if (!has_trait(s.op, Movement) || !s.func.defined() || has_reduction(s) || s.func.has_update_definition()) return false;
+  for (int in : p.graph->node(s.node).inputs)
+    if (!is_source(p.stages[size_t(in)])) return false;
+  DividesOrSelects v;
+  for (const Halide::Expr& e : s.func.function().definition().values()) e.accept(&v);
+  return !v.found;
+}
+
+int64_t reduced_points(const backend::Stage& s) {
+  int64_t points = 1;
+  for (const Halide::RVar& r : s.rvars)
+    if (const int64_t* e = Halide::Internal::as_const_int(r.extent())) points *= std::max<int64_t>(1, *e);
+  return points;
 }
 
 Halide::Type value_type(const backend::Stage& s) { return s.func.defined() ? s.func.output_types()[0] : Halide::Float(32); }

@@ -12,6 +12,11 @@ bool has_reduction(const backend::Stage& s);
 // extent.
 bool reduces_innermost(const backend::LoweredPipeline& p, const backend::Stage& s);
 int64_t innermost_reduced_extent(const backend::LoweredPipeline& p, const backend::Stage& s);
+// A reshape, broadcast or transpose of sources (inputs, constants) whose indices need no division:
+// inlined into its readers it costs nothing, stored it is a copy of an input every call.
+bool is_view_of_sources(const backend::LoweredPipeline& p, const backend::Stage& s);
+// The points of the stage's reduction domain (1 without one; extents known only at run time count 1).
+int64_t reduced_points(const backend::Stage& s);
 // The type the stage's values are computed in.
 Halide::Type value_type(const backend::Stage& s);
 

@@ -3,6 +3,7 @@
 // arguments are keyed, PyTorch's Adam, and the small contracts around them (str(), HJIT_LOG).
 #include <cmath>
 #include <cstdio>
+#include <thread>
 #include <limits>
 #include <sstream>
 
@@ -317,6 +318,46 @@ TEST_CASE("a blocked matmul of any row count stays inside its inputs, its kernel
     size_t kernels = 0;
     for (size_t at = stmt.find("produce n2_matmul_acc"); at != std::string::npos; at = stmt.find("produce n2_matmul_acc", at + 1)) ++kernels;
     CHECK(kernels == 1);
+  }
+}
+
+// Where a contraction's and a pool's operands live (schedules/builtin.cpp), at SqueezeNet's shapes:
+// a 1x1 convolution as the ONNX importer writes it reads its reshaped weight in place (stored, it
+// was a copy of the weight every call), its 169 outputs of 384-term sums run in parallel (counted
+// as points they ran on one thread), and a pool without padding reads the relu the convolution's
+// tiles stored (no padded copy, a pass over memory of its own).
+TEST_CASE("views of inputs are read in place, long sums run in parallel, pools read stored values") {
+  const Tensor x = test::random({1, 384, 13, 13}, hjit::DType::F32, 3), w = test::random({64, 384, 1, 1}, hjit::DType::F32, 4);
+  auto pointwise = [](const Tensor& x, const Tensor& w) {
+    return hjit::relu(hjit::matmul(hjit::reshape(w, {64, 384}), hjit::reshape(x, {1, 384, 169})));
+  };
+  auto jitted = hjit::jit(pointwise, {.opt_level = 1});
+  CHECK_CLOSE(jitted(x, w), pointwise(x, w));
+  std::string plan = jitted.explain(x, w);
+  plan = plan.substr(0, plan.find("lowered statement:"));
+  // (The image's reshape merges rows and columns, an index that divides: that one is stored.)
+  size_t stored_reshapes = 0;
+  for (size_t at = plan.find("reshape: root"); at != std::string::npos; at = plan.find("reshape: root", at + 1)) ++stored_reshapes;
+  CHECK(stored_reshapes == 1);
+  const size_t tiles = plan.find("tiles 16x");
+  REQUIRE(tiles != std::string::npos);
+  if (std::thread::hardware_concurrency() > 1) CHECK(plan.substr(tiles, plan.find('\n', tiles) - tiles).find(" par") != std::string::npos);
+
+  for (int64_t pad : {0, 1}) {
+    CAPTURE(pad);
+    const Tensor img = test::random({2, 3, 23, 23}, hjit::DType::F32, 5), k = test::random({16, 3, 3, 3}, hjit::DType::F32, 6);
+    auto stem = [pad](const Tensor& img, const Tensor& k) {
+      return hjit::max_pool2d(hjit::relu(hjit::conv2d(img, k, std::nullopt, {2, 2})), {3, 3}, {2, 2}, {pad, pad});
+    };
+    auto pooled = hjit::jit(stem, {.opt_level = 1});
+    CHECK_CLOSE(pooled(img, k), stem(img, k));
+    std::string notes = pooled.explain(img, k);
+    notes = notes.substr(0, notes.find("lowered statement:"));
+    const size_t pool = notes.find("max_pool2d_acc:");
+    REQUIRE(pool != std::string::npos);
+    const std::string pool_note = notes.substr(pool, notes.find('\n', pool) - pool);
+    CHECK((pool_note.find("padded") != std::string::npos) == (pad != 0));
+    if (pad == 0) CHECK(notes.find("relu: root tiles") != std::string::npos);
   }
 }
 
