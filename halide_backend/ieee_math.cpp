@@ -363,23 +363,19 @@ Expr int_pow(const Expr& x_in, const Expr& y_in) {
 }
 
 namespace {
-// A nonzero f32 whose exponent bits are all zero, of the sign asked for.
-Expr is_f32_subnormal(const Expr& x, bool negative) {
+// rounded(x), except that an f32 subnormal of the given sign, which CUDA's .ftz rounding reads as
+// zero, gives `value`.
+Expr with_subnormals(const Expr& x, const Expr& rounded, bool cuda, bool negative, int value) {
+  if (!cuda || x.type() != Halide::Float(32)) return rounded;
   Expr u = reinterpret(Halide::UInt(32), x);
-  return (u & ucon(x, 0x7f800000u)) == ucon(x, 0) && (u & ucon(x, 0x7fffffu)) != ucon(x, 0) &&
-         (u >> 31) == ucon(x, negative ? 1 : 0);
+  Expr subnormal = (u & ucon(x, 0x7f800000u)) == ucon(x, 0) && (u & ucon(x, 0x7fffffu)) != ucon(x, 0) &&
+                   (u >> 31) == ucon(x, negative ? 1 : 0);
+  return select(subnormal, fcon(x, value), rounded);
 }
 }  // namespace
 
-Expr floor(const Expr& x, bool cuda) {
-  if (!cuda || x.type() != Halide::Float(32)) return Halide::floor(x);
-  return select(is_f32_subnormal(x, true), Halide::Internal::make_const(x.type(), -1), Halide::floor(x));
-}
-
-Expr ceil(const Expr& x, bool cuda) {
-  if (!cuda || x.type() != Halide::Float(32)) return Halide::ceil(x);
-  return select(is_f32_subnormal(x, false), Halide::Internal::make_const(x.type(), 1), Halide::ceil(x));
-}
+Expr floor(const Expr& x, bool cuda) { return with_subnormals(x, Halide::floor(x), cuda, true, -1); }
+Expr ceil(const Expr& x, bool cuda) { return with_subnormals(x, Halide::ceil(x), cuda, false, 1); }
 
 Expr sign(const Expr& x) {
   const Type t = x.type();

@@ -242,13 +242,15 @@ void Relu(LowerCtx& c, Stage& s, const Node& n) {
     return select(t.is_float() ? ieee::is_negative(x) : x < constant(t, 0), constant(t, 0), x);
   });
 }
+namespace {
+// CUDA kernels: libdevice's functions and .ftz rounding, which ieee:: works around where asked.
+bool for_cuda(const LowerCtx& c) { return c.p.target.has_feature(Halide::Target::CUDA); }
+}  // namespace
 void Floor(LowerCtx& c, Stage& s, const Node& n) {
-  const bool cuda = c.p.target.has_feature(Halide::Target::CUDA);
-  unary(c, s, n, [cuda](Expr x, Type) { return ieee::floor(x, cuda); });
+  unary(c, s, n, [cuda = for_cuda(c)](Expr x, Type) { return ieee::floor(x, cuda); });
 }
 void Ceil(LowerCtx& c, Stage& s, const Node& n) {
-  const bool cuda = c.p.target.has_feature(Halide::Target::CUDA);
-  unary(c, s, n, [cuda](Expr x, Type) { return ieee::ceil(x, cuda); });
+  unary(c, s, n, [cuda = for_cuda(c)](Expr x, Type) { return ieee::ceil(x, cuda); });
 }
 void Round(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return round(x); }); }
 void Exp(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ieee::exp(x); }); }
@@ -279,8 +281,7 @@ void Sigmoid(LowerCtx& c, Stage& s, const Node& n) {
   unary(c, s, n, [](Expr x, Type t) { return constant(t, 1) / (constant(t, 1) + ieee::exp(-x)); });
 }
 void Erf(LowerCtx& c, Stage& s, const Node& n) {
-  const bool cuda = c.p.target.has_feature(Halide::Target::CUDA);
-  unary(c, s, n, [cuda](Expr x, Type) { return ieee::erf(x, cuda); });
+  unary(c, s, n, [cuda = for_cuda(c)](Expr x, Type) { return ieee::erf(x, cuda); });
 }
 // x * min(max(x + 3, 0), 6) / 6 as the eager kernel computes it: the clamps compare the bits
 // (Halide's max and min, and fast-math's compares, drop NaN), so NaN passes through; the product is
@@ -602,9 +603,8 @@ void pool(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
   at[1] = s.vars[1] * int(st[0]) + w.y;
   // Without padding every window lies inside the input, which is read as it is: a padded copy
   // would be a pass over memory of its own (the relu before each of SqueezeNet's pools).
-  const bool padding = pad[0] != 0 || pad[1] != 0;
   std::optional<Helper> padded;
-  if (padding) padded = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], is_max ? ieee::max_identity(t) : constant(t, 0));
+  if (pad[0] != 0 || pad[1] != 0) padded = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], is_max ? ieee::max_identity(t) : constant(t, 0));
   Expr x = padded ? Expr(padded->func(at)) : ctx.at(n.inputs[0], to_row_major(at));
   Func acc(helper_name(s, "_acc"));
   acc(s.vars) = is_max ? ieee::max_identity(t) : constant(at_type, 0);
