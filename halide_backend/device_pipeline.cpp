@@ -3,7 +3,10 @@
 #include <cstdint>
 #include <cstring>
 #include <set>
+#include <sstream>
 #include <string>
+
+#include <hjit/error.h>
 
 namespace hjit::backend {
 namespace {
@@ -75,10 +78,39 @@ class GuardAllocations : public IRMutator {
   }
 };
 
+// A schedule that cannot compute what it must: Halide proves it while lowering and leaves an
+// assertion that always fails (explicit bounds smaller than the region computed, a storage fold
+// smaller than the region live at once). Lowered without assertions, such code wrote outside its
+// allocations (an Adams2019 schedule of four tril's vectorized an [3, 4] mask by 8 under bounds of
+// 4: each row's vector overwrote the next row's start), so it is refused here, for every target.
+class RejectImpossibleSchedules : public IRMutator {
+  using IRMutator::visit;
+  Stmt visit(const AssertStmt* op) override {
+    const Call* error = op->message.as<Call>();
+    if (!is_const_zero(op->condition) || !error || !schedule_errors().count(error->name)) return op;
+    std::string args;
+    for (const Expr& a : error->args) {
+      std::ostringstream s;
+      s << a;
+      args += (args.empty() ? "" : ", ") + s.str();
+    }
+    throw CompileError("hjit: the schedule cannot compute this pipeline (" + error->name.substr(std::strlen("halide_error_")) +
+                       ": " + args + ")");
+  }
+  static const std::set<std::string>& schedule_errors() {
+    static const std::set<std::string> names = {
+        "halide_error_explicit_bounds_too_small", "halide_error_fold_factor_too_small", "halide_error_bad_fold",
+        "halide_error_bad_extern_fold", "halide_error_storage_bound_too_small",
+        "halide_error_constraints_make_required_region_smaller"};
+    return names;
+  }
+};
+
 }  // namespace
 
 Pipeline device_ready_pipeline(const std::vector<Func>& outputs, const Target& target, Buffers buffers) {
   Pipeline p(outputs);
+  p.add_custom_lowering_pass(new RejectImpossibleSchedules);
   if (target.has_feature(Target::OpenCL)) p.add_custom_lowering_pass(new ExactDoubleLiterals);
   // (On the CPU only: a GPU pipeline's buffers may hold device memory alone, which the host-pointer
   // checks are there to catch.)

@@ -39,7 +39,7 @@ double read(DType t, const void* p, int64_t i) {
 
 }  // namespace
 
-TrialBuffers::TrialBuffers(const Graph& g) {
+TrialBuffers::TrialBuffers(const Graph& g, TrialInts ints) {
   uint64_t state = 0x9e3779b97f4a7c15ull;
   for (int id : g.inputs) {
     const TensorType& t = g.type(id);
@@ -47,7 +47,11 @@ TrialBuffers::TrialBuffers(const Graph& g) {
     for (int64_t i = 0; i < t.numel(); ++i) {
       state = state * 6364136223846793005ull + 1442695040888963407ull;
       double u = double(state >> 11) / 9007199254740992.0;
-      write(t.dtype, p, i, is_floating(t.dtype) ? 2 * u - 1 : double(int(u * 4)));
+      const double v = is_floating(t.dtype)        ? 2 * u - 1
+                       : ints == TrialInts::Zeros    ? 0
+                       : t.dtype == DType::Bool      ? double(u < 0.5)
+                                                     : double(1 + int(u * 4));
+      write(t.dtype, p, i, v);
     }
     in.push_back(p);
   }

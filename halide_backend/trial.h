@@ -9,14 +9,19 @@
 
 namespace hjit::backend {
 
-// Inputs hold deterministic values in [-1, 1) (integers in [0, 4), so that indices stay in
-// range); outputs start as zeros.
+// What integer inputs hold. Varied: 1 to 4, never zero, so that a schedule that zeroes what it
+// should keep (or keeps what it should zero) shows (booleans are half true); floats are in
+// [-1, 1). Zeros: integers 0, the one index in range of every non-empty axis, for pipelines that
+// gather with indices and raise on Varied's (an embedding of 2 rows).
+enum class TrialInts { Varied, Zeros };
+
+// Deterministic inputs; outputs start as zeros.
 struct TrialBuffers {
   std::vector<std::shared_ptr<void>> owned;
   std::vector<const void*> in;
   std::vector<void*> out;
   std::vector<TensorType> out_types;
-  explicit TrialBuffers(const Graph& g);
+  TrialBuffers(const Graph& g, TrialInts ints);
 };
 
 // The fastest of a few runs, in ms; throws if the pipeline fails to run.

@@ -300,6 +300,31 @@ TEST_CASE("options: every opt level and autoscheduler compiles and agrees") {
   }
 }
 
+// An autoscheduler's schedule is tried on made-up inputs before it is used: those inputs must not
+// make a valid call fail (ids beyond a 2-row table raised IndexError from the first call), and a
+// schedule that writes outside its buffers (Adams2019's vectorized tril masks) is never used.
+TEST_CASE("autoscheduled pipelines: trial inputs never fail a valid call, and schedules that write out of bounds are refused") {
+  Tensor table = Tensor::randn({2, 8}, 1), ids = Tensor::from_vector<int64_t>({0, 1, 1, 0, 1});
+  auto embed = [](const Tensor& t, const Tensor& i) { return hjit::relu(hjit::embedding(t, i)) * 2; };
+  std::vector<Tensor> masks;
+  for (hjit::DType d : {hjit::DType::Bool, hjit::DType::U8, hjit::DType::I8, hjit::DType::I16})
+    masks.push_back((Tensor::randn({3, 4}, 2 + int(masks.size())) * 2).astype(d));
+  auto tril_all = [](const std::vector<Tensor>& x) {
+    std::vector<Tensor> r;
+    for (const Tensor& t : x) r.push_back(hjit::tril(t, 0));
+    return r;
+  };
+  for (const std::string sched : {"Adams2019", "Li2018", "Mullapudi2016"}) {
+    INFO(sched);
+    hjit::JitOptions o;
+    o.opt_level = 2;
+    o.autoscheduler = sched;
+    CHECK_CLOSE(hjit::jit(embed, o)(table, ids), embed(table, ids));
+    std::vector<Tensor> got = hjit::jit(tril_all, o)(masks), want = tril_all(masks);
+    for (size_t k = 0; k < got.size(); ++k) CHECK(got[k].to_vector<double>() == want[k].to_vector<double>());
+  }
+}
+
 TEST_CASE("compiled attention holds the scores of a tile of query rows, never an [S, T] matrix") {
   const int64_t heads = 8, seq = 256, dim = 64;
   Tensor q = Tensor::randn({1, heads, seq, dim}, 1), k = Tensor::randn({1, heads, seq, dim}, 2), v = Tensor::randn({1, heads, seq, dim}, 3);

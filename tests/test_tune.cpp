@@ -503,6 +503,23 @@ TEST_CASE("bad tuning options and databases are typed errors") {
   CHECK_THROWS_AS(hjit::tuning_report(dir + "/missing.sqlite"), hjit::ValueError);
 }
 
+// A database whose one measured schedule for layer's graph g is `schedule`: jit() with it computes
+// what eager does, with the built-in schedule.
+void check_database_schedule_unused(const hjit::Graph& g, const std::string& name, const std::string& schedule,
+                                    const Tensor& x, const Tensor& w, const Tensor& b) {
+  const std::string db = test::scratch_dir(name) + "/t.sqlite";
+  auto d = Database::open(db, true);
+  const PipelineRecord p = d->pipeline(describe_pipeline(g, hjit::Device::CPU, name));
+  CandidateRecord c = candidate(p.id, "built-in " + name, 1, true);
+  c.schedule = schedule;
+  d->add(c);
+  hjit::JitOptions jo;
+  jo.tuning_db = db;
+  auto f = hjit::jit(layer, jo);
+  CHECK(compare(f(x, w, b), layer(x, w, b), 1e-4).empty());
+  CHECK(f.stats().schedule == "built-in");
+}
+
 // A database's schedule reaches Halide's compiler, which crashes on some (a record changed on disk,
 // or written by another version): jit() lowers it in a child process first, and compiles as
 // without the database when the child does not come back.
@@ -520,15 +537,19 @@ TEST_CASE("a tuned schedule that crashes Halide's compiler is not used: jit comp
   const std::string crashing = "hjit-schedule 1\nsource built-in\nn5_relu split d0 d0_t d0_i 65536 Auto\n"
                                "n3_matmul_acc compute_at n5_relu d0_t\nn3_matmul_acc vectorize d0\n";
   CHECK_THROWS_WITH_AS(hjit::backend::check_schedule(g, hjit::Device::CPU, crashing), doctest::Contains("crashed"), hjit::CompileError);
-  const std::string db = test::scratch_dir("crashing") + "/t.sqlite";
-  auto d = Database::open(db, true);
-  const PipelineRecord p = d->pipeline(describe_pipeline(g, hjit::Device::CPU, "crashing"));
-  CandidateRecord c = candidate(p.id, "built-in cols=65536", 1, true);
-  c.schedule = crashing;
-  d->add(c);
-  hjit::JitOptions jo;
-  jo.tuning_db = db;
-  auto f = hjit::jit(layer, jo);
-  CHECK(compare(f(x, w, b), layer(x, w, b), 1e-4).empty());
-  CHECK(f.stats().schedule == "built-in");
+  check_database_schedule_unused(g, "crashing", crashing, x, w, b);
+}
+
+// Halide proves some schedules cannot compute their pipeline (a Func bounded to fewer points than
+// its consumers read, a storage fold smaller than what is live) and leaves an assertion that always
+// fails; lowered without assertions, as hjit lowers CPU code, that code wrote outside its
+// allocations (an Adams2019 schedule of tril's mask, vectorized by 8 under a bound of 4, overwrote
+// its neighbouring rows). Such a schedule is refused before it runs, wherever it comes from.
+TEST_CASE("a schedule whose bounds are smaller than what it computes is refused, and a database holding one is not used") {
+  Tensor x = Tensor::randn({4, 8}, 1), w = Tensor::randn({8, 16}, 2), b = Tensor::randn({16}, 3);
+  hjit::Graph g = canonical_graph(hjit::jit(layer).graph(x, w, b));
+  const std::string bounded = "hjit-schedule 1\nsource built-in\nn3_matmul_acc compute_root\nn3_matmul_acc bound d0 0 8\n";
+  CHECK_THROWS_WITH_AS(hjit::backend::check_schedule(g, hjit::Device::CPU, bounded),
+                       doctest::Contains("explicit_bounds_too_small"), hjit::CompileError);
+  check_database_schedule_unused(g, "bounded", bounded, x, w, b);
 }
