@@ -896,6 +896,17 @@ void Conv2dWeightGrad(LowerCtx& ctx, Stage& s, const Node& n) {
   Helper padded_helper = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], Expr(0));
   Func padded = padded_helper.func;
   Var c("c"), ox("ox"), oy("oy"), nb("nb");
+  // A depthwise convolution's tile reads the input at its vector of output channels: copied with
+  // the channels innermost (as the gradient is), each step loads a vector where it gathered one
+  // lane a channel plane apart.
+  if (cg == 1 && per_group == 1) {
+    Func padded_t(helper_name(s, "_padded_t"));
+    padded_t(c, ox, oy, nb) = padded(ox, oy, c, nb);
+    const Shape& e = padded_helper.extents;  // (x, y, c, n)
+    padded_helper = Helper{"padded", padded_t, {c, ox, oy, nb}, {e[2], e[0], e[1], e[3]}, {}, {}};
+    padded = Func(helper_name(s, "_padded_c"));
+    padded(ox, oy, c, nb) = padded_t(c, ox, oy, nb);
+  }
   Func grad_t(helper_name(s, "_grad_t"));
   grad_t(c, ox, oy, nb) = cast(t, ctx.at(n.inputs[1], {nb, c, oy, ox}));
   // Halide order: (kx, ky, cg, co); the domain runs over output x, output y, then images.

@@ -129,7 +129,9 @@ TEST_CASE("matmul and layer rules") {
     int64_t groups;
   };
   for (const Conv& c : {Conv{{2, 3, 6, 5}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1}, Conv{{1, 4, 7, 7}, {6, 2, 3, 2}, {2, 2}, {1, 0}, {1, 1}, 2},
-                        Conv{{1, 2, 8, 6}, {2, 1, 3, 3}, {1, 2}, {2, 1}, {2, 1}, 2}, Conv{{2, 2, 5, 5}, {3, 2, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1}})
+                        Conv{{1, 2, 8, 6}, {2, 1, 3, 3}, {1, 2}, {2, 1}, {2, 1}, 2}, Conv{{2, 2, 5, 5}, {3, 2, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},
+                        // depthwise over more channels than a vector, whose input is copied channels innermost
+                        Conv{{2, 20, 7, 9}, {20, 1, 3, 3}, {2, 1}, {1, 2}, {1, 1}, 20}})
     check_grad("conv2d",
                [c](const std::vector<Tensor>& in) { return hjit::conv2d(in[0], in[1], in[2], c.stride, c.padding, c.dilation, c.groups); },
                {r(c.x, 1), r(c.w, 2), r({c.w[0]}, 3)});
