@@ -22,6 +22,10 @@ namespace hjit::backend {
 // others keeps them, as GPU code does.
 enum class Buffers { ByHjit, ByCaller };
 //
+// Every target: a schedule Halide proves cannot compute the pipeline (its always-failing assertion
+// of explicit bounds or storage folds too small, which lowering without assertions would drop)
+// throws CompileError while lowering.
+//
 // A target with NoAsserts (CPU code is lowered with it: lowering_target() in codegen.h) has no
 // check of a heap allocation either: ByHjit code then runs the statements that use an allocation
 // only when it was made, and hjit's allocator notes the failure, which the call reports as an
