@@ -361,6 +361,27 @@ TEST_CASE("views of inputs are read in place, long sums run in parallel, pools r
   }
 }
 
+// A sum along rows that drops the summed axis has an innermost output dimension that is not
+// contiguous in its input: it is summed along the rows in vector lanes (a vector of outputs a row
+// apart gathered every element: 20x slower), and short rows keep the vectors across outputs.
+TEST_CASE("sums along rows read rows, whether or not they keep the summed axis") {
+  const Tensor x = test::random({64, 256}, hjit::DType::F32, 7), narrow = test::random({64, 3}, hjit::DType::F32, 8);
+  for (bool keep : {false, true}) {
+    CAPTURE(keep);
+    auto rows = [keep](const Tensor& x) { return hjit::sum(x, std::vector<int>{-1}, keep) + hjit::mean(x * x, std::vector<int>{1}, keep); };
+    auto jitted = hjit::jit(rows, {.opt_level = 1});
+    CHECK_CLOSE(jitted(x), rows(x));
+    CHECK_CLOSE(jitted(narrow), rows(narrow));
+    std::string plan = jitted.explain(x);
+    plan = plan.substr(0, plan.find("lowered statement:"));
+    size_t along = 0;
+    for (size_t at = plan.find("rfactor("); at != std::string::npos; at = plan.find("rfactor(", at + 1)) ++along;
+    CHECK(along == 2);
+    std::string short_plan = jitted.explain(narrow);
+    CHECK(short_plan.substr(0, short_plan.find("lowered statement:")).find("rfactor(") == std::string::npos);
+  }
+}
+
 TEST_CASE("a convolution tiled over channels (narrow, strided or windowed) computes what eager computes at every edge") {
   // Narrow outputs (width under two vectors), strides and windows wider than 1 with channels to
   // spare take channel tiles: channel counts that are no multiple of the tile, widths of 1 and
