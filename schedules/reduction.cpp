@@ -59,11 +59,22 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, const backend:
     Var lane("lane");
     u.split(s.rvars[0], ro, ri, lanes_n);
     FuncRef lanes = u.rfactor(ri, lane);
-    if (s.vars.empty()) lanes.compute_at(acc, Var::outermost());
-    else lanes.compute_at(acc, s.vars[0]);
     lanes.vectorize(lane);
     lanes.update().vectorize(lane);
     what += "; update rfactor(" + std::to_string(lanes_n) + " lanes)";
+    // One output dimension (the rows of a matrix): its rows in parallel chunks, each row's lanes
+    // summed where it is (vectorize_and_parallelize parallelizes a single dimension only in
+    // vectors, which an update of rows does not have).
+    const int64_t chunk = s.vars.size() == 1 ? s.extents[0] / (4 * threads) : 0;
+    if (chunk >= 1 && threads > 1 && s.extents[0] * row >= (int64_t(1) << 14)) {
+      Var o(s.vars[0].name() + "_o"), i(s.vars[0].name() + "_i");
+      u.split(s.vars[0], o, i, int(chunk), Halide::TailStrategy::GuardWithIf);
+      u.parallel(o);
+      lanes.compute_at(acc, i);
+      return what + "; update par(chunks of " + std::to_string(chunk) + ")";
+    }
+    if (s.vars.empty()) lanes.compute_at(acc, Var::outermost());
+    else lanes.compute_at(acc, s.vars[0]);
   }
   return what + "; update " + vectorize_and_parallelize(u, s.vars, s.extents, 1, threads, true, min_points).what;
 }

@@ -363,15 +363,18 @@ TEST_CASE("views of inputs are read in place, long sums run in parallel, pools r
 
 // A sum along rows that drops the summed axis has an innermost output dimension that is not
 // contiguous in its input: it is summed along the rows in vector lanes (a vector of outputs a row
-// apart gathered every element: 20x slower), and short rows keep the vectors across outputs.
+// apart gathered every element: 20x slower), the rows in parallel chunks, and short rows keep the
+// vectors across outputs.
 TEST_CASE("sums along rows read rows, whether or not they keep the summed axis") {
   const Tensor x = test::random({64, 256}, hjit::DType::F32, 7), narrow = test::random({64, 3}, hjit::DType::F32, 8);
+  const Tensor odd = test::random({37, 520}, hjit::DType::F32, 9);  // rows in parallel chunks of 4, the last one short
   for (bool keep : {false, true}) {
     CAPTURE(keep);
     auto rows = [keep](const Tensor& x) { return hjit::sum(x, std::vector<int>{-1}, keep) + hjit::mean(x * x, std::vector<int>{1}, keep); };
     auto jitted = hjit::jit(rows, {.opt_level = 1});
     CHECK_CLOSE(jitted(x), rows(x));
     CHECK_CLOSE(jitted(narrow), rows(narrow));
+    CHECK_CLOSE(jitted(odd), rows(odd));
     std::string plan = jitted.explain(x);
     plan = plan.substr(0, plan.find("lowered statement:"));
     size_t along = 0;
