@@ -1,6 +1,7 @@
 #include "schedules/reduction.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "schedules/class_rules.h"
 #include "schedules/loop_nest.h"
@@ -54,28 +55,28 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, const backend:
   int lanes_n = vec;
   const int64_t row = reduces_innermost(p, s) ? innermost_reduced_extent(p, s) : 0;
   while (lanes_n >= 4 && row % lanes_n != 0) lanes_n /= 2;
+  std::optional<FuncRef> lanes;
   if (!tuple && row >= 2 * lanes_n && lanes_n >= 4) {
     RVar ro(s.rvars[0].name() + "_o"), ri(s.rvars[0].name() + "_i");
     Var lane("lane");
     u.split(s.rvars[0], ro, ri, lanes_n);
-    FuncRef lanes = u.rfactor(ri, lane);
-    lanes.vectorize(lane);
-    lanes.update().vectorize(lane);
+    lanes = u.rfactor(ri, lane);
+    lanes->vectorize(lane);
+    lanes->update().vectorize(lane);
     what += "; update rfactor(" + std::to_string(lanes_n) + " lanes)";
-    // One output dimension (the rows of a matrix): its rows in parallel chunks, each row's lanes
-    // summed where it is (vectorize_and_parallelize parallelizes a single dimension only in
-    // vectors, which an update of rows does not have).
-    const int64_t chunk = s.vars.size() == 1 ? s.extents[0] / (4 * threads) : 0;
-    if (chunk >= 1 && threads > 1 && s.extents[0] * row >= (int64_t(1) << 14)) {
-      Var o(s.vars[0].name() + "_o"), i(s.vars[0].name() + "_i");
-      u.split(s.vars[0], o, i, int(chunk), Halide::TailStrategy::GuardWithIf);
-      u.parallel(o);
-      lanes.compute_at(acc, i);
-      return what + "; update par(chunks of " + std::to_string(chunk) + ")";
-    }
-    if (s.vars.empty()) lanes.compute_at(acc, Var::outermost());
-    else lanes.compute_at(acc, s.vars[0]);
   }
+  // One output dimension (the rows of a matrix, summed or searched): its rows in parallel chunks,
+  // each row's lanes summed where it is (vectorize_and_parallelize parallelizes a single dimension
+  // only in vectors, which an update of rows does not have).
+  const int64_t chunk = s.vars.size() == 1 && row > 0 ? s.extents[0] / (4 * threads) : 0;
+  if (chunk >= 1 && threads > 1 && s.extents[0] * row >= (int64_t(1) << 14)) {
+    Var o(s.vars[0].name() + "_o"), i(s.vars[0].name() + "_i");
+    u.split(s.vars[0], o, i, int(chunk), Halide::TailStrategy::GuardWithIf);
+    u.parallel(o);
+    if (lanes) lanes->compute_at(acc, i);
+    return what + "; update par(chunks of " + std::to_string(chunk) + ")";
+  }
+  if (lanes) lanes->compute_at(acc, s.vars.empty() ? Var::outermost() : s.vars[0]);
   return what + "; update " + vectorize_and_parallelize(u, s.vars, s.extents, 1, threads, true, min_points).what;
 }
 

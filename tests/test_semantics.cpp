@@ -365,7 +365,7 @@ TEST_CASE("views of inputs are read in place, long sums run in parallel, pools r
 // contiguous in its input: it is summed along the rows in vector lanes (a vector of outputs a row
 // apart gathered every element: 20x slower), the rows in parallel chunks, and short rows keep the
 // vectors across outputs.
-TEST_CASE("sums along rows read rows, whether or not they keep the summed axis") {
+TEST_CASE("sums and searches along rows read rows, whether or not they keep the axis") {
   const Tensor x = test::random({64, 256}, hjit::DType::F32, 7), narrow = test::random({64, 3}, hjit::DType::F32, 8);
   const Tensor odd = test::random({37, 520}, hjit::DType::F32, 9);  // rows in parallel chunks of 4, the last one short
   for (bool keep : {false, true}) {
@@ -380,6 +380,9 @@ TEST_CASE("sums along rows read rows, whether or not they keep the summed axis")
     size_t along = 0;
     for (size_t at = plan.find("rfactor("); at != std::string::npos; at = plan.find("rfactor(", at + 1)) ++along;
     CHECK(along == 2);
+    auto first_max = [keep](const Tensor& x) { return hjit::argmax(x, -1, keep); };
+    auto searched = hjit::jit(first_max, {.opt_level = 1});
+    for (const Tensor& t : {x, odd, narrow}) CHECK(searched(t).to_vector<int64_t>() == first_max(t).to_vector<int64_t>());
     std::string short_plan = jitted.explain(narrow);
     CHECK(short_plan.substr(0, short_plan.find("lowered statement:")).find("rfactor(") == std::string::npos);
   }
