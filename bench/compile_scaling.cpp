@@ -1,5 +1,3 @@
-#include <chrono>
-#include <algorithm>
 #include "bench/compile_scaling.h"
 
 #include <cmath>
@@ -113,7 +111,6 @@ void gpt_step(int blocks) {
   const Tensor ids = Tensor::from_vector(id_values, {B, T});
   auto f = hjit::jit(step, {.name = "gpt" + std::to_string(blocks), .opt_level = 1});
   const double l = f(ids, ids).item<double>();
-  if (std::getenv("GPT_STEADY")) { std::vector<double> ts; for (int i = 0; i < 15; ++i) { auto t0 = std::chrono::steady_clock::now(); f(ids, ids); ts.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()); } std::sort(ts.begin(), ts.end()); std::printf("steady min %.2f med %.2f ms\n", ts[0], ts[7]); }
   row("GPT train step, " + std::to_string(blocks) + " blocks (C 128)", int64_t(f.graph(ids, ids).nodes.size()), f.stats(),
       std::isfinite(l) ? 0.0 : 1.0);
 }
