@@ -64,11 +64,19 @@ bool recomputable(const Node& n) {
 // take no more bytes than it does (not counting those under a 16th of its size: a normalization's
 // statistics), and the recomputation is small (at most 32 nodes computing at
 // most 8 times its bytes: a part never recompiles a long chain).
-std::set<int> recomputed_in(const Graph& g, const std::vector<size_t>& part_of, size_t p, size_t begin, size_t end) {
+// A part that is a block of a run of alike blocks (block_of: the block of each node, -1 outside)
+// recomputes only within one block: a value of no block is received, and a recomputation stops
+// where its block does. Otherwise what lies next to the run decides (the first layer's input is
+// the embedding, a gather of parameters, which its gradient recomputed; the other layers' inputs
+// are sums with matmuls, received), and the first block's part was unlike the others'.
+std::set<int> recomputed_in(const Graph& g, const std::vector<size_t>& part_of, const std::vector<int>& block_of, size_t p,
+                            size_t begin, size_t end) {
+  const bool in_run = block_of[begin] >= 0;
   std::set<int> direct, received, taken;
   for (size_t k = begin; k < end; ++k)
     for (int in : g.nodes[k].inputs)
-      if (part_of[size_t(in)] < p && !is_source(g.node(in))) (recomputable(g.node(in)) ? direct : received).insert(in);
+      if (part_of[size_t(in)] < p && !is_source(g.node(in)))
+        (recomputable(g.node(in)) && (!in_run || block_of[size_t(in)] >= 0) ? direct : received).insert(in);
   for (int v : direct) {
     std::set<int> cone, frontier;
     std::vector<int> todo{v};
@@ -78,7 +86,7 @@ std::set<int> recomputed_in(const Graph& g, const std::vector<size_t>& part_of, 
       if (taken.count(at) || !cone.insert(at).second) continue;
       for (int in : g.node(at).inputs) {
         if (is_source(g.node(in))) continue;
-        if (recomputable(g.node(in))) todo.push_back(in);
+        if (recomputable(g.node(in)) && (!in_run || block_of[size_t(in)] == block_of[size_t(v)])) todo.push_back(in);
         else if (!received.count(in)) frontier.insert(in);
       }
     }
@@ -147,21 +155,37 @@ void equal_cost_begins(const Graph& g, size_t a, size_t b, int64_t most, int64_t
   }
 }
 
-// Whether no block of r reads a value another block of r computes.
-bool independent_blocks(const Graph& g, const Repeat& r) {
-  for (size_t c = 1; c < r.copies; ++c)
-    for (size_t k = r.begin + c * r.period; k < r.begin + (c + 1) * r.period; ++k)
-      for (int in : g.nodes[k].inputs)
-        if (size_t(in) >= r.begin && size_t(in) < r.begin + c * r.period) return false;
-  return true;
+// Whether a cut between r's blocks costs little: what a block hands the next that nothing after the
+// run reads (which the cut stores besides) takes at most a quarter of the bytes the block hands
+// past the run anyway. A training step's forward blocks store what the backward pass reads; the
+// residual stream between them (a GPT's) is one more tensor. An optimizer's steps hand each other
+// nothing. A network's layers in inference hand on only what the next one reads.
+bool cuts_between_blocks_cheap(const Graph& g, const Repeat& r) {
+  const size_t end = r.begin + r.copies * r.period;
+  std::set<int> read_after(g.outputs.begin(), g.outputs.end());
+  for (const Update& u : g.updates) read_after.insert(u.value);
+  for (size_t k = end; k < g.nodes.size(); ++k) read_after.insert(g.nodes[k].inputs.begin(), g.nodes[k].inputs.end());
+  std::set<int> handed_on, handed_past;
+  for (size_t k = r.begin + r.period; k < r.begin + 2 * r.period; ++k)
+    for (int in : g.nodes[k].inputs)
+      if (size_t(in) >= r.begin && size_t(in) < r.begin + r.period && !read_after.count(in)) handed_on.insert(in);
+  for (size_t k = r.begin; k < r.begin + r.period; ++k)
+    if (read_after.count(int(k))) handed_past.insert(int(k));
+  int64_t extra = 0, stored = 0;
+  for (int v : handed_on) extra += bytes_of(g, v);
+  for (int v : handed_past) stored += bytes_of(g, v);
+  return extra * 4 <= stored;
 }
 
-// Where parts begin (and n, where the last ends). A run of alike blocks (the layers of a network,
-// their gradients, their optimizer steps: find_repeats) is cut at its blocks, as many a part as
-// fit `most` (a block over it cut alike at the same offsets in each), so that its parts are one
-// graph, compiled once; the rest at equal compile cost, parts within `most`, two at least.
-std::vector<size_t> part_begins(const Graph& g, int64_t total, int64_t most) {
+// Where parts begin (and n, where the last ends), and each node's block (-1 outside runs). A run
+// of alike blocks (the layers of a network, their gradients, their optimizer steps: find_repeats)
+// is cut at its blocks, as many a part as fit `most` (a block over it cut alike at the same
+// offsets in each), so that its parts are one graph, compiled once; the rest at equal compile
+// cost, parts within `most`, two at least.
+std::vector<size_t> part_begins(const Graph& g, int64_t total, int64_t most, std::vector<int>& block_of) {
   const size_t n = g.nodes.size();
+  block_of.assign(n, -1);
+  int blocks = 0;
   std::vector<size_t> begin;
   std::vector<Repeat> repeats = find_repeats(g, 8);
   // (Blocks without a contraction, a few element-wise ops alike, are not worth a part each.)
@@ -171,15 +195,17 @@ std::vector<size_t> part_begins(const Graph& g, int64_t total, int64_t most) {
   for (const Repeat& r : repeats) {
     equal_cost_begins(g, at, r.begin, most, 0, begin);
     // As many blocks a part as fit `most`: every cut stores the values that cross it and ends a
-    // fusion (a small transformer's layers a part each ran 40% slower than in two halves).
-    // Blocks that hand each other nothing (an optimizer's steps, parameter by parameter) lose
-    // nothing to a cut: one a part, all of them one compiled pipeline.
+    // fusion (a small transformer's layers a part each ran 40% slower than in two halves). Where
+    // a cut between blocks costs little, one a part: all of them one compiled pipeline (a GPT
+    // training step of 2 blocks compiled its forward blocks, 2 a part, in 2.9 s of its 9).
     const int64_t block = cost_between(g, r.begin, r.begin + r.period);
-    const size_t group = independent_blocks(g, r) ? 1 : size_t(std::clamp<int64_t>(most / std::max<int64_t>(block, 1), 1, int64_t(r.copies)));
+    const size_t group = cuts_between_blocks_cheap(g, r) ? 1 : size_t(std::clamp<int64_t>(most / std::max<int64_t>(block, 1), 1, int64_t(r.copies)));
     std::vector<size_t> offsets;
     equal_cost_begins(g, r.begin, r.begin + r.period, most, 0, offsets);
     for (size_t c = 0; c < r.copies; c += group)
       for (size_t off : offsets) begin.push_back(off + c * r.period);
+    for (size_t c = 0; c < r.copies; ++c, ++blocks)
+      std::fill_n(block_of.begin() + std::ptrdiff_t(r.begin + c * r.period), r.period, blocks);
     at = r.begin + r.copies * r.period;
     log().debug("partition: {} blocks of {} nodes from node {}, {} a part", r.copies, r.period, r.begin, group);
   }
@@ -193,15 +219,31 @@ std::vector<size_t> part_begins(const Graph& g, int64_t total, int64_t most) {
 // The same graph with its sources (parameters, constants, fills) first, the rest in their order.
 // Sources are copied into each part that reads them, so their place cuts nothing; but CSE leaves a
 // constant every layer uses among the first layer's nodes, where it kept the first layer from
-// being like the others.
+// being like the others. The same goes for cheap values of constants alone (a causal mask, `iota
+// <= iota`, which the gradient of every attention reads, made once where the backward pass first
+// reads it: the first block's gradient was one node longer than the others', so no run of alike
+// blocks was found and a GPT's 2-block step compiled its two gradient blocks apart): they come next,
+// outside every block.
 Graph sources_first(const Graph& g) {
   Graph out;
   out.name = g.name;
   out.constants = g.constants;
+  std::vector<int> tier(g.nodes.size(), 2);  // 0: sources, 1: cheap values of constants alone, 2: the rest
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& node = g.nodes[k];
+    if (is_source(node)) {
+      tier[k] = 0;
+      continue;
+    }
+    const bool of_constants = std::all_of(node.inputs.begin(), node.inputs.end(), [&](int in) {
+      return tier[size_t(in)] == 1 || (tier[size_t(in)] == 0 && g.node(in).op != OpKind::Parameter);
+    });
+    if (of_constants && recomputable(node)) tier[k] = 1;
+  }
   std::vector<int> id(g.nodes.size(), -1);
-  for (bool sources : {true, false})
+  for (int t : {0, 1, 2})
     for (size_t k = 0; k < g.nodes.size(); ++k) {
-      if (is_source(g.nodes[k]) != sources) continue;
+      if (tier[k] != t) continue;
       Node copy = g.nodes[k];
       for (int& in : copy.inputs) in = id[size_t(in)];
       id[k] = int(out.nodes.size());
@@ -224,7 +266,8 @@ std::vector<Part> partition(const Graph& original, bool at_once) {
   const int64_t most = std::max<int64_t>(1, env_or("HJIT_PART_MAX_COST", 384));
   const bool halves = at_once && work >= env_or("HJIT_PARTITION_WORK", 96);
   if (!halves && total <= most) return {};
-  std::vector<size_t> begin = part_begins(g, total, most);
+  std::vector<int> block_of;
+  std::vector<size_t> begin = part_begins(g, total, most, block_of);
   const size_t parts_count = begin.size() - 1;
   if (parts_count < 2) return {};
   std::vector<size_t> part_of(n);
@@ -234,7 +277,7 @@ std::vector<Part> partition(const Graph& original, bool at_once) {
   std::vector<std::vector<int>> nodes_of(parts_count);
   std::vector<std::set<int>> recomputed(parts_count);
   for (size_t p = 0; p < parts_count; ++p) {
-    recomputed[p] = recomputed_in(g, part_of, p, begin[p], begin[p + 1]);
+    recomputed[p] = recomputed_in(g, part_of, block_of, p, begin[p], begin[p + 1]);
     nodes_of[p].assign(recomputed[p].begin(), recomputed[p].end());
     for (size_t k = begin[p]; k < begin[p + 1]; ++k) nodes_of[p].push_back(int(k));
   }

@@ -130,6 +130,62 @@ TEST_CASE("a deep training step: layers, their gradients and their optimizer ste
   CHECK(distinct8 < parts8);
 }
 
+TEST_CASE("a transformer's training step: every block's forward and backward compile once, the first block's too") {
+  // The first block differs from the others at its edges: its input is an embedding (a gather of
+  // parameters, cheap to recompute) and its gradient is where CSE leaves the causal mask every
+  // block's gradient reads. Neither may make its parts unlike the other blocks': a third block adds
+  // no pipeline to compile. And the forward blocks, whose values the backward pass reads anyway,
+  // are a part each: alike, not two to a part.
+  const int64_t C = 16, T = 8, B = 2, V = 11, H = 2;
+  auto run = [&](int blocks) {
+    uint64_t seed = 100;
+    auto param = [&](hjit::Shape shape) { return test::random(std::move(shape), hjit::DType::F32, seed++) * 0.2; };
+    std::vector<Tensor> params{param({V, C}), param({T, C})};
+    for (int b = 0; b < blocks; ++b)
+      for (Tensor t : {Tensor::ones({C}), Tensor::zeros({C}), param({C, 3 * C}), param({C, C}), Tensor::ones({C}),
+                       Tensor::zeros({C}), param({C, 4 * C}), param({4 * C, C})})
+        params.push_back(t);
+    for (Tensor t : {Tensor::ones({C}), Tensor::zeros({C}), param({C, V})}) params.push_back(t);
+    auto loss = [&](const std::vector<Tensor>& p, const Tensor& ids) {
+      Tensor x = hjit::embedding(p[0], ids) + p[1];
+      auto heads = [&](const Tensor& t) { return t.reshape({B, T, H, C / H}).transpose({0, 2, 1, 3}); };
+      size_t k = 2;
+      for (int b = 0; b < blocks; ++b, k += 8) {
+        Tensor qkv = hjit::matmul(hjit::layer_norm(x, p[k], p[k + 1]), p[k + 2]);
+        Tensor a = hjit::scaled_dot_product_attention(heads(hjit::slice(qkv, 2, 0, C)), heads(hjit::slice(qkv, 2, C, 2 * C)),
+                                                      heads(hjit::slice(qkv, 2, 2 * C, 3 * C)), true);
+        x = x + hjit::matmul(a.transpose({0, 2, 1, 3}).reshape({B, T, C}), p[k + 3]);
+        x = x + hjit::matmul(hjit::gelu(hjit::matmul(hjit::layer_norm(x, p[k + 4], p[k + 5]), p[k + 6])), p[k + 7]);
+      }
+      Tensor logits = hjit::matmul(hjit::layer_norm(x, p[k], p[k + 1]), p[k + 2]);
+      return hjit::cross_entropy(logits.reshape({B * T, V}), ids.reshape({B * T}));
+    };
+    auto step_of = [&](std::vector<Tensor>& ps) {
+      return [&, opt = std::make_shared<hjit::optim::Adam>(ps, 1e-2)](const Tensor& ids) {
+        auto [l, g] = hjit::value_and_grad([&](const Tensor& i) { return loss(ps, i); }, ps)(ids);
+        opt->step(g);
+        return l;
+      };
+    };
+    std::vector<Tensor> eager_params;
+    for (const Tensor& t : params) eager_params.push_back(t + 0.0);
+    std::vector<int32_t> id_values(size_t(B * T));
+    for (size_t i = 0; i < id_values.size(); ++i) id_values[i] = int32_t((i * 7 + i / 3) % size_t(V));
+    const Tensor ids = Tensor::from_vector(id_values, {B, T});
+    auto jitted = hjit::jit(step_of(params), {.name = "gpt_parts" + std::to_string(blocks), .opt_level = 1});
+    auto eager = step_of(eager_params);
+    for (int s = 0; s < 2; ++s) CHECK_CLOSE_TOL(jitted(ids), eager(ids), 1e-4);
+    for (size_t i = 0; i < params.size(); ++i) CHECK_CLOSE_TOL(params[i], eager_params[i], 1e-4);
+    INFO(jitted.stats().schedule);
+    return parts_of(jitted.stats().schedule);
+  };
+  const auto [parts2, distinct2] = run(2);
+  const auto [parts3, distinct3] = run(3);
+  CHECK(parts3 > parts2);
+  CHECK(distinct3 == distinct2);
+  CHECK(distinct2 < parts2 - 2);  // both blocks' forward alike, and their gradients, and their Adam steps
+}
+
 TEST_CASE("a chain longer than an inlined expression's bound is stored along the way") {
   PartCost one_part(100000, 100000);
   auto chain = [](const Tensor& x) {
