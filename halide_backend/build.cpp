@@ -104,9 +104,18 @@ void apply_with_tails(const Graph& g, const Target& target, const Schedule& s, L
   p = std::move(guarded);
 }
 
-// One candidate: lowered afresh, scheduled `how`, compiled. No executable (with the reason in
-// *why) when the autoscheduler does not schedule it.
-Built make(const Graph& g, const Options& o, const Target& target, const ScheduleChoice& how, std::string* why = nullptr) {
+// The built-in schedule with default parameters, on a CPU, takes those the fitted model picks for g
+// (scheduler.h's fitted_params; the model was fitted on CPU timings).
+ScheduleChoice with_fitted_params(const Graph& g, const Target& target, const ScheduleChoice& how) {
+  const BuiltIn* b = std::get_if<BuiltIn>(&how);
+  if (!b || !b->params.is_default() || target.is_gpu()) return how;
+  return BuiltIn{scheduler().fitted_params(g, target.halide(false))};
+}
+
+// One candidate: lowered afresh, scheduled `requested` (or as the fitted model says), compiled. No
+// executable (with the reason in *why) when the autoscheduler does not schedule it.
+Built make(const Graph& g, const Options& o, const Target& target, const ScheduleChoice& requested, std::string* why = nullptr) {
+  const ScheduleChoice how = with_fitted_params(g, target, requested);
   LoweredPipeline p;
   std::string reason;
   std::optional<Schedule> s = lower_and_schedule(g, target, how, p, &reason, o.dynamic.get());
@@ -267,7 +276,7 @@ void check_schedule_in_child(const Graph& g, const Target& target, const std::st
 std::optional<std::string> decide(const Graph& g, const Target& target, const ScheduleChoice& how, std::string* why) {
   install_reporter();
   LoweredPipeline p;
-  std::optional<Schedule> s = lower_and_schedule(g, target, how, p, why);
+  std::optional<Schedule> s = lower_and_schedule(g, target, with_fitted_params(g, target, how), p, why);
   if (!s) return std::nullopt;
   return s->str();
 }

@@ -11,6 +11,10 @@
 #include "halide_backend/schedule_request.h"
 #include "halide_backend/schedule_value.h"
 
+namespace Halide {
+struct Target;
+}
+
 namespace hjit::backend {
 
 struct LoweredPipeline;
@@ -28,6 +32,11 @@ class Scheduler {
   // The nodes `how` computes with extern stages (extern_stages.h): decided on the graph, before
   // lowering, which builds them differently.
   virtual std::set<int> extern_stages(const Graph& g, const ScheduleChoice& how) const = 0;
+  // The built-in schedule's parameters for g that the fitted model in use picks
+  // (schedules/param_model.h): the defaults where it knows nothing near, or none is in use. Asked
+  // for a CPU pipeline the built-in schedule with default parameters compiles; identity() of that
+  // choice names the model.
+  virtual BuiltinParams fitted_params(const Graph& g, const Halide::Target& target) const = 0;
   // Whether the built-in schedule stores an element-wise value of `op` that `readers` nodes read,
   // rather than recomputing it in each (estimate_peak_bytes counts the stored ones).
   virtual bool stores_elementwise(OpKind op, size_t readers) const = 0;

@@ -1,6 +1,7 @@
 // schedules/ as the backend's scheduler (halide_backend/scheduler.h).
 #include "halide_backend/extern_stages.h"
 #include "halide_backend/scheduler.h"
+#include "schedules/param_model.h"
 #include "schedules/schedule.h"
 
 namespace hjit::schedules {
@@ -27,7 +28,10 @@ class Schedules final : public backend::Scheduler {
     if (std::holds_alternative<backend::Unfused>(how)) return unfused_identity() + "; " + gpu_identity();
     if (const backend::BuiltIn* b = std::get_if<backend::BuiltIn>(&how)) {
       const std::string params = b->params.str();
-      return builtin_identity() + (params.empty() ? "" : " " + params) + "; " + gpu_identity();
+      std::string fitted;
+      if (params.empty())
+        if (std::shared_ptr<const ParamModel> model = active_param_model()) fitted = " param model " + model->identity();
+      return builtin_identity() + (params.empty() ? "" : " " + params) + fitted + "; " + gpu_identity();
     }
     if (const backend::Auto* a = std::get_if<backend::Auto>(&how)) return autoscheduler_identity(*a);
     throw InternalError("hjit: a given schedule's identity is its text");
@@ -39,6 +43,10 @@ class Schedules final : public backend::Scheduler {
     if (b->params.extern_gemm) out = backend::extern_gemm_nodes(g);
     if (b->params.extern_conv) out.merge(backend::extern_conv_nodes(g));
     return out;
+  }
+  backend::BuiltinParams fitted_params(const Graph& g, const Halide::Target& target) const override {
+    std::shared_ptr<const ParamModel> model = active_param_model();
+    return model ? model->choose(features_of(g, target.natural_vector_size<float>() * 32)) : backend::BuiltinParams{};
   }
   bool stores_elementwise(OpKind op, size_t readers) const override { return builtin_stores_elementwise(op, readers); }
 };

@@ -2,8 +2,9 @@
 // complete text: constants, updates, nested control flow graphs), saved modules and disk-cache
 // entries (the payload mutated under a valid header, so that the decoder, not the checksum, meets
 // it), tuning databases (SQLite files with bytes changed) and the schedules they hold (parsed,
-// applied to the pipeline and lowered by Halide). Every mutation must give a valid
-// result or a typed hjit::Error; anything else (another exception, a crash) fails.
+// applied to the pipeline and lowered by Halide), data files, and the built-in schedule's parameter
+// models. Every mutation must give a valid result or a typed hjit::Error; anything else (another
+// exception, a crash) fails.
 #include <unistd.h>
 
 #include <random>
@@ -12,6 +13,7 @@
 #include "graph/passes/verify.h"
 #include "halide_backend/backend.h"
 #include "halide_backend/cache_entry.h"
+#include "schedules/param_model.h"
 #include "support/binary_io.h"
 #include <hjit/data.h>
 #include <hjit/io.h>
@@ -286,5 +288,22 @@ TEST_CASE("CSV text: mutations parse or throw a typed error") {
     CHECK(t.values.shape()[1] == int64_t(t.columns.size()));
   });
   MESSAGE(read << " mutated CSV files read, " << rejected << " rejected");
+  CHECK(rejected > 0);
+}
+
+TEST_CASE("parameter models: 10,000 mutations parse to a model that prints back the same, or throw a typed error") {
+  const std::string model =
+      "hjit-param-model 1\n# fitted\n"
+      "sample matmul 256 10.00 6.00 7.00 26.00 0.00 | cols=2 rows=4 | 1.30 | mm 1024x128x64\n"
+      "sample conv2d 256 13.00 5.00 6.17 24.17 15.00 | vec=2 tasks=16 store_expensive=0 | 1.12 | conv\n"
+      "sample none 512 0.00 0.00 0.00 0.00 20.00 |  | 1.00 | relu\n";
+  std::mt19937_64 rng(43);
+  auto [read, rejected] = test::fuzz(10000, [&](int) {
+    const hjit::schedules::ParamModel m = hjit::schedules::ParamModel::parse(mutate(model, rng), "fuzz");
+    const std::string text = m.str();
+    CHECK(hjit::schedules::ParamModel::parse(text, "again").str() == text);
+    for (const auto& s : m.samples()) CHECK(m.choose(s.features) == s.params);
+  });
+  MESSAGE(read << " mutated models read, " << rejected << " rejected");
   CHECK(rejected > 0);
 }

@@ -3,12 +3,16 @@
 //   hjit-tune --workload W8 --minutes 10 --db tuning.sqlite       a bench workload (W1..W11) by name
 //   hjit-tune --module block.hjit --minutes 10 --db tuning.sqlite  a function saved with hjit::save
 //   hjit-tune --db tuning.sqlite --report [--plots PREFIX]         what the database knows, and plots
+//   hjit-tune --db a.sqlite,b.sqlite --fit-model model.txt         the built-in schedule's parameter
+//                                                                   model fitted to databases
 //
 // Options: --device cpu|cuda|opencl (default cpu; a GPU is tuned on the device, with built-in and
 // Li2018), --schedulers built-in,Adams2019,Li2018,Mullapudi2016 (default: all), --timeout S (one
 // candidate's compile, check and timing; default 180), --no-retrain, --quiet (no progress line).
 // Ctrl-C stops the run and keeps what was measured. A saved module is tuned on made-up inputs of
-// its signature (normally distributed floats, zero integers).
+// its signature (normally distributed floats, zero integers). A tuning run measures the built-in
+// rules without a parameter model (its workers run with HJIT_PARAM_MODEL=off): what it finds is
+// what a model fitted to it should pick.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -28,11 +32,14 @@ int usage(bool asked = false) {
                "usage: hjit-tune --workload W8[,W3...] --db FILE [--minutes M] [options]\n"
                "       hjit-tune --module FILE.hjit --db FILE [--minutes M] [options]\n"
                "       hjit-tune --db FILE --report [--plots PREFIX]\n"
+               "       hjit-tune --db FILE[,FILE...] --fit-model MODEL.txt\n"
                "options: --device cpu|cuda|opencl  --schedulers built-in,Adams2019,Li2018,Mullapudi2016  --timeout S\n"
                "         --no-retrain  --quiet  --help\n"
                "Measures candidate schedules in worker processes, keeps every measurement in the SQLite database,\n"
                "and leaves the best compiled in the disk cache; jit() uses it with {.tuning_db = FILE} or\n"
-               "HJIT_TUNING_DB=FILE. Ctrl-C stops a run and keeps what was measured. docs/tuning.md says more.\n");
+               "HJIT_TUNING_DB=FILE. Ctrl-C stops a run and keeps what was measured. --fit-model fits the built-in\n"
+               "schedule's parameter model to databases; HJIT_PARAM_MODEL=MODEL.txt makes compiles use it.\n"
+               "docs/tuning.md says more.\n");
   return asked ? 0 : 2;
 }
 
@@ -59,7 +66,7 @@ std::vector<hjit::Tensor> module_inputs(const hjit::Module& m) {
 int main(int argc, char** argv) {
   if (argc == 5 && std::string(argv[1]) == "--worker") return hjit::tuning::worker_main(argv[2], argv[3], argv[4]);
   std::vector<std::string> workloads;
-  std::string module, plots;
+  std::string module, plots, fit;
   bool report = false;
   hjit::TuneOptions o;
   for (int i = 1; i < argc; ++i) {
@@ -79,14 +86,19 @@ int main(int argc, char** argv) {
       else return usage();
     }
     else if (a == "--plots" && has_value) plots = argv[++i];
+    else if (a == "--fit-model" && has_value) fit = argv[++i];
     else if (a == "--report") report = true;
     else if (a == "--no-retrain") o.retrain = false;
     else if (a == "--quiet") o.progress = false;
     else if (a == "--help" || a == "-h") return usage(true);
     else return usage();
   }
-  if (o.db.empty() || (!report && workloads.empty() && module.empty())) return usage();
+  if (o.db.empty() || (!report && fit.empty() && workloads.empty() && module.empty())) return usage();
   try {
+    if (!fit.empty()) {
+      std::fputs(hjit::fit_param_model(bench::split_list(o.db), fit).c_str(), stdout);
+      return 0;
+    }
     for (const std::string& id : workloads) {
       bench::Workload w = bench::make_workload(id);
       hjit::TuneOptions wo = o;

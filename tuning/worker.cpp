@@ -376,7 +376,9 @@ Measurement measure_in_worker(const std::string& req, const std::string& how, do
   // The worker's environment: a disk cache of its own, made here and removed after it ends however
   // it ends (candidates are not worth keeping, but the baseline's partitioned build needs one; the
   // cache reads HJIT_CACHE_DIR once per process, so the worker cannot switch it per compile), and
-  // its own process group, so that Ctrl-C reaches the tuning run, which then stops the worker.
+  // its own process group, so that Ctrl-C reaches the tuning run, which then stops the worker. It
+  // measures the built-in rules without a parameter model (HJIT_PARAM_MODEL=off): "built-in" is
+  // then the rules alone, which is what a model fitted to the database is to improve on.
   char cache_dir[] = "/tmp/hjit_tune_cache_XXXXXX";
   const bool have_cache = mkdtemp(cache_dir) != nullptr;
   struct RemoveCache {
@@ -387,9 +389,9 @@ Measurement measure_in_worker(const std::string& req, const std::string& how, do
       if (made) std::filesystem::remove_all(dir, ec);
     }
   } remove_cache{cache_dir, have_cache};
-  std::vector<std::string> env_strings{std::string("HJIT_CACHE_DIR=") + (have_cache ? cache_dir : "")};
+  std::vector<std::string> env_strings{std::string("HJIT_CACHE_DIR=") + (have_cache ? cache_dir : ""), "HJIT_PARAM_MODEL=off"};
   for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "HJIT_CACHE_DIR=", 15) != 0) env_strings.emplace_back(*e);
+    if (std::strncmp(*e, "HJIT_CACHE_DIR=", 15) != 0 && std::strncmp(*e, "HJIT_PARAM_MODEL=", 17) != 0) env_strings.emplace_back(*e);
   std::vector<char*> envp;
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);

@@ -58,6 +58,12 @@ TuneResult tune_graph(const Graph& graph, const std::vector<Tensor>& inputs, con
 // pipeline) and <svg_prefix>_progress.svg (best-so-far speed-up against tuning time).
 std::string tuning_report(const std::string& db, const std::string& svg_prefix = "");
 
+// Fits the built-in schedule's parameter model to the tuning databases at `dbs` and writes it to
+// out_path (hjit-tune --fit-model; HJIT_PARAM_MODEL=out_path makes compiles use it). Returns an
+// account of its samples. ValueError for a database that cannot be read or a file that cannot be
+// written.
+std::string fit_param_model(const std::vector<std::string>& dbs, const std::string& out_path);
+
 namespace detail {
 TuneResult tune_traced(const std::string& fn_name, const CallArgs& args, Tracer trace, const TuneOptions& options);
 }
