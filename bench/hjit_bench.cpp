@@ -16,6 +16,8 @@
 //                   [--compile-scaling]
 //        hjit-bench --models DIR [--only resnet50,gru]   real architectures (bench/models.h)
 //        hjit-bench --small-cnn                           a small CNN's training step (bench/small_cnn.h)
+//        hjit-bench --param-model                         fitted built-in parameters against the rules
+//                                                         (bench/param_model_rows.h)
 // The compile-time table (compile_scaling.h) comes last: with every workload, or --compile-scaling.
 // By default the training workloads (W7, W9, W11) run eager and at opt level 1 only: their
 // unfused baseline and the autoschedulers take minutes to compile their large graphs (--all runs
@@ -37,6 +39,7 @@
 #include "bench/compile_scaling.h"
 #include "bench/machine_limits.h"
 #include "bench/models.h"
+#include "bench/param_model_rows.h"
 #include "bench/small_cnn.h"
 #include "bench/workloads.h"
 #include "examples/llama_attention.h"
@@ -337,7 +340,8 @@ int main(int argc, char** argv) {
   // Each row is what it names: a tuning database reaches the "tuned" rows only, through --db.
   unsetenv("HJIT_TUNING_DB");
   std::vector<std::string> workloads = bench::workload_ids(), variants = kVariants;
-  bool quick = false, all = false, variants_given = false, workloads_given = false, compile_scaling = false, small_cnn = false;
+  bool quick = false, all = false, variants_given = false, workloads_given = false, compile_scaling = false, small_cnn = false,
+       param_model = false;
   std::string models_dir, only;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -354,6 +358,7 @@ int main(int argc, char** argv) {
     if (a == "--small-cnn-child") return bench::small_cnn_child(i + 1 < argc && std::string(argv[i + 1]) == "--quick");
     if (a == "--models" && i + 1 < argc) models_dir = argv[++i];
     else if (a == "--small-cnn") small_cnn = true;
+    else if (a == "--param-model") param_model = true;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else
     if (a == "--workloads" && i + 1 < argc) workloads = bench::split_list(argv[++i]), workloads_given = true;
@@ -365,7 +370,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "usage: hjit-bench [--workloads W1,W2,...] [--variants eager,O0,O1,Adams2019,Li2018,Mullapudi2016,tuned] "
                            "[--db tuning.sqlite] [--quick] [--all] [--compile-scaling]\n"
                            "       hjit-bench --models DIR [--only NAME,NAME] [--quick]   (DIR from tools/models/reference_models.py)\n"
-                           "       hjit-bench --small-cnn [--quick]   (a small CNN's training step beside PyTorch's)\n");
+                           "       hjit-bench --small-cnn [--quick]   (a small CNN's training step beside PyTorch's)\n"
+                           "       hjit-bench --param-model [--quick]   (fitted built-in parameters against the rules)\n");
       return 2;
     }
   }
@@ -378,6 +384,7 @@ int main(int argc, char** argv) {
   self[len] = 0;
   if (!models_dir.empty()) return bench::model_rows(self, models_dir, only, quick);
   if (small_cnn) return bench::small_cnn_rows(self, quick);
+  if (param_model) return bench::param_model_rows(quick);
 
   const bench::MachineLimits limits = bench::measure_machine_limits();
   std::printf("machine: FP32 peak %.1f GFLOP/s (%d threads, %s FMA), memory bandwidth %.1f GB/s (triad); 'of limit' is\n"

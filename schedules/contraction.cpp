@@ -204,6 +204,13 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     }
     if (tile_rows > 1) spec.second = 1, spec.ts = tile_rows;
     spec.tu = int(std::min<int64_t>(rows(std::min(8, accumulators / tile_rows)), s.extents[2]));
+    // A grouped convolution's channel tile stays within a group: a tile across two groups sums
+    // different input channels per output channel, and no input vector is shared. 8x128x28x28 in
+    // 4 groups (32 channels each), tiles of 6 channels -> 4: 7.7 -> 3.9 ms.
+    const int64_t groups = attrs.has("groups") ? attrs.i("groups") : 1;
+    const int64_t per_group = groups > 0 ? weights[0] / groups : 0;
+    if (groups > 1 && per_group > 1 && params.rows == 0)
+      while (spec.tu > 1 && per_group % spec.tu != 0) --spec.tu;
   } else {
     // Matmul and attention: columns x rows; attention keeps fewer rows (its scores are per row).
     spec.inner = 0, spec.unrolled = 1;

@@ -170,15 +170,31 @@ TEST_CASE("compiles use the model HJIT_PARAM_MODEL names, and its identity is pa
   }
 }
 
+TEST_CASE("parameters the model picks that run slower than the rules on this very pipeline are not used") {
+  // A model generalizes from pipelines near this one: a trial on made-up inputs, the fitted
+  // parameters against the rules in alternating rounds, keeps the rules where the fitted ones run
+  // clearly slower (here: one scalar-wide, serial tile column at a time).
+  const std::string dir = test::scratch_dir("param_model_guard");
+  const Tensor a = test::random({384, 256}, hjit::DType::F32, 5), b = test::random({256, 320}, hjit::DType::F32, 6);
+  test::write_file(dir + "/slow.txt", "hjit-param-model 1\n" + sample_line(features(matmul_graph(384, 256, 320)),
+                                                                             "cols=1 rows=1 tasks=1 grain=30", 3.0, "slow"));
+  ModelFile use(dir + "/slow.txt");
+  auto f = hjit::jit([](const Tensor& a, const Tensor& b) { return hjit::matmul(a, b); }, {.name = "guarded", .opt_level = 1});
+  CHECK_CLOSE_TOL(f(a, b), hjit::matmul(a, b), 1e-4);
+  const std::string summary = f.stats().schedule;
+  CHECK(summary.find("built-in (fitted cols=1 rows=1 tasks=1 grain=30 ran ") == 0);
+  CHECK(summary.find("x slower)") != std::string::npos);
+}
+
 TEST_CASE("hjit-tune --fit-model: the built-in parameters that won in a tuning database become a sample") {
   const std::string dir = test::scratch_dir("param_fit");
   const std::string db_path = dir + "/t.sqlite", out = dir + "/model.txt";
   std::remove(db_path.c_str());
-  const hjit::Graph g = matmul_graph(200, 64, 48);
+  const hjit::Graph g = matmul_graph(50, 32, 24);  // (small: a few microseconds either way, below the trial's noise)
   {
     std::shared_ptr<hjit::tuning::Database> db = hjit::tuning::Database::open(db_path, true);
     hjit::tuning::PipelineRecord p;
-    p.key = "k1", p.graph_hash = "h", p.signature = "f32[200,64], f32[64,48] -> f32[200,48]", p.target = Halide::get_host_target().to_string();
+    p.key = "k1", p.graph_hash = "h", p.signature = "f32[50,32], f32[32,24] -> f32[50,24]", p.target = Halide::get_host_target().to_string();
     p.hjit_version = "test", p.halide_version = "14", p.name = "mm200", p.graph = g.to_text();
     p = db->pipeline(p);
     db->set_builtin_ms(p.id, 2.0);
@@ -194,13 +210,23 @@ TEST_CASE("hjit-tune --fit-model: the built-in parameters that won in a tuning d
     add("built-in rows=2", 0.1, false);                // invalid
     // A pipeline where the rules won, and one of a GPU.
     hjit::tuning::PipelineRecord q = p;
-    q.key = "k2", q.name = "mm800", q.graph = matmul_graph(800, 64, 48).to_text();
+    q.key = "k2", q.name = "mm200", q.graph = matmul_graph(200, 32, 24).to_text();
     q = db->pipeline(q);
     hjit::tuning::CandidateRecord c;
     c.pipeline = q.id, c.origin = "built-in", c.ms = 1.0, c.valid = true;
     db->add(c);
     c.origin = "built-in cols=1", c.ms = 1.1;
     db->add(c);
+    // One where a candidate timed faster, but the run's confirmation (alternating rounds against
+    // the rules) found it no faster and kept the rules.
+    hjit::tuning::PipelineRecord r = p;
+    r.key = "k4", r.name = "mm800", r.graph = matmul_graph(800, 32, 24).to_text();
+    r = db->pipeline(r);
+    c.pipeline = r.id, c.origin = "built-in", c.ms = 1.0;
+    const int64_t rules = db->add(c);
+    c.origin = "built-in cols=2", c.ms = 0.8;
+    db->add(c);
+    db->mark_best(r.id, rules);
     hjit::tuning::PipelineRecord gpu = p;
     gpu.key = "k3", gpu.target = "host-cuda", gpu.name = "gpu";
     gpu = db->pipeline(gpu);
@@ -209,17 +235,18 @@ TEST_CASE("hjit-tune --fit-model: the built-in parameters that won in a tuning d
   }
   const std::string report = hjit::fit_param_model({db_path}, out);
   INFO(report);
-  CHECK(report.find("2 samples, 1 with parameters of their own") != std::string::npos);
+  CHECK(report.find("3 samples, 1 with parameters of their own") != std::string::npos);
   CHECK(report.find("skipped gpu") != std::string::npos);
   const ParamModel m = ParamModel::parse(test::read_file(out), out);
-  REQUIRE(m.samples().size() == 2);
+  REQUIRE(m.samples().size() == 3);
   CHECK(m.choose(features(g)).str() == "cols=1 rows=3");
-  CHECK(m.choose(features(matmul_graph(800, 64, 48))).is_default());
+  CHECK(m.choose(features(matmul_graph(200, 32, 24))).is_default());
+  CHECK(m.choose(features(matmul_graph(800, 32, 24))).is_default());
   for (const auto& s : m.samples())
     if (!s.params.is_default()) CHECK(s.gain == doctest::Approx(2.0));
   // Compiles use it.
   ModelFile use(out);
-  const Tensor a = test::random({200, 64}, hjit::DType::F32, 3), b = test::random({64, 48}, hjit::DType::F32, 4);
+  const Tensor a = test::random({50, 32}, hjit::DType::F32, 3), b = test::random({32, 24}, hjit::DType::F32, 4);
   auto f = hjit::jit([](const Tensor& a, const Tensor& b) { return hjit::matmul(a, b); }, {.name = "fit_used", .opt_level = 1});
   CHECK_CLOSE(f(a, b), hjit::matmul(a, b));
   CHECK(f.stats().schedule == "built-in cols=1 rows=3");

@@ -1,7 +1,8 @@
 // hjit-tune --fit-model: the built-in schedule's parameter model (schedules/param_model.h) fitted
 // to tuning databases. Each CPU pipeline a database holds is one sample: its features, and the
 // built-in parameters that ran fastest on it (a library call is not the built-in schedule's to
-// make), with their speed-up over the default parameters measured in the same run.
+// make), with their speed-up over the default parameters measured in the same run; the rules where
+// the run's confirmation kept them.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -46,12 +47,17 @@ std::optional<ParamSample> sample_of(tuning::Database& db, const tuning::Pipelin
   }
   double defaults_ms = 0, best_ms = 0;
   backend::BuiltinParams best;
+  bool rules_confirmed = false;
   for (const tuning::CandidateRecord& c : db.candidates(p.id)) {
     const std::optional<backend::BuiltinParams> params = c.valid ? builtin_params_of(c.origin) : std::nullopt;
     if (!params || c.ms <= 0) continue;
+    // (A run ends timing its best against the rules in alternating rounds, and marks the rules
+    // best when the other is not 2% faster there: then the rules won, whatever single timings say.)
+    if (params->is_default() && c.best) rules_confirmed = true;
     if (params->is_default() && (defaults_ms == 0 || c.ms < defaults_ms)) defaults_ms = c.ms;
     if (best_ms == 0 || c.ms < best_ms) best_ms = c.ms, best = *params;
   }
+  if (rules_confirmed) best_ms = defaults_ms, best = {};
   if (defaults_ms == 0) defaults_ms = p.builtin_ms;
   if (defaults_ms <= 0 || best_ms <= 0) return why = "no built-in candidate measured", std::nullopt;
   ParamSample s;
