@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include <hjit/error.h>
 #include <hjit/tune.h>
