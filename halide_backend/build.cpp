@@ -215,7 +215,7 @@ bool computes_nothing(const Graph& g) {
 
 // The fitted model's parameters for g, kept where a trial on made-up inputs does not find them
 // slower than the rules': the model generalizes from pipelines near this one, not this one (the
-// parameters that won on a matmul of 8 rows by 512 ran 1.45x slower on 12 rows). Where the trial
+// parameters that won on a matmul of 8 rows by 512 ran 1.6-2.4x slower on 12 rows). Where the trial
 // inputs do not run, the fitted parameters stand.
 Built build_fitted(const Graph& g, const Options& o, const Target& target, const BuiltinParams& fitted) {
   constexpr double kTolerated = 1.1, kNoiseMs = 0.02;  // below ~20 us a run, timings are noise
@@ -242,7 +242,6 @@ Built build_fitted(const Graph& g, const Options& o, const Target& target, const
   }
   return chosen;
 }
-
 
 }  // namespace
 

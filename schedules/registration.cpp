@@ -46,7 +46,7 @@ class Schedules final : public backend::Scheduler {
   }
   backend::BuiltinParams fitted_params(const Graph& g, const Halide::Target& target) const override {
     std::shared_ptr<const ParamModel> model = active_param_model();
-    return model ? model->choose(features_of(g, target.natural_vector_size<float>() * 32)) : backend::BuiltinParams{};
+    return model ? model->choose(features_of(g, vector_bits_of(target.to_string()))) : backend::BuiltinParams{};
   }
   bool stores_elementwise(OpKind op, size_t readers) const override { return builtin_stores_elementwise(op, readers); }
 };
