@@ -152,10 +152,22 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
   const auto [kernel_cols, kernel_rows] = matmul_register_tile(p.target);
   int cols = params.cols > 0 ? params.cols : tile == Tile::Matmul ? kernel_cols : 2;
   TileSpec spec;
-  auto columns = [&](int64_t n) {
-    for (int c = cols; c >= 1; --c)
-      if (n >= int64_t(c) * vec) return c * vec;
-    return int(n);
+  // A tile of c column vectors by `tile_rows`, c at most `cols`. The last tile is shifted inwards, so a
+  // tile wider than the matrix divides computes columns twice: 64 columns in AVX-512 tiles of 48
+  // computed 96. Of the widths that fit, the one with the most useful FMAs a cycle (as
+  // channel_tiles counts them), a narrower one only where that is clearly more (5%): 1024 columns
+  // keep tiles of 48 (3% computed twice), 64 take 32. Parameters a tuning run chose are kept.
+  auto columns = [&](int64_t n, int tile_rows) {
+    int best = 0;
+    double best_rate = -1;
+    for (int c = cols; c >= 1; --c) {
+      if (n < int64_t(c) * vec) continue;
+      if (params.cols > 0) return c * vec;
+      const double fmas = double(c) * tile_rows, cycles = std::max({fmas / 2, 4.0, (c + tile_rows) / 2.0});
+      const double rate = fmas / cycles * double(n) / double(n + waste(n, int64_t(c) * vec));
+      if (rate > 1.05 * best_rate) best_rate = rate, best = c;
+    }
+    return best > 0 ? best * vec : int(n);
   };
   auto rows = [&](int fallback) { return params.rows > 0 ? params.rows : fallback; };
   if (tile == Tile::ConvolutionWeightGrad) {
@@ -219,7 +231,7 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     // the rows leave go to columns, so that enough FMA chains run side by side.
     if (tile == Tile::Matmul && params.cols == 0 && spec.tu < kernel_rows)
       cols = std::clamp(kernel_cols * kernel_rows / spec.tu, kernel_cols, 8);
-    spec.tx = columns(s.extents[0]);
+    spec.tx = columns(s.extents[0], spec.tu);
     // Dynamic sizes keep unblocked tiles: a block's split would raise the smallest size served.
     const bool varies = p.dynamic && p.dynamic->extent_varies(s.node);
     const int threads = halide_threads();

@@ -339,7 +339,7 @@ TEST_CASE("views of inputs are read in place, long sums run in parallel, pools r
   size_t stored_reshapes = 0;
   for (size_t at = plan.find("reshape: root"); at != std::string::npos; at = plan.find("reshape: root", at + 1)) ++stored_reshapes;
   CHECK(stored_reshapes == 1);
-  const size_t tiles = plan.find("tiles 16x");
+  const size_t tiles = plan.find("matmul: root tiles ");
   REQUIRE(tiles != std::string::npos);
   if (std::thread::hardware_concurrency() > 1) CHECK(plan.substr(tiles, plan.find('\n', tiles) - tiles).find(" par") != std::string::npos);
 
