@@ -45,6 +45,15 @@ int64_t default_max_bytes() {
   return int64_t(mb) << 20;
 }
 
+// An entry is native code this process loads and runs: whoever can write one can run code here.
+// A directory or an entry is trusted when the running user owns it and nobody else can write to
+// it (group or others); why not, else "".
+std::string untrusted(const struct stat& st) {
+  if (st.st_uid != geteuid()) return "owned by user " + std::to_string(st.st_uid) + ", not by this process's user";
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) return "writable by other users";
+  return "";
+}
+
 }  // namespace
 
 DiskCache& DiskCache::instance() {
@@ -59,11 +68,22 @@ void DiskCache::configure(const std::string& dir, int64_t max_bytes) {
   max_bytes_ = max_bytes;
   dir_.clear();
   if (dir.empty()) return;
+  // Created private: its parents as usual, the directory itself 0700.
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  const fs::path parent = fs::path(dir).parent_path();
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) ec = std::error_code(errno, std::generic_category());
   if (ec || access(dir.c_str(), W_OK) != 0) {
     log().warn("hjit: the compile cache directory {} cannot be written ({}); compiled code is not kept on disk", dir,
                ec ? ec.message() : std::strerror(errno));
+    return;
+  }
+  struct stat st {};
+  const std::string why = stat(dir.c_str(), &st) != 0 ? std::string(std::strerror(errno)) : untrusted(st);
+  if (!why.empty()) {
+    log().warn("hjit: not using the compile cache directory {}: it is {}, and an entry there is code hjit would run; "
+               "compiled code is not kept on disk (chmod go-w it, or set HJIT_CACHE_DIR to a directory of your own)",
+               dir, why);
     return;
   }
   dir_ = dir;
@@ -75,11 +95,20 @@ bool DiskCache::has(const std::string& name) const { return enabled() && access(
 std::optional<std::string> DiskCache::read(const std::string& name) {
   if (!enabled()) return std::nullopt;
   const std::string p = path(name);
-  const int fd = open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
+  // Not through a link: the entry itself is checked, on the file opened.
+  const int fd = open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ELOOP) refuse(name, "a symbolic link");
+    return std::nullopt;
+  }
   struct stat st {};
-  std::string bytes;
-  if (fstat(fd, &st) == 0) bytes.resize(size_t(st.st_size));
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !untrusted(st).empty()) {
+    const std::string why = !S_ISREG(st.st_mode) ? "not a regular file" : untrusted(st);
+    close(fd);
+    refuse(name, why);
+    return std::nullopt;
+  }
+  std::string bytes(size_t(st.st_size), '\0');
   size_t done = 0;
   while (done < bytes.size()) {
     ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
@@ -102,6 +131,13 @@ void DiskCache::reject(const std::string& name, const std::string& why) {
   ++counts_.rejected;
 }
 
+void DiskCache::refuse(const std::string& name, const std::string& why) {
+  log().warn("hjit: not loading the compile cache entry {}: it is {}, and an entry is code hjit would run; compiling it "
+             "again", path(name), why);
+  std::lock_guard lock(stats_mutex());
+  ++counts_.rejected;
+}
+
 void DiskCache::count_miss() {
   std::lock_guard lock(stats_mutex());
   ++counts_.misses;
@@ -112,7 +148,7 @@ void DiskCache::write(const std::string& name, const std::string& bytes) {
   static std::atomic<uint64_t> counter{0};
   const std::string final_path = path(name);
   const std::string tmp = final_path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);  // (private, as the directory)
   bool ok = fd >= 0;
   for (size_t done = 0; ok && done < bytes.size();) {
     ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);

@@ -2,6 +2,8 @@
 // $XDG_CACHE_HOME/hjit, else ~/.cache/hjit; set and empty: off), written to a temporary file and
 // renamed into place (a reader sees a whole entry or none), least recently used entries evicted
 // above HJIT_CACHE_MAX_MB (default 2048). What an entry holds is cache_entry.h's business.
+// An entry is code this process runs: the directory is created 0700 and entries 0600, and a
+// directory or an entry that another user owns or can write is not used (one warning each).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -39,6 +41,9 @@ class DiskCache {
 
  private:
   DiskCache();
+  // An entry read() does not load because someone else could have written it: counted as
+  // rejected, with a warning; the rebuilt entry replaces it.
+  void refuse(const std::string& name, const std::string& why);
   void evict();
   std::string path(const std::string& name) const { return dir_ + "/" + name + ".hjit"; }
 

@@ -276,3 +276,64 @@ TEST_CASE("HJIT_CACHE_DIR= (empty) keeps nothing on disk") {
   CHECK(r["writes"] == "0");
   CHECK(r["entries"] == "0");
 }
+
+// An entry is native code that hjit loads and runs: whoever can write one can run code in every
+// process that reads it. The directory hjit creates is private (0700, entries 0600), and an entry
+// or a directory that another user owns or can write, or an entry behind a symbolic link, is not
+// used: a miss (and a warning), the entry rebuilt by this process in its place.
+TEST_CASE("entries another user could have written are never loaded; the cache hjit creates is private") {
+  const std::string dir = test::scratch_dir("trust") + "/cache";  // (created by the worker)
+  Report want = run_worker(dir);
+  REQUIRE(want["exit"] == "0");
+  auto mode = [](const fs::path& p) { return fs::status(p).permissions() & fs::perms::mask; };
+  CHECK(mode(dir) == fs::perms::owner_all);
+  const std::vector<fs::path> files = entries(dir);
+  REQUIRE(files.size() >= 4);
+  for (const fs::path& f : files) CHECK(mode(f) == (fs::perms::owner_read | fs::perms::owner_write));
+  const std::string misses = want["misses"];
+
+  auto all_rebuilt = [&](const char* what) {
+    CAPTURE(what);
+    Report r = run_worker(dir);
+    REQUIRE(r["exit"] == "0");
+    CHECK(results(r) == results(want));
+    CHECK(r["disk_hits"] == "0");
+    CHECK(r["misses"] == misses);
+    CHECK(r["rejected"] == std::to_string(files.size()));
+    Report again = run_worker(dir);  // each replaced by an entry of this user's, private
+    CHECK(again["misses"] == "0");
+    for (const fs::path& f : entries(dir)) CHECK(mode(f) == (fs::perms::owner_read | fs::perms::owner_write));
+  };
+  // Writable by the group or by others (an entry left so by an older hjit or a careless copy).
+  for (const fs::path& f : files) fs::permissions(f, fs::perms::group_write | fs::perms::others_write, fs::perm_options::add);
+  all_rebuilt("writable entries");
+  // A symbolic link to an intact entry.
+  for (const fs::path& f : files) {
+    fs::rename(f, f.string() + ".target");
+    fs::create_symlink(f.string() + ".target", f);
+  }
+  all_rebuilt("linked entries");
+  for (const fs::path& f : files) fs::remove(f.string() + ".target");
+  if (geteuid() == 0) {  // another user's entries (only root can make them here)
+    for (const fs::path& f : files) REQUIRE(chown(f.c_str(), 65534, 65534) == 0);
+    all_rebuilt("another user's entries");
+  }
+
+  // A directory others can write, or another user's: not used at all (nothing read or written).
+  auto unused = [&](const char* what) {
+    CAPTURE(what);
+    Report r = run_worker(dir);
+    REQUIRE(r["exit"] == "0");
+    CHECK(results(r) == results(want));
+    CHECK(r["disk_hits"] == "0");
+    CHECK(r["writes"] == "0");
+  };
+  fs::permissions(dir, fs::perms::others_write | fs::perms::others_exec, fs::perm_options::add);
+  unused("a directory others can write");
+  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace);
+  if (geteuid() == 0) {
+    REQUIRE(chown(dir.c_str(), 65534, 65534) == 0);
+    unused("another user's directory");
+  }
+  fs::remove_all(fs::path(dir).parent_path());
+}
