@@ -337,7 +337,14 @@ TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extent
       rows = Var(vars[1].name() + "_r");
       f.split(vars[1], rb, rows, int((extents[1] + row_blocks - 1) / row_blocks));
     }
+    // The tile's results are stored a column vector per channel (the registers transposed), not a
+    // channel vector per column: the channel lanes of one column are a plane apart, and where a
+    // plane is a multiple of 4 KiB (images of 32 or 64 columns) the 16 or 32 lines of each store
+    // fall in one set of the L1 cache. Zen 5, 8x64 -> 64 channels 3x3: 32x32 2.21 -> 1.24 ms, 64x64
+    // 8.87 -> 4.91 ms, 56x56 3.78 -> 3.65 ms. (A tile of 7 columns keeps the channel lanes.)
+    const bool by_columns = spec.tu >= 4 && (spec.tu & (spec.tu - 1)) == 0;
     std::vector<VarOrRVar> order{ii, ui, uo, rows};
+    if (by_columns) order = {ui, ii, uo, rows};
     if (row_blocks > 1) order.emplace_back(rb);
     order.insert(order.end(), {vars[3], io});
     f.reorder(order);
@@ -347,7 +354,14 @@ TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extent
       f.fuse(rb, par, all);
       par = all;
     }
-    TiledNest t = finish_tiles(f, extents, spec, ii, ui, par, threads, min_parallel_work, " over channels");
+    TiledNest t;
+    if (by_columns) {
+      TileSpec cs = spec;
+      cs.vec = spec.tu;
+      t = finish_tiles(f, extents, cs, ui, ii, par, threads, min_parallel_work, " over channels, stored by columns");
+    } else {
+      t = finish_tiles(f, extents, spec, ii, ui, par, threads, min_parallel_work, " over channels");
+    }
     t.tile = uo, t.panel = par;
     return t;
   }

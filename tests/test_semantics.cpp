@@ -397,7 +397,7 @@ TEST_CASE("a convolution tiled over channels (narrow, strided or windowed) compu
   struct Case { int64_t n, ci, co, side, k, stride; };
   for (Case c : {Case{1, 8, 64, 7, 3, 1}, Case{2, 5, 40, 5, 3, 2}, Case{1, 16, 96, 14, 1, 1}, Case{3, 4, 33, 1, 3, 1},
                  Case{1, 12, 48, 9, 5, 1}, Case{2, 3, 130, 11, 3, 2}, Case{1, 3, 32, 23, 7, 2}, Case{1, 3, 32, 21, 7, 2},
-                 Case{2, 16, 40, 40, 3, 1}}) {
+                 Case{2, 16, 40, 40, 3, 1}, Case{2, 16, 48, 32, 3, 1}}) {
     CAPTURE(c.co);
     CAPTURE(c.side);
     CAPTURE(c.k);
@@ -411,7 +411,18 @@ TEST_CASE("a convolution tiled over channels (narrow, strided or windowed) compu
     };
     auto jitted = hjit::jit(f, {.opt_level = 1});
     CHECK_CLOSE(jitted(x, w, b, scale), f(x, w, b, scale));
-    if (c.co >= 40) CHECK(jitted.explain(x, w, b, scale).find("over channels") != std::string::npos);
+    if (c.co < 40) continue;
+    const std::string plan = jitted.explain(x, w, b, scale);
+    const size_t at = plan.find("tiles ");
+    REQUIRE(at != std::string::npos);
+    CHECK(plan.find("over channels") != std::string::npos);
+    // A tile of 4, 8 or 16 columns stores a column vector per channel: channel vectors of one
+    // column are a plane apart, and planes of 32 columns are 4 KiB (one cache set for every lane).
+    int lanes = 0, columns = 0;
+    REQUIRE(std::sscanf(plan.c_str() + at, "tiles %dx%d", &lanes, &columns) == 2);
+    const bool by_columns = columns >= 4 && (columns & (columns - 1)) == 0;
+    CHECK((plan.find("stored by columns") != std::string::npos) == by_columns);
+    if (c.side == 32) CHECK(by_columns);
   }
   // The tile keeps enough FMA chains: a 7-wide row takes 7 columns of a channel vector at least
   // (cut with the least recomputed, AVX2's tile was 2 vectors by 1 column: two chains).
