@@ -236,9 +236,10 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     const bool varies = p.dynamic && p.dynamic->extent_varies(s.node);
     const int threads = halide_threads();
     if (tile == Tile::Matmul && spec.tx % vec == 0 && !varies) spec.block = row_block(s, spec, threads);
-    // Too few row tiles (times batches) for the threads: the column tiles run in parallel instead.
+    // Too few row tiles (times batches) for the threads: the column tiles run in parallel instead,
+    // each over every row (its accumulator's rows unrolled: a number of rows fixed at compile time).
     const int64_t row_tasks = row_tiles(s, spec) * other_iterations(s, spec);
-    if (tile == Tile::Matmul && spec.block == 0 && row_tasks < threads && s.extents[0] >= 2 * int64_t(spec.tx))
+    if (tile == Tile::Matmul && spec.block == 0 && !varies && row_tasks < threads && s.extents[0] >= 2 * int64_t(spec.tx))
       spec.columns_parallel = true;
   }
   spec.vec = spec.tx >= vec ? vec : spec.tx >= 4 && (spec.tx & (spec.tx - 1)) == 0 ? spec.tx : 0;

@@ -71,6 +71,21 @@ TEST_CASE("dynamic batch and length: elementwise, matmul, reductions, reshape, s
   }
 }
 
+// A matmul traced with fewer rows than one tile and columns for two: with fixed sizes its column
+// tiles run in parallel, each over every row, its rows unrolled; rows that vary cannot be unrolled
+// (Halide refused to compile it), so they keep row tiles.
+TEST_CASE("a dynamic batch of fewer rows than a tile, and wide columns, compiles and computes") {
+  const Tensor w = test::random({32, 160}, DType::F32, 3);
+  auto layer = [&](const Tensor& x) { return hjit::relu(hjit::matmul(x, w)); };
+  auto f = hjit::jit(layer, dynamic({{0, 0}}));
+  for (int64_t n : {4, 1, 9, 37}) {
+    CAPTURE(n);
+    const Tensor x = test::random({n, 32}, DType::F32, uint64_t(n));
+    CHECK_CLOSE(f(x), layer(x));
+  }
+  CHECK(f.stats().dynamic_entries == 1);
+}
+
 TEST_CASE("dynamic dims: two arguments of one length move together, two lengths are two sizes") {
   auto pair = [](const Tensor& a, const Tensor& b) { return hjit::matmul(a, hjit::transpose(b, {1, 0})) * 0.5; };
   auto same = hjit::jit(pair, dynamic({{0, 0}, {1, 0}}));
