@@ -24,10 +24,10 @@ Fn conv(int64_t groups) {
 
 void row(const std::string& label, const Fn& fn, const Tensor& a, const Tensor& b, bool quick) {
   setenv("HJIT_PARAM_MODEL", "off", 1);
-  auto rules = hjit::jit(fn, {.name = "rules", .opt_level = 1});
+  auto rules = hjit::jit(fn, {.name = "rules " + label, .opt_level = 1});  // (a name per row: one jit each)
   rules(a, b);
   unsetenv("HJIT_PARAM_MODEL");
-  auto fitted = hjit::jit(fn, {.name = "fitted", .opt_level = 1});
+  auto fitted = hjit::jit(fn, {.name = "fitted " + label, .opt_level = 1});
   fitted(a, b);
   double r = 1e30, f = 1e30;
   for (int round = 0; round < (quick ? 2 : 5); ++round) {  // alternately, the best of each
