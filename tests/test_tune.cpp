@@ -553,3 +553,65 @@ TEST_CASE("a schedule whose bounds are smaller than what it computes is refused,
                        doctest::Contains("explicit_bounds_too_small"), hjit::CompileError);
   check_database_schedule_unused(g, "bounded", bounded, x, w, b);
 }
+
+// hjit-tune --merge: runs made apart (machines, ranks) become one database. Every measurement is
+// copied once, tuning times add up, and a pipeline's best is the fastest of the bests the runs kept:
+// never a candidate that only looked fastest (its run's confirmation made the baseline best).
+TEST_CASE("tuning databases of separate runs merge: each measurement once, the fastest confirmed best") {
+  const std::string dir = test::scratch_dir("merge");
+  const std::string a_path = dir + "/a.sqlite", b_path = dir + "/b.sqlite", c_path = dir + "/c.sqlite";
+  auto pipeline = [](Database& db, const std::string& key, double tuning_s) {
+    PipelineRecord p;
+    p.key = key, p.graph_hash = "h" + key, p.signature = "f32[8] -> f32[8]", p.target = "x86-64-linux";
+    p.hjit_version = "test", p.halide_version = "14", p.name = key, p.graph = "graph " + key, p.tuning_s = tuning_s;
+    p = db.pipeline(p);
+    db.add_tuning_time(p.id, tuning_s);
+    return p.id;
+  };
+  auto candidate = [](Database& db, int64_t pipeline, const std::string& origin, double ms) {
+    CandidateRecord c;
+    c.pipeline = pipeline, c.origin = origin, c.schedule = origin == "built-in" ? "" : "hjit-schedule 1\n# " + origin + "\n";
+    c.ms = ms, c.valid = true, c.at_s = ms;
+    return db.add(c);
+  };
+  {
+    auto a = Database::open(a_path, true);
+    const int64_t p = pipeline(*a, "shared", 10);
+    candidate(*a, p, "built-in", 2.0);
+    candidate(*a, p, "built-in rows=4", 1.8);  // a's best
+  }
+  {
+    auto b = Database::open(b_path, true);
+    const int64_t p = pipeline(*b, "shared", 20);
+    const int64_t base = candidate(*b, p, "built-in", 2.1);
+    candidate(*b, p, "Adams2019 seed=1", 1.2);  // looked fastest, then lost its confirmation:
+    b->mark_best(p, base);                       // the baseline is b's best
+    const int64_t q = pipeline(*b, "only_b", 5);
+    candidate(*b, q, "built-in cols=2", 0.7);
+  }
+  {
+    auto c = Database::open(c_path, true);
+    const int64_t p = pipeline(*c, "shared", 1);
+    candidate(*c, p, "Mullapudi2016", 1.6);  // c's best, the fastest confirmed one
+  }
+  const std::string account = hjit::merge_tuning_databases(a_path, {b_path, c_path});
+  CHECK(account.find("b.sqlite into " + a_path + ": 2 pipelines (1 new), 3 candidates copied") != std::string::npos);
+  auto a = Database::open(a_path, false);
+  REQUIRE(a->pipelines().size() == 2);
+  const PipelineRecord shared = *a->find_pipeline("shared"), only_b = *a->find_pipeline("only_b");
+  CHECK(shared.tuning_s == doctest::Approx(31));
+  CHECK(a->candidates(shared.id).size() == 2 + 2 + 1);
+  REQUIRE(a->best(shared.id));
+  CHECK(a->best(shared.id)->origin == "Mullapudi2016");  // 1.6 ms: a kept 1.8, b its baseline (2.1)
+  REQUIRE(a->best(only_b.id));
+  CHECK(a->best(only_b.id)->origin == "built-in cols=2");
+  CHECK(a->best(only_b.id)->ms == doctest::Approx(0.7));
+  // Again: nothing more.
+  CHECK(hjit::merge_tuning_databases(a_path, {b_path}).find("0 candidates copied") != std::string::npos);
+  CHECK(a->candidates(shared.id).size() == 5);
+  CHECK(hjit::tuning::best_schedule(a_path, "shared") == std::optional<std::string>("hjit-schedule 1\n# Mullapudi2016\n"));
+  CHECK_THROWS_WITH_AS(hjit::merge_tuning_databases(a_path, {a_path}), doctest::Contains("given twice"), hjit::ValueError);
+  CHECK_THROWS_WITH_AS(hjit::merge_tuning_databases(a_path, {b_path, b_path}), doctest::Contains("given twice"), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::merge_tuning_databases(a_path, {dir + "/missing.sqlite"}), hjit::ValueError);
+  std::filesystem::remove_all(dir);
+}

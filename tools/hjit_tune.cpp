@@ -3,6 +3,7 @@
 //   hjit-tune --workload W8 --minutes 10 --db tuning.sqlite       a bench workload (W1..W11) by name
 //   hjit-tune --module block.hjit --minutes 10 --db tuning.sqlite  a function saved with hjit::save
 //   hjit-tune --db tuning.sqlite --report [--plots PREFIX]         what the database knows, and plots
+//   hjit-tune --merge all.sqlite a.sqlite b.sqlite                  databases of separate runs, as one
 //   hjit-tune --db a.sqlite,b.sqlite --fit-model model.txt         the built-in schedule's parameter
 //                                                                   model fitted to databases
 //
@@ -33,6 +34,7 @@ int usage(bool asked = false) {
                "       hjit-tune --module FILE.hjit --db FILE [--minutes M] [options]\n"
                "       hjit-tune --db FILE --report [--plots PREFIX]\n"
                "       hjit-tune --db FILE[,FILE...] --fit-model MODEL.txt\n"
+               "       hjit-tune --merge INTO FROM [FROM...]\n"
                "options: --device cpu|cuda|opencl  --schedulers built-in,Adams2019,Li2018,Mullapudi2016  --timeout S\n"
                "         --no-retrain  --quiet  --help\n"
                "Measures candidate schedules in worker processes, keeps every measurement in the SQLite database,\n"
@@ -65,6 +67,16 @@ std::vector<hjit::Tensor> module_inputs(const hjit::Module& m) {
 
 int main(int argc, char** argv) {
   if (argc == 5 && std::string(argv[1]) == "--worker") return hjit::tuning::worker_main(argv[2], argv[3], argv[4]);
+  if (argc >= 2 && std::string(argv[1]) == "--merge") {
+    if (argc < 4) return usage();
+    try {
+      std::fputs(hjit::merge_tuning_databases(argv[2], std::vector<std::string>(argv + 3, argv + argc)).c_str(), stdout);
+    } catch (const hjit::Error& e) {
+      std::fprintf(stderr, "hjit-tune: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  }
   std::vector<std::string> workloads;
   std::string module, plots, fit;
   bool report = false;

@@ -242,11 +242,11 @@ void Database::add_tuning_time(int64_t pipeline, double seconds) {
     }                                                                         \
   }()
 
-int64_t Database::add(CandidateRecord c) {
+int64_t Database::add(CandidateRecord c, bool may_be_best) {
   std::lock_guard lock(impl_->mu);
   return HJIT_TRANSACTION([&] {
     bool best = false;
-    if (c.valid) {
+    if (c.valid && may_be_best) {
       Stmt s = HJIT_STMT("SELECT min(ms) FROM candidates WHERE pipeline = ?1 AND best = 1");
       s.bind(1, c.pipeline);
       best = !s.step() || s.null(0) || c.ms < s.real(0);

@@ -62,8 +62,9 @@ class Database {
   std::vector<PipelineRecord> pipelines();
   void set_builtin_ms(int64_t pipeline, double ms);
   void add_tuning_time(int64_t pipeline, double seconds);
-  // Records a candidate; marks it best when it is valid and faster than the best so far. Returns its id.
-  int64_t add(CandidateRecord c);
+  // Records a candidate; marks it best when it is valid and faster than the best so far (unless
+  // `may_be_best` is false: a candidate merged from another database). Returns its id.
+  int64_t add(CandidateRecord c, bool may_be_best = true);
   std::vector<CandidateRecord> candidates(int64_t pipeline);
   std::optional<CandidateRecord> best(int64_t pipeline);
   // Makes a valid candidate the pipeline's best (a confirmation found the faster-looking one no faster).

@@ -64,6 +64,13 @@ std::string tuning_report(const std::string& db, const std::string& svg_prefix =
 // written.
 std::string fit_param_model(const std::vector<std::string>& dbs, const std::string& out_path);
 
+// Merges the tuning databases at `from` into the one at `into` (created when missing): hjit-tune
+// --merge, for runs made apart (on several machines, or ranks of one run). Every pipeline and
+// candidate they hold is copied once (merging the same database again adds nothing), tuning times
+// add up, and a pipeline's best is the fastest of the bests the runs confirmed. Returns an account.
+// ValueError for a database that cannot be read, or one given twice.
+std::string merge_tuning_databases(const std::string& into, const std::vector<std::string>& from);
+
 namespace detail {
 TuneResult tune_traced(const std::string& fn_name, const CallArgs& args, Tracer trace, const TuneOptions& options);
 }
