@@ -24,7 +24,8 @@ struct TrialBuffers {
   TrialBuffers(const Graph& g, TrialInts ints);
 };
 
-// The fastest of a few runs, in ms; throws if the pipeline fails to run.
+// The fastest of a few runs, in ms, not counting runs that waited for a CPU another process held
+// (support/run_queue.h) while there are others; throws if the pipeline fails to run.
 double trial_ms(const Executable& exe, TrialBuffers& b);
 
 // Where two runs' outputs differ beyond what reassociating a float sum explains ("" if nowhere).

@@ -5,11 +5,16 @@
 #include <Halide.h>
 #include <hjit/hjit.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include "halide_backend/apply_schedule.h"
 #include "halide_backend/extern_stages.h"
@@ -19,6 +24,7 @@
 #include "halide_backend/target.h"
 #include "schedules/schedule.h"
 #include "support/cpu_caches.h"
+#include "support/run_queue.h"
 
 using hjit::Tensor;
 using namespace hjit::backend;
@@ -137,6 +143,34 @@ TEST_CASE("cache sizes are read as sysfs writes them, and the built-in schedule'
   CHECK(c.l3 > 0);
   // The compile cache's key holds the identity: code scheduled for another L2 is not reused.
   CHECK(hjit::schedules::builtin_identity().find(" l2=" + std::to_string(c.l2 >> 10) + "K") != std::string::npos);
+}
+
+// Trial timings skip runs whose threads waited for a CPU (halide_backend/trial.cpp): the count they
+// read grows while more threads spin than there are cores.
+TEST_CASE("the time this process's threads waited for a CPU is counted") {
+  const int64_t before = hjit::run_queue_wait_ns();
+  if (before == 0) {
+    MESSAGE("skipped: this kernel does not count run-queue waits (/proc/self/task/*/schedstat)");
+    return;
+  }
+  const unsigned spinners = std::max(2u, std::thread::hardware_concurrency()) + 1;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  const auto start = std::chrono::steady_clock::now();
+  for (unsigned i = 0; i < spinners; ++i)
+    threads.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // (Read while they live: an ended thread's count leaves with it.)
+  const double waited_ms = double(hjit::run_queue_wait_ns() - before) / 1e6;
+  const double spun_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  // One thread more than the cores: about one thread's worth of the time was spent waiting.
+  CAPTURE(spun_ms);
+  CHECK(waited_ms >= 0.25 * spun_ms);
 }
 
 TEST_CASE("canonical names drop Halide's uniquifying suffixes, and only those") {
