@@ -189,9 +189,11 @@ struct Trial {
   std::vector<std::unique_ptr<backend::DeviceBuffer>> on_device;  // inputs, then outputs (null when empty)
   std::vector<const backend::DeviceBuffer*> device_in;
   std::vector<backend::DeviceBuffer*> device_out;
-  bool slow = false;  // a test's fault: sleeps in every run
+  // A test's fault: sleeps 20 ms in every run (more than a time slice the baseline's parallel
+  // loops may wait while another test busies the cores: with 2 ms the baseline read slower).
+  bool slow = false;
   void run() const {
-    if (slow) usleep(2000);
+    if (slow) usleep(20000);
     if (device_out.empty() && device_in.empty()) return exe->run(in.data(), out.data());
     exe->run_on_device(device_in.data(), device_out.data());
     for (backend::DeviceBuffer* b : device_out)
