@@ -102,8 +102,10 @@ std::optional<std::string> DiskCache::read(const std::string& name) {
     return std::nullopt;
   }
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !untrusted(st).empty()) {
-    const std::string why = !S_ISREG(st.st_mode) ? "not a regular file" : untrusted(st);
+  const std::string why = fstat(fd, &st) != 0 ? std::string(std::strerror(errno))
+                          : !S_ISREG(st.st_mode) ? "not a regular file"
+                                                 : untrusted(st);
+  if (!why.empty()) {
     close(fd);
     refuse(name, why);
     return std::nullopt;
