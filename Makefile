@@ -13,7 +13,8 @@ JOBS ?= $(shell nproc)
 # libonnx-testdata: ONNX's conformance suite, which the test suite runs.
 # zlib1g-dev: numpy's .npz archives (zip files, deflated by savez_compressed).
 PACKAGES := cmake ninja-build g++ pkg-config ccache libhalide14-0-dev libspdlog-dev doctest-dev libopenblas-dev libsqlite3-dev libdnnl-dev pocl-opencl-icd \
-  libonnx-dev libprotobuf-dev libonnx-testdata zlib1g-dev
+  libonnx-dev libprotobuf-dev libonnx-testdata zlib1g-dev libopenmpi-dev openmpi-bin \
+  libhiredis-dev libssl-dev redis-server
 
 .PHONY: all deps configure build demo test test-full sanitize sanitize-ci sanitize-thread soak bench examples device-bundle clean
 

@@ -4,13 +4,16 @@
 # Where a lower layer must call an upper one, the upper registers an interface with the lower
 # (schedules/ registers the backend's Scheduler, tuning/ its TunedStore).
 # tools/, bench/, examples/ and tests/ sit above them all and may include anything.
-set(HJIT_LAYERS support graph halide_backend schedules frontend tuning onnx_import nn)
+set(HJIT_LAYERS support graph distributed halide_backend schedules frontend tuning onnx_import nn)
 set(HJIT_LAYER_USES_support "")
 set(HJIT_LAYER_USES_graph support)
-set(HJIT_LAYER_USES_halide_backend graph support)
+# The process group and the collectives' exchanges: what the eager kernels and the compiled
+# graphs' host steps both run.
+set(HJIT_LAYER_USES_distributed graph support)
+set(HJIT_LAYER_USES_halide_backend distributed graph support)
 set(HJIT_LAYER_USES_schedules halide_backend graph support)
-set(HJIT_LAYER_USES_frontend halide_backend graph support)
-set(HJIT_LAYER_USES_tuning frontend-public schedules halide_backend graph support)
+set(HJIT_LAYER_USES_frontend halide_backend distributed graph support)
+set(HJIT_LAYER_USES_tuning frontend-public schedules halide_backend distributed graph support)
 # The ONNX importer is a user of the public API: it converts nodes into the ops any program calls.
 set(HJIT_LAYER_USES_onnx_import frontend-public support)
 # Layers (hjit::nn) are C++ code over the public ops, as a user's model is.

@@ -15,7 +15,8 @@ Tensor run_eager(OpKind op, const std::vector<Tensor>& inputs, const Attrs& attr
   types.reserve(inputs.size());
   for (const Tensor& t : inputs) types.push_back(&t.impl()->type);
   Tensor out = make_tensor(infer_type(op, types, attrs));
-  if (out.impl()->type.numel() == 0) return out;
+  // A collective exchanges even nothing: every rank must take part (send's result is always empty).
+  if (out.impl()->type.numel() == 0 && !has_trait(op, Collective)) return out;
   if (run_compiled_eager(op, inputs, attrs, out)) return out;
   std::vector<eager::In> in;
   in.reserve(inputs.size());
@@ -59,6 +60,8 @@ Tensor apply(OpKind op, const std::vector<Tensor>& inputs, Attrs attrs) {
       record = true;  // a captured tensor: it becomes an input of the graph
     }
   }
+  // Inside a trace a collective is always recorded: it exchanges at every call, not once while tracing.
+  if (ts && has_trait(op, Collective)) record = true;
   if (!record) return run_eager(op, inputs, attrs);
   std::vector<int> ids;
   ids.reserve(inputs.size());

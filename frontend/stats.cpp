@@ -27,6 +27,7 @@ CacheStats cache_stats() {
   s.memory_hits = c.memory_hits, s.disk_hits = c.disk_hits, s.misses = c.misses, s.disk_rejected = c.disk_rejected;
   s.disk_writes = c.disk_writes, s.disk_evictions = c.disk_evictions, s.disk_entries = c.disk_entries;
   s.disk_bytes = c.disk_bytes, s.directory = c.directory;
+  s.shared_hits = c.shared_hits, s.shared_rejected = c.shared_rejected, s.shared_writes = c.shared_writes, s.shared = c.shared;
   return s;
 }
 

@@ -24,7 +24,11 @@ enum OpTrait : uint32_t {
   // Runs graphs held in its attributes (branches, loop bodies). An op with several results is one
   // node per result (attribute `result`), siblings sharing operands and graphs: the IR stays one
   // value per node, DCE drops unused results, and whoever runs one runs the group once.
-  ControlFlow = 1u << 11
+  ControlFlow = 1u << 11,
+  // Communicates with the other ranks of the process group (hjit/distributed.h): runs as a host
+  // step between compiled pipelines, and every rank must run the same ones in the same order, so
+  // passes never fold, merge or drop one (a result nobody reads is still computed).
+  Collective = 1u << 12
 };
 
 struct InferArgs {
@@ -55,6 +59,8 @@ bool same_control_flow(const Node& a, const Node& b);
 int control_flow_results(const Node& n);
 inline bool has_trait(OpKind op, OpTrait t) { return op_def(op).has(t); }
 inline ScheduleClass schedule_class(OpKind op) { return op_def(op).schedule_class; }
+// Runs on the host between compiled pipelines rather than inside one (control flow, communication).
+inline bool is_host_step(OpKind op) { return has_trait(op, ControlFlow) || has_trait(op, Collective); }
 // OpKind by printed name; ValueError for an unknown name.
 OpKind op_from_name(const std::string& name);
 

@@ -37,6 +37,12 @@ TensorType infer_scan(const InferArgs& a);
 TensorType infer_checkpoint(const InferArgs& a);
 TensorType infer_conv2d_weight_grad(const InferArgs& a);
 TensorType infer_max_pool2d_grad(const InferArgs& a);
+// collectives (graph/collective_inference.cpp)
+TensorType infer_all_reduce(const InferArgs& a);
+TensorType infer_all_gather(const InferArgs& a);
+TensorType infer_reduce_scatter(const InferArgs& a);
+TensorType infer_send(const InferArgs& a);
+TensorType infer_recv(const InferArgs& a);
 
 // Output extent of a sliding window: floor((n + 2 * pad - dilation * (k - 1) - 1) / stride) + 1.
 int64_t window_output_size(int64_t n, int64_t k, int64_t stride, int64_t pad, int64_t dilation);

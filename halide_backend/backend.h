@@ -116,6 +116,8 @@ struct CacheCounts {
   int64_t disk_hits = 0, misses = 0, disk_rejected = 0, disk_writes = 0, disk_evictions = 0;
   int64_t disk_entries = 0, disk_bytes = 0;
   std::string directory;
+  int64_t shared_hits = 0, shared_rejected = 0, shared_writes = 0;
+  std::string shared;
 };
 CacheCounts cache_counts();
 

@@ -190,6 +190,7 @@ std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part
     std::fflush(nullptr);
     child = fork();
     if (child == 0) {
+      disk.forked();
       for (size_t k : there) {
         try {
           Built b = build(parts[k].graph, o, target);
@@ -248,11 +249,11 @@ Compiled compile_as_requested(const Graph& g, const Options& options) {
   // One buffer for an input and an output is for a single pipeline on the CPU (parts and host
   // steps hand values between pipelines; GPU buffers are the device's).
   Options o = options;
-  if (!o.in_place.empty() && (has_control_flow(g) || o.device != Device::CPU || o.dynamic)) o.in_place.clear();
+  if (!o.in_place.empty() && (has_host_steps(g) || o.device != Device::CPU || o.dynamic)) o.in_place.clear();
   if (o.dynamic && o.schedule != o.schedule.at_every_size())
     throw InternalError("hjit: '" + g.name + "' has dynamic sizes and the schedule request " + o.schedule.str());
   // Not cached as a whole: its parts and its ops' graphs are, each under its own key.
-  if (has_control_flow(g)) {
+  if (has_host_steps(g)) {
     if (o.dynamic) throw ValueError("control flow ops compile for fixed sizes only");
     return Compiled{compile_control_flow(g, o), false, t.ms()};
   }
@@ -342,6 +343,7 @@ CacheCounts cache_counts() {
   const DiskCacheStats d = DiskCache::instance().stats();
   c.disk_hits = d.hits, c.misses = d.misses, c.disk_rejected = d.rejected, c.disk_writes = d.writes;
   c.disk_evictions = d.evictions, c.disk_entries = d.entries, c.disk_bytes = d.bytes, c.directory = d.directory;
+  c.shared_hits = d.shared.hits, c.shared_rejected = d.shared.rejected, c.shared_writes = d.shared.writes, c.shared = d.shared.address;
   return c;
 }
 

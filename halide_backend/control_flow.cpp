@@ -7,7 +7,9 @@
 #include <map>
 #include <sstream>
 
+#include "distributed/collectives.h"
 #include "graph/op_def.h"
+#include "graph/passes/bucket_collectives.h"
 #include "graph/rewriter.h"
 #include "support/allocator.h"
 #include "support/log.h"
@@ -29,15 +31,37 @@ struct Loc {
   int index = 0;
 };
 
-// A run of ordinary nodes compiled as one pipeline, or one control flow operation.
+// A run of ordinary nodes compiled as one pipeline, one control flow operation, or one collective.
 struct Step {
   std::shared_ptr<const Executable> exe;  // a part
   std::vector<Loc> in, out;               // a part: its inputs and outputs; an op: operands, results
   // A control flow operation: the node (result 0's attributes), and its graphs compiled.
   bool control_flow = false;
+  // A collective (the node; its operand's type): an exchange with the other ranks.
+  bool collective = false;
+  std::vector<TensorType> operand_types;
   Node op;
   std::vector<TensorType> result_types;
   std::shared_ptr<const Executable> a, b;  // cond: then, else; while: cond, body; scan: body
+};
+
+// The collectives a call started, by step; whatever is still under way when the call ends (an
+// error in a later step) is waited for, so that no exchange writes into freed buffers.
+struct Exchanges {
+  std::vector<std::unique_ptr<distributed::Pending>> at;
+  explicit Exchanges(size_t steps) : at(steps) {}
+  void wait(int step) {
+    if (!at[size_t(step)]) return;
+    auto p = std::move(at[size_t(step)]);
+    p->wait();
+  }
+  ~Exchanges() {
+    for (auto& p : at)
+      if (p) try {
+          p->wait();
+        } catch (const std::exception&) {  // the call is failing already; its own error is the one to report
+        }
+  }
 };
 
 // Buffers for a call: the boundary values and scratch space, freed when the call ends.
@@ -72,10 +96,16 @@ class ControlFlowExecutable final : public Executable {
   // Per step: the boundary values it writes first (allocated just before it), and those no later
   // step reads (freed just after it): a value is held only while it is needed.
   std::vector<std::vector<int>> born_at, dies_after;
+  // All_reduces exchange while the steps after them run: per step, the started ones whose results
+  // it reads (waited for before it runs); the rest are waited for at the end of the call.
+  std::vector<std::vector<int>> waits_before;
+  std::vector<int> waits_at_end;
 
   void run(const void* const* inputs, void* const* outputs) const override {
     CallBuffers buffers;
     CachedBlocks held(boundary_bytes.size());
+    // Declared after the buffers, so destroyed first: an error leaves no exchange writing into freed memory.
+    Exchanges started(steps.size());
     std::vector<void*>& boundary = held.slots;
     int64_t held_bytes = 0, most_held = 0;
     auto at = [&](const Loc& l) -> void* {
@@ -89,6 +119,7 @@ class ControlFlowExecutable final : public Executable {
     };
     for (size_t k = 0; k < steps.size(); ++k) {
       const Step& s = steps[k];
+      for (int c : waits_before[k]) started.wait(c);
       for (int b : born_at[k]) {
         boundary[size_t(b)] = cached_alloc(std::max<size_t>(boundary_bytes[size_t(b)], 64));
         held_bytes += int64_t(cached_size(boundary[size_t(b)]));
@@ -98,8 +129,14 @@ class ControlFlowExecutable final : public Executable {
       std::vector<void*> out;
       for (const Loc& l : s.in) in.push_back(at(l));
       for (const Loc& l : s.out) out.push_back(at(l));
-      if (s.control_flow) run_op(s, in, out, buffers);
-      else s.exe->run(in.data(), out.data());
+      if (s.collective) {
+        started.at[k] = distributed::start_collective(s.op.op, s.op.attrs, s.operand_types.empty() ? nullptr : &s.operand_types[0],
+                                                      in.empty() ? nullptr : in[0], s.op.type, out[0]);
+      } else if (s.control_flow) {
+        run_op(s, in, out, buffers);
+      } else {
+        s.exe->run(in.data(), out.data());
+      }
       most_held = std::max(most_held, held_bytes + buffers.bytes);
       for (int b : dies_after[k]) {
         held_bytes -= int64_t(cached_size(boundary[size_t(b)]));
@@ -107,6 +144,7 @@ class ControlFlowExecutable final : public Executable {
         boundary[size_t(b)] = nullptr;
       }
     }
+    for (int c : waits_at_end) started.wait(c);
     for (const Copy& c : copies) copy_bytes(outputs[c.slot], at(c.from), c.bytes);
     int64_t most = peak_buffers.load();
     while (most_held > most && !peak_buffers.compare_exchange_weak(most, most_held)) {
@@ -154,6 +192,11 @@ class ControlFlowExecutable final : public Executable {
     for (size_t k = 0; k < steps.size(); ++k) {
       const Step& s = steps[k];
       os << "step " << k + 1 << " of " << steps.size() << ": ";
+      if (s.collective) {
+        os << distributed::describe_collective(s.op.op, s.op.attrs, s.operand_types.empty() ? s.op.type : s.operand_types[0])
+           << " on the host, with the other ranks\n";
+        continue;
+      }
       if (!s.control_flow) {
         os << "compiled part\n" << s.exe->explain();
         continue;
@@ -168,8 +211,10 @@ class ControlFlowExecutable final : public Executable {
   }
   std::string summary() const override {
     for (const Step& s : steps)
-      if (!s.control_flow) return s.exe->summary() + ", with host control flow";
-    return steps.empty() ? "nothing" : steps.front().a->summary() + ", with host control flow";
+      if (s.exe) return s.exe->summary() + ", with host steps";
+    for (const Step& s : steps)
+      if (s.a) return s.a->summary() + ", with host steps";
+    return steps.empty() ? "nothing" : "collectives on the host";
   }
 
  private:
@@ -262,15 +307,20 @@ class ControlFlowExecutable final : public Executable {
 
 bool is_source(const Node& n) { return has_trait(n.op, Source); }
 
+bool same_loc(const Loc& a, const Loc& b) { return a.kind == b.kind && a.index == b.index; }
+
 }  // namespace
 
-bool has_control_flow(const Graph& g) {
+bool has_host_steps(const Graph& g) {
   for (const Node& n : g.nodes)
-    if (has_trait(n.op, ControlFlow)) return true;
+    if (is_host_step(n.op)) return true;
   return false;
 }
 
-std::shared_ptr<const Executable> compile_control_flow(const Graph& g, const Options& o) {
+std::shared_ptr<const Executable> compile_control_flow(const Graph& traced, const Options& o) {
+  // All_reduces in buckets, each started right after its last operand is computed: the steps split
+  // there, so the exchange overlaps the steps after it.
+  const Graph g = bucket_all_reduces(traced);
   auto exe = std::make_shared<ControlFlowExecutable>();
   exe->graph_name = g.name;
   const size_t n = g.nodes.size();
@@ -289,9 +339,14 @@ std::shared_ptr<const Executable> compile_control_flow(const Graph& g, const Opt
   for (size_t id = 0; id < n; ++id) {
     const Node& node = g.nodes[id];
     if (is_source(node) || step_of[id] >= 0) continue;
-    if (has_trait(node.op, ControlFlow)) {
+    if (is_host_step(node.op)) {
       members.emplace_back();
       is_op.push_back(true);
+      if (has_trait(node.op, Collective)) {  // one result, no siblings
+        step_of[id] = int(members.size()) - 1;
+        members.back().push_back(int(id));
+        continue;
+      }
       for (size_t s = id; s < n; ++s)
         if (step_of[s] < 0 && same_control_flow(node, g.nodes[s])) step_of[s] = int(members.size()) - 1, members.back().push_back(int(s));
       continue;
@@ -346,6 +401,18 @@ std::shared_ptr<const Executable> compile_control_flow(const Graph& g, const Opt
 
   for (size_t k = 0; k < members.size(); ++k) {
     Step s;
+    if (is_op[k] && has_trait(g.node(members[k].front()).op, Collective)) {
+      const int m = members[k].front();
+      s.collective = true;
+      s.op = g.node(m);
+      for (int in : s.op.inputs) {
+        s.in.push_back(locate(in));
+        s.operand_types.push_back(g.type(in));
+      }
+      s.out.push_back(locate(m));
+      exe->steps.push_back(std::move(s));
+      continue;
+    }
     if (is_op[k]) {
       const Node& first = g.node(members[k].front());
       s.control_flow = true;
@@ -436,13 +503,32 @@ std::shared_ptr<const Executable> compile_control_flow(const Graph& g, const Opt
   }
   for (const auto& c : exe->copies)
     if (c.from.kind == Loc::Boundary) forever[size_t(c.from.index)] = true;
+  // A collective's operand and result stay until it is waited for: before the first step that
+  // reads its result, or at the end of the call.
+  exe->waits_before.assign(std::max<size_t>(steps, 1), {});
+  for (size_t c = 0; c < steps; ++c) {
+    const Step& s = exe->steps[c];
+    if (!s.collective) continue;
+    size_t reader = steps;
+    for (size_t k = c + 1; k < steps && reader == steps; ++k)
+      for (const Loc& l : exe->steps[k].in)
+        if (same_loc(l, s.out[0])) reader = k;
+    if (reader < steps) exe->waits_before[reader].push_back(int(c));
+    else exe->waits_at_end.push_back(int(c));
+    for (const std::vector<Loc>* locs : {&s.in, &s.out})
+      for (const Loc& l : *locs)
+        if (l.kind == Loc::Boundary && l.index >= 0) {
+          if (reader == steps) forever[size_t(l.index)] = true;
+          else last[size_t(l.index)] = std::max(last[size_t(l.index)], reader);
+        }
+  }
   exe->born_at.assign(std::max<size_t>(steps, 1), {});
   exe->dies_after.assign(std::max<size_t>(steps, 1), {});
   for (size_t b = 0; b < values; ++b) {
     exe->born_at[written[b] ? first[b] : 0].push_back(int(b));
     if (written[b] && !forever[b]) exe->dies_after[last[b]].push_back(int(b));
   }
-  log().debug("backend: '{}' runs {} steps, {} of them control flow on the host", g.name, exe->steps.size(),
+  log().debug("backend: '{}' runs {} steps, {} of them on the host", g.name, exe->steps.size(),
               std::count(is_op.begin(), is_op.end(), true));
   return exe;
 }

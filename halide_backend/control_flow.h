@@ -10,7 +10,8 @@
 
 namespace hjit::backend {
 
-bool has_control_flow(const Graph& g);
+// Control flow ops, and collectives (an exchange with the other ranks between two pipelines).
+bool has_host_steps(const Graph& g);
 
 // Compiles g's parts and its ops' graphs (each through compile(), so each is cached).
 std::shared_ptr<const Executable> compile_control_flow(const Graph& g, const Options& options);

@@ -61,7 +61,15 @@ DiskCache& DiskCache::instance() {
   return cache;
 }
 
-DiskCache::DiskCache() { configure(default_directory(), default_max_bytes()); }
+DiskCache::DiskCache() : shared_(SharedCache::from_environment()) { configure(default_directory(), default_max_bytes()); }
+
+void DiskCache::forked() {
+  if (!shared_) return;
+  std::unique_ptr<SharedCache> own = shared_->reopened();
+  (void)shared_.release();
+  shared_ = std::move(own);
+}
+
 
 void DiskCache::configure(const std::string& dir, int64_t max_bytes) {
   std::lock_guard lock(stats_mutex());
@@ -90,7 +98,9 @@ void DiskCache::configure(const std::string& dir, int64_t max_bytes) {
   log().debug("cache: compiled code is kept in {} (at most {} MiB)", dir_, max_bytes_ >> 20);
 }
 
-bool DiskCache::has(const std::string& name) const { return enabled() && access(path(name).c_str(), F_OK) == 0; }
+bool DiskCache::has(const std::string& name) const {
+  return enabled() && (access(path(name).c_str(), F_OK) == 0 || (shared_ && shared_->has(name)));
+}
 
 std::optional<std::string> DiskCache::read(const std::string& name) {
   if (!enabled()) return std::nullopt;
@@ -99,7 +109,14 @@ std::optional<std::string> DiskCache::read(const std::string& name) {
   const int fd = open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ELOOP) refuse(name, "a symbolic link");
-    return std::nullopt;
+    if (errno != ENOENT || !shared_) return std::nullopt;
+    // Not here: another machine of the fleet may have compiled it. Kept on disk as this user's.
+    std::optional<std::string> shared = shared_->get(name);
+    if (!shared) return std::nullopt;
+    write_file(name, *shared);
+    std::lock_guard lock(stats_mutex());
+    ++counts_.hits;
+    return shared;
   }
   struct stat st {};
   const std::string why = fstat(fd, &st) != 0 ? std::string(std::strerror(errno))
@@ -147,6 +164,11 @@ void DiskCache::count_miss() {
 
 void DiskCache::write(const std::string& name, const std::string& bytes) {
   if (!enabled()) return;
+  if (shared_) shared_->put(name, bytes);
+  if (write_file(name, bytes)) evict();
+}
+
+bool DiskCache::write_file(const std::string& name, const std::string& bytes) {
   static std::atomic<uint64_t> counter{0};
   const std::string final_path = path(name);
   const std::string tmp = final_path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
@@ -165,13 +187,11 @@ void DiskCache::write(const std::string& name, const std::string& bytes) {
   if (!ok) {
     log().warn("hjit: could not write the cache entry {}: {}", final_path, std::strerror(errno));
     std::remove(tmp.c_str());
-    return;
+    return false;
   }
-  {
-    std::lock_guard lock(stats_mutex());
-    ++counts_.writes;
-  }
-  evict();
+  std::lock_guard lock(stats_mutex());
+  ++counts_.writes;
+  return true;
 }
 
 void DiskCache::evict() {
@@ -219,6 +239,7 @@ DiskCacheStats DiskCache::stats() const {
     s = counts_;
   }
   s.directory = dir_;
+  if (shared_) s.shared = shared_->stats();
   if (!enabled()) return s;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir_, ec)) {

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "graph/op_def.h"
 #include "halide_backend/apply_schedule.h"
 #include "halide_backend/build.h"
 #include "halide_backend/codegen.h"
@@ -67,7 +68,12 @@ std::vector<std::string> export_static_library(const Graph& g, const ExportReque
       throw ValueError("hjit: export: the name '" + r.name + "' must be a C identifier");
   // An exported library is one Halide pipeline; a control flow op is a loop of pipelines run by
   // hjit's host code, which a library does not carry.
-  if (has_control_flow(g))
+  for (const Node& n : g.nodes)
+    if (has_trait(n.op, Collective))
+      throw ValueError("hjit: export: '" + r.name + "' uses " + op_name(n.op) + ", which exchanges data with the other ranks "
+                       "from hjit's host code and cannot be part of an exported library; export the parts before and "
+                       "after it");
+  if (has_host_steps(g))
     throw ValueError("hjit: export: '" + r.name + "' uses control flow ops (cond, while_loop, fori_loop, scan), which run "
                      "from hjit's host code between pipelines and cannot be exported as one; unroll the loop in C++ "
                      "(static trip counts) or select with hjit::where for the exported function");

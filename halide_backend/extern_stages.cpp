@@ -48,7 +48,7 @@ std::optional<ExternRule> extern_rule(ScheduleClass c) {
     case C::ConvolutionWeightGrad: return ExternRule{ExternKind::ConvWeightGrad, "conv_weight_grad", 4};
     case C::Source: case C::Elementwise: case C::LongLatency: case C::ScalarCall: case C::Check: case C::Reduction:
     case C::ArgReduction: case C::Scan: case C::Sort: case C::Pooling: case C::PoolingGrad: case C::Attention: case C::Movement:
-    case C::Gather: case C::Random: case C::ControlFlow:
+    case C::Gather: case C::Random: case C::ControlFlow: case C::Collective:
       return std::nullopt;
   }
   throw InternalError("hjit: no extern rule for schedule class " + std::to_string(int(c)));

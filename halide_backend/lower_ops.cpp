@@ -226,6 +226,13 @@ void Cond(LowerCtx&, Stage&, const Node&) { throw InternalError("cond runs on th
 void While(LowerCtx&, Stage&, const Node&) { throw InternalError("while_loop runs on the host; compile() splits it out"); }
 void Scan(LowerCtx&, Stage&, const Node&) { throw InternalError("scan runs on the host; compile() splits it out"); }
 void Checkpoint(LowerCtx&, Stage&, const Node&) { throw InternalError("checkpoint runs on the host; compile() splits it out"); }
+// So does communication with the other ranks (distributed/collectives.h).
+void AllReduce(LowerCtx&, Stage&, const Node&) { throw InternalError("all_reduce runs on the host; compile() splits it out"); }
+void AllGather(LowerCtx&, Stage&, const Node&) { throw InternalError("all_gather runs on the host; compile() splits it out"); }
+void ReduceScatter(LowerCtx&, Stage&, const Node&) { throw InternalError("reduce_scatter runs on the host; compile() splits it out"); }
+void DistBroadcast(LowerCtx&, Stage&, const Node&) { throw InternalError("dist_broadcast runs on the host; compile() splits it out"); }
+void Send(LowerCtx&, Stage&, const Node&) { throw InternalError("send runs on the host; compile() splits it out"); }
+void Recv(LowerCtx&, Stage&, const Node&) { throw InternalError("recv runs on the host; compile() splits it out"); }
 void Full(LowerCtx& ctx, Stage& s, const Node& n) { LowerCtx::define(s, value_of(ctx, n.type.dtype, n.attrs.f("value"))); }
 void Iota(LowerCtx&, Stage& s, const Node& n) {
   LowerCtx::define(s, cast(ct(n), LowerCtx::coords(s)[size_t(n.attrs.i("axis"))]));

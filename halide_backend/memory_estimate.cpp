@@ -17,7 +17,7 @@ int64_t estimate_peak_bytes(const Graph& g, const Options& options) {
   model.block_bytes = [](int64_t bytes) { return int64_t(block_size(size_t(bytes))); };
   model.stores_elementwise = [](OpKind op, size_t readers) { return scheduler().stores_elementwise(op, readers); };
   bool control_flow = false;
-  for (const Node& n : g.nodes) control_flow |= has_trait(n.op, ControlFlow);
+  for (const Node& n : g.nodes) control_flow |= is_host_step(n.op);
   std::vector<Part> parts;
   if (!control_flow) parts = parts_to_compile(g, options);
   if (parts.empty()) return hjit::estimate_peak_bytes(g, model);

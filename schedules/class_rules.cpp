@@ -11,6 +11,7 @@ CpuRules cpu_rules(ScheduleClass c) {
     case C::Movement:
     case C::Gather:
     case C::ControlFlow:
+    case C::Collective:
       return {};
     // exp, log, tanh, ...: a polynomial after a range reduction, or one slow instruction. Four
     // vectors at a time: W2 (selu) ran 1.13x faster with four than with one, and eight spill
@@ -67,6 +68,7 @@ GpuRules gpu_rules(ScheduleClass c) {
     case C::Movement:
     case C::Random:
     case C::ControlFlow:
+    case C::Collective:
       return {};
     case C::Reduction:
       return {.shared_memory_fold = true};

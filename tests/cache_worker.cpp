@@ -67,6 +67,8 @@ int main() {
     std::printf("disk_hits %lld\nmisses %lld\nrejected %lld\nwrites %lld\nentries %lld\nbytes %lld\nevictions %lld\n",
                 (long long)s.disk_hits, (long long)s.misses, (long long)s.disk_rejected, (long long)s.disk_writes,
                 (long long)s.disk_entries, (long long)s.disk_bytes, (long long)s.disk_evictions);
+    std::printf("shared_hits %lld\nshared_rejected %lld\nshared_writes %lld\nshared %s\n", (long long)s.shared_hits,
+                (long long)s.shared_rejected, (long long)s.shared_writes, s.shared.empty() ? "off" : s.shared.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::printf("error %s\n", e.what());

@@ -14,6 +14,9 @@
 #include <map>
 #include <random>
 #include <sstream>
+#include <thread>
+#include <csignal>
+#include <sys/stat.h>
 
 #include <hjit/hjit.h>
 
@@ -68,7 +71,9 @@ Report run_worker(const std::string& dir) {
 
 // The results, without the counters.
 Report results(Report r) {
-  for (const char* k : {"disk_hits", "misses", "rejected", "writes", "entries", "bytes", "evictions"}) r.erase(k);
+  for (const char* k : {"disk_hits", "misses", "rejected", "writes", "entries", "bytes", "evictions", "shared_hits",
+                        "shared_rejected", "shared_writes", "shared"})
+    r.erase(k);
   return r;
 }
 
@@ -336,4 +341,142 @@ TEST_CASE("entries another user could have written are never loaded; the cache h
     unused("another user's directory");
   }
   fs::remove_all(fs::path(dir).parent_path());
+}
+
+namespace {
+
+// A redis-server of this test's own on 127.0.0.1, in a scratch directory, stopped at the end.
+struct RedisServer {
+  pid_t pid = -1;
+  int port = 0;
+  std::string dir;
+  RedisServer() {
+    dir = test::scratch_dir("redis");
+    std::mt19937 rng{uint32_t(getpid())};
+    for (int attempt = 0; attempt < 20 && pid < 0; ++attempt) {
+      port = 20000 + int(rng() % 40000);
+      const std::string p = std::to_string(port);
+      std::vector<std::string> args = {"redis-server", "--port", p, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                                       "--dir", dir, "--logfile", dir + "/redis.log"};
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      pid_t child = 0;
+      if (posix_spawnp(&child, "redis-server", nullptr, nullptr, argv.data(), environ) != 0) return;
+      for (int wait = 0; wait < 100; ++wait) {  // up to 5 s for it to answer
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (cli("PING") == "PONG") {
+          pid = child;
+          break;
+        }
+        int status = 0;
+        if (waitpid(child, &status, WNOHANG) == child) break;  // the port was taken: another one
+      }
+      if (pid < 0) kill(child, SIGKILL), waitpid(child, nullptr, 0);
+    }
+  }
+  ~RedisServer() {
+    if (pid > 0) kill(pid, SIGTERM), waitpid(pid, nullptr, 0);
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
+  // One redis-cli command's output, trimmed.
+  std::string cli(const std::string& command) const {
+    const std::string line = "redis-cli -h 127.0.0.1 -p " + std::to_string(port) + " " + command + " 2>/dev/null";
+    std::string out;
+    if (FILE* f = popen(line.c_str(), "r")) {
+      char buf[4096];
+      for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+      pclose(f);
+    }
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    return out;
+  }
+  std::vector<std::string> keys() const {
+    std::vector<std::string> v;
+    std::istringstream in(cli("--scan --pattern 'hjit:cache:*'"));
+    for (std::string k; std::getline(in, k);)
+      if (!k.empty()) v.push_back(k);
+    return v;
+  }
+};
+
+Report run_worker_with(const std::string& dir, std::vector<std::string> env) {
+  const std::string out = dir + ".out";
+  return finish_worker(start_worker(dir, out, std::move(env)), out);
+}
+
+}  // namespace
+
+TEST_CASE("the shared tier: a machine with an empty disk compiles nothing; entries without a valid tag are never loaded") {
+  RedisServer redis;
+  if (redis.pid < 0) {
+    MESSAGE("redis-server could not be started (make deps installs Debian's redis-server): skipped");
+    return;
+  }
+  const std::string fleet_key = "HJIT_CACHE_KEY=this fleet's shared secret, 32+ bytes";
+  const std::vector<std::string> fleet = {"HJIT_CACHE_REDIS=" + redis.address(), fleet_key};
+  const std::string root = test::scratch_dir("shared");
+
+  // The first machine compiles and shares every pipeline it compiles.
+  Report first = run_worker_with(root + "/a", fleet);
+  REQUIRE(first["exit"] == "0");
+  CHECK(first["shared"] == redis.address());
+  CHECK(std::stoi(first["misses"]) > 0);
+  CHECK(first["shared_writes"] == first["misses"]);
+  const size_t shared = redis.keys().size();
+  CHECK(shared == size_t(std::stoi(first["misses"])));
+
+  // A second one, its disk empty, compiles nothing and computes the same.
+  Report second = run_worker_with(root + "/b", fleet);
+  REQUIRE(second["exit"] == "0");
+  CHECK(second["misses"] == "0");
+  CHECK(second["shared_hits"] == first["misses"]);
+  CHECK(results(second) == results(first));
+  CHECK(entries(root + "/b").size() == shared);  // kept on its disk
+  // A third with that disk: the disk tier answers.
+  Report third = run_worker_with(root + "/b", fleet);
+  CHECK(third["misses"] == "0");
+  CHECK(third["shared_hits"] == "0");
+
+  // Entries planted without the fleet's key: garbage, then entries tagged with another key (another
+  // fleet's writer, or someone who guessed at the format). Each is refused, compiled here, and the
+  // results are right.
+  for (const std::string& k : redis.keys()) redis.cli("SET " + k + " planted-native-code");
+  Report garbage = run_worker_with(root + "/c", fleet);
+  REQUIRE(garbage["exit"] == "0");
+  CHECK(garbage["shared_hits"] == "0");
+  CHECK(garbage["shared_rejected"] == std::to_string(shared));
+  CHECK(results(garbage) == results(first));
+  Report other_key = run_worker_with(root + "/d", {"HJIT_CACHE_REDIS=" + redis.address(), "HJIT_CACHE_KEY=another fleet's key, also long"});
+  CHECK(other_key["shared_rejected"] == std::to_string(shared));  // ours, rewritten by the garbage run: not theirs
+  Report after_other = run_worker_with(root + "/e", fleet);
+  CHECK(after_other["shared_hits"] == "0");
+  CHECK(after_other["shared_rejected"] == std::to_string(shared));
+  CHECK(results(after_other) == results(first));
+
+  // Without a key, or with too short a key, the tier is off; an unreachable Redis is a warning and the
+  // local tiers.
+  Report no_key = run_worker_with(root + "/f", {"HJIT_CACHE_REDIS=" + redis.address()});
+  CHECK(no_key["exit"] == "0");
+  CHECK(no_key["shared"] == "off");
+  Report short_key = run_worker_with(root + "/g", {"HJIT_CACHE_REDIS=" + redis.address(), "HJIT_CACHE_KEY=short"});
+  CHECK(short_key["shared"] == "off");
+  redis.cli("SHUTDOWN NOSAVE");
+  Report down = run_worker_with(root + "/h", fleet);
+  CHECK(down["exit"] == "0");
+  CHECK(results(down) == results(first));
+  CHECK(down["shared_hits"] == "0");
+
+  // A key file others can read is refused; a private one is used.
+  const std::string key_file = root + "/key";
+  test::write_file(key_file, "a key read from a file of one's own\n");
+  chmod(key_file.c_str(), 0644);
+  RedisServer again;
+  REQUIRE(again.pid > 0);
+  Report readable = run_worker_with(root + "/i", {"HJIT_CACHE_REDIS=" + again.address(), "HJIT_CACHE_KEY_FILE=" + key_file});
+  CHECK(readable["shared"] == "off");
+  chmod(key_file.c_str(), 0600);
+  Report from_file = run_worker_with(root + "/j", {"HJIT_CACHE_REDIS=" + again.address(), "HJIT_CACHE_KEY_FILE=" + key_file});
+  CHECK(from_file["shared"] == again.address());
+  CHECK(from_file["shared_writes"] == from_file["misses"]);
 }

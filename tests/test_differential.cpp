@@ -550,6 +550,19 @@ Group control_flow() {
   };
 }
 
+// Collectives in a world of one process (tests/test_distributed.cpp runs them on two ranks): host
+// steps between the pipelines before and after them, every shape and dtype.
+Group collectives() {
+  return [](const std::vector<Tensor>& in) {
+    namespace dist = hjit::dist;
+    const Tensor& x = in[0];
+    std::vector<Tensor> out = {dist::all_reduce(x + x, dist::ReduceOp::Max) * x, dist::broadcast(x * x, 0) - x,
+                               dist::reduce(x, dist::ReduceOp::Sum, 0)};
+    if (x.ndim() > 0) out.push_back(dist::reduce_scatter(dist::all_gather(x + x, x.ndim() - 1), 0) + x);
+    return out;
+  };
+}
+
 Group losses() {
   return [](const std::vector<Tensor>& in) { return std::vector<Tensor>{hjit::cross_entropy(in[0], in[1])}; };
 }
@@ -622,6 +635,13 @@ TEST_CASE("control flow: cond, fori_loop and scan, their bodies compiled") {
       check("control_flow", control_flow(), {test::random(s, t, seed++)});
       check("control_flow", control_flow(), {test::random(s, t, seed++) - 5.0});  // the other branch
     }
+}
+
+TEST_CASE("collectives in a world of one: host steps between pipelines") {
+  if (bundle()) return;  // an exported library is one pipeline: a collective does not export
+  uint64_t seed = 1450;
+  for (DType t : {DType::F32, DType::I32, DType::F16})
+    for (const Shape& s : shapes_for_config(kUnaryShapes)) check("collectives", collectives(), {test::random(s, t, seed++)});
 }
 
 TEST_CASE("0-d indices for every gathering op") {
@@ -765,8 +785,8 @@ TEST_CASE("every op's PTX was assembled, in every float dtype") {
   std::string missing;
   for (int k = 0; k < hjit::kNumOps; ++k) {
     const auto op = hjit::OpKind(k);
-    // Control flow runs on the host; its branches and bodies are the ordinary ops checked here.
-    if (hjit::has_trait(op, hjit::Source) || hjit::has_trait(op, hjit::ControlFlow)) continue;
+    // Control flow and collectives run on the host; branches and bodies are the ordinary ops checked here.
+    if (hjit::has_trait(op, hjit::Source) || hjit::is_host_step(op)) continue;
     if (!seen.count(op)) missing += std::string(" ") + hjit::op_name(op);
   }
   INFO("ops never compiled for CUDA:" << missing);

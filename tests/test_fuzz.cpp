@@ -13,6 +13,7 @@
 #include "graph/passes/verify.h"
 #include "halide_backend/backend.h"
 #include "halide_backend/cache_entry.h"
+#include "halide_backend/shared_cache.h"
 #include "schedules/param_model.h"
 #include "support/binary_io.h"
 #include <hjit/data.h>
@@ -185,6 +186,24 @@ TEST_CASE("disk-cache entries: 10,000 mutations of a payload under a valid heade
   });
   MESSAGE(decoded << " mutated entries decoded, " << rejected << " rejected with hjit::Error");
   CHECK(rejected > 0);
+}
+
+TEST_CASE("shared-cache entries: 10,000 mutations of a tagged entry are all refused; only the entry itself passes") {
+  using hjit::backend::SharedCache;
+  const std::string key = "the fleet's key, long enough", name = "0123456789abcdef", entry(500, 'e');
+  const std::string framed = SharedCache::frame(key, name, entry);
+  REQUIRE(SharedCache::unframe(key, name, framed) == entry);
+  CHECK(!SharedCache::unframe(key + "!", name, framed));  // another key
+  CHECK(!SharedCache::unframe(key, name + "0", framed));  // moved under another name
+  std::mt19937_64 rng(77);
+  int accepted = 0, same = 0;
+  for (int i = 0; i < 10000; ++i) {
+    const std::string mutated = mutate_bytes(framed, rng);
+    if (mutated == framed) ++same;
+    else if (SharedCache::unframe(key, name, mutated)) ++accepted;
+  }
+  MESSAGE((10000 - same) << " mutated entries, " << accepted << " accepted");
+  CHECK(accepted == 0);
 }
 
 TEST_CASE("tuning databases: 10,000 files with bytes changed open and read, or throw a typed error") {

@@ -42,8 +42,9 @@ Graph fold_constants(const Graph& g, const ConstEvaluator& eval, int64_t max_ele
       all_const &= is_const(out.node(i));
       all_full &= out.node(i).op == OpKind::Full;
     }
-    // A loop over constants is still a loop: it runs when called, not while compiling.
-    if (!all_const || has_trait(n.op, ControlFlow)) {
+    // A loop over constants is still a loop, and a collective still talks to the other ranks: they
+    // run when called, not while compiling.
+    if (!all_const || is_host_step(n.op)) {
       rw.copy(int(id));
       continue;
     }

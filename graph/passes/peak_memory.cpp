@@ -48,7 +48,7 @@ int64_t estimate_peak_bytes(const Graph& g, const PeakModel& model) {
     if (!has_trait(node.op, Elementwise) && !has_trait(node.op, Movement)) stored[id] = true;
     for (int v : node.inputs) {
       readers[size_t(v)].push_back(id);
-      if (node.op == OpKind::Matmul || node.op == OpKind::Attention || has_trait(node.op, ControlFlow)) stored[size_t(v)] = true;
+      if (node.op == OpKind::Matmul || node.op == OpKind::Attention || is_host_step(node.op)) stored[size_t(v)] = true;
     }
   }
   if (model.stores_elementwise)

@@ -25,6 +25,7 @@
 
 #include <hjit/control_flow.h>
 #include <hjit/device.h>
+#include <hjit/distributed.h>
 #include <hjit/dtype.h>
 #include <hjit/eager.h>
 #include <hjit/error.h>

@@ -118,6 +118,13 @@ struct CacheStats {
   int64_t disk_entries = 0;   // on disk now, and their size
   int64_t disk_bytes = 0;
   std::string directory;      // "" when the disk cache is off
+  // The shared tier behind the disk (HJIT_CACHE_REDIS=host:port with HJIT_CACHE_KEY_FILE or
+  // HJIT_CACHE_KEY; docs/saving-export-cache.md): entries another machine compiled (counted in
+  // disk_hits too), entries refused for want of a valid tag, entries shared.
+  int64_t shared_hits = 0;
+  int64_t shared_rejected = 0;
+  int64_t shared_writes = 0;
+  std::string shared;         // host:port, "" when the shared tier is off
 };
 CacheStats cache_stats();
 

@@ -100,7 +100,18 @@
   /* backward pass instead of kept (jax.checkpoint): the gradient is a checkpoint of vjp(body) */                          \
   X(Checkpoint, "checkpoint", -1, ControlFlow, "body,result", infer_checkpoint, ControlFlow)                               \
   /* checks: the operand, or an IndexError naming `what` when a value is outside [lo, hi) */                               \
-  X(CheckIndex, "check_index", 1, Elementwise | NonDifferentiable, "lo,hi,what", infer_check_index, Check)
+  X(CheckIndex, "check_index", 1, Elementwise | NonDifferentiable, "lo,hi,what", infer_check_index, Check)                 \
+  /* collectives (hjit/distributed.h): every rank runs the same ones in the same order, so they  */                        \
+  /* are never folded, merged or dropped (Collective in graph/op_def.h); `op` is a dist::ReduceOp, */                      \
+  /* `root` -1 or the one rank that keeps the result (the others get zeros), `world` the world   */                        \
+  /* size the shape was inferred for                                                              */                        \
+  X(AllReduce, "all_reduce", 1, Collective, "op,root", infer_all_reduce, Collective)                                      \
+  X(AllGather, "all_gather", 1, Collective, "axis,world", infer_all_gather, Collective)                                   \
+  X(ReduceScatter, "reduce_scatter", 1, Collective, "axis,op,world", infer_reduce_scatter, Collective)                    \
+  X(DistBroadcast, "dist_broadcast", 1, Collective, "root", infer_unary, Collective)                                      \
+  /* point to point: send's result is an empty token; recv's type is its attributes */                                     \
+  X(Send, "send", 1, Collective | NonDifferentiable, "peer,tag", infer_send, Collective)                                   \
+  X(Recv, "recv", 0, Collective | NonDifferentiable, "peer,tag,shape,dtype", infer_recv, Collective)
 
 // How the schedulers treat an op (schedules/class_rules.h: the CPU's built-in and the GPU's rules per
 // class; halide_backend/extern_stages.h: which classes a library can compute). X(Class, "name")
@@ -124,7 +135,8 @@
   X(Movement, "movement")                   /* moves data: inlined into its readers */                \
   X(Gather, "gather")                       /* reads at computed indices: on the host of a GPU */     \
   X(Random, "random")                       /* counter-based draws: its key operand is stored */      \
-  X(ControlFlow, "control_flow")            /* run by host steps between pipelines */
+  X(ControlFlow, "control_flow")            /* run by host steps between pipelines */            \
+  X(Collective, "collective")               /* communication: a host step between pipelines */
 
 namespace hjit {
 

@@ -19,6 +19,7 @@ struct CompileError : Error { using Error::Error; };        // a pipeline failed
 struct OutOfMemoryError : Error { using Error::Error; };    // an allocation failed
 struct FloatingPointError : Error { using Error::Error; };  // debug_nans: an op made a NaN or an infinity
 struct DeviceError : Error { using Error::Error; };         // a device (GPU) a call needs is missing or failed
+struct DistributedError : Error { using Error::Error; };    // a collective failed: a rank did not answer in time, ranks disagree
 struct InternalError : Error { using Error::Error; };       // a bug in hjit: please report it
 
 }  // namespace hjit
