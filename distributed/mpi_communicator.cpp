@@ -1,5 +1,7 @@
 #include "distributed/mpi_communicator.h"
 
+#include <algorithm>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -92,6 +94,7 @@ class MpiWorld;
 class MpiPending final : public Pending {
  public:
   MpiPending(MpiWorld& w, std::string what) : world_(w), what_(std::move(what)) {}
+  ~MpiPending() override;
   void wait() override;
   MPI_Request request = MPI_REQUEST_NULL;
   std::vector<float> wide_in, wide_out;
@@ -122,6 +125,7 @@ class MpiWorld final : public Communicator {
     }
     log().debug("dist: MPI world of {} processes, this is rank {} (thread level {}), timeout {} ms", size_, rank_, provided,
                 timeout.count());
+    progress_thread_ = std::thread([this] { progress(); });
   }
   ~MpiWorld() override { finalize(); }
 
@@ -142,13 +146,14 @@ class MpiWorld final : public Communicator {
     }
     if (root >= 0 && root != rank_) p->narrow_to = nullptr;  // only the root receives
     if (root >= 0 && src == MPI_IN_PLACE && root != rank_) src = in;  // MPI_IN_PLACE is the root's alone
-    const int code = root < 0 ? MPI_Iallreduce(src, dst, int(count), mpi_type(t), mpi_op(op, t), comm_, &p->request)
-                              : MPI_Ireduce(src, dst, int(count), mpi_type(t), mpi_op(op, t), root, comm_, &p->request);
-    return started(std::move(p), code);
+    return started(std::move(p), [&](MPI_Request* r) {
+      return root < 0 ? MPI_Iallreduce(src, dst, int(count), mpi_type(t), mpi_op(op, t), comm_, r)
+                      : MPI_Ireduce(src, dst, int(count), mpi_type(t), mpi_op(op, t), root, comm_, r);
+    });
   }
   std::unique_ptr<Pending> start_all_gather(const void* in, void* out, int64_t bytes) override {
     auto p = pending("all_gather");
-    return started(std::move(p), MPI_Iallgather(in, int(bytes), MPI_BYTE, out, int(bytes), MPI_BYTE, comm_, &p->request));
+    return started(std::move(p), [&](MPI_Request* r) { return MPI_Iallgather(in, int(bytes), MPI_BYTE, out, int(bytes), MPI_BYTE, comm_, r); });
   }
   std::unique_ptr<Pending> start_reduce_scatter(const void* in, void* out, int64_t count, DType t, dist::ReduceOp op) override {
     auto p = pending("reduce_scatter");
@@ -160,26 +165,32 @@ class MpiWorld final : public Communicator {
       widen(in, p->wide_in.data(), count * size_, t);
       src = p->wide_in.data(), dst = p->wide_out.data(), p->narrow_to = out, p->dtype = t;
     }
-    return started(std::move(p), MPI_Ireduce_scatter_block(src, dst, int(count), mpi_type(t), mpi_op(op, t), comm_, &p->request));
+    return started(std::move(p), [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(src, dst, int(count), mpi_type(t), mpi_op(op, t), comm_, r); });
   }
   std::unique_ptr<Pending> start_broadcast(void* data, int64_t bytes, int root) override {
     auto p = pending("broadcast");
-    return started(std::move(p), MPI_Ibcast(data, int(bytes), MPI_BYTE, root, comm_, &p->request));
+    return started(std::move(p), [&](MPI_Request* r) { return MPI_Ibcast(data, int(bytes), MPI_BYTE, root, comm_, r); });
   }
   std::unique_ptr<Pending> start_send(const void* data, int64_t bytes, int peer, int tag) override {
     auto p = pending("send to rank " + std::to_string(peer));
-    return started(std::move(p), MPI_Isend(data, int(bytes), MPI_BYTE, peer, tag, comm_, &p->request));
+    return started(std::move(p), [&](MPI_Request* r) { return MPI_Isend(data, int(bytes), MPI_BYTE, peer, tag, comm_, r); });
   }
   std::unique_ptr<Pending> start_recv(void* data, int64_t bytes, int peer, int tag) override {
     auto p = pending("recv from rank " + std::to_string(peer));
-    return started(std::move(p), MPI_Irecv(data, int(bytes), MPI_BYTE, peer, tag, comm_, &p->request));
+    return started(std::move(p), [&](MPI_Request* r) { return MPI_Irecv(data, int(bytes), MPI_BYTE, peer, tag, comm_, r); });
   }
   std::unique_ptr<Pending> start_barrier() override {
     auto p = pending("barrier");
-    return started(std::move(p), MPI_Ibarrier(comm_, &p->request));
+    return started(std::move(p), [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
   }
 
   void finalize() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    progress_cv_.notify_one();
+    if (progress_thread_.joinable()) progress_thread_.join();
     std::lock_guard<std::mutex> lock(mutex_);
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -199,7 +210,10 @@ class MpiWorld final : public Communicator {
       int done = 0;
       const int code = MPI_Test(&p.request, &done, MPI_STATUS_IGNORE);
       if (code != MPI_SUCCESS) fail(what + " failed: " + mpi_error(code));
-      if (done) return;
+      if (done) {
+        forget(&p);
+        return;
+      }
       if (std::chrono::steady_clock::now() > deadline)
         fail(what + ": no answer from the other ranks within " + std::to_string(timeout.count()) +
              " ms (a rank died, stopped, or is running other collectives; dist::init's timeout sets the limit)");
@@ -217,12 +231,38 @@ class MpiWorld final : public Communicator {
     check_alive(what);
     return std::make_unique<MpiPending>(*this, what);
   }
-  std::unique_ptr<Pending> started(std::unique_ptr<MpiPending> p, int code) {
-    if (code != MPI_SUCCESS) {
+  // Starts the operation under the lock (MPI_THREAD_SERIALIZED: one MPI call at a time, this thread
+  // or the progress thread), and hands it to the progress thread.
+  template <class Start>
+  std::unique_ptr<Pending> started(std::unique_ptr<MpiPending> p, Start&& start) {
+    {
       std::lock_guard<std::mutex> lock(mutex_);
-      fail("starting a collective failed: " + mpi_error(code));
+      const int code = start(&p->request);
+      if (code != MPI_SUCCESS) fail("starting a collective failed: " + mpi_error(code));
+      active_.push_back(p.get());
     }
+    progress_cv_.notify_one();
     return p;
+  }
+  void forget(MpiPending* p) { active_.erase(std::remove(active_.begin(), active_.end(), p), active_.end()); }
+
+  // MPI moves a nonblocking collective on only inside MPI calls: while the caller computes the next
+  // pipeline, this thread calls them, so the exchange travels meanwhile.
+  void progress() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stopping_) {
+      if (active_.empty() || !failure_.empty()) {
+        progress_cv_.wait(lock);
+        continue;
+      }
+      for (MpiPending* p : active_) {
+        int done = 0;
+        if (p->request != MPI_REQUEST_NULL) MPI_Test(&p->request, &done, MPI_STATUS_IGNORE);
+      }
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      lock.lock();
+    }
   }
   void check_alive(const std::string& what) {
     if (!failure_.empty())
@@ -237,7 +277,18 @@ class MpiWorld final : public Communicator {
   int rank_ = 0, size_ = 1, local_size_ = 1;
   std::string failure_;
   std::mutex mutex_;
+  std::vector<MpiPending*> active_;  // started, not yet seen done by their wait()
+  std::condition_variable progress_cv_;
+  bool stopping_ = false;
+  std::thread progress_thread_;
+
+  friend class MpiPending;
 };
+
+MpiPending::~MpiPending() {
+  std::lock_guard<std::mutex> lock(world_.mutex_);
+  world_.forget(this);
+}
 
 void MpiPending::wait() {
   if (request != MPI_REQUEST_NULL) world_.wait(*this, what_);

@@ -63,6 +63,7 @@ void share_the_cores(int ranks_here) {
   int share = std::max(1, cores / ranks_here);
   if (allowed > 0) share = std::min(share, allowed);
   omp_set_num_threads(share);
+  setenv("OMP_NUM_THREADS", std::to_string(share).c_str(), 0);  // and the processes it starts (tuning workers)
 }
 
 }  // namespace

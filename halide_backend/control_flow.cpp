@@ -209,12 +209,18 @@ class ControlFlowExecutable final : public Executable {
     }
     return os.str();
   }
+  // The first compiled part's schedule, and what runs on the host between the parts.
   std::string summary() const override {
-    for (const Step& s : steps)
-      if (s.exe) return s.exe->summary() + ", with host steps";
-    for (const Step& s : steps)
-      if (s.a) return s.a->summary() + ", with host steps";
-    return steps.empty() ? "nothing" : "collectives on the host";
+    bool control_flow = false, collectives = false;
+    const Executable* first = nullptr;
+    for (const Step& s : steps) {
+      control_flow |= s.control_flow, collectives |= s.collective;
+      if (!first) first = s.exe ? s.exe.get() : s.a.get();
+    }
+    const std::string host = control_flow && collectives ? "host control flow and collectives"
+                             : control_flow             ? "host control flow"
+                                                        : "collectives on the host";
+    return first ? first->summary() + ", with " + host : steps.empty() ? "nothing" : host;
   }
 
  private:

@@ -6,10 +6,13 @@
 //   hjit-tune --merge all.sqlite a.sqlite b.sqlite                  databases of separate runs, as one
 //   hjit-tune --db a.sqlite,b.sqlite --fit-model model.txt         the built-in schedule's parameter
 //                                                                   model fitted to databases
+//   mpirun -np 4 hjit-tune --workload W3 --db t.sqlite             every rank measures a candidate at
+//                                                                   once; rank 0 writes the database
 //
 // Options: --device cpu|cuda|opencl (default cpu; a GPU is tuned on the device, with built-in and
 // Li2018), --schedulers built-in,Adams2019,Li2018,Mullapudi2016 (default: all), --timeout S (one
-// candidate's compile, check and timing; default 180), --no-retrain, --quiet (no progress line).
+// candidate's compile, check and timing; default 180), --seed N (the same candidates in the same
+// order, run after run), --no-retrain, --quiet (no progress line).
 // Ctrl-C stops the run and keeps what was measured. A saved module is tuned on made-up inputs of
 // its signature (normally distributed floats, zero integers). A tuning run measures the built-in
 // rules without a parameter model (its workers run with HJIT_PARAM_MODEL=off): what it finds is
@@ -36,7 +39,7 @@ int usage(bool asked = false) {
                "       hjit-tune --db FILE[,FILE...] --fit-model MODEL.txt\n"
                "       hjit-tune --merge INTO FROM [FROM...]\n"
                "options: --device cpu|cuda|opencl  --schedulers built-in,Adams2019,Li2018,Mullapudi2016  --timeout S\n"
-               "         --no-retrain  --quiet  --help\n"
+               "         --seed N  --no-retrain  --quiet  --help\n"
                "Measures candidate schedules in worker processes, keeps every measurement in the SQLite database,\n"
                "and leaves the best compiled in the disk cache; jit() uses it with {.tuning_db = FILE} or\n"
                "HJIT_TUNING_DB=FILE. Ctrl-C stops a run and keeps what was measured. --fit-model fits the built-in\n"
@@ -90,6 +93,7 @@ int main(int argc, char** argv) {
     else if (a == "--minutes" && has_value) o.minutes = std::atof(argv[++i]);
     else if (a == "--schedulers" && has_value) o.schedulers = bench::split_list(argv[++i]);
     else if (a == "--timeout" && has_value) o.candidate_timeout_s = std::atof(argv[++i]);
+    else if (a == "--seed" && has_value) o.seed = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--device" && has_value) {
       const std::string d = argv[++i];
       if (d == "cpu") o.device = hjit::Device::CPU;
@@ -107,23 +111,29 @@ int main(int argc, char** argv) {
   }
   if (o.db.empty() || (!report && fit.empty() && workloads.empty() && module.empty())) return usage();
   try {
+    // Under mpirun or srun every rank measures candidates at once, on its own cores; rank 0 writes
+    // the database and reports.
+    hjit::dist::init();
+    const bool reporter = hjit::dist::rank() == 0;
     if (!fit.empty()) {
-      std::fputs(hjit::fit_param_model(bench::split_list(o.db), fit).c_str(), stdout);
+      if (reporter) std::fputs(hjit::fit_param_model(bench::split_list(o.db), fit).c_str(), stdout);
       return 0;
     }
     for (const std::string& id : workloads) {
       bench::Workload w = bench::make_workload(id);
       hjit::TuneOptions wo = o;
       wo.name = w.id + " " + w.name;
-      print(w.tune(wo));
+      const hjit::TuneResult r = w.tune(wo);
+      if (reporter) print(r);
     }
     if (!module.empty()) {
       hjit::Module m = hjit::Module::load(module);
       hjit::TuneOptions mo = o;
       if (mo.name.empty()) mo.name = m.name();
-      print(hjit::tune_graph(m.graph(), module_inputs(m), mo));
+      const hjit::TuneResult r = hjit::tune_graph(m.graph(), module_inputs(m), mo);
+      if (reporter) print(r);
     }
-    if (report) {
+    if (report && reporter) {
       if (plots.empty()) {
         plots = o.db;
         const size_t dot = plots.rfind('.');

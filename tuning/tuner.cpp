@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 
+#include <hjit/distributed.h>
 #include <hjit/tune.h>
 
 #include "halide_backend/backend.h"
@@ -18,6 +19,7 @@
 #include "tuning/candidates.h"
 #include "tuning/database.h"
 #include "tuning/pipeline_key.h"
+#include "tuning/rank_exchange.h"
 #include "tuning/retrain.h"
 #include "tuning/worker.h"
 
@@ -162,10 +164,51 @@ void confirm_best(Database& db, const PipelineRecord& p, const std::string& req_
 
 }  // namespace
 
+namespace {
+
+// The file every candidate's worker reads its request from, removed when the run ends.
+class RequestFile {
+ public:
+  RequestFile(const Graph& g, const std::vector<Tensor>& inputs, Device device) {
+    const int fd = mkstemp(path_);
+    if (fd < 0) throw ValueError("hjit::tune: no temporary file for the tuning request");
+    close(fd);
+    write_request(path_, make_request(g, inputs, device));
+  }
+  ~RequestFile() { std::remove(path_); }
+  const char* path() const { return path_; }
+
+ private:
+  char path_[32] = "/tmp/hjit_tune_request_XXXXXX";
+};
+
+// A rank other than 0 of a distributed run: measures the candidates rank 0 hands it, round by round,
+// until rank 0 says stop (an empty round); rank 0 records them in its database.
+TuneResult measure_for_rank0(const Graph& graph, const std::vector<Tensor>& inputs, const TuneOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  const RequestFile request(graph, inputs, o.device);
+  TuneResult r;
+  r.name = o.name;
+  for (std::vector<std::string> round = broadcast_strings({}); !round.empty(); round = broadcast_strings({})) {
+    const size_t me = size_t(dist::rank()) + 1;  // round[0] is the timeout
+    Measurement m;
+    if (me < round.size()) {
+      m = measure_in_worker(request.path(), round[me], std::stod(round[0]), [] { return false; });
+      ++r.tried, r.failed += m.valid ? 0 : 1;
+    }
+    gather_strings(me < round.size() ? format_result(m) : std::string());
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace
+
 TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, const TuneOptions& o) {
   check_options(o);
   check_inputs(traced, inputs);
   const Graph graph = canonical_graph(traced);
+  if (dist::rank() != 0) return measure_for_rank0(graph, inputs, o);
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   const double budget = o.minutes * 60;
@@ -180,22 +223,15 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   for (const CandidateRecord& c : db->candidates(p.id)) tried.insert(c.origin);
   if (std::optional<CandidateRecord> b = db->best(p.id)) r.best_ms = b->ms, r.best_origin = best_origin = b->origin;
 
-  char req_path[] = "/tmp/hjit_tune_request_XXXXXX";
-  const int fd = mkstemp(req_path);
-  if (fd < 0) throw ValueError("hjit::tune: no temporary file for the tuning request");
-  close(fd);
-  struct RemoveFile {
-    const char* path;
-    ~RemoveFile() { std::remove(path); }
-  } remove_request{req_path};
-  write_request(req_path, make_request(graph, inputs, o.device));
+  const RequestFile request_file(graph, inputs, o.device);
+  const char* req_path = request_file.path();
 
   CostModelFiles model(o.db);
   // A GPU: its own schedules and Li2018's (the CPU autoschedulers and library stages do not apply).
   const bool gpu = o.device != Device::CPU;
   std::vector<std::string> schedulers = o.schedulers;
   if (gpu && schedulers.empty()) schedulers = {"built-in", "Li2018"};
-  Candidates candidates(schedulers, tried, std::random_device{}(), !gpu && !backend::extern_gemm_nodes(graph).empty(),
+  Candidates candidates(schedulers, tried, o.seed != 0 ? o.seed : std::random_device{}(), !gpu && !backend::extern_gemm_nodes(graph).empty(),
                         !gpu && !backend::extern_conv_nodes(graph).empty());
   candidates.set_weights(model.weights());
   const bool progress = o.progress && isatty(2);
@@ -203,24 +239,24 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   InterruptScope interrupt;
   double recorded_s = 0;  // of this run's time, what the database has been told
   int new_samples = 0;    // Adams2019 samples this run added for retraining
-  // Measures one request in a worker and records it (its id in *recorded). False when Ctrl-C stopped it.
-  auto measure = [&](const backend::ScheduleRequest& candidate, double timeout, int64_t* recorded = nullptr) {
-    const std::string request = candidate.str();  // its origin in the database
-    // Adams2019 leaves its featurization for the cost model's retraining.
+  // Measures one request in a worker (Adams2019 leaving its featurization in *features for the
+  // cost model's retraining).
+  auto measure = [&](const backend::ScheduleRequest& candidate, double timeout, std::string* features) {
     backend::ScheduleRequest how = candidate;
-    std::string features;
     const backend::Auto* adams = candidate.as<backend::Auto>();
     if (o.retrain && adams && adams->scheduler == backend::Autoscheduler::Adams2019) {  // named apart from other processes' samples
-      features = model.featurization(p.id, int64_t(getpid()) * 1000000 + r.tried);
-      std::get<backend::Auto>(how.choice).params.features = features;
+      *features = model.featurization(p.id, int64_t(getpid()) * 1000000 + r.tried);
+      std::get<backend::Auto>(how.choice).params.features = *features;
     }
-    Measurement m = measure_in_worker(req_path, how.str(), timeout, [&] { return interrupt.interrupted(); });
-    if (interrupt.interrupted()) return false;  // stopped by Ctrl-C: not a measurement
+    return measure_in_worker(req_path, how.str(), timeout, [&] { return interrupt.interrupted(); });
+  };
+  // Records a measurement in the database.
+  auto record = [&](const backend::ScheduleRequest& candidate, const Measurement& m, const std::string& features) {
+    const std::string request = candidate.str();  // its origin in the database
     CandidateRecord c;
     c.pipeline = p.id, c.origin = request, c.schedule = m.schedule, c.ms = m.ms, c.valid = m.valid, c.error = m.error;
     c.compile_ms = m.compile_ms, c.at_s = earlier_s + elapsed();
     const int64_t id = db->add(c);
-    if (recorded) *recorded = id;
     db->add_tuning_time(p.id, elapsed() - recorded_s);
     recorded_s = elapsed();
     ++r.tried;
@@ -237,21 +273,36 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
       if (!features.empty()) new_samples += add_sample(model, features, m.ms, p.id, id);
     }
     if (!features.empty()) std::remove(features.c_str());
-    return true;
   };
+  // Round by round, one candidate per rank (mpirun -np N hjit-tune: every rank measures one at the
+  // same time, on its own cores; this rank records them all).
+  const int ranks = dist::world_size();
   while (elapsed() < budget && !interrupt.interrupted()) {
-    const std::optional<backend::ScheduleRequest> request = candidates.next(best_origin);
-    if (!request) {
+    std::vector<backend::ScheduleRequest> round;
+    while (int(round.size()) < ranks) {
+      const std::optional<backend::ScheduleRequest> request = candidates.next(best_origin);
+      if (!request) break;
+      candidates.tried(*request);
+      round.push_back(*request);
+    }
+    if (round.empty()) {
       log().info("tuning '{}': every candidate has been measured", p.name);
       break;
     }
-    candidates.tried(*request);
-    if (progress) show_progress(r, elapsed(), budget, request->str());
+    if (progress) show_progress(r, elapsed(), budget, round[0].str());
     // No candidate may take more than a sixth of the run (an Adams2019 beam search on a large
     // pipeline can take ten minutes), nor run past its end.
     const double timeout = std::min({o.candidate_timeout_s, std::max(30.0, budget / 6), std::max(10.0, budget - elapsed() + 5)});
-    if (!measure(*request, timeout)) break;
+    std::vector<std::string> shared = {std::to_string(timeout)};
+    for (const backend::ScheduleRequest& q : round) shared.push_back(q.str());
+    broadcast_strings(shared);
+    std::string features;
+    const Measurement mine = measure(round[0], timeout, &features);
+    const std::vector<std::string> measured = gather_strings(format_result(mine));
+    if (interrupt.interrupted()) break;  // stopped by Ctrl-C: not a measurement
+    for (size_t k = 0; k < round.size(); ++k) record(round[k], k == 0 ? mine : parse_result(measured[k]), k == 0 ? features : "");
   }
+  broadcast_strings({});  // the other ranks' signal to stop
   if (r.tried > 0 && !interrupt.interrupted()) {
     if (progress) show_progress(r, elapsed(), budget, "confirming the best");
     confirm_best(*db, p, req_path, std::max(60.0, o.candidate_timeout_s), earlier_s + elapsed(), [&] { return interrupt.interrupted(); }, r);

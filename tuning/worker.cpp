@@ -99,6 +99,27 @@ double median_ms(const Run& run) {
   return runs[runs.size() / 2];
 }
 
+bool executable_file(const std::string& path) { return !path.empty() && access(path.c_str(), X_OK) == 0; }
+
+// Faults a test asks the worker to commit, to show that a tuning run survives them:
+// HJIT_TUNE_FAULT="crash:cols=3;hang:rows=4;wrong:vec=2" crashes, hangs or perturbs the first
+// result for every request containing that text; "lucky:X" reports a tenth of the time measured
+// (a lucky measurement), "slow:X" sleeps in every run of a confirmation whose schedule text
+// contains X. Only the test suite sets it.
+bool fault(const std::string& kind, const std::string& text) {
+  const char* env = std::getenv("HJIT_TUNE_FAULT");
+  if (!env) return false;
+  std::stringstream ss(env);
+  for (std::string item; std::getline(ss, item, ';');) {
+    const size_t colon = item.find(':');
+    if (colon != std::string::npos && item.substr(0, colon) == kind && text.find(item.substr(colon + 1)) != std::string::npos)
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::string format_result(const Measurement& m) {
   char head[128];
   std::snprintf(head, sizeof head, "%s %.6f %.3f %.6f\n", m.valid ? "ok" : "failed", m.ms, m.compile_ms, m.baseline_ms);
@@ -121,27 +142,6 @@ Measurement parse_result(const std::string& text) {
   m.schedule.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   return m;
 }
-
-bool executable_file(const std::string& path) { return !path.empty() && access(path.c_str(), X_OK) == 0; }
-
-// Faults a test asks the worker to commit, to show that a tuning run survives them:
-// HJIT_TUNE_FAULT="crash:cols=3;hang:rows=4;wrong:vec=2" crashes, hangs or perturbs the first
-// result for every request containing that text; "lucky:X" reports a tenth of the time measured
-// (a lucky measurement), "slow:X" sleeps in every run of a confirmation whose schedule text
-// contains X. Only the test suite sets it.
-bool fault(const std::string& kind, const std::string& text) {
-  const char* env = std::getenv("HJIT_TUNE_FAULT");
-  if (!env) return false;
-  std::stringstream ss(env);
-  for (std::string item; std::getline(ss, item, ';');) {
-    const size_t colon = item.find(':');
-    if (colon != std::string::npos && item.substr(0, colon) == kind && text.find(item.substr(colon + 1)) != std::string::npos)
-      return true;
-  }
-  return false;
-}
-
-}  // namespace
 
 void write_request(const std::string& path, const Request& r) {
   BinaryWriter w;

@@ -30,6 +30,10 @@ struct Measurement {
   std::string error;     // why it is not valid
 };
 
+// A measurement as text (how a worker reports it, and how the ranks of a distributed run send it).
+std::string format_result(const Measurement& m);
+Measurement parse_result(const std::string& text);
+
 // A confirmation: `how` that times the schedule text in the file at schedule_path against the
 // built-in baseline in one worker, in alternating rounds, so that both see the same machine.
 std::string confirm_request(const std::string& schedule_path);

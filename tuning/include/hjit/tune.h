@@ -33,6 +33,8 @@ struct TuneOptions {
                                      // sixth of the run, at least 30 s)
   bool progress = true;              // a progress line on stderr when it is a terminal
   bool retrain = true;               // retrain Adams2019's cost model from this run's samples
+  uint64_t seed = 0;                 // the random choices of the search (0: a new seed each run); a
+                                     // seed makes a run propose the same candidates in the same order
 };
 
 struct TuneResult {

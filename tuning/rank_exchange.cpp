@@ -1,0 +1,67 @@
+#include "tuning/rank_exchange.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <hjit/distributed.h>
+
+namespace hjit::tuning {
+namespace {
+
+Tensor bytes_tensor(const std::string& s, int64_t size) {
+  std::string padded = s;
+  padded.resize(size_t(size), '\0');
+  return Tensor::from_bytes(padded.data(), padded.size(), {size}, DType::U8);
+}
+
+std::string text_of(const Tensor& t, int64_t from, int64_t length) {
+  const char* p = static_cast<const char*>(t.data());
+  return std::string(p + from, size_t(length));
+}
+
+// One string holding several: each length (8 bytes), then its bytes.
+std::string pack(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& s : v) {
+    const int64_t n = int64_t(s.size());
+    out.append(reinterpret_cast<const char*>(&n), sizeof n);
+    out += s;
+  }
+  return out;
+}
+std::vector<std::string> unpack(const std::string& packed) {
+  std::vector<std::string> v;
+  for (size_t at = 0; at + sizeof(int64_t) <= packed.size();) {
+    int64_t n = 0;
+    std::memcpy(&n, packed.data() + at, sizeof n);
+    at += sizeof n;
+    if (n < 0 || size_t(n) > packed.size() - at) break;
+    v.push_back(packed.substr(at, size_t(n)));
+    at += size_t(n);
+  }
+  return v;
+}
+
+}  // namespace
+
+std::vector<std::string> broadcast_strings(const std::vector<std::string>& from_rank0) {
+  if (dist::world_size() == 1) return from_rank0;
+  const std::string packed = dist::rank() == 0 ? pack(from_rank0) : std::string();
+  const int64_t size = dist::broadcast(Tensor::scalar(double(packed.size()), DType::I64), 0).item<int64_t>();
+  const Tensor bytes = dist::broadcast(bytes_tensor(packed, size), 0);
+  return unpack(text_of(bytes, 0, size));
+}
+
+std::vector<std::string> gather_strings(const std::string& mine) {
+  const int ranks = dist::world_size();
+  if (ranks == 1) return {mine};
+  const Tensor sizes = dist::all_gather(Tensor::from_vector(std::vector<int64_t>{int64_t(mine.size())}, {1}));
+  const std::vector<int64_t> each = sizes.to_vector<int64_t>();
+  const int64_t longest = *std::max_element(each.begin(), each.end());
+  const Tensor all = dist::all_gather(bytes_tensor(mine, longest));
+  std::vector<std::string> out;
+  for (int r = 0; r < ranks; ++r) out.push_back(text_of(all, r * longest, each[size_t(r)]));
+  return out;
+}
+
+}  // namespace hjit::tuning

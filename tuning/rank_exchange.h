@@ -1,0 +1,15 @@
+// Strings between the ranks of a tuning run spread over processes or machines (mpirun -np N
+// hjit-tune ...), through hjit/distributed.h's collectives on bytes. Every rank calls each function
+// at the same point; in a world of one they return what they were given.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace hjit::tuning {
+
+// Rank 0's strings, on every rank (the others' argument is ignored).
+std::vector<std::string> broadcast_strings(const std::vector<std::string>& from_rank0);
+// Every rank's string, in rank order, on every rank.
+std::vector<std::string> gather_strings(const std::string& mine);
+
+}  // namespace hjit::tuning
