@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 #include <signal.h>
 #include <spawn.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -249,6 +251,27 @@ Trial compile_trial(const Request& r, const std::string& schedule_text) {
   return t;
 }
 
+// The machine to itself while timing: workers compile at the same time (the ranks of a distributed
+// run sharing a machine, or two runs of one user) but time one at a time, so that one's timing
+// never shares the memory system with another's. A lock per user and machine (ranks on other
+// machines never wait); released when the worker ends, however it ends.
+class TimingTurn {
+ public:
+  TimingTurn() {
+    const std::string path = "/tmp/hjit-tune-timing-" + std::to_string(geteuid()) + ".lock";
+    fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd_ >= 0) while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {}
+  }
+  ~TimingTurn() {
+    if (fd_ >= 0) close(fd_);
+  }
+  TimingTurn(const TimingTurn&) = delete;
+  TimingTurn& operator=(const TimingTurn&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 // A confirmation: the candidate and the baseline timed in alternating rounds; each one's time is
 // the median of its rounds' medians.
 void confirm(const Request& r, const std::string& schedule_path, Measurement& m) {
@@ -267,6 +290,7 @@ void confirm(const Request& r, const std::string& schedule_path, Measurement& m)
     }
   }
   std::vector<double> cand, base;
+  const TimingTurn turn;
   for (int round = 0; round < 5; ++round) {
     cand.push_back(candidate.median_ms());
     base.push_back(baseline.median_ms());
@@ -305,6 +329,7 @@ int worker_main(const std::string& request, const std::string& how, const std::s
         const_cast<float*>(trial.got[0].data_ptr<float>())[0] += 1.0f;
       m.error = difference(trial.got, r.expected, result_types(r.graph));
       if (m.error.empty()) {
+        const TimingTurn turn;
         m.ms = trial.median_ms() / (fault("lucky", how) ? 10 : 1);
         m.valid = true;
       } else {
