@@ -182,6 +182,17 @@ class RequestFile {
   char path_[32] = "/tmp/hjit_tune_request_XXXXXX";
 };
 
+// What a rank of a distributed run sends rank 0: when in the round its measurement ended (so that
+// the database says when each was made, not when the round ended), and the measurement.
+std::string round_result(double seconds_into_round, const Measurement& m) {
+  return std::to_string(seconds_into_round) + "\n" + format_result(m);
+}
+std::pair<double, Measurement> parse_round_result(const std::string& text) {
+  const size_t line = text.find('\n');
+  if (line == std::string::npos) return {0.0, parse_result("")};
+  return {std::atof(text.substr(0, line).c_str()), parse_result(text.substr(line + 1))};
+}
+
 // A rank other than 0 of a distributed run: measures the candidates rank 0 hands it, round by round,
 // until rank 0 says stop (an empty round); rank 0 records them in its database.
 TuneResult measure_for_rank0(const Graph& graph, const std::vector<Tensor>& inputs, const TuneOptions& o) {
@@ -190,13 +201,15 @@ TuneResult measure_for_rank0(const Graph& graph, const std::vector<Tensor>& inpu
   TuneResult r;
   r.name = o.name;
   for (std::vector<std::string> round = broadcast_strings({}); !round.empty(); round = broadcast_strings({})) {
+    const auto round_start = std::chrono::steady_clock::now();
     const size_t me = size_t(dist::rank()) + 1;  // round[0] is the timeout
     Measurement m;
     if (me < round.size()) {
       m = measure_in_worker(request.path(), round[me], std::stod(round[0]), [] { return false; });
       ++r.tried, r.failed += m.valid ? 0 : 1;
     }
-    gather_strings(me < round.size() ? format_result(m) : std::string());
+    const double into_round = std::chrono::duration<double>(std::chrono::steady_clock::now() - round_start).count();
+    gather_strings(me < round.size() ? round_result(into_round, m) : std::string());
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
@@ -251,11 +264,11 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
     return measure_in_worker(req_path, how.str(), timeout, [&] { return interrupt.interrupted(); });
   };
   // Records a measurement in the database.
-  auto record = [&](const backend::ScheduleRequest& candidate, const Measurement& m, const std::string& features) {
+  auto record = [&](const backend::ScheduleRequest& candidate, const Measurement& m, const std::string& features, double at_s) {
     const std::string request = candidate.str();  // its origin in the database
     CandidateRecord c;
     c.pipeline = p.id, c.origin = request, c.schedule = m.schedule, c.ms = m.ms, c.valid = m.valid, c.error = m.error;
-    c.compile_ms = m.compile_ms, c.at_s = earlier_s + elapsed();
+    c.compile_ms = m.compile_ms, c.at_s = earlier_s + at_s;
     const int64_t id = db->add(c);
     db->add_tuning_time(p.id, elapsed() - recorded_s);
     recorded_s = elapsed();
@@ -295,12 +308,16 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
     const double timeout = std::min({o.candidate_timeout_s, std::max(30.0, budget / 6), std::max(10.0, budget - elapsed() + 5)});
     std::vector<std::string> shared = {std::to_string(timeout)};
     for (const backend::ScheduleRequest& q : round) shared.push_back(q.str());
+    const double round_start = elapsed();
     broadcast_strings(shared);
     std::string features;
     const Measurement mine = measure(round[0], timeout, &features);
-    const std::vector<std::string> measured = gather_strings(format_result(mine));
+    const std::vector<std::string> measured = gather_strings(round_result(elapsed() - round_start, mine));
     if (interrupt.interrupted()) break;  // stopped by Ctrl-C: not a measurement
-    for (size_t k = 0; k < round.size(); ++k) record(round[k], k == 0 ? mine : parse_result(measured[k]), k == 0 ? features : "");
+    for (size_t k = 0; k < round.size(); ++k) {
+      const auto [into_round, m] = parse_round_result(measured[k]);
+      record(round[k], m, k == 0 ? features : "", round_start + into_round);
+    }
   }
   broadcast_strings({});  // the other ranks' signal to stop
   if (r.tried > 0 && !interrupt.interrupted()) {
