@@ -64,11 +64,6 @@ Communicator& world() {
   return *installed();
 }
 
-bool world_installed() {
-  std::lock_guard<std::mutex> lock(world_mutex());
-  return installed() && installed()->size() > 1;
-}
-
 void install_world(std::unique_ptr<Communicator> c) {
   std::lock_guard<std::mutex> lock(world_mutex());
   if (installed()) installed()->finalize();

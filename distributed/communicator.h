@@ -50,7 +50,6 @@ class Communicator {
 // The group of this process: the one installed by dist::init(), else the world of one.
 Communicator& world();
 void install_world(std::unique_ptr<Communicator> c);  // replaces (and finalizes) the current one
-bool world_installed();
 
 // The world of one process: every collective is a copy, a peer is always out of range.
 std::unique_ptr<Communicator> single_process_world();
