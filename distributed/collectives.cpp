@@ -25,6 +25,15 @@ int checked_rank(const Communicator& c, OpKind op, const char* what, int64_t r) 
   return int(r);
 }
 
+// send's and recv's other rank: a rank of the world, not this one.
+int checked_peer(const Communicator& c, OpKind op, const std::string& what, const Attrs& attrs) {
+  const int peer = checked_rank(c, op, "peer", attrs.i("peer"));
+  if (peer == c.rank())
+    throw ValueError(what + ": rank " + std::to_string(peer) + " is this process (" + (op == OpKind::Send ? "send to" : "receive from") +
+                     " another rank)");
+  return peer;
+}
+
 int64_t checked_count(OpKind op, int64_t n) {
   if (n > INT_MAX)
     throw ValueError(std::string(op_name(op)) + ": " + std::to_string(n) + " elements in one exchange is more than MPI's 2^31-1: split the tensor");
@@ -208,8 +217,7 @@ std::unique_ptr<Pending> start_collective(OpKind op, const Attrs& attrs, const T
       return std::make_unique<Finished>();
     }
     case OpKind::Send: {
-      const int peer = checked_rank(c, op, "peer", attrs.i("peer"));
-      if (peer == c.rank()) throw ValueError(what + ": rank " + std::to_string(peer) + " is this process (send to another rank)");
+      const int peer = checked_peer(c, op, what, attrs);
       const Header h = header_for(operand);
       const int tag = int(attrs.i("tag"));
       c.start_send(&h, sizeof h, peer, tag)->wait();
@@ -217,8 +225,7 @@ std::unique_ptr<Pending> start_collective(OpKind op, const Attrs& attrs, const T
       return std::make_unique<Finished>();
     }
     case OpKind::Recv: {
-      const int peer = checked_rank(c, op, "peer", attrs.i("peer"));
-      if (peer == c.rank()) throw ValueError(what + ": rank " + std::to_string(peer) + " is this process (receive from another rank)");
+      const int peer = checked_peer(c, op, what, attrs);
       const Header want = header_for(out_type);
       const int tag = int(attrs.i("tag"));
       Header got;

@@ -35,6 +35,13 @@ std::string scratch_dir(const std::string& name);
 // Allowed |got - want| / (1 + |want|): exact for integers and bool.
 double tolerance(hjit::DType dtype);
 
+// How many times `what` occurs in `text` (overlapping occurrences counted): steps of a plan.
+inline int occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 // Empty string when equal within tolerance, else what differs (first bad element).
 std::string compare(const hjit::Tensor& got, const hjit::Tensor& want, double tol);
 

@@ -44,12 +44,6 @@ Tensor identity(int64_t n) {
   return Tensor::from_vector(v, {n, n});
 }
 
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 }  // namespace
 
 TEST_CASE("a 2000-op element-wise chain compiles in parts and computes what eager computes") {
@@ -197,8 +191,8 @@ TEST_CASE("a chain longer than an inlined expression's bound is stored along the
   auto f = hjit::jit(chain, {.name = "stored_chain", .opt_level = 1});
   CHECK_CLOSE(f(x), chain(x));
   const std::string e = f.explain(x);
-  CHECK(count(e, "stored: an inlined expression holds at most") >= 3);
-  CHECK(count(e, "part ") == 0);
+  CHECK(test::occurrences(e, "stored: an inlined expression holds at most") >= 3);
+  CHECK(test::occurrences(e, "part ") == 0);
 }
 
 // A later part recomputes element-wise values an earlier one computed only for it: those are

@@ -276,14 +276,6 @@ TEST_CASE("fault: a rank that stops answering makes the others raise Distributed
   std::printf("hjit fault test: rank 0 raised DistributedError\n");
 }
 
-namespace {
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-}  // namespace
-
 TEST_CASE("a step's all_reduces go in buckets, each started once its operands are computed") {
   std::vector<Tensor> params = {Tensor::randn({8, 4}, 1), Tensor::randn({4}, 2), Tensor::randn({4, 3}, 3)};
   auto loss = [&](const Tensor& x) { return hjit::sum(hjit::tanh(hjit::matmul(hjit::matmul(x, params[0]) + params[1], params[2]))); };
@@ -296,8 +288,8 @@ TEST_CASE("a step's all_reduces go in buckets, each started once its operands ar
   auto step = hjit::jit(averaged);
   // 32 + 4 + 12 gradients in one exchange.
   const std::string plan = step.explain(x);
-  CHECK(count(plan, "all_reduce(mean) f32[48] on the host") == 1);
-  CHECK(count(plan, "all_reduce(") == 1);
+  CHECK(test::occurrences(plan, "all_reduce(mean) f32[48] on the host") == 1);
+  CHECK(test::occurrences(plan, "all_reduce(") == 1);
   const std::vector<Tensor> got = step(x), want = averaged(x);  // eager: one exchange each
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) check_equal(got[i], want[i]);
@@ -307,7 +299,7 @@ TEST_CASE("a step's all_reduces go in buckets, each started once its operands ar
     const Tensor first = dist::all_reduce(a);
     return first + dist::all_reduce(hjit::exp(first) * 0.01);
   });
-  CHECK(count(chained.explain(x), "all_reduce(sum) f32[5,8] on the host") == 2);
+  CHECK(test::occurrences(chained.explain(x), "all_reduce(sum) f32[5,8] on the host") == 2);
   const Tensor sum = combined({5, 8}, DType::F32, dist::ReduceOp::Sum);
   check_equal(chained(x), sum + hjit::exp(sum) * 0.01 * double(world()));
   // Of other ops or dtypes: buckets of their own.
@@ -316,8 +308,8 @@ TEST_CASE("a step's all_reduces go in buckets, each started once its operands ar
   });
   const Tensor y = operand(me(), {3}, DType::F64);
   const std::string mixed_plan = mixed.explain(x, y);
-  CHECK(count(mixed_plan, "all_reduce(sum) f32[80] on the host") == 1);
-  CHECK(count(mixed_plan, "all_reduce(max) f64[3] on the host") == 1);
+  CHECK(test::occurrences(mixed_plan, "all_reduce(sum) f32[80] on the host") == 1);
+  CHECK(test::occurrences(mixed_plan, "all_reduce(max) f64[3] on the host") == 1);
   const std::vector<Tensor> m = mixed(x, y);
   check_equal(m[0], sum);
   check_equal(m[1], sum * 2.0);
