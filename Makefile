@@ -12,7 +12,7 @@ JOBS ?= $(shell nproc)
 # libonnx-dev and libprotobuf-dev: ONNX's own reader, checker and shape inference (hjit::onnx);
 # libonnx-testdata: ONNX's conformance suite, which the test suite runs.
 # zlib1g-dev: numpy's .npz archives (zip files, deflated by savez_compressed).
-PACKAGES := cmake ninja-build g++ pkg-config ccache libhalide14-0-dev libspdlog-dev doctest-dev libopenblas-dev libsqlite3-dev libdnnl-dev pocl-opencl-icd \
+PACKAGES := cmake ninja-build g++ pkg-config ccache libhalide14-0-dev libspdlog-dev doctest-dev libopenblas-dev libsqlite3-dev sqlite3 libdnnl-dev pocl-opencl-icd \
   libonnx-dev libprotobuf-dev libonnx-testdata zlib1g-dev libopenmpi-dev openmpi-bin \
   libhiredis-dev libssl-dev redis-server
 

@@ -1,9 +1,12 @@
 #!/bin/sh
-# Issue 32's tuning bar: a 2-rank tuning run against a 1-rank one, each rank on one core of its
-# own (mpirun --bind-to core: the ranks stand for machines), the same seed and length, alternated
-# seed by seed. For each seed: the 1-rank run's best B (as its confirmation timed it) and when a
-# measurement first came within 2% of it (T1), when one of the 2-rank run first did (T2), each
-# run's own confirmed best, and the candidates each measured.
+# Issue 32's tuning bar: a 2-rank tuning run against a 1-rank one, the same seed and length,
+# alternated seed by seed. The ranks stand for machines: each is bound to a core of its own
+# (mpirun --bind-to core) and has a temporary directory of its own (so its workers' timing turns,
+# tuning/worker.cpp, are its own, as on a machine of its own). For each seed: the 1-rank run's best
+# B (as its confirmation timed it) and when a measurement first came within 2% of it (T1), when one
+# of the 2-rank run first did (T2), each run's own confirmed best, the candidates each measured, and
+# how fast the 2-rank run walked the 1-rank run's path: the median, over the candidates both
+# measured, of when the 2-rank run measured each against when the 1-rank run did.
 #   bench/distributed_tuning.sh build/tools/hjit-tune [workload W3] [minutes 1] [seeds "7 11 13"]
 # Needs sqlite3 (Debian's sqlite3) to read the databases.
 set -eu
@@ -16,12 +19,23 @@ mpirun="mpirun --allow-run-as-root --oversubscribe --bind-to core --mca btl self
 first_within() {  # database, target ms: the first moment a valid measurement came within 2% of it
   sqlite3 "$1" "select coalesce(min(at_s), -1) from candidates where valid = 1 and ms <= $2 * 1.02"
 }
-printf "%-5s %10s %8s %8s %10s %8s %8s %8s\n" seed "1-rank B" T1 tried "2-rank B" T2 tried T2/T1
+path_pace() {  # the two databases: median of (2-rank's moment / 1-rank's) over the candidates both measured
+  sqlite3 "$1" "attach '$2' as two;
+    select b.at / a.at from (select origin, min(at_s) as at from main.candidates group by origin) a
+      join (select origin, min(at_s) as at from two.candidates group by origin) b using (origin)
+      where a.at > 1 order by b.at / a.at" | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else printf "%.2f\n", v[int((NR + 1) / 2)] }'
+}
+printf "%-5s %10s %8s %6s %10s %8s %6s %8s %6s\n" seed "1-rank B" T1 tried "2-rank B" T2 tried T2/T1 pace
 for seed in $seeds; do
   for ranks in 1 2; do
-    rm -f "$dir/r$ranks.sqlite"*
-    $mpirun -np $ranks "$tune" --workload "$workload" --minutes "$minutes" --seed "$seed" --db "$dir/r$ranks.sqlite" --quiet \
-      --no-retrain >/dev/null 2>&1
+    rm -rf "$dir/r$ranks.sqlite"* "$dir/m0" "$dir/m1"
+    mkdir "$dir/m0" "$dir/m1"
+    args="--workload $workload --minutes $minutes --seed $seed --db $dir/r$ranks.sqlite --quiet --no-retrain"
+    if [ "$ranks" = 1 ]; then
+      $mpirun -np 1 env TMPDIR="$dir/m0" "$tune" $args >/dev/null 2>&1
+    else
+      $mpirun -np 1 env TMPDIR="$dir/m0" "$tune" $args : -np 1 env TMPDIR="$dir/m1" "$tune" $args >/dev/null 2>&1
+    fi
   done
   b1=$(sqlite3 "$dir/r1.sqlite" "select ms from candidates where best = 1")
   b2=$(sqlite3 "$dir/r2.sqlite" "select ms from candidates where best = 1")
@@ -30,6 +44,7 @@ for seed in $seeds; do
   t1=$(first_within "$dir/r1.sqlite" "$b1")
   t2=$(first_within "$dir/r2.sqlite" "$b1")
   ratio=$(awk -v a="$t1" -v b="$t2" 'BEGIN { if (b < 0) print "never"; else printf "%.2f", b / a }')
-  printf "%-5s %10.4f %8.1f %8s %10.4f %8.1f %8s %8s\n" "$seed" "$b1" "$t1" "$n1" "$b2" "$t2" "$n2" "$ratio"
+  printf "%-5s %10.4f %8.1f %6s %10.4f %8.1f %6s %8s %6s\n" "$seed" "$b1" "$t1" "$n1" "$b2" "$t2" "$n2" "$ratio" \
+    "$(path_pace "$dir/r1.sqlite" "$dir/r2.sqlite")"
 done
 rm -rf "$dir"

@@ -3,6 +3,7 @@
 // rank computes every rank's operand itself, so the expected results are known on every rank.
 // Eager is checked against those, and the jitted (host step) results against eager.
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdlib>
 #include <thread>
@@ -274,6 +275,20 @@ TEST_CASE("fault: a rank that stops answering makes the others raise Distributed
   // And the group stays failed, naming the first failure.
   CHECK_THROWS_WITH_AS(dist::barrier(), doctest::Contains("failed earlier"), hjit::DistributedError);
   std::printf("hjit fault test: rank 0 raised DistributedError\n");
+}
+
+TEST_CASE("fault: a rank that dies makes the others raise DistributedError within the timeout" * doctest::skip(!std::getenv("HJIT_TEST_FAULT"))) {
+  REQUIRE(world() >= 2);
+  if (me() == 1) {
+    std::fflush(nullptr);
+    raise(SIGKILL);  // as a machine that goes away: no finalize, no goodbye
+  }
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(dist::all_reduce(Tensor::ones({4})), hjit::DistributedError);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  MESSAGE("rank 0 raised after " << s << " s");
+  CHECK(s < 6.0);
+  std::printf("hjit fault test: rank 0 raised DistributedError when rank 1 died\n");
 }
 
 TEST_CASE("a step's all_reduces go in buckets, each started once its operands are computed") {

@@ -23,6 +23,7 @@
 #include "tests/support.h"
 #include "tuning/candidates.h"
 #include "tuning/database.h"
+#include "tuning/generation.h"
 #include "tuning/pipeline_key.h"
 
 using hjit::Tensor;
@@ -178,6 +179,60 @@ TEST_CASE("candidates: each scheduler's own choice first, no repeats, resumed ru
     CHECK(r.find("extern_gemm") == std::string::npos);
     resumed.tried(*next);
   }
+}
+
+TEST_CASE("generations: every rank measures its share, none past the run's time, and rank 0 reads them back") {
+  // The path a seed takes is the same whatever the number of ranks up to the generation's size.
+  for (int ranks = 1; ranks <= 8; ++ranks) CHECK(generation_size(ranks) == generation_size(1));
+  CHECK(generation_size(64) == 64);
+
+  Generation g;
+  g.timeout_s = 30, g.remaining_s = 1000;
+  for (int k = 0; k < 8; ++k) g.requests.push_back("built-in rows=" + std::to_string(k));
+  CHECK(parse_generation(generation_strings(g)).requests == g.requests);
+  CHECK(parse_generation(generation_strings(g)).remaining_s == doctest::Approx(1000));
+  CHECK(parse_generation({}).requests.empty());  // the signal to stop
+
+  std::vector<size_t> asked;
+  std::vector<double> timeouts;
+  auto measure = [&](size_t k, double timeout) {
+    asked.push_back(k), timeouts.push_back(timeout);
+    Measurement m;
+    m.valid = k != 4, m.ms = 1.5 + double(k), m.error = k == 4 ? "wrong\nresults" : "";
+    m.schedule = "f.split(x, xo, xi, " + std::to_string(k) + ");\ng.parallel(y);\n";
+    return m;
+  };
+  const std::vector<Measured> share = measure_share(g, 1, 3, measure, [] { return false; });
+  CHECK(asked == std::vector<size_t>{1, 4, 7});
+  CHECK(timeouts == std::vector<double>{30, 30, 30});
+  REQUIRE(share.size() == 3);
+  for (size_t i = 1; i < share.size(); ++i) CHECK(share[i].at_s >= share[i - 1].at_s);
+
+  // What rank 0 gathers reads back as measured, schedules and errors with their newlines.
+  const std::vector<Measured> back = parse_share(format_share(share));
+  REQUIRE(back.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(back[i].index == share[i].index);
+    CHECK(back[i].at_s == doctest::Approx(share[i].at_s).epsilon(1e-5));
+    CHECK(back[i].m.valid == share[i].m.valid);
+    CHECK(back[i].m.ms == doctest::Approx(share[i].m.ms));
+    CHECK(back[i].m.schedule == share[i].m.schedule);
+  }
+  CHECK(back[1].m.error == "wrong results");
+  CHECK(parse_share(format_share({})).empty());
+  CHECK(parse_share("garbage").empty());
+
+  // Near the end of the run a candidate gets what is left (at least 10 s), never the whole timeout;
+  // once the time is over, or the run is stopped, none is started.
+  asked.clear(), timeouts.clear();
+  g.remaining_s = 2;
+  CHECK(measure_share(g, 0, 8, measure, [] { return false; }).size() == 1);
+  CHECK(timeouts == std::vector<double>{10});
+  g.remaining_s = 0;
+  CHECK(measure_share(g, 0, 1, measure, [] { return false; }).empty());
+  g.remaining_s = 1000;
+  int calls = 0;
+  CHECK(measure_share(g, 0, 1, measure, [&] { return ++calls > 2; }).size() == 1);  // stopped before the second
 }
 
 TEST_CASE("tune: candidates that crash, hang or compute wrong results are recorded as failed and never chosen") {

@@ -19,8 +19,9 @@ std::string text_of(const Tensor& t, int64_t from, int64_t length) {
   return std::string(p + from, size_t(length));
 }
 
-// One string holding several: each length (8 bytes), then its bytes.
-std::string pack(const std::vector<std::string>& v) {
+}  // namespace
+
+std::string pack_strings(const std::vector<std::string>& v) {
   std::string out;
   for (const std::string& s : v) {
     const int64_t n = int64_t(s.size());
@@ -29,7 +30,7 @@ std::string pack(const std::vector<std::string>& v) {
   }
   return out;
 }
-std::vector<std::string> unpack(const std::string& packed) {
+std::vector<std::string> unpack_strings(const std::string& packed) {
   std::vector<std::string> v;
   for (size_t at = 0; at + sizeof(int64_t) <= packed.size();) {
     int64_t n = 0;
@@ -42,14 +43,12 @@ std::vector<std::string> unpack(const std::string& packed) {
   return v;
 }
 
-}  // namespace
-
 std::vector<std::string> broadcast_strings(const std::vector<std::string>& from_rank0) {
   if (dist::world_size() == 1) return from_rank0;
-  const std::string packed = dist::rank() == 0 ? pack(from_rank0) : std::string();
+  const std::string packed = dist::rank() == 0 ? pack_strings(from_rank0) : std::string();
   const int64_t size = dist::broadcast(Tensor::scalar(double(packed.size()), DType::I64), 0).item<int64_t>();
   const Tensor bytes = dist::broadcast(bytes_tensor(packed, size), 0);
-  return unpack(text_of(bytes, 0, size));
+  return unpack_strings(text_of(bytes, 0, size));
 }
 
 std::vector<std::string> gather_strings(const std::string& mine) {

@@ -7,6 +7,10 @@
 
 namespace hjit::tuning {
 
+// Several strings as one (each length in 8 bytes, then its bytes), and back.
+std::string pack_strings(const std::vector<std::string>& strings);
+std::vector<std::string> unpack_strings(const std::string& packed);
+
 // Rank 0's strings, on every rank (the others' argument is ignored).
 std::vector<std::string> broadcast_strings(const std::vector<std::string>& from_rank0);
 // Every rank's string, in rank order, on every rank.

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <random>
 
 #include <hjit/distributed.h>
@@ -18,6 +19,7 @@
 #include "support/log.h"
 #include "tuning/candidates.h"
 #include "tuning/database.h"
+#include "tuning/generation.h"
 #include "tuning/pipeline_key.h"
 #include "tuning/rank_exchange.h"
 #include "tuning/retrain.h"
@@ -182,34 +184,20 @@ class RequestFile {
   char path_[32] = "/tmp/hjit_tune_request_XXXXXX";
 };
 
-// What a rank of a distributed run sends rank 0: when in the round its measurement ended (so that
-// the database says when each was made, not when the round ended), and the measurement.
-std::string round_result(double seconds_into_round, const Measurement& m) {
-  return std::to_string(seconds_into_round) + "\n" + format_result(m);
-}
-std::pair<double, Measurement> parse_round_result(const std::string& text) {
-  const size_t line = text.find('\n');
-  if (line == std::string::npos) return {0.0, parse_result("")};
-  return {std::atof(text.substr(0, line).c_str()), parse_result(text.substr(line + 1))};
-}
-
-// A rank other than 0 of a distributed run: measures the candidates rank 0 hands it, round by round,
-// until rank 0 says stop (an empty round); rank 0 records them in its database.
+// A rank other than 0 of a distributed run: measures its share of each generation rank 0 hands it,
+// until rank 0 says stop (an empty generation); rank 0 records them in its database.
 TuneResult measure_for_rank0(const Graph& graph, const std::vector<Tensor>& inputs, const TuneOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   const RequestFile request(graph, inputs, o.device);
   TuneResult r;
   r.name = o.name;
-  for (std::vector<std::string> round = broadcast_strings({}); !round.empty(); round = broadcast_strings({})) {
-    const auto round_start = std::chrono::steady_clock::now();
-    const size_t me = size_t(dist::rank()) + 1;  // round[0] is the timeout
-    Measurement m;
-    if (me < round.size()) {
-      m = measure_in_worker(request.path(), round[me], std::stod(round[0]), [] { return false; });
-      ++r.tried, r.failed += m.valid ? 0 : 1;
-    }
-    const double into_round = std::chrono::duration<double>(std::chrono::steady_clock::now() - round_start).count();
-    gather_strings(me < round.size() ? round_result(into_round, m) : std::string());
+  for (Generation g = parse_generation(broadcast_strings({})); !g.requests.empty(); g = parse_generation(broadcast_strings({}))) {
+    auto measure = [&](size_t k, double timeout) {
+      return measure_in_worker(request.path(), g.requests[k], timeout, [] { return false; });
+    };
+    const std::vector<Measured> share = measure_share(g, dist::rank(), dist::world_size(), measure, [] { return false; });
+    for (const Measured& d : share) ++r.tried, r.failed += d.m.valid ? 0 : 1;
+    gather_strings(format_share(share));
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
@@ -254,7 +242,7 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   int new_samples = 0;    // Adams2019 samples this run added for retraining
   // Measures one request in a worker (Adams2019 leaving its featurization in *features for the
   // cost model's retraining).
-  auto measure = [&](const backend::ScheduleRequest& candidate, double timeout, std::string* features) {
+  auto measure_one = [&](const backend::ScheduleRequest& candidate, double timeout, std::string* features) {
     backend::ScheduleRequest how = candidate;
     const backend::Auto* adams = candidate.as<backend::Auto>();
     if (o.retrain && adams && adams->scheduler == backend::Autoscheduler::Adams2019) {  // named apart from other processes' samples
@@ -287,37 +275,42 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
     }
     if (!features.empty()) std::remove(features.c_str());
   };
-  // Round by round, one candidate per rank (mpirun -np N hjit-tune: every rank measures one at the
-  // same time, on its own cores; this rank records them all).
+  // Generation by generation (tuning/generation.h); in a distributed run (mpirun -np N hjit-tune)
+  // every rank measures its share of each at the same time, on its own cores, and this rank
+  // records them all.
   const int ranks = dist::world_size();
   while (elapsed() < budget && !interrupt.interrupted()) {
-    std::vector<backend::ScheduleRequest> round;
-    while (int(round.size()) < ranks) {
+    std::vector<backend::ScheduleRequest> proposed;
+    while (int(proposed.size()) < generation_size(ranks)) {
       const std::optional<backend::ScheduleRequest> request = candidates.next(best_origin);
       if (!request) break;
       candidates.tried(*request);
-      round.push_back(*request);
+      proposed.push_back(*request);
     }
-    if (round.empty()) {
+    if (proposed.empty()) {
       log().info("tuning '{}': every candidate has been measured", p.name);
       break;
     }
-    if (progress) show_progress(r, elapsed(), budget, round[0].str());
+    if (progress) show_progress(r, elapsed(), budget, proposed[0].str());
+    Generation g;
     // No candidate may take more than a sixth of the run (an Adams2019 beam search on a large
-    // pipeline can take ten minutes), nor run past its end.
-    const double timeout = std::min({o.candidate_timeout_s, std::max(30.0, budget / 6), std::max(10.0, budget - elapsed() + 5)});
-    std::vector<std::string> shared = {std::to_string(timeout)};
-    for (const backend::ScheduleRequest& q : round) shared.push_back(q.str());
-    const double round_start = elapsed();
-    broadcast_strings(shared);
-    std::string features;
-    const Measurement mine = measure(round[0], timeout, &features);
-    const std::vector<std::string> measured = gather_strings(round_result(elapsed() - round_start, mine));
-    if (interrupt.interrupted()) break;  // stopped by Ctrl-C: not a measurement
-    for (size_t k = 0; k < round.size(); ++k) {
-      const auto [into_round, m] = parse_round_result(measured[k]);
-      record(round[k], m, k == 0 ? features : "", round_start + into_round);
-    }
+    // pipeline can take ten minutes).
+    g.timeout_s = std::min(o.candidate_timeout_s, std::max(30.0, budget / 6));
+    g.remaining_s = budget - elapsed();
+    for (const backend::ScheduleRequest& q : proposed) g.requests.push_back(q.str());
+    const double generation_start = elapsed();
+    broadcast_strings(generation_strings(g));
+    std::map<size_t, std::string> features;  // Adams2019 featurizations of this rank's candidates
+    auto measure = [&](size_t k, double timeout) { return measure_one(proposed[k], timeout, &features[k]); };
+    const std::vector<Measured> mine = measure_share(g, 0, ranks, measure, [&] { return interrupt.interrupted(); });
+    const std::vector<std::string> shares = gather_strings(format_share(mine));
+    std::vector<Measured> all;
+    for (const std::string& share : shares)
+      for (Measured& d : parse_share(share))
+        if (d.index < proposed.size()) all.push_back(std::move(d));
+    std::sort(all.begin(), all.end(), [](const Measured& a, const Measured& b) { return a.index < b.index; });
+    for (const Measured& d : all) record(proposed[d.index], d.m, features[d.index], generation_start + d.at_s);
+    if (all.size() < proposed.size()) break;  // the run's time ran out inside the generation, or Ctrl-C
   }
   broadcast_strings({});  // the other ranks' signal to stop
   if (r.tried > 0 && !interrupt.interrupted()) {

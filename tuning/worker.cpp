@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -254,11 +255,13 @@ Trial compile_trial(const Request& r, const std::string& schedule_text) {
 // The machine to itself while timing: workers compile at the same time (the ranks of a distributed
 // run sharing a machine, or two runs of one user) but time one at a time, so that one's timing
 // never shares the memory system with another's. A lock per user and machine (ranks on other
-// machines never wait); released when the worker ends, however it ends.
+// machines never wait) in the temporary directory ($TMPDIR, else /tmp: processes given directories
+// of their own time as machines of their own do); released when the worker ends, however it ends.
 class TimingTurn {
  public:
   TimingTurn() {
-    const std::string path = "/tmp/hjit-tune-timing-" + std::to_string(geteuid()) + ".lock";
+    const char* tmp = std::getenv("TMPDIR");
+    const std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/hjit-tune-timing-" + std::to_string(geteuid()) + ".lock";
     fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd_ >= 0) while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {}
   }
