@@ -5,6 +5,7 @@
 // TVM's measurement batches do), instead of searching somewhere else.
 #pragma once
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,21 +22,36 @@ struct Generation {
   double timeout_s = 0;               // the most one candidate may take
   double remaining_s = 0;             // of the run's time, when the generation starts
   std::vector<std::string> requests;  // text forms of backend::ScheduleRequest
+  std::vector<int> owners;            // the rank that measures each
 };
 std::vector<std::string> generation_strings(const Generation& g);
 Generation parse_generation(const std::vector<std::string>& strings);  // no requests: the run is over
 
-// One candidate measured, and when, in seconds after its rank received the generation.
+// How long candidates take to measure, learnt as the run goes, so that rank 0 can share a
+// generation out evenly (longest first, each to the rank with the least so far): an Adams2019
+// beam search or a schedule that runs slowly takes many times what a built-in point does. Who
+// measures a candidate never changes which candidates come next.
+class MeasuringTimes {
+ public:
+  void observe(const std::string& request, double seconds);
+  double estimate(const std::string& request) const;
+  std::vector<int> owners(const std::vector<std::string>& requests, int ranks) const;
+
+ private:
+  std::map<std::string, std::pair<double, int>> by_kind_;  // seconds, count
+};
+
+// One candidate measured: when it finished, in seconds after its rank received the generation,
+// and how long it took.
 struct Measured {
   size_t index = 0;  // into Generation::requests
-  double at_s = 0;
+  double at_s = 0, seconds = 0;
   Measurement m;
 };
 
-// This rank's share of a generation: requests rank, rank + ranks, ... one after another, none
-// started once the run's time is over or stop() is true. measure(index, timeout) measures one.
-std::vector<Measured> measure_share(const Generation& g, int rank, int ranks,
-                                    const std::function<Measurement(size_t, double)>& measure,
+// This rank's share of a generation, one after another in the generation's order, none started
+// once the run's time is over or stop() is true. measure(index, timeout) measures one.
+std::vector<Measured> measure_share(const Generation& g, int rank, const std::function<Measurement(size_t, double)>& measure,
                                     const std::function<bool()>& stop);
 
 // A share as one string (gathered on rank 0), and back.

@@ -195,7 +195,7 @@ TuneResult measure_for_rank0(const Graph& graph, const std::vector<Tensor>& inpu
     auto measure = [&](size_t k, double timeout) {
       return measure_in_worker(request.path(), g.requests[k], timeout, [] { return false; });
     };
-    const std::vector<Measured> share = measure_share(g, dist::rank(), dist::world_size(), measure, [] { return false; });
+    const std::vector<Measured> share = measure_share(g, dist::rank(), measure, [] { return false; });
     for (const Measured& d : share) ++r.tried, r.failed += d.m.valid ? 0 : 1;
     gather_strings(format_share(share));
   }
@@ -279,6 +279,7 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   // every rank measures its share of each at the same time, on its own cores, and this rank
   // records them all.
   const int ranks = dist::world_size();
+  MeasuringTimes measuring_times;
   while (elapsed() < budget && !interrupt.interrupted()) {
     std::vector<backend::ScheduleRequest> proposed;
     while (int(proposed.size()) < generation_size(ranks)) {
@@ -298,18 +299,22 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
     g.timeout_s = std::min(o.candidate_timeout_s, std::max(30.0, budget / 6));
     g.remaining_s = budget - elapsed();
     for (const backend::ScheduleRequest& q : proposed) g.requests.push_back(q.str());
+    g.owners = measuring_times.owners(g.requests, ranks);
     const double generation_start = elapsed();
     broadcast_strings(generation_strings(g));
     std::map<size_t, std::string> features;  // Adams2019 featurizations of this rank's candidates
     auto measure = [&](size_t k, double timeout) { return measure_one(proposed[k], timeout, &features[k]); };
-    const std::vector<Measured> mine = measure_share(g, 0, ranks, measure, [&] { return interrupt.interrupted(); });
+    const std::vector<Measured> mine = measure_share(g, 0, measure, [&] { return interrupt.interrupted(); });
     const std::vector<std::string> shares = gather_strings(format_share(mine));
     std::vector<Measured> all;
     for (const std::string& share : shares)
       for (Measured& d : parse_share(share))
         if (d.index < proposed.size()) all.push_back(std::move(d));
     std::sort(all.begin(), all.end(), [](const Measured& a, const Measured& b) { return a.index < b.index; });
-    for (const Measured& d : all) record(proposed[d.index], d.m, features[d.index], generation_start + d.at_s);
+    for (const Measured& d : all) {
+      record(proposed[d.index], d.m, features[d.index], generation_start + d.at_s);
+      measuring_times.observe(g.requests[d.index], d.seconds);
+    }
     if (all.size() < proposed.size()) break;  // the run's time ran out inside the generation, or Ctrl-C
   }
   broadcast_strings({});  // the other ranks' signal to stop
