@@ -217,10 +217,11 @@ class MpiWorld final : public Communicator {
       if (std::chrono::steady_clock::now() > deadline)
         fail(what + ": no answer from the other ranks within " + std::to_string(timeout.count()) +
              " ms (a rank died, stopped, or is running other collectives; dist::init's timeout sets the limit)");
-      // Spin a little for the latency of small messages, then leave the core to others.
+      // Spin a little for the latency of small messages, then leave the core to others, waking
+      // less and less often (20 us doubling every 100 polls, up to 1 ms) for a long wait.
       if (polls > 2000) {
         lock.unlock();
-        std::this_thread::sleep_for(std::chrono::microseconds(polls > 20000 ? 500 : 20));
+        std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 20 << std::min(6, (polls - 2000) / 100))));
         lock.lock();
       }
     }
@@ -240,6 +241,7 @@ class MpiWorld final : public Communicator {
       const int code = start(&p->request);
       if (code != MPI_SUCCESS) fail("starting a collective failed: " + mpi_error(code));
       active_.push_back(p.get());
+      ++started_;
     }
     progress_cv_.notify_one();
     return p;
@@ -247,21 +249,26 @@ class MpiWorld final : public Communicator {
   void forget(MpiPending* p) { active_.erase(std::remove(active_.begin(), active_.end(), p), active_.end()); }
 
   // MPI moves a nonblocking collective on only inside MPI calls: while the caller computes the next
-  // pipeline, this thread calls them, so the exchange travels meanwhile.
+  // pipeline, this thread calls them, so the exchange travels meanwhile. Every 50 us after an
+  // operation starts or moves, less often (up to every 2 ms) while nothing moves: a receive that
+  // waits seconds for its sender (a tuning rank's next request) must not keep a core busy.
   void progress() {
     std::unique_lock<std::mutex> lock(mutex_);
-    while (!stopping_) {
+    auto interval = std::chrono::microseconds(50);
+    for (uint64_t seen = started_; !stopping_;) {
       if (active_.empty() || !failure_.empty()) {
         progress_cv_.wait(lock);
         continue;
       }
+      bool moved = seen != started_;
+      seen = started_;
       for (MpiPending* p : active_) {
         int done = 0;
         if (p->request != MPI_REQUEST_NULL) MPI_Test(&p->request, &done, MPI_STATUS_IGNORE);
+        moved = moved || done;
       }
-      lock.unlock();
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-      lock.lock();
+      interval = moved ? std::chrono::microseconds(50) : std::min(interval * 2, std::chrono::microseconds(2000));
+      progress_cv_.wait_for(lock, interval, [&] { return stopping_ || seen != started_; });
     }
   }
   void check_alive(const std::string& what) {
@@ -278,6 +285,7 @@ class MpiWorld final : public Communicator {
   std::string failure_;
   std::mutex mutex_;
   std::vector<MpiPending*> active_;  // started, not yet seen done by their wait()
+  uint64_t started_ = 0;              // operations started so far
   std::condition_variable progress_cv_;
   bool stopping_ = false;
   std::thread progress_thread_;

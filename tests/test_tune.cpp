@@ -181,16 +181,15 @@ TEST_CASE("candidates: each scheduler's own choice first, no repeats, resumed ru
   }
 }
 
-TEST_CASE("generations: every rank measures its share, none past the run's time, and rank 0 reads them back") {
+TEST_CASE("generations: handed out in the order given, none past the run's time, and read back as measured") {
   // The path a seed takes is the same whatever the number of ranks up to the generation's size.
   for (int ranks = 1; ranks <= 8; ++ranks) CHECK(generation_size(ranks) == generation_size(1));
   CHECK(generation_size(64) == 64);
 
   Generation g;
   g.timeout_s = 30, g.remaining_s = 1000;
-  for (int k = 0; k < 8; ++k) g.requests.push_back("built-in rows=" + std::to_string(k)), g.owners.push_back(k % 3);
+  for (int k = 0; k < 8; ++k) g.requests.push_back("built-in rows=" + std::to_string(k));
   CHECK(parse_generation(generation_strings(g)).requests == g.requests);
-  CHECK(parse_generation(generation_strings(g)).owners == g.owners);
   CHECK(parse_generation(generation_strings(g)).remaining_s == doctest::Approx(1000));
   CHECK(parse_generation({}).requests.empty());  // the signal to stop
 
@@ -203,22 +202,24 @@ TEST_CASE("generations: every rank measures its share, none past the run's time,
     m.schedule = "f.split(x, xo, xi, " + std::to_string(k) + ");\ng.parallel(y);\n";
     return m;
   };
-  const std::vector<Measured> share = measure_share(g, 1, measure, [] { return false; });
-  CHECK(asked == std::vector<size_t>{1, 4, 7});
-  CHECK(timeouts == std::vector<double>{30, 30, 30});
-  REQUIRE(share.size() == 3);
-  for (size_t i = 1; i < share.size(); ++i) CHECK(share[i].at_s >= share[i - 1].at_s);
-  for (const Measured& d : share) CHECK((d.seconds >= 0 && d.seconds <= d.at_s));
+  // In a world of one, rank 0 measures every candidate itself, in the order it is given.
+  const std::vector<size_t> order{7, 4, 1, 0, 2, 3, 5, 6};
+  const std::vector<Measured> all = dispatch_generation(g, order, measure, [] { return false; });
+  CHECK(asked == order);
+  CHECK(timeouts == std::vector<double>(8, 30));
+  REQUIRE(all.size() == 8);
+  for (size_t i = 1; i < all.size(); ++i) CHECK(all[i].at_s >= all[i - 1].at_s);
+  for (const Measured& d : all) CHECK((d.seconds >= 0 && d.seconds <= d.at_s));
 
-  // What rank 0 gathers reads back as measured, schedules and errors with their newlines.
-  const std::vector<Measured> back = parse_share(format_share(share));
-  REQUIRE(back.size() == 3);
-  for (size_t i = 0; i < 3; ++i) {
-    CHECK(back[i].index == share[i].index);
-    CHECK(back[i].at_s == doctest::Approx(share[i].at_s).epsilon(1e-5));
-    CHECK(back[i].m.valid == share[i].m.valid);
-    CHECK(back[i].m.ms == doctest::Approx(share[i].m.ms));
-    CHECK(back[i].m.schedule == share[i].m.schedule);
+  // What a rank reports reads back as measured, schedules and errors with their newlines.
+  const std::vector<Measured> back = parse_share(format_share(all));
+  REQUIRE(back.size() == all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    CHECK(back[i].index == all[i].index);
+    CHECK(back[i].at_s == doctest::Approx(all[i].at_s).epsilon(1e-5));
+    CHECK(back[i].m.valid == all[i].m.valid);
+    CHECK(back[i].m.ms == doctest::Approx(all[i].m.ms));
+    CHECK(back[i].m.schedule == all[i].m.schedule);
   }
   CHECK(back[1].m.error == "wrong results");
   CHECK(parse_share(format_share({})).empty());
@@ -228,42 +229,30 @@ TEST_CASE("generations: every rank measures its share, none past the run's time,
   // once the time is over, or the run is stopped, none is started.
   asked.clear(), timeouts.clear();
   g.remaining_s = 2;
-  CHECK(measure_share(g, 0, measure, [] { return false; }).size() == 3);
-  CHECK(timeouts == std::vector<double>{10, 10, 10});
+  CHECK(dispatch_generation(g, order, measure, [] { return false; }).size() == 8);
+  CHECK(timeouts == std::vector<double>(8, 10));
   g.remaining_s = 0;
-  CHECK(measure_share(g, 0, measure, [] { return false; }).empty());
+  CHECK(dispatch_generation(g, order, measure, [] { return false; }).empty());
   g.remaining_s = 1000;
   int calls = 0;
-  CHECK(measure_share(g, 0, measure, [&] { return ++calls > 2; }).size() == 1);  // stopped before the second
+  CHECK(dispatch_generation(g, order, measure, [&] { return ++calls > 2; }).size() == 1);  // stopped before the second
 }
 
-TEST_CASE("generations are shared out by how long their candidates take: longest first, to the least loaded rank") {
+TEST_CASE("generations hand out the candidates that take longest first, as the run has seen them take") {
   const std::vector<std::string> first{"built-in", "Li2018", "Mullapudi2016", "Adams2019 max_funcs=0",
                                        "built-in rows=4", "built-in cols=2", "Adams2019 max_funcs=0 beam=1 dropout=1 seed=1",
                                        "built-in vec=8"};
   MeasuringTimes times;
-  // Nothing seen: Adams2019's beam search weighs ten points, so it gets a rank to itself.
-  std::vector<int> owners = times.owners(first, 2);
-  int with_search = 0;
-  for (size_t k = 0; k < first.size(); ++k)
-    if (owners[k] == owners[3]) ++with_search;
-  CHECK(with_search == 1);
+  // Nothing seen: Adams2019's beam search weighs ten points and goes first; the rest in their order.
+  CHECK(times.longest_first(first) == std::vector<size_t>{3, 0, 1, 2, 4, 5, 6, 7});
   // Learnt: Li2018's schedule runs for 4 s, Adams2019's search compiles for 7 s, a point takes 0.5 s.
   times.observe("Li2018", 4), times.observe("Adams2019 max_funcs=0", 7);
   for (const char* point : {"built-in", "built-in rows=2", "Mullapudi2016"}) times.observe(point, 0.5);
   times.observe("Adams2019 max_funcs=0 beam=1 dropout=50 seed=2", 0.5);
   CHECK(times.estimate("Li2018 parallelism=16") == doctest::Approx(4));
   CHECK(times.estimate("built-in cols=4") == doctest::Approx(0.5));
-  owners = times.owners(first, 2);
-  std::vector<double> load(2, 0);
-  for (size_t k = 0; k < first.size(); ++k) load[size_t(owners[k])] += times.estimate(first[k]);
-  CHECK(std::max(load[0], load[1]) == doctest::Approx(7.0));  // 7 | 4 + 6 x 0.5: as even as it gets
-  CHECK(owners[1] != owners[3]);
-  // One rank measures everything; more ranks than candidates leave some idle.
-  for (int o : times.owners(first, 1)) CHECK(o == 0);
-  std::set<int> used;
-  for (int o : times.owners(first, 16)) used.insert(o);
-  CHECK(used.size() == first.size());
+  CHECK(times.longest_first(first) == std::vector<size_t>{3, 1, 0, 2, 4, 5, 6, 7});
+  CHECK(times.longest_first({}).empty());
 }
 
 TEST_CASE("tune: candidates that crash, hang or compute wrong results are recorded as failed and never chosen") {

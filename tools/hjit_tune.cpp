@@ -17,6 +17,9 @@
 // its signature (normally distributed floats, zero integers). A tuning run measures the built-in
 // rules without a parameter model (its workers run with HJIT_PARAM_MODEL=off): what it finds is
 // what a model fitted to it should pick.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -112,8 +115,13 @@ int main(int argc, char** argv) {
   if (o.db.empty() || (!report && fit.empty() && workloads.empty() && module.empty())) return usage();
   try {
     // Under mpirun or srun every rank measures candidates at once, on its own cores; rank 0 writes
-    // the database and reports.
-    hjit::dist::init();
+    // the database and reports. The ranks wait for one another while one measures a candidate and
+    // while rank 0 alone confirms the best (as long again), retrains and compiles it: the group's
+    // timeout covers that (HJIT_DIST_TIMEOUT still overrides it).
+    hjit::dist::InitOptions group;
+    const double candidate_s = std::isfinite(o.candidate_timeout_s) ? std::clamp(o.candidate_timeout_s, 0.0, 86400.0) : 0.0;
+    group.timeout = std::chrono::seconds(int64_t(2 * candidate_s) + 300);  // a bad --timeout is refused by tune()
+    hjit::dist::init(group);
     const bool reporter = hjit::dist::rank() == 0;
     if (!fit.empty()) {
       if (reporter) std::fputs(hjit::fit_param_model(bench::split_list(o.db), fit).c_str(), stdout);

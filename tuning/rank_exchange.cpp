@@ -63,4 +63,15 @@ std::vector<std::string> gather_strings(const std::string& mine) {
   return out;
 }
 
+void send_string(const std::string& s, int peer, int tag) {
+  dist::send(Tensor::scalar(double(s.size()), DType::I64), peer, tag);
+  if (!s.empty()) dist::send(bytes_tensor(s, int64_t(s.size())), peer, tag);
+}
+
+std::string recv_string(int peer, int tag) {
+  const int64_t size = dist::recv({}, DType::I64, peer, tag).item<int64_t>();
+  if (size <= 0) return {};
+  return text_of(dist::recv({size}, DType::U8, peer, tag), 0, size);
+}
+
 }  // namespace hjit::tuning

@@ -1,6 +1,6 @@
 // Strings between the ranks of a tuning run spread over processes or machines (mpirun -np N
-// hjit-tune ...), through hjit/distributed.h's collectives on bytes. Every rank calls each function
-// at the same point; in a world of one they return what they were given.
+// hjit-tune ...), through hjit/distributed.h's collectives on bytes. Every rank calls the collective
+// ones at the same point; in a world of one they return what they were given.
 #pragma once
 #include <string>
 #include <vector>
@@ -15,5 +15,8 @@ std::vector<std::string> unpack_strings(const std::string& packed);
 std::vector<std::string> broadcast_strings(const std::vector<std::string>& from_rank0);
 // Every rank's string, in rank order, on every rank.
 std::vector<std::string> gather_strings(const std::string& mine);
+// A string from this rank to one other (its length, then its bytes), and its receipt there.
+void send_string(const std::string& s, int peer, int tag);
+std::string recv_string(int peer, int tag);
 
 }  // namespace hjit::tuning

@@ -184,20 +184,18 @@ class RequestFile {
   char path_[32] = "/tmp/hjit_tune_request_XXXXXX";
 };
 
-// A rank other than 0 of a distributed run: measures its share of each generation rank 0 hands it,
-// until rank 0 says stop (an empty generation); rank 0 records them in its database.
+// A rank other than 0 of a distributed run: measures the candidates of each generation rank 0 hands
+// it, until rank 0 says stop (an empty generation); rank 0 records them in its database.
 TuneResult measure_for_rank0(const Graph& graph, const std::vector<Tensor>& inputs, const TuneOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   const RequestFile request(graph, inputs, o.device);
   TuneResult r;
   r.name = o.name;
   for (Generation g = parse_generation(broadcast_strings({})); !g.requests.empty(); g = parse_generation(broadcast_strings({}))) {
-    auto measure = [&](size_t k, double timeout) {
+    const auto [tried, failed] = measure_dispatched(g, [&](size_t k, double timeout) {
       return measure_in_worker(request.path(), g.requests[k], timeout, [] { return false; });
-    };
-    const std::vector<Measured> share = measure_share(g, dist::rank(), measure, [] { return false; });
-    for (const Measured& d : share) ++r.tried, r.failed += d.m.valid ? 0 : 1;
-    gather_strings(format_share(share));
+    });
+    r.tried += tried, r.failed += failed;
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
@@ -276,7 +274,7 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
     if (!features.empty()) std::remove(features.c_str());
   };
   // Generation by generation (tuning/generation.h); in a distributed run (mpirun -np N hjit-tune)
-  // every rank measures its share of each at the same time, on its own cores, and this rank
+  // every rank measures candidates of each at the same time, on its own cores, and this rank
   // records them all.
   const int ranks = dist::world_size();
   MeasuringTimes measuring_times;
@@ -299,17 +297,12 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
     g.timeout_s = std::min(o.candidate_timeout_s, std::max(30.0, budget / 6));
     g.remaining_s = budget - elapsed();
     for (const backend::ScheduleRequest& q : proposed) g.requests.push_back(q.str());
-    g.owners = measuring_times.owners(g.requests, ranks);
     const double generation_start = elapsed();
     broadcast_strings(generation_strings(g));
     std::map<size_t, std::string> features;  // Adams2019 featurizations of this rank's candidates
     auto measure = [&](size_t k, double timeout) { return measure_one(proposed[k], timeout, &features[k]); };
-    const std::vector<Measured> mine = measure_share(g, 0, measure, [&] { return interrupt.interrupted(); });
-    const std::vector<std::string> shares = gather_strings(format_share(mine));
-    std::vector<Measured> all;
-    for (const std::string& share : shares)
-      for (Measured& d : parse_share(share))
-        if (d.index < proposed.size()) all.push_back(std::move(d));
+    std::vector<Measured> all = dispatch_generation(g, measuring_times.longest_first(g.requests), measure,
+                                                    [&] { return interrupt.interrupted(); });
     std::sort(all.begin(), all.end(), [](const Measured& a, const Measured& b) { return a.index < b.index; });
     for (const Measured& d : all) {
       record(proposed[d.index], d.m, features[d.index], generation_start + d.at_s);
