@@ -212,7 +212,7 @@ TEST_CASE("generations: handed out in the order given, none past the run's time,
   for (const Measured& d : all) CHECK((d.seconds >= 0 && d.seconds <= d.at_s));
 
   // What a rank reports reads back as measured, schedules and errors with their newlines.
-  const std::vector<Measured> back = parse_share(format_share(all));
+  const std::vector<Measured> back = parse_measured(format_measured(all));
   REQUIRE(back.size() == all.size());
   for (size_t i = 0; i < all.size(); ++i) {
     CHECK(back[i].index == all[i].index);
@@ -222,8 +222,8 @@ TEST_CASE("generations: handed out in the order given, none past the run's time,
     CHECK(back[i].m.schedule == all[i].m.schedule);
   }
   CHECK(back[1].m.error == "wrong results");
-  CHECK(parse_share(format_share({})).empty());
-  CHECK(parse_share("garbage").empty());
+  CHECK(parse_measured(format_measured({})).empty());
+  CHECK(parse_measured("garbage").empty());
 
   // Near the end of the run a candidate gets what is left (at least 10 s), never the whole timeout;
   // once the time is over, or the run is stopped, none is started.

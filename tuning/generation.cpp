@@ -45,7 +45,7 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // One candidate measured on this rank, with what is left of the run's time.
-Measured measure_one(const Generation& g, size_t k, Clock::time_point start, const MeasureOne& measure) {
+Measured measure_here(const Generation& g, size_t k, Clock::time_point start, const MeasureOne& measure) {
   Measured done;
   done.index = k;
   const double began = seconds_since(start);
@@ -108,7 +108,7 @@ std::vector<Measured> dispatch_generation(const Generation& g, const std::vector
     serving.emplace_back([&, peer] {
       try {
         for (;;) {
-          std::vector<Measured> reported = parse_share(recv_string(peer, kTag));
+          std::vector<Measured> reported = parse_measured(recv_string(peer, kTag));
           {
             std::lock_guard<std::mutex> lock(mutex);
             for (Measured& d : reported)
@@ -123,7 +123,7 @@ std::vector<Measured> dispatch_generation(const Generation& g, const std::vector
       }
     });
   for (int64_t k = take(); k != kNoneLeft; k = take()) {
-    Measured d = measure_one(g, size_t(k), start, measure);
+    Measured d = measure_here(g, size_t(k), start, measure);
     if (stop()) break;  // stopped while measuring: not a measurement
     std::lock_guard<std::mutex> lock(mutex);
     done.push_back(std::move(d));
@@ -141,15 +141,15 @@ std::pair<int, int> measure_dispatched(const Generation& g, const MeasureOne& me
     send_string(report, 0, kTag);
     const int64_t k = recv_index(0);
     if (k == kNoneLeft || k < 0 || size_t(k) >= g.requests.size()) return {tried, failed};
-    const Measured d = measure_one(g, size_t(k), start, measure);
+    const Measured d = measure_here(g, size_t(k), start, measure);
     ++tried, failed += d.m.valid ? 0 : 1;
-    report = format_share({d});
+    report = format_measured({d});
   }
 }
 
-std::string format_share(const std::vector<Measured>& share) {
+std::string format_measured(const std::vector<Measured>& measured) {
   std::vector<std::string> each;
-  for (const Measured& d : share) {
+  for (const Measured& d : measured) {
     char head[96];
     std::snprintf(head, sizeof head, "%zu %.6f %.6f\n", d.index, d.at_s, d.seconds);
     each.push_back(head + format_result(d.m));
@@ -157,8 +157,8 @@ std::string format_share(const std::vector<Measured>& share) {
   return pack_strings(each);
 }
 
-std::vector<Measured> parse_share(const std::string& text) {
-  std::vector<Measured> share;
+std::vector<Measured> parse_measured(const std::string& text) {
+  std::vector<Measured> measured;
   for (const std::string& s : unpack_strings(text)) {
     const size_t line = s.find('\n');
     Measured d;
@@ -166,9 +166,9 @@ std::vector<Measured> parse_share(const std::string& text) {
     if (line == std::string::npos || std::sscanf(s.c_str(), "%llu %lf %lf", &index, &d.at_s, &d.seconds) != 3) continue;
     d.index = size_t(index);
     d.m = parse_result(s.substr(line + 1));
-    share.push_back(std::move(d));
+    measured.push_back(std::move(d));
   }
-  return share;
+  return measured;
 }
 
 }  // namespace hjit::tuning

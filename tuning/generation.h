@@ -59,7 +59,7 @@ std::vector<Measured> dispatch_generation(const Generation& g, const std::vector
 std::pair<int, int> measure_dispatched(const Generation& g, const MeasureOne& measure);
 
 // Measurements as one string, and back.
-std::string format_share(const std::vector<Measured>& share);
-std::vector<Measured> parse_share(const std::string& text);
+std::string format_measured(const std::vector<Measured>& measured);
+std::vector<Measured> parse_measured(const std::string& text);
 
 }  // namespace hjit::tuning
