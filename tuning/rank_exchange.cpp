@@ -1,6 +1,5 @@
 #include "tuning/rank_exchange.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include <hjit/distributed.h>
@@ -49,18 +48,6 @@ std::vector<std::string> broadcast_strings(const std::vector<std::string>& from_
   const int64_t size = dist::broadcast(Tensor::scalar(double(packed.size()), DType::I64), 0).item<int64_t>();
   const Tensor bytes = dist::broadcast(bytes_tensor(packed, size), 0);
   return unpack_strings(text_of(bytes, 0, size));
-}
-
-std::vector<std::string> gather_strings(const std::string& mine) {
-  const int ranks = dist::world_size();
-  if (ranks == 1) return {mine};
-  const Tensor sizes = dist::all_gather(Tensor::from_vector(std::vector<int64_t>{int64_t(mine.size())}, {1}));
-  const std::vector<int64_t> each = sizes.to_vector<int64_t>();
-  const int64_t longest = *std::max_element(each.begin(), each.end());
-  const Tensor all = dist::all_gather(bytes_tensor(mine, longest));
-  std::vector<std::string> out;
-  for (int r = 0; r < ranks; ++r) out.push_back(text_of(all, r * longest, each[size_t(r)]));
-  return out;
 }
 
 void send_string(const std::string& s, int peer, int tag) {

@@ -13,8 +13,6 @@ std::vector<std::string> unpack_strings(const std::string& packed);
 
 // Rank 0's strings, on every rank (the others' argument is ignored).
 std::vector<std::string> broadcast_strings(const std::vector<std::string>& from_rank0);
-// Every rank's string, in rank order, on every rank.
-std::vector<std::string> gather_strings(const std::string& mine);
 // A string from this rank to one other (its length, then its bytes), and its receipt there.
 void send_string(const std::string& s, int peer, int tag);
 std::string recv_string(int peer, int tag);

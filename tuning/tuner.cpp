@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <random>
 
 #include <hjit/distributed.h>
@@ -299,7 +298,7 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
     for (const backend::ScheduleRequest& q : proposed) g.requests.push_back(q.str());
     const double generation_start = elapsed();
     broadcast_strings(generation_strings(g));
-    std::map<size_t, std::string> features;  // Adams2019 featurizations of this rank's candidates
+    std::vector<std::string> features(proposed.size());  // Adams2019 featurizations of this rank's candidates
     auto measure = [&](size_t k, double timeout) { return measure_one(proposed[k], timeout, &features[k]); };
     std::vector<Measured> all = dispatch_generation(g, measuring_times.longest_first(g.requests), measure,
                                                     [&] { return interrupt.interrupted(); });

@@ -260,8 +260,10 @@ Trial compile_trial(const Request& r, const std::string& schedule_text) {
 class TimingTurn {
  public:
   TimingTurn() {
-    const char* tmp = std::getenv("TMPDIR");
-    const std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/hjit-tune-timing-" + std::to_string(geteuid()) + ".lock";
+    std::error_code no_tmpdir;  // temp_directory_path reads $TMPDIR, else /tmp
+    const std::filesystem::path tmp = std::filesystem::temp_directory_path(no_tmpdir);
+    const std::string path = (no_tmpdir ? std::filesystem::path("/tmp") : tmp).string() + "/hjit-tune-timing-" +
+                             std::to_string(geteuid()) + ".lock";
     fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd_ >= 0) while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {}
   }
