@@ -233,8 +233,9 @@ Built build_fitted(const Graph& g, const Options& o, const Target& target, const
       if (fitted_ms <= kTolerated * rules_ms || fitted_ms - rules_ms < kNoiseMs) return chosen;
       log().debug("param model on '{}': {} ran {:.3f} ms a run, the rules {:.3f} ms; using the rules", g.name, fitted.str(),
                   fitted_ms, rules_ms);
-      char why[160];
-      std::snprintf(why, sizeof why, "built-in (fitted %s ran %.2fx slower)", fitted.str().c_str(), fitted_ms / rules_ms);
+      char why[200];
+      std::snprintf(why, sizeof why, "built-in (fitted %s ran %.2fx slower: %.4f ms a run against %.4f)", fitted.str().c_str(),
+                    fitted_ms / rules_ms, fitted_ms, rules_ms);
       rules.executable->set_summary(why);
       return rules;
     } catch (const Error&) {

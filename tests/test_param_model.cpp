@@ -38,6 +38,13 @@ std::string sample_line(const PipelineFeatures& f, const std::string& params, do
   return s + " | " + params + " | " + std::to_string(gain) + " | " + name + "\n";
 }
 
+// Whether a compile's schedule summary says the model chose params. Whether they then stand is a
+// timed trial's call (build_fitted), which a busy machine can turn (CI once timed a 50x32x24 matmul's
+// fitted tile 8270x slower), so tests accept its verdict; the guard has a case of its own.
+bool model_chose(const std::string& schedule, const std::string& params) {
+  return schedule == "built-in " + params || schedule.find("built-in (fitted " + params + " ran ") == 0;
+}
+
 }  // namespace
 
 TEST_CASE("a pipeline's features: its largest contraction's sizes, its multiply-adds, the elements its other ops write") {
@@ -144,7 +151,7 @@ TEST_CASE("compiles use the model HJIT_PARAM_MODEL names, and its identity is pa
   };
   {
     ModelFile use(path);
-    CHECK(run("model_mm") == "built-in cols=1 rows=3");
+    CHECK(model_chose(run("model_mm"), "cols=1 rows=3"));
   }
   {
     ModelFile off("off");
@@ -156,7 +163,7 @@ TEST_CASE("compiles use the model HJIT_PARAM_MODEL names, and its identity is pa
     ModelFile use(copy);
     auto f = hjit::jit([](const Tensor& a, const Tensor& b) { return hjit::matmul(a, b); }, {.name = "fitted_copy", .opt_level = 1});
     CHECK_CLOSE(f(a, b), want);
-    CHECK(f.stats().schedule == "built-in cols=1 rows=3");
+    CHECK(model_chose(f.stats().schedule, "cols=1 rows=3"));
   }
   {
     ModelFile missing(dir + "/missing.txt");
@@ -187,7 +194,7 @@ TEST_CASE("parameters the model picks that run slower than the rules on this ver
   const std::string summary = f.stats().schedule;
   INFO(summary);
   CHECK(summary.find("built-in (fitted cols=1 rows=1 tasks=1 grain=30 ran ") == 0);
-  CHECK(summary.find("x slower)") != std::string::npos);
+  CHECK(summary.find("x slower: ") != std::string::npos);
 }
 
 TEST_CASE("hjit-tune --fit-model: the built-in parameters that won in a tuning database become a sample") {
@@ -253,7 +260,8 @@ TEST_CASE("hjit-tune --fit-model: the built-in parameters that won in a tuning d
   const Tensor a = test::random({50, 32}, hjit::DType::F32, 3), b = test::random({32, 24}, hjit::DType::F32, 4);
   auto f = hjit::jit([](const Tensor& a, const Tensor& b) { return hjit::matmul(a, b); }, {.name = "fit_used", .opt_level = 1});
   CHECK_CLOSE(f(a, b), hjit::matmul(a, b));
-  CHECK(f.stats().schedule == "built-in cols=1 rows=3");
+  INFO(f.stats().schedule);
+  CHECK(model_chose(f.stats().schedule, "cols=1 rows=3"));
   CHECK_THROWS_AS(hjit::fit_param_model({dir + "/none.sqlite"}, out), hjit::ValueError);
 }
 
