@@ -98,6 +98,70 @@ TEST_CASE("tuning database: best marking, reopening, schema checks") {
   CHECK_THROWS_AS([&] { Database::open(dir + "/truncated.sqlite", false)->candidates(1); }(), hjit::ValueError);
 }
 
+// Each search measurement times the built-in baseline in turn with the candidate: their ratio holds
+// where the machine's speed drifts between measurements (5% over seconds on a shared VM).
+TEST_CASE("tuning database: candidates timed beside a baseline compare by their time relative to it") {
+  const std::string path = test::scratch_dir("relative") + "/t.sqlite";
+  auto db = Database::open(path, true);
+  const int64_t p = db->pipeline(some_pipeline("k")).id;
+  CandidateRecord quick_machine = candidate(p, "built-in cols=1", 0.95, true), slow_machine = candidate(p, "built-in cols=2", 1.8, true);
+  quick_machine.baseline_ms = 1.0;  // 0.95 of its baseline
+  slow_machine.baseline_ms = 2.0;   // 0.90 of its baseline, measured while the machine ran at half speed
+  db->add(quick_machine);
+  CHECK(db->best(p)->origin == "built-in cols=1");
+  db->add(slow_machine);
+  CHECK(db->best(p)->origin == "built-in cols=2");
+  CHECK(db->best(p)->baseline_ms == 2.0);  // read back
+  CHECK(times_faster(slow_machine, quick_machine) == doctest::Approx(0.95 / 0.90));
+  CHECK(faster(slow_machine, quick_machine));
+  CHECK(speedup(slow_machine, 99.0) == doctest::Approx(2.0 / 1.8));  // against its own baseline
+  // Records without a baseline (schema version 1) compare by their times, and against the pipeline's.
+  const CandidateRecord old_a = candidate(p, "a", 1.0, true), old_b = candidate(p, "b", 1.2, true);
+  CHECK(faster(old_a, old_b));
+  CHECK(times_faster(old_a, old_b) == doctest::Approx(1.2));
+  CHECK(speedup(old_a, 3.0) == doctest::Approx(3.0));
+  CHECK(speedup(old_a, 0) == 0);  // nothing to compare with
+  CHECK(faster(old_a, slow_machine));  // one without a baseline: by time
+}
+
+TEST_CASE("tuning database: a schema version 1 file is upgraded in place, its records kept") {
+  const std::string dir = test::scratch_dir("upgrade"), path = dir + "/v1.sqlite";
+  // Version 1's schema, as hjit wrote it before the baselines.
+  const std::string v1 =
+      "PRAGMA application_id=1751804276; PRAGMA user_version=1; "
+      "CREATE TABLE pipelines(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, graph_hash TEXT NOT NULL, signature TEXT NOT "
+      "NULL, target TEXT NOT NULL, hjit_version TEXT NOT NULL, halide_version TEXT NOT NULL, name TEXT NOT NULL, graph TEXT "
+      "NOT NULL, builtin_ms REAL NOT NULL DEFAULT 0, tuning_s REAL NOT NULL DEFAULT 0, created TEXT NOT NULL DEFAULT "
+      "(datetime('now'))); "
+      "CREATE TABLE candidates(id INTEGER PRIMARY KEY, pipeline INTEGER NOT NULL REFERENCES pipelines(id), origin TEXT NOT "
+      "NULL, schedule TEXT NOT NULL, ms REAL NOT NULL, valid INTEGER NOT NULL, error TEXT NOT NULL, compile_ms REAL NOT NULL, "
+      "at_s REAL NOT NULL, best INTEGER NOT NULL DEFAULT 0, created TEXT NOT NULL DEFAULT (datetime('now'))); "
+      "INSERT INTO pipelines(key, graph_hash, signature, target, hjit_version, halide_version, name, graph, builtin_ms) "
+      "VALUES('k', 'g', 's', 't', '0', '14', 'old', 'graph', 2.0); "
+      "INSERT INTO candidates(pipeline, origin, schedule, ms, valid, error, compile_ms, at_s, best) "
+      "VALUES(1, 'built-in cols=2', 'hjit-schedule 1', 1.5, 1, '', 10, 3, 1);";
+  REQUIRE(std::system(("sqlite3 '" + path + "' \"" + v1 + "\"").c_str()) == 0);
+  {
+    auto db = Database::open(path, false);
+    const std::vector<CandidateRecord> kept = db->candidates(1);
+    REQUIRE(kept.size() == 1);
+    CHECK(kept[0].ms == 1.5);
+    CHECK(kept[0].baseline_ms == 0);
+    CHECK(kept[0].best);
+    CandidateRecord timed = candidate(1, "built-in cols=3", 1.4, true);
+    timed.baseline_ms = 2.0;
+    db->add(timed);
+    CHECK(db->best(1)->origin == "built-in cols=3");  // by time: the old record has no baseline
+  }
+  auto again = Database::open(path, false);  // upgraded once; opens as version 2 now
+  CHECK(again->candidates(1).size() == 2);
+  CHECK(again->candidates(1).at(1).baseline_ms == 2.0);
+  CHECK(best_schedule(path, "k").value() == "hjit-schedule 1\nsource built-in cols=3\n");
+  // A version before 1 with tables is not one hjit wrote.
+  REQUIRE(std::system(("cp '" + path + "' '" + dir + "/v0.sqlite' && sqlite3 '" + dir + "/v0.sqlite' 'PRAGMA user_version=0'").c_str()) == 0);
+  CHECK_THROWS_WITH_AS(Database::open(dir + "/v0.sqlite", false), doctest::Contains("schema version 0"), hjit::ValueError);
+}
+
 TEST_CASE("tuning database: processes writing one database at once lose nothing") {
   const std::string path = test::scratch_dir("concurrent") + "/t.sqlite";
   const int64_t id = Database::open(path, true)->pipeline(some_pipeline("shared")).id;
@@ -285,6 +349,9 @@ TEST_CASE("tune: candidates that crash, hang or compute wrong results are record
     if (c.best) CHECK(c.valid);
     if (c.valid && c.origin != "built-in") CHECK(c.schedule.rfind("hjit-schedule 1", 0) == 0);
     if (c.origin == "built-in") CHECK(c.schedule.empty());  // the baseline: what jit() compiles anyway
+    // Every valid measurement has the baseline timed beside it (the baseline's own is its time).
+    if (c.valid) CHECK(c.baseline_ms > 0);
+    if (c.valid && c.origin == "built-in") CHECK(c.baseline_ms == c.ms);
   }
   MESSAGE("crashed " << crashed << ", hung " << hung << ", wrong " << wrong << " of " << r.tried);
   CHECK(crashed + hung + wrong == r.failed);

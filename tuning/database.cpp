@@ -41,9 +41,13 @@ CREATE TABLE IF NOT EXISTS candidates(
   compile_ms REAL NOT NULL,
   at_s REAL NOT NULL,
   best INTEGER NOT NULL DEFAULT 0,
-  created TEXT NOT NULL DEFAULT (datetime('now')));
+  created TEXT NOT NULL DEFAULT (datetime('now')),
+  baseline_ms REAL NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS candidates_of_pipeline ON candidates(pipeline);
 )sql";
+
+// Version 1 to 2: the baseline timed beside each candidate (none for the records already there).
+const char* const kUpgradeFrom1 = "ALTER TABLE candidates ADD COLUMN baseline_ms REAL NOT NULL DEFAULT 0; PRAGMA user_version=2;";
 
 }  // namespace
 
@@ -99,7 +103,7 @@ class Stmt {
 
 const char* const kPipelineColumns =
     "id, key, graph_hash, signature, target, hjit_version, halide_version, name, graph, builtin_ms, tuning_s";
-const char* const kCandidateColumns = "id, pipeline, origin, schedule, ms, valid, error, compile_ms, at_s, best";
+const char* const kCandidateColumns = "id, pipeline, origin, schedule, ms, valid, error, compile_ms, at_s, best, baseline_ms";
 
 PipelineRecord read_pipeline(const Stmt& s) {
   PipelineRecord p;
@@ -113,10 +117,22 @@ CandidateRecord read_candidate(const Stmt& s) {
   CandidateRecord c;
   c.id = s.integer(0), c.pipeline = s.integer(1), c.origin = s.text(2), c.schedule = s.text(3), c.ms = s.real(4);
   c.valid = s.integer(5) != 0, c.error = s.text(6), c.compile_ms = s.real(7), c.at_s = s.real(8), c.best = s.integer(9) != 0;
+  c.baseline_ms = s.real(10);
   return c;
 }
 
 }  // namespace
+
+double times_faster(const CandidateRecord& a, const CandidateRecord& b) {
+  if (a.baseline_ms > 0 && b.baseline_ms > 0) return (b.ms / b.baseline_ms) / (a.ms / a.baseline_ms);
+  return b.ms / a.ms;
+}
+
+double speedup(const CandidateRecord& c, double builtin_ms) {
+  if (!(c.ms > 0)) return 0;
+  if (c.baseline_ms > 0) return c.baseline_ms / c.ms;
+  return builtin_ms > 0 ? builtin_ms / c.ms : 0;
+}
 
 #define HJIT_STMT(sql) Stmt(impl_->db, sql, [this](int rc, const char* what) { impl_->fail(path_, what, rc); })
 
@@ -155,12 +171,27 @@ std::shared_ptr<Database> Database::open(const std::string& path, bool create) {
   if (version > kSchemaVersion)
     throw ValueError("tuning database '" + path + "' has schema version " + std::to_string(version) +
                      ", newer than this hjit's " + std::to_string(kSchemaVersion) + "; use a newer hjit or another file");
-  if (tables > 0 && version < kSchemaVersion)
+  if (tables > 0 && version != 1 && version < kSchemaVersion)
     throw ValueError("tuning database '" + path + "' has schema version " + std::to_string(version) + "; this hjit reads " +
                      std::to_string(kSchemaVersion));
   {
     Stmt wal(im.db, "PRAGMA journal_mode=WAL", fail);
     wal.step();
+  }
+  if (tables > 0 && version == 1) {
+    // In one write transaction, checking the version again inside it: another process may have
+    // upgraded the file since it was read above.
+    char* err = nullptr;
+    rc = sqlite3_exec(im.db, "BEGIN IMMEDIATE", nullptr, nullptr, &err);
+    if (rc == SQLITE_OK && pragma("PRAGMA user_version") == 1) rc = sqlite3_exec(im.db, kUpgradeFrom1, nullptr, nullptr, &err);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(im.db, "COMMIT", nullptr, nullptr, &err);
+    if (rc != SQLITE_OK) {
+      const std::string msg = err ? err : sqlite3_errstr(rc);
+      sqlite3_free(err);
+      sqlite3_exec(im.db, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw ValueError("tuning database '" + path + "': upgrading it from schema version 1 failed: " + msg);
+    }
+    log().info("tuning database {}: upgraded from schema version 1 to {}", path, kSchemaVersion);
   }
   if (tables == 0) {
     char* err = nullptr;
@@ -247,19 +278,20 @@ int64_t Database::add(CandidateRecord c, bool may_be_best) {
   return HJIT_TRANSACTION([&] {
     bool best = false;
     if (c.valid && may_be_best) {
-      Stmt s = HJIT_STMT("SELECT min(ms) FROM candidates WHERE pipeline = ?1 AND best = 1");
+      Stmt s = HJIT_STMT(std::string("SELECT ") + kCandidateColumns + " FROM candidates WHERE pipeline = ?1 AND best = 1");
       s.bind(1, c.pipeline);
-      best = !s.step() || s.null(0) || c.ms < s.real(0);
+      best = true;
+      while (best && s.step()) best = faster(c, read_candidate(s));
     }
     if (best) {
       Stmt clear = HJIT_STMT("UPDATE candidates SET best = 0 WHERE pipeline = ?1 AND best = 1");
       clear.bind(1, c.pipeline);
       clear.step();
     }
-    Stmt ins = HJIT_STMT("INSERT INTO candidates(pipeline, origin, schedule, ms, valid, error, compile_ms, at_s, best) "
-                         "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+    Stmt ins = HJIT_STMT("INSERT INTO candidates(pipeline, origin, schedule, ms, valid, error, compile_ms, at_s, best, "
+                         "baseline_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
     ins.bind(1, c.pipeline).bind(2, c.origin).bind(3, c.schedule).bind(4, c.ms).bind(5, int64_t(c.valid));
-    ins.bind(6, c.error).bind(7, c.compile_ms).bind(8, c.at_s).bind(9, int64_t(best));
+    ins.bind(6, c.error).bind(7, c.compile_ms).bind(8, c.at_s).bind(9, int64_t(best)).bind(10, c.baseline_ms);
     ins.step();
     return int64_t(sqlite3_last_insert_rowid(impl_->db));
   });

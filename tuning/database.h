@@ -1,15 +1,17 @@
 // The tuning database: every schedule a tuning run measured for a pipeline, kept in SQLite, so that
 // later processes use the best one without searching (hjit-tune writes it, jit() reads it).
 //
-// Schema version 1 (PRAGMA user_version), application id 'hjit' (PRAGMA application_id):
+// Schema version 2 (PRAGMA user_version), application id 'hjit' (PRAGMA application_id):
 //   pipelines:  one row per pipeline key (normalized graph hash, shapes and dtypes, target, hjit and
 //               Halide versions), with the graph's text, the built-in schedule's time and the
 //               seconds spent tuning it;
 //   candidates: every schedule tried on it: origin ("built-in cols=3", "Adams2019 seed=7", ...),
-//               schedule text, median ms, valid or why not, when in the tuning run it was
-//               measured; the fastest valid one is marked best.
+//               schedule text, median ms and the built-in baseline's timed in turn with it
+//               (version 2), valid or why not, when in the tuning run it was measured; the
+//               fastest valid one is marked best.
 // WAL mode, so that several tuning processes share one file. A file that is not an SQLite
-// database, a database of another application, or a newer schema is a ValueError naming it.
+// database, a database of another application, or a newer schema is a ValueError naming it; a
+// version 1 file gains version 2's column when opened (its records have no baseline times).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -19,7 +21,7 @@
 
 namespace hjit::tuning {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 struct PipelineRecord {
   int64_t id = 0;
@@ -40,12 +42,22 @@ struct CandidateRecord {
                          // without a database, perhaps as two partitioned pipelines) and when
                          // the scheduler produced none
   double ms = 0;         // median time of a run (valid ones)
+  double baseline_ms = 0;  // the built-in baseline's median, timed in turn with it (0: not timed)
   bool valid = false;    // compiled, ran, and matched eager
   std::string error;     // why not, when not valid
   double compile_ms = 0;
   double at_s = 0;       // the pipeline's tuning time when it was measured
   bool best = false;
 };
+
+// How many times faster a ran than b: by their times relative to the baseline timed in turn with
+// each where both have one (a machine whose speed drifts by 5% over seconds moves a candidate and
+// its baseline alike), else by their times (records of version 1 files).
+double times_faster(const CandidateRecord& a, const CandidateRecord& b);
+inline bool faster(const CandidateRecord& a, const CandidateRecord& b) { return times_faster(a, b) > 1; }
+// How many times faster than the built-in baseline c ran: against the baseline timed in turn with
+// it, else against builtin_ms (the pipeline's); 0 when neither is known.
+double speedup(const CandidateRecord& c, double builtin_ms);
 
 class Database {
  public:
@@ -62,7 +74,7 @@ class Database {
   std::vector<PipelineRecord> pipelines();
   void set_builtin_ms(int64_t pipeline, double ms);
   void add_tuning_time(int64_t pipeline, double seconds);
-  // Records a candidate; marks it best when it is valid and faster than the best so far (unless
+  // Records a candidate; marks it best when it is valid and faster() than the best so far (unless
   // `may_be_best` is false: a candidate merged from another database). Returns its id.
   int64_t add(CandidateRecord c, bool may_be_best = true);
   std::vector<CandidateRecord> candidates(int64_t pipeline);

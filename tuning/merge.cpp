@@ -51,7 +51,7 @@ std::string merge_tuning_databases(const std::string& into, const std::vector<st
         ++copied;
         if (is_theirs) theirs_here = id;
       }
-      if (theirs_here && (!kept || theirs->ms < kept->ms)) {
+      if (theirs_here && (!kept || tuning::faster(*theirs, *kept))) {
         out->mark_best(q.id, *theirs_here);
         ++new_best;
       }

@@ -46,7 +46,8 @@ std::optional<ParamSample> sample_of(tuning::Database& db, const tuning::Pipelin
   } catch (const Error& e) {
     return why = std::string("its graph does not parse: ") + e.what(), std::nullopt;
   }
-  double defaults_ms = 0, best_ms = 0;
+  // The fastest of the rules' measurements and of all the built-in points' (tuning::faster).
+  std::optional<tuning::CandidateRecord> rules, fastest;
   backend::BuiltinParams best;
   bool rules_confirmed = false;
   for (const tuning::CandidateRecord& c : db.candidates(p.id)) {
@@ -55,16 +56,18 @@ std::optional<ParamSample> sample_of(tuning::Database& db, const tuning::Pipelin
     // (A run ends timing its best against the rules in alternating rounds, and marks the rules
     // best when the other is not 2% faster there: then the rules won, whatever single timings say.)
     if (params->is_default() && c.best) rules_confirmed = true;
-    if (params->is_default() && (defaults_ms == 0 || c.ms < defaults_ms)) defaults_ms = c.ms;
-    if (best_ms == 0 || c.ms < best_ms) best_ms = c.ms, best = *params;
+    if (params->is_default() && (!rules || tuning::faster(c, *rules))) rules = c;
+    if (!fastest || tuning::faster(c, *fastest)) fastest = c, best = *params;
   }
-  if (rules_confirmed) best_ms = defaults_ms, best = {};
-  if (defaults_ms == 0) defaults_ms = p.builtin_ms;
-  if (defaults_ms <= 0 || best_ms <= 0) return why = "no built-in candidate measured", std::nullopt;
+  if (rules_confirmed) fastest = rules, best = {};
+  // Its gain over the rules: against their fastest measurement, else against the baseline timed
+  // beside it or the pipeline's built-in time.
+  const double gain = !fastest ? 0 : rules ? tuning::times_faster(*fastest, *rules) : tuning::speedup(*fastest, p.builtin_ms);
+  if (gain <= 0) return why = "no built-in candidate measured", std::nullopt;
   ParamSample s;
   s.features = schedules::features_of(g, schedules::vector_bits_of(p.target));
   s.params = best;
-  s.gain = std::max(1.0, defaults_ms / best_ms);
+  s.gain = std::max(1.0, gain);
   s.name = p.name + " " + p.signature;
   return s;
 }

@@ -23,9 +23,11 @@ struct Summary {
   PipelineRecord p;
   std::vector<CandidateRecord> candidates;
   int failed = 0;
-  double best_ms = 0;
   std::string best_origin;
-  std::map<std::string, double> best_by_scheduler;  // fastest valid per scheduler
+  // Speed-ups over the built-in baseline (tuning::speedup: against the baseline timed beside each
+  // candidate where it was), 0 where unknown.
+  double best_ms = 0, best_x = 0;
+  std::map<std::string, double> best_by_scheduler;  // the fastest valid per scheduler
   double adams_pretrained = 0, adams_retrained = 0;  // Adams2019's best with Halide's weights, with retrained ones
   std::vector<std::pair<double, double>> progress;   // (tuning s, best speed-up so far)
 };
@@ -40,20 +42,19 @@ Summary summarize(tuning::Database& db, const PipelineRecord& p) {
       ++s.failed;
       continue;
     }
+    const double x = tuning::speedup(c, p.builtin_ms);
     double& b = s.best_by_scheduler[tuning::scheduler_of(c.origin)];
-    if (b == 0 || c.ms < b) b = c.ms;
+    b = std::max(b, x);
     if (tuning::scheduler_of(c.origin) == "Adams2019") {
       double& a = c.origin.find(" weights=") == std::string::npos ? s.adams_pretrained : s.adams_retrained;
-      if (a == 0 || c.ms < a) a = c.ms;
+      a = std::max(a, x);
     }
-    if (best == 0 || c.ms < best) {
-      best = c.ms;
-      if (p.builtin_ms > 0) s.progress.emplace_back(c.at_s, p.builtin_ms / best);
-    }
+    if (x > best) s.progress.emplace_back(c.at_s, best = x);
   }
   // What jit() uses: the candidate marked best, which the confirmation at the end of a run may
   // have given back to the built-in baseline although another once measured faster.
-  if (std::optional<CandidateRecord> b = db.best(p.id)) s.best_ms = b->ms, s.best_origin = b->origin;
+  if (std::optional<CandidateRecord> b = db.best(p.id))
+    s.best_ms = b->ms, s.best_x = tuning::speedup(*b, p.builtin_ms), s.best_origin = b->origin;
   return s;
 }
 
@@ -63,7 +64,7 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-std::string ratio(double builtin, double ms) { return builtin > 0 && ms > 0 ? fmt("%.2fx", builtin / ms) : "-"; }
+std::string times(double x) { return x > 0 ? fmt("%.2fx", x) : "-"; }
 
 std::string escape(const std::string& s) {
   std::string out;
@@ -94,7 +95,7 @@ std::string speedup_svg(const std::vector<Summary>& rows) {
   const int bar_h = 22, left = 230, width = 760, top = 40;
   double max_x = 1.5;
   for (const Summary& s : rows)
-    if (s.p.builtin_ms > 0 && s.best_ms > 0) max_x = std::max(max_x, s.p.builtin_ms / s.best_ms * 1.1);
+    max_x = std::max(max_x, s.best_x * 1.1);
   const int height = top + int(rows.size()) * (bar_h + 6) + 50;
   auto x_of = [&](double v) { return left + (width - left - 20) * v / max_x; };
   std::ostringstream o;
@@ -104,7 +105,7 @@ std::string speedup_svg(const std::vector<Summary>& rows) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const Summary& s = rows[i];
     const int y = top + int(i) * (bar_h + 6);
-    const double v = s.p.builtin_ms > 0 && s.best_ms > 0 ? s.p.builtin_ms / s.best_ms : 0;
+    const double v = s.best_x;
     o << "<text x='" << left - 8 << "' y='" << y + 15 << "' text-anchor='end'>" << escape(s.p.name.substr(0, 32)) << "</text>\n";
     o << "<rect x='" << left << "' y='" << y << "' width='" << x_of(v) - left << "' height='" << bar_h << "' fill='"
       << color_of(tuning::scheduler_of(s.best_origin)) << "'><title>" << escape(s.best_origin) << "</title></rect>\n";
@@ -180,7 +181,7 @@ std::string tuning_report(const std::string& db_path, const std::string& svg_pre
   o << "tuning database " << db_path << ": " << rows.size() << " pipelines\n" << line;
   for (const Summary& s : rows) {
     std::snprintf(line, sizeof line, "%-3lld %-22s %11.4f %11.4f %8s %6zu %6d %8.0f  %s\n", (long long)s.p.id,
-                  s.p.name.substr(0, 22).c_str(), s.p.builtin_ms, s.best_ms, ratio(s.p.builtin_ms, s.best_ms).c_str(),
+                  s.p.name.substr(0, 22).c_str(), s.p.builtin_ms, s.best_ms, times(s.best_x).c_str(),
                   s.candidates.size(), s.failed, s.p.tuning_s, s.best_origin.substr(0, 60).c_str());
     o << line;
   }
@@ -191,12 +192,12 @@ std::string tuning_report(const std::string& db_path, const std::string& svg_pre
   for (const Summary& s : rows) {
     auto by = [&](const char* k) {
       auto it = s.best_by_scheduler.find(k);
-      return it == s.best_by_scheduler.end() ? std::string("-") : ratio(s.p.builtin_ms, it->second);
+      return it == s.best_by_scheduler.end() ? std::string("-") : times(it->second);
     };
     std::snprintf(line, sizeof line, "%-3lld %-22s %10s %10s %10s %14s %10s %10s\n", (long long)s.p.id,
                   s.p.name.substr(0, 22).c_str(), by("built-in").c_str(), by("Adams2019").c_str(), by("Li2018").c_str(),
-                  by("Mullapudi2016").c_str(), ratio(s.p.builtin_ms, s.adams_pretrained).c_str(),
-                  ratio(s.p.builtin_ms, s.adams_retrained).c_str());
+                  by("Mullapudi2016").c_str(), times(s.adams_pretrained).c_str(),
+                  times(s.adams_retrained).c_str());
     o << line;
   }
   o << "(built-in*: the best point of the built-in scheduler's parameter space)\n";

@@ -130,7 +130,7 @@ constexpr double kConfirmMargin = 0.98;
 // that both see the same machine (a single slow measurement of the baseline, or a lucky one of a
 // candidate, must not make a candidate best). The baseline's time is recorded; when the
 // candidate is not kConfirmMargin faster, the baseline becomes the best.
-void confirm_best(Database& db, const PipelineRecord& p, const std::string& req_path, double timeout, double at_s,
+void confirm_best(Database& db, const PipelineRecord& p, const WorkerFiles& files, double timeout, double at_s,
                   const std::function<bool()>& stop, TuneResult& r) {
   std::optional<CandidateRecord> best = db.best(p.id);
   if (!best || best->schedule.empty()) return;  // no best, or the baseline already
@@ -140,7 +140,7 @@ void confirm_best(Database& db, const PipelineRecord& p, const std::string& req_
   const bool written = write(fd, best->schedule.data(), best->schedule.size()) == ssize_t(best->schedule.size());
   close(fd);
   Measurement m;
-  if (written) m = measure_in_worker(req_path, confirm_request(path), timeout, stop);
+  if (written) m = measure_in_worker(files, confirm_request(path), timeout, stop);
   std::remove(path);
   if (stop()) return;
   if (!m.valid) {
@@ -150,8 +150,8 @@ void confirm_best(Database& db, const PipelineRecord& p, const std::string& req_
   // Both times are recorded, and the winner of this comparison is marked best whatever the
   // earlier measurements said.
   CandidateRecord base, cand = *best;
-  base.pipeline = p.id, base.origin = "built-in", base.ms = m.baseline_ms, base.valid = true, base.at_s = at_s;
-  cand.ms = m.ms, cand.compile_ms = m.compile_ms, cand.at_s = at_s;
+  base.pipeline = p.id, base.origin = "built-in", base.ms = base.baseline_ms = m.baseline_ms, base.valid = true, base.at_s = at_s;
+  cand.ms = m.ms, cand.baseline_ms = m.baseline_ms, cand.compile_ms = m.compile_ms, cand.at_s = at_s;
   const int64_t base_id = db.add(base), cand_id = db.add(cand);
   // Speed-ups are quoted against the baseline measured beside the candidate.
   r.builtin_ms = m.baseline_ms;
@@ -163,36 +163,16 @@ void confirm_best(Database& db, const PipelineRecord& p, const std::string& req_
   r.best_ms = kept ? m.ms : m.baseline_ms, r.best_origin = kept ? best->origin : "built-in";
 }
 
-}  // namespace
-
-namespace {
-
-// The file every candidate's worker reads its request from, removed when the run ends.
-class RequestFile {
- public:
-  RequestFile(const Graph& g, const std::vector<Tensor>& inputs, Device device) {
-    const int fd = mkstemp(path_);
-    if (fd < 0) throw ValueError("hjit::tune: no temporary file for the tuning request");
-    close(fd);
-    write_request(path_, make_request(g, inputs, device));
-  }
-  ~RequestFile() { std::remove(path_); }
-  const char* path() const { return path_; }
-
- private:
-  char path_[32] = "/tmp/hjit_tune_request_XXXXXX";
-};
-
 // A rank other than 0 of a distributed run: measures the candidates of each generation rank 0 hands
 // it, until rank 0 says stop (an empty generation); rank 0 records them in its database.
 TuneResult measure_for_rank0(const Graph& graph, const std::vector<Tensor>& inputs, const TuneOptions& o) {
   const auto start = std::chrono::steady_clock::now();
-  const RequestFile request(graph, inputs, o.device);
+  const WorkerFiles files(make_request(graph, inputs, o.device));
   TuneResult r;
   r.name = o.name;
   for (Generation g = parse_generation(broadcast_strings({})); !g.requests.empty(); g = parse_generation(broadcast_strings({}))) {
     const auto [tried, failed] = measure_dispatched(g, [&](size_t k, double timeout) {
-      return measure_in_worker(request.path(), g.requests[k], timeout, [] { return false; });
+      return measure_in_worker(files, g.requests[k], timeout, [] { return false; });
     });
     r.tried += tried, r.failed += failed;
   }
@@ -217,12 +197,18 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   TuneResult r;
   r.name = p.name, r.key = p.key, r.builtin_ms = p.builtin_ms;
   std::set<std::string> tried;
-  std::string best_origin;
   for (const CandidateRecord& c : db->candidates(p.id)) tried.insert(c.origin);
-  if (std::optional<CandidateRecord> b = db->best(p.id)) r.best_ms = b->ms, r.best_origin = best_origin = b->origin;
+  // The fastest so far (faster(): by time relative to the baseline timed beside each), around
+  // which the next generations are proposed.
+  std::optional<CandidateRecord> best = db->best(p.id);
+  // r's times are the best's and the baseline's timed beside it: r.speedup() is its speed-up.
+  auto take_best = [&](const CandidateRecord& c) {
+    best = c, r.best_ms = c.ms, r.best_origin = c.origin;
+    if (c.baseline_ms > 0) r.builtin_ms = c.baseline_ms;
+  };
+  if (best) take_best(*best);
 
-  const RequestFile request_file(graph, inputs, o.device);
-  const char* req_path = request_file.path();
+  const WorkerFiles files(make_request(graph, inputs, o.device));
 
   CostModelFiles model(o.db);
   // A GPU: its own schedules and Li2018's (the CPU autoschedulers and library stages do not apply).
@@ -246,14 +232,14 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
       *features = model.featurization(p.id, int64_t(getpid()) * 1000000 + r.tried);
       std::get<backend::Auto>(how.choice).params.features = *features;
     }
-    return measure_in_worker(req_path, how.str(), timeout, [&] { return interrupt.interrupted(); });
+    return measure_in_worker(files, how.str(), timeout, [&] { return interrupt.interrupted(); });
   };
   // Records a measurement in the database.
   auto record = [&](const backend::ScheduleRequest& candidate, const Measurement& m, const std::string& features, double at_s) {
     const std::string request = candidate.str();  // its origin in the database
     CandidateRecord c;
-    c.pipeline = p.id, c.origin = request, c.schedule = m.schedule, c.ms = m.ms, c.valid = m.valid, c.error = m.error;
-    c.compile_ms = m.compile_ms, c.at_s = earlier_s + at_s;
+    c.pipeline = p.id, c.origin = request, c.schedule = m.schedule, c.ms = m.ms, c.baseline_ms = m.baseline_ms;
+    c.valid = m.valid, c.error = m.error, c.compile_ms = m.compile_ms, c.at_s = earlier_s + at_s;
     const int64_t id = db->add(c);
     db->add_tuning_time(p.id, elapsed() - recorded_s);
     recorded_s = elapsed();
@@ -263,11 +249,8 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
       log().debug("tuning '{}': {} failed: {}", p.name, request, m.error);
     } else {
       log().debug("tuning '{}': {} runs in {:.4f} ms (compiled in {:.0f} ms)", p.name, request, m.ms, m.compile_ms);
-      if (candidate == backend::ScheduleRequest{backend::BuiltIn{}} && (r.builtin_ms <= 0 || m.ms < r.builtin_ms)) {
-        r.builtin_ms = m.ms;
-        db->set_builtin_ms(p.id, m.ms);
-      }
-      if (r.best_ms <= 0 || m.ms < r.best_ms) r.best_ms = m.ms, r.best_origin = best_origin = request;
+      if (candidate == backend::ScheduleRequest{backend::BuiltIn{}}) db->set_builtin_ms(p.id, m.ms);
+      if (!best || faster(c, *best)) take_best(c);
       if (!features.empty()) new_samples += add_sample(model, features, m.ms, p.id, id);
     }
     if (!features.empty()) std::remove(features.c_str());
@@ -280,7 +263,7 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   while (elapsed() < budget && !interrupt.interrupted()) {
     std::vector<backend::ScheduleRequest> proposed;
     while (int(proposed.size()) < generation_size(ranks)) {
-      const std::optional<backend::ScheduleRequest> request = candidates.next(best_origin);
+      const std::optional<backend::ScheduleRequest> request = candidates.next(best ? best->origin : "");
       if (!request) break;
       candidates.tried(*request);
       proposed.push_back(*request);
@@ -312,7 +295,7 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   broadcast_strings({});  // the other ranks' signal to stop
   if (r.tried > 0 && !interrupt.interrupted()) {
     if (progress) show_progress(r, elapsed(), budget, "confirming the best");
-    confirm_best(*db, p, req_path, std::max(60.0, o.candidate_timeout_s), earlier_s + elapsed(), [&] { return interrupt.interrupted(); }, r);
+    confirm_best(*db, p, files, std::max(60.0, o.candidate_timeout_s), earlier_s + elapsed(), [&] { return interrupt.interrupted(); }, r);
   }
   r.interrupted = interrupt.interrupted();
   if (progress) {

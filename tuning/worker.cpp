@@ -18,7 +18,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <sstream>
+#include <tuple>
 
 #include <hjit/tensor.h>
 
@@ -83,23 +85,29 @@ std::string difference(const std::vector<Tensor>& got, const std::vector<std::st
   return "";
 }
 
-// The median of repeated runs after a warm-up: at least 5 and for at least 0.3 s (at most 50, and
-// at most 3 for a run that takes over a second).
-template <class Run>
-double median_ms(const Run& run) {
-  run();
-  std::vector<double> runs;
+// The median time of each of `runs`, timed in turn (a, b, a, b, ...) after a warm-up of each: at
+// least 5 turns and 0.3 s in all, at most 50 turns, 3 where the turns take over 3 s. Timed in turn,
+// they see the same machine: on a shared VM the speed of one pipeline's medians drifts by 5% over
+// seconds while the ratio of two timed in turn holds within half a percent (W3 at one thread).
+std::vector<double> medians_ms(const std::vector<std::function<void()>>& runs) {
+  for (const auto& run : runs) run();
+  std::vector<std::vector<double>> times(runs.size());
   double total = 0;
-  while (runs.size() < 50) {
-    Timer t;
-    run();
-    runs.push_back(t.ms());
-    total += runs.back();
-    if (runs.size() >= 5 && total >= 300) break;
-    if (runs.size() >= 3 && total >= 3000) break;
+  for (int turn = 1; turn <= 50; ++turn) {
+    for (size_t k = 0; k < runs.size(); ++k) {
+      Timer t;
+      runs[k]();
+      times[k].push_back(t.ms());
+      total += times[k].back();
+    }
+    if ((turn >= 5 && total >= 300) || (turn >= 3 && total >= 3000)) break;
   }
-  std::sort(runs.begin(), runs.end());
-  return runs[runs.size() / 2];
+  std::vector<double> medians;
+  for (std::vector<double>& v : times) {
+    std::sort(v.begin(), v.end());
+    medians.push_back(v[v.size() / 2]);
+  }
+  return medians;
 }
 
 bool executable_file(const std::string& path) { return !path.empty() && access(path.c_str(), X_OK) == 0; }
@@ -207,8 +215,14 @@ struct Trial {
     for (size_t k = 0; k < device_out.size(); ++k)
       if (device_out[k]) device_out[k]->download(out[k]);
   }
-  double median_ms() const { return tuning::median_ms([this] { run(); }); }
+  double median_ms() const { return medians_ms({[this] { run(); }})[0]; }
 };
+
+// A candidate's median time and the baseline's, timed in turn (medians_ms).
+std::pair<double, double> in_turn_ms(const Trial& candidate, const Trial& baseline) {
+  const std::vector<double> ms = medians_ms({[&] { candidate.run(); }, [&] { baseline.run(); }});
+  return {ms[0], ms[1]};
+}
 
 // Device memory holding `bytes` bytes of `host` (or none, for an empty tensor).
 std::unique_ptr<backend::DeviceBuffer> device_copy(Device device, const void* host, size_t bytes) {
@@ -277,8 +291,8 @@ class TimingTurn {
   int fd_ = -1;
 };
 
-// A confirmation: the candidate and the baseline timed in alternating rounds; each one's time is
-// the median of its rounds' medians.
+// A confirmation: the candidate and the baseline timed in turn (in_turn_ms), five times over; each
+// one's time is the median of its five medians.
 void confirm(const Request& r, const std::string& schedule_path, Measurement& m) {
   m.schedule = read_file(schedule_path);
   Timer t;
@@ -297,8 +311,8 @@ void confirm(const Request& r, const std::string& schedule_path, Measurement& m)
   std::vector<double> cand, base;
   const TimingTurn turn;
   for (int round = 0; round < 5; ++round) {
-    cand.push_back(candidate.median_ms());
-    base.push_back(baseline.median_ms());
+    const auto [c, b] = in_turn_ms(candidate, baseline);
+    cand.push_back(c), base.push_back(b);
   }
   std::sort(cand.begin(), cand.end());
   std::sort(base.begin(), base.end());
@@ -326,6 +340,11 @@ int worker_main(const std::string& request, const std::string& how, const std::s
       m.schedule = *text;
       Trial trial = compile_trial(r, *text);
       m.compile_ms = t.ms();
+      // Timed beside the baseline (compiled once for the run's workers: their disk cache is shared),
+      // so that the search compares candidates by their time relative to it, which a machine
+      // whose speed drifts leaves alone; the baseline itself is its own.
+      std::optional<Trial> baseline;
+      if (!text->empty()) baseline = compile_trial(r, "");
       if (fault("crash", how)) raise(SIGSEGV);
       if (fault("hang", how)) for (;;) pause();
       trial.run();
@@ -335,7 +354,9 @@ int worker_main(const std::string& request, const std::string& how, const std::s
       m.error = difference(trial.got, r.expected, result_types(r.graph));
       if (m.error.empty()) {
         const TimingTurn turn;
-        m.ms = trial.median_ms() / (fault("lucky", how) ? 10 : 1);
+        std::tie(m.ms, m.baseline_ms) = baseline ? in_turn_ms(trial, *baseline) : std::pair(trial.median_ms(), 0.0);
+        if (!baseline) m.baseline_ms = m.ms;
+        m.ms /= fault("lucky", how) ? 10 : 1;
         m.valid = true;
       } else {
         m.error = "wrong results: " + m.error;
@@ -394,36 +415,51 @@ std::string worker_program() {
                    "it, or set HJIT_TUNE_WORKER to its path");
 }
 
-Measurement measure_in_worker(const std::string& req, const std::string& how, double timeout_s,
+WorkerFiles::WorkerFiles(const Request& r) {
+  char request[] = "/tmp/hjit_tune_request_XXXXXX", cache[] = "/tmp/hjit_tune_cache_XXXXXX";
+  const int fd = mkstemp(request);
+  if (fd < 0) throw ValueError("hjit::tune: no temporary file for the tuning request");
+  close(fd);
+  request_ = request;
+  if (mkdtemp(cache)) cache_ = cache;
+  try {
+    write_request(request_, r);
+  } catch (...) {
+    remove();
+    throw;
+  }
+}
+
+WorkerFiles::~WorkerFiles() { remove(); }
+
+void WorkerFiles::remove() const {
+  std::error_code ec;
+  std::filesystem::remove(request_, ec);
+  if (!cache_.empty()) std::filesystem::remove_all(cache_, ec);
+}
+
+Measurement measure_in_worker(const WorkerFiles& files, const std::string& how, double timeout_s,
                               const std::function<bool()>& stop) {
   const std::string program = worker_program();
   char result[] = "/tmp/hjit_tune_result_XXXXXX";
   const int fd = mkstemp(result);
   if (fd < 0) throw ValueError("hjit: no temporary file for a tuning result");
   close(fd);
-  std::vector<std::string> args{program, "--worker", req, how, result};
+  std::vector<std::string> args{program, "--worker", files.request(), how, result};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  // The worker's environment: a disk cache of its own, made here and removed after it ends however
-  // it ends (candidates are not worth keeping, but the baseline's partitioned build needs one; the
-  // cache reads HJIT_CACHE_DIR once per process, so the worker cannot switch it per compile), and
-  // its own process group, so that Ctrl-C reaches the tuning run, which then stops the worker. It
-  // measures the built-in rules without a parameter model (HJIT_PARAM_MODEL=off): "built-in" is
-  // then the rules alone, which is what a model fitted to the database is to improve on.
-  char cache_dir[] = "/tmp/hjit_tune_cache_XXXXXX";
-  const bool have_cache = mkdtemp(cache_dir) != nullptr;
-  struct RemoveCache {
-    const char* dir;
-    bool made;
-    ~RemoveCache() {
-      std::error_code ec;
-      if (made) std::filesystem::remove_all(dir, ec);
-    }
-  } remove_cache{cache_dir, have_cache};
-  std::vector<std::string> env_strings{std::string("HJIT_CACHE_DIR=") + (have_cache ? cache_dir : ""), "HJIT_PARAM_MODEL=off"};
+  // The worker's environment: the run's disk cache (the cache reads HJIT_CACHE_DIR once per
+  // process, so the worker cannot switch it per compile), and its own process group, so that
+  // Ctrl-C reaches the tuning run, which then stops the worker. It measures the built-in rules
+  // without a parameter model (HJIT_PARAM_MODEL=off): "built-in" is then the rules alone, which is
+  // what a model fitted to the database is to improve on.
+  // The cache is held to 512 MB: an hours-long run compiles thousands of candidates into it.
+  std::vector<std::string> env_strings{"HJIT_CACHE_DIR=" + files.cache(), "HJIT_CACHE_MAX_MB=512", "HJIT_PARAM_MODEL=off"};
   for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "HJIT_CACHE_DIR=", 15) != 0 && std::strncmp(*e, "HJIT_PARAM_MODEL=", 17) != 0) env_strings.emplace_back(*e);
+    if (std::strncmp(*e, "HJIT_CACHE_DIR=", 15) != 0 && std::strncmp(*e, "HJIT_CACHE_MAX_MB=", 18) != 0 &&
+        std::strncmp(*e, "HJIT_PARAM_MODEL=", 17) != 0)
+      env_strings.emplace_back(*e);
   std::vector<char*> envp;
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);

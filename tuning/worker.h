@@ -25,7 +25,7 @@ Request read_request(const std::string& path);  // ValueError when the file is n
 struct Measurement {
   bool valid = false;
   double ms = 0, compile_ms = 0;
-  double baseline_ms = 0;  // a confirmation's time of the built-in baseline (0 otherwise)
+  double baseline_ms = 0;  // the built-in baseline's, timed in turn with it (the baseline's own: ms)
   std::string schedule;  // the text form measured (empty when none was decided)
   std::string error;     // why it is not valid
 };
@@ -38,10 +38,27 @@ Measurement parse_result(const std::string& text);
 // built-in baseline in one worker, in alternating rounds, so that both see the same machine.
 std::string confirm_request(const std::string& schedule_path);
 
-// Runs the worker on request `req` for the schedule request `how` (backend::decide_schedule),
+// What a tuning run's workers share, removed when the run ends: the request file they read, and a
+// disk cache they compile into (the baseline every candidate is timed beside is compiled once;
+// candidates' entries are not worth keeping, but the baseline's partitioned build needs a cache).
+class WorkerFiles {
+ public:
+  explicit WorkerFiles(const Request& r);
+  ~WorkerFiles();
+  WorkerFiles(const WorkerFiles&) = delete;
+  WorkerFiles& operator=(const WorkerFiles&) = delete;
+  const std::string& request() const { return request_; }
+  const std::string& cache() const { return cache_; }  // "" when no directory could be made
+
+ private:
+  void remove() const;
+  std::string request_, cache_;
+};
+
+// Runs the worker on the run's request for the schedule request `how` (backend::decide_schedule),
 // killing it after timeout_s; a crash, a hang, a wrong result are invalid measurements.
 // Returns early with error "interrupted" when stop() becomes true.
-Measurement measure_in_worker(const std::string& req, const std::string& how, double timeout_s,
+Measurement measure_in_worker(const WorkerFiles& files, const std::string& how, double timeout_s,
                               const std::function<bool()>& stop);
 
 // The worker's main: hjit-tune --worker REQUEST HOW RESULT.
