@@ -124,6 +124,26 @@ TEST_CASE("tuning database: candidates timed beside a baseline compare by their 
   CHECK(faster(old_a, slow_machine));  // one without a baseline: by time
 }
 
+TEST_CASE("timing in turn: each run's median, every run warmed up and timed as often; losers stop after one turn") {
+  int a = 0, b = 0;
+  auto sleeper = [](int& count, int us) { return [&count, us] { ++count, usleep(useconds_t(us)); }; };
+  std::vector<double> ms = medians_ms({sleeper(a, 4000), sleeper(b, 1000)});
+  CHECK(a == b);
+  CHECK(a >= 6);  // a warm-up and at least 5 turns
+  CHECK(ms[0] > ms[1]);
+  CHECK(ms[0] >= 4.0);
+  // A candidate over twice the baseline's slowest run is known to lose after its first turn.
+  a = b = 0;
+  ms = medians_ms({sleeper(a, 30000), sleeper(b, 1000)}, true);
+  CHECK(a == 2);  // the warm-up and one turn
+  CHECK(b == 2);
+  CHECK(ms[0] >= 30.0);
+  // Close ones are timed in full.
+  a = b = 0;
+  medians_ms({sleeper(a, 1100), sleeper(b, 1000)}, true);
+  CHECK(a >= 6);
+}
+
 TEST_CASE("tuning database: a schema version 1 file is upgraded in place, its records kept") {
   const std::string dir = test::scratch_dir("upgrade"), path = dir + "/v1.sqlite";
   // Version 1's schema, as hjit wrote it before the baselines.

@@ -85,31 +85,6 @@ std::string difference(const std::vector<Tensor>& got, const std::vector<std::st
   return "";
 }
 
-// The median time of each of `runs`, timed in turn (a, b, a, b, ...) after a warm-up of each: at
-// least 5 turns and 0.3 s in all, at most 50 turns, 3 where the turns take over 3 s. Timed in turn,
-// they see the same machine: on a shared VM the speed of one pipeline's medians drifts by 5% over
-// seconds while the ratio of two timed in turn holds within half a percent (W3 at one thread).
-std::vector<double> medians_ms(const std::vector<std::function<void()>>& runs) {
-  for (const auto& run : runs) run();
-  std::vector<std::vector<double>> times(runs.size());
-  double total = 0;
-  for (int turn = 1; turn <= 50; ++turn) {
-    for (size_t k = 0; k < runs.size(); ++k) {
-      Timer t;
-      runs[k]();
-      times[k].push_back(t.ms());
-      total += times[k].back();
-    }
-    if ((turn >= 5 && total >= 300) || (turn >= 3 && total >= 3000)) break;
-  }
-  std::vector<double> medians;
-  for (std::vector<double>& v : times) {
-    std::sort(v.begin(), v.end());
-    medians.push_back(v[v.size() / 2]);
-  }
-  return medians;
-}
-
 bool executable_file(const std::string& path) { return !path.empty() && access(path.c_str(), X_OK) == 0; }
 
 // Faults a test asks the worker to commit, to show that a tuning run survives them:
@@ -130,6 +105,32 @@ bool fault(const std::string& kind, const std::string& text) {
 }
 
 }  // namespace
+
+std::vector<double> medians_ms(const std::vector<std::function<void()>>& runs, bool losers_stop) {
+  for (const auto& run : runs) run();
+  std::vector<std::vector<double>> times(runs.size());
+  double total = 0;
+  auto lost = [&] {
+    double others = 0;
+    for (size_t k = 1; k < times.size(); ++k) others = std::max(others, *std::max_element(times[k].begin(), times[k].end()));
+    return losers_stop && times.size() > 1 && *std::min_element(times[0].begin(), times[0].end()) > 2 * others;
+  };
+  for (int turn = 1; turn <= 50; ++turn) {
+    for (size_t k = 0; k < runs.size(); ++k) {
+      Timer t;
+      runs[k]();
+      times[k].push_back(t.ms());
+      total += times[k].back();
+    }
+    if ((turn >= 5 && total >= 300) || (turn >= 3 && total >= 3000) || lost()) break;
+  }
+  std::vector<double> medians;
+  for (std::vector<double>& v : times) {
+    std::sort(v.begin(), v.end());
+    medians.push_back(v[v.size() / 2]);
+  }
+  return medians;
+}
 
 std::string format_result(const Measurement& m) {
   char head[128];
@@ -219,8 +220,8 @@ struct Trial {
 };
 
 // A candidate's median time and the baseline's, timed in turn (medians_ms).
-std::pair<double, double> in_turn_ms(const Trial& candidate, const Trial& baseline) {
-  const std::vector<double> ms = medians_ms({[&] { candidate.run(); }, [&] { baseline.run(); }});
+std::pair<double, double> in_turn_ms(const Trial& candidate, const Trial& baseline, bool losers_stop) {
+  const std::vector<double> ms = medians_ms({[&] { candidate.run(); }, [&] { baseline.run(); }}, losers_stop);
   return {ms[0], ms[1]};
 }
 
@@ -311,7 +312,7 @@ void confirm(const Request& r, const std::string& schedule_path, Measurement& m)
   std::vector<double> cand, base;
   const TimingTurn turn;
   for (int round = 0; round < 5; ++round) {
-    const auto [c, b] = in_turn_ms(candidate, baseline);
+    const auto [c, b] = in_turn_ms(candidate, baseline, false);
     cand.push_back(c), base.push_back(b);
   }
   std::sort(cand.begin(), cand.end());
@@ -354,7 +355,7 @@ int worker_main(const std::string& request, const std::string& how, const std::s
       m.error = difference(trial.got, r.expected, result_types(r.graph));
       if (m.error.empty()) {
         const TimingTurn turn;
-        std::tie(m.ms, m.baseline_ms) = baseline ? in_turn_ms(trial, *baseline) : std::pair(trial.median_ms(), 0.0);
+        std::tie(m.ms, m.baseline_ms) = baseline ? in_turn_ms(trial, *baseline, true) : std::pair(trial.median_ms(), 0.0);
         if (!baseline) m.baseline_ms = m.ms;
         m.ms /= fault("lucky", how) ? 10 : 1;
         m.valid = true;

@@ -30,6 +30,15 @@ struct Measurement {
   std::string error;     // why it is not valid
 };
 
+// The median time of each of `runs`, timed in turn (a, b, a, b, ...) after a warm-up of each: at
+// least 5 turns and 0.3 s in all, at most 50 turns, 3 where the turns take over 3 s. Timed in turn,
+// they see the same machine: on a shared VM the speed of one pipeline's medians drifts by 5% over
+// seconds while the ratio of two timed in turn holds within half a percent (W3 at one thread).
+// With `losers_stop`, timing stops after the first turn in which the first run's fastest time is
+// over twice the others' slowest: a candidate that far behind the baseline cannot be best, and
+// its time is known well enough (Li2018's W3 schedule at 44x took 2 s to time in full).
+std::vector<double> medians_ms(const std::vector<std::function<void()>>& runs, bool losers_stop = false);
+
 // A measurement as text (how a worker reports it, and how the ranks of a distributed run send it).
 std::string format_result(const Measurement& m);
 Measurement parse_result(const std::string& text);
