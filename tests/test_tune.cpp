@@ -265,61 +265,76 @@ TEST_CASE("candidates: each scheduler's own choice first, no repeats, resumed ru
   }
 }
 
-TEST_CASE("generations: handed out in the order given, none past the run's time, and read back as measured") {
+TEST_CASE("generations: handed out in the order given, one generation after another, none past the run's time") {
   // The path a seed takes is the same whatever the number of ranks up to the generation's size.
   for (int ranks = 1; ranks <= 8; ++ranks) CHECK(generation_size(ranks) == generation_size(1));
   CHECK(generation_size(64) == 64);
 
-  Generation g;
-  g.timeout_s = 30, g.remaining_s = 1000;
-  for (int k = 0; k < 8; ++k) g.requests.push_back("built-in rows=" + std::to_string(k));
-  CHECK(parse_generation(generation_strings(g)).requests == g.requests);
-  CHECK(parse_generation(generation_strings(g)).remaining_s == doctest::Approx(1000));
-  CHECK(parse_generation({}).requests.empty());  // the signal to stop
-
-  std::vector<size_t> asked;
+  std::vector<std::string> requests;
+  for (int k = 0; k < 8; ++k) requests.push_back("built-in rows=" + std::to_string(k));
+  std::vector<std::string> asked;
   std::vector<double> timeouts;
-  auto measure = [&](size_t k, double timeout) {
-    asked.push_back(k), timeouts.push_back(timeout);
+  auto measure = [&](const std::string& request, double timeout) {
+    asked.push_back(request), timeouts.push_back(timeout);
+    const int k = request.back() - '0';
     Measurement m;
     m.valid = k != 4, m.ms = 1.5 + double(k), m.error = k == 4 ? "wrong\nresults" : "";
     m.schedule = "f.split(x, xo, xi, " + std::to_string(k) + ");\ng.parallel(y);\n";
     return m;
   };
-  // In a world of one, rank 0 measures every candidate itself, in the order it is given.
+  // In a world of one, rank 0 measures every candidate itself, in the order given, and a
+  // generation's finish() measures none of the next one's.
   const std::vector<size_t> order{7, 4, 1, 0, 2, 3, 5, 6};
-  const std::vector<Measured> all = dispatch_generation(g, order, measure, [] { return false; });
-  CHECK(asked == order);
+  Dispatcher d(Dispatcher::Clock::now(), 1000, [] { return false; });
+  d.add(requests, order, 30);
+  d.add({"built-in cols=9"}, {0}, 30);
+  CHECK(d.generations() == 2);
+  const std::vector<Measured> all = d.finish(0, measure);
+  REQUIRE(asked.size() == 8);
+  for (size_t i = 0; i < 8; ++i) CHECK(asked[i] == requests[order[i]]);
   CHECK(timeouts == std::vector<double>(8, 30));
   REQUIRE(all.size() == 8);
-  for (size_t i = 1; i < all.size(); ++i) CHECK(all[i].at_s >= all[i - 1].at_s);
-  for (const Measured& d : all) CHECK((d.seconds >= 0 && d.seconds <= d.at_s));
+  for (size_t i = 0; i < all.size(); ++i) CHECK(all[i].index == i);  // returned by index
+  for (const Measured& m : all) CHECK((m.generation == 0 && m.seconds >= 0 && m.seconds <= m.at_s));
+  const std::vector<Measured> next = d.finish(1, measure);
+  REQUIRE(next.size() == 1);
+  CHECK(next[0].generation == 1);
+  CHECK(asked.back() == "built-in cols=9");
 
   // What a rank reports reads back as measured, schedules and errors with their newlines.
   const std::vector<Measured> back = parse_measured(format_measured(all));
   REQUIRE(back.size() == all.size());
   for (size_t i = 0; i < all.size(); ++i) {
+    CHECK(back[i].generation == all[i].generation);
     CHECK(back[i].index == all[i].index);
     CHECK(back[i].at_s == doctest::Approx(all[i].at_s).epsilon(1e-5));
     CHECK(back[i].m.valid == all[i].m.valid);
     CHECK(back[i].m.ms == doctest::Approx(all[i].m.ms));
     CHECK(back[i].m.schedule == all[i].m.schedule);
   }
-  CHECK(back[1].m.error == "wrong results");
+  CHECK(back[4].m.error == "wrong results");
   CHECK(parse_measured(format_measured({})).empty());
   CHECK(parse_measured("garbage").empty());
 
   // Near the end of the run a candidate gets what is left (at least 10 s), never the whole timeout;
   // once the time is over, or the run is stopped, none is started.
-  asked.clear(), timeouts.clear();
-  g.remaining_s = 2;
-  CHECK(dispatch_generation(g, order, measure, [] { return false; }).size() == 8);
+  timeouts.clear();
+  Dispatcher late(Dispatcher::Clock::now() - std::chrono::seconds(998), 1000, [] { return false; });
+  late.add(requests, order, 30);
+  CHECK(late.finish(0, measure).size() == 8);
   CHECK(timeouts == std::vector<double>(8, 10));
-  g.remaining_s = 0;
-  CHECK(dispatch_generation(g, order, measure, [] { return false; }).empty());
-  g.remaining_s = 1000;
-  int calls = 0;
-  CHECK(dispatch_generation(g, order, measure, [&] { return ++calls > 2; }).size() == 1);  // stopped before the second
+  Dispatcher over(Dispatcher::Clock::now() - std::chrono::seconds(1000), 1000, [] { return false; });
+  over.add(requests, order, 30);
+  CHECK(over.finish(0, measure).empty());
+  asked.clear();
+  bool stop = false;
+  Dispatcher stopped(Dispatcher::Clock::now(), 1000, [&] { return stop; });
+  stopped.add(requests, order, 30);
+  CHECK(stopped.finish(0, [&](const std::string& request, double timeout) {
+                  stop = true;  // Ctrl-C while the first is measured: it is not a measurement
+                  return measure(request, timeout);
+                }).empty());
+  CHECK(asked.size() == 1);
 }
 
 TEST_CASE("generations hand out the candidates that take longest first, as the run has seen them take") {

@@ -17,20 +17,6 @@ namespace hjit::tuning {
 
 int generation_size(int ranks) { return std::max(8, ranks); }
 
-std::vector<std::string> generation_strings(const Generation& g) {
-  std::vector<std::string> out{std::to_string(g.timeout_s), std::to_string(g.remaining_s)};
-  out.insert(out.end(), g.requests.begin(), g.requests.end());
-  return out;
-}
-
-Generation parse_generation(const std::vector<std::string>& strings) {
-  Generation g;
-  if (strings.size() < 2) return g;
-  g.timeout_s = std::atof(strings[0].c_str()), g.remaining_s = std::atof(strings[1].c_str());
-  g.requests.assign(strings.begin() + 2, strings.end());
-  return g;
-}
-
 namespace {
 
 // Candidates that take alike: one scheduler's, Adams2019's whole beam search apart from its
@@ -41,27 +27,14 @@ std::string kind_of(const std::string& request) {
   return scheduler;
 }
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// One candidate measured on this rank, with what is left of the run's time.
-Measured measure_here(const Generation& g, size_t k, Clock::time_point start, const MeasureOne& measure) {
-  Measured done;
-  done.index = k;
-  const double began = seconds_since(start);
-  // A candidate started near the end may run a little past it, not a whole timeout.
-  done.m = measure(k, std::min(g.timeout_s, std::max(10.0, g.remaining_s - began + 5)));
-  done.at_s = seconds_since(start), done.seconds = done.at_s - began;
-  return done;
+double seconds_since(Dispatcher::Clock::time_point t) {
+  return std::chrono::duration<double>(Dispatcher::Clock::now() - t).count();
 }
 
 // The messages between rank 0 and a measuring rank: a report (the last measurement, or nothing)
-// that asks for the next candidate, and the answer (an index, or none left).
+// that asks for the next candidate, and the answer: the candidate (its generation, index, time
+// limit and request), or nothing: stop.
 constexpr int kTag = 7321;
-constexpr int64_t kNoneLeft = -1;
-
-void send_index(int64_t index, int peer) { dist::send(Tensor::scalar(double(index), DType::I64), peer, kTag); }
-int64_t recv_index(int peer) { return dist::recv({}, DType::I64, peer, kTag).item<int64_t>(); }
 
 }  // namespace
 
@@ -88,60 +61,140 @@ std::vector<size_t> MeasuringTimes::longest_first(const std::vector<std::string>
   return order;
 }
 
-std::vector<Measured> dispatch_generation(const Generation& g, const std::vector<size_t>& order, const MeasureOne& measure,
-                                          const std::function<bool()>& stop) {
-  const Clock::time_point start = Clock::now();
-  std::mutex mutex;  // over next and done: the threads serving the other ranks share them
-  size_t next = 0;
-  std::vector<Measured> done;
-  // The next candidate to measure, if the run has time and candidates left.
-  auto take = [&]() -> int64_t {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (next >= order.size() || seconds_since(start) >= g.remaining_s || stop()) return kNoneLeft;
-    return int64_t(order[next++]);
-  };
-  // Each other rank is served by a thread of its own, which waits for that rank alone (a receive
-  // from one rank at a time is all hjit::dist offers, and all this needs).
-  std::vector<std::thread> serving;
-  std::vector<std::exception_ptr> failed(size_t(dist::world_size()));
-  for (int peer = 1; peer < dist::world_size(); ++peer)
-    serving.emplace_back([&, peer] {
-      try {
-        for (;;) {
-          std::vector<Measured> reported = parse_measured(recv_string(peer, kTag));
-          {
-            std::lock_guard<std::mutex> lock(mutex);
-            for (Measured& d : reported)
-              if (d.index < g.requests.size()) done.push_back(std::move(d));
-          }
-          const int64_t k = take();
-          send_index(k, peer);
-          if (k == kNoneLeft) return;
-        }
-      } catch (...) {
-        failed[size_t(peer)] = std::current_exception();
-      }
-    });
-  for (int64_t k = take(); k != kNoneLeft; k = take()) {
-    Measured d = measure_here(g, size_t(k), start, measure);
-    if (stop()) break;  // stopped while measuring: not a measurement
-    std::lock_guard<std::mutex> lock(mutex);
-    done.push_back(std::move(d));
+Dispatcher::Dispatcher(Clock::time_point start, double budget_s, std::function<bool()> stop)
+    : start_(start), budget_s_(budget_s), stop_(std::move(stop)) {
+  for (int peer = 1; peer < dist::world_size(); ++peer) serving_.emplace_back([this, peer] { serve(peer); });
+}
+
+Dispatcher::~Dispatcher() {
+  try {
+    close();
+  } catch (...) {  // a failure finish() did not see: the run is ending anyway
   }
-  for (std::thread& t : serving) t.join();
-  for (const std::exception_ptr& e : failed)
-    if (e) std::rethrow_exception(e);
+}
+
+void Dispatcher::add(std::vector<std::string> requests, const std::vector<size_t>& order, double timeout_s) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Generation g;
+  g.requests = std::move(requests), g.order = order, g.timeout_s = timeout_s;
+  generations_.push_back(std::move(g));
+  changed_.notify_all();
+}
+
+int Dispatcher::generations() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return int(generations_.size());
+}
+
+bool Dispatcher::over() const { return closed_ || seconds_since(start_) >= budget_s_ || stop_(); }
+
+bool Dispatcher::take(Job& job) {
+  if (over()) return false;
+  for (size_t g = 0; g < generations_.size(); ++g) {
+    Generation& gen = generations_[g];
+    if (gen.handed == gen.order.size()) continue;
+    job.generation = int(g), job.index = gen.order[gen.handed++];
+    job.timeout_s = std::min(gen.timeout_s, std::max(10.0, budget_s_ - seconds_since(start_) + 5));
+    return true;
+  }
+  return false;
+}
+
+void Dispatcher::report(Measured d) {
+  if (d.generation < 0 || size_t(d.generation) >= generations_.size()) return;
+  Generation& gen = generations_[size_t(d.generation)];
+  if (d.index >= gen.requests.size()) return;
+  d.at_s = seconds_since(start_);
+  gen.done.push_back(std::move(d));
+  ++gen.reported;
+  changed_.notify_all();
+}
+
+void Dispatcher::serve(int peer) {
+  try {
+    for (;;) {
+      const std::string reported = recv_string(peer, kTag);
+      Job job;
+      bool have = false;
+      std::string request;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        for (Measured& d : parse_measured(reported)) report(std::move(d));
+        // Nothing to hand out yet (the next generation waits for one being measured): wait.
+        changed_.wait(lock, [&] { return (have = take(job)) || over(); });
+        if (have) request = generations_[size_t(job.generation)].requests[job.index];
+      }
+      if (!have) {
+        send_string("", peer, kTag);
+        return;
+      }
+      send_string(pack_strings({std::to_string(job.generation), std::to_string(job.index), std::to_string(job.timeout_s), request}),
+                  peer, kTag);
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failed_) failed_ = std::current_exception();
+    changed_.notify_all();
+  }
+}
+
+std::vector<Measured> Dispatcher::finish(int g, const MeasureOne& measure) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto finished = [&] {
+    const Generation& gen = generations_.at(size_t(g));
+    return gen.reported == gen.handed && (gen.handed == gen.order.size() || over());
+  };
+  while (!finished()) {
+    if (failed_) std::rethrow_exception(failed_);
+    Job job;
+    if (take(job)) {
+      const std::string request = generations_[size_t(job.generation)].requests[job.index];
+      lock.unlock();
+      Measured d;
+      d.generation = job.generation, d.index = job.index;
+      const double began = seconds_since(start_);
+      d.m = measure(request, job.timeout_s);
+      d.seconds = seconds_since(start_) - began;
+      lock.lock();
+      if (stop_()) {  // stopped while measuring: not a measurement
+        ++generations_[size_t(job.generation)].reported;
+        continue;
+      }
+      report(std::move(d));
+    } else {
+      // The others measure what is left of it.
+      changed_.wait_for(lock, std::chrono::milliseconds(50), [&] { return finished() || failed_; });
+    }
+  }
+  if (failed_) std::rethrow_exception(failed_);
+  std::vector<Measured> done = generations_[size_t(g)].done;
+  std::sort(done.begin(), done.end(), [](const Measured& a, const Measured& b) { return a.index < b.index; });
   return done;
 }
 
-std::pair<int, int> measure_dispatched(const Generation& g, const MeasureOne& measure) {
-  const Clock::time_point start = Clock::now();
+void Dispatcher::close() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closed_ = true;
+    changed_.notify_all();
+  }
+  for (std::thread& t : serving_)
+    if (t.joinable()) t.join();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failed_) std::rethrow_exception(std::exchange(failed_, nullptr));
+}
+
+std::pair<int, int> measure_for_dispatcher(const MeasureOne& measure) {
   int tried = 0, failed = 0;
   for (std::string report;;) {
     send_string(report, 0, kTag);
-    const int64_t k = recv_index(0);
-    if (k == kNoneLeft || k < 0 || size_t(k) >= g.requests.size()) return {tried, failed};
-    const Measured d = measure_here(g, size_t(k), start, measure);
+    const std::vector<std::string> job = unpack_strings(recv_string(0, kTag));
+    if (job.size() != 4) return {tried, failed};
+    Measured d;
+    d.generation = std::atoi(job[0].c_str()), d.index = size_t(std::strtoull(job[1].c_str(), nullptr, 10));
+    const auto began = Dispatcher::Clock::now();
+    d.m = measure(job[3], std::atof(job[2].c_str()));
+    d.seconds = seconds_since(began);
     ++tried, failed += d.m.valid ? 0 : 1;
     report = format_measured({d});
   }
@@ -150,8 +203,8 @@ std::pair<int, int> measure_dispatched(const Generation& g, const MeasureOne& me
 std::string format_measured(const std::vector<Measured>& measured) {
   std::vector<std::string> each;
   for (const Measured& d : measured) {
-    char head[96];
-    std::snprintf(head, sizeof head, "%zu %.6f %.6f\n", d.index, d.at_s, d.seconds);
+    char head[128];
+    std::snprintf(head, sizeof head, "%d %zu %.6f %.6f\n", d.generation, d.index, d.at_s, d.seconds);
     each.push_back(head + format_result(d.m));
   }
   return pack_strings(each);
@@ -163,7 +216,8 @@ std::vector<Measured> parse_measured(const std::string& text) {
     const size_t line = s.find('\n');
     Measured d;
     unsigned long long index = 0;
-    if (line == std::string::npos || std::sscanf(s.c_str(), "%llu %lf %lf", &index, &d.at_s, &d.seconds) != 3) continue;
+    if (line == std::string::npos || std::sscanf(s.c_str(), "%d %llu %lf %lf", &d.generation, &index, &d.at_s, &d.seconds) != 4)
+      continue;
     d.index = size_t(index);
     d.m = parse_result(s.substr(line + 1));
     measured.push_back(std::move(d));

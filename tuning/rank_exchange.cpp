@@ -42,14 +42,6 @@ std::vector<std::string> unpack_strings(const std::string& packed) {
   return v;
 }
 
-std::vector<std::string> broadcast_strings(const std::vector<std::string>& from_rank0) {
-  if (dist::world_size() == 1) return from_rank0;
-  const std::string packed = dist::rank() == 0 ? pack_strings(from_rank0) : std::string();
-  const int64_t size = dist::broadcast(Tensor::scalar(double(packed.size()), DType::I64), 0).item<int64_t>();
-  const Tensor bytes = dist::broadcast(bytes_tensor(packed, size), 0);
-  return unpack_strings(text_of(bytes, 0, size));
-}
-
 void send_string(const std::string& s, int peer, int tag) {
   dist::send(Tensor::scalar(double(s.size()), DType::I64), peer, tag);
   if (!s.empty()) dist::send(bytes_tensor(s, int64_t(s.size())), peer, tag);

@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <random>
+#include <tuple>
 
 #include <hjit/distributed.h>
 #include <hjit/tune.h>
@@ -20,7 +22,6 @@
 #include "tuning/database.h"
 #include "tuning/generation.h"
 #include "tuning/pipeline_key.h"
-#include "tuning/rank_exchange.h"
 #include "tuning/retrain.h"
 #include "tuning/worker.h"
 
@@ -126,7 +127,7 @@ void show_progress(const TuneResult& r, double elapsed_s, double budget_s, const
 // measurement of each, minutes apart, differs by a few percent on a busy machine.
 constexpr double kConfirmMargin = 0.98;
 
-// The best candidate and the built-in baseline timed once more, in one worker, round by round, so
+// The best candidate and the built-in baseline timed once more, in one worker, in turn, so
 // that both see the same machine (a single slow measurement of the baseline, or a lucky one of a
 // candidate, must not make a candidate best). The baseline's time is recorded; when the
 // candidate is not kConfirmMargin faster, the baseline becomes the best.
@@ -170,12 +171,8 @@ TuneResult measure_for_rank0(const Graph& graph, const std::vector<Tensor>& inpu
   const WorkerFiles files(make_request(graph, inputs, o.device));
   TuneResult r;
   r.name = o.name;
-  for (Generation g = parse_generation(broadcast_strings({})); !g.requests.empty(); g = parse_generation(broadcast_strings({}))) {
-    const auto [tried, failed] = measure_dispatched(g, [&](size_t k, double timeout) {
-      return measure_in_worker(files, g.requests[k], timeout, [] { return false; });
-    });
-    r.tried += tried, r.failed += failed;
-  }
+  std::tie(r.tried, r.failed) = measure_for_dispatcher(
+      [&](const std::string& request, double timeout) { return measure_in_worker(files, request, timeout, [] { return false; }); });
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
@@ -255,44 +252,49 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
     }
     if (!features.empty()) std::remove(features.c_str());
   };
-  // Generation by generation (tuning/generation.h); in a distributed run (mpirun -np N hjit-tune)
-  // every rank measures candidates of each at the same time, on its own cores, and this rank
-  // records them all.
+  // Generation by generation (tuning/generation.h): generation g+2 is proposed once generation g
+  // is measured. In a distributed run (mpirun -np N hjit-tune) every rank measures candidates at
+  // the same time, on its own cores, and this rank records them all.
   const int ranks = dist::world_size();
   MeasuringTimes measuring_times;
-  while (elapsed() < budget && !interrupt.interrupted()) {
-    std::vector<backend::ScheduleRequest> proposed;
-    while (int(proposed.size()) < generation_size(ranks)) {
+  // No candidate may take more than a sixth of the run (an Adams2019 beam search on a large
+  // pipeline can take ten minutes).
+  const double timeout_s = std::min(o.candidate_timeout_s, std::max(30.0, budget / 6));
+  std::vector<std::vector<backend::ScheduleRequest>> proposed;  // by generation
+  std::map<std::string, std::string> features;  // Adams2019 featurizations of this rank's candidates, by request
+  Dispatcher dispatcher(start, budget, [&] { return interrupt.interrupted(); });
+  bool every_one = false;  // every candidate has been proposed
+  auto propose = [&] {
+    std::vector<backend::ScheduleRequest> next;
+    while (int(next.size()) < generation_size(ranks)) {
       const std::optional<backend::ScheduleRequest> request = candidates.next(best ? best->origin : "");
       if (!request) break;
       candidates.tried(*request);
-      proposed.push_back(*request);
+      next.push_back(*request);
     }
-    if (proposed.empty()) {
-      log().info("tuning '{}': every candidate has been measured", p.name);
-      break;
+    every_one = next.empty();
+    if (every_one) return;
+    std::vector<std::string> requests;
+    for (const backend::ScheduleRequest& q : next) requests.push_back(q.str());
+    dispatcher.add(requests, measuring_times.longest_first(requests), timeout_s);
+    proposed.push_back(std::move(next));
+  };
+  auto measure = [&](const std::string& request, double timeout) {
+    return measure_one(backend::ScheduleRequest::parse(request), timeout, &features[request]);
+  };
+  propose(), propose();
+  for (size_t g = 0; g < proposed.size(); ++g) {
+    if (progress) show_progress(r, elapsed(), budget, proposed[g][0].str());
+    for (const Measured& d : dispatcher.finish(int(g), measure)) {
+      const std::string request = proposed[g][d.index].str();
+      record(proposed[g][d.index], d.m, features[request], d.at_s);
+      measuring_times.observe(request, d.seconds);
     }
-    if (progress) show_progress(r, elapsed(), budget, proposed[0].str());
-    Generation g;
-    // No candidate may take more than a sixth of the run (an Adams2019 beam search on a large
-    // pipeline can take ten minutes).
-    g.timeout_s = std::min(o.candidate_timeout_s, std::max(30.0, budget / 6));
-    g.remaining_s = budget - elapsed();
-    for (const backend::ScheduleRequest& q : proposed) g.requests.push_back(q.str());
-    const double generation_start = elapsed();
-    broadcast_strings(generation_strings(g));
-    std::vector<std::string> features(proposed.size());  // Adams2019 featurizations of this rank's candidates
-    auto measure = [&](size_t k, double timeout) { return measure_one(proposed[k], timeout, &features[k]); };
-    std::vector<Measured> all = dispatch_generation(g, measuring_times.longest_first(g.requests), measure,
-                                                    [&] { return interrupt.interrupted(); });
-    std::sort(all.begin(), all.end(), [](const Measured& a, const Measured& b) { return a.index < b.index; });
-    for (const Measured& d : all) {
-      record(proposed[d.index], d.m, features[d.index], generation_start + d.at_s);
-      measuring_times.observe(g.requests[d.index], d.seconds);
-    }
-    if (all.size() < proposed.size()) break;  // the run's time ran out inside the generation, or Ctrl-C
+    // (Once the run's time is over, what later generations measured is still recorded.)
+    if (elapsed() < budget && !interrupt.interrupted() && !every_one) propose();
   }
-  broadcast_strings({});  // the other ranks' signal to stop
+  if (every_one) log().info("tuning '{}': every candidate has been measured", p.name);
+  dispatcher.close();  // the other ranks' signal to stop
   if (r.tried > 0 && !interrupt.interrupted()) {
     if (progress) show_progress(r, elapsed(), budget, "confirming the best");
     confirm_best(*db, p, files, std::max(60.0, o.candidate_timeout_s), earlier_s + elapsed(), [&] { return interrupt.interrupted(); }, r);

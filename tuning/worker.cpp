@@ -355,8 +355,8 @@ int worker_main(const std::string& request, const std::string& how, const std::s
       m.error = difference(trial.got, r.expected, result_types(r.graph));
       if (m.error.empty()) {
         const TimingTurn turn;
-        std::tie(m.ms, m.baseline_ms) = baseline ? in_turn_ms(trial, *baseline, true) : std::pair(trial.median_ms(), 0.0);
-        if (!baseline) m.baseline_ms = m.ms;
+        if (baseline) std::tie(m.ms, m.baseline_ms) = in_turn_ms(trial, *baseline, true);
+        else m.ms = m.baseline_ms = trial.median_ms();
         m.ms /= fault("lucky", how) ? 10 : 1;
         m.valid = true;
       } else {
@@ -454,8 +454,8 @@ Measurement measure_in_worker(const WorkerFiles& files, const std::string& how, 
   // process, so the worker cannot switch it per compile), and its own process group, so that
   // Ctrl-C reaches the tuning run, which then stops the worker. It measures the built-in rules
   // without a parameter model (HJIT_PARAM_MODEL=off): "built-in" is then the rules alone, which is
-  // what a model fitted to the database is to improve on.
-  // The cache is held to 512 MB: an hours-long run compiles thousands of candidates into it.
+  // what a model fitted to the database is to improve on. The cache is held to 512 MB: an
+  // hours-long run compiles thousands of candidates into it.
   std::vector<std::string> env_strings{"HJIT_CACHE_DIR=" + files.cache(), "HJIT_CACHE_MAX_MB=512", "HJIT_PARAM_MODEL=off"};
   for (char** e = environ; *e; ++e)
     if (std::strncmp(*e, "HJIT_CACHE_DIR=", 15) != 0 && std::strncmp(*e, "HJIT_CACHE_MAX_MB=", 18) != 0 &&

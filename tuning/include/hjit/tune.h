@@ -40,7 +40,7 @@ struct TuneOptions {
 struct TuneResult {
   std::string name, key;      // the pipeline and its database key
   int tried = 0, failed = 0;  // candidates measured in this run, and those that failed
-  double builtin_ms = 0;      // the built-in schedule's time
+  double builtin_ms = 0;      // the built-in schedule's time, timed in turn with the best
   double best_ms = 0;         // the best known (over every run on this database)
   std::string best_origin;    // the request that produced it ("built-in cols=3 rows=4", ...)
   double seconds = 0;         // this run's length
