@@ -24,9 +24,10 @@ struct Summary {
   std::vector<CandidateRecord> candidates;
   int failed = 0;
   std::string best_origin;
+  double best_ms = 0;
   // Speed-ups over the built-in baseline (tuning::speedup: against the baseline timed beside each
   // candidate where it was), 0 where unknown.
-  double best_ms = 0, best_x = 0;
+  double best_x = 0;
   std::map<std::string, double> best_by_scheduler;  // the fastest valid per scheduler
   double adams_pretrained = 0, adams_retrained = 0;  // Adams2019's best with Halide's weights, with retrained ones
   std::vector<std::pair<double, double>> progress;   // (tuning s, best speed-up so far)
