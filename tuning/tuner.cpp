@@ -220,20 +220,22 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   InterruptScope interrupt;
   double recorded_s = 0;  // of this run's time, what the database has been told
   int new_samples = 0;    // Adams2019 samples this run added for retraining
-  // Measures one request in a worker (Adams2019 leaving its featurization in *features for the
-  // cost model's retraining).
-  auto measure_one = [&](const backend::ScheduleRequest& candidate, double timeout, std::string* features) {
-    backend::ScheduleRequest how = candidate;
-    const backend::Auto* adams = candidate.as<backend::Auto>();
+  // Adams2019 featurizations of the candidates this rank measured, by request, for the cost
+  // model's retraining.
+  std::map<std::string, std::string> features;
+  // Measures one request (a backend::ScheduleRequest's text form) in a worker.
+  auto measure = [&](const std::string& request, double timeout) {
+    backend::ScheduleRequest how = backend::ScheduleRequest::parse(request);
+    const backend::Auto* adams = how.as<backend::Auto>();
     if (o.retrain && adams && adams->scheduler == backend::Autoscheduler::Adams2019) {  // named apart from other processes' samples
-      *features = model.featurization(p.id, int64_t(getpid()) * 1000000 + r.tried);
-      std::get<backend::Auto>(how.choice).params.features = *features;
+      features[request] = model.featurization(p.id, int64_t(getpid()) * 1000000 + r.tried);
+      std::get<backend::Auto>(how.choice).params.features = features[request];
     }
     return measure_in_worker(files, how.str(), timeout, [&] { return interrupt.interrupted(); });
   };
-  // Records a measurement in the database.
-  auto record = [&](const backend::ScheduleRequest& candidate, const Measurement& m, const std::string& features, double at_s) {
-    const std::string request = candidate.str();  // its origin in the database
+  // Records a measurement of a request (its origin in the database).
+  const std::string builtin_request = backend::ScheduleRequest{backend::BuiltIn{}}.str();
+  auto record = [&](const std::string& request, const Measurement& m, const std::string& featurization, double at_s) {
     CandidateRecord c;
     c.pipeline = p.id, c.origin = request, c.schedule = m.schedule, c.ms = m.ms, c.baseline_ms = m.baseline_ms;
     c.valid = m.valid, c.error = m.error, c.compile_ms = m.compile_ms, c.at_s = earlier_s + at_s;
@@ -246,11 +248,11 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
       log().debug("tuning '{}': {} failed: {}", p.name, request, m.error);
     } else {
       log().debug("tuning '{}': {} runs in {:.4f} ms (compiled in {:.0f} ms)", p.name, request, m.ms, m.compile_ms);
-      if (candidate == backend::ScheduleRequest{backend::BuiltIn{}}) db->set_builtin_ms(p.id, m.ms);
+      if (request == builtin_request) db->set_builtin_ms(p.id, m.ms);
       if (!best || faster(c, *best)) take_best(c);
-      if (!features.empty()) new_samples += add_sample(model, features, m.ms, p.id, id);
+      if (!featurization.empty()) new_samples += add_sample(model, featurization, m.ms, p.id, id);
     }
-    if (!features.empty()) std::remove(features.c_str());
+    if (!featurization.empty()) std::remove(featurization.c_str());
   };
   // Generation by generation (tuning/generation.h): generation g+2 is proposed once generation g
   // is measured. In a distributed run (mpirun -np N hjit-tune) every rank measures candidates at
@@ -260,34 +262,28 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   // No candidate may take more than a sixth of the run (an Adams2019 beam search on a large
   // pipeline can take ten minutes).
   const double timeout_s = std::min(o.candidate_timeout_s, std::max(30.0, budget / 6));
-  std::vector<std::vector<backend::ScheduleRequest>> proposed;  // by generation
-  std::map<std::string, std::string> features;  // Adams2019 featurizations of this rank's candidates, by request
+  std::vector<std::vector<std::string>> proposed;  // requests, by generation
   Dispatcher dispatcher(start, budget, [&] { return interrupt.interrupted(); });
   bool every_one = false;  // every candidate has been proposed
   auto propose = [&] {
-    std::vector<backend::ScheduleRequest> next;
+    std::vector<std::string> next;
     while (int(next.size()) < generation_size(ranks)) {
       const std::optional<backend::ScheduleRequest> request = candidates.next(best ? best->origin : "");
       if (!request) break;
       candidates.tried(*request);
-      next.push_back(*request);
+      next.push_back(request->str());
     }
     every_one = next.empty();
     if (every_one) return;
-    std::vector<std::string> requests;
-    for (const backend::ScheduleRequest& q : next) requests.push_back(q.str());
-    dispatcher.add(requests, measuring_times.longest_first(requests), timeout_s);
+    dispatcher.add(next, measuring_times.longest_first(next), timeout_s);
     proposed.push_back(std::move(next));
-  };
-  auto measure = [&](const std::string& request, double timeout) {
-    return measure_one(backend::ScheduleRequest::parse(request), timeout, &features[request]);
   };
   propose(), propose();
   for (size_t g = 0; g < proposed.size(); ++g) {
-    if (progress) show_progress(r, elapsed(), budget, proposed[g][0].str());
+    if (progress) show_progress(r, elapsed(), budget, proposed[g][0]);
     for (const Measured& d : dispatcher.finish(int(g), measure)) {
-      const std::string request = proposed[g][d.index].str();
-      record(proposed[g][d.index], d.m, features[request], d.at_s);
+      const std::string& request = proposed[g][d.index];
+      record(request, d.m, features[request], d.at_s);
       measuring_times.observe(request, d.seconds);
     }
     // (Once the run's time is over, what later generations measured is still recorded.)

@@ -234,7 +234,7 @@ std::unique_ptr<backend::DeviceBuffer> device_copy(Device device, const void* ho
 }
 
 // The baseline, an empty schedule text, is what jit() compiles without a database: a big graph in
-// two partitioned halves, which needs a disk cache (the worker's own, see measure_in_worker).
+// two partitioned halves, which needs a disk cache (the run's, see WorkerFiles).
 Trial compile_trial(const Request& r, const std::string& schedule_text) {
   backend::Options o;
   o.name = r.graph.name;
