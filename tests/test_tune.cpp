@@ -285,7 +285,7 @@ TEST_CASE("generations: handed out in the order given, one generation after anot
   // In a world of one, rank 0 measures every candidate itself, in the order given, and a
   // generation's finish() measures none of the next one's.
   const std::vector<size_t> order{7, 4, 1, 0, 2, 3, 5, 6};
-  Dispatcher d(Dispatcher::Clock::now(), 1000, [] { return false; });
+  Dispatcher d(Dispatcher::Clock::now(), 1000, 0, [] { return false; });
   d.add(requests, order, 30);
   d.add({"built-in cols=9"}, {0}, 30);
   CHECK(d.generations() == 2);
@@ -319,22 +319,35 @@ TEST_CASE("generations: handed out in the order given, one generation after anot
   // Near the end of the run a candidate gets what is left (at least 10 s), never the whole timeout;
   // once the time is over, or the run is stopped, none is started.
   timeouts.clear();
-  Dispatcher late(Dispatcher::Clock::now() - std::chrono::seconds(998), 1000, [] { return false; });
+  Dispatcher late(Dispatcher::Clock::now() - std::chrono::seconds(998), 1000, 0, [] { return false; });
   late.add(requests, order, 30);
   CHECK(late.finish(0, measure).size() == 8);
   CHECK(timeouts == std::vector<double>(8, 10));
-  Dispatcher over(Dispatcher::Clock::now() - std::chrono::seconds(1000), 1000, [] { return false; });
+  Dispatcher over(Dispatcher::Clock::now() - std::chrono::seconds(1000), 1000, 0, [] { return false; });
   over.add(requests, order, 30);
   CHECK(over.finish(0, measure).empty());
   asked.clear();
   bool stop = false;
-  Dispatcher stopped(Dispatcher::Clock::now(), 1000, [&] { return stop; });
+  Dispatcher stopped(Dispatcher::Clock::now(), 1000, 0, [&] { return stop; });
   stopped.add(requests, order, 30);
   CHECK(stopped.finish(0, [&](const std::string& request, double timeout) {
                   stop = true;  // Ctrl-C while the first is measured: it is not a measurement
                   return measure(request, timeout);
                 }).empty());
   CHECK(asked.size() == 1);
+
+  // A run of at most 11 candidates: the first generation whole, three of the second, then closed.
+  asked.clear();
+  Dispatcher counted(Dispatcher::Clock::now(), 1000, 11, [] { return false; });
+  counted.add(requests, order, 30);
+  counted.add(requests, order, 30);
+  CHECK(counted.open());
+  CHECK(counted.finish(0, measure).size() == 8);
+  CHECK(counted.finish(1, measure).size() == 3);
+  CHECK_FALSE(counted.open());
+  counted.add({"built-in cols=9"}, {0}, 30);
+  CHECK(counted.finish(2, measure).empty());
+  CHECK(asked.size() == 11);
 }
 
 TEST_CASE("generations hand out the candidates that take longest first, as the run has seen them take") {
@@ -661,7 +674,9 @@ TEST_CASE("bad tuning options and databases are typed errors") {
   o.db = dir + "/t.sqlite";
   o.minutes = 0;
   CHECK_THROWS_AS(hjit::tune(layer, o, x, w, b), hjit::ValueError);
-  o.minutes = 0.1, o.schedulers = {"Adams2020"};
+  o.minutes = 0.1, o.max_candidates = -1;
+  CHECK_THROWS_WITH_AS(hjit::tune(layer, o, x, w, b), doctest::Contains("max_candidates"), hjit::ValueError);
+  o.max_candidates = 0, o.schedulers = {"Adams2020"};
   CHECK_THROWS_WITH_AS(hjit::tune(layer, o, x, w, b), doctest::Contains("Adams2020"), hjit::ValueError);
   o.schedulers = {};
   hjit::Graph g = hjit::jit(layer).graph(x, w, b);

@@ -11,14 +11,17 @@
 //
 // Options: --device cpu|cuda|opencl (default cpu; a GPU is tuned on the device, with built-in and
 // Li2018), --schedulers built-in,Adams2019,Li2018,Mullapudi2016 (default: all), --timeout S (one
-// candidate's compile, check and timing; default 180), --seed N (the same candidates in the same
-// order, run after run), --no-retrain, --quiet (no progress line).
+// candidate's compile, check and timing; default 180), --candidates N (stop after N candidates,
+// or when the minutes are up), --seed N (the same candidates in the same order, run after run),
+// --no-retrain, --quiet (no progress line).
 // Ctrl-C stops the run and keeps what was measured. A saved module is tuned on made-up inputs of
 // its signature (normally distributed floats, zero integers). A tuning run measures the built-in
 // rules without a parameter model (its workers run with HJIT_PARAM_MODEL=off): what it finds is
 // what a model fitted to it should pick.
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -36,8 +39,8 @@ namespace {
 // The usage text: on stdout for --help (exit 0), on stderr for a bad command line (exit 2).
 int usage(bool asked = false) {
   std::fprintf(asked ? stdout : stderr,
-               "usage: hjit-tune --workload W8[,W3...] --db FILE [--minutes M] [options]\n"
-               "       hjit-tune --module FILE.hjit --db FILE [--minutes M] [options]\n"
+               "usage: hjit-tune --workload W8[,W3...] --db FILE [--minutes M] [--candidates N] [options]\n"
+               "       hjit-tune --module FILE.hjit --db FILE [--minutes M] [--candidates N] [options]\n"
                "       hjit-tune --db FILE --report [--plots PREFIX]\n"
                "       hjit-tune --db FILE[,FILE...] --fit-model MODEL.txt\n"
                "       hjit-tune --merge INTO FROM [FROM...]\n"
@@ -49,6 +52,16 @@ int usage(bool asked = false) {
                "schedule's parameter model to databases; HJIT_PARAM_MODEL=MODEL.txt makes compiles use it.\n"
                "docs/tuning.md says more.\n");
   return asked ? 0 : 2;
+}
+
+// A whole number >= 0, all of the text.
+bool count(const char* text, int& n) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || errno != 0 || v < 0 || v > INT_MAX) return false;
+  n = int(v);
+  return true;
 }
 
 void print(const hjit::TuneResult& r) {
@@ -94,6 +107,9 @@ int main(int argc, char** argv) {
     else if (a == "--module" && has_value) module = argv[++i];
     else if (a == "--db" && has_value) o.db = argv[++i];
     else if (a == "--minutes" && has_value) o.minutes = std::atof(argv[++i]);
+    else if (a == "--candidates" && has_value) {
+      if (!count(argv[++i], o.max_candidates)) return usage();
+    }
     else if (a == "--schedulers" && has_value) o.schedulers = bench::split_list(argv[++i]);
     else if (a == "--timeout" && has_value) o.candidate_timeout_s = std::atof(argv[++i]);
     else if (a == "--seed" && has_value) o.seed = std::strtoull(argv[++i], nullptr, 10);

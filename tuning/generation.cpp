@@ -61,8 +61,8 @@ std::vector<size_t> MeasuringTimes::longest_first(const std::vector<std::string>
   return order;
 }
 
-Dispatcher::Dispatcher(Clock::time_point start, double budget_s, std::function<bool()> stop)
-    : start_(start), budget_s_(budget_s), stop_(std::move(stop)) {
+Dispatcher::Dispatcher(Clock::time_point start, double budget_s, int max_candidates, std::function<bool()> stop)
+    : start_(start), budget_s_(budget_s), max_candidates_(max_candidates), stop_(std::move(stop)) {
   for (int peer = 1; peer < dist::world_size(); ++peer) serving_.emplace_back([this, peer] { serve(peer); });
 }
 
@@ -86,7 +86,14 @@ int Dispatcher::generations() const {
   return int(generations_.size());
 }
 
-bool Dispatcher::over() const { return closed_ || seconds_since(start_) >= budget_s_ || stop_(); }
+bool Dispatcher::open() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !over();
+}
+
+bool Dispatcher::over() const {
+  return closed_ || seconds_since(start_) >= budget_s_ || (max_candidates_ > 0 && handed_ >= max_candidates_) || stop_();
+}
 
 bool Dispatcher::take(Job& job) {
   if (over()) return false;
@@ -94,6 +101,7 @@ bool Dispatcher::take(Job& job) {
     Generation& gen = generations_[g];
     if (gen.handed == gen.order.size()) continue;
     job.generation = int(g), job.index = gen.order[gen.handed++];
+    ++handed_;
     job.timeout_s = std::min(gen.timeout_s, std::max(10.0, budget_s_ - seconds_since(start_) + 5));
     return true;
   }

@@ -53,12 +53,13 @@ using MeasureOne = std::function<Measurement(const std::string& request, double 
 // order (within a generation, in the order given), one at a time to whichever rank asks next:
 // each other rank is served by a thread of its own (a receive from one rank at a time is all
 // hjit::dist offers, and all this needs), and this rank measures in finish(). None is handed out
-// once the run's time is over or stop() is true; a candidate started near the end gets what is
-// left (at least 10 s), not its whole timeout. In a world of one, finish() measures them all.
+// once the run's time is over, max_candidates (0: no limit) have been handed out or stop() is
+// true; a candidate started near the end gets what is left (at least 10 s), not its whole timeout.
+// In a world of one, finish() measures them all.
 class Dispatcher {
  public:
   using Clock = std::chrono::steady_clock;
-  Dispatcher(Clock::time_point start, double budget_s, std::function<bool()> stop);
+  Dispatcher(Clock::time_point start, double budget_s, int max_candidates, std::function<bool()> stop);
   ~Dispatcher();  // close()
   Dispatcher(const Dispatcher&) = delete;
   Dispatcher& operator=(const Dispatcher&) = delete;
@@ -66,6 +67,8 @@ class Dispatcher {
   // Generation number generations() - 1.
   void add(std::vector<std::string> requests, const std::vector<size_t>& order, double timeout_s);
   int generations() const;
+  // Whether candidates may still be handed out (worth proposing more).
+  bool open() const;
   // Measures candidates here until every candidate of generation g handed out has been measured
   // and none is left to hand out; returns them by index. Rethrows a serving thread's failure (a
   // rank that stopped answering).
@@ -86,13 +89,15 @@ class Dispatcher {
     size_t index = 0;
     double timeout_s = 0;
   };
-  bool over() const;         // the run's time, or stop(); with mutex_ held
+  bool over() const;         // the run's time, its candidates, or stop(); with mutex_ held
   bool take(Job& job);       // the next candidate, if one may be handed out; with mutex_ held
   void serve(int peer);
   void report(Measured d);   // with mutex_ held
 
   Clock::time_point start_;
   double budget_s_;
+  int max_candidates_;
+  int handed_ = 0;  // over every generation
   std::function<bool()> stop_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;

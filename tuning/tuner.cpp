@@ -88,6 +88,7 @@ void check_inputs(const Graph& g, const std::vector<Tensor>& inputs) {
 void check_options(const TuneOptions& o) {
   if (o.db.empty()) throw ValueError("hjit::tune: TuneOptions::db must name the tuning database file");
   if (!(o.minutes > 0) || !std::isfinite(o.minutes)) throw ValueError("hjit::tune: minutes must be > 0");
+  if (o.max_candidates < 0) throw ValueError("hjit::tune: max_candidates must be >= 0 (0: no limit)");
   if (!(o.candidate_timeout_s > 0)) throw ValueError("hjit::tune: candidate_timeout_s must be > 0");
   std::string why;
   if (o.device != Device::CPU && !backend::device_usable(o.device, &why))
@@ -263,7 +264,7 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   // pipeline can take ten minutes).
   const double timeout_s = std::min(o.candidate_timeout_s, std::max(30.0, budget / 6));
   std::vector<std::vector<std::string>> proposed;  // requests, by generation
-  Dispatcher dispatcher(start, budget, [&] { return interrupt.interrupted(); });
+  Dispatcher dispatcher(start, budget, o.max_candidates, [&] { return interrupt.interrupted(); });
   bool every_one = false;  // every candidate has been proposed
   auto propose = [&] {
     std::vector<std::string> next;
@@ -287,7 +288,7 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
       measuring_times.observe(request, d.seconds);
     }
     // (Once the run's time is over, what later generations measured is still recorded.)
-    if (elapsed() < budget && !interrupt.interrupted() && !every_one) propose();
+    if (dispatcher.open() && !every_one) propose();
   }
   if (every_one) log().info("tuning '{}': every candidate has been measured", p.name);
   dispatcher.close();  // the other ranks' signal to stop

@@ -21,6 +21,9 @@ namespace hjit {
 
 struct TuneOptions {
   double minutes = 1;              // the run's length (a candidate under way is stopped at the end)
+  int max_candidates = 0;          // at most this many candidates measured in this run (0: as many
+                                   // as the minutes allow); with a seed, a run measures the same
+                                   // ones on a fast machine and a slow one
   std::string db{};                // the database file (created when missing); required
   std::string name{};              // for the database's report; default: the function's type
   // A GPU (CUDA, OpenCL) is tuned on the device itself, operands resident there: it must be
