@@ -284,7 +284,8 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
     if (progress) show_progress(r, elapsed(), budget, proposed[g][0]);
     for (const Measured& d : dispatcher.finish(int(g), measure)) {
       const std::string& request = proposed[g][d.index];
-      record(request, d.m, features[request], d.at_s);
+      auto featurization = features.extract(request);  // Adams2019's only
+      record(request, d.m, featurization ? featurization.mapped() : "", d.at_s);
       measuring_times.observe(request, d.seconds);
     }
     // (Once the run's time is over, what later generations measured is still recorded.)

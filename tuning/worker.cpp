@@ -85,6 +85,11 @@ std::string difference(const std::vector<Tensor>& got, const std::vector<std::st
   return "";
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 bool executable_file(const std::string& path) { return !path.empty() && access(path.c_str(), X_OK) == 0; }
 
 // Faults a test asks the worker to commit, to show that a tuning run survives them:
@@ -125,10 +130,7 @@ std::vector<double> medians_ms(const std::vector<std::function<void()>>& runs, b
     if ((turn >= 5 && total >= 300) || (turn >= 3 && total >= 3000) || lost()) break;
   }
   std::vector<double> medians;
-  for (std::vector<double>& v : times) {
-    std::sort(v.begin(), v.end());
-    medians.push_back(v[v.size() / 2]);
-  }
+  for (std::vector<double>& v : times) medians.push_back(median(std::move(v)));
   return medians;
 }
 
@@ -315,9 +317,7 @@ void confirm(const Request& r, const std::string& schedule_path, Measurement& m)
     const auto [c, b] = in_turn_ms(candidate, baseline, false);
     cand.push_back(c), base.push_back(b);
   }
-  std::sort(cand.begin(), cand.end());
-  std::sort(base.begin(), base.end());
-  m.ms = cand[cand.size() / 2], m.baseline_ms = base[base.size() / 2], m.valid = true;
+  m.ms = median(std::move(cand)), m.baseline_ms = median(std::move(base)), m.valid = true;
 }
 
 }  // namespace
