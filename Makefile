@@ -16,9 +16,15 @@ PACKAGES := cmake ninja-build g++ pkg-config ccache libhalide14-0-dev libspdlog-
   libonnx-dev libprotobuf-dev libonnx-testdata zlib1g-dev libopenmpi-dev openmpi-bin \
   libhiredis-dev libssl-dev redis-server
 
-.PHONY: all deps configure build demo test test-full sanitize sanitize-ci sanitize-thread soak bench examples device-bundle clean
+.PHONY: all deps configure build demo test test-full settings-doc sanitize sanitize-ci sanitize-thread soak bench examples device-bundle clean
 
 all: build
+
+# docs/settings.md's table from the declaration of the settings (support/settings_list.h).
+settings-doc: build
+	@TABLE="$$($(BUILD)/tools/hjit-onnx --settings --markdown)" awk \
+	  '/^<!-- end of the settings table -->/ { skip = 0 } !skip { print } /^<!-- settings table:/ { print ENVIRON["TABLE"]; skip = 1 }' \
+	  docs/settings.md > docs/settings.md.new && mv docs/settings.md.new docs/settings.md
 
 deps:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -51,7 +57,7 @@ test-full: build
 # test; LeakSanitizer too) in a build directory of its own: every configuration, about 40 minutes
 # on 2 cores. The tests' pipeline cache is emptied first: a run that found its pipelines on disk
 # would check loading them, not compiling them. Halide compiles on the calling thread's stack in
-# such a build (halide_backend/build.cpp), so threads get 64 MiB. Such a build has no OpenCL (pocl
+# such a build (halide_backend/build/build.cpp), so threads get 64 MiB. Such a build has no OpenCL (pocl
 # is loaded with RTLD_DEEPBIND, which AddressSanitizer does not support): the OpenCL-device
 # configuration and test_device report themselves skipped.
 # Left out: test_tune (which candidate a tuning run keeps rests on measured times, and the

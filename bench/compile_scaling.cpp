@@ -8,6 +8,8 @@
 
 #include <hjit/hjit.h>
 
+#include "support/settings.h"
+
 namespace bench {
 namespace {
 
@@ -120,8 +122,8 @@ void gpt_step(int blocks) {
 int compile_scaling_child(bool quick) {
   // HJIT_BENCH_GPT_ONLY=N: the GPT step of N blocks alone (each GPT row is a process of its own:
   // the 8 blocks' parts are the 2 blocks', which a shared cache would hand over); 0: the others.
-  if (const char* only = std::getenv("HJIT_BENCH_GPT_ONLY"); only && std::atoi(only) > 0) {
-    gpt_step(std::atoi(only));
+  if (const int64_t only = *hjit::setting::count(hjit::setting::Id::BenchGptOnly); only > 0) {
+    gpt_step(int(only));
     return 0;
   }
   for (int64_t ops : {100, 250, 500, 1000, 2000}) chain(ops);

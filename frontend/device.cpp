@@ -4,6 +4,7 @@
 
 #include <hjit/device.h>
 
+#include "frontend/compiled/function.h"
 #include "frontend/op_support.h"
 #include "frontend/trace.h"
 #include "graph/op_def.h"
@@ -76,25 +77,25 @@ Graph single_op_graph(OpKind op, const std::vector<Tensor>& inputs, const Attrs&
   return g;
 }
 
-backend::Options single_op_options(const Graph& g, Device device) {
-  backend::Options o;
-  o.name = g.name;
-  o.device = device;
-  o.schedule = backend::schedule_request(g.name, {.opt_level = 1, .tuning_db_from_environment = false, .device = device});
-  return o;
+FunctionRequest single_op_request(const Graph& g, Device device) {
+  FunctionRequest r;
+  r.name = g.name;
+  r.device = device;
+  r.schedule = backend::schedule_request(g.name, {.opt_level = 1, .tuning_db_from_environment = false, .device = device});
+  return r;
 }
 
 Tensor run_on_device(OpKind op, const std::vector<Tensor>& inputs, const Attrs& attrs, Device device) {
-  const Graph g = single_op_graph(op, inputs, attrs);
-  Tensor out = make_tensor(g.type(g.outputs[0]), device);
-  if (out.numel() == 0) return out;
-  const backend::Compiled c = backend::compile(g, single_op_options(g, device));
-  std::vector<std::unique_ptr<backend::DeviceBuffer>> keep;
-  std::vector<const backend::DeviceBuffer*> in;
-  for (const Tensor& t : inputs) in.push_back(&device_memory(*t.impl(), device, keep));
-  backend::DeviceBuffer* result = out.impl()->storage->on_device.get();
-  c.executable->run_on_device(in.data(), &result);
-  return out;
+  Graph g = single_op_graph(op, inputs, attrs);
+  const TensorType type = g.type(g.outputs[0]);
+  if (type.numel() == 0) return make_tensor(type, device);
+  FunctionRequest request = single_op_request(g, device);
+  const std::shared_ptr<CompiledFunction> f = CompiledFunction::compile(std::move(g), std::move(request));
+  CallInputs in;
+  for (const Tensor& t : inputs) in.push(t.impl().get());
+  std::vector<Tensor> out;
+  f->run(in.view(), out);
+  return out.at(0);
 }
 
 }  // namespace detail

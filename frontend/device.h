@@ -16,11 +16,13 @@ namespace hjit::detail {
 // are then copied there, as JAX places host arrays); operands on two different GPUs: DeviceError.
 Device device_for(const std::vector<Tensor>& operands, const char* what);
 
-// A graph of one node over parameters of the inputs' types, and the options such a pipeline is
-// compiled with (opt level 1, no tuning database): eager ops on a GPU and compiled eager ops on
-// the CPU (frontend/eager_compiled.h).
+struct FunctionRequest;
+
+// A graph of one node over parameters of the inputs' types, and what such a pipeline is compiled
+// as (opt level 1, no tuning database): eager ops on a GPU and compiled eager ops on the CPU
+// (frontend/eager_compiled.h).
 Graph single_op_graph(OpKind op, const std::vector<Tensor>& inputs, const Attrs& attrs);
-backend::Options single_op_options(const Graph& g, Device device);
+FunctionRequest single_op_request(const Graph& g, Device device);
 
 // Runs one node on `device`, the result staying there.
 Tensor run_on_device(OpKind op, const std::vector<Tensor>& inputs, const Attrs& attrs, Device device);

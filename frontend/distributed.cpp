@@ -16,6 +16,7 @@
 #include "frontend/tensor_impl.h"
 #include "support/hash.h"
 #include "support/log.h"
+#include "support/settings.h"
 
 namespace hjit::dist {
 namespace {
@@ -24,16 +25,10 @@ std::mutex init_mutex;
 bool joined = false;
 
 std::chrono::milliseconds timeout_from(const InitOptions& o) {
-  const char* env = std::getenv("HJIT_DIST_TIMEOUT");
-  if (!env || !*env) {
-    if (o.timeout.count() <= 0) throw ValueError("dist::init: the timeout must be positive, got " + std::to_string(o.timeout.count()) + " ms");
-    return o.timeout;
-  }
-  char* end = nullptr;
-  const double s = std::strtod(env, &end);
-  if (end == env || *end || !(s > 0) || s > 1e7)
-    throw ValueError(std::string("HJIT_DIST_TIMEOUT is '") + env + "'; it takes a positive number of seconds");
-  return std::chrono::milliseconds(int64_t(s * 1000));
+  if (const std::optional<double> s = setting::seconds(setting::Id::DistTimeout))
+    return std::chrono::milliseconds(int64_t(*s * 1000));
+  if (o.timeout.count() <= 0) throw ValueError("dist::init: the timeout must be positive, got " + std::to_string(o.timeout.count()) + " ms");
+  return o.timeout;
 }
 
 int64_t checked_axis(const char* op, const Tensor& x, int axis) {

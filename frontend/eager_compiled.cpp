@@ -11,20 +11,16 @@
 #include "frontend/device.h"
 #include "frontend/tensor_impl.h"
 #include "graph/op_def.h"
-#include "halide_backend/backend.h"
+#include "frontend/compiled/function.h"
 #include "support/log.h"
+#include "support/settings.h"
 
 namespace hjit {
 
 namespace {
 
 EagerKernels from_environment() {
-  const char* env = std::getenv("HJIT_EAGER");
-  if (!env || !*env) return EagerKernels::Compiled;
-  const std::string v = env;
-  if (v == "plain") return EagerKernels::Plain;
-  if (v == "compiled") return EagerKernels::Compiled;
-  throw ValueError("HJIT_EAGER is '" + v + "'; it takes 'compiled' (the default) or 'plain'");
+  return setting::choice(setting::Id::Eager) == "plain" ? EagerKernels::Plain : EagerKernels::Compiled;
 }
 
 std::atomic<int>& chosen() {
@@ -63,7 +59,7 @@ constexpr int64_t kMinWork = int64_t(1) << 18;
 
 struct Entry {
   int sightings = 0;
-  std::shared_ptr<const backend::Executable> code;  // null until compiled; null for good after a failure
+  std::shared_ptr<CompiledFunction> code;  // null until compiled; null for good after a failure
   bool failed = false;
 };
 
@@ -78,9 +74,9 @@ std::unordered_map<std::string, Entry>& entries() {
 
 bool run_compiled_eager(OpKind op, const std::vector<Tensor>& inputs, const Attrs& attrs, const Tensor& out) {
   if (eager_kernels() == EagerKernels::Plain || work_of(op, inputs, out) < kMinWork) return false;
-  const Graph g = single_op_graph(op, inputs, attrs);
+  Graph g = single_op_graph(op, inputs, attrs);
   const std::string key = g.str();
-  std::shared_ptr<const backend::Executable> code;
+  std::shared_ptr<CompiledFunction> code;
   {
     std::lock_guard<std::mutex> lock(mu);
     Entry& e = entries()[key];
@@ -90,7 +86,8 @@ bool run_compiled_eager(OpKind op, const std::vector<Tensor>& inputs, const Attr
   }
   if (!code) {
     try {
-      code = backend::compile(g, single_op_options(g, Device::CPU)).executable;
+      FunctionRequest request = single_op_request(g, Device::CPU);
+      code = CompiledFunction::compile(std::move(g), std::move(request));
     } catch (const Error& e) {
       log().warn("eager {}: the compiled pipeline failed ({}); the plain kernel runs it", op_name(op), e.what());
       std::lock_guard<std::mutex> lock(mu);
@@ -100,11 +97,12 @@ bool run_compiled_eager(OpKind op, const std::vector<Tensor>& inputs, const Attr
     std::lock_guard<std::mutex> lock(mu);
     entries()[key].code = code;
   }
-  std::vector<const void*> in;
-  in.reserve(inputs.size());
-  for (const Tensor& t : inputs) in.push_back(t.impl()->data());
-  void* result = out.impl()->data();
-  code->run(in.data(), &result);
+  // (One function serves every call of these shapes, from any thread: it updates nothing.)
+  CallInputs in;
+  for (const Tensor& t : inputs) in.push(t.impl().get());
+  std::vector<Tensor> result;
+  code->run(in.view(), result, {.into = &out});
+  if (!result.at(0).same_storage(out)) throw InternalError("hjit: eager " + std::string(op_name(op)) + " was not computed into its result");
   return true;
 }
 

@@ -2,7 +2,7 @@
 #include <hjit/export.h>
 
 #include "frontend/traced.h"
-#include "halide_backend/export.h"
+#include "halide_backend/export/export.h"
 #include "support/log.h"
 
 namespace hjit::detail {

@@ -12,27 +12,23 @@
 #include "frontend/jit/donation.h"
 #include "frontend/jit/graph_breaks.h"
 #include "frontend/jit/guards.h"
-#include "frontend/jit/run_version.h"
+#include "frontend/jit/captured.h"
 #include "frontend/jit/state.h"
 #include "frontend/traced.h"
 #include "support/log.h"
+#include "support/settings.h"
 
 namespace hjit::detail {
 
 JitCore::State::State(JitOptions o)
     : opt(std::move(o)), cache(opt.max_cache_entries), retraces(opt.name, opt.warn_after_retraces), dynamic(opt.dynamic_dims) {
-  backend_opt.name = opt.name;
-  backend_opt.device = opt.device;
-  backend_opt.cuda_capability = opt.cuda_capability;
-  backend_opt.schedule = backend::schedule_request(
+  request.name = opt.name;
+  request.device = opt.device;
+  request.cuda_capability = opt.cuda_capability;
+  request.schedule = backend::schedule_request(
       "jit '" + opt.name + "'",
       {.opt_level = opt.opt_level, .autoscheduler = opt.autoscheduler, .tuning_db = opt.tuning_db, .device = opt.device});
-}
-
-backend::Options JitCore::State::options_for(const Graph& g) const {
-  backend::Options o = backend_opt;
-  if (!opt.donate.empty() && opt.device == Device::CPU) o.in_place = donatable_outputs(g, opt.donate);
-  return o;
+  request.donate = opt.donate;
 }
 
 void JitCore::State::set_schedule(std::string summary) {
@@ -116,9 +112,9 @@ Acquired acquire(JitCore::State& s, const CallArgs& args, Tracer trace) {
 
 // A version of these arguments' signature compiled aside, not run or cached here (explain() and
 // device_code() of a signature not called yet).
-std::shared_ptr<const backend::Executable> compile_aside(JitCore::State& s, const CallArgs& args, Tracer trace) {
+std::shared_ptr<CompiledFunction> compile_aside(JitCore::State& s, const CallArgs& args, Tracer trace) {
   Traced tr = trace_and_optimize(s.opt.name, false, args, trace, nullptr, s.opt.memory_budget_mb);
-  return backend::compile(tr.graph, s.options_for(tr.graph)).executable;
+  return CompiledFunction::compile(std::move(tr.graph), s.request);
 }
 
 // The version these arguments run, built (null when there is none, or its build failed).
@@ -166,7 +162,7 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
         }
       }
       if (s.opt.debug_nans) check_finite(s.opt.name, *ran.version, args, outputs);
-      s.update_bytes_copied += apply_updates(*ran.version, args);
+      s.update_bytes_copied += ran.version->fn->apply_updates(ran.version->inputs(args).view());
       outputs.resize(ran.version->num_outputs());
     }
   }
@@ -188,11 +184,7 @@ JitCore::JitCore(JitOptions options) {
                      "TraceMode::Symbolic, fullgraph = true)");
   for (const auto& [arg, axis] : options.dynamic_dims)
     if (arg < 0) throw ValueError(who + ": dynamic_dims names argument " + std::to_string(arg));
-  if (const char* env = std::getenv("HJIT_DEBUG_NANS"); env && *env) {
-    const std::string v = env;
-    if (v != "0" && v != "1") throw ValueError("HJIT_DEBUG_NANS is '" + v + "'; it takes 1 (check every jitted call for NaNs) or 0");
-    options.debug_nans |= v == "1";
-  }
+  options.debug_nans |= setting::flag(setting::Id::DebugNans);
   s_ = std::make_unique<State>(std::move(options));  // the schedule options are checked there
 }
 
@@ -213,12 +205,12 @@ JitStats JitCore::stats() const {
   st.update_bytes_copied = s.update_bytes_copied.load();
   st.donated_bytes_reused = s.donated_bytes_reused.load();
   for (const auto& v : s.cache.all())
-    if (v->built.built()) st.temporary_bytes = std::max(st.temporary_bytes, v->exe->temporary_bytes());
+    if (v->built.built()) st.temporary_bytes = std::max(st.temporary_bytes, v->fn->executable().temporary_bytes());
   return st;
 }
 
 Graph JitCore::graph(const CallArgs& args, Tracer trace) {
-  if (std::shared_ptr<Version> v = built_version_for(*s_, args)) return v->graph;
+  if (std::shared_ptr<Version> v = built_version_for(*s_, args)) return v->graph();
   return trace_and_optimize(s_->opt.name, false, args, trace, nullptr, s_->opt.memory_budget_mb).graph;
 }
 
@@ -226,10 +218,12 @@ std::string JitCore::explain(const CallArgs& args, Tracer trace) {
   if (!s_->opt.fullgraph) return explain_segments(s_->opt.name, call_in_segments(*s_, args, trace, false));
   if (std::shared_ptr<Version> v = built_version_for(*s_, args))  // the version these arguments run
     return (v->dynamic ? "one pipeline for every size of the dynamic dimensions:\n" + v->dynamic->str() + "\n\n" : "") +
-           v->exe->explain();
-  return compile_aside(*s_, args, trace)->explain();
+           v->fn->executable().explain();
+  return compile_aside(*s_, args, trace)->executable().explain();
 }
 
-std::string JitCore::device_code(const CallArgs& args, Tracer trace) { return compile_aside(*s_, args, trace)->device_code(); }
+std::string JitCore::device_code(const CallArgs& args, Tracer trace) {
+  return compile_aside(*s_, args, trace)->executable().device_code();
+}
 
 }  // namespace hjit::detail

@@ -11,19 +11,19 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
-#include <map>
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <sstream>
 
+#include "frontend/compiled/function.h"
+#include "frontend/const_eval.h"
 #include "frontend/io/file_bytes.h"
+#include "frontend/jit/dynamic_sizes.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/traced.h"
 #include "graph/passes/optimize.h"
 #include "graph/passes/verify.h"
-#include "halide_backend/backend.h"
-#include "frontend/const_eval.h"
-#include "frontend/jit/dynamic_sizes.h"
 #include "graph/symbolic_sizes.h"
 #include "support/binary_io.h"
 #include "support/log.h"
@@ -87,34 +87,33 @@ struct Module::Impl {
   std::vector<std::pair<int, int>> dynamic_dims;
 
   std::mutex compile_mu;
-  std::shared_ptr<const backend::Executable> exe;
+  std::shared_ptr<detail::CompiledFunction> compiled;
   // Dynamic modules: pipelines of fixed sizes for symbol values below the dynamic one's smallest.
-  std::map<std::vector<int64_t>, std::shared_ptr<const backend::Executable>> fixed;
-  std::mutex run_mu;  // calls that update tensors run one at a time
+  std::map<std::vector<int64_t>, std::shared_ptr<detail::CompiledFunction>> fixed;
 
-  backend::Options backend_options() const {
-    backend::Options o;
-    o.name = name;
-    o.schedule = schedule;
-    return o;
+  detail::FunctionRequest request() const {
+    detail::FunctionRequest r;
+    r.name = name;
+    r.schedule = schedule;
+    return r;
   }
 
-  const backend::Executable& executable() {
+  detail::CompiledFunction& function() {
     std::lock_guard lock(compile_mu);
-    if (!exe) {
-      backend::Options o = backend_options();
-      o.dynamic = dynamic;
-      exe = backend::compile(graph, o).executable;
+    if (!compiled) {
+      detail::FunctionRequest r = request();
+      r.dynamic = dynamic;
+      compiled = detail::CompiledFunction::compile(graph, std::move(r));
     }
-    return *exe;
+    return *compiled;
   }
 
   // Why the graph cannot be one pipeline for every size ("" while it may): an op the backend
   // compiles for fixed sizes only. Every size then compiles its own.
   std::string per_size;
 
-  // The pipeline for these symbol values: the dynamic one, or one compiled for them alone.
-  const backend::Executable& executable_for(const std::vector<int64_t>& symbols) {
+  // The function for these symbol values: the dynamic one, or one compiled for them alone.
+  detail::CompiledFunction& function_for(const std::vector<int64_t>& symbols) {
     bool served;
     {
       std::lock_guard lock(compile_mu);
@@ -122,8 +121,8 @@ struct Module::Impl {
     }
     if (served) {
       try {
-        const backend::Executable& any = executable();
-        for (int64_t v : symbols) served &= v >= any.min_dynamic_size();
+        detail::CompiledFunction& any = function();
+        for (int64_t v : symbols) served &= v >= any.executable().min_dynamic_size();
         if (served) return any;
       } catch (const ValueError& e) {
         std::lock_guard lock(compile_mu);
@@ -133,7 +132,7 @@ struct Module::Impl {
     }
     std::lock_guard lock(compile_mu);
     auto& e = fixed[symbols];
-    if (!e) e = backend::compile(instantiate(graph, *dynamic, symbols), backend_options()).executable;
+    if (!e) e = detail::CompiledFunction::compile(instantiate(graph, *dynamic, symbols), request());
     return *e;
   }
 
@@ -358,44 +357,27 @@ ModuleResult Module::call(const std::vector<Tensor>& args) const {
                        (m.dynamic ? " (dimensions of any size: " + std::to_string(m.dynamic_dims.size()) + " dynamic_dims)" : "") +
                        ", got " + im.type.str());
   }
-  // This call's values of the symbols, and the graph's sizes at them.
+  // This call's values of the symbols.
   std::vector<int64_t> symbols;
   if (m.dynamic)
     for (const SymbolicSizes::Source& src : m.dynamic->sources) symbols.push_back(args[size_t(src.input)].shape()[size_t(src.dim)]);
-  auto type_at = [&](int node) {
-    return m.dynamic ? TensorType{g.type(node).dtype, m.dynamic->shape_at(node, symbols)} : g.type(node);
-  };
   if (detail::tracing_active()) {
     std::vector<Tensor> inputs = args;
     inputs.insert(inputs.end(), m.params.begin(), m.params.end());
     const std::vector<Tensor> outs = eval_graph(m.dynamic ? instantiate(g, *m.dynamic, symbols) : g, inputs);
     return ModuleResult(outs.begin(), outs.end());
   }
-  const backend::Executable& exe = m.dynamic ? m.executable_for(symbols) : m.executable();
-  std::vector<const void*> in;
-  for (const Tensor& a : args) in.push_back(a.impl()->data());
-  for (const Tensor& p : m.params) in.push_back(p.impl()->data());
-  ModuleResult outs;
-  std::vector<void*> out;
-  for (int o : g.outputs) {
-    outs.push_back(make_tensor(type_at(o)));
-    out.push_back(outs.back().impl()->data());
+  detail::CompiledFunction& f = m.dynamic ? m.function_for(symbols) : m.function();
+  detail::CallInputs inputs;
+  for (const Tensor& a : args) inputs.push(a.impl().get());
+  for (const Tensor& p : m.params) inputs.push(p.impl().get());
+  std::vector<Tensor> outs;
+  {
+    std::unique_lock<std::mutex> call_lock = f.lock_for_call();
+    f.run(inputs.view(), outs);
+    f.apply_updates(inputs.view());
   }
-  std::vector<Tensor> updated;
-  for (const Update& u : g.updates) {
-    updated.push_back(make_tensor(type_at(u.value)));
-    out.push_back(updated.back().impl()->data());
-  }
-  std::unique_lock<std::mutex> one_at_a_time;
-  if (!g.updates.empty()) one_at_a_time = std::unique_lock(m.run_mu);
-  if (m.dynamic && m.exe && &exe == m.exe.get()) exe.run_sized(in.data(), out.data(), symbols);
-  else exe.run(in.data(), out.data());
-  for (size_t k = 0; k < g.updates.size(); ++k) {
-    const size_t input = size_t(g.node(g.updates[k].target).attrs.i("index"));
-    Tensor target = input < m.num_args ? args[input] : m.params[input - m.num_args];
-    target.assign(updated[k]);
-  }
-  return outs;
+  return ModuleResult(std::make_move_iterator(outs.begin()), std::make_move_iterator(outs.end()));
 }
 
 std::vector<Tensor> Module::parameters() const { return impl_->params; }

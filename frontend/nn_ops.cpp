@@ -54,7 +54,7 @@ Tensor softmax(const Tensor& x, int axis) {
 }
 
 // (x - max) - log(sum(exp(x - max))) in this order, as PyTorch: the compiled code keeps it
-// (halide_backend/lower_ops.cpp, in_sum_chain).
+// (halide_backend/lowering/lower_ops.cpp, in_sum_chain).
 Tensor log_softmax(const Tensor& x, int axis) {
   return over_axis(x, axis, "log_softmax", [](const Tensor& v, int ax) {
     Tensor shifted = v - max(v, {ax}, true);

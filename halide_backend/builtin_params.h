@@ -16,7 +16,7 @@ struct BuiltinParams {
   int tasks = 8;              // parallel tasks per thread that fused outer loops aim for
   int grain = 14;             // log2 of the fewest points a loop nest needs to run in parallel
   bool store_expensive = true;  // expensive values read twice are stored (per row or at root), not recomputed
-  bool extern_gemm = false;     // 2-D f32 matmuls call oneDNN's / OpenBLAS's sgemm (halide_backend/extern_stages.h)
+  bool extern_gemm = false;     // 2-D f32 matmuls call oneDNN's / OpenBLAS's sgemm (halide_backend/providers/extern_stages.h)
   bool extern_conv = false;     // f32 convolutions call oneDNN
 
   bool is_default() const;

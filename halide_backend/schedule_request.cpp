@@ -5,6 +5,8 @@
 
 #include <hjit/error.h>
 
+#include "support/settings.h"
+
 namespace hjit::backend {
 namespace {
 
@@ -117,7 +119,7 @@ ScheduleRequest schedule_request(const std::string& who, const ScheduleOptions& 
                      "baseline they are measured against");
   r.tuning_db = o.tuning_db;
   if (r.tuning_db.empty() && o.tuning_db_from_environment && o.opt_level > 0)
-    if (const char* env = std::getenv("HJIT_TUNING_DB")) r.tuning_db = env;
+    r.tuning_db = setting::text(setting::Id::TuningDb).value_or("");
   return r;
 }
 

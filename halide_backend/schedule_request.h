@@ -9,7 +9,7 @@
 //
 // Beside the choice, a tuning database (ScheduleRequest::tuning_db): a graph it knows is compiled with
 // its best measured schedule (a Given) instead of the choice; the store that answers is registered by
-// tuning/ (halide_backend/tuned_store.h).
+// tuning/ (halide_backend/scheduling/tuned_store.h).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -59,7 +59,7 @@ struct Auto {
 // a schedule that crashes Halide's compiler is a CompileError and not the end of this process.
 enum class ScheduleOrigin : uint8_t { Caller, File };
 struct Given {
-  std::string text{};  // halide_backend/schedule_value.h's text form
+  std::string text{};  // halide_backend/scheduling/schedule_value.h's text form
   ScheduleOrigin origin = ScheduleOrigin::Caller;
   bool operator==(const Given&) const = default;
 };

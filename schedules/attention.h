@@ -1,7 +1,7 @@
 #pragma once
 #include <string>
 
-#include "halide_backend/lowered.h"
+#include "halide_backend/lowering/lowered.h"
 #include "schedules/contraction.h"
 
 namespace hjit::schedules {

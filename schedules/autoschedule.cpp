@@ -12,11 +12,12 @@
 #include <sstream>
 
 #include "graph/op_def.h"
-#include "halide_backend/lower.h"
+#include "halide_backend/lowering/lower.h"
 #include "schedules/autoscheduler_source.h"
 #include "schedules/schedule.h"
 #include "support/child_process.h"
 #include "support/log.h"
+#include "support/settings.h"
 
 #ifndef HJIT_HALIDE_PLUGIN_DIR
 #define HJIT_HALIDE_PLUGIN_DIR "/usr/lib/x86_64-linux-gnu/halide14"
@@ -37,8 +38,7 @@ void load_plugin(backend::Autoscheduler a) {
   static std::set<backend::Autoscheduler> loaded;
   std::lock_guard lock(mu);
   if (loaded.count(a)) return;
-  std::string dir = HJIT_HALIDE_PLUGIN_DIR;
-  if (const char* env = std::getenv("HJIT_HALIDE_PLUGIN_DIR")) dir = env;
+  const std::string dir = setting::raw(setting::Id::HalidePluginDir).value_or(HJIT_HALIDE_PLUGIN_DIR);
   std::string path = dir + "/libautoschedule_" + lowercase(backend::autoscheduler_name(a)) + ".so";
   Halide::load_plugin(path);
   loaded.insert(a);
@@ -92,8 +92,7 @@ auto with_stderr_captured(F&& f) {
 Halide::MachineParams machine_params() { return Halide::MachineParams(halide_threads(), last_level_cache_bytes(), 40); }
 
 int adams2019_limit() {
-  const char* env = std::getenv("HJIT_ADAMS2019_MAX_FUNCS");
-  return env ? std::atoi(env) : kAdams2019MaxFuncs;
+  return int(std::min<int64_t>(*setting::count(setting::Id::Adams2019MaxFuncs), 1 << 20));
 }
 
 // What Halide is handed for a request's parameters: machine parameters for every autoscheduler;

@@ -8,7 +8,7 @@
 #include <optional>
 #include <set>
 
-#include "halide_backend/apply_schedule.h"
+#include "halide_backend/scheduling/apply_schedule.h"
 
 namespace hjit::schedules {
 namespace {

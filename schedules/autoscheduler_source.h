@@ -3,8 +3,8 @@
 #pragma once
 #include <string>
 
-#include "halide_backend/lowered.h"
-#include "halide_backend/schedule_value.h"
+#include "halide_backend/lowering/lowered.h"
+#include "halide_backend/scheduling/schedule_value.h"
 
 namespace hjit::schedules {
 

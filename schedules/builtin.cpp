@@ -19,7 +19,7 @@
 #include <sstream>
 
 #include "graph/op_def.h"
-#include "halide_backend/extern_stages.h"
+#include "halide_backend/providers/extern_stages.h"
 #include "schedules/attention.h"
 #include "schedules/class_rules.h"
 #include "schedules/contraction.h"

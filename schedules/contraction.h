@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "halide_backend/lowered.h"
+#include "halide_backend/lowering/lowered.h"
 #include "halide_backend/builtin_params.h"
 #include "schedules/recorder.h"
 

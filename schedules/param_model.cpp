@@ -15,6 +15,7 @@
 
 #include "support/binary_io.h"
 #include "support/log.h"
+#include "support/settings.h"
 
 namespace hjit::schedules {
 namespace {
@@ -213,8 +214,8 @@ backend::BuiltinParams ParamModel::choose(const PipelineFeatures& f) const {
 std::shared_ptr<const ParamModel> active_param_model() {
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<const ParamModel>> read;  // by HJIT_PARAM_MODEL's value
-  const char* env = std::getenv("HJIT_PARAM_MODEL");
-  const std::string path = env ? env : "";
+  const std::optional<std::string> env = setting::raw(setting::Id::ParamModel);
+  const std::string path = env.value_or("");
   if (env && (path.empty() || path == "off")) return nullptr;
   std::lock_guard lock(mu);
   auto it = read.find(path);

@@ -1,13 +1,13 @@
 // The schedules decide; they do not touch Funcs. FuncRef and StageRef mirror the Halide scheduling
 // methods the schedules use, and record each call as a directive of a Schedule value, which the
-// backend applies (halide_backend/apply_schedule.h). Vars and RVars are only names here.
+// backend applies (halide_backend/scheduling/apply_schedule.h). Vars and RVars are only names here.
 #pragma once
 #include <string>
 #include <vector>
 
 #include <Halide.h>
 
-#include "halide_backend/schedule_value.h"
+#include "halide_backend/scheduling/schedule_value.h"
 
 namespace hjit::schedules {
 

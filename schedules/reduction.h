@@ -2,7 +2,7 @@
 #pragma once
 #include <string>
 
-#include "halide_backend/lowered.h"
+#include "halide_backend/lowering/lowered.h"
 #include "schedules/recorder.h"
 
 namespace hjit::schedules {

@@ -1,6 +1,6 @@
-// schedules/ as the backend's scheduler (halide_backend/scheduler.h).
-#include "halide_backend/extern_stages.h"
-#include "halide_backend/scheduler.h"
+// schedules/ as the backend's scheduler (halide_backend/scheduling/scheduler.h).
+#include "halide_backend/providers/extern_stages.h"
+#include "halide_backend/scheduling/scheduler.h"
 #include "schedules/param_model.h"
 #include "schedules/schedule.h"
 

@@ -4,8 +4,8 @@
 #include <optional>
 #include <string>
 
-#include "halide_backend/lowered.h"
-#include "halide_backend/schedule_value.h"
+#include "halide_backend/lowering/lowered.h"
+#include "halide_backend/scheduling/schedule_value.h"
 #include "halide_backend/schedule_request.h"
 
 namespace hjit::schedules {
@@ -39,9 +39,9 @@ std::string unfused_identity();
 // `how.params` sets), run on a scratch lowering of p's graph; its source is read into a schedule
 // value. Returns nullopt when the autoscheduler fails or is not tried, with the reason in *why.
 // Adams2019 is not tried on pipelines of more than its max_funcs (HJIT_ADAMS2019_MAX_FUNCS,
-// default 20) Funcs: measured here, its search takes 2 s on softmax (7 Funcs), 6 s on layer norm
-// (13) and 9 minutes on a ResNet block (29), and gigabytes of memory on a training step.
-inline constexpr int kAdams2019MaxFuncs = 20;
+// default 20, support/settings_list.h) Funcs: measured here, its search takes 2 s on softmax (7
+// Funcs), 6 s on layer norm (13) and 9 minutes on a ResNet block (29), and gigabytes of memory on
+// a training step.
 std::optional<backend::Schedule> schedule_auto(const backend::LoweredPipeline& p, const backend::Auto& how, std::string* why);
 // The autoscheduler with its machine parameters and limits: part of every cache key.
 std::string autoscheduler_identity(const backend::Auto& how);
@@ -50,7 +50,7 @@ std::string autoscheduler_identity(const backend::Auto& how);
 void load_plugin(backend::Autoscheduler a);
 
 // Threads compiled code runs on: OpenMP's (Halide's parallel loops are routed to OpenMP, see
-// halide_backend/executable.cpp), so OMP_NUM_THREADS sets it.
+// halide_backend/runtime/executable.cpp), so OMP_NUM_THREADS sets it.
 int halide_threads();
 
 // A schedule's notes from a multi-line description.

@@ -1,6 +1,6 @@
 // Facts about stages that schedules ask of the lowered pipeline.
 #pragma once
-#include "halide_backend/lowered.h"
+#include "halide_backend/lowering/lowered.h"
 
 namespace hjit::schedules {
 

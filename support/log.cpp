@@ -5,6 +5,10 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include <hjit/error.h>
+
+#include "support/settings.h"
+
 namespace hjit {
 
 bool parse_log_level(const std::string& name, spdlog::level::level_enum* level) {
@@ -20,12 +24,12 @@ spdlog::logger& log() {
     auto l = std::make_shared<spdlog::logger>("hjit", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
     l->set_pattern("[hjit %L %T.%e] %v");
     l->set_level(spdlog::level::warn);
-    if (const char* env = std::getenv("HJIT_LOG")) {
+    // A bad level is a warning, not an error: every call that logs would otherwise raise it.
+    try {
       spdlog::level::level_enum level{};
-      if (parse_log_level(env, &level))
-        l->set_level(level);
-      else
-        l->warn("HJIT_LOG={} is not a log level; use trace, debug, info, warn, error, critical or off (keeping warn)", env);
+      if (parse_log_level(setting::choice(setting::Id::Log), &level)) l->set_level(level);
+    } catch (const Error& e) {
+      l->warn("{}; keeping warn", e.what());
     }
     return l;
   }();

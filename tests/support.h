@@ -10,6 +10,8 @@
 #include <doctest/doctest.h>
 #include <hjit/hjit.h>
 
+#include "support/settings.h"
+
 namespace test {
 
 // Small tensors written out, and their values.
@@ -42,6 +44,13 @@ inline int occurrences(const std::string& text, const std::string& what) {
   return n;
 }
 
+// Sets an environment variable for the scope.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(std::string n, const char* value) : name(std::move(n)) { setenv(name.c_str(), value, 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
 // Empty string when equal within tolerance, else what differs (first bad element).
 std::string compare(const hjit::Tensor& got, const hjit::Tensor& want, double tol);
 
@@ -50,7 +59,7 @@ std::string compare(const hjit::Tensor& got, const hjit::Tensor& want, double to
 // sanitize-ci: the instrumented build runs a tenth of them; make sanitize all).
 template <class Attempt>
 std::pair<int64_t, int64_t> fuzz(int count, Attempt attempt) {
-  if (const char* cap = std::getenv("HJIT_FUZZ_MUTATIONS")) count = std::min(count, std::atoi(cap));
+  if (const auto cap = hjit::setting::count(hjit::setting::Id::FuzzMutations)) count = int(std::min<int64_t>(count, *cap));
   int64_t accepted = 0, rejected = 0;
   for (int k = 0; k < count; ++k) {
     try {

@@ -16,12 +16,12 @@
 #include <thread>
 #include <vector>
 
-#include "halide_backend/apply_schedule.h"
-#include "halide_backend/extern_stages.h"
-#include "halide_backend/ieee_math.h"
-#include "halide_backend/lower.h"
-#include "halide_backend/scheduler.h"
-#include "halide_backend/target.h"
+#include "halide_backend/scheduling/apply_schedule.h"
+#include "halide_backend/providers/extern_stages.h"
+#include "halide_backend/lowering/ieee_math.h"
+#include "halide_backend/lowering/lower.h"
+#include "halide_backend/scheduling/scheduler.h"
+#include "halide_backend/codegen/target.h"
 #include "schedules/schedule.h"
 #include "support/cpu_caches.h"
 #include "support/run_queue.h"
@@ -145,7 +145,7 @@ TEST_CASE("cache sizes are read as sysfs writes them, and the built-in schedule'
   CHECK(hjit::schedules::builtin_identity().find(" l2=" + std::to_string(c.l2 >> 10) + "K") != std::string::npos);
 }
 
-// Trial timings skip runs whose threads waited for a CPU (halide_backend/trial.cpp): the count they
+// Trial timings skip runs whose threads waited for a CPU (halide_backend/scheduling/trial.cpp): the count they
 // read grows while more threads spin than there are cores.
 TEST_CASE("the time this process's threads waited for a CPU is counted") {
   const int64_t before = hjit::run_queue_wait_ns();

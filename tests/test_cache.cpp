@@ -20,7 +20,7 @@
 
 #include <hjit/hjit.h>
 
-#include "halide_backend/cache_entry.h"
+#include "halide_backend/cache/cache_entry.h"
 #include "tests/support.h"
 
 using hjit::Tensor;

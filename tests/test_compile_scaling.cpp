@@ -1,6 +1,6 @@
 // Compile time that scales with the graph: long inlined chains are stored every so many stages
 // (schedules/builtin.cpp), and big graphs compile as parts of bounded cost, parts alike compiled
-// once (halide_backend/partition.h). What is checked here is that every such cut computes what
+// once (halide_backend/build/partition.h). What is checked here is that every such cut computes what
 // eager computes, at the sizes the issue names (a 2000-op chain, 500 matmuls) and at the edges of
 // the cutting (outputs that are inputs or constants, updates, size-0 and scalar values, integer
 // dtypes, every opt level). How long they take is hjit-bench's compile-time table.

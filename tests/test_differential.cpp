@@ -27,6 +27,7 @@
 
 #include "bench/workloads.h"
 #include "graph/op_def.h"
+#include "support/settings.h"
 #include "tests/device_bundle.h"
 #include "tests/support.h"
 
@@ -38,8 +39,7 @@ using Group = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 namespace {
 
 std::string config() {
-  const char* c = std::getenv("HJIT_TEST_CONFIG");
-  return c ? c : "O1";
+  return *hjit::setting::text(hjit::setting::Id::TestConfig);
 }
 
 bool cuda() { return config().rfind("CUDA-", 0) == 0; }
@@ -58,7 +58,8 @@ bool reduced() { return autoscheduled() || opencl() || on_device(); }
 // names a directory; null otherwise.
 test::DeviceBundle* bundle() {
   static std::unique_ptr<test::DeviceBundle> b = []() -> std::unique_ptr<test::DeviceBundle> {
-    const char* dir = std::getenv("HJIT_DEVICE_BUNDLE");
+    const std::string bundle_dir = hjit::setting::text(hjit::setting::Id::DeviceBundle).value_or("");
+    const char* dir = bundle_dir.empty() ? nullptr : bundle_dir.c_str();
     if (opencl())
       return std::make_unique<test::DeviceBundle>(dir ? dir : "device_bundle_opencl", "host-opencl-cl_doubles");
     if (config() == "CUDA-O1" && dir) return std::make_unique<test::DeviceBundle>(dir, "host-cuda-cuda_capability_80");
@@ -161,7 +162,7 @@ void check_on_device(const std::string& name, const Group& group, const std::vec
 // (pocl compiling each kernel) only the first, as OpenCL-O1's export has it.
 // make test-full (HJIT_TEST_FULL=1) runs every case everywhere.
 bool sampled_out(const std::string& group_and_dtypes) {
-  static const bool full = std::getenv("HJIT_TEST_FULL") != nullptr;
+  static const bool full = hjit::setting::flag(hjit::setting::Id::TestFull);
   if (full || config() == "O1") return false;
   static std::map<std::string, int> seen;
   const int k = seen[group_and_dtypes]++;

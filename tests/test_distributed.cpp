@@ -10,6 +10,7 @@
 
 #include <hjit/distributed.h>
 
+#include "support/settings.h"
 #include "tests/support.h"
 
 namespace dist = hjit::dist;
@@ -260,7 +261,7 @@ TEST_CASE("broadcast_parameters makes every rank's parameters root's; check_para
 
 // Run alone, by the ctest entry that sets HJIT_TEST_FAULT and a 2 s timeout: rank 1 stops
 // answering, and rank 0 must raise rather than wait for ever.
-TEST_CASE("fault: a rank that stops answering makes the others raise DistributedError within the timeout" * doctest::skip(!std::getenv("HJIT_TEST_FAULT"))) {
+TEST_CASE("fault: a rank that stops answering makes the others raise DistributedError within the timeout" * doctest::skip(!hjit::setting::flag(hjit::setting::Id::TestFault))) {
   REQUIRE(world() >= 2);
   if (me() == 1) {
     std::this_thread::sleep_for(std::chrono::seconds(8));  // alive, not answering
@@ -277,7 +278,7 @@ TEST_CASE("fault: a rank that stops answering makes the others raise Distributed
   std::printf("hjit fault test: rank 0 raised DistributedError\n");
 }
 
-TEST_CASE("fault: a rank that dies makes the others raise DistributedError within the timeout" * doctest::skip(!std::getenv("HJIT_TEST_FAULT"))) {
+TEST_CASE("fault: a rank that dies makes the others raise DistributedError within the timeout" * doctest::skip(!hjit::setting::flag(hjit::setting::Id::TestFault))) {
   REQUIRE(world() >= 2);
   if (me() == 1) {
     std::fflush(nullptr);

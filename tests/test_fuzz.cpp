@@ -10,10 +10,11 @@
 #include <random>
 #include <sstream>
 
+#include "frontend/compiled/function.h"
 #include "graph/passes/verify.h"
 #include "halide_backend/backend.h"
-#include "halide_backend/cache_entry.h"
-#include "halide_backend/shared_cache.h"
+#include "halide_backend/cache/cache_entry.h"
+#include "halide_backend/cache/shared_cache.h"
 #include "schedules/param_model.h"
 #include "support/binary_io.h"
 #include <hjit/data.h>
@@ -170,13 +171,11 @@ TEST_CASE("saved modules: 10,000 mutations of a payload under a valid header loa
 TEST_CASE("disk-cache entries: 10,000 mutations of a payload under a valid header decode or throw a typed error") {
   auto f = [](const Tensor& x) { return hjit::exp(x) * 2.0 + 1.0; };
   const hjit::Graph g = hjit::make_graph(f, test::random({3, 5}, hjit::DType::F32, 8));
-  hjit::backend::Options options;
-  options.name = "fuzz";
-  auto compiled = hjit::backend::compile(g, options);
-  auto exe = std::dynamic_pointer_cast<const hjit::backend::HalideExecutable>(compiled.executable);
+  auto compiled = hjit::detail::CompiledFunction::compile(g, {.name = "fuzz"});
+  auto exe = std::dynamic_pointer_cast<const hjit::backend::HalideExecutable>(compiled->code());
   REQUIRE(exe);
   const std::string key = "fuzz key", entry = hjit::backend::encode_cache_entry(key, exe->info(), std::string(300, 'x'));
-  constexpr char kMagic[9] = "HJITCACH";  // the disk cache's entries (halide_backend/cache_entry.cpp)
+  constexpr char kMagic[9] = "HJITCACH";  // the disk cache's entries (halide_backend/cache/cache_entry.cpp)
   const std::string payload(hjit::unwrap_payload(entry, kMagic, hjit::backend::kCacheFormatVersion, "an entry"));
   CHECK(hjit::backend::decode_cache_entry(entry, key).info.function == exe->info().function);
   std::mt19937_64 rng(4242);

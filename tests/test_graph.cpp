@@ -12,8 +12,8 @@
 #include "graph/passes/optimize.h"
 #include "graph/passes/simplify.h"
 #include "graph/passes/verify.h"
-#include "halide_backend/extern_stages.h"
-#include "halide_backend/lower_ctx.h"
+#include "halide_backend/providers/extern_stages.h"
+#include "halide_backend/lowering/lower_ctx.h"
 #include "schedules/class_rules.h"
 #include "tests/support.h"
 
@@ -305,4 +305,16 @@ TEST_CASE("optimize keeps the signature: every input stays, in order") {
   Graph o = hjit::optimize(g, &eval);
   CHECK(o.inputs.size() == 2);
   CHECK(o.type(o.inputs[1]).shape == hjit::Shape{3});
+}
+
+TEST_CASE("README's counts of dtypes and primitive ops come from the tables") {
+  std::FILE* f = std::fopen(HJIT_SOURCE_DIR "/README.md", "rb");
+  REQUIRE(f != nullptr);
+  std::string readme;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) readme.append(buf, n);
+  std::fclose(f);
+  // The front page states both counts once; a row added to either table must change it.
+  CHECK(readme.find(std::to_string(hjit::kNumDTypes) + " dtypes") != std::string::npos);
+  CHECK(readme.find(std::to_string(hjit::kNumOps) + " primitive ops") != std::string::npos);
 }

@@ -16,7 +16,7 @@
 #include "frontend/jit/dynamic_sizes.h"
 #include "frontend/jit/guards.h"
 #include "frontend/jit/retraces.h"
-#include "frontend/jit/run_version.h"
+#include "frontend/jit/captured.h"
 #include "frontend/jit/version_cache.h"
 #include "frontend/op_support.h"
 #include "frontend/traced.h"
@@ -54,6 +54,18 @@ class StubExecutable final : public hjit::backend::Executable {
  private:
   std::vector<std::pair<int, int>> in_place_;
 };
+
+// A compiled function of a graph whose parameters have the types `in` and whose outputs are those
+// parameters of `outputs` (by index), around a stub; with `updated`: parameter 0 is assigned.
+std::shared_ptr<CompiledFunction> stub_function(const std::vector<hjit::TensorType>& in, const std::vector<int>& outputs,
+                                                std::vector<std::pair<int, int>> in_place = {}, bool updated = false) {
+  hjit::Graph g;
+  g.name = "stub";
+  for (const hjit::TensorType& t : in) g.add_parameter(t);
+  for (int o : outputs) g.outputs.push_back(g.inputs[size_t(o)]);
+  if (updated) g.updates.push_back(hjit::Update{g.inputs[0], g.inputs[0]});
+  return std::make_shared<CompiledFunction>(g, FunctionRequest{}, std::make_shared<StubExecutable>(std::move(in_place)));
+}
 
 }  // namespace
 
@@ -158,7 +170,7 @@ TEST_CASE("re-traces: counted after the first, with a warning past the threshold
 
 TEST_CASE("guards: a version's values read while tracing, compared byte for byte") {
   Version v;
-  v.out_types = {hjit::TensorType{hjit::DType::F32, {2}}, hjit::TensorType{hjit::DType::Bool, {}}};
+  v.fn = stub_function({hjit::TensorType{hjit::DType::F32, {2}}, hjit::TensorType{hjit::DType::Bool, {}}}, {0, 1});
   v.guards = {{1}};  // read `true` while tracing
   CHECK_FALSE(failed_guard(v, {Tensor::zeros({2}), Tensor::scalar(1, hjit::DType::Bool)}));
   CHECK(failed_guard(v, {Tensor::zeros({2}), Tensor::scalar(0, hjit::DType::Bool)}) == size_t(0));
@@ -180,18 +192,29 @@ TEST_CASE("donation: positions checked, storage taken only where nothing else ho
   CHECK_THROWS_WITH_AS(check_donate("f", {1, 1}, args), doctest::Contains("twice"), hjit::ValueError);
   CHECK_NOTHROW(check_donate("f", {0, 1}, args));
 
-  Version v;
-  v.out_types = {hjit::TensorType{hjit::DType::F32, {4}}};
-  v.exe = std::make_shared<StubExecutable>(std::vector<std::pair<int, int>>{{0, 0}});
-  CHECK(donated_storage_for_outputs(v, args) == std::vector<int>{0});
+  // Which result took which argument's storage: the result is a fresh tensor, or an alias of it.
+  const hjit::TensorType f32_4{hjit::DType::F32, {4}};
+  auto took = [&](const std::shared_ptr<CompiledFunction>& f, const std::vector<Tensor*>& inputs) {
+    CallInputs in;
+    for (Tensor* t : inputs) in.push(t->impl().get());
+    std::vector<Tensor> out;
+    const int64_t reused = f->run(in.view(), out, {.reuse_donated = true});
+    CHECK(reused == (out[0].same_storage(*inputs[0]) ? 16 : 0));
+    return out[0].same_storage(*inputs[0]);
+  };
+  auto f = stub_function({f32_4, f32_4}, {0}, {{0, 0}});
+  CHECK(took(f, {&x, &y}));
   {
     Tensor sharing = x;  // another handle: the storage is still x's alone
-    CHECK(donated_storage_for_outputs(v, args) == std::vector<int>{0});
+    CHECK(took(f, {&x, &y}));
   }
-  const CallArgs twice = call_of({&x, &x});  // the same tensor as two arguments
-  CHECK(donated_storage_for_outputs(v, twice) == std::vector<int>{-1});
+  CHECK_FALSE(took(f, {&x, &x}));  // the same tensor as two inputs (an argument, or captured too)
+  Tensor z = Tensor::ones({4});
+  Tensor alias = alias_tensor(z.impl()->storage, f32_4);  // another tensor on z's storage
+  CHECK_FALSE(took(f, {&z, &y}));
+  CHECK_FALSE(took(stub_function({f32_4, f32_4}, {0}), {&x, &y}));  // the code does not allow it
+  Version v;
   v.captured = {x.impl()};  // also read as a captured tensor
-  CHECK(donated_storage_for_outputs(v, args) == std::vector<int>{-1});
   CHECK_THROWS_AS(check_donated_not_captured("f", {0}, v, args), hjit::ValueError);
 
   consume_donated("f", {0}, args);
@@ -233,23 +256,29 @@ TEST_CASE("dynamic sizes: one symbol per distinct size, found by tracing again; 
   CHECK(dynamic.impossible().find("only at 8") != std::string::npos);  // no size will be
 }
 
-TEST_CASE("running a version: assign()ed values trade storage with their tensors, borrowed storage is copied first") {
+TEST_CASE("running a compiled function: assign()ed values trade storage with their tensors, borrowed storage is copied first") {
+  const hjit::TensorType f32_3{hjit::DType::F32, {3}};
   Tensor w = Tensor::ones({3});
-  const CallArgs args = call_of({&w});
-  Version v;
-  v.update_input = {0};
-  auto computed = std::make_shared<hjit::detail::Storage>(3 * sizeof(float));
-  for (int i = 0; i < 3; ++i) static_cast<float*>(computed->data)[i] = 7;
-  v.update_buffers = {computed};
+  auto f = stub_function({f32_3}, {}, {}, /*updated=*/true);
+  CallInputs in;
+  in.push(w.impl().get());
+  std::vector<Tensor> out;
+  f->run(in.view(), out);  // the stub computes nothing: the new value is what its buffer holds
+  Tensor computed = f->updated_value(0, f32_3);
+  void* const buffer = const_cast<void*>(computed.data());
+  for (int i = 0; i < 3; ++i) static_cast<float*>(buffer)[i] = 7;
   void* const before = const_cast<void*>(w.data());
-  CHECK(apply_updates(v, args) == 0);  // no bytes copied: the buffers traded
+  CHECK(f->apply_updates(in.view()) == 0);  // no bytes copied: the buffers traded
   CHECK(w.to_vector<float>() == std::vector<float>{7, 7, 7});
-  CHECK(computed->data == before);  // the next call computes into the old bytes
+  CHECK(w.data() == buffer);
+  CHECK(f->updated_value(0, f32_3).data() == before);  // the next call computes into the old bytes
 
   Tensor source = Tensor::ones({3});
   Tensor alias = hjit::detail::same_value(source);  // shares source's storage until written
-  const CallArgs borrowed = call_of({&alias});
-  hjit::detail::TensorImpl& target = update_target(v, borrowed, 0);
-  CHECK(target.storage != source.impl()->storage);
+  CallInputs borrowed;
+  borrowed.push(alias.impl().get());
+  f->run(borrowed.view(), out);
+  f->apply_updates(borrowed.view());
+  CHECK(alias.impl()->storage != source.impl()->storage);
   CHECK(source.to_vector<float>() == std::vector<float>{1, 1, 1});
 }

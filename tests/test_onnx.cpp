@@ -8,6 +8,7 @@
 #include <random>
 
 #include "onnx/onnx-data_pb.h"
+#include "support/settings.h"
 #include "tests/support.h"
 
 namespace fs = std::filesystem;
@@ -452,7 +453,7 @@ TEST_CASE("sequence and optional values: inputs, files, and the errors of each k
     p[size_t(rng() % p.size())] = char(rng() % 256);
     hjit::onnx::parse_value(p, as_seq);
   });
-  CHECK(ok + rejected == std::min<int64_t>(2000, std::getenv("HJIT_FUZZ_MUTATIONS") ? std::atoi(std::getenv("HJIT_FUZZ_MUTATIONS")) : 2000));
+  CHECK(ok + rejected == std::min<int64_t>(2000, hjit::setting::count(hjit::setting::Id::FuzzMutations).value_or(2000)));
 }
 
 TEST_CASE("RoiAlign: bins average their bilinear samples, or keep ONNX's largest weighted corner") {

@@ -16,6 +16,7 @@
 #include <regex>
 #include <set>
 
+#include "support/settings.h"
 #include "tests/support.h"
 
 namespace fs = std::filesystem;
@@ -26,8 +27,7 @@ namespace {
 const char* kGroups[] = {"node", "pytorch-converted", "pytorch-operator", "simple"};
 
 std::string data_dir() {
-  const char* d = std::getenv("HJIT_ONNX_TESTDATA");
-  return d ? d : "/usr/share/libonnx-testdata/data";
+  return *hjit::setting::text(hjit::setting::Id::OnnxTestdata);
 }
 
 // Listed cases: name -> reason.
@@ -188,8 +188,8 @@ TEST_CASE("ONNX's conformance suite, eagerly and compiled at O1") {
     return;
   }
   const std::map<std::string, std::string> listed = expected_failures();
-  const char* pick = std::getenv("HJIT_ONNX_CASES");
-  const std::regex only(pick ? pick : ".*");
+  const std::string pick = hjit::setting::text(hjit::setting::Id::OnnxCases).value_or("");
+  const std::regex only(pick.empty() ? ".*" : pick);
   std::vector<std::pair<std::string, fs::path>> cases;
   for (const char* group : kGroups) {
     std::vector<fs::path> dirs;
@@ -228,8 +228,8 @@ TEST_CASE("ONNX's conformance suite, eagerly and compiled at O1") {
   for (const auto& [op, n] : by_op)
     if (n[1] != n[0]) summary += "\n  " + op + ": " + std::to_string(n[1]) + "/" + std::to_string(n[0]);
   MESSAGE(summary);
-  if (std::getenv("HJIT_ONNX_REPORT")) {
-    std::ofstream report(std::getenv("HJIT_ONNX_REPORT"));
+  if (const std::string path = hjit::setting::text(hjit::setting::Id::OnnxReport).value_or(""); !path.empty()) {
+    std::ofstream report(path);
     for (const Outcome& o : outcomes)
       report << o.group << "\t" << o.name << "\t" << o.ops << "\t" << (o.eager.empty() ? "ok" : o.eager) << "\t"
              << (o.compiled.empty() ? "ok" : o.compiled) << "\n";

@@ -22,13 +22,6 @@ ScheduleRequest request(int opt_level, const std::string& autoscheduler = "", co
                                    .tuning_db_from_environment = false, .device = device});
 }
 
-// Sets an environment variable for the scope.
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(std::string n, const char* value) : name(std::move(n)) { setenv(name.c_str(), value, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-};
-
 }  // namespace
 
 TEST_CASE("options become typed requests: each opt level, autoscheduler and database means one thing") {
@@ -42,7 +35,7 @@ TEST_CASE("options become typed requests: each opt level, autoscheduler and data
   CHECK(request(2, "Mullapudi2016", "t.sqlite").tuning_db == "t.sqlite");
   CHECK(request(2).tuning_db.empty());
   {
-    ScopedEnv env("HJIT_TUNING_DB", "env.sqlite");
+    test::ScopedEnv env("HJIT_TUNING_DB", "env.sqlite");
     CHECK(schedule_request("test", {.opt_level = 1}).tuning_db == "env.sqlite");
     CHECK(schedule_request("test", {.opt_level = 2, .tuning_db = "mine.sqlite"}).tuning_db == "mine.sqlite");
     CHECK(schedule_request("test", {.opt_level = 0}).tuning_db.empty());  // the unfused baseline ignores it

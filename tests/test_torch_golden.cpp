@@ -18,6 +18,7 @@
 #include <set>
 #include <sstream>
 
+#include "support/settings.h"
 #include "tests/support.h"
 
 using hjit::DType;
@@ -388,8 +389,7 @@ std::string compare(const Tensor& got, const Tensor& want, const Case& c) {
 }
 
 std::string config() {
-  const char* c = std::getenv("HJIT_TEST_CONFIG");
-  return c ? c : "O1";
+  return *hjit::setting::text(hjit::setting::Id::TestConfig);
 }
 
 hjit::JitOptions options(const std::string& name) {
@@ -431,7 +431,7 @@ void record(Tally& t, const Case& c, const std::string& where, const std::string
   ++t.checked;
   if (diff.empty()) return;
   ++t.failed;
-  if (t.failures_by_op[c.op]++ < (std::getenv("HJIT_GOLDEN_ALL") ? 100000 : 4)) FAIL_CHECK(where << ": " << c.describe() << ": " << diff);
+  if (t.failures_by_op[c.op]++ < (hjit::setting::flag(hjit::setting::Id::GoldenAll) ? 100000 : 4)) FAIL_CHECK(where << ": " << c.describe() << ": " << diff);
 }
 
 // What hjit's result k must be: PyTorch's, or the libm reference where hjit differs on purpose.

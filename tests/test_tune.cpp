@@ -18,7 +18,7 @@
 #include <hjit/tune.h>
 
 #include "halide_backend/backend.h"
-#include "halide_backend/extern_stages.h"
+#include "halide_backend/providers/extern_stages.h"
 #include "halide_backend/builtin_params.h"
 #include "tests/support.h"
 #include "tuning/candidates.h"

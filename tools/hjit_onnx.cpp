@@ -6,6 +6,7 @@
 //   hjit-onnx bench model.onnx [--repeat N]         the first call (conversion and compile) and the steady time
 //   hjit-onnx export model.onnx --out DIR [--name N] [--target T]
 //                                                   a static library and header (hjit::export_library)
+//   hjit-onnx --settings [--markdown]               every environment variable hjit reads, with its value here
 //
 // Every command takes --dim NAME=SIZE for symbolic input dimensions and --opt-level 0|1|2.
 #include <algorithm>
@@ -20,6 +21,7 @@
 
 #include <hjit/hjit.h>
 #include <hjit/onnx.h>
+#include <hjit/settings.h>
 
 namespace {
 
@@ -33,6 +35,7 @@ int usage(bool asked = false) {
                "       hjit-onnx bench MODEL.onnx [--repeat N]\n"
                "       hjit-onnx export MODEL.onnx --out DIR [--name NAME] [--target TARGET]\n"
                "       hjit-onnx save MODEL.onnx --out FILE.hjit   (a saved module: Module::load, hjit-tune --module)\n"
+               "       hjit-onnx --settings [--markdown]   every HJIT_* variable hjit reads, its value here, its default\n"
                "options: --dim NAME=SIZE (a symbolic input dimension)  --opt-level 0|1|2  --help\n"
                "run reads inputs from TensorProto files in the model's input order (random ones without), prints each\n"
                "output, writes them as output_K.pb with --out and compares them with DIR/output_K.pb with --expect\n"
@@ -196,6 +199,7 @@ int save_model(const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
+  bool settings = false, markdown = false;
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
     const bool has_value = i + 1 < argc;
@@ -207,6 +211,8 @@ int main(int argc, char** argv) {
     else if (s == "--repeat" && has_value) a.repeat = std::max(1, std::atoi(argv[++i]));
     else if (s == "--opt-level" && has_value) a.load.module.opt_level = std::atoi(argv[++i]);
     else if (s == "--eager") a.eager = true;
+    else if (s == "--settings") settings = true;
+    else if (s == "--markdown") markdown = true;
     else if (s == "--dim" && has_value) {
       const std::string d = argv[++i];
       const size_t eq = d.find('=');
@@ -221,6 +227,10 @@ int main(int argc, char** argv) {
     } else {
       a.inputs.push_back(s);
     }
+  }
+  if (settings) {
+    std::fputs((markdown ? hjit::settings_markdown() : hjit::settings_table()).c_str(), stdout);
+    return 0;
   }
   if (a.model.empty()) return usage();
   try {

@@ -21,7 +21,7 @@ class Candidates {
  public:
   // schedulers: those the run uses (empty: all); tried: requests measured before (a resumed run
   // does not repeat them); extern_gemm, extern_conv: whether the pipeline has matmuls or
-  // convolutions a library can compute (halide_backend/extern_stages.h).
+  // convolutions a library can compute (halide_backend/providers/extern_stages.h).
   Candidates(std::vector<std::string> schedulers, std::set<std::string> tried, uint64_t seed, bool extern_gemm,
              bool extern_conv);
   // Adams2019 cost-model weights to search with from now on ("": Halide's own).

@@ -13,6 +13,7 @@
 #include <iterator>
 
 #include "support/log.h"
+#include "support/settings.h"
 
 #ifndef HJIT_HALIDE_PLUGIN_DIR
 #define HJIT_HALIDE_PLUGIN_DIR "/usr/lib/x86_64-linux-gnu/halide14"
@@ -30,8 +31,7 @@ std::string shell_quoted(const std::string& s) {
 }
 
 std::string tool(const std::string& name) {
-  std::string dir = HJIT_HALIDE_PLUGIN_DIR;
-  if (const char* env = std::getenv("HJIT_HALIDE_PLUGIN_DIR")) dir = env;
+  const std::string dir = setting::raw(setting::Id::HalidePluginDir).value_or(HJIT_HALIDE_PLUGIN_DIR);
   return dir + "/" + name;
 }
 

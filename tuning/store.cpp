@@ -1,6 +1,6 @@
-// Tuning databases as the backend's store of tuned schedules (halide_backend/tuned_store.h):
+// Tuning databases as the backend's store of tuned schedules (halide_backend/scheduling/tuned_store.h):
 // compile() asks it for every graph when a tuning database is named.
-#include "halide_backend/tuned_store.h"
+#include "halide_backend/scheduling/tuned_store.h"
 #include "tuning/database.h"
 #include "tuning/pipeline_key.h"
 

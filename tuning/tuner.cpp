@@ -15,8 +15,9 @@
 #include <hjit/distributed.h>
 #include <hjit/tune.h>
 
+#include "frontend/compiled/function.h"
 #include "halide_backend/backend.h"
-#include "halide_backend/extern_stages.h"
+#include "halide_backend/providers/extern_stages.h"
 #include "support/log.h"
 #include "tuning/candidates.h"
 #include "tuning/database.h"
@@ -309,11 +310,11 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   // The best schedule compiled here once, so that the disk cache has it for jit() in any process.
   // (Where the built-in schedule stays the best, its record has no schedule text: nothing to do.)
   if (std::optional<CandidateRecord> b = db->best(p.id); b && !b->schedule.empty() && !r.interrupted) {
-    backend::Options bo;
-    bo.name = p.name, bo.device = o.device;
-    bo.schedule = {backend::Given{b->schedule, backend::ScheduleOrigin::File}};
+    detail::FunctionRequest request;
+    request.name = p.name, request.device = o.device;
+    request.schedule = {backend::Given{b->schedule, backend::ScheduleOrigin::File}};
     try {
-      backend::compile(graph, bo);
+      detail::CompiledFunction::compile(graph, std::move(request));
     } catch (const Error& e) {
       log().warn("tuning '{}': the best schedule did not compile here: {}", p.name, e.what());
     }

@@ -2,11 +2,9 @@
 
 #include <dlfcn.h>
 #include <signal.h>
-#include <spawn.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,9 +22,12 @@
 
 #include <hjit/tensor.h>
 
+#include "frontend/compiled/function.h"
 #include "halide_backend/backend.h"
 #include "support/binary_io.h"
+#include "support/child_process.h"
 #include "support/log.h"
+#include "support/settings.h"
 
 extern char** environ;
 
@@ -98,9 +99,9 @@ bool executable_file(const std::string& path) { return !path.empty() && access(p
 // (a lucky measurement), "slow:X" sleeps in every run of a confirmation whose schedule text
 // contains X. Only the test suite sets it.
 bool fault(const std::string& kind, const std::string& text) {
-  const char* env = std::getenv("HJIT_TUNE_FAULT");
+  const std::optional<std::string> env = setting::raw(setting::Id::TuneFault);
   if (!env) return false;
-  std::stringstream ss(env);
+  std::stringstream ss(*env);
   for (std::string item; std::getline(ss, item, ';');) {
     const size_t colon = item.find(':');
     if (colon != std::string::npos && item.substr(0, colon) == kind && text.find(item.substr(colon + 1)) != std::string::npos)
@@ -238,14 +239,15 @@ std::unique_ptr<backend::DeviceBuffer> device_copy(Device device, const void* ho
 // The baseline, an empty schedule text, is what jit() compiles without a database: a big graph in
 // two partitioned halves, which needs a disk cache (the run's, see WorkerFiles).
 Trial compile_trial(const Request& r, const std::string& schedule_text) {
-  backend::Options o;
-  o.name = r.graph.name;
-  o.device = r.device;
-  o.schedule = schedule_text.empty()
-                   ? backend::schedule_request("hjit-tune --worker", {.opt_level = 1, .tuning_db_from_environment = false, .device = r.device})
-                   : backend::ScheduleRequest{backend::Given{schedule_text}};
+  detail::FunctionRequest request;
+  request.name = r.graph.name;
+  request.device = r.device;
+  request.schedule = schedule_text.empty()
+                         ? backend::schedule_request("hjit-tune --worker", {.opt_level = 1, .tuning_db_from_environment = false, .device = r.device})
+                         : backend::ScheduleRequest{backend::Given{schedule_text}};
   Trial t;
-  t.exe = backend::compile(r.graph, o).executable;
+  // (Timed on buffers bound once: the candidate's code alone, as run() calls it.)
+  t.exe = detail::CompiledFunction::compile(r.graph, std::move(request))->code();
   // Tensors for their storage: aligned as compiled code requires.
   for (size_t i = 0; i < r.inputs.size(); ++i) {
     const TensorType& ty = r.graph.type(r.graph.inputs[i]);
@@ -400,9 +402,9 @@ std::string this_program_if_hjit_tune() {
 }  // namespace
 
 std::string worker_program() {
-  if (const char* env = std::getenv("HJIT_TUNE_WORKER")) {
-    if (executable_file(env)) return env;
-    throw ValueError(std::string("HJIT_TUNE_WORKER='") + env + "' is not an executable file");
+  if (const std::optional<std::string> env = setting::raw(setting::Id::TuneWorker)) {
+    if (executable_file(*env)) return *env;
+    throw ValueError("HJIT_TUNE_WORKER='" + *env + "' is not an executable file");
   }
   // The same build as this library first: the running hjit-tune, the one installed beside it, the
   // build tree's; the configured install path last.
@@ -446,10 +448,6 @@ Measurement measure_in_worker(const WorkerFiles& files, const std::string& how, 
   const int fd = mkstemp(result);
   if (fd < 0) throw ValueError("hjit: no temporary file for a tuning result");
   close(fd);
-  std::vector<std::string> args{program, "--worker", files.request(), how, result};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
   // The worker's environment: the run's disk cache (the cache reads HJIT_CACHE_DIR once per
   // process, so the worker cannot switch it per compile), and its own process group, so that
   // Ctrl-C reaches the tuning run, which then stops the worker. It measures the built-in rules
@@ -461,42 +459,22 @@ Measurement measure_in_worker(const WorkerFiles& files, const std::string& how, 
     if (std::strncmp(*e, "HJIT_CACHE_DIR=", 15) != 0 && std::strncmp(*e, "HJIT_CACHE_MAX_MB=", 18) != 0 &&
         std::strncmp(*e, "HJIT_PARAM_MODEL=", 17) != 0)
       env_strings.emplace_back(*e);
-  std::vector<char*> envp;
-  for (std::string& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, program.c_str(), nullptr, &attr, argv.data(), envp.data());
-  posix_spawnattr_destroy(&attr);
-  Measurement m;
-  if (rc != 0) {
-    std::remove(result);
-    throw ValueError("hjit: could not start the tuning worker '" + program + "': " + std::strerror(rc));
-  }
+  // Its own process group: an Adams2019 search runs in a child of the worker, which would
+  // otherwise search on for minutes, on the cores the next candidates are timed on.
   Timer t;
-  int status = 0;
-  pid_t done = 0;
-  while ((done = waitpid(pid, &status, WNOHANG)) == 0) {
-    const bool stopped = stop && stop();
-    if (stopped || t.ms() > timeout_s * 1000) {
-      // The whole process group: an Adams2019 search runs in a child of the worker, which would
-      // otherwise search on for minutes, on the cores the next candidates are timed on.
-      kill(-pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      std::remove(result);
-      m.error = stopped ? "interrupted" : "timed out after " + std::to_string(int(timeout_s)) + " s";
-      m.compile_ms = t.ms();
-      return m;
-    }
-    usleep(5000);
-  }
-  kill(-pid, SIGKILL);  // anything the worker left behind
-  if (done < 0 || WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0)) {
+  ChildProcess worker = ChildProcess::spawn({{program, "--worker", files.request(), how, result}, env_strings, true, false});
+  const ChildEnd end = worker.wait(timeout_s, stop);
+  worker.kill_group();  // anything the worker left behind
+  Measurement m;
+  if (end.how == ChildEnd::NotStarted) {
     std::remove(result);
-    m.error = done > 0 && WIFSIGNALED(status) ? "the worker crashed (signal " + std::to_string(WTERMSIG(status)) + ")"
+    throw ValueError("hjit: could not start the tuning worker '" + program + "': " + std::strerror(end.code));
+  }
+  if (!end.ok()) {
+    std::remove(result);
+    m.error = end.how == ChildEnd::Stopped    ? "interrupted"
+              : end.how == ChildEnd::TimedOut ? "timed out after " + std::to_string(int(timeout_s)) + " s"
+              : end.how == ChildEnd::Crashed  ? "the worker crashed (signal " + std::to_string(end.code) + ")"
                                               : "the worker failed";
     m.compile_ms = t.ms();
     return m;

@@ -16,7 +16,7 @@ inline W truncate_to(F v) {
 
 // A float converted to an integer type as PyTorch does on x86: truncated to i32 (i64 for the
 // 64-bit and u32 targets, u64 above 2^63 by way of subtracting it), then wrapped to the type.
-// The compiled code does the same (halide_backend/lower_ops.cpp, float_to_int).
+// The compiled code does the same (halide_backend/lowering/lower_ops.cpp, float_to_int).
 template <class To, class F>
 inline To float_to_int(F v) {
   if constexpr (std::is_same_v<To, uint64_t>) {

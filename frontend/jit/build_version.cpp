@@ -25,7 +25,7 @@ std::unique_ptr<ResizedArgs> lifted_args(const JitCore::State& s, const CallArgs
 // serve them; otherwise v is keyed by this call's sizes (sizes_key) and nothing is compiled here.
 // A first call with a dynamic size of 1 fits and compiles the function traced at 2 (*graph becomes
 // that graph), once the graph at 1 is checked to be that graph at 1.
-std::optional<backend::Compiled> compile_for_every_size(JitCore::State& s, Version& v, const CallArgs& args, Tracer trace,
+std::shared_ptr<CompiledFunction> compile_for_every_size(JitCore::State& s, Version& v, const CallArgs& args, Tracer trace,
                                                         Graph* graph) {
   Timer t;
   std::string why = s.dynamic.impossible();
@@ -54,12 +54,13 @@ std::optional<backend::Compiled> compile_for_every_size(JitCore::State& s, Versi
       }
     }
     if (v.dynamic) {
-      backend::Options o = s.backend_opt;
-      o.schedule = o.schedule.at_every_size();
-      o.dynamic = v.dynamic;
+      FunctionRequest r = s.request;
+      r.schedule = r.schedule.at_every_size();
+      r.dynamic = v.dynamic;
+      r.donate.clear();  // (a pipeline of dynamic sizes computes nothing in place)
       try {
-        backend::Compiled c = backend::compile(fitted, o);
-        v.min_dynamic_size = std::max<int64_t>(1, c.executable->min_dynamic_size());
+        std::shared_ptr<CompiledFunction> c = CompiledFunction::compile(fitted, std::move(r));
+        v.min_dynamic_size = std::max<int64_t>(1, c->executable().min_dynamic_size());
         ++s.dynamic_entries;
         if (lifted_graph) *graph = std::move(*lifted_graph);
         log().debug("jit '{}': one pipeline for every size of the dynamic dimensions ({:.1f} ms)", s.opt.name, t.ms());
@@ -75,7 +76,7 @@ std::optional<backend::Compiled> compile_for_every_size(JitCore::State& s, Versi
   if (known_impossible) log().debug("jit '{}': dynamic_dims: compiling for these sizes only: {}", s.opt.name, why);
   else log().warn("jit '{}': dynamic_dims: one pipeline cannot serve every size, so each size compiles its own: {}", s.opt.name, why);
   v.sizes_key = Signature::of(args, Signature::hash_of(args, s.opt.name));
-  return std::nullopt;
+  return nullptr;
 }
 
 }  // namespace
@@ -86,28 +87,25 @@ void build_version(JitCore::State& s, Version& v, const CallArgs& args, Tracer t
     Timer t;
     Traced tr = trace_and_optimize(s.opt.name, s.opt.trace_mode == TraceMode::Concrete, args, trace, setup, s.opt.memory_budget_mb);
     ++s.traces;
-    std::optional<backend::Compiled> c;
+    std::shared_ptr<CompiledFunction> c;
     if (s.dynamic.dims() && !v.fixed_sizes) c = compile_for_every_size(s, v, args, trace, &tr.graph);
-    if (!c) c = backend::compile(tr.graph, s.options_for(tr.graph));
-    if (!c->cache_hit) ++s.compiles;
-    v.graph = std::move(tr.graph);
-    v.exe = c->executable;
+    if (!c) c = CompiledFunction::compile(std::move(tr.graph), s.request);
+    if (!c->found_compiled()) ++s.compiles;
+    v.fn = std::move(c);
     v.tree = std::move(tr.tree);
     v.captured = std::move(tr.captured);
     v.num_args = tr.num_args;
-    for (int o : v.graph.outputs) v.out_types.push_back(v.graph.type(o));
-    for (const Update& u : v.graph.updates) v.update_input.push_back(size_t(v.graph.node(u.target).attrs.i("index")));
     v.first_outputs = std::move(tr.concrete_outputs);
     v.guards = std::move(tr.guards);
     s.compile_us += int64_t(t.ms() * 1000);
-    log().debug("jit '{}': ready in {:.1f} ms (backend {:.1f} ms{}{})", s.opt.name, t.ms(), c->ms,
-                c->cache_hit ? ", found compiled" : "",
+    log().debug("jit '{}': ready in {:.1f} ms (backend {:.1f} ms{}{})", s.opt.name, t.ms(), v.fn->compile_ms(),
+                v.fn->found_compiled() ? ", found compiled" : "",
                 v.guards.empty() ? "" : ", " + std::to_string(v.guards.size()) + " guards");
   } catch (...) {
     v.built.failed(std::current_exception());
     throw;
   }
-  s.set_schedule(v.exe->summary());
+  s.set_schedule(v.fn->executable().summary());
   v.built.done();
 }
 

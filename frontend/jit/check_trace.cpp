@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "frontend/device.h"
-#include "frontend/jit/run_version.h"
+#include "frontend/jit/captured.h"
 #include "support/log.h"
 
 namespace hjit::detail {
@@ -24,8 +24,9 @@ std::string compare_with_eager(const Tensor& compiled, const Tensor& eager, doub
 
 void check_against_eager(const std::string& fn, double tol, const Version& v, const CallArgs& args, Tracer trace,
                          const std::vector<Tensor>& outputs) {
+  const std::vector<size_t>& updated = v.fn->update_inputs();
   std::vector<std::shared_ptr<Storage>> saved;
-  for (size_t input : v.update_input) saved.push_back(copy_of(*update_target(v, args, input).storage));
+  for (size_t input : updated) saved.push_back(copy_of(*input_tensor(v, args, input).storage));
   std::vector<Tensor> eager_args;
   for (size_t i = 0; i < args.count; ++i) eager_args.push_back(args.tensor(i));
   std::vector<int> eager_tree;
@@ -33,10 +34,10 @@ void check_against_eager(const std::string& fn, double tol, const Version& v, co
   std::string bad;
   for (size_t k = 0; k < expected.size() && bad.empty(); ++k)
     bad = compare_with_eager(outputs[k], expected[k], tol, "output " + std::to_string(k));
-  for (size_t k = 0; k < v.update_buffers.size(); ++k) {
-    TensorImpl& t = update_target(v, args, v.update_input[k]);
+  for (size_t k = 0; k < updated.size(); ++k) {
+    TensorImpl& t = input_tensor(v, args, updated[k]);
     if (bad.empty()) {
-      const Tensor compiled = alias_tensor(v.update_buffers[k], t.type), eager = alias_tensor(t.storage, t.type);
+      const Tensor compiled = v.fn->updated_value(k, t.type), eager = alias_tensor(t.storage, t.type);
       bad = compare_with_eager(compiled, eager, tol, "update " + std::to_string(k));
     }
     copy_storage(*t.storage, *saved[k]);

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "frontend/jit/run_version.h"
+#include "frontend/jit/captured.h"
 #include "frontend/replay.h"
 #include "graph/op_def.h"
 #include "support/log.h"
@@ -44,8 +44,8 @@ bool has_nonfinite(const Tensor& t) {
 void check_finite(const std::string& fn, const Version& v, const CallArgs& args, const std::vector<Tensor>& outputs) {
   // What the call made: its results, then the new values of its assigned tensors.
   std::vector<Tensor> made(outputs.begin(), outputs.begin() + std::ptrdiff_t(v.num_outputs()));
-  for (size_t k = 0; k < v.update_buffers.size(); ++k)
-    made.push_back(alias_tensor(v.update_buffers[k], update_target(v, args, v.update_input[k]).type));
+  for (size_t k = 0; k < v.fn->update_inputs().size(); ++k)
+    made.push_back(v.fn->updated_value(k, input_tensor(v, args, v.fn->update_inputs()[k]).type));
   size_t bad = 0;
   while (bad < made.size() && !has_nonfinite(made[bad])) ++bad;
   if (bad == made.size()) return;
@@ -56,7 +56,7 @@ void check_finite(const std::string& fn, const Version& v, const CallArgs& args,
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < args.count; ++i) inputs.push_back(args.tensor(i).clone());
   for (const auto& c : v.captured) inputs.push_back(Tensor(c).clone());
-  const Graph& g = v.graph;
+  const Graph& g = v.graph();
   // A NaN anywhere is a fault; an infinity is one only where an op makes it from finite inputs
   // (a mask filled with -inf, made on purpose, is no culprit of an overflow after it).
   const bool nan = std::any_of(made.begin(), made.end(), [](const Tensor& t) { return holds(t, true); });

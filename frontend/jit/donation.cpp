@@ -1,7 +1,5 @@
 #include "frontend/jit/donation.h"
 
-#include "graph/passes/in_place.h"
-
 namespace hjit::detail {
 
 void check_donate(const std::string& fn, const std::vector<int>& donate, const CallArgs& args) {
@@ -22,27 +20,6 @@ void check_donated_not_captured(const std::string& fn, const std::vector<int>& d
         throw ValueError("jit '" + fn + "': argument " + std::to_string(i) + " is donated (JitOptions::donate), but the "
                          "function also captures that tensor and reads it at every call: pass it as an argument only, or do "
                          "not donate it");
-}
-
-std::vector<std::pair<int, int>> donatable_outputs(const Graph& g, const std::vector<int>& donate) {
-  std::vector<std::pair<int, int>> out;
-  for (const auto& [input, slot] : in_place_outputs(g, donate))
-    if (size_t(slot) < g.outputs.size()) out.emplace_back(input, slot);
-  return out;
-}
-
-std::vector<int> donated_storage_for_outputs(const Version& v, const CallArgs& args) {
-  std::vector<int> from(v.out_types.size(), -1);
-  for (const auto& [input, slot] : v.exe->in_place()) {
-    if (size_t(input) >= args.count || size_t(slot) >= from.size()) continue;
-    const TensorImpl* t = args.tensor(size_t(input)).impl().get();
-    bool alone = !t->traced() && t->storage && t->storage.use_count() == 1 && !t->storage->on_device && !t->borrowed &&
-                 t->type == v.out_types[size_t(slot)];
-    for (size_t j = 0; j < args.count && alone; ++j) alone = j == size_t(input) || args.tensor(j).impl().get() != t;
-    for (const auto& c : v.captured) alone &= c.get() != t;
-    if (alone) from[size_t(slot)] = input;
-  }
-  return from;
 }
 
 void consume_donated(const std::string& fn, const std::vector<int>& donate, const CallArgs& args) {

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "frontend/jit/version.h"
-#include "halide_backend/backend.h"
 
 namespace hjit::detail {
 
@@ -17,14 +16,8 @@ void check_donate(const std::string& fn, const std::vector<int>& donate, const C
 // A donated argument the function also captures (reads as a tensor of its own) would leave the
 // compiled function without its storage at the next call: ValueError.
 void check_donated_not_captured(const std::string& fn, const std::vector<int>& donate, const Version& v, const CallArgs& args);
-// The (input, output slot) pairs the backend may compute into one buffer, for a graph traced with
-// these donated arguments (graph outputs only: an update's value trades storage with its tensor
-// anyway).
-std::vector<std::pair<int, int>> donatable_outputs(const Graph& g, const std::vector<int>& donate);
-// Per output of v: the donated argument whose storage it is computed into, or -1. Where the
-// compiled code allows it (Executable::in_place) and nothing else holds the storage: no other
-// tensor shares it, and no other argument or captured input is that tensor.
-std::vector<int> donated_storage_for_outputs(const Version& v, const CallArgs& args);
+// (Where a result takes a donated argument's storage is the compiled function's to decide at each
+// call: frontend/compiled/function.h, RunOptions::reuse_donated.)
 // After the call: donated arguments give their storage up (a result that took it holds it now).
 // Tracers (a jitted function called inside another trace) have none.
 void consume_donated(const std::string& fn, const std::vector<int>& donate, const CallArgs& args);

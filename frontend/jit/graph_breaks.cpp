@@ -3,7 +3,6 @@
 #include "frontend/const_eval.h"
 #include "frontend/device.h"
 #include "frontend/jit/build_version.h"
-#include "frontend/jit/run_version.h"
 #include "graph/passes/optimize.h"
 #include "support/log.h"
 
@@ -18,19 +17,18 @@ SegmentedCall call_in_segments(JitCore::State& s, const CallArgs& args, Tracer t
       g.outputs = {im.value};
       g.updates.clear();
       ConstEvaluator eval = evaluate_node;
-      Graph segment = optimize(g, &eval);
-      backend::Compiled c = backend::compile(segment, s.backend_opt);
-      std::vector<Tensor> keep;
-      std::vector<const void*> in;
-      for (size_t i = 0; i < args.count; ++i) in.push_back(host_memory(*args.tensor(i).impl(), keep));
-      for (const auto& captured : ts.captured) in.push_back(host_memory(*captured, keep));
-      Tensor out = make_tensor(im.type);
-      void* out_ptr = out.impl()->data();
-      c.executable->run(in.data(), &out_ptr);
-      im.storage = out.impl()->storage;
+      FunctionRequest request = s.request;
+      request.donate.clear();  // (the arguments are read again by the segments after this one)
+      const std::shared_ptr<CompiledFunction> segment = CompiledFunction::compile(optimize(g, &eval), std::move(request));
+      CallInputs inputs;
+      for (size_t i = 0; i < args.count; ++i) inputs.push(args.tensor(i).impl().get());
+      for (const auto& captured : ts.captured) inputs.push(captured.get());
+      std::vector<Tensor> out;
+      segment->run(inputs.view(), out);
+      im.storage = out.at(0).impl()->storage;
       ++s.graph_breaks;
       breaks->push_back(Break{what, im.type.str() + " (" + op_name(ts.graph.node(im.value).op) + ")",
-                              segment.nodes.size(), c.executable->summary()});
+                              segment->graph().nodes.size(), segment->executable().summary()});
       log().debug("jit '{}': graph break {} at {} of {}", s.opt.name, breaks->size(), what, breaks->back().value);
     };
   };
@@ -38,8 +36,12 @@ SegmentedCall call_in_segments(JitCore::State& s, const CallArgs& args, Tracer t
   build_version(s, *call.last, args, trace, on_read);
   if (!run) return call;
   Version& v = *call.last;
-  run_version(v, args, call.outputs, Device::CPU, false);
-  s.update_bytes_copied += apply_updates(v, args);
+  const CallInputs inputs = v.inputs(args);
+  {
+    std::unique_lock<std::mutex> call_lock = v.fn->lock_for_call();
+    v.fn->run(inputs.view(), call.outputs);
+    s.update_bytes_copied += v.fn->apply_updates(inputs.view());
+  }
   call.outputs.resize(v.num_outputs());
   return call;
 }
@@ -52,8 +54,8 @@ std::string explain_segments(const std::string& fn, const SegmentedCall& call) {
     out += "segment " + std::to_string(k + 1) + ": " + std::to_string(breaks[k].nodes) + " nodes, ends at " + breaks[k].what +
            " of " + breaks[k].value + "; schedule " + breaks[k].schedule + "\n";
   out += "segment " + std::to_string(breaks.size() + 1) + " (results and updates): " +
-         std::to_string(call.last->graph.nodes.size()) + " nodes; schedule " + call.last->exe->summary() + "\n\n";
-  return out + call.last->exe->explain();
+         std::to_string(call.last->graph().nodes.size()) + " nodes; schedule " + call.last->fn->executable().summary() + "\n\n";
+  return out + call.last->fn->executable().explain();
 }
 
 }  // namespace hjit::detail

@@ -3,13 +3,12 @@
 #include <cstring>
 
 #include "frontend/jit/build_version.h"
-#include "frontend/jit/run_version.h"
 
 namespace hjit::detail {
 
 std::optional<size_t> failed_guard(const Version& v, const std::vector<Tensor>& outputs) {
   for (size_t k = 0; k < v.guards.size(); ++k) {
-    const Tensor host = outputs[v.num_outputs() + k].to(Device::CPU);  // itself on the CPU
+    const Tensor host = outputs.at(v.num_outputs() + k).to(Device::CPU);  // itself on the CPU
     const std::vector<uint8_t>& want = v.guards[k];
     if (want.size() != host.impl()->storage->nbytes || (!want.empty() && std::memcmp(want.data(), host.impl()->data(), want.size()) != 0))
       return k;
@@ -20,16 +19,16 @@ std::optional<size_t> failed_guard(const Version& v, const std::vector<Tensor>& 
 GuardedRun run_until_guards_hold(JitCore::State& s, std::shared_ptr<Version> v, const CallArgs& args, Tracer trace,
                                  bool reuse_donated, std::vector<Tensor>& outputs) {
   for (;;) {
-    int64_t reused = 0;
-    {
-      std::unique_lock<std::mutex> one_at_a_time;
-      if (!v->update_input.empty()) one_at_a_time = std::unique_lock(v->run_mu);
-      outputs.clear();
-      // (Not where a guard may fail: the arguments are traced again then.)
-      reused = run_version(*v, args, outputs, s.opt.device, reuse_donated && v->guards.empty());
-    }
+    std::unique_lock<std::mutex> call_lock = v->fn->lock_for_call();
+    outputs.clear();
+    // (Not where a guard may fail: the arguments are traced again then.)
+    RunOptions run;
+    run.into = args.into;
+    run.reuse_donated = reuse_donated && v->guards.empty();
+    const int64_t reused = v->fn->run(v->inputs(args).view(), outputs, run);
     const std::optional<size_t> failed = v->guards.empty() ? std::nullopt : failed_guard(*v, outputs);
-    if (!failed) return {v, reused, false};
+    if (!failed) return {v, reused, false, std::move(call_lock)};
+    call_lock = {};
     ++s.guard_failures;
     std::shared_ptr<Version> next;
     bool claimed = false;
@@ -53,7 +52,7 @@ GuardedRun run_until_guards_hold(JitCore::State& s, std::shared_ptr<Version> v, 
         throw;
       }
       outputs = std::move(next->first_outputs);
-      return {next, 0, true};
+      return {next, 0, true, {}};
     }
     next->built.wait();
     v = next;

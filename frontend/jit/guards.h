@@ -4,6 +4,7 @@
 // reusing the branch taken first.
 #pragma once
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct GuardedRun {
   // No version's guards held: this call traced a new one by running eagerly, so `outputs` are
   // the function's results and its assign()s are done.
   bool traced = false;
+  // Held until the call's updates are applied: the version's update buffers serve one call at a
+  // time (CompiledFunction::lock_for_call).
+  std::unique_lock<std::mutex> call_lock;
 };
 // Runs v, then the versions chained after it, until one whose guards hold (no guards: v). Where
 // none holds, this call traces a new version at the end of the chain.

@@ -7,10 +7,10 @@
 
 #include <hjit/jit.h>
 
+#include "frontend/compiled/function.h"
 #include "frontend/jit/dynamic_sizes.h"
 #include "frontend/jit/retraces.h"
 #include "frontend/jit/version_cache.h"
-#include "halide_backend/backend.h"
 
 namespace hjit::detail {
 
@@ -18,16 +18,13 @@ struct JitCore::State {
   explicit State(JitOptions o);
 
   const JitOptions opt;
-  backend::Options backend_opt;  // the request checked once, when jit() was called
+  FunctionRequest request;  // checked once, when jit() was called
   VersionCache cache;
   Retraces retraces;
   DynamicSizes dynamic;
   std::atomic<int64_t> traces{0}, compiles{0}, hits{0}, compile_us{0}, guard_failures{0}, graph_breaks{0};
   std::atomic<int64_t> update_bytes_copied{0}, donated_bytes_reused{0}, dynamic_entries{0};
 
-  // The backend's options for a traced graph: with the results that may take a donated
-  // argument's storage.
-  backend::Options options_for(const Graph& g) const;
   // The latest compilation's schedule summary (JitStats::schedule).
   void set_schedule(std::string summary);
   std::string schedule() const;

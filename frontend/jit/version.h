@@ -9,6 +9,7 @@
 
 #include <hjit/jit.h>
 
+#include "frontend/compiled/function.h"
 #include "frontend/jit/build_once.h"
 #include "frontend/signature.h"
 #include "frontend/tensor_impl.h"
@@ -23,19 +24,13 @@ struct Version {
   std::atomic<uint64_t> last_used{0}; // the cache's clock at its latest call (least recently used goes first)
 
   // Filled in by the build (frontend/jit/build_version.h), read-only after.
-  Graph graph;  // optimized
-  std::shared_ptr<const backend::Executable> exe;
+  // The optimized graph compiled: its outputs are the function's results, then one per guard; its
+  // inputs the arguments, then the captured tensors.
+  std::shared_ptr<CompiledFunction> fn;
   std::vector<int> tree;  // the result's structure
   std::vector<std::shared_ptr<TensorImpl>> captured;  // inputs after the arguments
-  std::vector<TensorType> out_types;  // the function's results, then one per guard
-  std::vector<size_t> update_input;   // per update: the input it writes (arguments, then captured)
   size_t num_args = 0;
   std::vector<Tensor> first_outputs;  // TraceMode::Concrete: the eager results of the tracing call
-
-  // New values of updated inputs are computed into these (allocated on the first call, reused
-  // after), then trade storage with the tensors'. run_mu makes such calls one at a time.
-  std::vector<std::shared_ptr<Storage>> update_buffers;
-  std::mutex run_mu;
 
   // TraceMode::Concrete (frontend/jit/guards.h): the bytes of each value read while tracing,
   // computed as outputs after the function's own; `next` is another version of the signature,
@@ -54,7 +49,15 @@ struct Version {
   // is published (until then `key` is what the cache holds).
   std::optional<Signature> sizes_key;
 
-  size_t num_outputs() const { return out_types.size() - guards.size(); }
+  const Graph& graph() const { return fn->graph(); }
+  size_t num_outputs() const { return fn->output_types().size() - guards.size(); }
+  // The call's tensors as the compiled function's inputs: its arguments, then v's captured tensors.
+  CallInputs inputs(const CallArgs& args) const {
+    CallInputs in;
+    for (size_t i = 0; i < args.count; ++i) in.push(args.tensor(i).impl().get());
+    for (const auto& c : captured) in.push(c.get());
+    return in;
+  }
 };
 
 }  // namespace hjit::detail

@@ -29,7 +29,7 @@ struct PeakModel {
 //   - for the length of a convolution (forward or weight gradient): a copy of each operand (padded,
 //     or transposed);
 //   - for the length of a control flow op: its body's own peak (a checkpoint's recomputation).
-// Where g compiles to several pipelines (halide_backend/partition.h) the backend's
+// Where g compiles to several pipelines (halide_backend/build/partition.h) the backend's
 // estimate_peak_bytes() adds the values held between them.
 int64_t estimate_peak_bytes(const Graph& g, const PeakModel& model = {});
 

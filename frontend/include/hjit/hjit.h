@@ -39,4 +39,5 @@
 #include <hjit/optim.h>
 #include <hjit/optim_schedule.h>
 #include <hjit/random.h>
+#include <hjit/settings.h>
 #include <hjit/tensor.h>

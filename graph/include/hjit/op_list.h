@@ -114,7 +114,7 @@
   X(Recv, "recv", 0, Collective | NonDifferentiable, "peer,tag,shape,dtype", infer_recv, Collective)
 
 // How the schedulers treat an op (schedules/class_rules.h: the CPU's built-in and the GPU's rules per
-// class; halide_backend/extern_stages.h: which classes a library can compute). X(Class, "name")
+// class; halide_backend/providers/extern_stages.h: which classes a library can compute). X(Class, "name")
 #define HJIT_SCHEDULE_CLASSES(X)                                                                       \
   X(Source, "source")                       /* inlined into its readers, never scheduled */           \
   X(Elementwise, "elementwise")             /* cheap: inlined into the loop nest that reads it */     \

@@ -1,0 +1,428 @@
+#include "halide_backend/build/partition.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "graph/op_def.h"
+#include "graph/passes/dce.h"
+#include "halide_backend/build/repeats.h"
+#include "support/log.h"
+#include "support/settings.h"
+#include "support/allocator.h"
+
+namespace hjit::backend {
+namespace {
+
+int work_of(OpKind op) {
+  if (has_trait(op, Source) || op == OpKind::Parameter || op == OpKind::Constant) return 0;
+  if (has_trait(op, Contraction)) return 4;
+  if (has_trait(op, Reduction)) return 2;
+  return 1;
+}
+
+// What a node costs to compile, in element-wise ops: measured here, a 64x64 matmul (its tile loop
+// nest, unrolled) takes about 35 ms to lower and code-generate, an inlined element-wise op about
+// 1.5 ms; a row reduction a few ops.
+int compile_cost_of(OpKind op) {
+  if (has_trait(op, Source) || op == OpKind::Parameter || op == OpKind::Constant) return 0;
+  if (has_trait(op, Contraction)) return 24;
+  if (has_trait(op, Reduction)) return 4;
+  return 1;
+}
+
+}  // namespace
+
+int64_t compile_cost(const Graph& g) {
+  int64_t c = 0;
+  for (const Node& n : g.nodes) c += compile_cost_of(n.op);
+  return c;
+}
+
+namespace {
+
+bool is_source(const Node& n) { return n.op == OpKind::Parameter || has_trait(n.op, Source) || n.op == OpKind::Constant; }
+
+int64_t bytes_of(const Graph& g, int v) { return g.type(v).numel() * int64_t(dtype_size(g.type(v).dtype)); }
+
+bool recomputable(const Node& n) {
+  return !is_source(n) && !has_trait(n.op, ControlFlow) && (has_trait(n.op, Elementwise) || has_trait(n.op, Movement));
+}
+
+// The earlier parts' element-wise and movement values part p recomputes instead of receiving: a
+// training step's backward pass reads many values of the forward pass that are cheap functions of
+// a few stored ones (normalized activations, masks, sums), and handing them all on held six
+// activation-sized tensors between W9's parts where two do (torch.compile's partitioner recomputes
+// pointwise ops in the backward pass for the same reason). Value by value, in the graph's order: one
+// is recomputed when the values its recomputation reads, besides those the part receives anyway,
+// take no more bytes than it does (not counting those under a 16th of its size: a normalization's
+// statistics), and the recomputation is small (at most 32 nodes computing at
+// most 8 times its bytes: a part never recompiles a long chain).
+// A part that is a block of a run of alike blocks (block_of: the block of each node, -1 outside)
+// recomputes only within one block: a value of no block is received, and a recomputation stops
+// where its block does. Otherwise what lies next to the run decides (the first layer's input is
+// the embedding, a gather of parameters, which its gradient recomputed; the other layers' inputs
+// are sums with matmuls, received), and the first block's part was unlike the others'.
+std::set<int> recomputed_in(const Graph& g, const std::vector<size_t>& part_of, const std::vector<int>& block_of, size_t p,
+                            size_t begin, size_t end) {
+  const bool in_run = block_of[begin] >= 0;
+  std::set<int> direct, received, taken;
+  for (size_t k = begin; k < end; ++k)
+    for (int in : g.nodes[k].inputs)
+      if (part_of[size_t(in)] < p && !is_source(g.node(in)))
+        (recomputable(g.node(in)) && (!in_run || block_of[size_t(in)] >= 0) ? direct : received).insert(in);
+  for (int v : direct) {
+    std::set<int> cone, frontier;
+    std::vector<int> todo{v};
+    while (!todo.empty() && cone.size() <= 32) {
+      const int at = todo.back();
+      todo.pop_back();
+      if (taken.count(at) || !cone.insert(at).second) continue;
+      for (int in : g.node(at).inputs) {
+        if (is_source(g.node(in))) continue;
+        if (recomputable(g.node(in)) && (!in_run || block_of[size_t(in)] == block_of[size_t(v)])) todo.push_back(in);
+        else if (!received.count(in)) frontier.insert(in);
+      }
+    }
+    int64_t added = 0, recomputed = 0;
+    for (int f : frontier) added += bytes_of(g, f) * 16 < bytes_of(g, v) ? 0 : bytes_of(g, f);
+    for (int c : cone) recomputed += bytes_of(g, c);
+    if (cone.size() > 32 || added > bytes_of(g, v) || recomputed > 8 * bytes_of(g, v)) continue;
+    taken.insert(cone.begin(), cone.end());
+    received.insert(frontier.begin(), frontier.end());
+  }
+  return taken;
+}
+
+// Builds one part: the caller's parameters first (all of them, in order), then a parameter per
+// boundary value it reads, then its nodes [begin, end) with sources it reads from before `begin`
+// copied in.
+struct Builder {
+  const Graph& g;
+  Graph out;
+  std::vector<int> id;  // original node -> node in out, -1 when not there yet
+  explicit Builder(const Graph& graph) : g(graph), id(graph.nodes.size(), -1) { out.name = g.name; }
+  // The caller's inputs among `reads`, as the part's first parameters; returns their indices.
+  std::vector<int> add_inputs(const std::set<int>& reads) {
+    std::vector<int> indices;
+    for (size_t i = 0; i < g.inputs.size(); ++i) {
+      const int in = g.inputs[i];
+      if (!reads.count(in)) continue;
+      id[size_t(in)] = out.add_parameter(g.type(in), g.node(in).attrs.has("captured"));
+      indices.push_back(int(i));
+    }
+    return indices;
+  }
+  int copy_source(int n) {
+    if (id[size_t(n)] >= 0) return id[size_t(n)];
+    const Node& node = g.node(n);
+    if (node.op == OpKind::Constant) return id[size_t(n)] = out.add_constant(node.type, g.constants[size_t(node.constant)]);
+    Node copy = node;
+    return id[size_t(n)] = out.add(std::move(copy));
+  }
+  int copy_source_or_mapped(int n) { return id[size_t(n)] >= 0 ? id[size_t(n)] : copy_source(n); }
+  void copy(int n) {
+    if (id[size_t(n)] >= 0) return;
+    Node copy = g.node(n);
+    for (int& in : copy.inputs) in = id[size_t(in)];
+    id[size_t(n)] = out.add(std::move(copy));
+  }
+};
+
+int64_t cost_between(const Graph& g, size_t a, size_t b) {
+  int64_t c = 0;
+  for (size_t k = a; k < b; ++k) c += compile_cost_of(g.nodes[k].op);
+  return c;
+}
+
+// Appends the starts of parts of equal compile cost over nodes [a, b): `count` of them, or, 0, as
+// few as keep each within `most`.
+void equal_cost_begins(const Graph& g, size_t a, size_t b, int64_t most, int64_t count, std::vector<size_t>& out) {
+  if (a >= b) return;
+  const int64_t total = cost_between(g, a, b);
+  if (count <= 0) count = std::max<int64_t>(1, (total + most - 1) / most);
+  out.push_back(a);
+  int64_t done = 0, made = 1;
+  for (size_t k = a; k + 1 < b && made < count; ++k) {
+    done += compile_cost_of(g.nodes[k].op);
+    if (done * count >= total * made) out.push_back(k + 1), ++made;
+  }
+}
+
+// Whether a cut between r's blocks costs little: what a block hands the next that nothing after the
+// run reads (which the cut stores besides) takes at most a quarter of the bytes the block hands
+// past the run anyway. A training step's forward blocks store what the backward pass reads; the
+// residual stream between them (a GPT's) is one more tensor. An optimizer's steps hand each other
+// nothing. A network's layers in inference hand on only what the next one reads.
+bool cuts_between_blocks_cheap(const Graph& g, const Repeat& r) {
+  const size_t end = r.begin + r.copies * r.period;
+  std::set<int> read_after(g.outputs.begin(), g.outputs.end());
+  for (const Update& u : g.updates) read_after.insert(u.value);
+  for (size_t k = end; k < g.nodes.size(); ++k) read_after.insert(g.nodes[k].inputs.begin(), g.nodes[k].inputs.end());
+  std::set<int> handed_on, handed_past;
+  for (size_t k = r.begin + r.period; k < r.begin + 2 * r.period; ++k)
+    for (int in : g.nodes[k].inputs)
+      if (size_t(in) >= r.begin && size_t(in) < r.begin + r.period && !read_after.count(in)) handed_on.insert(in);
+  for (size_t k = r.begin; k < r.begin + r.period; ++k)
+    if (read_after.count(int(k))) handed_past.insert(int(k));
+  int64_t extra = 0, stored = 0;
+  for (int v : handed_on) extra += bytes_of(g, v);
+  for (int v : handed_past) stored += bytes_of(g, v);
+  return extra * 4 <= stored;
+}
+
+// Where parts begin (and n, where the last ends), and each node's block (-1 outside runs). A run
+// of alike blocks (the layers of a network, their gradients, their optimizer steps: find_repeats)
+// is cut at its blocks, as many a part as fit `most` (a block over it cut alike at the same
+// offsets in each), so that its parts are one graph, compiled once; the rest at equal compile
+// cost, parts within `most`, two at least.
+std::vector<size_t> part_begins(const Graph& g, int64_t total, int64_t most, std::vector<int>& block_of) {
+  const size_t n = g.nodes.size();
+  block_of.assign(n, -1);
+  int blocks = 0;
+  std::vector<size_t> begin;
+  std::vector<Repeat> repeats = find_repeats(g, 8);
+  // (Blocks without a contraction, a few element-wise ops alike, are not worth a part each.)
+  std::erase_if(repeats, [&](const Repeat& r) { return cost_between(g, r.begin, r.begin + r.period) < 24; });
+  std::sort(repeats.begin(), repeats.end(), [](const Repeat& a, const Repeat& b) { return a.begin < b.begin; });
+  size_t at = 0;
+  for (const Repeat& r : repeats) {
+    equal_cost_begins(g, at, r.begin, most, 0, begin);
+    // As many blocks a part as fit `most`: every cut stores the values that cross it and ends a
+    // fusion (a small transformer's layers a part each ran 40% slower than in two halves). Where
+    // a cut between blocks costs little, one a part: all of them one compiled pipeline (a GPT
+    // training step of 2 blocks compiled its forward blocks, 2 a part, in 2.9 s of its 9).
+    const int64_t block = cost_between(g, r.begin, r.begin + r.period);
+    const size_t group = cuts_between_blocks_cheap(g, r) ? 1 : size_t(std::clamp<int64_t>(most / std::max<int64_t>(block, 1), 1, int64_t(r.copies)));
+    std::vector<size_t> offsets;
+    equal_cost_begins(g, r.begin, r.begin + r.period, most, 0, offsets);
+    for (size_t c = 0; c < r.copies; c += group)
+      for (size_t off : offsets) begin.push_back(off + c * r.period);
+    for (size_t c = 0; c < r.copies; ++c, ++blocks)
+      std::fill_n(block_of.begin() + std::ptrdiff_t(r.begin + c * r.period), r.period, blocks);
+    at = r.begin + r.copies * r.period;
+    log().debug("partition: {} blocks of {} nodes from node {}, {} a part", r.copies, r.period, r.begin, group);
+  }
+  if (repeats.empty()) equal_cost_begins(g, 0, n, most, std::max<int64_t>(2, (total + most - 1) / most), begin);
+  else equal_cost_begins(g, at, n, most, 0, begin);
+  if (begin.empty() || begin.front() != 0) begin.insert(begin.begin(), 0);
+  begin.push_back(n);
+  return begin;
+}
+
+// The same graph with its sources (parameters, constants, fills) first, the rest in their order.
+// Sources are copied into each part that reads them, so their place cuts nothing; but CSE leaves a
+// constant every layer uses among the first layer's nodes, where it kept the first layer from
+// being like the others. The same goes for cheap values of constants alone (a causal mask, `iota
+// <= iota`, which the gradient of every attention reads, made once where the backward pass first
+// reads it: the first block's gradient was one node longer than the others', so no run of alike
+// blocks was found and a GPT's 2-block step compiled its two gradient blocks apart): they come next,
+// outside every block.
+Graph sources_first(const Graph& g) {
+  Graph out;
+  out.name = g.name;
+  out.constants = g.constants;
+  std::vector<int> tier(g.nodes.size(), 2);  // 0: sources, 1: cheap values of constants alone, 2: the rest
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& node = g.nodes[k];
+    if (is_source(node)) {
+      tier[k] = 0;
+      continue;
+    }
+    const bool of_constants = std::all_of(node.inputs.begin(), node.inputs.end(), [&](int in) {
+      return tier[size_t(in)] == 1 || (tier[size_t(in)] == 0 && g.node(in).op != OpKind::Parameter);
+    });
+    if (of_constants && recomputable(node)) tier[k] = 1;
+  }
+  std::vector<int> id(g.nodes.size(), -1);
+  for (int t : {0, 1, 2})
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+      if (tier[k] != t) continue;
+      Node copy = g.nodes[k];
+      for (int& in : copy.inputs) in = id[size_t(in)];
+      id[k] = int(out.nodes.size());
+      out.nodes.push_back(std::move(copy));
+    }
+  for (int v : g.inputs) out.inputs.push_back(id[size_t(v)]);
+  for (int v : g.outputs) out.outputs.push_back(id[size_t(v)]);
+  for (const Update& u : g.updates) out.updates.push_back({id[size_t(u.target)], id[size_t(u.value)]});
+  return out;
+}
+
+}  // namespace
+
+std::vector<Part> partition(const Graph& original, bool at_once) {
+  const Graph g = sources_first(original);
+  const size_t n = g.nodes.size();
+  int64_t work = 0;
+  for (const Node& node : g.nodes) work += work_of(node.op);
+  const int64_t total = compile_cost(g);
+  const int64_t most = std::max<int64_t>(1, *setting::count(setting::Id::PartMaxCost));
+  const bool halves = at_once && work >= *setting::count(setting::Id::PartitionWork);
+  if (!halves && total <= most) return {};
+  std::vector<int> block_of;
+  std::vector<size_t> begin = part_begins(g, total, most, block_of);
+  const size_t parts_count = begin.size() - 1;
+  if (parts_count < 2) return {};
+  std::vector<size_t> part_of(n);
+  for (size_t p = 0; p < parts_count; ++p)
+    for (size_t k = begin[p]; k < begin[p + 1]; ++k) part_of[k] = p;
+  // Each part's nodes, in the graph's order: its own and those it recomputes.
+  std::vector<std::vector<int>> nodes_of(parts_count);
+  std::vector<std::set<int>> recomputed(parts_count);
+  for (size_t p = 0; p < parts_count; ++p) {
+    recomputed[p] = recomputed_in(g, part_of, block_of, p, begin[p], begin[p + 1]);
+    nodes_of[p].assign(recomputed[p].begin(), recomputed[p].end());
+    for (size_t k = begin[p]; k < begin[p + 1]; ++k) nodes_of[p].push_back(int(k));
+  }
+
+  // Values a later part reads (sources are copied into each part that reads them, not handed on).
+  std::map<int, int> boundary_of;  // node -> boundary id (ids in the order later parts first read them)
+  for (size_t p = 0; p < parts_count; ++p)
+    for (int b : nodes_of[p])
+      for (int in : g.nodes[size_t(b)].inputs)
+        if (part_of[size_t(in)] < p && !is_source(g.node(in)) && !recomputed[p].count(in) && !boundary_of.count(in))
+          boundary_of.emplace(in, int(boundary_of.size()));
+  std::vector<int> slot_node(g.outputs);
+  for (const Update& u : g.updates) slot_node.push_back(u.value);
+
+  std::vector<Part> parts(parts_count);
+  for (size_t p = 0; p < parts_count; ++p) {
+    Builder b(g);
+    Part& part = parts[p];
+    std::set<int> reads;
+    for (int k : nodes_of[p]) reads.insert(g.nodes[size_t(k)].inputs.begin(), g.nodes[size_t(k)].inputs.end());
+    for (size_t s = 0; s < slot_node.size(); ++s)
+      if (p + 1 == parts_count && is_source(g.node(slot_node[s]))) reads.insert(slot_node[s]);
+    part.caller_inputs = b.add_inputs(reads);
+    // Values handed in, in the order the part's nodes first read them, and values handed on, in
+    // the order they are computed: alike blocks are then alike parts, whatever else reads them.
+    std::set<int> handed;
+    for (int k : nodes_of[p])
+      for (int v : g.nodes[size_t(k)].inputs)
+        if (boundary_of.count(v) && part_of[size_t(v)] < p && !recomputed[p].count(v) && handed.insert(v).second) {
+          b.id[size_t(v)] = b.out.add_parameter(g.type(v));
+          part.boundary_inputs.push_back(boundary_of[v]);
+        }
+    // Sources are copied where they are read (and the caller's inputs are parameters already).
+    for (int k : nodes_of[p]) {
+      if (is_source(g.nodes[size_t(k)])) continue;
+      for (int in : g.nodes[size_t(k)].inputs)
+        if (b.id[size_t(in)] < 0) b.copy_source(in);
+      b.copy(k);
+    }
+    for (const auto& [v, id] : boundary_of)  // (in node order)
+      if (part_of[size_t(v)] == p) {
+        b.out.outputs.push_back(b.id[size_t(v)]);
+        part.output_slot.push_back(-1 - id);
+      }
+    // A caller's output is computed by its node's part; a source output is copied into the last.
+    for (size_t s = 0; s < slot_node.size(); ++s) {
+      const int v = slot_node[s];
+      const bool here = is_source(g.node(v)) ? p + 1 == parts_count : part_of[size_t(v)] == p;
+      if (!here) continue;
+      b.out.outputs.push_back(b.copy_source_or_mapped(v));
+      part.output_slot.push_back(int(s));
+    }
+    // (A value only later parts read, and recompute, is computed here for nothing: dropped.)
+    part.graph = dce(b.out);
+  }
+  // (A part whose values nobody reads, a run of sources say, has nothing to run.)
+  parts.erase(std::remove_if(parts.begin(), parts.end(), [](const Part& p) { return p.graph.outputs.empty(); }), parts.end());
+  if (parts.size() < 2) return {};
+  return parts;
+}
+
+namespace {
+
+class PartitionedExecutable final : public Executable {
+ public:
+  PartitionedExecutable(std::vector<Part> parts, std::vector<std::shared_ptr<const Executable>> exes)
+      : parts_(std::move(parts)), exes_(std::move(exes)), frees_after_(parts_.size()) {
+    for (const Part& p : parts_)
+      for (size_t k = 0; k < p.output_slot.size(); ++k)
+        if (p.output_slot[k] < 0) {
+          const size_t id = size_t(-1 - p.output_slot[k]);
+          if (boundary_bytes_.size() <= id) boundary_bytes_.resize(id + 1);
+          const TensorType& t = p.graph.type(p.graph.outputs[k]);
+          boundary_bytes_[id] = std::max<size_t>(size_t(t.numel()) * size_t(dtype_size(t.dtype)), 64);
+        }
+    // A value lives from the part that computes it to the last part that reads it.
+    std::vector<size_t> last(boundary_bytes_.size(), 0);
+    for (size_t k = 0; k < parts_.size(); ++k)
+      for (int b : parts_[k].boundary_inputs) last[size_t(b)] = k;
+    for (size_t b = 0; b < last.size(); ++b) frees_after_[last[b]].push_back(int(b));
+    std::vector<int64_t> live(parts_.size(), 0);  // bytes held while part k runs
+    for (size_t k = 0; k < parts_.size(); ++k)
+      for (int slot : parts_[k].output_slot)
+        if (slot < 0)
+          for (size_t j = k; j <= std::max(k, last[size_t(-1 - slot)]); ++j) live[j] += int64_t(boundary_bytes_[size_t(-1 - slot)]);
+    for (size_t k = 0; k < parts_.size(); ++k) held_ = std::max(held_, live[k]);
+  }
+
+  void run(const void* const* inputs, void* const* outputs) const override {
+    CachedBlocks held(boundary_bytes_.size());
+    std::vector<void*>& boundary = held.slots;
+    for (size_t k = 0; k < parts_.size(); ++k) {
+      const Part& p = parts_[k];
+      std::vector<const void*> in;
+      for (int i : p.caller_inputs) in.push_back(inputs[i]);
+      for (int b : p.boundary_inputs) in.push_back(boundary[size_t(b)]);
+      std::vector<void*> out;
+      for (int slot : p.output_slot) {
+        if (slot >= 0) {
+          out.push_back(outputs[slot]);
+          continue;
+        }
+        void*& b = boundary[size_t(-1 - slot)];
+        b = cached_alloc(boundary_bytes_[size_t(-1 - slot)]);
+        out.push_back(b);
+      }
+      exes_[k]->run(in.data(), out.data());
+      for (int b : frees_after_[k]) cached_free(boundary[size_t(b)]), boundary[size_t(b)] = nullptr;
+    }
+  }
+
+  std::string device_code() const override {
+    std::string code;
+    for (const auto& e : exes_) code += e->device_code();
+    return code;
+  }
+  std::string name() const override { return exes_.front()->name(); }
+  // The most the values between the parts take at once, and the most any part took besides.
+  int64_t temporary_bytes() const override {
+    int64_t inner = 0;
+    for (const auto& e : exes_) inner = std::max(inner, e->temporary_bytes());
+    return held_ + inner;
+  }
+  std::string explain() const override {
+    std::ostringstream os;
+    for (size_t k = 0; k < exes_.size(); ++k)
+      os << "part " << k + 1 << " of " << exes_.size() << ":\n" << exes_[k]->explain();
+    return os.str();
+  }
+  std::string summary() const override {
+    std::set<const Executable*> distinct;
+    for (const auto& e : exes_) distinct.insert(e.get());
+    std::string s = exes_.front()->summary() + ", in " + std::to_string(exes_.size()) + " parts";
+    if (distinct.size() < exes_.size()) s += " (" + std::to_string(distinct.size()) + " distinct)";
+    return s;
+  }
+
+ private:
+  std::vector<Part> parts_;
+  std::vector<std::shared_ptr<const Executable>> exes_;
+  std::vector<std::vector<int>> frees_after_;  // per part: the values no later part reads
+  int64_t held_ = 0;
+  std::vector<size_t> boundary_bytes_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Executable> make_partitioned(std::vector<Part> parts, std::vector<std::shared_ptr<const Executable>> exes) {
+  return std::make_shared<PartitionedExecutable>(std::move(parts), std::move(exes));
+}
+
+}  // namespace hjit::backend

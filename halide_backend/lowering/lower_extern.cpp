@@ -1,0 +1,123 @@
+#include "halide_backend/lowering/lower_extern.h"
+
+#include <algorithm>
+
+#include "graph/op_def.h"
+
+namespace hjit::backend {
+
+using Halide::Expr;
+using Halide::Func;
+using Halide::Var;
+
+namespace {
+
+// The argument an extern stage reads for graph node `in`: graph inputs as they are, computed
+// values as Funcs (which the schedule computes at root).
+Halide::ExternFuncArgument extern_input(const Graph& g, LoweredPipeline& p, int in) {
+  const Node& o = g.node(in);
+  if (o.op == OpKind::Parameter) return p.params[size_t(o.attrs.i("index"))];
+  return p.stages[size_t(in)].func;
+}
+
+}  // namespace
+
+void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<ConvChain>& chain, int layout) {
+  const Graph& g = ctx.g;
+  LoweredPipeline& p = ctx.p;
+  const Node& head = chain ? g.node(chain->conv) : n;
+  std::vector<Halide::ExternFuncArgument> args;
+  for (int in : head.inputs) args.push_back(extern_input(g, p, in));
+  auto arg = [&](int64_t v) { args.emplace_back(Expr(int32_t(v))); };
+  const Shape& x = g.type(head.inputs[0]).shape;
+  const auto& attr = [&](const char* name) { return head.attrs.ints(name); };
+  s.extern_kind = extern_stage_kind(head.op);
+  const ExternKind kind = extern_rule(schedule_class(head.op))->kind;
+  if (kind == ExternKind::Sgemm) {
+    arg(x[1]);
+    s.func.define_extern(kExternGemmSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
+  } else if (kind == ExternKind::Conv) {
+    // The leading affine post-ops fold into the weights and a bias; the rest stay post-ops, their
+    // per-channel operands rows of one Func after the bias.
+    Var c("c"), k("k");
+    auto value = [&](int node) { return ctx.at(node, LowerCtx::broadcast({0, c, 0, 0}, g.type(node).shape)); };
+    const size_t folded = affine_prefix(*chain);
+    Expr scale = 1.0f, bias = 0.0f;
+    for (size_t i = 0; i < folded; ++i) {
+      const PostOp& op = chain->post_ops[i];
+      Expr v = value(op.operand);
+      if (op.kind == PostOp::Add) bias = bias + v;
+      if (op.kind == PostOp::Sub) bias = bias - v;
+      if (op.kind == PostOp::Mul) scale = scale * v, bias = bias * v;
+      if (op.kind == PostOp::Div) scale = scale / v, bias = bias / v;
+    }
+    std::vector<Expr> rows{bias};
+    int residual = -1;
+    for (size_t i = folded; i < chain->post_ops.size(); ++i) {
+      const PostOp& op = chain->post_ops[i];
+      if (op.kind == PostOp::Sum) residual = op.operand;
+      else if (op.operand >= 0) rows.push_back(value(op.operand));
+    }
+    Func per_channel(helper_name(s, "_per_channel"));
+    Expr row = rows.back();
+    for (size_t r = rows.size() - 1; r-- > 0;) row = select(k == int(r), rows[r], row);
+    per_channel(c, k) = row;
+    // Halide computes no Func inline inside an extern call: these are stored, whatever the schedule.
+    per_channel.compute_root();
+    if (folded > 0) {
+      Func scaled(helper_name(s, "_weights"));
+      Var kx("kx"), ky("ky"), ci("ci"), co("co");
+      Func a(helper_name(s, "_scale"));
+      a(c) = scale;
+      a.compute_root();
+      scaled(kx, ky, ci, co) = ctx.at(head.inputs[1], {co, ci, ky, kx}) * a(co);
+      scaled.compute_root();
+      args[1] = scaled;
+    }
+    args.emplace_back(per_channel);
+    if (residual >= 0) {
+      args.push_back(extern_input(g, p, residual));
+    } else {  // an element the library call does not read
+      Func unused(helper_name(s, "_no_residual"));
+      unused(s.vars) = 0.0f;
+      unused.compute_root();
+      args.emplace_back(unused);
+    }
+    const Shape& w = g.type(head.inputs[1]).shape;
+    for (int64_t v : {x[1], x[2], x[3], w[2], w[3], attr("stride")[0], attr("stride")[1], attr("padding")[0],
+                      attr("padding")[1], attr("dilation")[0], attr("dilation")[1]})
+      arg(v);
+    arg(post_op_code(*chain, folded));
+    arg(layout);
+    s.func.define_extern(kExternConvSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
+    s.helpers.push_back(Helper{"per_channel", per_channel, {c, k}, {w[0], int64_t(rows.size())}, {}, {}});
+  } else {  // Conv2dWeightGrad(x, output gradient)
+    const Shape& gs = g.type(head.inputs[1]).shape;
+    for (int64_t v : {x[0], x[2], x[3], gs[2], gs[3], attr("stride")[0], attr("stride")[1], attr("padding")[0],
+                      attr("padding")[1], attr("dilation")[0], attr("dilation")[1]})
+      arg(v);
+    s.func.define_extern(kExternConvWeightGradSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
+  }
+  s.is_extern = true;
+}
+
+std::map<int, std::optional<ConvChain>> extern_chains(const Graph& g, const std::set<int>& externs) {
+  std::map<int, std::optional<ConvChain>> out;
+  if (externs.empty()) return out;
+  const std::set<int> gemms = extern_gemm_nodes(g), convs = extern_conv_nodes(g);
+  for (int id : externs) {
+    if (id < 0 || size_t(id) >= g.nodes.size())
+      throw ValueError("hjit: schedule: node " + std::to_string(id) + " is not in the graph, so it cannot be an extern stage");
+    const Node& n = g.node(id);
+    std::optional<ConvChain> chain;
+    const std::optional<ExternRule> rule = extern_rule(schedule_class(n.op));
+    const bool ok = rule && rule->kind == ExternKind::Sgemm           ? gemms.count(id) > 0
+                    : rule && rule->kind == ExternKind::ConvWeightGrad ? convs.count(id) > 0
+                                                                      : extern_conv_available() && (chain = conv_chain_ending_at(g, id));
+    if (!ok) throw ValueError("hjit: schedule: node " + std::to_string(id) + " (" + op_name(n.op) + ") cannot be an extern stage");
+    out[id] = chain;
+  }
+  return out;
+}
+
+}  // namespace hjit::backend

@@ -1,0 +1,1011 @@
+// One Halide lowering per op. Arithmetic happens in the compute type (16-bit floats in f32);
+// coordinates are row-major here and reversed only by halide_args().
+#include <array>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "halide_backend/lowering/lower.h"
+#include "graph/threefry.h"
+#include "graph/rewriter.h"
+#include "halide_backend/lowering/ieee_math.h"
+#include "halide_backend/lowering/lower_ctx.h"
+#include "halide_backend/scheduling/schedule_value.h"
+
+namespace hjit::backend {
+
+using namespace Halide;
+
+Lowering lowering_for(OpKind op) {
+  using namespace lowering;
+  return HJIT_PER_OP_LOOKUP(Lowering, op);
+}
+
+std::string helper_name(const Stage& s, const char* role) { return canonical_name(s.func.name()) + role; }
+
+namespace lowering {
+namespace {
+
+Type ct(const Node& n) { return compute_type(n.type.dtype); }
+
+// Operand i of n at the stage's coordinates (broadcast).
+Expr operand(LowerCtx& ctx, const Stage& s, const Node& n, size_t i) {
+  int in = n.inputs[i];
+  return ctx.at(in, LowerCtx::broadcast(LowerCtx::coords(s), ctx.g.type(in).shape));
+}
+
+// A literal. Must be finite: Halide compiles with LLVM's fast-math flags, under which an inf or
+// nan literal is poison (non-finite fills are bound as hidden inputs instead, see Full).
+Expr constant(Type t, double v) {
+  if (t.is_bool()) return v != 0 ? Internal::const_true() : Internal::const_false();
+  if (!std::isfinite(v)) throw InternalError("a non-finite literal would be poison to LLVM's fast-math flags");
+  return cast(t, Expr(v));
+}
+
+// A value of a fill or a pad: a literal when finite and nonzero; inf, nan and the zeros are read
+// from a hidden input, where neither Halide's simplifier nor LLVM's fast-math flags can see them
+// (they fold x * 0, 0 / x and x / 0 as if there were no NaN or inf, and x * -0.0 to +0.0).
+Expr value_of(LowerCtx& ctx, DType dtype, double v) {
+  const Type t = compute_type(dtype);
+  const bool literal = !t.is_float() || (std::isfinite(v) && v != 0);
+  if (literal) return constant(t, std::isfinite(v) ? v : 0);
+  const TensorType scalar{dtype, {}};
+  return bind_constant(ctx.p, scalar, fill_bytes(scalar, v), {});
+}
+
+// The most negative finite value: attention's masked scores (they never reach an exp or a max
+// that decides anything, see Attention).
+Expr lowest(Type t) {
+  if (!t.is_float()) return t.min();
+  return Internal::make_const(t, t.bits() == 64 ? -std::numeric_limits<double>::max() : -double(std::numeric_limits<float>::max()));
+}
+
+template <class F>
+void unary(LowerCtx& ctx, Stage& s, const Node& n, F f) {
+  LowerCtx::define(s, f(operand(ctx, s, n, 0), ct(n)));
+}
+
+template <class F>
+void binary(LowerCtx& ctx, Stage& s, const Node& n, F f) {
+  LowerCtx::define(s, f(operand(ctx, s, n, 0), operand(ctx, s, n, 1)));
+}
+
+// index, or a failed call when it is outside [lo, hi): Halide's require(), which hjit turns into
+// an IndexError whose message is `message` with {} replaced by the index.
+Expr index_in_range(LowerCtx& ctx, const Expr& index, const Expr& lo, const Expr& hi, const std::string& message) {
+  ctx.p.checks_indices = true;
+  const size_t at = message.find(" {} ");  // Halide's message puts a space between its parts
+  if (at == std::string::npos) throw InternalError("index_in_range: the message has no ' {} '");
+  Expr i64 = cast<int64_t>(index);
+  return require(i64 >= cast<int64_t>(lo) && i64 < cast<int64_t>(hi), index, std::string(kIndexErrorMarker) + message.substr(0, at), i64,
+                 message.substr(at + 4));
+}
+
+// The input coordinates a reduction over `axes` reads, from its output coordinates and domain.
+Coords reduced_coords(const Coords& out, const RDom& r, const std::vector<int64_t>& axes, int rank, bool keepdims) {
+  Coords in(static_cast<size_t>(rank));
+  size_t k = 0;
+  for (int d = 0; d < rank; ++d) {
+    auto it = std::find(axes.begin(), axes.end(), d);
+    if (it != axes.end()) {
+      in[size_t(d)] = r[int(axes.end() - it) - 1];  // the domain runs innermost (last axis) first
+      if (keepdims) ++k;
+    } else {
+      in[size_t(d)] = out[k++];
+    }
+  }
+  return in;
+}
+
+// Reduction domains are named after their stage: Halide names unnamed ones from a process-wide
+// counter, and a schedule value names loops, so that names must be the same in every lowering.
+std::string rdom_name(const Stage& s, const char* role) { return "n" + std::to_string(s.node) + "_" + role; }
+
+RDom reduction_domain(const LowerCtx& ctx, int in, const std::vector<int64_t>& axes, const std::string& name) {
+  Region ranges;
+  for (int64_t axis : to_halide_order(axes)) ranges.emplace_back(0, ctx.extent(in, int(axis)));
+  return RDom(ranges, name);
+}
+
+enum class Fold { Sum, Max, Min };
+
+void reduce(LowerCtx& ctx, Stage& s, const Node& n, Fold fold) {
+  const TensorType& in = ctx.g.type(n.inputs[0]);
+  const auto& axes = n.attrs.ints("axes");
+  const Type t = ct(n);
+  if (axes.empty()) {
+    LowerCtx::define(s, cast(t, ctx.at(n.inputs[0], LowerCtx::coords(s))));
+    return;
+  }
+  std::vector<Expr> v(s.vars.begin(), s.vars.end());
+  Func acc(helper_name(s, "_acc"));
+  RDom r = reduction_domain(ctx, n.inputs[0], axes, rdom_name(s, "r"));
+  Expr x = cast(t, ctx.at(n.inputs[0], reduced_coords(LowerCtx::coords(s), r, axes, in.rank(), n.attrs.i("keepdims"))));
+  switch (fold) {
+    case Fold::Sum:
+      acc(v) = constant(t, 0);
+      acc(v) += x;
+      break;
+    case Fold::Max:
+    case Fold::Min: {
+      const bool is_max = fold == Fold::Max;
+      if (t.is_float()) {
+        // Halide's max (exact on numbers, vectorized) beside the largest magnitude bits seen: both
+        // plain associative folds, so rfactor still applies; a NaN among the inputs shows in the
+        // second and makes the result NaN (see ieee::nan_seen).
+        acc(v) = Tuple(is_max ? ieee::max_identity(t) : ieee::min_identity(t), ieee::nan_seen_identity(t));
+        acc(v) = Tuple(is_max ? max(acc(v)[0], x) : min(acc(v)[0], x), ieee::nan_seen(acc(v)[1], x));
+        LowerCtx::define(s, ieee::nan_if_seen(acc(v)[1], acc(v)[0]));
+        s.reduction = acc;
+        for (int i = 0; i < r.dimensions(); ++i) s.rvars.push_back(r[i]);
+        return;
+      }
+      acc(v) = is_max ? ieee::max_identity(t) : ieee::min_identity(t);
+      acc(v) = is_max ? ieee::max(acc(v), x) : ieee::min(acc(v), x);
+      break;
+    }
+  }
+  LowerCtx::define(s, acc(v));
+  s.reduction = acc;
+  for (int i = 0; i < r.dimensions(); ++i) s.rvars.push_back(r[i]);
+}
+
+// Index of the first extreme along the axis; the first NaN counts as the extreme (as PyTorch).
+void arg_reduce(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
+  const TensorType& in = ctx.g.type(n.inputs[0]);
+  if (in.rank() == 0) {  // a 0-d tensor is its own extreme
+    LowerCtx::define(s, cast<int64_t>(0));
+    return;
+  }
+  const std::vector<int64_t> axes{n.attrs.i("axis")};
+  const Type vt = compute_type(in.dtype);
+  std::vector<Expr> v(s.vars.begin(), s.vars.end());
+  Func acc(helper_name(s, "_acc"));
+  RDom r = reduction_domain(ctx, n.inputs[0], axes, rdom_name(s, "r"));
+  Expr x = ctx.at(n.inputs[0], reduced_coords(LowerCtx::coords(s), r, axes, in.rank(), n.attrs.i("keepdims")));
+  // Strict: the simplifier would otherwise move what x subtracts onto the running best
+  // (x - c > best into x > best + c), which rounds differently from eager execution, and at the
+  // first element adds to an infinite best, which LLVM's no-infinities fast math makes poison.
+  if (vt.is_float()) x = strict_float(x);
+  acc(v) = Tuple(cast<int64_t>(0), is_max ? ieee::max_identity(vt) : ieee::min_identity(vt));
+  Expr best = acc(v)[1];
+  Expr better = is_max ? x > best : x < best;
+  if (vt.is_float()) better = !ieee::is_nan(best) && (ieee::is_nan(x) || better);
+  acc(v) = Tuple(select(better, cast<int64_t>(r.x), acc(v)[0]), select(better, x, best));
+  LowerCtx::define(s, acc(v)[0]);
+  s.reduction = acc;
+  s.rvars.push_back(r.x);
+}
+
+// A float converted to an integer type as PyTorch does on x86: truncated to i32 (to i64 for the
+// 64-bit and u32 targets), with the lowest value for NaN and out of range, then wrapped to the
+// narrower type. (C++ and LLVM leave out-of-range conversions undefined.)
+Expr float_to_int(const Expr& x_in, Type t) {
+  // NaN and infinities are tested on the bits and replaced by 0 before any float comparison: with
+  // LLVM's no-NaNs and no-infinities flags a comparison of one is poison, and `special || poison`
+  // is poison too (AVX2 code came out wrong where AVX-512 code happened not to).
+  const Expr special = ieee::is_nan(x_in) || ieee::is_inf(x_in);
+  const Expr x = select(special, Internal::make_zero(x_in.type()), x_in);
+  auto truncated = [&](Type wide) {
+    const Expr f = x.type().bits() < 32 ? cast(Float(32), x) : x;
+    const double limit = std::ldexp(1.0, wide.bits() - 1);
+    Expr in_range = f > Internal::make_const(f.type(), -limit - 1) && f < Internal::make_const(f.type(), limit);
+    const Expr out = special || !in_range;
+    // For signed results the lowest value is chosen on the float side (-2^(bits-1) converts
+    // exactly): Halide 14's simplifier folds a comparison of select(c, INT64_MIN, y) wrongly
+    // (select(c, INT64_MIN, cast<int64>(x)) < 1 became false for every x). Unsigned results keep
+    // the select on the integer side, without which it folds cast<u64>(cast<i64>(x)) into one
+    // conversion that is undefined for negative x.
+    if (t.is_int()) return cast(wide, select(out, Internal::make_const(f.type(), -limit), f));
+    return select(out, wide.min(), cast(wide, f));
+  };
+  if (t.bits() == 64 && t.is_uint()) {  // beyond i64: subtract 2^63 first
+    Expr two63 = Internal::make_const(x.type(), std::ldexp(1.0, 63));
+    Expr high = cast(t, cast(Int(64), x - two63)) + Internal::make_const(t, uint64_t(1) << 63);
+    return select(!special && x >= two63 && x < two63 * 2, high, cast(t, truncated(Int(64))));
+  }
+  const Type wide = t.bits() == 64 || (t.is_uint() && t.bits() == 32) ? Int(64) : Int(32);
+  const Expr v = truncated(wide);
+  if (t.bits() >= 32) return cast(t, v);
+  // Wrapped into t's range in the wide type first: x86 narrows vectors with saturating packs where
+  // it may (AVX2 made -128 of INT32_MIN for i8, where the wrap gives 0); a value already in range
+  // comes out the same either way.
+  const Expr mask = Internal::make_const(wide, (int64_t(1) << t.bits()) - 1);
+  if (t.is_uint()) return cast(t, v & mask);
+  const Expr sign = Internal::make_const(wide, int64_t(1) << (t.bits() - 1));
+  return cast(t, ((v & mask) ^ sign) - sign);
+}
+
+}  // namespace
+
+void Parameter(LowerCtx&, Stage&, const Node&) { throw InternalError("parameters are bound in lower()"); }
+void Constant(LowerCtx&, Stage&, const Node&) { throw InternalError("constants are bound in lower()"); }
+// Control flow runs on the host, between compiled pipelines of its operands and of its graphs
+// (halide_backend/build/control_flow.h): compile() splits a graph at these before lowering.
+void Cond(LowerCtx&, Stage&, const Node&) { throw InternalError("cond runs on the host; compile() splits it out"); }
+void While(LowerCtx&, Stage&, const Node&) { throw InternalError("while_loop runs on the host; compile() splits it out"); }
+void Scan(LowerCtx&, Stage&, const Node&) { throw InternalError("scan runs on the host; compile() splits it out"); }
+void Checkpoint(LowerCtx&, Stage&, const Node&) { throw InternalError("checkpoint runs on the host; compile() splits it out"); }
+// So does communication with the other ranks (distributed/collectives.h).
+void AllReduce(LowerCtx&, Stage&, const Node&) { throw InternalError("all_reduce runs on the host; compile() splits it out"); }
+void AllGather(LowerCtx&, Stage&, const Node&) { throw InternalError("all_gather runs on the host; compile() splits it out"); }
+void ReduceScatter(LowerCtx&, Stage&, const Node&) { throw InternalError("reduce_scatter runs on the host; compile() splits it out"); }
+void DistBroadcast(LowerCtx&, Stage&, const Node&) { throw InternalError("dist_broadcast runs on the host; compile() splits it out"); }
+void Send(LowerCtx&, Stage&, const Node&) { throw InternalError("send runs on the host; compile() splits it out"); }
+void Recv(LowerCtx&, Stage&, const Node&) { throw InternalError("recv runs on the host; compile() splits it out"); }
+void Full(LowerCtx& ctx, Stage& s, const Node& n) { LowerCtx::define(s, value_of(ctx, n.type.dtype, n.attrs.f("value"))); }
+void Iota(LowerCtx&, Stage& s, const Node& n) {
+  LowerCtx::define(s, cast(ct(n), LowerCtx::coords(s)[size_t(n.attrs.i("axis"))]));
+}
+
+void Neg(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return -x; }); }
+void Abs(LowerCtx& c, Stage& s, const Node& n) {
+  unary(c, s, n, [](Expr x, Type t) { return t.is_uint() ? x : cast(t, abs(x)); });
+}
+void Sign(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ieee::sign(x); }); }
+// x < 0 ? 0 : x, as PyTorch's: NaN and -0.0 pass through.
+void Relu(LowerCtx& c, Stage& s, const Node& n) {
+  unary(c, s, n, [](Expr x, Type t) {
+    return select(t.is_float() ? ieee::is_negative(x) : x < constant(t, 0), constant(t, 0), x);
+  });
+}
+namespace {
+// CUDA kernels: libdevice's functions and .ftz rounding, which ieee:: works around where asked.
+bool for_cuda(const LowerCtx& c) { return c.p.target.has_feature(Halide::Target::CUDA); }
+}  // namespace
+void Floor(LowerCtx& c, Stage& s, const Node& n) {
+  unary(c, s, n, [cuda = for_cuda(c)](Expr x, Type) { return ieee::floor(x, cuda); });
+}
+void Ceil(LowerCtx& c, Stage& s, const Node& n) {
+  unary(c, s, n, [cuda = for_cuda(c)](Expr x, Type) { return ieee::ceil(x, cuda); });
+}
+void Round(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return round(x); }); }
+void Exp(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ieee::exp(x); }); }
+void Log(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ieee::log(x); }); }
+void Log1p(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ieee::log1p(x); }); }
+void Sqrt(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return sqrt(x); }); }
+void Rsqrt(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type t) { return constant(t, 1) / sqrt(x); }); }
+// GPUs have vectorized sin and cos of their own; the CPU's are libm's, one element at a time.
+void Sin(LowerCtx& c, Stage& s, const Node& n) {
+  const bool gpu = c.p.target.has_gpu_feature();
+  unary(c, s, n, [gpu](Expr x, Type) { return gpu ? sin(x) : ieee::sin(x); });
+}
+void Cos(LowerCtx& c, Stage& s, const Node& n) {
+  const bool gpu = c.p.target.has_gpu_feature();
+  unary(c, s, n, [gpu](Expr x, Type) { return gpu ? cos(x) : ieee::cos(x); });
+}
+void Tanh(LowerCtx& c, Stage& s, const Node& n) {
+  // GPU drivers' tanh may miss +-1 by an ulp where it saturates (pocl's gives -0.99999994 at -inf,
+  // within OpenCL's allowance, and then gelu(-inf) is -inf, not NaN): past the point where the
+  // rounded value is +-1 (|x| > 9.02 in f32, 19.1 in f64), it is +-1 exactly.
+  const bool gpu = c.p.target.has_gpu_feature();
+  unary(c, s, n, [gpu](Expr x, Type t) {
+    if (!gpu) return ieee::tanh(x);
+    return select(abs(x) > constant(t, t.bits() == 64 ? 19.1 : 9.02), select(x > constant(t, 0), constant(t, 1), constant(t, -1)), tanh(x));
+  });
+}
+void Sigmoid(LowerCtx& c, Stage& s, const Node& n) {
+  unary(c, s, n, [](Expr x, Type t) { return constant(t, 1) / (constant(t, 1) + ieee::exp(-x)); });
+}
+void Erf(LowerCtx& c, Stage& s, const Node& n) {
+  unary(c, s, n, [cuda = for_cuda(c)](Expr x, Type) { return ieee::erf(x, cuda); });
+}
+// x * min(max(x + 3, 0), 6) / 6 as the eager kernel computes it: the clamps compare the bits
+// (Halide's max and min, and fast-math's compares, drop NaN), so NaN passes through; the product is
+// divided in that order (reassociated, x * (r / 6) keeps the largest floats finite where PyTorch's
+// overflow to inf).
+void Hardswish(LowerCtx& c, Stage& s, const Node& n) {
+  unary(c, s, n, [](Expr x, Type t) {
+    Expr r = x + constant(t, 3);
+    r = select(ieee::compare_with_literal(r, ieee::Cmp::Lt, 0), constant(t, 0), r);
+    r = select(ieee::compare_with_literal(r, ieee::Cmp::Gt, 6), constant(t, 6), r);
+    return strict_float(x * r / constant(t, 6));
+  });
+}
+// Halide's atan, asin and acos call libm's (not approximations), so special values are libm's:
+// +-pi/2 at +-inf, NaN outside [-1, 1].
+void Atan(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return Halide::atan(x); }); }
+void Asin(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return Halide::asin(x); }); }
+void Acos(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return Halide::acos(x); }); }
+void Not(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return !x; }); }
+void Cast(LowerCtx& c, Stage& s, const Node& n) {
+  unary(c, s, n, [](Expr x, Type t) {
+    if (t.is_bool()) return ieee::is_nonzero(x);
+    if (x.type().is_float() && !t.is_float()) return float_to_int(x, t);
+    // A bool made an integer by a select, not a widening cast: Halide 14's x86 code generator for
+    // AVX2 crashed on products of widened bools ("Attempting to narrow a 1-bit type"). (Floats
+    // keep the cast: a select of literals lets LLVM fold what reads it per branch, log(0) included.)
+    if (x.type().is_bool() && !t.is_float()) return select(x, Internal::make_one(t), Internal::make_zero(t));
+    return cast(t, x);
+  });
+}
+
+// Whether a float op reads an operand of its own family (add/sub, or mul/div), or reads the same
+// value twice: then it is computed strictly as the graph says, as eager execution does. LLVM's
+// reassociation turns (x - max) - log(sum) into x - (max + log(sum)), which loses the digits of
+// log_softmax for large x (PyTorch keeps the order for that reason), and (0.5 * x) * (1 + erf)
+// into an overflow at the largest floats; Halide's simplifier folds x - x and x / x to constants,
+// wrong for inf and NaN. strict_float keeps fast-math away from this op and what it inlines.
+bool needs_order(const LowerCtx& ctx, const Node& n, std::initializer_list<OpKind> family) {
+  if (!is_floating(n.type.dtype)) return false;
+  if (n.inputs.size() == 2 && n.inputs[0] == n.inputs[1]) return true;
+  for (int in : n.inputs)
+    for (OpKind k : family)
+      if (ctx.g.node(in).op == k) return true;
+  return false;
+}
+bool in_sum_chain(const LowerCtx& ctx, const Node& n) { return needs_order(ctx, n, {OpKind::Add, OpKind::Sub}); }
+bool in_product_chain(const LowerCtx& ctx, const Node& n) { return needs_order(ctx, n, {OpKind::Mul, OpKind::Div}); }
+
+// Bool operands: add is or, mul is and (PyTorch's bool arithmetic).
+void Add(LowerCtx& c, Stage& s, const Node& n) {
+  const bool chain = in_sum_chain(c, n);
+  binary(c, s, n, [&](Expr a, Expr b) { return a.type().is_bool() ? a || b : chain ? strict_float(a + b) : a + b; });
+}
+void Sub(LowerCtx& c, Stage& s, const Node& n) {
+  const bool chain = in_sum_chain(c, n);
+  binary(c, s, n, [&](Expr a, Expr b) { return chain ? strict_float(a - b) : a - b; });
+}
+void Mul(LowerCtx& c, Stage& s, const Node& n) {
+  const bool chain = in_product_chain(c, n);
+  binary(c, s, n, [&](Expr a, Expr b) { return a.type().is_bool() ? a && b : chain ? strict_float(a * b) : a * b; });
+}
+void Div(LowerCtx& c, Stage& s, const Node& n) {
+  const bool chain = in_product_chain(c, n);
+  binary(c, s, n, [&](Expr a, Expr b) { return chain ? strict_float(a / b) : a / b; });
+}
+void Pow(LowerCtx& c, Stage& s, const Node& n) {
+  binary(c, s, n, [](Expr a, Expr b) { return a.type().is_float() ? ieee::pow(a, b) : ieee::int_pow(a, b); });
+}
+void Max(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, ieee::max); }
+void Min(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, ieee::min); }
+// Comparisons follow IEEE for NaN (x != x is the NaN test; NaN < y is false), where Halide
+// assumes there are none: its simplifier folds x == x to true, and LLVM's no-NaN flag lets an
+// ordered compare become an unordered one.
+// A literal operand is never NaN (see compared), so it needs no test.
+Expr nan_operand(const Expr& a, const Expr& b) {
+  if (Internal::as_const_float(a)) return ieee::is_nan(b);
+  if (Internal::as_const_float(b)) return ieee::is_nan(a);
+  return ieee::is_nan(a) || ieee::is_nan(b);
+}
+// An operand of a comparison: a finite fill is a literal here, zero included (a comparison with
+// one is exact under fast-math, unlike x * 0; see value_of), which saves a load and a NaN test.
+Expr compared(LowerCtx& ctx, const Stage& s, const Node& n, size_t i) {
+  const Node& in = ctx.g.node(n.inputs[i]);
+  if (in.op == OpKind::Full && std::isfinite(in.attrs.f("value"))) return constant(compute_type(in.type.dtype), in.attrs.f("value"));
+  return operand(ctx, s, n, i);
+}
+// x OP y as IEEE orders floats. With a literal on one side, a range test on the other's bits where
+// one exists (ieee::compare_with_literal); otherwise the NaN test and Halide's compare.
+void comparison(LowerCtx& ctx, Stage& s, const Node& n, ieee::Cmp cmp) {
+  Expr a = compared(ctx, s, n, 0), b = compared(ctx, s, n, 1);
+  auto halide_cmp = [cmp](const Expr& x, const Expr& y) {
+    switch (cmp) {
+      case ieee::Cmp::Eq: return x == y;
+      case ieee::Cmp::Ne: return x != y;
+      case ieee::Cmp::Lt: return x < y;
+      case ieee::Cmp::Le: return x <= y;
+      case ieee::Cmp::Gt: return x > y;
+      case ieee::Cmp::Ge: return x >= y;
+    }
+    throw InternalError("unknown comparison");
+  };
+  if (!a.type().is_float()) return LowerCtx::define(s, halide_cmp(a, b));
+  Expr bits_test;
+  if (const double* c = Internal::as_const_float(b)) bits_test = ieee::compare_with_literal(a, cmp, *c);
+  else if (const double* c = Internal::as_const_float(a)) bits_test = ieee::compare_with_literal(b, ieee::mirrored(cmp), *c);
+  if (bits_test.defined()) return LowerCtx::define(s, bits_test);
+  Expr nan = nan_operand(a, b);
+  LowerCtx::define(s, cmp == ieee::Cmp::Ne ? nan || a != b : !nan && halide_cmp(a, b));
+}
+void Eq(LowerCtx& c, Stage& s, const Node& n) { comparison(c, s, n, ieee::Cmp::Eq); }
+void Ne(LowerCtx& c, Stage& s, const Node& n) { comparison(c, s, n, ieee::Cmp::Ne); }
+void Lt(LowerCtx& c, Stage& s, const Node& n) { comparison(c, s, n, ieee::Cmp::Lt); }
+void Le(LowerCtx& c, Stage& s, const Node& n) { comparison(c, s, n, ieee::Cmp::Le); }
+void Gt(LowerCtx& c, Stage& s, const Node& n) { comparison(c, s, n, ieee::Cmp::Gt); }
+void Ge(LowerCtx& c, Stage& s, const Node& n) { comparison(c, s, n, ieee::Cmp::Ge); }
+void And(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a && b; }); }
+void Or(LowerCtx& c, Stage& s, const Node& n) { binary(c, s, n, [](Expr a, Expr b) { return a || b; }); }
+void Where(LowerCtx& c, Stage& s, const Node& n) {
+  LowerCtx::define(s, select(operand(c, s, n, 0), operand(c, s, n, 1), operand(c, s, n, 2)));
+}
+
+void ReduceSum(LowerCtx& c, Stage& s, const Node& n) { reduce(c, s, n, Fold::Sum); }
+void ReduceMax(LowerCtx& c, Stage& s, const Node& n) { reduce(c, s, n, Fold::Max); }
+void ReduceMin(LowerCtx& c, Stage& s, const Node& n) { reduce(c, s, n, Fold::Min); }
+void ArgMax(LowerCtx& c, Stage& s, const Node& n) { arg_reduce(c, s, n, true); }
+void ArgMin(LowerCtx& c, Stage& s, const Node& n) { arg_reduce(c, s, n, false); }
+
+void Matmul(LowerCtx& ctx, Stage& s, const Node& n) {
+  const TensorType &a = ctx.g.type(n.inputs[0]), &b = ctx.g.type(n.inputs[1]);
+  const size_t r = size_t(n.type.rank());
+  const Type t = ct(n);
+  Coords o = LowerCtx::coords(s), ca(r), cb(r);
+  RDom k({{0, ctx.extent(n.inputs[0], int(r - 1))}}, rdom_name(s, "k"));
+  for (size_t d = 0; d + 2 < r; ++d) {
+    ca[d] = a.shape[d] == 1 ? Expr(0) : o[d];
+    cb[d] = b.shape[d] == 1 ? Expr(0) : o[d];
+  }
+  ca[r - 2] = o[r - 2], ca[r - 1] = k.x;
+  cb[r - 2] = k.x, cb[r - 1] = o[r - 1];
+  std::vector<Expr> v(s.vars.begin(), s.vars.end());
+  Func acc(helper_name(s, "_acc"));
+  acc(v) = constant(t, 0);
+  acc(v) += cast(t, ctx.at(n.inputs[0], ca)) * cast(t, ctx.at(n.inputs[1], cb));
+  s.func(v) = acc(v);
+  s.reduction = acc;
+  s.rvars.push_back(k.x);
+}
+
+namespace {
+// Reshape matches dimensions in groups of equal element count from the innermost outward: for each
+// group, [in first, in last, out first, out last] (size-1 dimensions are groups of their own).
+std::vector<std::array<int, 4>> reshape_groups(const Shape& in, const Shape& out) {
+  std::vector<std::array<int, 4>> groups;
+  int i = int(in.size()) - 1, j = int(out.size()) - 1;
+  while (i >= 0 || j >= 0) {
+    if (j >= 0 && out[size_t(j)] == 1) { groups.push_back({-1, -1, j, j}), --j; continue; }
+    if (i >= 0 && in[size_t(i)] == 1) { groups.push_back({i, i, -1, -1}), --i; continue; }
+    int i0 = i, j0 = j;
+    int64_t pi = in[size_t(i0)], po = out[size_t(j0)];
+    while (pi != po) {
+      if (pi < po) pi *= in[size_t(--i0)];
+      else po *= out[size_t(--j0)];
+    }
+    groups.push_back({i0, i, j0, j});
+    i = i0 - 1, j = j0 - 1;
+  }
+  return groups;
+}
+}  // namespace
+
+void Reshape(LowerCtx& ctx, Stage& s, const Node& n) {
+  // Inside a group the output coordinates are linearized and split into the input's.
+  const int in_node = n.inputs[0], out_node = s.node;
+  const std::vector<std::array<int, 4>> groups = reshape_groups(ctx.g.type(in_node).shape, n.type.shape);
+  if (const SymbolicSizes* dyn = ctx.p.dynamic; dyn && (dyn->extent_varies(in_node) || dyn->extent_varies(out_node))) {
+    // The grouping must hold at every size, not only at the traced one.
+    std::vector<int64_t> other;
+    for (const SymbolicSizes::Source& src : dyn->sources) other.push_back(ctx.g.type(ctx.g.inputs[size_t(src.input)]).shape[size_t(src.dim)] + 7);
+    if (reshape_groups(dyn->shape_at(in_node, other), dyn->shape_at(out_node, other)) != groups)
+      throw ValueError("a reshape that regroups dimensions differently at another dynamic size");
+  }
+  const Coords o = LowerCtx::coords(s);
+  Coords ic(ctx.g.type(in_node).shape.size());
+  for (const auto& [i0, i, j0, j] : groups) {
+    if (j0 < 0) { ic[size_t(i)] = 0; continue; }
+    if (i0 < 0) continue;
+    Expr linear = 0, stride = 1;
+    for (int d = j; d >= j0; --d) linear += o[size_t(d)] * stride, stride = stride * ctx.extent(out_node, d);
+    stride = 1;
+    for (int d = i; d >= i0; --d) {
+      Expr q = Internal::is_const_one(stride) ? linear : linear / stride;
+      ic[size_t(d)] = d == i0 ? q : q % ctx.extent(in_node, d);
+      stride = stride * ctx.extent(in_node, d);
+    }
+  }
+  LowerCtx::define(s, ctx.at(in_node, ic));
+}
+
+void Transpose(LowerCtx& ctx, Stage& s, const Node& n) {
+  const auto& perm = n.attrs.ints("perm");
+  const Coords o = LowerCtx::coords(s);
+  Coords ic(perm.size());
+  for (size_t d = 0; d < perm.size(); ++d) ic[size_t(perm[d])] = o[d];
+  LowerCtx::define(s, ctx.at(n.inputs[0], ic));
+}
+
+void BroadcastTo(LowerCtx& ctx, Stage& s, const Node& n) { LowerCtx::define(s, operand(ctx, s, n, 0)); }
+
+void Slice(LowerCtx& ctx, Stage& s, const Node& n) {
+  const auto& steps = n.attrs.ints("steps");
+  const Coords o = LowerCtx::coords(s);
+  Coords ic(o.size());
+  const int id = int(&n - &ctx.g.nodes[0]);
+  for (size_t d = 0; d < o.size(); ++d) ic[d] = ctx.attr(id, "starts", d) + int(steps[d]) * o[d];
+  LowerCtx::define(s, ctx.at(n.inputs[0], ic));
+}
+
+void Concat(LowerCtx& ctx, Stage& s, const Node& n) {
+  const size_t axis = size_t(n.attrs.i("axis"));
+  const Coords o = LowerCtx::coords(s);
+  // select(o < end_0, x_0, o < end_1, x_1, ..., x_last); each operand's index is clamped to its
+  // own range, so bounds inference never asks an operand for more than it has.
+  std::vector<Expr> conds, values;
+  int64_t offset = 0;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const int64_t extent = ctx.g.type(n.inputs[i]).shape[axis];
+    Coords c = o;
+    c[axis] = clamp(o[axis] - int(offset), 0, int(extent - 1));
+    offset += extent;
+    conds.push_back(o[axis] < int(offset));
+    values.push_back(ctx.at(n.inputs[i], c));
+  }
+  Expr e = values.back();
+  for (size_t i = values.size() - 1; i-- > 0;) e = select(conds[i], values[i], e);
+  LowerCtx::define(s, e);
+}
+
+void Pad(LowerCtx& ctx, Stage& s, const Node& n) {
+  const auto &lo = n.attrs.ints("lo"), &hi = n.attrs.ints("hi");
+  const Shape& in = ctx.g.type(n.inputs[0]).shape;
+  const Coords o = LowerCtx::coords(s);
+  Coords ic(o.size());
+  Expr inside = Internal::const_true();
+  for (size_t d = 0; d < o.size(); ++d) {
+    if (lo[d] == 0 && hi[d] == 0) {
+      ic[d] = o[d];
+      continue;
+    }
+    Expr x = o[d] - int(lo[d]);
+    inside = inside && x >= 0 && x < int(in[d]);
+    ic[d] = clamp(x, 0, int(in[d] - 1));
+  }
+  LowerCtx::define(s, select(inside, ctx.at(n.inputs[0], ic), value_of(ctx, n.type.dtype, n.attrs.f("value"))));
+}
+
+}  // namespace lowering
+}  // namespace hjit::backend
+
+namespace hjit::backend::lowering {
+namespace {
+
+// x read on a zero-based domain padded by (ph, pw) in its last two dimensions with `fill`.
+Helper padded_input(LowerCtx& ctx, const Stage& s, int x_node, int64_t ph, int64_t pw, Expr fill) {
+  const Shape& xs = ctx.g.type(x_node).shape;
+  const size_t r = xs.size();
+  const int64_t H = xs[r - 2], W = xs[r - 1];
+  std::vector<Var> vars;
+  for (size_t d = 0; d < r; ++d) vars.emplace_back("p" + std::to_string(d));
+  Shape padded_shape = xs;
+  padded_shape[r - 2] += 2 * ph;
+  padded_shape[r - 1] += 2 * pw;
+  Coords c = to_row_major(std::vector<Expr>(vars.begin(), vars.end()));
+  Expr iy = c[r - 2] - int(ph), ix = c[r - 1] - int(pw);
+  Coords inside = c;
+  inside[r - 2] = clamp(iy, 0, int(H - 1));
+  inside[r - 1] = clamp(ix, 0, int(W - 1));
+  Func f(helper_name(s, "_padded"));
+  Expr v = ctx.at(x_node, inside);
+  f(vars) = (ph == 0 && pw == 0) ? v : select(iy >= 0 && iy < int(H) && ix >= 0 && ix < int(W), v, cast(v.type(), fill));
+  return Helper{"padded", f, vars, to_halide_order(padded_shape), {}, {}};
+}
+
+}  // namespace
+
+void Conv2d(LowerCtx& ctx, Stage& s, const Node& n) {
+  const Shape &xs = ctx.g.type(n.inputs[0]).shape, &ws = ctx.g.type(n.inputs[1]).shape;
+  const auto &stride = n.attrs.ints("stride"), &pad = n.attrs.ints("padding"), &dil = n.attrs.ints("dilation");
+  const int64_t groups = n.attrs.i("groups"), cg = ws[1], per_group = ws[0] / groups;
+  const Type t = ct(n);
+  Helper padded_helper = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], Expr(0));
+  Func padded = padded_helper.func;
+  // Halide order: (ox, oy, co, n); the domain runs kx, ky, then the input channels of the group.
+  RDom r({{0, int(ws[3])}, {0, int(ws[2])}, {0, int(cg)}}, rdom_name(s, "r"));
+  const Var &ox = s.vars[0], &oy = s.vars[1], &co = s.vars[2], &nb = s.vars[3];
+  Expr ci = groups == 1 ? Expr(r.z) : (co / int(per_group)) * int(cg) + r.z;
+  Func acc(helper_name(s, "_acc"));
+  acc(s.vars) = constant(t, 0);
+  acc(s.vars) += cast(t, ctx.at(n.inputs[1], {co, r.z, r.y, r.x})) *
+                 cast(t, padded(ox * int(stride[1]) + r.x * int(dil[1]), oy * int(stride[0]) + r.y * int(dil[0]), ci, nb));
+  LowerCtx::define(s, acc(s.vars));
+  s.reduction = acc;
+  s.rvars = {r.x, r.y, r.z};
+  s.helpers.push_back(padded_helper);
+  (void)xs;
+}
+
+namespace {
+
+void pool(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
+  const Shape& xs = ctx.g.type(n.inputs[0]).shape;
+  const size_t r = xs.size();
+  const auto &k = n.attrs.ints("kernel"), &st = n.attrs.ints("stride"), &pad = n.attrs.ints("padding");
+  const Type t = ct(n);
+  // Integer averages accumulate in i64 and divide rounding toward zero (PyTorch's).
+  const Type at_type = !is_max && !t.is_float() ? Int(64) : t;
+  RDom w({{0, int(k[1])}, {0, int(k[0])}}, rdom_name(s, "w"));
+  std::vector<Expr> at(s.vars.begin(), s.vars.end());
+  at[0] = s.vars[0] * int(st[1]) + w.x;
+  at[1] = s.vars[1] * int(st[0]) + w.y;
+  // Without padding every window lies inside the input, which is read as it is: a padded copy
+  // would be a pass over memory of its own (the relu before each of SqueezeNet's pools).
+  std::optional<Helper> padded;
+  if (pad[0] != 0 || pad[1] != 0) padded = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], is_max ? ieee::max_identity(t) : constant(t, 0));
+  Expr x = padded ? Expr(padded->func(at)) : ctx.at(n.inputs[0], to_row_major(at));
+  Func acc(helper_name(s, "_acc"));
+  acc(s.vars) = is_max ? ieee::max_identity(t) : constant(at_type, 0);
+  if (is_max) acc(s.vars) = ieee::max(acc(s.vars), cast(t, x));
+  else acc(s.vars) += cast(at_type, x);
+  Expr value = acc(s.vars);
+  if (!is_max) {
+    Expr count = int(k[0] * k[1]);
+    if (!n.attrs.i("count_include_pad")) {
+      // The part of each window inside the unpadded input.
+      auto inside = [](Expr o, int64_t stride, int64_t p, int64_t kk, int64_t size) {
+        Expr lo = o * int(stride) - int(p);
+        return max(min(lo + int(kk), int(size)) - max(lo, 0), 1);
+      };
+      count = inside(s.vars[1], st[0], pad[0], k[0], xs[r - 2]) * inside(s.vars[0], st[1], pad[1], k[1], xs[r - 1]);
+    }
+    value = t.is_float() ? value / cast(t, count) : cast(t, div_round_to_zero(value, cast(at_type, count)));
+  }
+  LowerCtx::define(s, value);
+  s.reduction = acc;
+  s.rvars = {w.x, w.y};
+  if (padded) s.helpers.push_back(*padded);
+}
+
+}  // namespace
+
+void MaxPool2d(LowerCtx& c, Stage& s, const Node& n) { pool(c, s, n, true); }
+void AvgPool2d(LowerCtx& c, Stage& s, const Node& n) { pool(c, s, n, false); }
+
+void CumSum(LowerCtx& ctx, Stage& s, const Node& n) {
+  const Shape& xs = ctx.g.type(n.inputs[0]).shape;
+  const size_t axis = size_t(n.attrs.i("axis")), hd = xs.size() - 1 - axis;  // the axis in Halide order
+  const Type t = ct(n);
+  Func acc(helper_name(s, "_acc"));
+  std::vector<Expr> v(s.vars.begin(), s.vars.end());
+  acc(s.vars) = cast(t, ctx.at(n.inputs[0], LowerCtx::coords(s)));
+  if (xs[axis] >= 2) {
+    RDom r({{1, int(xs[axis] - 1)}}, rdom_name(s, "r"));
+    std::vector<Expr> here = v, before = v;
+    here[hd] = r.x;
+    before[hd] = r.x - 1;
+    acc(here) = acc(before) + cast(t, ctx.at(n.inputs[0], to_row_major(here)));
+    s.reduction = acc;
+    s.rvars = {r.x};
+  }
+  LowerCtx::define(s, acc(s.vars));
+}
+
+namespace {
+
+// A key whose integer order is the sort's order of x: a float's bits, made monotonic (negative
+// values' magnitude bits flipped), -0.0 as +0.0 (they are equal, so the stable order keeps them
+// as they came) and every NaN the largest key. Integer tests only: LLVM's fast-math flags make a
+// float comparison with a NaN operand poison.
+Expr sort_key(const Expr& x) {
+  if (x.type().is_bool()) return cast(UInt(8), x);
+  if (!x.type().is_float()) return x;
+  const Type it = Int(x.type().bits());
+  const Expr bits = reinterpret(it, x), flip = it.max();
+  Expr k = select(bits < 0, bits ^ flip, bits);
+  k = select(k == Internal::make_const(it, -1), Internal::make_const(it, 0), k);  // -0.0
+  return select(ieee::is_nan(x), flip, k);
+}
+
+}  // namespace
+
+// Bitonic sorting network along the axis on (key, position) pairs, the axis padded to a power of
+// two with keys that sort last: log2(P) * (log2(P) + 1) / 2 compare-exchange steps, each a helper
+// stored at root (schedules/class_rules.cpp), data-independent, so it vectorizes and runs on a GPU
+// as it does on the CPU. Positions break ties: the order is total, hence stable.
+void ArgSort(LowerCtx& ctx, Stage& s, const Node& n) {
+  const TensorType& in = ctx.g.type(n.inputs[0]);
+  const size_t axis = size_t(n.attrs.i("axis")), hd = in.shape.size() - 1 - axis;
+  const bool descending = n.attrs.i("descending") != 0;
+  const int64_t len = in.shape[axis];
+  if (len == 0) return LowerCtx::define(s, cast<int64_t>(0));  // nothing to compute
+  int64_t padded = 1;
+  while (padded < len) padded *= 2;
+  std::vector<Var> vars = s.vars;
+  Shape extents = s.extents;
+  extents[hd] = padded;
+  const Var i = vars[hd];
+  std::vector<Expr> at(vars.begin(), vars.end());
+  at[hd] = clamp(i, 0, int(len - 1));
+  const Expr key = sort_key(ctx.at(n.inputs[0], to_row_major(at)));
+  const Type kt = key.type();
+  Func step(helper_name(s, "_sort0"));
+  step(vars) = Tuple(select(i < int(len), key, descending ? kt.min() : kt.max()), Expr(i));
+  s.helpers.push_back(Helper{"sort0", step, vars, extents, {}, {}});
+  int count = 0;
+  for (int64_t block = 2; block <= padded; block *= 2)
+    for (int64_t j = block / 2; j >= 1; j /= 2) {
+      const Expr lower = (i & int(j)) == 0;
+      std::vector<Expr> other(vars.begin(), vars.end());
+      other[hd] = clamp(select(lower, i + int(j), i - int(j)), 0, int(padded - 1));
+      const Expr ks = step(vars)[0], ps = step(vars)[1], ko = step(other)[0], po = step(other)[1];
+      const Expr self_first = select(ks == ko, ps < po, descending ? ks > ko : ks < ko);
+      // The lower position of a pair takes the one that goes first in an ascending block.
+      const Expr keep = (lower == ((i & int(block)) == 0)) == self_first;
+      const std::string role = "sort" + std::to_string(++count);
+      Func next(helper_name(s, ("_" + role).c_str()));
+      next(vars) = Tuple(select(keep, ks, ko), select(keep, ps, po));
+      s.helpers.push_back(Helper{role, next, vars, extents, {}, {}});
+      step = next;
+    }
+  LowerCtx::define(s, cast<int64_t>(step(s.vars)[1]));
+}
+
+void Take(LowerCtx& ctx, Stage& s, const Node& n) {
+  const Shape &xs = ctx.g.type(n.inputs[0]).shape, &is = ctx.g.type(n.inputs[1]).shape;
+  const size_t axis = size_t(n.attrs.i("axis"));
+  const Coords o = LowerCtx::coords(s);
+  Coords idx(o.begin() + std::ptrdiff_t(axis), o.begin() + std::ptrdiff_t(axis + is.size()));
+  // An index out of range fails the call (an IndexError, as eagerly); the clamp only keeps the
+  // loads that run before the failure is noticed inside the buffer. The axis's extent is a number,
+  // or an expression of the sizes a dynamic pipeline serves.
+  const Expr extent = ctx.extent(n.inputs[0], int(axis));
+  const bool fixed = Halide::Internal::is_const(extent);
+  Expr raw = cast<int64_t>(ctx.at(n.inputs[1], idx));
+  raw = index_in_range(ctx, raw, -extent, extent,
+                       "take: index {} is out of range for axis " + std::to_string(axis) + " of " + ctx.g.type(n.inputs[0]).str() +
+                           (fixed ? " (valid: " + std::to_string(-xs[axis]) + " to " + std::to_string(xs[axis] - 1) + ")"
+                                  : " (valid: minus its size to its size less 1)"));
+  Expr k = cast<int>(raw);
+  // The promise makes bounds inference see the whole axis, not the one row a scalar index names:
+  // a producer computed in tiles (a matmul) is then realized whole, never a tile shifted below 0
+  // around a region narrower than the tile ("accessed at -2, before the min").
+  k = unsafe_promise_clamped(clamp(select(k < 0, k + extent, k), 0, extent - 1), 0, extent - 1);
+  Coords xc(o.begin(), o.begin() + std::ptrdiff_t(axis));
+  xc.push_back(k);
+  xc.insert(xc.end(), o.begin() + std::ptrdiff_t(axis + is.size()), o.end());
+  LowerCtx::define(s, ctx.at(n.inputs[0], xc));
+}
+
+// Scaled dot-product attention without an [S, T] matrix: the scores of a tile of query rows are
+// computed where the output tile needs them (see schedules/attention.cpp).
+void Attention(LowerCtx& ctx, Stage& s, const Node& n) {
+  const Shape &qs = ctx.g.type(n.inputs[0]).shape, &ks = ctx.g.type(n.inputs[1]).shape;
+  const size_t r = qs.size();
+  const int D = int(qs[r - 1]), T = int(ks[r - 2]);
+  const Type t = ct(n);
+  const Var &e = s.vars[0], &i = s.vars[1];
+  Var j("j"), d("d");
+  std::vector<Var> batch(s.vars.begin() + 2, s.vars.end());
+  auto args = [&](std::initializer_list<Expr> lead) {
+    std::vector<Expr> a(lead);
+    a.insert(a.end(), batch.begin(), batch.end());
+    return a;
+  };
+  auto vars = [&](std::initializer_list<Var> lead) {
+    std::vector<Var> a(lead);
+    a.insert(a.end(), batch.begin(), batch.end());
+    return a;
+  };
+  // Halide order: q (d, i, batch), k (d, j, batch), v (e, j, batch).
+  auto load = [&](int input, Expr inner, Expr outer) {
+    return cast(t, ctx.at(n.inputs[size_t(input)], to_row_major(args({inner, outer}))));
+  };
+  const std::string name = helper_name(s, "");
+  Func keys_t(name + "_keys_t"), scores(name + "_scores"), row_max(name + "_row_max"), probs(name + "_probs"),
+      row_sum(name + "_row_sum"), acc(name + "_acc");
+  keys_t(vars({j, d})) = load(1, d, j);  // keys with the key index innermost
+  RDom rd({{0, D}}, rdom_name(s, "rd")), rj({{0, ctx.extent(n.inputs[1], int(r - 2))}}, rdom_name(s, "rj"));
+  // With dynamic sizes a row of scores is as long as the keys, known only at run time, and LLVM
+  // then keeps no accumulators of several rows in registers (the rows might overlap): the dot
+  // products accumulate in a helper of their own, computed per block of keys, whose rows are a
+  // constant distance apart.
+  const bool block_accumulator = ctx.p.dynamic != nullptr;
+  Func scores_acc(name + "_scores_acc");
+  Func& dots = block_accumulator ? scores_acc : scores;
+  dots(vars({j, i})) = constant(t, 0);
+  dots(vars({j, i})) += load(0, rd, i) * keys_t(args({j, rd}));
+  if (block_accumulator) scores(vars({j, i})) = scores_acc(vars({j, i}));
+  // Softmax's shift is taken on the unscaled scores (their negations where the scale is negative)
+  // and the scale applied after the subtraction: exp((s - max) * |scale|). Written as
+  // exp(s * scale - max), LLVM contracts it into one FMA (NVPTX's backend whatever strict_float
+  // says), which keeps the rounding error of the product: for scores of 1e29 an error of 1e22,
+  // whose exp overflows where the exact difference is 0.
+  const double scale = n.attrs.f("scale");
+  const Expr dot = scores(vars({j, i}));
+  const Expr key = scale < 0 ? -dot : dot;
+  // Masked keys never enter a max or an exp (no -inf anywhere: see constant()).
+  const bool causal = n.attrs.i("causal") != 0;
+  Func masked(name + "_masked");
+  masked(vars({j, i})) = causal ? select(j <= i, key, lowest(t)) : key;
+  // Beside each row's maximum, whether a scaled score of it is NaN or +inf: then the row is NaN, as
+  // eagerly (softmax of such a row), decided on the bits where fast-math cannot reason it away.
+  Expr scaled = scores(args({rj, i})) * constant(t, scale);
+  Expr bad = cast<uint8_t>(ieee::is_nan(scaled) || (ieee::is_inf(scaled) && !ieee::sign_bit(scaled)));
+  if (causal) bad = select(rj <= i, bad, cast<uint8_t>(0));
+  row_max(vars({i})) = Tuple(lowest(t), cast<uint8_t>(0));
+  row_max(vars({i})) = Tuple(max(row_max(vars({i}))[0], masked(args({rj, i}))), row_max(vars({i}))[1] | bad);
+  Expr p = ieee::exp((masked(vars({j, i})) - row_max(vars({i}))[0]) * constant(t, std::fabs(scale)));
+  probs(vars({j, i})) = causal ? select(j <= i, p, constant(t, 0)) : p;
+  row_sum(vars({i})) = constant(t, 0);
+  row_sum(vars({i})) += probs(args({rj, i}));
+  acc(s.vars) = constant(t, 0);
+  // Masked keys do not contribute, whatever their values (inf or NaN in v included).
+  Expr term = probs(args({rj, i})) * load(2, e, rj);
+  acc(s.vars) += causal ? select(rj <= i, term, constant(t, 0)) : term;
+  LowerCtx::define(s, select(row_max(vars({i}))[1] != 0, ieee::quiet_nan(t), acc(s.vars) / row_sum(vars({i}))));
+  s.reduction = acc;
+  s.rvars = {rj.x};
+  const Shape batch_extents(s.extents.begin() + 2, s.extents.end());
+  auto helper = [&](const char* role, Func f, std::initializer_list<Var> lead, std::initializer_list<int64_t> lead_extents,
+                    std::vector<RVar> rvars) {
+    Shape ex(lead_extents);
+    ex.insert(ex.end(), batch_extents.begin(), batch_extents.end());
+    s.helpers.push_back(Helper{role, f, vars(lead), ex, std::move(rvars), {}});
+  };
+  const int64_t S = s.extents[1];
+  helper("keys_t", keys_t, {j, d}, {T, D}, {});
+  if (block_accumulator) {
+    helper("scores", scores, {j, i}, {T, S}, {});
+    helper("scores_acc", scores_acc, {j, i}, {T, S}, {rd.x});
+  } else {
+    helper("scores", scores, {j, i}, {T, S}, {rd.x});
+  }
+  helper("row_max", row_max, {i}, {S}, {rj.x});
+  helper("probs", probs, {j, i}, {T, S}, {});
+  helper("row_sum", row_sum, {i}, {S}, {rj.x});
+  // Dynamic sizes: the key index j runs over the keys' length.
+  if (!Internal::is_const(rj.x.extent()))
+    for (Helper& h : s.helpers) h.dynamic_vars.insert(j.name());
+}
+
+// A u32 expression for threefry2x32: additions are narrowed widening_adds. With plain adds,
+// Halide 14's simplifier peels `let x = a + b` into its uses; where counters are constants (a 0-d
+// draw, or a key drawn by split() read at fixed positions) that expands the chain of rounds into a
+// tree doubling every round, and the compile never ends. An intrinsic call stays a let.
+struct U32Expr {
+  Expr e;
+  U32Expr(Expr x) : e(std::move(x)) {}
+  explicit U32Expr(uint32_t x) : e(Expr(x)) {}
+  friend U32Expr operator+(const U32Expr& a, const U32Expr& b) {
+    return U32Expr(cast(UInt(32), Internal::Call::make(UInt(64), Internal::Call::widening_add, {a.e, b.e},
+                                                       Internal::Call::PureIntrinsic)));
+  }
+  friend U32Expr operator^(const U32Expr& a, const U32Expr& b) { return U32Expr(a.e ^ b.e); }
+  friend U32Expr operator|(const U32Expr& a, const U32Expr& b) { return U32Expr(a.e | b.e); }
+  friend U32Expr operator<<(const U32Expr& a, uint32_t r) { return U32Expr(a.e << Expr(r)); }
+  friend U32Expr operator>>(const U32Expr& a, uint32_t r) { return U32Expr(a.e >> Expr(r)); }
+};
+
+// Threefry of each element's counter pair, in wrapping 32-bit unsigned arithmetic as the eager
+// kernel's: the rounds as a chain of lets.
+void RandomBits(LowerCtx& ctx, Stage& s, const Node& n) {
+  const Shape& shape = n.type.shape;
+  const int64_t count = n.type.numel();
+  const Type it = count < (int64_t(1) << 31) ? Int(32) : Int(64), u = UInt(32);
+  const Coords c = LowerCtx::coords(s);
+  Expr i = Internal::make_const(it, 0);
+  for (size_t d = 0; d < shape.size(); ++d) i = i * Internal::make_const(it, shape[d]) + cast(it, c[d]);
+  Expr c0, c1, second;
+  threefry::counter_of<Expr>(
+      i, count, [&](int64_t v) { return Internal::make_const(it, v); },
+      [](const Expr& cond, const Expr& x, const Expr& y) { return select(cond, x, y); }, &c0, &c1, &second);
+  std::vector<std::pair<std::string, Expr>> lets;
+  auto bind = [&](const U32Expr& v) {
+    lets.emplace_back(helper_name(s, "_tf") + std::to_string(lets.size()), v.e);
+    return U32Expr(Internal::Variable::make(u, lets.back().first));
+  };
+  auto [x0, x1] = threefry::threefry2x32<U32Expr>(ctx.at(n.inputs[0], {Expr(0)}), ctx.at(n.inputs[0], {Expr(1)}),
+                                                  cast(u, c0), cast(u, c1), bind);
+  Expr e = select(second, x1.e, x0.e);
+  for (auto it = lets.rbegin(); it != lets.rend(); ++it) e = Internal::Let::make(it->first, it->second, e);
+  LowerCtx::define(s, e);
+}
+
+}  // namespace hjit::backend::lowering
+
+namespace hjit::backend::lowering {
+
+void Flip(LowerCtx& ctx, Stage& s, const Node& n) {
+  const Shape& shape = n.type.shape;
+  Coords c = LowerCtx::coords(s);
+  for (int64_t axis : n.attrs.ints("axes")) c[size_t(axis)] = int(shape[size_t(axis)] - 1) - c[size_t(axis)];
+  LowerCtx::define(s, ctx.at(n.inputs[0], c));
+}
+
+// dL/dw of conv2d(x, w): for each weight, the sum over images and output positions of the output
+// gradient times the input it multiplied. The output gradient is read channels-innermost (a
+// transposed copy), so that a vector of output channels shares each input value.
+void Conv2dWeightGrad(LowerCtx& ctx, Stage& s, const Node& n) {
+  const Shape &gs = ctx.g.type(n.inputs[1]).shape, &ws = n.type.shape;
+  const auto &stride = n.attrs.ints("stride"), &pad = n.attrs.ints("padding"), &dil = n.attrs.ints("dilation");
+  const int64_t cg = ws[1], per_group = gs[1] / n.attrs.i("groups");
+  const Type t = ct(n);
+  Helper padded_helper = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], Expr(0));
+  Func padded = padded_helper.func;
+  Var c("c"), ox("ox"), oy("oy"), nb("nb");
+  // A depthwise convolution's tile reads the input at its vector of output channels: copied with
+  // the channels innermost (as the gradient is), each step loads a vector where it gathered one
+  // lane a channel plane apart.
+  if (cg == 1 && per_group == 1) {
+    Func padded_t(helper_name(s, "_padded_t"));
+    padded_t(c, ox, oy, nb) = padded(ox, oy, c, nb);
+    const Shape& e = padded_helper.extents;  // (x, y, c, n)
+    padded_helper = Helper{"padded", padded_t, {c, ox, oy, nb}, {e[2], e[0], e[1], e[3]}, {}, {}};
+    padded = Func(helper_name(s, "_padded_c"));
+    padded(ox, oy, c, nb) = padded_t(c, ox, oy, nb);
+  }
+  Func grad_t(helper_name(s, "_grad_t"));
+  grad_t(c, ox, oy, nb) = cast(t, ctx.at(n.inputs[1], {nb, c, oy, ox}));
+  // Halide order: (kx, ky, cg, co); the domain runs over output x, output y, then images.
+  RDom r({{0, int(gs[3])}, {0, int(gs[2])}, {0, int(gs[0])}}, rdom_name(s, "r"));
+  const Var &kx = s.vars[0], &ky = s.vars[1], &cv = s.vars[2], &co = s.vars[3];
+  Expr ci = n.attrs.i("groups") == 1 ? Expr(cv) : (co / int(per_group)) * int(cg) + cv;
+  Func acc(helper_name(s, "_acc"));
+  acc(s.vars) = constant(t, 0);
+  acc(s.vars) += grad_t(co, r.x, r.y, r.z) *
+                 cast(t, padded(r.x * int(stride[1]) + kx * int(dil[1]), r.y * int(stride[0]) + ky * int(dil[0]), ci, r.z));
+  LowerCtx::define(s, acc(s.vars));
+  s.reduction = acc;
+  s.rvars = {r.x, r.y, r.z};
+  s.helpers.push_back(padded_helper);
+  s.helpers.push_back(Helper{"grad_t", grad_t, {c, ox, oy, nb}, {gs[1], gs[3], gs[2], gs[0]}, {}, {}});
+}
+
+// dL/dx of max_pool2d: each window's gradient goes to the first maximum of the window; an input
+// gathers from the (at most ceil(k / s) per dimension) windows that contain it.
+void MaxPool2dGrad(LowerCtx& ctx, Stage& s, const Node& n) {
+  const Shape &xs = ctx.g.type(n.inputs[0]).shape, &gs = ctx.g.type(n.inputs[1]).shape;
+  const size_t rank = xs.size();
+  const auto &k = n.attrs.ints("kernel"), &st = n.attrs.ints("stride"), &pad = n.attrs.ints("padding");
+  const int64_t OH = gs[rank - 2], OW = gs[rank - 1];
+  const Type vt = compute_type(ctx.g.type(n.inputs[0]).dtype), t = ct(n);
+  const int64_t H = xs[rank - 2], W = xs[rank - 1];
+  Helper padded_helper = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], Expr(0));
+  Func padded = padded_helper.func;
+  // Which element of each window is its first maximum (ky * kw + kx), over windows in Halide
+  // order: padding never wins, and the first NaN is the maximum (as max_pool2d and the eager kernel).
+  std::vector<Var> wv;
+  for (size_t d = 0; d < rank; ++d) wv.emplace_back("w" + std::to_string(d));
+  RDom win({{0, int(k[1])}, {0, int(k[0])}}, rdom_name(s, "win"));
+  std::vector<Expr> at(wv.begin(), wv.end());
+  at[0] = wv[0] * int(st[1]) + win.x;
+  at[1] = wv[1] * int(st[0]) + win.y;
+  Func first_max(helper_name(s, "_argmax"));
+  first_max(wv) = Tuple(-1, cast(vt, 0));
+  Expr v = cast(vt, padded(at)), best = first_max(wv)[1];
+  Expr iy = at[1] - int(pad[0]), ix = at[0] - int(pad[1]);
+  Expr inside = iy >= 0 && iy < int(H) && ix >= 0 && ix < int(W);
+  Expr exceeds = vt.is_float() ? !ieee::is_nan(best) && (ieee::is_nan(v) || v > best) : v > best;
+  Expr better = inside && (first_max(wv)[0] < 0 || exceeds);
+  first_max(wv) = Tuple(select(better, win.y * int(k[1]) + win.x, first_max(wv)[0]), select(better, v, best));
+  // The windows containing input (ix, iy): ox in [(ix + pw - kw + 1) / sw, (ix + pw) / sw].
+  const int cx = int((k[1] + st[1] - 1) / st[1]), cy = int((k[0] + st[0] - 1) / st[0]);
+  RDom cand({{0, cx}, {0, cy}}, rdom_name(s, "cand"));
+  Expr ox = (s.vars[0] + int(pad[1])) / int(st[1]) - cand.x, oy = (s.vars[1] + int(pad[0])) / int(st[0]) - cand.y;
+  Expr kxe = s.vars[0] + int(pad[1]) - ox * int(st[1]), kye = s.vars[1] + int(pad[0]) - oy * int(st[0]);
+  Expr valid = ox >= 0 && ox < int(OW) && oy >= 0 && oy < int(OH) && kxe < int(k[1]) && kye < int(k[0]);
+  std::vector<Expr> wat(s.vars.begin(), s.vars.end()), gat = wat;
+  wat[0] = gat[0] = clamp(ox, 0, int(OW - 1));
+  wat[1] = gat[1] = clamp(oy, 0, int(OH - 1));
+  Expr picked = valid && first_max(wat)[0] == kye * int(k[1]) + kxe;
+  Func acc(helper_name(s, "_acc"));
+  acc(s.vars) = constant(t, 0);
+  acc(s.vars) += select(picked, cast(t, ctx.at(n.inputs[1], to_row_major(gat))), constant(t, 0));
+  LowerCtx::define(s, acc(s.vars));
+  s.reduction = acc;
+  s.rvars = {cand.x, cand.y};
+  s.helpers.push_back(padded_helper);
+  s.helpers.push_back(Helper{"argmax", first_max, wv, to_halide_order(gs), {win.x, win.y}, {}});
+}
+
+}  // namespace hjit::backend::lowering
+
+namespace hjit::backend::lowering {
+
+// v where the output lies on the slice's lattice, x elsewhere.
+void SliceUpdate(LowerCtx& ctx, Stage& s, const Node& n) {
+  const auto &starts = n.attrs.ints("starts"), &stops = n.attrs.ints("stops"), &steps = n.attrs.ints("steps");
+  const Shape& vs = ctx.g.type(n.inputs[1]).shape;
+  const Coords o = LowerCtx::coords(s);
+  Coords vc(o.size());
+  Expr inside = Internal::const_true();
+  for (size_t d = 0; d < o.size(); ++d) {
+    if (starts[d] == 0 && steps[d] == 1 && stops[d] == n.type.shape[d]) {
+      vc[d] = o[d];
+      continue;
+    }
+    Expr rel = o[d] - int(starts[d]);
+    inside = inside && rel >= 0 && o[d] < int(stops[d]) && (steps[d] == 1 ? Internal::const_true() : rel % int(steps[d]) == 0);
+    vc[d] = clamp(steps[d] == 1 ? rel : rel / int(steps[d]), 0, int(std::max<int64_t>(vs[d], 1) - 1));
+  }
+  LowerCtx::define(s, select(inside, ctx.at(n.inputs[1], vc), ctx.at(n.inputs[0], o)));
+}
+
+void CheckIndex(LowerCtx& ctx, Stage& s, const Node& n) {
+  const int64_t lo = n.attrs.i("lo"), hi = n.attrs.i("hi");
+  LowerCtx::define(s, index_in_range(ctx, operand(ctx, s, n, 0), Expr(lo), Expr(hi),
+                                     n.attrs.s("what") + " {} is out of range [" + std::to_string(lo) + ", " +
+                                         std::to_string(hi) + ")"));
+}
+
+}  // namespace hjit::backend::lowering
