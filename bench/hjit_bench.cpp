@@ -18,6 +18,8 @@
 //        hjit-bench --small-cnn                           a small CNN's training step (bench/small_cnn.h)
 //        hjit-bench --param-model                         fitted built-in parameters against the rules
 //                                                         (bench/param_model_rows.h)
+//        hjit-bench --exported [--workloads W3,W8]        exported libraries against the jitted code they
+//                                                         write out (bench/exported_rows.h)
 // The compile-time table (compile_scaling.h) comes last: with every workload, or --compile-scaling.
 // By default the training workloads (W7, W9, W11) run eager and at opt level 1 only: their
 // unfused baseline and the autoschedulers take minutes to compile their large graphs (--all runs
@@ -37,10 +39,12 @@
 #include <vector>
 
 #include "bench/compile_scaling.h"
+#include "bench/exported_rows.h"
 #include "bench/machine_limits.h"
 #include "bench/models.h"
 #include "bench/param_model_rows.h"
 #include "bench/small_cnn.h"
+#include "bench/timing.h"
 #include "bench/workloads.h"
 #include "examples/llama_attention.h"
 #include "examples/resnet_block.h"
@@ -71,27 +75,9 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Median time of `calls` calls of each function, measured in blocks that alternate between the
-// functions. Between blocks the process sleeps, so that the thread pools of OpenMP, OpenBLAS and
-// Halide (which spin for a while after work) do not steal a core from the next block.
+// (bench/timing.h)
 std::vector<double> measure(const std::vector<std::function<void()>>& fns, int calls, double budget_s) {
-  std::vector<std::vector<double>> samples(fns.size());
-  const int rounds = 3;
-  const double block_ms = budget_s * 1000 / (rounds * double(fns.size()));
-  for (const auto& f : fns) f();  // warm-up
-  for (int round = 0; round < rounds; ++round)
-    for (size_t i = 0; i < fns.size(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(30));
-      auto block = Clock::now();
-      do {
-        auto t = Clock::now();
-        for (int c = 0; c < calls; ++c) fns[i]();
-        samples[i].push_back(ms_since(t));
-      } while (ms_since(block) < block_ms || samples[i].size() < size_t(2 * (round + 1)));
-    }
-  std::vector<double> out;
-  for (auto& s : samples) out.push_back(median(s));
-  return out;
+  return bench::interleaved_ms(fns, calls, budget_s);
 }
 
 // One (workload, variant) in this fresh process; prints a RESULT line (or, with prepare_only, a
@@ -341,7 +327,7 @@ int main(int argc, char** argv) {
   unsetenv("HJIT_TUNING_DB");
   std::vector<std::string> workloads = bench::workload_ids(), variants = kVariants;
   bool quick = false, all = false, variants_given = false, workloads_given = false, compile_scaling = false, small_cnn = false,
-       param_model = false;
+       param_model = false, exported = false;
   std::string models_dir, only;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -359,6 +345,7 @@ int main(int argc, char** argv) {
     if (a == "--models" && i + 1 < argc) models_dir = argv[++i];
     else if (a == "--small-cnn") small_cnn = true;
     else if (a == "--param-model") param_model = true;
+    else if (a == "--exported") exported = true;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else
     if (a == "--workloads" && i + 1 < argc) workloads = bench::split_list(argv[++i]), workloads_given = true;
@@ -371,7 +358,8 @@ int main(int argc, char** argv) {
                            "[--db tuning.sqlite] [--quick] [--all] [--compile-scaling]\n"
                            "       hjit-bench --models DIR [--only NAME,NAME] [--quick]   (DIR from tools/models/reference_models.py)\n"
                            "       hjit-bench --small-cnn [--quick]   (a small CNN's training step beside PyTorch's)\n"
-                           "       hjit-bench --param-model [--quick]   (fitted built-in parameters against the rules)\n");
+                           "       hjit-bench --param-model [--quick]   (fitted built-in parameters against the rules)\n"
+                           "       hjit-bench --exported [--workloads W3,W8] [--quick]   (exported libraries against jitted code)\n");
       return 2;
     }
   }
@@ -385,6 +373,7 @@ int main(int argc, char** argv) {
   if (!models_dir.empty()) return bench::model_rows(self, models_dir, only, quick);
   if (small_cnn) return bench::small_cnn_rows(self, quick);
   if (param_model) return bench::param_model_rows(quick);
+  if (exported) return bench::exported_rows(workloads_given ? workloads : std::vector<std::string>{"W3", "W8"}, quick);
 
   const bench::MachineLimits limits = bench::measure_machine_limits();
   std::printf("machine: FP32 peak %.1f GFLOP/s (%d threads, %s FMA), memory bandwidth %.1f GB/s (triad); 'of limit' is\n"

@@ -44,14 +44,15 @@ template <class Fn, class... T>
 void attach(Workload& w, Fn fn, T... inputs) {
   w.make_runner = runner(fn, inputs...);
   w.tune = [=](const hjit::TuneOptions& o) { return hjit::tune(fn, o, inputs...); };
-  w.export_to = [=](const std::string& dir, const std::string& name, const std::string& target) {
-    hjit::export_library_with({.target = target}, dir, name, fn, inputs...);
+  w.export_to = [=](const std::string& dir, const std::string& name, const hjit::ExportOptions& options) {
+    hjit::export_library_with(options, dir, name, fn, inputs...);
     // The library's arguments: the function's own inputs (the tensors it captures are constants
-    // in it, bake_parameters), which jit's graph lists first.
+    // in it with bake_parameters, arguments after them without), which jit's graph lists first.
     hjit::Graph g = hjit::jit(fn, {.name = name}).graph(inputs...);
-    g.inputs.resize(sizeof...(inputs));
+    if (options.bake_parameters) g.inputs.resize(sizeof...(inputs));
     return g;
   };
+  w.trace = [=] { return hjit::trace(fn, inputs...); };
 }
 
 double max_diff(const std::vector<float>& a, const Tensor& b) {

@@ -21,9 +21,14 @@ struct Workload {
   std::function<Runner(const hjit::JitOptions* options)> make_runner;
   // A tuning run of the workload's function on its inputs (hjit-tune --workload).
   std::function<hjit::TuneResult(const hjit::TuneOptions& options)> tune;
-  // Exports the function for a Halide target into dir (export_library: dir/lib<name>.a and
-  // <name>.h) and returns its graph, whose inputs and outputs are the exported arguments.
-  std::function<hjit::Graph(const std::string& dir, const std::string& name, const std::string& target)> export_to;
+  // Exports the function into dir (export_library: dir/lib<name>.a and <name>.h) and returns its
+  // graph, whose inputs and outputs (then updates) are the exported arguments: the function's own
+  // inputs, then (bake_parameters = false) the tensors it captures.
+  std::function<hjit::Graph(const std::string& dir, const std::string& name, const hjit::ExportOptions& options)> export_to;
+  // The function traced on its inputs (hjit::trace): the optimized graph jit() compiles, and its
+  // inputs (the function's, then the tensors it captures: the exported library's with
+  // bake_parameters = false).
+  std::function<hjit::TracedFunction()> trace;
   double flops = 0;                     // per call, for a GFLOP/s column (0: not reported)
   double bytes = 0;                     // least memory traffic per call (inputs read and results
                                         // written once), for a fraction of bandwidth

@@ -75,7 +75,7 @@ bool DeviceBundle::add(const std::string& name, const Group& group, const std::v
 void DeviceBundle::add_timing(const std::string& name, const Exporter& export_to) {
   const std::string case_dir = dir_ + "/" + name;
   fs::create_directories(case_dir);
-  const hjit::Graph g = export_to(case_dir, name, target_);
+  const hjit::Graph g = export_to(case_dir, name, {.target = target_});
   std::string m = "case " + name + " time\n";
   for (int in : g.inputs) m += arg_line("in", g.type(in), 0);
   for (int out : g.outputs) m += arg_line("out", g.type(out), 0);

@@ -26,7 +26,7 @@ class DeviceBundle {
   // A timing case: export_to(dir, name, target) exports a function there (a workload, with inputs
   // too big to carry) and returns its graph, whose inputs and outputs are the function's arguments.
   // The runner fills the inputs itself and times the function on device-resident buffers.
-  using Exporter = std::function<hjit::Graph(const std::string& dir, const std::string& name, const std::string& target)>;
+  using Exporter = std::function<hjit::Graph(const std::string& dir, const std::string& name, const hjit::ExportOptions& options)>;
   void add_timing(const std::string& name, const Exporter& export_to);
   size_t size() const { return names_.size(); }
   const std::string& dir() const { return dir_; }

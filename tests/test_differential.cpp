@@ -808,10 +808,10 @@ TEST_CASE("every group runs on the device and matches eager") {
   REQUIRE(bundle()->size() > 0);
   // A matmul of n x n by n x n as a timing case (the runner makes its inputs: none are carried).
   auto square_matmul = [](int64_t n) {
-    return [n](const std::string& dir, const std::string& name, const std::string& target) {
+    return [n](const std::string& dir, const std::string& name, const hjit::ExportOptions& options) {
       const Tensor a = Tensor::zeros({n, n}), b = Tensor::zeros({n, n});
       auto mm = [](const Tensor& x, const Tensor& y) { return hjit::matmul(x, y); };
-      hjit::export_library(dir, name, mm, a, b, {.target = target});
+      hjit::export_library(dir, name, mm, a, b, options);
       return hjit::jit(mm, {.name = name}).graph(a, b);
     };
   };

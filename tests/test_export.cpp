@@ -7,9 +7,14 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "bench/exported_library.h"
+#include "bench/workloads.h"
+#include "frontend/compiled/function.h"
+#include "halide_backend/providers/extern_stages.h"
 #include "tests/support.h"
 
 using hjit::Tensor;
@@ -210,5 +215,91 @@ TEST_CASE("export errors are typed and say what is wrong") {
   CHECK_THROWS_WITH_AS(hjit::export_library(dir, "f", f, x, o), doctest::Contains("opt_level must be 0, 1 or 2"), hjit::ValueError);
   auto looping = [](const Tensor& v) { return hjit::fori_loop(0, 3, [](const Tensor&, const Tensor& a) { return a * 2.0; }, v); };
   CHECK_THROWS_WITH_AS(hjit::export_library(dir, "looping", looping, x), doctest::Contains("control flow"), hjit::ValueError);
+  fs::remove_all(dir);
+}
+
+// The library export_library writes for this machine is the compiled function jit() runs: its
+// pipelines, cut and scheduled as they run here (fitted parameters, extern stages and all), written
+// out under the library's names. Every workload of hjit-bench, W1 to W11 (W7, W9 and W11 are
+// training steps: partitioned, and W7 assigns its parameters, which become outputs), bit for bit.
+TEST_CASE("every hjit-bench workload exported for this machine computes the jitted function's bits") {
+  using hjit::detail::CompiledFunction;
+  for (const std::string& id : bench::workload_ids()) {
+    CAPTURE(id);
+    const bench::Workload w = bench::make_workload(id);
+    const std::string dir = test::scratch_dir("bits_" + id);
+    const hjit::TracedFunction traced = w.trace();
+    const hjit::Graph& g = traced.graph;
+    hjit::detail::FunctionRequest request;
+    request.name = id;
+    request.schedule = hjit::backend::schedule_request("test", {.opt_level = 1, .tuning_db_from_environment = false});
+    const std::shared_ptr<CompiledFunction> jitted = CompiledFunction::compile(g, request);
+    hjit::backend::ExportRequest r;
+    r.directory = dir, r.name = "w", r.target = "host", r.source = id;
+    CompiledFunction::write_library(g, request, r);
+
+    // The same inputs for both (each its own copy: W7 assigns to its parameters).
+    const std::vector<Tensor>& inputs = traced.inputs;
+    auto copies = [&] {
+      std::vector<Tensor> c;
+      for (const Tensor& t : inputs) c.push_back(t.clone());
+      return c;
+    };
+    std::vector<Tensor> jit_inputs = copies(), jit_outputs;
+    hjit::detail::CallInputs bound;
+    for (const Tensor& t : jit_inputs) bound.push(t.impl().get());
+    jitted->run(bound.view(), jit_outputs);
+    for (size_t k = 0; k < g.updates.size(); ++k)
+      jit_outputs.push_back(jitted->updated_value(k, g.type(g.updates[k].value)).clone());
+
+    std::vector<Tensor> lib_outputs;
+    for (int o : g.outputs) lib_outputs.push_back(Tensor::empty(g.type(o).shape, g.type(o).dtype));
+    for (const hjit::Update& u : g.updates) lib_outputs.push_back(Tensor::empty(g.type(u.value).shape, g.type(u.value).dtype));
+    const bench::ExportedLibrary lib(dir, "w");
+    REQUIRE(lib.call(copies(), lib_outputs) == 0);
+    REQUIRE(lib_outputs.size() == jit_outputs.size());
+    for (size_t k = 0; k < lib_outputs.size(); ++k) {
+      CAPTURE(k);
+      const Tensor& a = lib_outputs[k];
+      const Tensor& b = jit_outputs[k];
+      REQUIRE(a.shape() == b.shape());
+      const size_t bytes = size_t(a.numel()) * size_t(hjit::dtype_size(a.dtype()));
+      CHECK(std::memcmp(a.data(), b.data(), bytes) == 0);
+    }
+    fs::remove_all(dir);
+  }
+}
+
+// Extern stages (a schedule whose matmul and convolution call a provider's kernels, as tuning runs
+// find them): the library carries the kernels and names what they link with, and computes what
+// the jitted function computes.
+TEST_CASE("a library whose pipelines call library kernels carries them") {
+  using hjit::detail::CompiledFunction;
+  if (!*hjit::backend::extern_gemm_library()) return;  // a build without oneDNN or OpenBLAS has no kernels
+  const std::string dir = test::scratch_dir("kernels");
+  Tensor w = Tensor::randn({64, 48}, 1), x = Tensor::randn({32, 64}, 2);
+  auto f = [&](const Tensor& x) { return hjit::relu(hjit::matmul(x, w)) * 2.0; };
+  const hjit::TracedFunction traced = hjit::trace(f, x);
+  hjit::backend::BuiltinParams params;
+  params.extern_gemm = params.extern_conv = true;
+  hjit::detail::FunctionRequest request;
+  request.name = "kernels";
+  request.schedule = {hjit::backend::BuiltIn{params}};
+  const auto jitted = CompiledFunction::compile(traced.graph, request);
+  CHECK(jitted->executable().explain().find("extern sgemm") != std::string::npos);
+  hjit::backend::ExportRequest r;
+  r.directory = dir, r.name = "k", r.target = "host", r.source = "kernels";
+  CompiledFunction::write_library(traced.graph, request, r);
+  const bench::ExportedLibrary lib(dir, "k");
+  CHECK(lib.link_flags().find(std::string("-l") + (std::string(hjit::backend::extern_gemm_library()) == "oneDNN" ? "dnnl" : "openblas")) !=
+        std::string::npos);
+  std::vector<Tensor> jit_out;
+  hjit::detail::CallInputs bound;
+  for (const Tensor& t : traced.inputs) bound.push(t.impl().get());
+  jitted->run(bound.view(), jit_out);
+  std::vector<Tensor> lib_out{Tensor::empty({32, 48})};
+  REQUIRE(lib.call(traced.inputs, lib_out) == 0);
+  CHECK(std::memcmp(lib_out[0].data(), jit_out[0].data(), 32 * 48 * sizeof(float)) == 0);
+  CHECK_CLOSE(lib_out[0], f(x));
   fs::remove_all(dir);
 }

@@ -31,6 +31,15 @@ std::shared_ptr<CompiledFunction> CompiledFunction::compile(Graph graph, Functio
   return f;
 }
 
+std::vector<std::string> CompiledFunction::write_library(Graph graph, FunctionRequest request,
+                                                         const backend::ExportRequest& library) {
+  backend::check_exportable(graph, library);
+  const backend::Options options = backend_options(graph, request);
+  if (!backend::is_host_target(library.target, options)) return backend::export_library(graph, options, nullptr, library);
+  const std::shared_ptr<CompiledFunction> f = compile(std::move(graph), std::move(request));
+  return backend::export_library(f->graph(), options, f->code(), library);
+}
+
 CompiledFunction::CompiledFunction(Graph graph, FunctionRequest request, std::shared_ptr<const backend::Executable> code)
     : graph_(std::move(graph)), request_(std::move(request)), code_(std::move(code)) {
   for (int o : graph_.outputs) out_types_.push_back(graph_.type(o));

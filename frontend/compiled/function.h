@@ -26,6 +26,7 @@
 #include "frontend/tensor_impl.h"
 #include "graph/symbolic_sizes.h"
 #include "halide_backend/backend.h"
+#include "halide_backend/export/export.h"
 
 namespace hjit::detail {
 
@@ -56,6 +57,11 @@ class CompiledFunction {
   // The one door to the backend's compile: the graph compiled as requested (or found in the compile
   // cache). Throws what backend::compile throws.
   static std::shared_ptr<CompiledFunction> compile(Graph graph, FunctionRequest request);
+  // Export (hjit::export_library): the function written out as a static library and a C header.
+  // For this machine's target it is the function compile() makes here, its pipelines written out
+  // as they run (the same schedules, fitted parameters and extern stages, hence the same bits); for
+  // another target, cut and scheduled as compile() would for it (backend/export/export.h).
+  static std::vector<std::string> write_library(Graph graph, FunctionRequest request, const backend::ExportRequest& library);
   // A function around code compiled elsewhere (the unit tests' stubs).
   CompiledFunction(Graph graph, FunctionRequest request, std::shared_ptr<const backend::Executable> code);
 

@@ -246,18 +246,13 @@ Built build_fitted(const Graph& g, const Options& o, const Target& target, const
 
 }  // namespace
 
-namespace {
-
-// g lowered, with the schedule of that text form applied.
 LoweredPipeline scheduled_as_given(const Graph& g, const Target& target, const std::string& schedule_text,
-                                   const SymbolicSizes* dynamic = nullptr) {
+                                   const SymbolicSizes* dynamic) {
   LoweredPipeline p;
   const std::optional<Schedule> s = lower_and_schedule(g, target, Given{schedule_text}, p, nullptr, dynamic);
   apply_with_tails(g, target, *s, p, dynamic);
   return p;
 }
-
-}  // namespace
 
 std::string lowered_statement(const Graph& g, const Target& target, const std::string& schedule_text,
                               const SymbolicSizes* dynamic) {
@@ -304,10 +299,13 @@ void check_schedule_in_child(const Graph& g, const Target& target, const std::st
   }
 }
 
-std::optional<std::string> decide(const Graph& g, const Target& target, const ScheduleChoice& how, std::string* why) {
+std::optional<std::string> decide(const Graph& g, const Target& target, const ScheduleChoice& how, std::string* why,
+                                  bool extern_stages) {
   install_reporter();
   LoweredPipeline p;
-  std::optional<Schedule> s = lower_and_schedule(g, target, with_fitted_params(g, target, how), p, why);
+  ScheduleChoice chosen = with_fitted_params(g, target, how);
+  if (BuiltIn* b = std::get_if<BuiltIn>(&chosen); b && !extern_stages) b->params.extern_gemm = b->params.extern_conv = false;
+  std::optional<Schedule> s = lower_and_schedule(g, target, chosen, p, why);
   if (!s) return std::nullopt;
   return s->str();
 }

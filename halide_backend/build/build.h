@@ -9,6 +9,7 @@
 #include "halide_backend/backend.h"
 #include "halide_backend/runtime/executable.h"
 #include "halide_backend/codegen/target.h"
+#include "halide_backend/lowering/lowered.h"
 
 namespace hjit::backend {
 
@@ -20,6 +21,11 @@ struct Built {
   std::optional<std::string> shared_object;  // its code, for the disk cache (none when JIT-compiled)
 };
 
+// g lowered, with the schedule of that text form applied (as build() applied it: extern stages,
+// tails of dynamic sizes). Call under compile_mutex(); throws Halide's errors.
+LoweredPipeline scheduled_as_given(const Graph& g, const Target& target, const std::string& schedule_text,
+                                   const SymbolicSizes* dynamic = nullptr);
+
 // Halide's lowered statement for g with the schedule of that text form (explain()).
 std::string lowered_statement(const Graph& g, const Target& target, const std::string& schedule_text,
                               const SymbolicSizes* dynamic = nullptr);
@@ -30,7 +36,9 @@ std::string lowered_statement(const Graph& g, const Target& target, const std::s
 void check_schedule_in_child(const Graph& g, const Target& target, const std::string& schedule_text, double time_limit_s = 120);
 
 // The schedule text `how` decides for g (backend.h's decide_schedule). Call under compile_mutex().
-std::optional<std::string> decide(const Graph& g, const Target& target, const ScheduleChoice& how, std::string* why);
+// extern_stages false: none, whatever the fitted parameters would choose (code for another machine).
+std::optional<std::string> decide(const Graph& g, const Target& target, const ScheduleChoice& how, std::string* why,
+                                  bool extern_stages = true);
 
 // Builds the pipeline as o.schedule chooses (its tuning database is compile()'s to consult, not
 // this function's). Throws CompileError when Halide rejects it. Call under compile_mutex().

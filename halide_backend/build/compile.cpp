@@ -146,9 +146,10 @@ std::shared_ptr<const Executable> compile_one(const Graph& g, const Options& o, 
     exe = b.executable;
   }
   exe->set_in_place(o.in_place);
-  exe->set_statement_source([g, target, schedule = exe->info().schedule, dynamic = o.dynamic] {
-    return lowered_statement(g, target, schedule, dynamic.get());
-  });
+  exe->set_source(std::make_shared<PipelineSource>(PipelineSource{g, target.str(), o.dynamic}),
+                  [schedule = exe->info().schedule](const PipelineSource& s) {
+                    return lowered_statement(s.graph, Target::parse(s.target), schedule, s.dynamic.get());
+                  });
   return exe;
 }
 
@@ -219,7 +220,7 @@ std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part
   }
   log().debug("backend: '{}' compiled in {} parts ({} distinct, {} compiled here{})", g.name, parts.size(), built.size(),
               child ? here.size() : todo.size(), child ? ", the others in a child process" : "");
-  return make_partitioned(std::move(parts), std::move(exes));
+  return std::make_shared<PartitionedExecutable>(std::move(parts), std::move(exes));
 }
 
 }  // namespace

@@ -4,14 +4,12 @@
 #include <cstdlib>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "graph/op_def.h"
 #include "graph/passes/dce.h"
 #include "halide_backend/build/repeats.h"
 #include "support/log.h"
 #include "support/settings.h"
-#include "support/allocator.h"
 
 namespace hjit::backend {
 namespace {
@@ -333,96 +331,6 @@ std::vector<Part> partition(const Graph& original, bool at_once) {
   parts.erase(std::remove_if(parts.begin(), parts.end(), [](const Part& p) { return p.graph.outputs.empty(); }), parts.end());
   if (parts.size() < 2) return {};
   return parts;
-}
-
-namespace {
-
-class PartitionedExecutable final : public Executable {
- public:
-  PartitionedExecutable(std::vector<Part> parts, std::vector<std::shared_ptr<const Executable>> exes)
-      : parts_(std::move(parts)), exes_(std::move(exes)), frees_after_(parts_.size()) {
-    for (const Part& p : parts_)
-      for (size_t k = 0; k < p.output_slot.size(); ++k)
-        if (p.output_slot[k] < 0) {
-          const size_t id = size_t(-1 - p.output_slot[k]);
-          if (boundary_bytes_.size() <= id) boundary_bytes_.resize(id + 1);
-          const TensorType& t = p.graph.type(p.graph.outputs[k]);
-          boundary_bytes_[id] = std::max<size_t>(size_t(t.numel()) * size_t(dtype_size(t.dtype)), 64);
-        }
-    // A value lives from the part that computes it to the last part that reads it.
-    std::vector<size_t> last(boundary_bytes_.size(), 0);
-    for (size_t k = 0; k < parts_.size(); ++k)
-      for (int b : parts_[k].boundary_inputs) last[size_t(b)] = k;
-    for (size_t b = 0; b < last.size(); ++b) frees_after_[last[b]].push_back(int(b));
-    std::vector<int64_t> live(parts_.size(), 0);  // bytes held while part k runs
-    for (size_t k = 0; k < parts_.size(); ++k)
-      for (int slot : parts_[k].output_slot)
-        if (slot < 0)
-          for (size_t j = k; j <= std::max(k, last[size_t(-1 - slot)]); ++j) live[j] += int64_t(boundary_bytes_[size_t(-1 - slot)]);
-    for (size_t k = 0; k < parts_.size(); ++k) held_ = std::max(held_, live[k]);
-  }
-
-  void run(const void* const* inputs, void* const* outputs) const override {
-    CachedBlocks held(boundary_bytes_.size());
-    std::vector<void*>& boundary = held.slots;
-    for (size_t k = 0; k < parts_.size(); ++k) {
-      const Part& p = parts_[k];
-      std::vector<const void*> in;
-      for (int i : p.caller_inputs) in.push_back(inputs[i]);
-      for (int b : p.boundary_inputs) in.push_back(boundary[size_t(b)]);
-      std::vector<void*> out;
-      for (int slot : p.output_slot) {
-        if (slot >= 0) {
-          out.push_back(outputs[slot]);
-          continue;
-        }
-        void*& b = boundary[size_t(-1 - slot)];
-        b = cached_alloc(boundary_bytes_[size_t(-1 - slot)]);
-        out.push_back(b);
-      }
-      exes_[k]->run(in.data(), out.data());
-      for (int b : frees_after_[k]) cached_free(boundary[size_t(b)]), boundary[size_t(b)] = nullptr;
-    }
-  }
-
-  std::string device_code() const override {
-    std::string code;
-    for (const auto& e : exes_) code += e->device_code();
-    return code;
-  }
-  std::string name() const override { return exes_.front()->name(); }
-  // The most the values between the parts take at once, and the most any part took besides.
-  int64_t temporary_bytes() const override {
-    int64_t inner = 0;
-    for (const auto& e : exes_) inner = std::max(inner, e->temporary_bytes());
-    return held_ + inner;
-  }
-  std::string explain() const override {
-    std::ostringstream os;
-    for (size_t k = 0; k < exes_.size(); ++k)
-      os << "part " << k + 1 << " of " << exes_.size() << ":\n" << exes_[k]->explain();
-    return os.str();
-  }
-  std::string summary() const override {
-    std::set<const Executable*> distinct;
-    for (const auto& e : exes_) distinct.insert(e.get());
-    std::string s = exes_.front()->summary() + ", in " + std::to_string(exes_.size()) + " parts";
-    if (distinct.size() < exes_.size()) s += " (" + std::to_string(distinct.size()) + " distinct)";
-    return s;
-  }
-
- private:
-  std::vector<Part> parts_;
-  std::vector<std::shared_ptr<const Executable>> exes_;
-  std::vector<std::vector<int>> frees_after_;  // per part: the values no later part reads
-  int64_t held_ = 0;
-  std::vector<size_t> boundary_bytes_;
-};
-
-}  // namespace
-
-std::shared_ptr<const Executable> make_partitioned(std::vector<Part> parts, std::vector<std::shared_ptr<const Executable>> exes) {
-  return std::make_shared<PartitionedExecutable>(std::move(parts), std::move(exes));
 }
 
 }  // namespace hjit::backend

@@ -13,20 +13,9 @@
 #include <vector>
 
 #include "halide_backend/backend.h"
+#include "halide_backend/runtime/partitioned.h"
 
 namespace hjit::backend {
-
-struct Part {
-  Graph graph;  // no updates: every value it hands on is an output
-  // Inputs: the caller's inputs it reads (their indices, in order), then the values earlier parts
-  // computed (boundary ids). Only what it reads: a model's layers, each reading its own weights,
-  // are then parts alike, compiled once.
-  std::vector<int> caller_inputs;
-  std::vector<int> boundary_inputs;
-  // Per output of graph: >= 0: the caller's output slot (graph outputs, then updates); < 0:
-  // boundary value -1 - id.
-  std::vector<int> output_slot;
-};
 
 // The graph cut into parts of equal compile cost (in element-wise ops: a contraction 24, a
 // reduction 4), as many as keep each part within HJIT_PART_MAX_COST (default 384: 16 matmuls. 128
@@ -42,9 +31,5 @@ int64_t compile_cost(const Graph& g);
 // The parts compile() makes of g (control flow split out before) under o: partition()'s where the
 // schedule is the built-in one on the CPU, else none.
 std::vector<Part> parts_to_compile(const Graph& g, const Options& o);
-
-// Runs the parts in order; a value between parts is held from the part that computes it to the last
-// that reads it.
-std::shared_ptr<const Executable> make_partitioned(std::vector<Part> parts, std::vector<std::shared_ptr<const Executable>> exes);
 
 }  // namespace hjit::backend

@@ -158,12 +158,10 @@ Halide::Target lowering_target(const LoweredPipeline& p, const Target& target, b
   return target.device() == Device::CPU ? code.with_feature(Halide::Target::NoAsserts) : code;
 }
 
-namespace {
-
-// The module of p's function: lowered for lowering_target(), its code generated for code_target().
-Halide::Module module_of(const LoweredPipeline& p, const Target& target, const std::string& function, bool jit) {
+Halide::Module pipeline_module(const LoweredPipeline& p, const Target& target, const std::string& function, bool jit,
+                               Buffers buffers) {
   const Halide::Target code = code_target(p, target, jit), lowering = lowering_target(p, target, jit);
-  Halide::Module lowered = device_ready_pipeline(defined_outputs(p), lowering, Buffers::ByHjit)
+  Halide::Module lowered = device_ready_pipeline(defined_outputs(p), lowering, buffers)
                                .compile_to_module(halide_arguments(p), function, lowering);
   if (lowering == code) return lowered;
   Halide::Module m(lowered.name(), code);
@@ -175,8 +173,6 @@ Halide::Module module_of(const LoweredPipeline& p, const Target& target, const s
   m.set_any_strict_float(lowered.any_strict_float());
   return m;
 }
-
-}  // namespace
 
 std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Target& target, PipelineInfo& info) {
   if (info.computes_nothing()) return std::string();
@@ -192,7 +188,7 @@ std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Targe
   // their device's runtime, shared by every pipeline of the device (device_runtime.h).
   const Device device = target.device();
   info.device = device;
-  Halide::Module module = module_of(p, target, info.function, false);
+  Halide::Module module = pipeline_module(p, target, info.function, false);
   info.device_code = device_code_of(module);
   const double lowered_ms = t.ms();
   ScratchDir dir;
@@ -251,7 +247,7 @@ std::shared_ptr<HalideExecutable> load_shared_object(std::string_view bytes, Pip
 
 std::shared_ptr<HalideExecutable> jit_compile(LoweredPipeline& p, const Target& target, PipelineInfo info) {
   if (info.computes_nothing()) return std::make_shared<HalideExecutable>(std::move(info), nullptr, nullptr, nullptr);
-  Halide::Module module = module_of(p, target, info.function, true);
+  Halide::Module module = pipeline_module(p, target, info.function, true);
   auto jit = std::make_shared<Halide::Internal::JITModule>(module, module.get_function_by_name(info.function));
   ArgvFunction fn = reinterpret_cast<ArgvFunction>(jit->argv_function());
   return std::make_shared<HalideExecutable>(std::move(info), fn, std::move(jit), make_jit_context());

@@ -6,9 +6,10 @@
 #include <optional>
 #include <string>
 
-#include "halide_backend/runtime/executable.h"
-#include "halide_backend/lowering/lowered.h"
+#include "halide_backend/codegen/device_pipeline.h"
 #include "halide_backend/codegen/target.h"
+#include "halide_backend/lowering/lowered.h"
+#include "halide_backend/runtime/executable.h"
 
 namespace hjit::backend {
 
@@ -36,6 +37,12 @@ Halide::Target code_target(const LoweredPipeline& p, const Target& target, bool 
 // call's status), so the code of a module lowered for this and generated for code_target() keeps
 // every check ByHjit code keeps.
 Halide::Target lowering_target(const LoweredPipeline& p, const Target& target, bool jit);
+
+// The module of p's function: lowered for lowering_target(), its code generated for code_target()
+// (what compile_shared_object and jit_compile compile; an exported library's CPU pipelines are the
+// same modules under their own names). `buffers`: who makes the buffers it is called with.
+Halide::Module pipeline_module(const LoweredPipeline& p, const Target& target, const std::string& function, bool jit,
+                               Buffers buffers = Buffers::ByHjit);
 
 // Compiles p to object code for `target`, links it into a shared object and returns the shared
 // object's bytes. nullopt when this machine has no linker (hjit then uses

@@ -35,7 +35,7 @@ void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<Co
   const ExternKind kind = extern_rule(schedule_class(head.op))->kind;
   if (kind == ExternKind::Sgemm) {
     arg(x[1]);
-    s.func.define_extern(kExternGemmSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
+    s.func.define_extern(kernel_abi::kSgemmSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
   } else if (kind == ExternKind::Conv) {
     // The leading affine post-ops fold into the weights and a bias; the rest stay post-ops, their
     // per-channel operands rows of one Func after the bias.
@@ -89,14 +89,14 @@ void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<Co
       arg(v);
     arg(post_op_code(*chain, folded));
     arg(layout);
-    s.func.define_extern(kExternConvSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
+    s.func.define_extern(kernel_abi::kConvSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
     s.helpers.push_back(Helper{"per_channel", per_channel, {c, k}, {w[0], int64_t(rows.size())}, {}, {}});
   } else {  // Conv2dWeightGrad(x, output gradient)
     const Shape& gs = g.type(head.inputs[1]).shape;
     for (int64_t v : {x[0], x[2], x[3], gs[2], gs[3], attr("stride")[0], attr("stride")[1], attr("padding")[0],
                       attr("padding")[1], attr("dilation")[0], attr("dilation")[1]})
       arg(v);
-    s.func.define_extern(kExternConvWeightGradSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
+    s.func.define_extern(kernel_abi::kConvWeightGradSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
   }
   s.is_extern = true;
 }

@@ -263,7 +263,7 @@ std::string HalideExecutable::explain() const {
   if (info_.on_gpu())
     os << "device code (" << (info_.device == Device::CUDA ? "PTX" : "OpenCL C") << ", " << info_.device_code.size() << " bytes):\n"
        << info_.device_code << "\n";
-  os << "lowered statement:\n" << (statement_ ? statement_() : std::string("(not available)\n"));
+  os << "lowered statement:\n" << (statement_ && source_ ? statement_(*source_) : std::string("(not available)\n"));
   return os.str();
 }
 

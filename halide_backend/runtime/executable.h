@@ -42,6 +42,14 @@ struct PipelineInfo {
   bool on_gpu() const { return device != Device::CPU; }
 };
 
+// What a pipeline was built from: enough to lower it again with its schedule (info().schedule), for
+// explain()'s statement and for an exported library's object code.
+struct PipelineSource {
+  Graph graph;
+  std::string target;  // the Target's string (codegen/target.h)
+  std::shared_ptr<const SymbolicSizes> dynamic;
+};
+
 using ArgvFunction = int (*)(void**);
 
 class HalideExecutable final : public Executable {
@@ -59,9 +67,13 @@ class HalideExecutable final : public Executable {
   std::string name() const override { return info_.function; }
   int64_t temporary_bytes() const override { return peak_temporaries_.load(); }
   void set_summary(std::string s) { info_.summary = std::move(s); }
-  // How explain() gets Halide's lowered statement: lowering again, on demand (keeping it would cost
-  // every compile the printing and every cache entry the text).
-  void set_statement_source(std::function<std::string()> f) { statement_ = std::move(f); }
+  // What it was built from, and how explain() gets Halide's lowered statement from that: lowering
+  // again, on demand (keeping it would cost every compile the printing and every cache entry the
+  // text).
+  void set_source(std::shared_ptr<const PipelineSource> source, std::function<std::string(const PipelineSource&)> statement) {
+    source_ = std::move(source), statement_ = std::move(statement);
+  }
+  const PipelineSource* source() const { return source_.get(); }
   const PipelineInfo& info() const { return info_; }
   std::vector<std::pair<int, int>> in_place() const override { return in_place_; }
   void set_in_place(std::vector<std::pair<int, int>> pairs) { in_place_ = std::move(pairs); }
@@ -71,7 +83,8 @@ class HalideExecutable final : public Executable {
   PipelineInfo info_;
   ArgvFunction fn_;
   std::shared_ptr<void> code_, jit_context_;
-  std::function<std::string()> statement_;
+  std::shared_ptr<const PipelineSource> source_;
+  std::function<std::string(const PipelineSource&)> statement_;
   std::vector<std::pair<int, int>> in_place_;
   mutable std::atomic<int64_t> peak_temporaries_{0};  // the most one call has allocated at once
 };

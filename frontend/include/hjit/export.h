@@ -15,10 +15,19 @@
 namespace hjit {
 
 struct ExportOptions {
-  std::string target = "host";  // any Halide target string ("x86-64-linux-avx2", "host-cuda", ...)
+  // "host": this machine, and the library computes with exactly the code jit() compiles here for
+  // the same options (the same schedules, fitted parameters and library kernels, bit for bit).
+  // Any other Halide target string ("x86-64-linux-avx2", "host-cuda", ...) is planned for that
+  // target, without trial runs or library kernels (the code cannot run here).
+  std::string target = "host";
   bool bake_parameters = true;  // captured tensors' current values become constants in the
                                 // library; otherwise they are arguments after the function's own
-  int opt_level = 1;            // 0: unfused; 1 (or 2): the built-in schedules
+  // The schedule, as JitOptions chooses it (checked the same way).
+  int opt_level = 1;            // 0: unfused; 1: the built-in schedules; 2: the autoscheduler's,
+                                // where it beats them
+  std::string autoscheduler{};  // opt_level 2
+  std::string tuning_db{};      // a tuning database whose best schedules the library uses (never
+                                // $HJIT_TUNING_DB: a library is what it is where it runs)
 };
 
 namespace detail {

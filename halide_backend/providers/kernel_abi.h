@@ -1,0 +1,32 @@
+// What a lowered pipeline and the providers' kernels agree on: the kernels' C symbols, and how a
+// convolution's post-ops and layouts travel as int32 arguments. The kernels (providers/kernels/)
+// include this header alone, so that they build into an object of their own, which an exported
+// library carries (export/archive.cpp).
+#pragma once
+#include <cstdint>
+
+namespace hjit::kernel_abi {
+
+// The names the lowered pipeline calls (extern "C").
+inline constexpr const char* kSgemmSymbol = "hjit_extern_sgemm";
+inline constexpr const char* kConvSymbol = "hjit_extern_conv2d";
+inline constexpr const char* kConvWeightGradSymbol = "hjit_extern_conv2d_weight_grad";
+
+// The element-wise work after a convolution that oneDNN does in the same pass, 3 bits each in one
+// int32 (the first post-op lowest).
+struct PostOpKinds {
+  enum Kind { Add = 1, Sub = 2, Mul = 3, Div = 4, Relu = 5, Sum = 6 };
+};
+inline constexpr int kPostOpBits = 3;
+inline constexpr int kMaxPostOps = 10;
+
+// Which of a convolution's activations travel in oneDNN's 16-channel blocked layout.
+enum ConvLayout { kBlockedInput = 1, kBlockedOutput = 2 };
+
+// Whether oneDNN's forward convolution with these channel counts computes in the 16-channel
+// blocked layout (whole blocks only).
+inline bool blocked_activations(int64_t in_channels, int64_t out_channels) {
+  return in_channels % 16 == 0 && out_channels % 16 == 0;
+}
+
+}  // namespace hjit::kernel_abi

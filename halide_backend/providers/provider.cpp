@@ -1,0 +1,50 @@
+#include "halide_backend/providers/provider.h"
+
+namespace hjit::backend {
+namespace {
+
+// The providers this build was configured with (CMakeLists.txt finds oneDNN, else OpenBLAS).
+#if defined(HJIT_HAVE_DNNL)
+constexpr KernelProvider kProvider{"oneDNN", true, true, "-ldnnl -lstdc++"};
+#elif defined(HJIT_HAVE_OPENBLAS)
+constexpr KernelProvider kProvider{"OpenBLAS", true, false, "-lopenblas -lstdc++"};
+#endif
+
+}  // namespace
+
+const KernelProvider* provider_for(ExternKind kind) {
+#if defined(HJIT_HAVE_DNNL) || defined(HJIT_HAVE_OPENBLAS)
+  return kProvider.computes(kind) ? &kProvider : nullptr;
+#else
+  return nullptr;
+#endif
+}
+
+}  // namespace hjit::backend
+
+#if defined(HJIT_KERNELS_OBJECT)
+__asm__(".section .rodata\n"
+        ".balign 64\n"
+        ".globl hjit_kernels_object_begin\n"
+        ".hidden hjit_kernels_object_begin\n"
+        "hjit_kernels_object_begin:\n"
+        ".incbin \"" HJIT_KERNELS_OBJECT "\"\n"
+        ".globl hjit_kernels_object_end\n"
+        ".hidden hjit_kernels_object_end\n"
+        "hjit_kernels_object_end:\n"
+        ".previous\n");
+extern "C" const char hjit_kernels_object_begin[];
+extern "C" const char hjit_kernels_object_end[];
+#endif
+
+namespace hjit::backend {
+
+std::string_view kernels_object() {
+#if defined(HJIT_KERNELS_OBJECT)
+  return std::string_view(hjit_kernels_object_begin, size_t(hjit_kernels_object_end - hjit_kernels_object_begin));
+#else
+  return {};
+#endif
+}
+
+}  // namespace hjit::backend

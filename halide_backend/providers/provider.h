@@ -1,0 +1,30 @@
+// Kernel providers: libraries that compute some ops' values inside a Halide pipeline as extern
+// stages (ONNX Runtime's execution providers are the model). A provider says which kinds of stage
+// it computes; matching (providers/matching.h) finds the nodes of a graph a kind can compute,
+// planning (providers/planning.h) how their arguments travel, and the kernels
+// (providers/kernels/) are the C functions the pipelines call, built into an object of their own
+// that libhjit links and an exported library carries.
+#pragma once
+#include <cstdint>
+#include <string_view>
+
+namespace hjit::backend {
+
+// The kinds of extern stage: what a library computes.
+enum class ExternKind : uint8_t { Sgemm, Conv, ConvWeightGrad };
+
+struct KernelProvider {
+  const char* name;        // "oneDNN", "OpenBLAS"
+  bool sgemm, conv;        // the kinds it computes (conv: forward and the weights' gradient)
+  const char* link_flags;  // what a program linking its kernels needs besides libc ("-ldnnl -lstdc++")
+  bool computes(ExternKind k) const { return k == ExternKind::Sgemm ? sgemm : conv; }
+};
+
+// The provider this build has for `kind` (oneDNN before OpenBLAS), or null.
+const KernelProvider* provider_for(ExternKind kind);
+
+// The kernels as one relocatable object (ld -r of providers/kernels/), for an exported library;
+// empty when this build has no provider.
+std::string_view kernels_object();
+
+}  // namespace hjit::backend
