@@ -21,3 +21,12 @@ set(HJIT_LAYER_USES_tuning frontend-public frontend/compiled schedules halide_ba
 set(HJIT_LAYER_USES_onnx_import frontend-public support)
 # Layers (hjit::nn) are C++ code over the public ops, as a user's model is.
 set(HJIT_LAYER_USES_nn frontend-public support)
+
+# Inside a layer, its sub-folders in order (HJIT_SUBLAYERS_<layer>): a file of one includes the
+# layer's own root files and the sub-folders before its own, never one after it; the root's
+# files include no sub-folder.
+# The backend's spine (docs/architecture.md): the kernel providers (graph matching, planning,
+# kernels), lowering (graph -> Funcs), scheduling (schedule values, applying them, trials), the
+# runtime (executables, Halide's runtime, devices, the linker), code generation, the cache tiers,
+# the build (compile(): the cache, partitioning, host steps, the passes of one pipeline) and export.
+set(HJIT_SUBLAYERS_halide_backend providers lowering scheduling runtime codegen cache build export)

@@ -8,6 +8,7 @@
 #include "frontend/op_support.h"
 #include "frontend/trace.h"
 #include "graph/op_def.h"
+#include "halide_backend/devices.h"
 #include "support/log.h"
 
 namespace hjit {
@@ -35,7 +36,7 @@ const backend::DeviceBuffer& device_memory(const TensorImpl& t, Device device,
     throw DeviceError(std::string("hjit: a tensor ") + t.type.str() + " on " + device_name(here) + " used by code for " +
                       device_name(device) + "; move it with .to(Device) first");
   log().debug("device: a CPU tensor {} copied to {} for one call", t.type.str(), device_name(device));
-  keep.push_back(backend::allocate_on_device(device, t.storage->nbytes));
+  keep.push_back(backend::device_kind(device).allocate(t.storage->nbytes));
   keep.back()->upload(t.storage->data);
   return *keep.back();
 }
@@ -114,7 +115,7 @@ Tensor Tensor::to(Device device) const {
   return t;
 }
 
-bool device_available(Device device, std::string* why) { return backend::device_usable(device, why); }
+bool device_available(Device device, std::string* why) { return backend::device_kind(device).usable(why); }
 
 DeviceStats device_stats() {
   const backend::TransferCounts c = backend::transfer_counts();

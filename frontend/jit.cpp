@@ -15,6 +15,7 @@
 #include "frontend/jit/captured.h"
 #include "frontend/jit/state.h"
 #include "frontend/traced.h"
+#include "halide_backend/devices.h"
 #include "support/log.h"
 #include "support/settings.h"
 
@@ -173,13 +174,14 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
 JitCore::JitCore(JitOptions options) {
   const std::string who = "jit '" + options.name + "'";
   if (options.check_tolerance < 0) throw ValueError(who + ": check_tolerance must be >= 0");
-  if (!options.fullgraph && options.device != Device::CPU)
+  const backend::DeviceKind& device = backend::device_kind(options.device);
+  if (!options.fullgraph && !device.dynamic_sizes())
     throw ValueError(who + ": fullgraph = false runs its segments on the CPU; a function for " + device_name(options.device) +
                      " must trace to one graph (fullgraph = true)");
   if (!options.fullgraph && options.trace_mode == TraceMode::Concrete)
     throw ValueError(who + ": choose fullgraph = false (the function runs at every call, reads break the graph) or "
                      "TraceMode::Concrete (reads are guards of one graph), not both");
-  if (!options.dynamic_dims.empty() && (options.device != Device::CPU || options.trace_mode == TraceMode::Concrete || !options.fullgraph))
+  if (!options.dynamic_dims.empty() && (!device.dynamic_sizes() || options.trace_mode == TraceMode::Concrete || !options.fullgraph))
     throw ValueError(who + ": dynamic_dims needs a CPU function traced once into one graph (Device::CPU, "
                      "TraceMode::Symbolic, fullgraph = true)");
   for (const auto& [arg, axis] : options.dynamic_dims)

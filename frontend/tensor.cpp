@@ -16,6 +16,7 @@
 #include "graph/rewriter.h"
 #include "graph/shape_inference.h"
 #include "graph/text_format.h"
+#include "halide_backend/devices.h"
 
 namespace hjit {
 namespace detail {
@@ -27,7 +28,7 @@ int64_t storage_allocations() { return g_storage_allocations.load(); }
 
 Storage::Storage(size_t n, Device device) : data(nullptr), nbytes(n) {
   if (device != Device::CPU) {
-    on_device = backend::allocate_on_device(device, n);
+    on_device = backend::device_kind(device).allocate(n);
   } else {
     try {
       data = cached_alloc(n);

@@ -43,12 +43,8 @@ class DeviceBuffer {
   virtual void sync() const = 0;                        // waits for the work that writes it
 };
 
-// Device memory of `bytes` bytes (uninitialized). Throws DeviceError when the device's driver is
-// missing, OutOfMemoryError when the device has no room.
-std::unique_ptr<DeviceBuffer> allocate_on_device(Device device, size_t bytes);
-
-// Whether this process can run code on `device`; when not, *why names what is missing.
-bool device_usable(Device device, std::string* why = nullptr);
+// (Device memory, and whether this process can run code on a device: its kind's allocate() and
+// usable(), halide_backend/devices.h.)
 
 // Host-device traffic, counted for hjit::device_stats().
 struct TransferCounts {

@@ -5,6 +5,8 @@
 
 #include <hjit/error.h>
 
+#include "halide_backend/devices.h"
+#include "support/overloaded.h"
 #include "support/settings.h"
 
 namespace hjit::backend {
@@ -78,10 +80,13 @@ AutoParams AutoParams::parse(Autoscheduler a, const std::string& words) {
 
 std::string ScheduleRequest::str() const {
   auto with = [](std::string head, const std::string& words) { return words.empty() ? head : head + " " + words; };
-  if (std::holds_alternative<Unfused>(choice)) return "unfused";
-  if (const BuiltIn* b = as<BuiltIn>()) return with("built-in", b->params.str());
-  if (const Auto* a = as<Auto>()) return with(autoscheduler_name(a->scheduler), a->params.str());
-  return "given";
+  return std::visit(Overloaded{
+                        [](const Unfused&) { return std::string("unfused"); },
+                        [&](const BuiltIn& b) { return with("built-in", b.params.str()); },
+                        [&](const Auto& a) { return with(autoscheduler_name(a.scheduler), a.params.str()); },
+                        [](const Given&) { return std::string("given"); },
+                    },
+                    choice);
 }
 
 ScheduleRequest ScheduleRequest::parse(const std::string& text) {
@@ -95,8 +100,15 @@ ScheduleRequest ScheduleRequest::parse(const std::string& text) {
 }
 
 ScheduleRequest ScheduleRequest::at_every_size() const {
-  if (std::holds_alternative<Unfused>(choice)) return {Unfused{}};
-  return {BuiltIn{}};
+  // (Every kind but the unfused one is the built-in schedule at every size.)
+  const bool unfused = std::visit(Overloaded{
+                                      [](const Unfused&) { return true; },
+                                      [](const BuiltIn&) { return false; },
+                                      [](const Auto&) { return false; },
+                                      [](const Given&) { return false; },
+                                  },
+                                  choice);
+  return unfused ? ScheduleRequest{Unfused{}} : ScheduleRequest{BuiltIn{}};
 }
 
 ScheduleRequest schedule_request(const std::string& who, const ScheduleOptions& o) {
@@ -109,9 +121,9 @@ ScheduleRequest schedule_request(const std::string& who, const ScheduleOptions& 
     if (!a) throw ValueError(who + ": unknown autoscheduler '" + o.autoscheduler + "'; choose Adams2019, Li2018 or Mullapudi2016");
     if (o.opt_level != 2)
       throw ValueError(who + ": an autoscheduler needs opt_level 2, got " + std::to_string(o.opt_level));
-    if (o.device != Device::CPU && *a != Autoscheduler::Li2018)
-      throw ValueError(who + ": " + o.autoscheduler + " schedules CPUs only (Halide 14's autoscheduler for GPUs is Li2018); "
-                       "for " + device_name(o.device) + " choose Li2018, or none for the built-in GPU schedule");
+    if (const char* only = device_kind(o.device).only_autoscheduler(); only && o.autoscheduler != only)
+      throw ValueError(who + ": " + o.autoscheduler + " schedules CPUs only (Halide 14's autoscheduler for " + device_name(o.device) +
+                       " is " + only + "); choose " + only + ", or none for the built-in GPU schedule");
     r.choice = Auto{*a, {}};
   }
   if (!o.tuning_db.empty() && o.opt_level == 0)

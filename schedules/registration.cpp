@@ -9,39 +9,34 @@ namespace {
 
 class Schedules final : public backend::Scheduler {
  public:
-  std::optional<backend::Schedule> schedule(const backend::LoweredPipeline& p, const backend::ScheduleChoice& how,
-                                            std::string* why) const override {
-    const backend::BuiltIn* builtin = std::get_if<backend::BuiltIn>(&how);
-    const backend::Auto* autoscheduled = std::get_if<backend::Auto>(&how);
-    if (std::holds_alternative<backend::Given>(how))
-      throw InternalError("hjit: a given schedule is applied as it is, not decided");
-    if (p.target.has_gpu_feature() && !(autoscheduled && autoscheduled->scheduler == backend::Autoscheduler::Li2018)) {
-      if (!autoscheduled) return schedule_gpu(p, builtin != nullptr);
-      if (why) *why = std::string(backend::autoscheduler_name(autoscheduled->scheduler)) + " schedules CPUs only (Li2018 schedules GPUs)";
+  // A GPU target's pipelines take the GPU schedule (fused or not); only Li2018 autoschedules them.
+  backend::Schedule unfused(const backend::LoweredPipeline& p) const override {
+    return p.target.has_gpu_feature() ? schedule_gpu(p, false) : schedule_unfused(p);
+  }
+  backend::Schedule builtin(const backend::LoweredPipeline& p, const backend::BuiltinParams& params) const override {
+    return p.target.has_gpu_feature() ? schedule_gpu(p, true) : schedule_builtin(p, params);
+  }
+  std::optional<backend::Schedule> autoscheduled(const backend::LoweredPipeline& p, const backend::Auto& how,
+                                                 std::string* why) const override {
+    if (p.target.has_gpu_feature() && how.scheduler != backend::Autoscheduler::Li2018) {
+      if (why) *why = std::string(backend::autoscheduler_name(how.scheduler)) + " schedules CPUs only (Li2018 schedules GPUs)";
       return std::nullopt;
     }
-    if (builtin) return schedule_builtin(p, builtin->params);
-    if (autoscheduled) return schedule_auto(p, *autoscheduled, why);
-    return schedule_unfused(p);
+    return schedule_auto(p, how, why);
   }
-  std::string identity(const backend::ScheduleChoice& how) const override {
-    if (std::holds_alternative<backend::Unfused>(how)) return unfused_identity() + "; " + gpu_identity();
-    if (const backend::BuiltIn* b = std::get_if<backend::BuiltIn>(&how)) {
-      const std::string params = b->params.str();
-      std::string fitted;
-      if (params.empty())
-        if (std::shared_ptr<const ParamModel> model = active_param_model()) fitted = " param model " + model->identity();
-      return builtin_identity() + (params.empty() ? "" : " " + params) + fitted + "; " + gpu_identity();
-    }
-    if (const backend::Auto* a = std::get_if<backend::Auto>(&how)) return autoscheduler_identity(*a);
-    throw InternalError("hjit: a given schedule's identity is its text");
+  std::string unfused_identity() const override { return schedules::unfused_identity() + "; " + gpu_identity(); }
+  std::string builtin_identity(const backend::BuiltinParams& params) const override {
+    const std::string text = params.str();
+    std::string fitted;
+    if (text.empty())
+      if (std::shared_ptr<const ParamModel> model = active_param_model()) fitted = " param model " + model->identity();
+    return schedules::builtin_identity() + (text.empty() ? "" : " " + text) + fitted + "; " + gpu_identity();
   }
-  std::set<int> extern_stages(const Graph& g, const backend::ScheduleChoice& how) const override {
-    const backend::BuiltIn* b = std::get_if<backend::BuiltIn>(&how);
-    if (!b) return {};
+  std::string autoscheduled_identity(const backend::Auto& how) const override { return autoscheduler_identity(how); }
+  std::set<int> extern_stages(const Graph& g, const backend::BuiltinParams& params) const override {
     std::set<int> out;
-    if (b->params.extern_gemm) out = backend::extern_gemm_nodes(g);
-    if (b->params.extern_conv) out.merge(backend::extern_conv_nodes(g));
+    if (params.extern_gemm) out = backend::extern_gemm_nodes(g);
+    if (params.extern_conv) out.merge(backend::extern_conv_nodes(g));
     return out;
   }
   backend::BuiltinParams fitted_params(const Graph& g, const Halide::Target& target) const override {

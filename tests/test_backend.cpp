@@ -216,7 +216,7 @@ TEST_CASE("an autoscheduler's source, read into a value and applied, schedules e
       INFO(request << " on " << g.str());
       LoweredPipeline theirs = lower(g, host()), ours = lower(g, host());
       std::string why;
-      std::optional<Schedule> s = scheduler().schedule(ours, hjit::backend::ScheduleRequest::parse(request).choice, &why);
+      std::optional<Schedule> s = hjit::backend::scheduler().autoscheduled(ours, *hjit::backend::ScheduleRequest::parse(request).as<hjit::backend::Auto>(), &why);
       REQUIRE_MESSAGE(s.has_value(), why);
       CHECK(!s->directives.empty());
       CHECK(Schedule::parse(s->str()) == *s);
@@ -241,7 +241,7 @@ TEST_CASE("Li2018's rfactor intermediates (its `intm = f.update(0).rfactor(...)`
   hjit::Graph g = hjit::make_graph([](const Tensor& x) { return hjit::sum(x * x) * 0.5; }, Tensor::randn({4, 64, 56, 56}, 6));
   LoweredPipeline theirs = lower(g, host()), ours = lower(g, host());
   std::string why;
-  std::optional<Schedule> s = scheduler().schedule(ours, hjit::backend::Auto{hjit::backend::Autoscheduler::Li2018}, &why);
+  std::optional<Schedule> s = hjit::backend::scheduler().autoscheduled(ours, hjit::backend::Auto{hjit::backend::Autoscheduler::Li2018}, &why);
   REQUIRE_MESSAGE(s.has_value(), why);
   bool has_rfactor = false;
   for (const Directive& d : s->directives) has_rfactor |= d.verb == "rfactor";
@@ -308,11 +308,36 @@ TEST_CASE("targets are values: the host's string, and Halide's strings validated
   CHECK(Target::parse("x86-64-linux-avx2").str() == "x86-64-linux-avx2");
   CHECK_THROWS_AS(Target::parse("not-a-target"), hjit::ValueError);
   const Target cuda = Target::host(hjit::Device::CUDA);
-  CHECK(cuda.is_cuda());
-  CHECK(!h.is_cuda());
+  CHECK(cuda.device() == hjit::Device::CUDA);
+  CHECK(h.device() == hjit::Device::CPU);
+  CHECK(Target::host(hjit::Device::OpenCL).device() == hjit::Device::OpenCL);
   CHECK(cuda.str().find("cuda_capability_80") != std::string::npos);
   CHECK(Target::host(hjit::Device::CUDA, 86).str().find("cuda_capability_86") != std::string::npos);
   CHECK_THROWS_AS(Target::host(hjit::Device::CUDA, 90), hjit::ValueError);
+}
+
+// A device is a value: what differs between the CPU, CUDA and OpenCL is asked of its kind.
+TEST_CASE("device kinds: found by device and by name, each saying what differs for it") {
+  using hjit::backend::device_kind;
+  for (hjit::Device d : {hjit::Device::CPU, hjit::Device::CUDA, hjit::Device::OpenCL}) {
+    const hjit::backend::DeviceKind& k = device_kind(d);
+    CHECK(k.id() == d);
+    CHECK(hjit::backend::device_kind_named(k.name()) == &k);
+    CHECK(k.host() == (d == hjit::Device::CPU));
+    CHECK(!k.runtime_object().empty());
+    // What the backend does differently on a GPU: no parts, no in-place outputs, no fitted
+    // parameters, fixed sizes, one autoscheduler; device code with a name and a file ending.
+    CHECK(k.partitions() == k.host());
+    CHECK(k.computes_in_place() == k.host());
+    CHECK(k.fitted_params() == k.host());
+    CHECK(k.dynamic_sizes() == k.host());
+    CHECK((k.only_autoscheduler() == nullptr) == k.host());
+    CHECK(std::string(k.device_code()).empty() == k.host());
+  }
+  CHECK(hjit::backend::device_kind_named("tpu") == nullptr);
+  CHECK(std::string(device_kind(hjit::Device::CUDA).device_code_extension()) == ".ptx");
+  CHECK(device_kind(hjit::Device::CPU).usable());
+  CHECK_THROWS_AS(device_kind(hjit::Device::CPU).allocate(64), hjit::InternalError);
 }
 
 // An ieee:: function of one f32 argument, compiled for the host and vectorized by 16, at every

@@ -72,7 +72,7 @@ TEST_CASE("every door of the API checks its schedule options") {
   CHECK(Tensor(m(x)).to_vector<float>() == std::vector<float>{2, 2, 2, 2});
   hjit::ExportOptions e;
   e.opt_level = 5;
-  CHECK_THROWS_WITH_AS(hjit::export_library(dir, "f", fn, x, e), doctest::Contains("export_library: opt_level"), hjit::ValueError);
+  CHECK_THROWS_WITH_AS(hjit::export_library(dir, "f", fn, x, e), doctest::Contains("export_library 'f': opt_level"), hjit::ValueError);
   std::filesystem::remove_all(dir);
 }
 

@@ -17,6 +17,7 @@
 
 #include "frontend/compiled/function.h"
 #include "halide_backend/backend.h"
+#include "halide_backend/devices.h"
 #include "halide_backend/providers/extern_stages.h"
 #include "support/log.h"
 #include "tuning/candidates.h"
@@ -92,14 +93,16 @@ void check_options(const TuneOptions& o) {
   if (o.max_candidates < 0) throw ValueError("hjit::tune: max_candidates must be >= 0 (0: no limit)");
   if (!(o.candidate_timeout_s > 0)) throw ValueError("hjit::tune: candidate_timeout_s must be > 0");
   std::string why;
-  if (o.device != Device::CPU && !backend::device_usable(o.device, &why))
+  if (!backend::device_kind(o.device).usable(&why))
     throw DeviceError(std::string("hjit::tune: tuning for ") + device_name(o.device) + " measures on the device, and this " +
                       "process cannot use it: " + why);
   for (const std::string& s : o.schedulers) {
     if (s != "built-in" && !backend::autoscheduler_from_name(s))
       throw ValueError("hjit::tune: unknown scheduler '" + s + "'; choose built-in, Adams2019, Li2018 or Mullapudi2016");
-    if (o.device != Device::CPU && s != "built-in" && s != "Li2018")
-      throw ValueError("hjit::tune: " + s + " schedules CPUs only (Halide 14); for a GPU choose built-in or Li2018");
+    const char* only = backend::device_kind(o.device).only_autoscheduler();
+    if (only && s != "built-in" && s != only)
+      throw ValueError("hjit::tune: " + s + " schedules CPUs only (Halide 14's autoscheduler for " + device_name(o.device) +
+                       " is " + only + "); choose built-in or " + only);
   }
 }
 

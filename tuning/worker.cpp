@@ -24,6 +24,7 @@
 
 #include "frontend/compiled/function.h"
 #include "halide_backend/backend.h"
+#include "halide_backend/devices.h"
 #include "support/binary_io.h"
 #include "support/child_process.h"
 #include "support/log.h"
@@ -231,7 +232,7 @@ std::pair<double, double> in_turn_ms(const Trial& candidate, const Trial& baseli
 // Device memory holding `bytes` bytes of `host` (or none, for an empty tensor).
 std::unique_ptr<backend::DeviceBuffer> device_copy(Device device, const void* host, size_t bytes) {
   if (bytes == 0) return nullptr;
-  std::unique_ptr<backend::DeviceBuffer> b = backend::allocate_on_device(device, bytes);
+  std::unique_ptr<backend::DeviceBuffer> b = backend::device_kind(device).allocate(bytes);
   if (host) b->upload(host);
   return b;
 }

@@ -2,6 +2,7 @@
 
 #include "frontend/device.h"
 #include "graph/passes/in_place.h"
+#include "halide_backend/devices.h"
 #include "support/log.h"
 
 namespace hjit::detail {
@@ -15,7 +16,7 @@ backend::Options backend_options(const Graph& g, const FunctionRequest& r) {
   o.schedule = r.schedule;
   o.dynamic = r.dynamic;
   // (Graph outputs only: an update's value trades storage with its tensor anyway.)
-  if (!r.donate.empty() && r.device == Device::CPU)
+  if (!r.donate.empty() && backend::device_kind(r.device).computes_in_place())
     for (const auto& [input, slot] : in_place_outputs(g, r.donate))
       if (size_t(slot) < g.outputs.size()) o.in_place.emplace_back(input, slot);
   return o;
@@ -76,7 +77,7 @@ int64_t CompiledFunction::run(std::span<TensorImpl* const> inputs, std::vector<T
   if (inputs.size() != graph_.inputs.size())
     throw InternalError("hjit: '" + graph_.name + "' bound to " + std::to_string(inputs.size()) + " tensors for " +
                         std::to_string(graph_.inputs.size()) + " inputs");
-  if (request_.device != Device::CPU) {
+  if (!backend::device_kind(request_.device).host()) {
     run_on_device(inputs, outputs);
     return 0;
   }

@@ -1,7 +1,9 @@
+// The build of one pipeline: make() is the ordered list of its passes (Halide's Lower.cpp is the
+// model), each a function of its own, logged after it runs; build() hands a request to its kind's
+// handler (build/choice.h), which runs make() as it is, after a check, or by trials.
 #include "halide_backend/build/build.h"
 
 #include <atomic>
-#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -10,12 +12,10 @@
 
 #include <unistd.h>
 
-#include "halide_backend/scheduling/apply_schedule.h"
+#include "halide_backend/build/choice.h"
 #include "halide_backend/codegen/codegen.h"
 #include "halide_backend/codegen/device_pipeline.h"
-#include "halide_backend/lowering/lower.h"
-#include "halide_backend/scheduling/scheduler.h"
-#include "halide_backend/scheduling/trial.h"
+#include "halide_backend/scheduling/apply_schedule.h"
 #include "support/child_process.h"
 #include "support/log.h"
 
@@ -58,21 +58,6 @@ std::string function_name(const std::string& name) {
   return s + "_" + std::to_string(counter++);
 }
 
-// The pipeline lowered and scheduled as `how` decides (a Given: as its text says). Extern stages
-// are lowered as the schedule says before the rest of it applies.
-std::optional<Schedule> lower_and_schedule(const Graph& g, const Target& target, const ScheduleChoice& how,
-                                           LoweredPipeline& p, std::string* why, const SymbolicSizes* dynamic = nullptr) {
-  if (const Given* given = std::get_if<Given>(&how)) {
-    Schedule s = Schedule::parse(given->text);
-    p = lower(g, target.halide(false), extern_stages_of(s), dynamic);
-    return s;
-  }
-  p = lower(g, target.halide(false), scheduler().extern_stages(g, how), dynamic);
-  std::optional<Schedule> s = scheduler().schedule(p, how, why);
-  if (s) add_extern_directives(p, *s);
-  return s;
-}
-
 // An output written over an input (Options::in_place) computes each element once: its splits are
 // guarded instead of shifted inwards (a last vector shifted inwards reads elements the loop has
 // already overwritten). Its other loops visit each element once, reading the input's element just
@@ -100,111 +85,44 @@ void apply_with_tails(const Graph& g, const Target& target, const Schedule& s, L
   apply_schedule(s, p);
   if (!p.dynamic || p.min_dynamic_size <= smallest_traced_size(p)) return;
   LoweredPipeline guarded;
-  const std::optional<Schedule> again = lower_and_schedule(g, target, Given{s.str()}, guarded, nullptr, dynamic);
+  const std::optional<Schedule> again = handler_for(Given{s.str()})->lower_and_schedule(g, target, guarded, nullptr, dynamic);
   apply_schedule(*again, guarded, DynamicTails::Guarded);
   p = std::move(guarded);
 }
 
-// The built-in schedule with default parameters, on a CPU, takes those the fitted model picks for g
-// (scheduler.h's fitted_params; the model was fitted on CPU timings).
-ScheduleChoice with_fitted_params(const Graph& g, const Target& target, const ScheduleChoice& how) {
-  const BuiltIn* b = std::get_if<BuiltIn>(&how);
-  if (!b || !b->params.is_default() || target.is_gpu()) return how;
-  return BuiltIn{scheduler().fitted_params(g, target.halide(false))};
-}
-
-// One candidate: lowered afresh, scheduled `how`, compiled. No executable (with the reason in
-// *why) when the autoscheduler does not schedule it.
-Built make(const Graph& g, const Options& o, const Target& target, const ScheduleChoice& how, std::string* why = nullptr) {
-  LoweredPipeline p;
-  std::string reason;
-  std::optional<Schedule> s = lower_and_schedule(g, target, how, p, &reason, o.dynamic.get());
-  if (!s) {
-    if (why) *why = reason;
-    return {};
-  }
-  if (!o.in_place.empty()) compute_each_element_once(*s, p, o.in_place);
-  apply_with_tails(g, target, *s, p, o.dynamic.get());
-  const std::string summary = std::holds_alternative<Given>(how) ? "tuned (" + s->source + ")" : ScheduleRequest{how}.str();
-  PipelineInfo info = describe(g, p, function_name(o.name.empty() ? g.name : o.name), summary, s->str());
+// The code of p: a shared object (what the disk cache keeps), or Halide's JIT where no linker is.
+Built generate_and_load(LoweredPipeline& p, const Target& target, PipelineInfo info) {
   Built b;
   b.shared_object = compile_shared_object(p, target, info);
-  if (!b.shared_object && target.is_gpu())
+  if (!b.shared_object && target.kind().shares_runtime())
     throw CompileError("hjit: GPU pipelines are linked into shared objects, and this machine has no linker (ld)");
   b.executable = b.shared_object ? load_shared_object(*b.shared_object, std::move(info)) : jit_compile(p, target, std::move(info));
   return b;
 }
 
-// An autoscheduler's schedule is used only when it compiles, runs, computes what the built-in
-// schedule computes, and is not much slower on this very pipeline; otherwise the built-in schedule
-// stands in, with a warning. (Halide 14's autoschedulers fail on some pipelines, emit schedules
-// that do not compile, that read outside the buffers, or that compute wrong results (Adams2019's
-// storage folding of a padded pooling input), and are sometimes an order of magnitude slower.)
-Built build_guarded(const Graph& g, const Options& o, const Target& target, const Auto& how) {
-  constexpr double kTolerated = 1.5, kNoiseMs = 0.02;  // below ~20 us a run, timings are noise
-  const std::string name = autoscheduler_name(how.scheduler);
-  auto fell_back = [&](Built builtin, const std::string& why) {
-    log().warn("{} on '{}': {}; using the built-in schedule", name, g.name, why);
-    builtin.executable->set_summary("built-in (" + name + " fell back: " + why + ")");
-    return builtin;
-  };
-  if (target.is_gpu() && !device_usable(target.device())) {
-    // Nothing here can run it: the autoscheduler's schedule is used when it compiles.
-    std::string why;
-    try {
-      Built chosen = make(g, o, target, how, &why);
-      if (chosen.executable) return chosen;
-    } catch (const Halide::Error& e) {
-      why = std::string("its schedule failed: ") + e.what();
-    }
-    return fell_back(make(g, o, target, BuiltIn{}), why);
+}  // namespace
+
+Built make(const Graph& g, const Options& o, const Target& target, const ChoiceHandler& how, std::string* why) {
+  Timer t;
+  const std::string name = o.name.empty() ? g.name : o.name;
+  LoweredPipeline p;
+  std::string reason;
+  std::optional<Schedule> s = how.lower_and_schedule(g, target, p, &reason, o.dynamic.get());
+  if (!s) {
+    if (why) *why = reason;
+    log().debug("build '{}': not scheduled: {}", name, reason);
+    return {};
   }
-  Built builtin = make(g, o, target, BuiltIn{});
-  // The trial's inputs are made up: the built-in schedule may raise on them (an index out of range
-  // of a small table), which says nothing about the user's inputs.
-  std::optional<TrialBuffers> reference;
-  TrialInts ints = TrialInts::Varied;
-  double builtin_ms = 0;
-  for (TrialInts tried : {TrialInts::Varied, TrialInts::Zeros}) {
-    try {
-      reference.emplace(g, tried);
-      builtin_ms = trial_ms(*builtin.executable, *reference);
-      ints = tried;
-      break;
-    } catch (const Error& e) {
-      reference.reset();
-      if (tried == TrialInts::Zeros) return fell_back(std::move(builtin), std::string("no trial inputs run (") + e.what() + ")");
-    }
-  }
-  TrialBuffers trial(g, ints);
-  Built chosen;
-  std::string why;
-  double auto_ms = 0;
-  try {
-    chosen = make(g, o, target, how, &why);
-    if (chosen.executable) {
-      auto_ms = trial_ms(*chosen.executable, trial);
-      std::string diff = first_difference(trial, *reference);
-      if (!diff.empty()) why = "its schedule computes wrong results (" + diff + ")", chosen = {};
-    }
-  } catch (const std::exception& e) {
-    why = std::string("its schedule failed: ") + e.what();
-    chosen = {};
-  }
-  if (chosen.executable && (auto_ms <= kTolerated * builtin_ms || auto_ms - builtin_ms < kNoiseMs)) {
-    log().debug("{} on '{}': {:.3f} ms a run (built-in {:.3f} ms)", name, g.name, auto_ms, builtin_ms);
-    return chosen;
-  }
-  if (chosen.executable) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "its schedule ran %.1fx slower than the built-in one (%.3f ms vs %.3f ms a run)",
-                  auto_ms / builtin_ms, auto_ms, builtin_ms);
-    why = buf;
-  }
-  return fell_back(std::move(builtin), why);
+  log().debug("build '{}': lowered and scheduled ({}) in {:.1f} ms", name, s->source, t.ms());
+  if (!o.in_place.empty()) compute_each_element_once(*s, p, o.in_place);
+  apply_with_tails(g, target, *s, p, o.dynamic.get());
+  log().debug("build '{}': schedule applied at {:.1f} ms", name, t.ms());
+  PipelineInfo info = describe(g, p, function_name(name), how.summary(*s), s->str());
+  Built b = generate_and_load(p, target, std::move(info));
+  log().debug("build '{}': code generated and loaded at {:.1f} ms", name, t.ms());
+  return b;
 }
 
-// Whether the pipeline computes anything: every output (and update) may have no elements.
 bool computes_nothing(const Graph& g) {
   for (int out : g.outputs)
     if (g.type(out).numel() > 0) return false;
@@ -213,43 +131,19 @@ bool computes_nothing(const Graph& g) {
   return true;
 }
 
-// The fitted model's parameters for g, kept where a trial on made-up inputs does not find them
-// slower than the rules': the model generalizes from pipelines near this one, not this one (the
-// parameters that won on a matmul of 8 rows by 512 ran 1.6-2.4x slower on 12 rows). Where the trial
-// inputs do not run, the fitted parameters stand.
-Built build_fitted(const Graph& g, const Options& o, const Target& target, const BuiltinParams& fitted) {
-  constexpr double kTolerated = 1.1, kNoiseMs = 0.02;  // below ~20 us a run, timings are noise
-  Built chosen = make(g, o, target, BuiltIn{fitted});
-  if (computes_nothing(g)) return chosen;
-  Built rules = make(g, o, target, BuiltIn{});
-  for (TrialInts ints : {TrialInts::Varied, TrialInts::Zeros}) {
-    try {
-      TrialBuffers trial(g, ints);
-      double fitted_ms = HUGE_VAL, rules_ms = HUGE_VAL;
-      for (int round = 0; round < 3; ++round) {  // alternately: a burst of noise does not decide
-        fitted_ms = std::min(fitted_ms, trial_ms(*chosen.executable, trial));
-        rules_ms = std::min(rules_ms, trial_ms(*rules.executable, trial));
-      }
-      if (fitted_ms <= kTolerated * rules_ms || fitted_ms - rules_ms < kNoiseMs) return chosen;
-      log().debug("param model on '{}': {} ran {:.3f} ms a run, the rules {:.3f} ms; using the rules", g.name, fitted.str(),
-                  fitted_ms, rules_ms);
-      char why[200];
-      std::snprintf(why, sizeof why, "built-in (fitted %s ran %.2fx slower: %.4f ms a run against %.4f)", fitted.str().c_str(),
-                    fitted_ms / rules_ms, fitted_ms, rules_ms);
-      rules.executable->set_summary(why);
-      return rules;
-    } catch (const Error&) {
-    }
+Built build(const Graph& g, const Options& o, const Target& target) {
+  install_reporter();
+  try {
+    return handler_for(o.schedule.choice)->build(g, o, target);
+  } catch (const Halide::Error& e) {
+    throw CompileError("hjit: Halide could not compile '" + g.name + "': " + e.what());
   }
-  return chosen;
 }
-
-}  // namespace
 
 LoweredPipeline scheduled_as_given(const Graph& g, const Target& target, const std::string& schedule_text,
                                    const SymbolicSizes* dynamic) {
   LoweredPipeline p;
-  const std::optional<Schedule> s = lower_and_schedule(g, target, Given{schedule_text}, p, nullptr, dynamic);
+  const std::optional<Schedule> s = handler_for(Given{schedule_text})->lower_and_schedule(g, target, p, nullptr, dynamic);
   apply_with_tails(g, target, *s, p, dynamic);
   return p;
 }
@@ -303,28 +197,10 @@ std::optional<std::string> decide(const Graph& g, const Target& target, const Sc
                                   bool extern_stages) {
   install_reporter();
   LoweredPipeline p;
-  ScheduleChoice chosen = with_fitted_params(g, target, how);
-  if (BuiltIn* b = std::get_if<BuiltIn>(&chosen); b && !extern_stages) b->params.extern_gemm = b->params.extern_conv = false;
-  std::optional<Schedule> s = lower_and_schedule(g, target, chosen, p, why);
+  const ScheduleChoice chosen = handler_for(how)->for_graph(g, target, extern_stages);
+  std::optional<Schedule> s = handler_for(chosen)->lower_and_schedule(g, target, p, why, nullptr);
   if (!s) return std::nullopt;
   return s->str();
-}
-
-Built build(const Graph& g, const Options& o, const Target& target) {
-  install_reporter();
-  try {
-    if (const Given* given = o.schedule.as<Given>()) {
-      if (given->origin == ScheduleOrigin::File) check_schedule_in_child(g, target, given->text);
-    } else if (const Auto* a = o.schedule.as<Auto>()) {
-      if (!computes_nothing(g)) return build_guarded(g, o, target, *a);
-      return make(g, o, target, BuiltIn{});  // nothing for an autoscheduler to schedule
-    }
-    const ScheduleChoice how = with_fitted_params(g, target, o.schedule.choice);
-    if (!(how == o.schedule.choice)) return build_fitted(g, o, target, std::get<BuiltIn>(how).params);
-    return make(g, o, target, how);
-  } catch (const Halide::Error& e) {
-    throw CompileError("hjit: Halide could not compile '" + g.name + "': " + e.what());
-  }
 }
 
 }  // namespace hjit::backend

@@ -41,7 +41,19 @@ std::optional<std::string> decide(const Graph& g, const Target& target, const Sc
                                   bool extern_stages = true);
 
 // Builds the pipeline as o.schedule chooses (its tuning database is compile()'s to consult, not
-// this function's). Throws CompileError when Halide rejects it. Call under compile_mutex().
+// this function's): the choice's handler (build/choice.h) says how. Throws CompileError when Halide
+// rejects it. Call under compile_mutex().
 Built build(const Graph& g, const Options& o, const Target& target);
+
+class ChoiceHandler;
+
+// One pipeline built, pass by pass (each logged at debug level): lowered and scheduled as `how`
+// says, in-place outputs guarded, the schedule applied (tails for dynamic sizes), described, its
+// code generated (a shared object, or Halide's JIT where no linker is installed), loaded. No
+// executable (with the reason in *why) when an autoscheduler does not schedule it.
+Built make(const Graph& g, const Options& o, const Target& target, const ChoiceHandler& how, std::string* why = nullptr);
+
+// Whether the pipeline computes anything: every output (and update) may have no elements.
+bool computes_nothing(const Graph& g);
 
 }  // namespace hjit::backend

@@ -13,6 +13,8 @@
 
 #include "halide_backend/backend.h"
 #include "halide_backend/build/build.h"
+#include "halide_backend/build/choice.h"
+#include "halide_backend/devices.h"
 #include "halide_backend/cache/cache_entry.h"
 #include "halide_backend/codegen/codegen.h"
 #include "halide_backend/build/control_flow.h"
@@ -33,8 +35,7 @@ namespace {
 std::string cache_key(const Graph& g, const Options& o, const Target& target) {
   std::string constants;
   for (const ConstData& c : g.constants) constants += hash_hex(std::string_view(static_cast<const char*>(c.data), c.nbytes));
-  const Given* given = o.schedule.as<Given>();
-  const std::string schedule = given ? "given " + hash_hex(given->text) : scheduler().identity(o.schedule.choice);
+  const std::string schedule = handler_for(o.schedule.choice)->identity();
   std::string in_place;
   for (const auto& [input, slot] : o.in_place) in_place += " " + std::to_string(input) + ">" + std::to_string(slot);
   return "hjit " + library_build_id() + " halide " HJIT_HALIDE_VERSION "\ntarget " + target.str() + "\nschedule " +
@@ -226,11 +227,10 @@ std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part
 }  // namespace
 
 std::vector<Part> parts_to_compile(const Graph& g, const Options& o) {
-  // Big graphs with the built-in schedule compile in parts. (GPU code is not partitioned: its
-  // parts would meet in host memory.)
-  const bool builtin = o.schedule.as<BuiltIn>() != nullptr;
-  if ((!builtin && !o.schedule.as<Unfused>()) || o.device != Device::CPU || o.dynamic) return {};
-  return partition(g, builtin && DiskCache::instance().enabled() && can_link());
+  using Partitioning = ChoiceHandler::Partitioning;
+  const Partitioning rule = handler_for(o.schedule.choice)->partitioning();
+  if (rule == Partitioning::None || !device_kind(o.device).partitions() || o.dynamic) return {};
+  return partition(g, rule == Partitioning::Halves && DiskCache::instance().enabled() && can_link());
 }
 
 namespace {
@@ -241,7 +241,7 @@ Compiled compile_as_requested(const Graph& g, const Options& options) {
   // One buffer for an input and an output is for a single pipeline on the CPU (parts and host
   // steps hand values between pipelines; GPU buffers are the device's).
   Options o = options;
-  if (!o.in_place.empty() && (has_host_steps(g) || o.device != Device::CPU || o.dynamic)) o.in_place.clear();
+  if (!o.in_place.empty() && (has_host_steps(g) || !device_kind(o.device).computes_in_place() || o.dynamic)) o.in_place.clear();
   if (o.dynamic && o.schedule != o.schedule.at_every_size())
     throw InternalError("hjit: '" + g.name + "' has dynamic sizes and the schedule request " + o.schedule.str());
   // Not cached as a whole: its parts and its ops' graphs are, each under its own key.
@@ -312,7 +312,7 @@ Compiled compile_tuned(const Graph& g, const Options& o) {
 
 Compiled compile(const Graph& g, const Options& o) {
   // A schedule given as it is, or dynamic sizes, leave no choice to a database.
-  if (o.schedule.tuning_db.empty() || o.schedule.as<Given>() || o.dynamic) return compile_as_requested(g, o);
+  if (o.schedule.tuning_db.empty() || !handler_for(o.schedule.choice)->tunable() || o.dynamic) return compile_as_requested(g, o);
   return compile_tuned(g, o);
 }
 

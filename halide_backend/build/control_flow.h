@@ -1,10 +1,8 @@
-// Graphs with host steps: control flow ops (cond, while_loop, scan) and collectives. The stretches
-// of ordinary nodes between them compile to pipelines as usual; each control flow op runs on the
-// host, calling the compiled pipelines of its branches or body: a loop of compiled bodies driven by
-// the host, the carries passed between two sets of buffers without copies, the scanned slices read
-// and the stacked results written in place. Each collective is an exchange with the other ranks
-// (distributed/collectives.h); all_reduces are bucketed first (graph/passes/bucket_collectives.h)
-// and run while the steps after them do, until a step reads their results.
+// Graphs with host steps: control flow ops (cond, while_loop, scan, checkpoint) and collectives.
+// The stretches of ordinary nodes between them compile to pipelines as usual; the host steps run
+// between them (runtime/host_steps.h). All_reduces are bucketed first
+// (graph/passes/bucket_collectives.h) and run while the steps after them do, until a step reads
+// their results.
 #pragma once
 #include <memory>
 

@@ -251,9 +251,67 @@ Graph sources_first(const Graph& g) {
 
 }  // namespace
 
+namespace {
+
+// Where a graph is cut: each node's part, each part's nodes (its own and those it recomputes), the
+// values later parts read (boundary ids, in the order they are first read), and the output slots'
+// values.
+struct Cuts {
+  size_t count = 0;
+  std::vector<size_t> part_of;
+  std::vector<std::vector<int>> nodes_of;
+  std::vector<std::set<int>> recomputed;
+  std::map<int, int> boundary_of;
+  std::vector<int> slot_node;
+};
+
+// Part p as a graph of its own: the caller's inputs it reads, then the values handed in, in the
+// order its nodes first read them; the values it hands on, in the order they are computed, then
+// the caller's outputs it computes. Alike blocks are then alike parts, whatever else reads them.
+Part part_graph(const Graph& g, const Cuts& c, size_t p) {
+  Builder b(g);
+  Part part;
+  std::set<int> reads;
+  for (int k : c.nodes_of[p]) reads.insert(g.nodes[size_t(k)].inputs.begin(), g.nodes[size_t(k)].inputs.end());
+  for (size_t s = 0; s < c.slot_node.size(); ++s)
+    if (p + 1 == c.count && is_source(g.node(c.slot_node[s]))) reads.insert(c.slot_node[s]);
+  part.caller_inputs = b.add_inputs(reads);
+  std::set<int> handed;
+  for (int k : c.nodes_of[p])
+    for (int v : g.nodes[size_t(k)].inputs)
+      if (c.boundary_of.count(v) && c.part_of[size_t(v)] < p && !c.recomputed[p].count(v) && handed.insert(v).second) {
+        b.id[size_t(v)] = b.out.add_parameter(g.type(v));
+        part.boundary_inputs.push_back(c.boundary_of.at(v));
+      }
+  // Sources are copied where they are read (and the caller's inputs are parameters already).
+  for (int k : c.nodes_of[p]) {
+    if (is_source(g.nodes[size_t(k)])) continue;
+    for (int in : g.nodes[size_t(k)].inputs)
+      if (b.id[size_t(in)] < 0) b.copy_source(in);
+    b.copy(k);
+  }
+  for (const auto& [v, id] : c.boundary_of)  // (in node order)
+    if (c.part_of[size_t(v)] == p) {
+      b.out.outputs.push_back(b.id[size_t(v)]);
+      part.output_slot.push_back(-1 - id);
+    }
+  // A caller's output is computed by its node's part; a source output is copied into the last.
+  for (size_t s = 0; s < c.slot_node.size(); ++s) {
+    const int v = c.slot_node[s];
+    const bool here = is_source(g.node(v)) ? p + 1 == c.count : c.part_of[size_t(v)] == p;
+    if (!here) continue;
+    b.out.outputs.push_back(b.copy_source_or_mapped(v));
+    part.output_slot.push_back(int(s));
+  }
+  // (A value only later parts read, and recompute, is computed here for nothing: dropped.)
+  part.graph = dce(b.out);
+  return part;
+}
+
+}  // namespace
+
 std::vector<Part> partition(const Graph& original, bool at_once) {
   const Graph g = sources_first(original);
-  const size_t n = g.nodes.size();
   int64_t work = 0;
   for (const Node& node : g.nodes) work += work_of(node.op);
   const int64_t total = compile_cost(g);
@@ -261,72 +319,30 @@ std::vector<Part> partition(const Graph& original, bool at_once) {
   const bool halves = at_once && work >= *setting::count(setting::Id::PartitionWork);
   if (!halves && total <= most) return {};
   std::vector<int> block_of;
-  std::vector<size_t> begin = part_begins(g, total, most, block_of);
-  const size_t parts_count = begin.size() - 1;
-  if (parts_count < 2) return {};
-  std::vector<size_t> part_of(n);
-  for (size_t p = 0; p < parts_count; ++p)
-    for (size_t k = begin[p]; k < begin[p + 1]; ++k) part_of[k] = p;
-  // Each part's nodes, in the graph's order: its own and those it recomputes.
-  std::vector<std::vector<int>> nodes_of(parts_count);
-  std::vector<std::set<int>> recomputed(parts_count);
-  for (size_t p = 0; p < parts_count; ++p) {
-    recomputed[p] = recomputed_in(g, part_of, block_of, p, begin[p], begin[p + 1]);
-    nodes_of[p].assign(recomputed[p].begin(), recomputed[p].end());
-    for (size_t k = begin[p]; k < begin[p + 1]; ++k) nodes_of[p].push_back(int(k));
+  const std::vector<size_t> begin = part_begins(g, total, most, block_of);
+  Cuts c;
+  c.count = begin.size() - 1;
+  if (c.count < 2) return {};
+  c.part_of.resize(g.nodes.size());
+  for (size_t p = 0; p < c.count; ++p)
+    for (size_t k = begin[p]; k < begin[p + 1]; ++k) c.part_of[k] = p;
+  c.nodes_of.resize(c.count);
+  c.recomputed.resize(c.count);
+  for (size_t p = 0; p < c.count; ++p) {
+    c.recomputed[p] = recomputed_in(g, c.part_of, block_of, p, begin[p], begin[p + 1]);
+    c.nodes_of[p].assign(c.recomputed[p].begin(), c.recomputed[p].end());
+    for (size_t k = begin[p]; k < begin[p + 1]; ++k) c.nodes_of[p].push_back(int(k));
   }
-
   // Values a later part reads (sources are copied into each part that reads them, not handed on).
-  std::map<int, int> boundary_of;  // node -> boundary id (ids in the order later parts first read them)
-  for (size_t p = 0; p < parts_count; ++p)
-    for (int b : nodes_of[p])
+  for (size_t p = 0; p < c.count; ++p)
+    for (int b : c.nodes_of[p])
       for (int in : g.nodes[size_t(b)].inputs)
-        if (part_of[size_t(in)] < p && !is_source(g.node(in)) && !recomputed[p].count(in) && !boundary_of.count(in))
-          boundary_of.emplace(in, int(boundary_of.size()));
-  std::vector<int> slot_node(g.outputs);
-  for (const Update& u : g.updates) slot_node.push_back(u.value);
-
-  std::vector<Part> parts(parts_count);
-  for (size_t p = 0; p < parts_count; ++p) {
-    Builder b(g);
-    Part& part = parts[p];
-    std::set<int> reads;
-    for (int k : nodes_of[p]) reads.insert(g.nodes[size_t(k)].inputs.begin(), g.nodes[size_t(k)].inputs.end());
-    for (size_t s = 0; s < slot_node.size(); ++s)
-      if (p + 1 == parts_count && is_source(g.node(slot_node[s]))) reads.insert(slot_node[s]);
-    part.caller_inputs = b.add_inputs(reads);
-    // Values handed in, in the order the part's nodes first read them, and values handed on, in
-    // the order they are computed: alike blocks are then alike parts, whatever else reads them.
-    std::set<int> handed;
-    for (int k : nodes_of[p])
-      for (int v : g.nodes[size_t(k)].inputs)
-        if (boundary_of.count(v) && part_of[size_t(v)] < p && !recomputed[p].count(v) && handed.insert(v).second) {
-          b.id[size_t(v)] = b.out.add_parameter(g.type(v));
-          part.boundary_inputs.push_back(boundary_of[v]);
-        }
-    // Sources are copied where they are read (and the caller's inputs are parameters already).
-    for (int k : nodes_of[p]) {
-      if (is_source(g.nodes[size_t(k)])) continue;
-      for (int in : g.nodes[size_t(k)].inputs)
-        if (b.id[size_t(in)] < 0) b.copy_source(in);
-      b.copy(k);
-    }
-    for (const auto& [v, id] : boundary_of)  // (in node order)
-      if (part_of[size_t(v)] == p) {
-        b.out.outputs.push_back(b.id[size_t(v)]);
-        part.output_slot.push_back(-1 - id);
-      }
-    // A caller's output is computed by its node's part; a source output is copied into the last.
-    for (size_t s = 0; s < slot_node.size(); ++s) {
-      const int v = slot_node[s];
-      const bool here = is_source(g.node(v)) ? p + 1 == parts_count : part_of[size_t(v)] == p;
-      if (!here) continue;
-      b.out.outputs.push_back(b.copy_source_or_mapped(v));
-      part.output_slot.push_back(int(s));
-    }
-    // (A value only later parts read, and recompute, is computed here for nothing: dropped.)
-    part.graph = dce(b.out);
-  }
+        if (c.part_of[size_t(in)] < p && !is_source(g.node(in)) && !c.recomputed[p].count(in) && !c.boundary_of.count(in))
+          c.boundary_of.emplace(in, int(c.boundary_of.size()));
+  c.slot_node = g.outputs;
+  for (const Update& u : g.updates) c.slot_node.push_back(u.value);
+  std::vector<Part> parts;
+  for (size_t p = 0; p < c.count; ++p) parts.push_back(part_graph(g, c, p));
   // (A part whose values nobody reads, a run of sources say, has nothing to run.)
   parts.erase(std::remove_if(parts.begin(), parts.end(), [](const Part& p) { return p.graph.outputs.empty(); }), parts.end());
   if (parts.size() < 2) return {};

@@ -16,6 +16,8 @@
 #include "halide_backend/lowering/lower.h"
 #include "halide_backend/codegen/device_pipeline.h"
 #include "halide_backend/runtime/device_runtime.h"
+#include "halide_backend/devices.h"
+#include "halide_backend/runtime/linker.h"
 #include "halide_backend/runtime/runtime_object.h"
 #include "support/child_process.h"
 #include "support/log.h"
@@ -80,17 +82,6 @@ std::string device_code_of(const Halide::Module& module) {
   return code;
 }
 
-// ld itself (starting the compiler driver only to run ld costs more than linking).
-const std::string& linker_path() {
-  static const std::string ld = [] {
-    // HJIT_LINKER names another ld (or, naming nothing runnable, stands for a machine without one).
-    if (const std::optional<std::string> env = setting::raw(setting::Id::Linker))
-      return access(env->c_str(), X_OK) == 0 ? *env : std::string();
-    return find_program("ld");
-  }();
-  return ld;
-}
-
 namespace {
 
 std::string read_file(const std::string& path) {
@@ -142,20 +133,18 @@ PipelineInfo describe(const Graph& g, const LoweredPipeline& p, std::string func
   return info;
 }
 
-bool can_link() { return !linker_path().empty(); }
-
 Halide::Target code_target(const LoweredPipeline& p, const Target& target, bool jit) {
   Halide::Target t = target.halide(jit);
   if (!jit) t = t.with_feature(Halide::Target::NoRuntime);  // the runtime comes from runtime_object.h
   const bool calls_library = std::any_of(p.stages.begin(), p.stages.end(), [](const Stage& s) { return s.is_extern; });
-  if (target.device() == Device::CPU && !p.checks_indices && !calls_library && !p.dynamic)
+  if (device_kind(target.device()).host() && !p.checks_indices && !calls_library && !p.dynamic)
     t = t.with_feature(Halide::Target::NoAsserts);
   return t;
 }
 
 Halide::Target lowering_target(const LoweredPipeline& p, const Target& target, bool jit) {
   const Halide::Target code = code_target(p, target, jit);
-  return target.device() == Device::CPU ? code.with_feature(Halide::Target::NoAsserts) : code;
+  return device_kind(target.device()).host() ? code.with_feature(Halide::Target::NoAsserts) : code;
 }
 
 Halide::Module pipeline_module(const LoweredPipeline& p, const Target& target, const std::string& function, bool jit,
@@ -194,12 +183,13 @@ std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Targe
   ScratchDir dir;
   const std::string object = dir.path + "/pipeline.o", so = dir.path + "/pipeline.so";
   std::string runtime = dir.path + "/runtime.o";
-  if (device == Device::CPU) {
-    std::ofstream out(runtime, std::ios::binary);
-    const std::string_view rt = halide_runtime_object(Device::CPU);
-    out.write(rt.data(), std::streamsize(rt.size()));
-  } else {
+  const DeviceKind& kind = device_kind(device);
+  if (kind.shares_runtime()) {
     runtime = device_runtime(device).path;  // becomes a DT_NEEDED of the pipeline, found by its soname
+  } else {
+    std::ofstream out(runtime, std::ios::binary);
+    const std::string_view rt = kind.runtime_object();
+    out.write(rt.data(), std::streamsize(rt.size()));
   }
   module.compile({{Halide::OutputFileType::object, object}});
   const double codegen_ms = t.ms();
@@ -232,7 +222,8 @@ std::shared_ptr<HalideExecutable> load_shared_object(std::string_view bytes, Pip
     if (written) done += size_t(n);
   }
   close(fd);
-  if (info.device != Device::CPU) device_runtime(info.device);  // loaded first: the pipeline needs it
+  const DeviceKind& kind = device_kind(info.device);
+  if (kind.shares_runtime()) device_runtime(info.device);  // loaded first: the pipeline needs it
   void* handle = written ? dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
   std::remove(path.c_str());
   if (!written) throw CompileError("hjit: writing compiled code to " + path + " failed: " + std::strerror(errno));
@@ -241,7 +232,7 @@ std::shared_ptr<HalideExecutable> load_shared_object(std::string_view bytes, Pip
   auto fn = reinterpret_cast<ArgvFunction>(dlsym(handle, (info.function + "_argv").c_str()));
   if (!fn) throw CompileError("hjit: compiled code has no function " + info.function + "_argv");
   // (A GPU pipeline's runtime is its device's, whose hooks are set once.)
-  if (info.device == Device::CPU) install_runtime_hooks([&](const char* symbol) { return dlsym(handle, symbol); });
+  if (!kind.shares_runtime()) install_runtime_hooks([&](const char* symbol) { return dlsym(handle, symbol); });
   return std::make_shared<HalideExecutable>(std::move(info), fn, std::move(code), nullptr);
 }
 

@@ -10,6 +10,7 @@
 #include "halide_backend/codegen/target.h"
 #include "halide_backend/lowering/lowered.h"
 #include "halide_backend/runtime/executable.h"
+#include "halide_backend/runtime/linker.h"
 
 namespace hjit::backend {
 
@@ -52,10 +53,6 @@ std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Targe
 // Loads a shared object from its bytes (checked by the caller). Throws CompileError when the
 // dynamic loader rejects it.
 std::shared_ptr<HalideExecutable> load_shared_object(std::string_view bytes, PipelineInfo info);
-
-// Whether shared objects can be linked here (an ld on PATH, or HJIT_LINKER), and the linker.
-bool can_link();
-const std::string& linker_path();
 
 // The device code (PTX for CUDA) of a compiled module's GPU kernels; empty when it has none.
 std::string device_code_of(const Halide::Module& module);

@@ -7,6 +7,8 @@
 
 #include <hjit/error.h>
 
+#include "halide_backend/devices.h"
+
 namespace hjit::backend {
 namespace {
 
@@ -16,23 +18,6 @@ bool cpu_has_avx512_fp16() {
   return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 23));
 }
 
-Halide::Target::Feature cuda_capability_feature(int capability) {
-  switch (capability) {
-    case 30: return Halide::Target::CUDACapability30;
-    case 32: return Halide::Target::CUDACapability32;
-    case 35: return Halide::Target::CUDACapability35;
-    case 50: return Halide::Target::CUDACapability50;
-    case 61: return Halide::Target::CUDACapability61;
-    case 70: return Halide::Target::CUDACapability70;
-    case 75: return Halide::Target::CUDACapability75;
-    case 80: return Halide::Target::CUDACapability80;
-    case 86: return Halide::Target::CUDACapability86;
-    default:
-      throw ValueError("hjit: CUDA compute capability " + std::to_string(capability) +
-                       " is not one Halide 14 generates code for (30, 32, 35, 50, 61, 70, 75, 80, 86; "
-                       "80 and 86 run on newer GPUs too)");
-  }
-}
 
 }  // namespace
 
@@ -47,11 +32,8 @@ Target Target::host(Device device, int cuda_capability) {
   // much again, but made W6 50% slower; NoAsserts saved 0.7 s of W9's 2 s, but also drops the
   // checks behind IndexError and the null checks of heap allocations.)
   t = t.with_feature(Halide::Target::NoBoundsQuery);
-  if (device == Device::CUDA) t = t.with_feature(Halide::Target::CUDA).with_feature(cuda_capability_feature(cuda_capability));
-  // cl_doubles: f64 tensors compute in double on the device, as on the CPU.
-  if (device == Device::OpenCL) t = t.with_feature(Halide::Target::OpenCL).with_feature(Halide::Target::CLDoubles);
   Target out;
-  out.str_ = t.to_string();
+  out.str_ = Halide::Target(t.to_string() + device_kind(device).target_features(cuda_capability)).to_string();
   return out;
 }
 

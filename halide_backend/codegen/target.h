@@ -5,6 +5,8 @@
 
 #include <hjit/graph.h>
 
+#include "halide_backend/devices.h"
+
 namespace Halide {
 struct Target;
 }
@@ -21,10 +23,10 @@ class Target {
   static Target host(Device device, int cuda_capability = kDefaultCudaCapability);
   static constexpr int kDefaultCudaCapability = 80;
 
-  // The device its code runs on: CUDA or OpenCL when it has that GPU feature, else the CPU.
+  // The device its code runs on: CUDA or OpenCL when it has that GPU feature, else the CPU; and
+  // what differs for that device (runtime/devices.h).
   Device device() const;
-  bool is_cuda() const { return device() == Device::CUDA; }
-  bool is_gpu() const { return device() != Device::CPU; }
+  const DeviceKind& kind() const { return device_kind(device()); }
   // Any Halide target string ("host", "x86-64-linux-avx2", "host-cuda-cuda_capability_80"). Throws
   // ValueError naming the string when Halide does not know it.
   static Target parse(const std::string& s);

@@ -13,6 +13,18 @@ std::string upper(std::string s) {
   return s;
 }
 
+// Each line of `text` as a line of comment.
+std::string comment_lines(const std::string& text) {
+  std::string out;
+  for (size_t from = 0; from < text.size();) {
+    size_t end = text.find('\n', from);
+    if (end == std::string::npos) end = text.size();
+    out += "// " + text.substr(from, end - from) + "\n";
+    from = end + 1;
+  }
+  return out;
+}
+
 std::string shape_text(const Shape& s) {
   std::string t = "{";
   for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
@@ -77,9 +89,7 @@ std::string c_header(const ExportPlan& plan, const std::vector<CArg>& args, cons
     << "// " << plan.pipelines.size() << (plan.pipelines.size() == 1 ? " pipeline" : " pipelines") << " ("
     << (plan.pipelines.empty() ? std::string("none") : plan.pipelines.front().schedule_summary) << "), run in "
     << plan.steps.size() << (plan.steps.size() == 1 ? " step" : " steps") << ".\n"
-    << (target.is_cuda() ? "// Runs on a CUDA GPU (NVIDIA's driver, libcuda.so.1): pointers are host memory, copied to\n"
-                           "// the device and back by each call.\n"
-                         : "")
+    << comment_lines(target.kind().export_note())
     << "#ifndef HJIT_EXPORT_" << N << "_H\n#define HJIT_EXPORT_" << N << "_H\n#include <stdint.h>\n\n"
     << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
     << "// Every pointer is a dense row-major array of the shape below, 64-byte aligned\n"
@@ -98,7 +108,7 @@ std::string c_header(const ExportPlan& plan, const std::vector<CArg>& args, cons
     << "int " << r.name << "(" << c_parameters(args) << ");\n\n"
     << "// The same with its arguments in an array, in the order above (for callers that bind them at\n"
     << "// run time).\nint " << r.name << "_argv(void* const* args);\n\n";
-  if (target.is_gpu())
+  if (!target.kind().host())
     h << "// The same on Halide buffers (HalideRuntime.h), one per argument above in that order, for callers\n"
       << "// that keep data on the device between calls: a buffer marked host-dirty is copied to the\n"
       << "// device, outputs are left there (device-dirty); nothing is freed. The library's runtime\n"

@@ -20,7 +20,7 @@ class Wrapper {
     prelude();
     main_entry();
     argv_entry();
-    if (plan_.target.is_gpu() && plan_.steps.size() == 1) buffers_entry();
+    if (!plan_.target.kind().host() && plan_.steps.size() == 1) buffers_entry();
     return c_.str();
   }
 
@@ -99,7 +99,7 @@ class Wrapper {
       for (size_t i = 0; i < p.info.args.size(); ++i) c_ << ", &buf" << k << "_" << i;
       c_ << ");\n";
       // GPU targets: outputs back to the caller's memory, device allocations released.
-      if (plan_.target.is_gpu()) {
+      if (!plan_.target.kind().host()) {
         for (size_t i = 0; i < p.info.args.size(); ++i)
           if (p.info.args[i].from == ArgSpec::From::Output)
             c_ << "    if (r == 0 && buf" << k << "_" << i << ".device) r = halide_copy_to_host(NULL, &buf" << k << "_" << i << ");\n";

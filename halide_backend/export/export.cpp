@@ -81,7 +81,7 @@ std::vector<std::string> export_library(const Graph& g, const Options& o, const 
   archive_library(plan, r, scratch.path, library);
   std::vector<std::string> written{library, header};
   if (!plan.device_code.empty()) {
-    written.push_back(r.directory + "/" + r.name + (target.is_cuda() ? ".ptx" : ".cl"));  // PTX, or OpenCL C
+    written.push_back(r.directory + "/" + r.name + target.kind().device_code_extension());
     write_text(written.back(), plan.device_code);
   }
   log().debug("export: wrote {} files in {} in {:.1f} ms", written.size(), r.directory, t.ms());

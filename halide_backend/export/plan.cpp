@@ -76,7 +76,7 @@ void plan_decided(const Graph& g, const Options& o, ExportPlan& plan, std::vecto
     {
       std::lock_guard lock(compile_mutex());
       text = decide(graph, plan.target, o.schedule.choice, &why, /*extern_stages=*/false);
-      if (!text && !o.schedule.as<BuiltIn>()) {  // an autoscheduler that declines: the built-in schedule
+      if (!text) {  // an autoscheduler that declines: the built-in schedule
         log().warn("export: {} on '{}': {}; using the built-in schedule", o.schedule.str(), graph.name, why);
         text = decide(graph, plan.target, BuiltIn{}, &why, false);
       }
@@ -105,7 +105,7 @@ void plan_decided(const Graph& g, const Options& o, ExportPlan& plan, std::vecto
 // A GPU target's pipelines check the buffers they are given: the library's _buffers entry takes
 // the caller's. A CPU target's wrapper makes every buffer itself, as hjit does for its own calls,
 // so its pipelines are the very code compile() made.
-Buffers buffers_for(const Target& t) { return t.is_gpu() ? Buffers::ByCaller : Buffers::ByHjit; }
+Buffers buffers_for(const Target& t) { return t.kind().host() ? Buffers::ByHjit : Buffers::ByCaller; }
 
 }  // namespace
 

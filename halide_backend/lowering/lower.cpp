@@ -223,29 +223,23 @@ Expr bind_constant(LoweredPipeline& p, const TensorType& type, ConstData data, c
   return from_storage(type.dtype, c(args));
 }
 
-LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::set<int>& externs,
-                      const SymbolicSizes* dynamic) {
-  for (const Node& n : g.nodes)
-    if (n.type.numel() > INT_MAX)
-      throw CompileError("hjit compiles tensors of at most 2^31-1 elements; " + n.type.str() + " is larger");
-  if (dynamic) {
-    if (!externs.empty()) throw ValueError("library calls (extern stages) compile for fixed sizes only");
-    check_dynamic(g, *dynamic);
-  }
-  LoweredPipeline p;
-  p.graph = &g;
-  p.dynamic = dynamic;
-  p.target = target;
-  p.stages.resize(g.nodes.size());
-  p.params.resize(g.inputs.size());
-  // An extern convolution reads the convolution's operands and its post-ops' per-channel values;
-  // the nodes it absorbs are read by nothing else.
-  const std::map<int, std::optional<ConvChain>> chains = extern_chains(g, externs);
+namespace {
+
+// An extern convolution reads the convolution's operands and its post-ops' per-channel values; the
+// nodes it absorbs are read by nothing else. The chains of the extern stages, their layouts, and
+// every stage's consumers.
+struct ExternPlan {
+  std::map<int, std::optional<ConvChain>> chains;  // by the node whose value the stage computes
+  std::map<int, int> layouts;
+};
+ExternPlan plan_extern_stages(const Graph& g, const std::set<int>& externs, LoweredPipeline& p) {
+  ExternPlan plan;
+  plan.chains = extern_chains(g, externs);
   std::vector<ConvChain> conv_chains;
-  for (const auto& [end, chain] : chains)
+  for (const auto& [end, chain] : plan.chains)
     if (chain) conv_chains.push_back(*chain);
-  const std::map<int, int> layouts = conv_layouts(g, conv_chains);
-  for (const auto& [end, chain] : chains) {
+  plan.layouts = conv_layouts(g, conv_chains);
+  for (const auto& [end, chain] : plan.chains) {
     if (!chain) continue;
     if (chain->conv != end) p.stages[size_t(chain->conv)].absorbed = true;
     for (const PostOp& op : chain->post_ops)
@@ -254,44 +248,53 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::s
   for (size_t id = 0; id < g.nodes.size(); ++id) {
     if (p.stages[id].absorbed) continue;
     std::vector<int> reads = g.nodes[id].inputs;
-    if (auto it = chains.find(int(id)); it != chains.end() && it->second) {
+    if (auto it = plan.chains.find(int(id)); it != plan.chains.end() && it->second) {
       reads = g.node(it->second->conv).inputs;
       for (const PostOp& op : it->second->post_ops)
         if (op.operand >= 0) reads.push_back(op.operand);
     }
     for (int in : reads) p.stages[size_t(in)].consumers.push_back(int(id));
   }
+  return plan;
+}
 
-  // Which nodes some output or update needs.
-  std::vector<int> wanted(g.outputs);
-  for (const Update& u : g.updates) wanted.push_back(u.value);
+bool used(const LoweredPipeline& p, const std::vector<int>& wanted, int node) {
+  return !p.stages[size_t(node)].consumers.empty() || std::find(wanted.begin(), wanted.end(), node) != wanted.end();
+}
 
-  LowerCtx ctx{g, p};
-  if (dynamic) {
-    // Inputs first: each symbol is the extent of its source input's dimension, and every input's
-    // constraints are expressions of the symbols (a source's own dimension stays free).
-    for (size_t i = 0; i < g.inputs.size(); ++i) {
-      const int node = g.inputs[i];
-      bool used = !p.stages[size_t(node)].consumers.empty() || std::find(wanted.begin(), wanted.end(), node) != wanted.end();
-      for (const SymbolicSizes::Source& src : dynamic->sources) used |= src.input == int(i);
-      if (used) p.params[i] = ImageParam(storage_type(g.type(node).dtype), g.type(node).rank(), "in" + std::to_string(i));
-    }
-    for (const SymbolicSizes::Source& src : dynamic->sources)
-      p.symbols.push_back(p.params[size_t(src.input)].dim(g.type(g.inputs[size_t(src.input)]).rank() - 1 - src.dim).extent());
-    for (size_t i = 0; i < g.inputs.size(); ++i) {
-      if (!p.params[i].defined()) continue;
-      const int node = g.inputs[i];
-      const TensorType& t = g.type(node);
-      std::vector<Expr> extents;
-      for (int d = 0; d < t.rank(); ++d) extents.push_back(ctx.extent(node, d));
-      std::vector<bool> own(size_t(t.rank()), false);
-      for (const SymbolicSizes::Source& src : dynamic->sources)
-        if (src.input == int(i)) own[size_t(t.rank() - 1 - src.dim)] = true;
-      ImageParam& param = p.params[i];
-      constrain([&](int d) { return param.dim(d); }, t.shape, extents, own);
-      param.set_host_alignment(64);
-    }
+// Dynamic sizes: the inputs first. Each symbol is the extent of its source input's dimension, and
+// every input's constraints are expressions of the symbols (a source's own dimension stays free).
+void bind_dynamic_inputs(LowerCtx& ctx, const SymbolicSizes& dynamic, const std::vector<int>& wanted) {
+  const Graph& g = ctx.g;
+  LoweredPipeline& p = ctx.p;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const int node = g.inputs[i];
+    bool needed = used(p, wanted, node);
+    for (const SymbolicSizes::Source& src : dynamic.sources) needed |= src.input == int(i);
+    if (needed) p.params[i] = ImageParam(storage_type(g.type(node).dtype), g.type(node).rank(), "in" + std::to_string(i));
   }
+  for (const SymbolicSizes::Source& src : dynamic.sources)
+    p.symbols.push_back(p.params[size_t(src.input)].dim(g.type(g.inputs[size_t(src.input)]).rank() - 1 - src.dim).extent());
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    if (!p.params[i].defined()) continue;
+    const int node = g.inputs[i];
+    const TensorType& t = g.type(node);
+    std::vector<Expr> extents;
+    for (int d = 0; d < t.rank(); ++d) extents.push_back(ctx.extent(node, d));
+    std::vector<bool> own(size_t(t.rank()), false);
+    for (const SymbolicSizes::Source& src : dynamic.sources)
+      if (src.input == int(i)) own[size_t(t.rank() - 1 - src.dim)] = true;
+    ImageParam& param = p.params[i];
+    constrain([&](int d) { return param.dim(d); }, t.shape, extents, own);
+    param.set_host_alignment(64);
+  }
+}
+
+// One Func per node, in the graph's order: inputs, constants, extern stages, and every other op
+// through its entry of the lowering table.
+void define_stages(LowerCtx& ctx, const ExternPlan& externs, const std::vector<int>& wanted) {
+  const Graph& g = ctx.g;
+  LoweredPipeline& p = ctx.p;
   for (size_t id = 0; id < g.nodes.size(); ++id) {
     const Node& n = g.nodes[id];
     Stage& s = p.stages[id];
@@ -302,9 +305,8 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::s
     s.extents = to_halide_order(n.type.shape);
     for (int d = 0; d < n.type.rank(); ++d) s.vars.emplace_back("d" + std::to_string(d));
     if (n.op == OpKind::Parameter) {
-      size_t index = size_t(n.attrs.i("index"));
-      bool used = !s.consumers.empty() || std::find(wanted.begin(), wanted.end(), int(id)) != wanted.end();
-      if (used && n.type.numel() > 0) {
+      const size_t index = size_t(n.attrs.i("index"));
+      if (used(p, wanted, int(id)) && n.type.numel() > 0) {
         if (!p.params[index].defined()) p.params[index] = make_param(n.type, "in" + std::to_string(index), true);
         LowerCtx::define(s, from_storage(n.type.dtype, p.params[index](std::vector<Expr>(s.vars.begin(), s.vars.end()))));
       }
@@ -315,14 +317,20 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::s
       continue;
     }
     if (s.absorbed) continue;
-    if (auto it = chains.find(int(id)); it != chains.end()) {
-      auto layout = layouts.find(int(id));
-      lower_extern(ctx, s, n, it->second, layout == layouts.end() ? 0 : layout->second);
+    if (auto it = externs.chains.find(int(id)); it != externs.chains.end()) {
+      auto layout = externs.layouts.find(int(id));
+      lower_extern(ctx, s, n, it->second, layout == externs.layouts.end() ? 0 : layout->second);
       continue;
     }
     lowering_for(n.op)(ctx, s, n);
   }
+}
 
+// The pipeline's outputs, one per wanted value (outputs, then updates): the stage's own Func, or a
+// wrapper where the value is already an output, a source, or stored in another type.
+void define_outputs(LowerCtx& ctx, const std::vector<int>& wanted) {
+  const Graph& g = ctx.g;
+  LoweredPipeline& p = ctx.p;
   std::vector<bool> is_output(g.nodes.size(), false);
   for (int node : wanted) {
     const Node& n = g.node(node);
@@ -350,6 +358,32 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::s
     p.output_node.push_back(node);
     p.output_is_wrapper.push_back(wrapper);
   }
+}
+
+}  // namespace
+
+LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::set<int>& externs,
+                      const SymbolicSizes* dynamic) {
+  for (const Node& n : g.nodes)
+    if (n.type.numel() > INT_MAX)
+      throw CompileError("hjit compiles tensors of at most 2^31-1 elements; " + n.type.str() + " is larger");
+  if (dynamic) {
+    if (!externs.empty()) throw ValueError("library calls (extern stages) compile for fixed sizes only");
+    check_dynamic(g, *dynamic);
+  }
+  LoweredPipeline p;
+  p.graph = &g;
+  p.dynamic = dynamic;
+  p.target = target;
+  p.stages.resize(g.nodes.size());
+  p.params.resize(g.inputs.size());
+  const ExternPlan extern_plan = plan_extern_stages(g, externs, p);
+  std::vector<int> wanted(g.outputs);  // what some output or update needs
+  for (const Update& u : g.updates) wanted.push_back(u.value);
+  LowerCtx ctx{g, p};
+  if (dynamic) bind_dynamic_inputs(ctx, *dynamic, wanted);
+  define_stages(ctx, extern_plan, wanted);
+  define_outputs(ctx, wanted);
   return p;
 }
 

@@ -10,7 +10,7 @@
 #include "graph/rewriter.h"
 #include "halide_backend/lowering/ieee_math.h"
 #include "halide_backend/lowering/lower_ctx.h"
-#include "halide_backend/scheduling/schedule_value.h"
+#include "halide_backend/lowering/names.h"
 
 namespace hjit::backend {
 
@@ -746,6 +746,48 @@ void Take(LowerCtx& ctx, Stage& s, const Node& n) {
   LowerCtx::define(s, ctx.at(n.inputs[0], xc));
 }
 
+namespace {
+
+// The Funcs of an attention stage besides its own, and its loops.
+struct AttentionFuncs {
+  Func keys_t, scores, scores_acc, row_max, probs, row_sum;
+  Var j, d;
+  RDom rd, rj;
+  bool block_accumulator;
+};
+
+// The stage's helpers, for its schedule (schedules/attention.cpp): each Func with its loops (the
+// lead ones, then the batch's) and extents, and its reduction's.
+void add_attention_helpers(Stage& s, const AttentionFuncs& f, int64_t T, int64_t D) {
+  const std::vector<Var> batch(s.vars.begin() + 2, s.vars.end());
+  const Shape batch_extents(s.extents.begin() + 2, s.extents.end());
+  const Var& i = s.vars[1];
+  auto helper = [&](const char* role, Func func, std::initializer_list<Var> lead, std::initializer_list<int64_t> lead_extents,
+                    std::vector<RVar> rvars) {
+    std::vector<Var> vars(lead);
+    vars.insert(vars.end(), batch.begin(), batch.end());
+    Shape ex(lead_extents);
+    ex.insert(ex.end(), batch_extents.begin(), batch_extents.end());
+    s.helpers.push_back(Helper{role, func, vars, ex, std::move(rvars), {}});
+  };
+  const int64_t S = s.extents[1];
+  helper("keys_t", f.keys_t, {f.j, f.d}, {T, D}, {});
+  if (f.block_accumulator) {
+    helper("scores", f.scores, {f.j, i}, {T, S}, {});
+    helper("scores_acc", f.scores_acc, {f.j, i}, {T, S}, {f.rd.x});
+  } else {
+    helper("scores", f.scores, {f.j, i}, {T, S}, {f.rd.x});
+  }
+  helper("row_max", f.row_max, {i}, {S}, {f.rj.x});
+  helper("probs", f.probs, {f.j, i}, {T, S}, {});
+  helper("row_sum", f.row_sum, {i}, {S}, {f.rj.x});
+  // Dynamic sizes: the key index j runs over the keys' length.
+  if (!Internal::is_const(f.rj.x.extent()))
+    for (Helper& h : s.helpers) h.dynamic_vars.insert(f.j.name());
+}
+
+}  // namespace
+
 // Scaled dot-product attention without an [S, T] matrix: the scores of a tile of query rows are
 // computed where the output tile needs them (see schedules/attention.cpp).
 void Attention(LowerCtx& ctx, Stage& s, const Node& n) {
@@ -815,27 +857,7 @@ void Attention(LowerCtx& ctx, Stage& s, const Node& n) {
   LowerCtx::define(s, select(row_max(vars({i}))[1] != 0, ieee::quiet_nan(t), acc(s.vars) / row_sum(vars({i}))));
   s.reduction = acc;
   s.rvars = {rj.x};
-  const Shape batch_extents(s.extents.begin() + 2, s.extents.end());
-  auto helper = [&](const char* role, Func f, std::initializer_list<Var> lead, std::initializer_list<int64_t> lead_extents,
-                    std::vector<RVar> rvars) {
-    Shape ex(lead_extents);
-    ex.insert(ex.end(), batch_extents.begin(), batch_extents.end());
-    s.helpers.push_back(Helper{role, f, vars(lead), ex, std::move(rvars), {}});
-  };
-  const int64_t S = s.extents[1];
-  helper("keys_t", keys_t, {j, d}, {T, D}, {});
-  if (block_accumulator) {
-    helper("scores", scores, {j, i}, {T, S}, {});
-    helper("scores_acc", scores_acc, {j, i}, {T, S}, {rd.x});
-  } else {
-    helper("scores", scores, {j, i}, {T, S}, {rd.x});
-  }
-  helper("row_max", row_max, {i}, {S}, {rj.x});
-  helper("probs", probs, {j, i}, {T, S}, {});
-  helper("row_sum", row_sum, {i}, {S}, {rj.x});
-  // Dynamic sizes: the key index j runs over the keys' length.
-  if (!Internal::is_const(rj.x.extent()))
-    for (Helper& h : s.helpers) h.dynamic_vars.insert(j.name());
+  add_attention_helpers(s, AttentionFuncs{keys_t, scores, scores_acc, row_max, probs, row_sum, j, d, rd, rj, block_accumulator}, T, D);
 }
 
 // A u32 expression for threefry2x32: additions are narrowed widening_adds. With plain adds,

@@ -96,13 +96,6 @@ const HalideDeviceBuffer& on_device(const DeviceBuffer& b, Device device) {
   return static_cast<const HalideDeviceBuffer&>(b);
 }
 
-std::unique_ptr<DeviceBuffer> allocate_on_device(Device device, size_t bytes) {
-  std::string why;
-  if (!device_usable(device, &why))
-    throw DeviceError(std::string("hjit: cannot put a tensor on ") + device_name(device) + ": " + why);
-  return std::make_unique<HalideDeviceBuffer>(device_runtime(device), bytes);
-}
-
 TransferCounts transfer_counts() {
   TransferCounts c;
   c.uploads = g_uploads, c.downloads = g_downloads, c.upload_bytes = g_upload_bytes, c.download_bytes = g_download_bytes;

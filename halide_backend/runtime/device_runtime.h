@@ -26,7 +26,7 @@ struct DeviceRuntime {
 
 // The runtime for `device` (CUDA or OpenCL), linked and loaded on first use. Needs no driver:
 // code for a device compiles and links without one. Throws CompileError when it cannot be linked
-// or loaded (no linker). (Whether the device's driver is there: device_usable, backend.h.)
+// or loaded (no linker). (Whether the device's driver is there: its kind's usable(), devices.h.)
 const DeviceRuntime& device_runtime(Device device);
 
 }  // namespace hjit::backend

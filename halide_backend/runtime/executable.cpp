@@ -12,6 +12,7 @@
 #include "halide_backend/runtime/device_memory.h"
 #include "halide_backend/runtime/device_runtime.h"
 #include "halide_backend/lowering/lowered.h"
+#include "halide_backend/devices.h"
 #include "support/allocator.h"
 
 namespace hjit::backend {
@@ -127,7 +128,7 @@ template <class Fill, class After>
 void HalideExecutable::call(Fill fill, After after, const std::vector<int64_t>* symbols) const {
   if (!fn_) return;
   std::string why;
-  if (info_.on_gpu() && !device_usable(info_.device, &why))
+  if (!device_kind(info_.device).usable(&why))
     throw DeviceError("hjit: " + info_.function + " is compiled for " + device_name(info_.device) + ", and this process " +
                       "cannot run it: " + why + "; run it where the device is, or compile for Device::CPU");
   constexpr size_t kInline = 16;
@@ -260,9 +261,8 @@ std::string HalideExecutable::explain() const {
   std::ostringstream os;
   os << "pipeline " << info_.function << "\nschedule: " << info_.summary << "\n" << info_.schedule << "\n";
   if (!fn_) return os.str() + "(no outputs with elements: nothing is computed)\n";
-  if (info_.on_gpu())
-    os << "device code (" << (info_.device == Device::CUDA ? "PTX" : "OpenCL C") << ", " << info_.device_code.size() << " bytes):\n"
-       << info_.device_code << "\n";
+  if (const DeviceKind& kind = device_kind(info_.device); !kind.host())
+    os << "device code (" << kind.device_code() << ", " << info_.device_code.size() << " bytes):\n" << info_.device_code << "\n";
   os << "lowered statement:\n" << (statement_ && source_ ? statement_(*source_) : std::string("(not available)\n"));
   return os.str();
 }

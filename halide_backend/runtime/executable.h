@@ -12,6 +12,7 @@
 #include <HalideRuntime.h>
 
 #include "halide_backend/backend.h"
+#include "halide_backend/devices.h"
 
 namespace hjit::backend {
 
@@ -39,7 +40,7 @@ struct PipelineInfo {
   std::vector<ArgSpec> args;
   std::vector<std::shared_ptr<const std::vector<uint8_t>>> constants;  // hidden inputs' bytes
   bool computes_nothing() const;
-  bool on_gpu() const { return device != Device::CPU; }
+  bool on_gpu() const { return !device_kind(device).host(); }
 };
 
 // What a pipeline was built from: enough to lower it again with its schedule (info().schedule), for

@@ -40,14 +40,12 @@ extern "C" const char hjit_halide_runtime_opencl_end[];
 
 namespace hjit::backend {
 
-std::string_view halide_runtime_object(Device device) {
-  auto bytes = [](const char* begin, const char* end) { return std::string_view(begin, size_t(end - begin)); };
-  switch (device) {
-    case Device::CUDA: return bytes(hjit_halide_runtime_cuda_begin, hjit_halide_runtime_cuda_end);
-    case Device::OpenCL: return bytes(hjit_halide_runtime_opencl_begin, hjit_halide_runtime_opencl_end);
-    case Device::CPU: break;
-  }
-  return bytes(hjit_halide_runtime_begin, hjit_halide_runtime_end);
-}
+namespace {
+std::string_view bytes(const char* begin, const char* end) { return std::string_view(begin, size_t(end - begin)); }
+}  // namespace
+
+std::string_view cpu_runtime_object() { return bytes(hjit_halide_runtime_begin, hjit_halide_runtime_end); }
+std::string_view cuda_runtime_object() { return bytes(hjit_halide_runtime_cuda_begin, hjit_halide_runtime_cuda_end); }
+std::string_view opencl_runtime_object() { return bytes(hjit_halide_runtime_opencl_begin, hjit_halide_runtime_opencl_end); }
 
 }  // namespace hjit::backend

@@ -1,13 +1,13 @@
 // The bytes of Halide's runtime compiled for this machine's architecture and OS (see
-// runtime_object.cpp).
+// runtime_object.cpp): the CPU's, and with Halide's CUDA or OpenCL device part (each device's
+// kind hands its own out: runtime/devices.h).
 #pragma once
 #include <string_view>
 
-#include <hjit/dtype.h>
-
 namespace hjit::backend {
 
-// The runtime for code of `device`: the CPU runtime, or with Halide's CUDA or OpenCL device part.
-std::string_view halide_runtime_object(Device device = Device::CPU);
+std::string_view cpu_runtime_object();
+std::string_view cuda_runtime_object();
+std::string_view opencl_runtime_object();
 
 }  // namespace hjit::backend

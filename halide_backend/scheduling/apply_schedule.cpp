@@ -148,15 +148,21 @@ class Applier {
     }
     if (d.update >= f.num_update_definitions())
       throw ValueError("hjit: schedule: " + d.func + " has no update definition " + std::to_string(d.update));
+    const VerbArity* verb = find_verb(d.verb);
+    if (!verb) throw ValueError("hjit: schedule: unknown directive '" + d.verb + "'");
+    if (verb->func_level && d.update >= 0) throw ValueError("hjit: schedule: '" + d.verb + "' applies to a Func, not an update");
+    if (!verb->func_level && f.is_extern()) throw ValueError("hjit: schedule: '" + d.verb + "' on the extern stage " + d.func);
+    // An extern Func has no Stage: only Func-level directives (compute_root, ...) reach it.
+    if (verb->func_level) return apply_to_func(f, d);
+    Halide::Stage st = d.update < 0 ? Halide::Stage(f) : f.update(d.update);
+    apply_to_stage(st, d);
+  }
+
+ private:
+  // Directives on a Func as a whole: where it is computed and stored, and its storage.
+  void apply_to_func(Halide::Func f, const Directive& d) {
     const auto& a = d.args;
     const std::string& v = d.verb;
-    const VerbArity* verb = find_verb(v);
-    if (!verb) throw ValueError("hjit: schedule: unknown directive '" + v + "'");
-    if (verb->func_level && d.update >= 0) throw ValueError("hjit: schedule: '" + v + "' applies to a Func, not an update");
-    if (!verb->func_level && f.is_extern()) throw ValueError("hjit: schedule: '" + v + "' on the extern stage " + d.func);
-    // An extern Func has no Stage: only Func-level directives (compute_root, ...) reach it.
-    std::optional<Halide::Stage> st;
-    if (!verb->func_level) st.emplace(d.update < 0 ? Halide::Stage(f) : f.update(d.update));
     if (v == "compute_root") {
       f.compute_root();
       // A stage computed at root is realized whole. Its consumers may need less (a gather's one
@@ -165,84 +171,15 @@ class Applier {
       // a GRU's gates sliced from one matmul). Eager execution computes it whole too.
       if (auto g = whole_.find(d.func); g != whole_.end() && !f.is_extern())
         for (size_t k = 0; k < g->second.vars.size(); ++k) f.bound(g->second.vars[k], 0, int(g->second.extents[k]));
-    }
-    else if (v == "compute_inline") f.compute_inline();
-    else if (v == "store_root") f.store_root();
-    else if (v == "compute_at" || v == "store_at") {
+    } else if (v == "compute_inline") {
+      f.compute_inline();
+    } else if (v == "store_root") {
+      f.store_root();
+    } else if (v == "compute_at" || v == "store_at") {
       Halide::Func consumer = func(a[0]);
       VarOrRVar loop = loop_of(consumer, a[1]);
       if (v == "compute_at") loop.is_rvar ? f.compute_at(consumer, loop.rvar) : f.compute_at(consumer, loop.var);
       else loop.is_rvar ? f.store_at(consumer, loop.rvar) : f.store_at(consumer, loop.var);
-    }
-    else if (v == "split") {
-      VarOrRVar old = var_of(*st, a[0]);
-      const int n = factor(a[3]);
-      st->split(old, same_kind(old, a[1]), same_kind(old, a[2]), Halide::Expr(n), tail(d.func, a[0], a[4], d.update, n));
-      if (const int64_t scale = dynamic_scale(d.func, a[0])) dynamic_loops_[d.func][a[1]] = scale * n;
-      set_extent(d, a[2], n);
-    } else if (v == "fuse") {
-      VarOrRVar inner = var_of(*st, a[0]), outer = var_of(*st, a[1]);
-      VarOrRVar fused = inner.is_rvar || outer.is_rvar ? VarOrRVar(RVar(a[2])) : VarOrRVar(Var(a[2]));
-      st->fuse(inner, outer, fused);
-      const int64_t si = dynamic_scale(d.func, a[0]), so = dynamic_scale(d.func, a[1]);
-      if (si || so) dynamic_loops_[d.func][a[2]] = si && so ? std::min(si, so) : si ? si : so;
-      const int64_t ei = extent(d, a[0]), eo = extent(d, a[1]);
-      set_extent(d, a[2], ei * eo);  // each below 2^31: no overflow
-    } else if (v == "reorder") {
-      std::vector<VarOrRVar> order;
-      for (const std::string& n : a) order.push_back(var_of(*st, n));
-      st->reorder(order);
-    } else if (v == "unroll" && guarded_) {
-      // Guarded tails leave the loops of stages computed inside a tile without a constant extent
-      // (the tile's last, partial one bounds them), which Halide cannot unroll: they stay loops.
-    } else if (v == "vectorize" || v == "unroll" || v == "parallel") {
-      VarOrRVar x = var_of(*st, a[0]);
-      const int n = a.size() > 1 ? factor(a[1]) : 0;
-      if (v != "parallel") {
-        const int64_t width = n ? n : extent(d, a[0]);  // 0: not known here
-        if (width > kMaxLoopWidth)
-          throw ValueError("hjit: schedule: " + v + " of " + d.func + "'s loop " + a[0] + " over " + std::to_string(width) +
-                           " iterations; at most " + std::to_string(kMaxLoopWidth));
-      }
-      const Halide::TailStrategy tail_kind = n ? tail(d.func, a[0], a.size() > 2 ? a[2] : "Auto", d.update, n) : Halide::TailStrategy::Auto;
-      if (!n) {
-        if (v == "vectorize") st->vectorize(x);
-        else if (v == "unroll") st->unroll(x);
-        else st->parallel(x);
-      } else {
-        if (v == "vectorize") st->vectorize(x, n, tail_kind);
-        else if (v == "unroll") st->unroll(x, n, tail_kind);
-        else st->parallel(x, n, tail_kind);
-        // (a split whose outer loop keeps the name)
-        if (const int64_t scale = dynamic_scale(d.func, a[0])) dynamic_loops_[d.func][a[0]] = scale * n;
-      }
-    } else if (v == "gpu_blocks" || v == "gpu_threads") {
-      std::vector<VarOrRVar> x;
-      for (const std::string& n : a) x.push_back(var_of(*st, n));
-      const bool blocks = v == "gpu_blocks";
-      if (x.size() == 1) blocks ? st->gpu_blocks(x[0]) : st->gpu_threads(x[0]);
-      else if (x.size() == 2) blocks ? st->gpu_blocks(x[0], x[1]) : st->gpu_threads(x[0], x[1]);
-      else blocks ? st->gpu_blocks(x[0], x[1], x[2]) : st->gpu_threads(x[0], x[1], x[2]);
-    } else if (v == "gpu_single_thread") {
-      st->gpu_single_thread();
-    } else if (v == "atomic") {
-      st->atomic();
-    } else if (v == "serial") {
-      st->serial(var_of(*st, a[0]));
-    } else if (v == "rfactor") {
-      std::vector<std::pair<RVar, Var>> preserved;
-      for (size_t from = 0; from < a[0].size();) {
-        size_t comma = a[0].find(',', from);
-        if (comma == std::string::npos) comma = a[0].size();
-        const std::string pair = a[0].substr(from, comma - from);
-        const size_t colon = pair.find(':');
-        if (colon == std::string::npos) throw ValueError("hjit: schedule: rfactor takes rvar:var pairs, not '" + pair + "'");
-        preserved.emplace_back(RVar(pair.substr(0, colon)), Var(pair.substr(colon + 1)));
-        from = comma + 1;
-      }
-      Halide::Func intm = st->rfactor(preserved);
-      funcs_[a[1]] = intm;
-      funcs_[canonical_name(intm.name())] = intm;
     } else if (v == "in") {
       Halide::Func wrapper = f.in(func(a[0]));
       funcs_[a[1]] = wrapper;
@@ -266,7 +203,106 @@ class Applier {
     }
   }
 
- private:
+  // Directives on one definition's loops.
+  void apply_to_stage(Halide::Stage& st, const Directive& d) {
+    const auto& a = d.args;
+    const std::string& v = d.verb;
+    if (v == "split") {
+      split(st, d);
+    } else if (v == "fuse") {
+      fuse(st, d);
+    } else if (v == "reorder") {
+      std::vector<VarOrRVar> order;
+      for (const std::string& n : a) order.push_back(var_of(st, n));
+      st.reorder(order);
+    } else if (v == "unroll" && guarded_) {
+      // Guarded tails leave the loops of stages computed inside a tile without a constant extent
+      // (the tile's last, partial one bounds them), which Halide cannot unroll: they stay loops.
+    } else if (v == "vectorize" || v == "unroll" || v == "parallel") {
+      loop_verb(st, d);
+    } else if (v == "gpu_blocks" || v == "gpu_threads") {
+      std::vector<VarOrRVar> x;
+      for (const std::string& n : a) x.push_back(var_of(st, n));
+      const bool blocks = v == "gpu_blocks";
+      if (x.size() == 1) blocks ? st.gpu_blocks(x[0]) : st.gpu_threads(x[0]);
+      else if (x.size() == 2) blocks ? st.gpu_blocks(x[0], x[1]) : st.gpu_threads(x[0], x[1]);
+      else blocks ? st.gpu_blocks(x[0], x[1], x[2]) : st.gpu_threads(x[0], x[1], x[2]);
+    } else if (v == "gpu_single_thread") {
+      st.gpu_single_thread();
+    } else if (v == "atomic") {
+      st.atomic();
+    } else if (v == "serial") {
+      st.serial(var_of(st, a[0]));
+    } else if (v == "rfactor") {
+      rfactor(st, d);
+    } else {
+      throw ValueError("hjit: schedule: unknown directive '" + v + "'");
+    }
+  }
+
+  void split(Halide::Stage& st, const Directive& d) {
+    const auto& a = d.args;
+    VarOrRVar old = var_of(st, a[0]);
+    const int n = factor(a[3]);
+    st.split(old, same_kind(old, a[1]), same_kind(old, a[2]), Halide::Expr(n), tail(d.func, a[0], a[4], d.update, n));
+    if (const int64_t scale = dynamic_scale(d.func, a[0])) dynamic_loops_[d.func][a[1]] = scale * n;
+    set_extent(d, a[2], n);
+  }
+
+  void fuse(Halide::Stage& st, const Directive& d) {
+    const auto& a = d.args;
+    VarOrRVar inner = var_of(st, a[0]), outer = var_of(st, a[1]);
+    VarOrRVar fused = inner.is_rvar || outer.is_rvar ? VarOrRVar(RVar(a[2])) : VarOrRVar(Var(a[2]));
+    st.fuse(inner, outer, fused);
+    const int64_t si = dynamic_scale(d.func, a[0]), so = dynamic_scale(d.func, a[1]);
+    if (si || so) dynamic_loops_[d.func][a[2]] = si && so ? std::min(si, so) : si ? si : so;
+    const int64_t ei = extent(d, a[0]), eo = extent(d, a[1]);
+    set_extent(d, a[2], ei * eo);  // each below 2^31: no overflow
+  }
+
+  // vectorize, unroll, parallel: the whole loop, or split by a factor with a tail strategy.
+  void loop_verb(Halide::Stage& st, const Directive& d) {
+    const auto& a = d.args;
+    const std::string& v = d.verb;
+    VarOrRVar x = var_of(st, a[0]);
+    const int n = a.size() > 1 ? factor(a[1]) : 0;
+    if (v != "parallel") {
+      const int64_t width = n ? n : extent(d, a[0]);  // 0: not known here
+      if (width > kMaxLoopWidth)
+        throw ValueError("hjit: schedule: " + v + " of " + d.func + "'s loop " + a[0] + " over " + std::to_string(width) +
+                         " iterations; at most " + std::to_string(kMaxLoopWidth));
+    }
+    if (!n) {
+      if (v == "vectorize") st.vectorize(x);
+      else if (v == "unroll") st.unroll(x);
+      else st.parallel(x);
+      return;
+    }
+    const Halide::TailStrategy tail_kind = tail(d.func, a[0], a.size() > 2 ? a[2] : "Auto", d.update, n);
+    if (v == "vectorize") st.vectorize(x, n, tail_kind);
+    else if (v == "unroll") st.unroll(x, n, tail_kind);
+    else st.parallel(x, n, tail_kind);
+    // (a split whose outer loop keeps the name)
+    if (const int64_t scale = dynamic_scale(d.func, a[0])) dynamic_loops_[d.func][a[0]] = scale * n;
+  }
+
+  void rfactor(Halide::Stage& st, const Directive& d) {
+    const auto& a = d.args;
+    std::vector<std::pair<RVar, Var>> preserved;
+    for (size_t from = 0; from < a[0].size();) {
+      size_t comma = a[0].find(',', from);
+      if (comma == std::string::npos) comma = a[0].size();
+      const std::string pair = a[0].substr(from, comma - from);
+      const size_t colon = pair.find(':');
+      if (colon == std::string::npos) throw ValueError("hjit: schedule: rfactor takes rvar:var pairs, not '" + pair + "'");
+      preserved.emplace_back(RVar(pair.substr(0, colon)), Var(pair.substr(colon + 1)));
+      from = comma + 1;
+    }
+    Halide::Func intm = st.rfactor(preserved);
+    funcs_[a[1]] = intm;
+    funcs_[canonical_name(intm.name())] = intm;
+  }
+
   Halide::Func func(const std::string& name) {
     auto it = funcs_.find(name);
     if (it == funcs_.end()) throw ValueError("hjit: schedule names the Func '" + name + "', which this pipeline does not have");

@@ -40,19 +40,6 @@ const VerbArity* find_verb(const std::string& verb) {
   return nullptr;
 }
 
-std::string canonical_name(const std::string& name) {
-  std::string out;
-  out.reserve(name.size());
-  for (size_t i = 0; i < name.size();) {
-    if (name[i] == '$' && i + 1 < name.size() && std::isdigit(static_cast<unsigned char>(name[i + 1]))) {
-      i += 1;
-      while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
-      continue;
-    }
-    out += name[i++];
-  }
-  return out;
-}
 
 std::string Schedule::str() const {
   std::ostringstream os;

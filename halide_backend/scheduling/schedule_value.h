@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "halide_backend/lowering/names.h"
+
 namespace hjit::backend {
 
 struct Directive {
@@ -35,8 +37,6 @@ struct Schedule {
   bool operator==(const Schedule&) const = default;
 };
 
-// Halide's unique_name() appends $<n> to names already used in the process: removes those.
-std::string canonical_name(const std::string& halide_name);
 
 // The verbs apply_schedule() knows: the number of arguments each takes (min, max), and whether it
 // schedules a Func as a whole (compute_at, store_in, ...) rather than one of its definitions.
