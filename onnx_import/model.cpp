@@ -272,20 +272,14 @@ Module Model::module_for(const std::vector<Value>& examples, const std::map<std:
       flat += like.is_tensor() ? 1 : like.is_sequence() ? like.items().size() : 0;
     }
   }
+  // (A size one pipeline cannot serve keeps the module at the traced sizes, from the same trace.)
+  options.fixed_sizes_otherwise = true;
   const SaveOptions save{.freeze_parameters = impl_->options.freeze};
   Timer t;
-  std::optional<Module> m;
-  try {
-    m = make_module(name, options, save, fn, flatten(traced_like));
-  } catch (const ValueError& e) {
-    if (options.dynamic_dims.empty() || std::string(e.what()).find("one pipeline cannot serve") == std::string::npos) throw;
-    log().debug("onnx: '{}' compiles for the traced sizes of its symbolic dimensions: {}", name, e.what());
-    options.dynamic_dims.clear();
-    m = make_module(name, options, save, fn, flatten(traced_like));
-  }
-  log().debug("onnx: converted '{}' in {:.1f} ms: {} graph nodes, {} dynamic dimensions", name, t.ms(), m->graph().nodes.size(),
-              m->dynamic_dims().size());
-  return *m;
+  Module m = make_module(name, options, save, fn, flatten(traced_like));
+  log().debug("onnx: converted '{}' in {:.1f} ms: {} graph nodes, {} dynamic dimensions", name, t.ms(), m.graph().nodes.size(),
+              m.dynamic_dims().size());
+  return m;
 }
 
 std::vector<std::string> supported_ops() { return converted_ops(); }

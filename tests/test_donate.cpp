@@ -5,7 +5,7 @@
 // vector would read elements already overwritten).
 #include <functional>
 
-#include "frontend/tensor_impl.h"
+#include "frontend/tensor/tensor_impl.h"
 #include "tests/support.h"
 
 using hjit::Tensor;

@@ -154,7 +154,7 @@ TEST_CASE("saved modules: 10,000 mutations of a payload under a valid header loa
   const Tensor x = test::random({2, 4}, hjit::DType::F32, 7);
   hjit::save(path, layer, x);
   const std::string file = test::read_file(path);
-  constexpr char kMagic[9] = "HJITMODL";  // the saved module format (frontend/module.cpp), version 1
+  constexpr char kMagic[9] = "HJITMODL";  // the saved module format (frontend/saving/module.cpp), version 1
   const std::string payload(hjit::unwrap_payload(file, kMagic, 1, "a saved module"));
   CHECK_CLOSE(hjit::Module::load(path)(x).front(), layer(x));
   std::mt19937_64 rng(777);

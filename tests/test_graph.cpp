@@ -2,7 +2,7 @@
 // in, IR text out).
 #include <cstdio>
 
-#include "frontend/const_eval.h"
+#include "frontend/tracing/const_eval.h"
 #include "frontend/eager/kernel.h"
 #include "graph/autodiff/grad_rules.h"
 #include "graph/op_def.h"

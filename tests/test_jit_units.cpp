@@ -18,8 +18,8 @@
 #include "frontend/jit/retraces.h"
 #include "frontend/jit/captured.h"
 #include "frontend/jit/version_cache.h"
-#include "frontend/op_support.h"
-#include "frontend/traced.h"
+#include "frontend/ops/op_support.h"
+#include "frontend/tracing/traced.h"
 #include "tests/support.h"
 
 namespace {

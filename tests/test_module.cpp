@@ -207,7 +207,20 @@ TEST_CASE("dynamic_dims: one module for every batch size, saved with its sizes; 
   // What cannot be one pipeline, or is not a dimension of the arguments, says so.
   auto branches = [&](const Tensor& x) { return x.shape()[0] > 9 ? x * 2.0 : x + 1.0; };
   CHECK_THROWS_WITH_AS(hjit::make_module("branches", options, hjit::SaveOptions{}, branches, Tensor::randn({8, 4}, 1)),
-                       doctest::Contains("one pipeline cannot serve"), hjit::ValueError);
+                       doctest::Contains("one pipeline cannot serve"), hjit::DynamicDimsError);
+  // Or the module of the traced sizes, from the traces already made (hjit::onnx::load's way): the
+  // base trace and the fit's two (the symbol changed, then all symbols), none more.
+  int traces = 0;
+  auto counted = [&](const Tensor& x) {
+    ++traces;
+    return branches(x);
+  };
+  hjit::ModuleOptions fallback = options;
+  fallback.fixed_sizes_otherwise = true;
+  const hjit::Module fixed = hjit::make_module("fixed", fallback, hjit::SaveOptions{}, counted, Tensor::randn({8, 4}, 1));
+  CHECK(traces == 3);
+  CHECK(fixed.dynamic_dims().empty());
+  CHECK(Tensor(fixed(Tensor::ones({8, 4}))).to_vector<float>() == std::vector<float>(32, 2.0f));
   hjit::ModuleOptions bad;
   bad.dynamic_dims = {{1, 0}};
   CHECK_THROWS_WITH_AS(hjit::make_module("bad", bad, hjit::SaveOptions{}, fn, Tensor::randn({8, 32}, 4)),

@@ -4,7 +4,7 @@
 #include <functional>
 
 #include "bench/workloads.h"
-#include "frontend/tensor_impl.h"
+#include "frontend/tensor/tensor_impl.h"
 #include "tests/support.h"
 
 using hjit::DType;

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include <hjit/distributed.h>
+#include <hjit/jit.h>
 #include <hjit/tune.h>
 
 #include "frontend/compiled/function.h"

@@ -1,6 +1,6 @@
 #include "frontend/compiled/function.h"
 
-#include "frontend/device.h"
+#include "frontend/tensor/device.h"
 #include "graph/passes/in_place.h"
 #include "halide_backend/devices.h"
 #include "support/log.h"

@@ -23,7 +23,7 @@
 #include <hjit/graph.h>
 #include <hjit/tensor.h>
 
-#include "frontend/tensor_impl.h"
+#include "frontend/tensor/tensor_impl.h"
 #include "graph/symbolic_sizes.h"
 #include "halide_backend/backend.h"
 #include "halide_backend/export/export.h"

@@ -2,10 +2,10 @@
 // folding and one-node evaluation come here; replay() runs all results of a node group at once).
 #include <cstring>
 
-#include "frontend/control_flow_eval.h"
+#include "frontend/transforms/control_flow_eval.h"
 #include "frontend/eager/kernel.h"
-#include "frontend/tensor_impl.h"
-#include "frontend/trace.h"
+#include "frontend/tensor/tensor_impl.h"
+#include "frontend/tracing/trace.h"
 
 namespace hjit::eager {
 namespace {

@@ -1,7 +1,7 @@
 #include "frontend/jit/build_version.h"
 
-#include "frontend/const_eval.h"
-#include "frontend/traced.h"
+#include "frontend/tracing/const_eval.h"
+#include "frontend/tracing/traced.h"
 #include "graph/passes/optimize.h"
 #include "support/log.h"
 

@@ -5,7 +5,7 @@
 #include <functional>
 
 #include "frontend/jit/state.h"
-#include "frontend/trace.h"
+#include "frontend/tracing/trace.h"
 
 namespace hjit::detail {
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "frontend/device.h"
+#include "frontend/tensor/device.h"
 #include "frontend/jit/captured.h"
 #include "support/log.h"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "frontend/jit/captured.h"
-#include "frontend/replay.h"
+#include "frontend/tracing/replay.h"
 #include "graph/op_def.h"
 #include "support/log.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "frontend/jit/version.h"
-#include "frontend/signature.h"
+#include "frontend/tracing/signature.h"
 
 namespace hjit::detail {
 

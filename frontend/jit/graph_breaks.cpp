@@ -1,7 +1,7 @@
 #include "frontend/jit/graph_breaks.h"
 
-#include "frontend/const_eval.h"
-#include "frontend/device.h"
+#include "frontend/tracing/const_eval.h"
+#include "frontend/tensor/device.h"
 #include "frontend/jit/build_version.h"
 #include "graph/passes/optimize.h"
 #include "support/log.h"

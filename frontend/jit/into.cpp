@@ -2,8 +2,8 @@
 #include <hjit/error.h>
 #include <hjit/jit.h>
 
-#include "frontend/device.h"
-#include "frontend/tensor_impl.h"
+#include "frontend/tensor/device.h"
+#include "frontend/tensor/tensor_impl.h"
 
 namespace hjit::detail {
 

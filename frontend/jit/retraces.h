@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "frontend/signature.h"
+#include "frontend/tracing/signature.h"
 
 namespace hjit::detail {
 

@@ -11,8 +11,8 @@
 
 #include "frontend/compiled/function.h"
 #include "frontend/jit/build_once.h"
-#include "frontend/signature.h"
-#include "frontend/tensor_impl.h"
+#include "frontend/tracing/signature.h"
+#include "frontend/tensor/tensor_impl.h"
 #include "graph/symbolic_sizes.h"
 #include "halide_backend/backend.h"
 

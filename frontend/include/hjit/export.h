@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <hjit/jit.h>
+#include <hjit/detail/tracing.h>
 
 namespace hjit {
 

@@ -22,13 +22,13 @@
 #include <utility>
 #include <vector>
 
-#include <hjit/jit.h>
+#include <hjit/detail/tracing.h>
 
 namespace hjit {
 
 namespace detail {
 
-// The type-erased part: tracing, differentiating, caching by signature, replaying. In frontend/grad.cpp.
+// The type-erased part: tracing, differentiating, caching by signature, replaying. In frontend/transforms/grad.cpp.
 class GradCore {
  public:
   GradCore(std::vector<int> argnums, std::vector<Tensor> params, std::string name);

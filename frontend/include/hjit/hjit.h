@@ -33,6 +33,7 @@
 #include <hjit/grad.h>
 #include <hjit/graph.h>
 #include <hjit/jit.h>
+#include <hjit/jit_options.h>
 #include <hjit/memory.h>
 #include <hjit/module.h>
 #include <hjit/ops.h>

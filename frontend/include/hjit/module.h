@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <hjit/jit.h>
+#include <hjit/detail/tracing.h>
 
 namespace hjit {
 
@@ -36,6 +36,10 @@ struct ModuleOptions {
   // and every size of a graph with an op the backend compiles for fixed sizes only, compile a
   // pipeline of their own (HJIT_LOG=debug says which). CPU only.
   std::vector<std::pair<int, int>> dynamic_dims{};
+  // Where one pipeline cannot serve every size of dynamic_dims: false, a DynamicDimsError saying
+  // why; true, the module of the traced sizes (made from the same trace, the reason logged at
+  // debug level): how hjit::onnx::load reads a model's symbolic dimensions.
+  bool fixed_sizes_otherwise = false;
 };
 
 // What a module call returns: its outputs, in the order the function returned them flattened

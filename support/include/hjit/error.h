@@ -13,6 +13,7 @@ struct Error : std::runtime_error {
 struct ShapeError : Error { using Error::Error; };           // shapes that do not fit the op
 struct DTypeError : Error { using Error::Error; };           // dtypes the op does not take
 struct ValueError : Error { using Error::Error; };           // bad attribute values or arguments
+struct DynamicDimsError : ValueError { using ValueError::ValueError; };  // one pipeline cannot serve every size of dynamic_dims
 struct IndexError : Error { using Error::Error; };           // an index out of range
 struct ConcretizationError : Error { using Error::Error; };  // reading the value of a traced tensor
 struct CompileError : Error { using Error::Error; };        // a pipeline failed to compile or run

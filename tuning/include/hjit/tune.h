@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include <hjit/jit.h>
+#include <hjit/detail/tracing.h>
 
 namespace hjit {
 

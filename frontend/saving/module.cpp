@@ -1,0 +1,431 @@
+// Saved modules: the file format, load with validation, calls, freezing.
+//
+// File: the binary_io header (magic "HJITMODL", format version, payload size, checksum), then
+//   name | graph text (Graph::to_text, constants included) | number of arguments |
+//   parameters: dtype, shape, little-endian bytes |
+//   (a module with dynamic_dims) its sizes: symbols' sources, every node's extents and varying
+//   attributes as affine forms. A module without them is byte for byte what format 1 always was.
+#include <hjit/module.h>
+
+#include <bit>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "frontend/compiled/function.h"
+#include "frontend/tracing/const_eval.h"
+#include "frontend/io/file_bytes.h"
+#include "frontend/jit/dynamic_sizes.h"
+#include "frontend/tensor/tensor_impl.h"
+#include "frontend/tracing/traced.h"
+#include "graph/passes/optimize.h"
+#include "graph/passes/verify.h"
+#include "graph/symbolic_sizes.h"
+#include "support/binary_io.h"
+#include "support/log.h"
+
+namespace hjit {
+
+using detail::make_tensor;
+
+namespace {
+
+constexpr char kMagic[9] = "HJITMODL";
+constexpr uint32_t kModuleFormatVersion = 1;
+
+static_assert(std::endian::native == std::endian::little, "saved modules store little-endian data as is");
+
+}  // namespace
+
+Graph detail::freeze_inputs(const Graph& g, size_t first, const std::vector<Tensor>& values) {
+  for (const Update& u : g.updates)
+    if (size_t(g.node(u.target).attrs.i("index")) >= first)
+      throw ValueError("hjit: cannot freeze the parameters of '" + g.name + "': the function assigns to parameter " +
+                       std::to_string(g.node(u.target).attrs.i("index") - int64_t(first)));
+  Graph out;
+  out.name = g.name;
+  std::vector<int> id(g.nodes.size(), -1);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& node = g.nodes[n];
+    if (node.op == OpKind::Parameter) {
+      const size_t index = size_t(node.attrs.i("index"));
+      if (index < first) {
+        id[n] = out.add_parameter(node.type);
+      } else {
+        const detail::TensorImpl& v = *values[index - first].impl();
+        id[n] = out.add_constant(node.type, ConstData{v.storage, v.data(), v.storage ? v.storage->nbytes : 0});
+      }
+    } else if (node.op == OpKind::Constant) {
+      id[n] = out.add_constant(node.type, g.constants[size_t(node.constant)]);
+    } else {
+      Node copy = node;
+      for (int& in : copy.inputs) in = id[size_t(in)];
+      id[n] = out.add(std::move(copy));
+    }
+  }
+  for (int o : g.outputs) out.outputs.push_back(id[size_t(o)]);
+  for (const Update& u : g.updates) out.updates.push_back(Update{id[size_t(u.target)], id[size_t(u.value)]});
+  ConstEvaluator eval = detail::evaluate_node;
+  return optimize(out, &eval);
+}
+
+namespace {
+
+}  // namespace
+
+struct Module::Impl {
+  std::string name;
+  Graph graph;
+  size_t num_args = 0;
+  std::vector<Tensor> params;
+  backend::ScheduleRequest schedule;  // from the ModuleOptions it was loaded with
+  std::shared_ptr<const SymbolicSizes> dynamic;  // dynamic_dims: the graph's sizes as forms of them
+  std::vector<std::pair<int, int>> dynamic_dims;
+
+  std::mutex compile_mu;
+  std::shared_ptr<detail::CompiledFunction> compiled;
+  // Dynamic modules: pipelines of fixed sizes for symbol values below the dynamic one's smallest.
+  std::map<std::vector<int64_t>, std::shared_ptr<detail::CompiledFunction>> fixed;
+
+  detail::FunctionRequest request() const {
+    detail::FunctionRequest r;
+    r.name = name;
+    r.schedule = schedule;
+    return r;
+  }
+
+  detail::CompiledFunction& function() {
+    std::lock_guard lock(compile_mu);
+    if (!compiled) {
+      detail::FunctionRequest r = request();
+      r.dynamic = dynamic;
+      compiled = detail::CompiledFunction::compile(graph, std::move(r));
+    }
+    return *compiled;
+  }
+
+  // Why the graph cannot be one pipeline for every size ("" while it may): an op the backend
+  // compiles for fixed sizes only. Every size then compiles its own.
+  std::string per_size;
+
+  // The function for these symbol values: the dynamic one, or one compiled for them alone.
+  detail::CompiledFunction& function_for(const std::vector<int64_t>& symbols) {
+    bool served;
+    {
+      std::lock_guard lock(compile_mu);
+      served = per_size.empty();
+    }
+    if (served) {
+      try {
+        detail::CompiledFunction& any = function();
+        for (int64_t v : symbols) served &= v >= any.executable().min_dynamic_size();
+        if (served) return any;
+      } catch (const ValueError& e) {
+        std::lock_guard lock(compile_mu);
+        per_size = e.what();
+        log().debug("module '{}' compiles per size of its dynamic_dims: {}", name, per_size);
+      }
+    }
+    std::lock_guard lock(compile_mu);
+    auto& e = fixed[symbols];
+    if (!e) e = detail::CompiledFunction::compile(instantiate(graph, *dynamic, symbols), request());
+    return *e;
+  }
+
+  void encode_dynamic(BinaryWriter& w) const {
+    w.u64(uint64_t(dynamic->num_symbols));
+    for (const auto& src : dynamic->sources) w.i64(src.input), w.i64(src.dim);
+    for (size_t k = 0; k < dynamic_dims.size(); ++k) w.i64(dynamic_dims[k].first), w.i64(dynamic_dims[k].second);
+    for (size_t n = 0; n < graph.nodes.size(); ++n) {
+      w.u64(dynamic->extents[n].size());
+      for (const Affine& a : dynamic->extents[n]) write_affine(w, a);
+      w.u64(dynamic->attrs[n].size());
+      for (const auto& [attr, forms] : dynamic->attrs[n]) {
+        w.str(attr);
+        w.u64(forms.size());
+        for (const Affine& a : forms) write_affine(w, a);
+      }
+    }
+  }
+
+  void decode_dynamic(BinaryReader& r) {
+    auto s = std::make_shared<SymbolicSizes>();
+    s->num_symbols = int(r.count(64));
+    if (s->num_symbols < 1) throw ValueError("its dynamic sizes have no symbol");
+    for (int k = 0; k < s->num_symbols; ++k) {
+      SymbolicSizes::Source src{int(r.i64()), int(r.i64())};
+      if (src.input < 0 || size_t(src.input) >= num_args || src.dim < 0 || src.dim >= graph.type(graph.inputs[size_t(src.input)]).rank())
+        throw ValueError("a dynamic size names a dimension its arguments do not have");
+      s->sources.push_back(src);
+    }
+    for (int k = 0; k < s->num_symbols; ++k) dynamic_dims.emplace_back(int(r.i64()), int(r.i64()));
+    s->extents.resize(graph.nodes.size());
+    s->attrs.resize(graph.nodes.size());
+    for (size_t n = 0; n < graph.nodes.size(); ++n) {
+      const size_t rank = r.count(64);
+      if (rank != size_t(graph.nodes[n].type.rank())) throw ValueError("its dynamic sizes do not match its graph");
+      for (size_t d = 0; d < rank; ++d) s->extents[n].push_back(read_affine(r, s->num_symbols));
+      const size_t attrs = r.count(64);
+      for (size_t a = 0; a < attrs; ++a) {
+        const std::string attr = r.str();
+        if (!graph.nodes[n].attrs.has(attr)) throw ValueError("its dynamic sizes name an attribute its graph does not have");
+        const size_t forms = r.count(1 << 16);
+        for (size_t f = 0; f < forms; ++f) s->attrs[n][attr].push_back(read_affine(r, s->num_symbols));
+      }
+    }
+    dynamic = std::move(s);
+  }
+
+  std::string encode() const {
+    BinaryWriter w;
+    w.str(name);
+    w.str(graph.to_text());
+    w.u64(num_args);
+    w.u64(params.size());
+    for (const Tensor& p : params) {
+      w.u8(uint8_t(p.dtype()));
+      w.u64(p.shape().size());
+      for (int64_t d : p.shape()) w.i64(d);
+      const detail::TensorImpl& im = *p.impl();
+      w.bytes(im.data(), size_t(p.numel()) * size_t(dtype_size(p.dtype())));
+    }
+    if (dynamic) encode_dynamic(w);
+    return wrap_payload(kMagic, kModuleFormatVersion, w.out());
+  }
+
+  static std::shared_ptr<Impl> decode(const std::string& file) {
+    auto m = std::make_shared<Impl>();
+    const std::string_view payload = unwrap_payload(file, kMagic, kModuleFormatVersion, "a saved hjit module");
+    BinaryReader r(payload);
+    m->name = r.str();
+    const std::string text = r.str();
+    try {
+      m->graph = Graph::parse(text);
+      verify(m->graph, "loading");
+    } catch (const std::exception& e) {
+      throw ValueError(std::string("its graph is not valid: ") + e.what());
+    }
+    const Graph& g = m->graph;
+    m->num_args = r.count(g.inputs.size());
+    const size_t n_params = r.count(g.inputs.size());
+    if (m->num_args + n_params != g.inputs.size())
+      throw ValueError("it declares " + std::to_string(m->num_args) + " arguments and " + std::to_string(n_params) +
+                       " parameters, but its graph has " + std::to_string(g.inputs.size()) + " inputs");
+    for (size_t j = 0; j < n_params; ++j) {
+      const uint8_t code = r.u8();
+      if (code >= kNumDTypes) throw ValueError("parameter " + std::to_string(j) + " has an unknown dtype");
+      TensorType t{DType(code), {}};
+      const size_t rank = r.count(64);
+      for (size_t d = 0; d < rank; ++d) t.shape.push_back(r.i64());
+      if (!(t == g.type(g.inputs[m->num_args + j])))
+        throw ValueError("parameter " + std::to_string(j) + " is " + t.str() + " where the graph reads " +
+                         g.type(g.inputs[m->num_args + j]).str());
+      const std::string bytes = r.str();
+      if (bytes.size() != size_t(t.numel()) * size_t(dtype_size(t.dtype)))
+        throw ValueError("parameter " + std::to_string(j) + " has " + std::to_string(bytes.size()) + " bytes of data");
+      Tensor p = make_tensor(t);
+      if (!bytes.empty()) std::memcpy(p.impl()->data(), bytes.data(), bytes.size());
+      m->params.push_back(std::move(p));
+    }
+    if (!r.done()) m->decode_dynamic(r);
+    if (!r.done()) throw ValueError("it has bytes after its end");
+    return m;
+  }
+};
+
+ModuleResult::operator Tensor() const {
+  if (size() != 1)
+    throw ValueError("hjit: the module returned " + std::to_string(size()) + " tensors; read them from the result as a vector");
+  return front();
+}
+
+namespace {
+
+backend::ScheduleRequest module_schedule(const std::string& who, const ModuleOptions& options) {
+  return backend::schedule_request(
+      who, {.opt_level = options.opt_level, .autoscheduler = options.autoscheduler, .tuning_db = options.tuning_db});
+}
+
+}  // namespace
+
+Module Module::load(const std::string& path, ModuleOptions options) {
+  const backend::ScheduleRequest schedule = module_schedule("hjit: module '" + path + "'", options);
+  if (!options.dynamic_dims.empty())
+    throw ValueError("hjit: module '" + path + "': dynamic_dims are chosen when a module is made, and saved with it");
+  try {
+    Module m(Impl::decode(io::read_whole_file(path, "the module file")));
+    m.impl_->schedule = schedule;
+    log().debug("module '{}' loaded from {}: {} nodes, {} parameters", m.name(), path, m.graph().nodes.size(),
+                m.parameters().size());
+    return m;
+  } catch (const ValueError& e) {
+    const std::string what = e.what();
+    if (what.rfind("hjit:", 0) == 0) throw;
+    throw ValueError("hjit: cannot load the module '" + path + "': " + what);
+  }
+}
+
+void Module::save(const std::string& path) const { io::write_file_atomically(path, impl_->encode(), "the module file"); }
+
+namespace {
+
+// The {tensor, axis} pairs of ModuleOptions::dynamic_dims, checked against the traced arguments
+// and made non-negative.
+std::vector<std::pair<int, int>> checked_dynamic_dims(const std::string& who, const detail::CallArgs& args,
+                                                      const std::vector<std::pair<int, int>>& dims) {
+  std::vector<std::pair<int, int>> out;
+  for (auto [tensor, axis] : dims) {
+    if (tensor < 0 || size_t(tensor) >= args.count)
+      throw ValueError(who + ": dynamic_dims names tensor " + std::to_string(tensor) + " of " + std::to_string(args.count) + " arguments");
+    const int rank = args.tensor(size_t(tensor)).impl()->type.rank();
+    if (axis < -rank || axis >= rank)
+      throw ValueError(who + ": dynamic_dims names axis " + std::to_string(axis) + " of argument " + std::to_string(tensor) +
+                       ", which has rank " + std::to_string(rank));
+    out.emplace_back(tensor, axis < 0 ? axis + rank : axis);
+  }
+  return out;
+}
+
+}  // namespace
+
+Module detail_make_module(const std::string& name, const detail::CallArgs& args, detail::Tracer trace,
+                          const SaveOptions& options, const ModuleOptions& module_options) {
+  const std::string who = "hjit: module '" + name + "'";
+  const backend::ScheduleRequest schedule = module_schedule(who, module_options);
+  const std::vector<std::pair<int, int>> dynamic_dims = checked_dynamic_dims(who, args, module_options.dynamic_dims);
+  detail::Traced tr = detail::trace_and_optimize(name, false, args, trace);
+  auto m = std::make_shared<Module::Impl>();
+  m->name = name;
+  m->schedule = schedule;
+  m->num_args = tr.num_args;
+  for (const auto& c : tr.captured) {
+    Tensor p = make_tensor(c->type);
+    if (c->storage && c->storage->nbytes) std::memcpy(p.impl()->data(), c->data(), c->storage->nbytes);
+    m->params.push_back(std::move(p));
+  }
+  // The module's graph from a trace: its parameters baked in when freezing.
+  auto finished = [&](Graph g) {
+    return options.freeze_parameters ? detail::freeze_inputs(g, m->num_args, m->params) : g;
+  };
+  m->graph = finished(std::move(tr.graph));
+  if (!dynamic_dims.empty()) {
+    std::string why;
+    bool permanent = false;
+    m->dynamic = detail::DynamicSizes::fit_marked(
+        args, m->graph, [&](const detail::CallArgs& a) { return finished(detail::trace_and_optimize(name, false, a, trace).graph); },
+        [&](const detail::CallArgs&, size_t i, int d, int) {
+          return std::find(dynamic_dims.begin(), dynamic_dims.end(), std::pair<int, int>(int(i), d)) != dynamic_dims.end();
+        },
+        &why, &permanent);
+    if (m->dynamic) {
+      m->dynamic_dims = dynamic_dims;
+      log().debug("module '{}': one pipeline for every size of {} dynamic dimensions", name, dynamic_dims.size());
+    } else if (module_options.fixed_sizes_otherwise) {
+      log().debug("module '{}' compiles for its traced sizes: one pipeline cannot serve every size of its dynamic_dims: {}", name, why);
+    } else {
+      throw DynamicDimsError(who + ": one pipeline cannot serve every size of its dynamic_dims: " + why);
+    }
+  }
+  if (options.freeze_parameters) m->params.clear();
+  return Module(m);
+}
+
+void detail_save(const std::string& path, const std::string& name, const detail::CallArgs& args, detail::Tracer trace,
+                 const SaveOptions& options) {
+  detail_make_module(name, args, trace, options, {}).save(path);
+  log().debug("saved '{}' to {}", name, path);
+}
+
+ModuleResult Module::call(const std::vector<Tensor>& args) const {
+  Impl& m = *impl_;
+  const Graph& g = m.graph;
+  if (args.size() != m.num_args)
+    throw ValueError("hjit: module '" + m.name + "' takes " + std::to_string(m.num_args) + " tensors, got " +
+                     std::to_string(args.size()));
+  auto dynamic_at = [&](size_t i, size_t d) {
+    return std::find(m.dynamic_dims.begin(), m.dynamic_dims.end(), std::pair<int, int>(int(i), int(d))) != m.dynamic_dims.end();
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const detail::TensorImpl& im = detail::impl_of(args[i], "a module argument");
+    const TensorType& want = g.type(g.inputs[i]);
+    if (im.type.dtype != want.dtype)
+      throw DTypeError("hjit: module '" + m.name + "' argument " + std::to_string(i) + " must be " + want.str() + ", got " +
+                       im.type.str());
+    bool fits = im.type.shape.size() == want.shape.size();
+    for (size_t d = 0; fits && d < want.shape.size(); ++d) fits = im.type.shape[d] == want.shape[d] || (dynamic_at(i, d) && im.type.shape[d] >= 0);
+    if (!fits)
+      throw ShapeError("hjit: module '" + m.name + "' argument " + std::to_string(i) + " must be " + want.str() +
+                       (m.dynamic ? " (dimensions of any size: " + std::to_string(m.dynamic_dims.size()) + " dynamic_dims)" : "") +
+                       ", got " + im.type.str());
+  }
+  // This call's values of the symbols.
+  std::vector<int64_t> symbols;
+  if (m.dynamic)
+    for (const SymbolicSizes::Source& src : m.dynamic->sources) symbols.push_back(args[size_t(src.input)].shape()[size_t(src.dim)]);
+  if (detail::tracing_active()) {
+    std::vector<Tensor> inputs = args;
+    inputs.insert(inputs.end(), m.params.begin(), m.params.end());
+    const std::vector<Tensor> outs = eval_graph(m.dynamic ? instantiate(g, *m.dynamic, symbols) : g, inputs);
+    return ModuleResult(outs.begin(), outs.end());
+  }
+  detail::CompiledFunction& f = m.dynamic ? m.function_for(symbols) : m.function();
+  detail::CallInputs inputs;
+  for (const Tensor& a : args) inputs.push(a.impl().get());
+  for (const Tensor& p : m.params) inputs.push(p.impl().get());
+  std::vector<Tensor> outs;
+  {
+    std::unique_lock<std::mutex> call_lock = f.lock_for_call();
+    f.run(inputs.view(), outs);
+    f.apply_updates(inputs.view());
+  }
+  return ModuleResult(std::make_move_iterator(outs.begin()), std::make_move_iterator(outs.end()));
+}
+
+std::vector<Tensor> Module::parameters() const { return impl_->params; }
+
+Module Module::freeze() const {
+  if (impl_->dynamic)
+    throw ValueError("hjit: module '" + impl_->name + "' has dynamic_dims: freeze it when it is made (SaveOptions::freeze_parameters)");
+  auto m = std::make_shared<Impl>();
+  m->name = impl_->name;
+  m->num_args = impl_->num_args;
+  m->schedule = impl_->schedule;
+  m->graph = detail::freeze_inputs(impl_->graph, impl_->num_args, impl_->params);
+  return Module(m);
+}
+
+const std::string& Module::name() const { return impl_->name; }
+const Graph& Module::graph() const { return impl_->graph; }
+
+std::vector<TensorType> Module::input_types() const {
+  std::vector<TensorType> t;
+  for (size_t i = 0; i < impl_->num_args; ++i) t.push_back(impl_->graph.type(impl_->graph.inputs[i]));
+  return t;
+}
+
+std::vector<std::pair<int, int>> Module::dynamic_dims() const { return impl_->dynamic_dims; }
+
+std::vector<TensorType> Module::output_types() const {
+  std::vector<TensorType> t;
+  for (int o : impl_->graph.outputs) t.push_back(impl_->graph.type(o));
+  return t;
+}
+
+std::string Module::str() const {
+  std::ostringstream os;
+  os << "module " << impl_->name << "\n  arguments:";
+  for (const TensorType& t : input_types()) os << " " << t.str();
+  os << "\n  parameters:";
+  for (const Tensor& p : impl_->params) os << " " << TensorType{p.dtype(), p.shape()}.str();
+  if (impl_->params.empty()) os << " none";
+  os << "\n  outputs:";
+  for (const TensorType& t : output_types()) os << " " << t.str();
+  os << "\n" << impl_->graph.str();
+  return os.str();
+}
+
+}  // namespace hjit
