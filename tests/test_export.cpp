@@ -1,5 +1,5 @@
 // Ahead-of-time export: the library and header build a separate program, with no hjit, Halide or
-// LLVM (only -lpthread -ldl -lm), whose results equal eager execution.
+// LLVM (only what the header names: -lgomp -lpthread -ldl -lm), whose results equal eager execution.
 #include <doctest/doctest.h>
 
 #include <dlfcn.h>
@@ -39,11 +39,25 @@ std::vector<float> read_floats(const std::string& path) {
 
 int run(const std::string& cmd) { return std::system(cmd.c_str()); }
 
+// What the header says a program linking the library needs ("Link with lib<name>.a FLAGS.").
+std::string header_link_flags(const std::string& dir, const std::string& name) {
+  std::ifstream h(dir + "/" + name + ".h");
+  const std::string marker = "Link with lib" + name + ".a ";
+  for (std::string line; std::getline(h, line);)
+    if (const size_t at = line.find(marker); at != std::string::npos) {
+      std::string flags = line.substr(at + marker.size());
+      if (!flags.empty() && flags.back() == '.') flags.pop_back();
+      return flags;
+    }
+  FAIL("the header names no link flags");
+  return "";
+}
+
 // Builds dir/main.cpp against dir/lib<name>.a with only the C++ standard library (no hjit include
 // path or library), runs it on dir/<in>, and returns the floats it wrote to dir/<out>.
 std::vector<float> build_and_run(const std::string& dir, const std::string& name, const std::string& in, const std::string& out) {
   const std::string build = "c++ -O1 -o " + dir + "/prog " + dir + "/main.cpp -I" + dir + " " + dir + "/lib" + name +
-                            ".a -lpthread -ldl -lm";
+                            ".a " + header_link_flags(dir, name);
   REQUIRE(run(build) == 0);
   REQUIRE(run(dir + "/prog " + dir + "/" + in + " " + dir + "/" + out) == 0);
   return read_floats(dir + "/" + out);
@@ -191,7 +205,8 @@ int main() {
   return gpublock(in, out) == 0 ? 0 : 7;  // 7: the call returned an error code
 }
 )";
-  REQUIRE(run("c++ -O1 -o " + dir + "/prog " + dir + "/main.cpp -I" + dir + " " + dir + "/libgpublock.a -lpthread -ldl -lm") == 0);
+  REQUIRE(run("c++ -O1 -o " + dir + "/prog " + dir + "/main.cpp -I" + dir + " " + dir + "/libgpublock.a " +
+              header_link_flags(dir, "gpublock")) == 0);
   const int status = run(dir + "/prog > " + dir + "/log 2>&1");
   REQUIRE(WIFEXITED(status));
   // Without a driver the call fails with a Halide error code; with one it computes.

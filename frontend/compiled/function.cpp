@@ -42,7 +42,8 @@ std::vector<std::string> CompiledFunction::write_library(Graph graph, FunctionRe
 }
 
 CompiledFunction::CompiledFunction(Graph graph, FunctionRequest request, std::shared_ptr<const backend::Executable> code)
-    : graph_(std::move(graph)), request_(std::move(request)), code_(std::move(code)) {
+    : graph_(std::move(graph)), request_(std::move(request)), code_(std::move(code)),
+      on_host_(backend::device_kind(request_.device).host()) {
   for (int o : graph_.outputs) out_types_.push_back(graph_.type(o));
   for (const Update& u : graph_.updates) update_input_.push_back(size_t(graph_.node(u.target).attrs.i("index")));
 }
@@ -77,7 +78,7 @@ int64_t CompiledFunction::run(std::span<TensorImpl* const> inputs, std::vector<T
   if (inputs.size() != graph_.inputs.size())
     throw InternalError("hjit: '" + graph_.name + "' bound to " + std::to_string(inputs.size()) + " tensors for " +
                         std::to_string(graph_.inputs.size()) + " inputs");
-  if (!backend::device_kind(request_.device).host()) {
+  if (!on_host_) {
     run_on_device(inputs, outputs);
     return 0;
   }

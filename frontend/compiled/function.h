@@ -105,6 +105,7 @@ class CompiledFunction {
   std::shared_ptr<const backend::Executable> code_;
   bool cache_hit_ = false;
   double compile_ms_ = 0;
+  bool on_host_ = true;  // the device's code runs on the host, on host memory (asked once)
   std::vector<TensorType> out_types_;
   std::vector<size_t> update_input_;
   // New values of updated inputs are computed into these (allocated on the first call, reused

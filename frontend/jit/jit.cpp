@@ -163,7 +163,8 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
         }
       }
       if (s.opt.debug_nans) check_finite(s.opt.name, *ran.version, args, outputs);
-      s.update_bytes_copied += ran.version->fn->apply_updates(ran.version->inputs(args).view());
+      if (!ran.version->fn->update_inputs().empty())
+        s.update_bytes_copied += ran.version->fn->apply_updates(ran.version->inputs(args).view());
       outputs.resize(ran.version->num_outputs());
     }
   }

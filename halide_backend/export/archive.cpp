@@ -49,7 +49,10 @@ std::string constants_assembly(const ExportPlan& plan, const std::string& scratc
 
 void archive_library(const ExportPlan& plan, const ExportRequest& r, const std::string& scratch, const std::string& library) {
   std::vector<std::string> members = plan.objects;
-  tool({"cc", "-c", "-O2", "-fPIC", "-I" HJIT_HALIDE_INCLUDE_DIR, "-I" + r.directory, scratch + "/wrapper.c", "-o", scratch + "/wrapper.o"});
+  std::vector<std::string> cc{"cc", "-c", "-O2", "-fPIC", "-I" HJIT_HALIDE_INCLUDE_DIR, "-I" + r.directory, scratch + "/wrapper.c",
+                              "-o", scratch + "/wrapper.o"};
+  if (plan.target.kind().host()) cc.push_back("-fopenmp");  // its parallel loops (export/c_wrapper.cpp)
+  tool(cc);
   members.push_back(scratch + "/wrapper.o");
   write_file(scratch + "/constants.s", constants_assembly(plan, scratch));
   tool({"cc", "-c", scratch + "/constants.s", "-o", scratch + "/constants.o"});

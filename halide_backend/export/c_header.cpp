@@ -69,7 +69,8 @@ std::vector<CArg> c_arguments(const Graph& g, const ExportRequest& r) {
 }
 
 std::string link_flags(const ExportPlan& plan) {
-  std::string flags = "-lpthread -ldl -lm";
+  // (OpenMP: a CPU library's parallel loops, as hjit runs them; export/c_wrapper.cpp.)
+  std::string flags = plan.target.kind().host() ? "-lgomp -lpthread -ldl -lm" : "-lpthread -ldl -lm";
   for (const ExportedPipeline& p : plan.pipelines)
     if (p.calls_kernels) {
       // (Every kernel this build has comes from its one provider.)
