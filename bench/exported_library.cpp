@@ -26,6 +26,8 @@ ExportedLibrary::ExportedLibrary(const std::string& dir, const std::string& name
   if (!handle_) throw std::runtime_error(std::string("loading the exported library failed: ") + dlerror());
   fn_ = reinterpret_cast<int (*)(void* const*)>(dlsym(handle_, (name + "_argv").c_str()));
   if (!fn_) throw std::runtime_error("the exported library has no " + name + "_argv");
+  release_ = reinterpret_cast<void (*)()>(dlsym(handle_, (name + "_release_memory").c_str()));
+  if (!release_) throw std::runtime_error("the exported library has no " + name + "_release_memory");
 }
 
 ExportedLibrary::~ExportedLibrary() {

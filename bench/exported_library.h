@@ -25,11 +25,14 @@ class ExportedLibrary {
   int call(const std::vector<hjit::Tensor>& inputs, const std::vector<hjit::Tensor>& outputs) const;
   // The same on pointers bound once (timing loops).
   int call(void* const* args) const { return fn_(args); }
+  // Gives the temporaries the library keeps between calls back to the system.
+  void release_memory() const { release_(); }
   const std::string& link_flags() const { return flags_; }
 
  private:
   void* handle_ = nullptr;
   int (*fn_)(void* const*) = nullptr;
+  void (*release_)() = nullptr;
   std::string flags_;
 };
 

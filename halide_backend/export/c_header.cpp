@@ -108,7 +108,10 @@ std::string c_header(const ExportPlan& plan, const std::vector<CArg>& args, cons
     << "// memory), or -1 when a pointer is not 64-byte aligned. Safe to call from several threads.\n"
     << "int " << r.name << "(" << c_parameters(args) << ");\n\n"
     << "// The same with its arguments in an array, in the order above (for callers that bind them at\n"
-    << "// run time).\nint " << r.name << "_argv(void* const* args);\n\n";
+    << "// run time).\nint " << r.name << "_argv(void* const* args);\n\n"
+    << "// Temporaries freed by a call are kept for the next one; this gives them back to the system\n"
+    << "// (also done when the library is unloaded). Call it between calls, not during one.\n"
+    << "void " << r.name << "_release_memory(void);\n\n";
   if (!target.kind().host())
     h << "// The same on Halide buffers (HalideRuntime.h), one per argument above in that order, for callers\n"
       << "// that keep data on the device between calls: a buffer marked host-dirty is copied to the\n"

@@ -79,6 +79,18 @@ static void hjit_NAME_release(void* p) {
   pthread_mutex_unlock(&hjit_NAME_mutex);
   free((char*)p - 128);
 }
+/* Blocks kept for the next call go back to the system when the caller asks, and when the
+   library is unloaded or the process ends, so that nothing it holds outlives it. */
+void NAME_release_memory(void) {
+  pthread_mutex_lock(&hjit_NAME_mutex);
+  for (int i = 0; i < HJIT_SLOTS; ++i)
+    if (hjit_NAME_blocks[i]) {
+      free((char*)hjit_NAME_blocks[i] - 128);
+      hjit_NAME_blocks[i] = NULL;
+    }
+  pthread_mutex_unlock(&hjit_NAME_mutex);
+}
+__attribute__((destructor)) static void hjit_NAME_unload(void) { NAME_release_memory(); }
 static void* hjit_NAME_malloc(void* ctx, size_t n) { (void)ctx; return hjit_NAME_alloc(n); }
 static void hjit_NAME_free(void* ctx, void* p) { (void)ctx; hjit_NAME_release(p); }
 
