@@ -240,9 +240,13 @@ TEST_CASE("dynamic sizes: one symbol per distinct size, found by tracing again; 
   Version v;
   v.dynamic = sizes;
   v.min_dynamic_size = 4;
-  Tensor small = Tensor::ones({3, 2}), large = Tensor::ones({3, 100});
+  FunctionRequest request;
+  request.dynamic = sizes;
+  v.fn = std::make_shared<CompiledFunction>(trace_at(args), request, nullptr);
+  Tensor small = Tensor::ones({3, 2}), large = Tensor::ones({3, 100}), other_rows = Tensor::ones({5, 100});
   CHECK_FALSE(serves(v, call_of({&small})));
   CHECK(serves(v, call_of({&large})));
+  CHECK_FALSE(serves(v, call_of({&other_rows})));  // a size the pipeline was compiled for, fixed
   v.sizes_key = Signature::of(args, 1);  // built for these sizes only
   CHECK(serves(v, args));
   CHECK_FALSE(serves(v, call_of({&large})));

@@ -513,3 +513,29 @@ TEST_CASE("symbolic dimensions compile once: one module runs every batch size, a
   CHECK(m4.input_types().at(0).shape == hjit::Shape{4, 3, 8, 8});
   CHECK_CLOSE(Tensor(m4(x5)), small_cnn_reference(model, x5));
 }
+
+TEST_CASE("a MatMul declared [2,K] x [J,5] refuses K != J at the call, as eager does, from a file too") {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("contract");
+  add_value(g->add_input(), "a", ::onnx::TensorProto::FLOAT, {"2", "K"});
+  add_value(g->add_input(), "b", ::onnx::TensorProto::FLOAT, {"J", "5"});
+  add_value(g->add_output(), "y", ::onnx::TensorProto::FLOAT, {"2", "5"});
+  add_node(g, "MatMul", {"a", "b"}, {"y"});
+  const std::string path = write_model(m, "onnx_contract");
+  const hjit::Module module = hjit::onnx::load(path);
+  const std::string saved = (fs::path(path).parent_path() / "contract.hjit").string();
+  module.save(saved);
+  const hjit::Module back = hjit::Module::load(saved);
+  for (const hjit::Module* mod : {&module, &back}) {
+    for (auto [k, j] : {std::pair<int64_t, int64_t>{3, 4}, {100, 3}, {10'000'000, 3}})
+      check_throws_containing<hjit::ShapeError>([&] { (*mod)(Tensor::zeros({2, k}), Tensor::zeros({j, 5})); },
+                                                "contraction sizes differ");
+    const Tensor a = test::random({2, 11}, DType::F32, 1), b = test::random({11, 5}, DType::F32, 2);
+    CHECK_CLOSE(Tensor((*mod)(a, b)), hjit::matmul(a, b));
+  }
+}

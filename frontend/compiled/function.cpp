@@ -43,7 +43,7 @@ std::vector<std::string> CompiledFunction::write_library(Graph graph, FunctionRe
 
 CompiledFunction::CompiledFunction(Graph graph, FunctionRequest request, std::shared_ptr<const backend::Executable> code)
     : graph_(std::move(graph)), request_(std::move(request)), code_(std::move(code)),
-      on_host_(backend::device_kind(request_.device).host()) {
+      on_host_(backend::device_kind(request_.device).host()), input_sizes_(graph_, request_.dynamic.get()) {
   for (int o : graph_.outputs) out_types_.push_back(graph_.type(o));
   for (const Update& u : graph_.updates) update_input_.push_back(size_t(graph_.node(u.target).attrs.i("index")));
 }
@@ -78,11 +78,22 @@ int64_t CompiledFunction::run(std::span<TensorImpl* const> inputs, std::vector<T
   if (inputs.size() != graph_.inputs.size())
     throw InternalError("hjit: '" + graph_.name + "' bound to " + std::to_string(inputs.size()) + " tensors for " +
                         std::to_string(graph_.inputs.size()) + " inputs");
+  const std::vector<int64_t> symbols = symbols_of(inputs);
+  check_sizes(inputs, symbols);
   if (!on_host_) {
     run_on_device(inputs, outputs);
     return 0;
   }
-  return run_on_host(inputs, outputs, options);
+  return run_on_host(inputs, outputs, symbols, options);
+}
+
+void CompiledFunction::check_sizes(std::span<TensorImpl* const> inputs, const std::vector<int64_t>& symbols) const {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!input_sizes_.agrees(i, inputs[i]->type, symbols)) {
+      std::vector<TensorType> types;
+      for (const TensorImpl* t : inputs) types.push_back(t->type);
+      input_sizes_.raise(graph_, request_.dynamic.get(), types, symbols, "hjit: '" + graph_.name + "'");
+    }
 }
 
 namespace {
@@ -111,7 +122,7 @@ TensorImpl& writable(TensorImpl& t) {
 }  // namespace
 
 int64_t CompiledFunction::run_on_host(std::span<TensorImpl* const> inputs, std::vector<Tensor>& outputs,
-                                      const RunOptions& options) {
+                                      const std::vector<int64_t>& symbols, const RunOptions& options) {
   constexpr size_t kInline = 32;
   const size_t n_in = inputs.size(), n_out = out_types_.size() + update_input_.size();
   const void* in_inline[kInline];
@@ -124,7 +135,6 @@ int64_t CompiledFunction::run_on_host(std::span<TensorImpl* const> inputs, std::
   if (n_out > kInline) out_heap.resize(n_out), out = out_heap.data();
   std::vector<Tensor> keep;  // GPU tensors' values, copied down for the call
   for (size_t i = 0; i < n_in; ++i) in[i] = host_memory(*inputs[i], keep);
-  const std::vector<int64_t> symbols = symbols_of(inputs);
   const bool dynamic = request_.dynamic != nullptr;
   const std::vector<int> donated = options.reuse_donated && !dynamic ? donated_storage_for_outputs(inputs) : std::vector<int>{};
   int64_t reused = 0;

@@ -24,6 +24,7 @@
 #include <hjit/tensor.h>
 
 #include "frontend/tensor/tensor_impl.h"
+#include "graph/input_sizes.h"
 #include "graph/symbolic_sizes.h"
 #include "halide_backend/backend.h"
 #include "halide_backend/export/export.h"
@@ -75,12 +76,16 @@ class CompiledFunction {
   // The graph's outputs' types (at the traced sizes), and per update the input it writes.
   const std::vector<TensorType>& output_types() const { return out_types_; }
   const std::vector<size_t>& update_inputs() const { return update_input_; }
+  // What run() checks its inputs' types against.
+  const InputSizes& input_sizes() const { return input_sizes_; }
 
   // Held around run() and apply_updates() by callers of a function that updates tensors, so that
   // its update buffers serve one call at a time; a no-op lock otherwise.
   std::unique_lock<std::mutex> lock_for_call();
 
-  // Runs the code on `inputs` (one per graph input): the results into `outputs` (appended: one per
+  // Runs the code on `inputs` (one per graph input), after checking their types against what the
+  // pipeline was compiled for (graph/input_sizes.h: a disagreement is the error eager raises for
+  // them, and no native code runs): the results into `outputs` (appended: one per
   // graph output), the updates' new values into the function's update buffers. On the CPU, inputs
   // on a GPU are copied down for the call; a function for a GPU reads its inputs in the device's
   // memory (CPU tensors copied up) and leaves its results there. Returns the bytes of donated
@@ -96,7 +101,9 @@ class CompiledFunction {
 
  private:
   std::vector<int64_t> symbols_of(std::span<TensorImpl* const> inputs) const;
-  int64_t run_on_host(std::span<TensorImpl* const> inputs, std::vector<Tensor>& outputs, const RunOptions& options);
+  void check_sizes(std::span<TensorImpl* const> inputs, const std::vector<int64_t>& symbols) const;
+  int64_t run_on_host(std::span<TensorImpl* const> inputs, std::vector<Tensor>& outputs, const std::vector<int64_t>& symbols,
+                      const RunOptions& options);
   void run_on_device(std::span<TensorImpl* const> inputs, std::vector<Tensor>& outputs);
   std::vector<int> donated_storage_for_outputs(std::span<TensorImpl* const> inputs) const;
 
@@ -106,6 +113,7 @@ class CompiledFunction {
   bool cache_hit_ = false;
   double compile_ms_ = 0;
   bool on_host_ = true;  // the device's code runs on the host, on host memory (asked once)
+  InputSizes input_sizes_;
   std::vector<TensorType> out_types_;
   std::vector<size_t> update_input_;
   // New values of updated inputs are computed into these (allocated on the first call, reused

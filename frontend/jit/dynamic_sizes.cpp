@@ -101,8 +101,15 @@ std::unique_ptr<ResizedArgs> resized_args(const CallArgs& args, const std::funct
 bool serves(const Version& v, const CallArgs& args) {
   if (v.sizes_key) return v.sizes_key->matches(args);
   if (!v.dynamic) return true;
-  for (const SymbolicSizes::Source& src : v.dynamic->sources)
-    if (args.tensor(size_t(src.input)).impl()->type.shape[size_t(src.dim)] < v.min_dynamic_size) return false;
+  std::vector<int64_t> symbols;
+  for (const SymbolicSizes::Source& src : v.dynamic->sources) {
+    symbols.push_back(args.tensor(size_t(src.input)).impl()->type.shape[size_t(src.dim)]);
+    if (symbols.back() < v.min_dynamic_size) return false;
+  }
+  // Sizes that were equal when traced and differ now: a call for a version of its own sizes,
+  // whose trace gives eager's error where they do not fit.
+  for (size_t i = 0; i < args.count; ++i)
+    if (!v.fn->input_sizes().agrees(i, args.tensor(i).impl()->type, symbols)) return false;
   return true;
 }
 

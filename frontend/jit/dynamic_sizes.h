@@ -54,7 +54,8 @@ struct ResizedArgs {
 std::unique_ptr<ResizedArgs> resized_args(const CallArgs& args, const std::function<int64_t(size_t i, int d, int64_t size)>& size_of);
 
 // Whether v, found under the key of a call, serves the call's sizes: a version of fixed sizes
-// always does (its key has them), a pipeline for every size from its smallest size up.
+// always does (its key has them), a pipeline for every size from its smallest size up, where the
+// call's sizes keep the relations it was traced with (graph/input_sizes.h).
 bool serves(const Version& v, const CallArgs& args);
 
 }  // namespace hjit::detail

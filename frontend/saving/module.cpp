@@ -139,7 +139,10 @@ struct Module::Impl {
   void encode_dynamic(BinaryWriter& w) const {
     w.u64(uint64_t(dynamic->num_symbols));
     for (const auto& src : dynamic->sources) w.i64(src.input), w.i64(src.dim);
-    for (size_t k = 0; k < dynamic_dims.size(); ++k) w.i64(dynamic_dims[k].first), w.i64(dynamic_dims[k].second);
+    // One pair per symbol here; the dimensions that share a symbol with another (a contraction's
+    // two sides) follow the extents, where a reader of the first files finds nothing more.
+    const size_t here = std::min(dynamic_dims.size(), size_t(dynamic->num_symbols));
+    for (size_t k = 0; k < here; ++k) w.i64(dynamic_dims[k].first), w.i64(dynamic_dims[k].second);
     for (size_t n = 0; n < graph.nodes.size(); ++n) {
       w.u64(dynamic->extents[n].size());
       for (const Affine& a : dynamic->extents[n]) write_affine(w, a);
@@ -149,6 +152,10 @@ struct Module::Impl {
         w.u64(forms.size());
         for (const Affine& a : forms) write_affine(w, a);
       }
+    }
+    if (dynamic_dims.size() > here) {
+      w.u64(dynamic_dims.size() - here);
+      for (size_t k = here; k < dynamic_dims.size(); ++k) w.i64(dynamic_dims[k].first), w.i64(dynamic_dims[k].second);
     }
   }
 
@@ -177,6 +184,13 @@ struct Module::Impl {
         for (size_t f = 0; f < forms; ++f) s->attrs[n][attr].push_back(read_affine(r, s->num_symbols));
       }
     }
+    if (!r.done()) {
+      const size_t more = r.count(64);
+      for (size_t k = 0; k < more; ++k) dynamic_dims.emplace_back(int(r.i64()), int(r.i64()));
+    }
+    for (const auto& [input, dim] : dynamic_dims)
+      if (input < 0 || size_t(input) >= num_args || dim < 0 || dim >= graph.type(graph.inputs[size_t(input)]).rank())
+        throw ValueError("its dynamic_dims name a dimension its arguments do not have");
     dynamic = std::move(s);
   }
 
