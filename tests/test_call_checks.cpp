@@ -1,10 +1,14 @@
 // Nothing unchecked reaches native code: every call of a compiled pipeline (jit, Module, a saved
 // and loaded module) is checked against the sizes it was compiled for, and answers as eager does
 // (the same values, or the same typed error) for sizes that keep or break the relations tracing
-// found: a contraction, a broadcast, an elementwise pair.
+// found (a contraction, a broadcast, an elementwise pair), and for indices in and out of range,
+// constant or not.
 #include <filesystem>
 #include <random>
 
+#include <hjit/export.h>
+
+#include "bench/exported_library.h"
 #include "tests/support.h"
 
 namespace fs = std::filesystem;
@@ -162,4 +166,101 @@ TEST_CASE("random sizes: compiled answers as eager, values or the same error") {
         check_same(from_module, want);
     }
   }
+}
+
+namespace {
+
+Tensor i64s(std::vector<int64_t> v, Shape s) { return Tensor::from_vector(v, std::move(s)); }
+
+}  // namespace
+
+TEST_CASE("a constant index out of range is eager's IndexError compiled too: a literal, a frozen parameter") {
+  const Tensor x = Tensor::arange(15).reshape({5, 3}).astype(DType::F32);
+  for (int64_t k : {7, -9, 5, -6}) {
+    CAPTURE(k);
+    auto f = [k](const Tensor& x) { return hjit::take(x, i64s({k}, {1}), 0) * 2.0; };
+    const Outcome want = outcome([&] { return std::vector<Tensor>{f(x)}; });
+    REQUIRE(want.error_kind == "IndexError");
+    check_same(outcome([&] { return std::vector<Tensor>{hjit::jit(f)(x)}; }), want);
+    auto e = [k](const Tensor& x) { return hjit::embedding(x, i64s({1, k}, {2})); };
+    check_same(outcome([&] { return std::vector<Tensor>{hjit::jit(e)(x)}; }), outcome([&] { return std::vector<Tensor>{e(x)}; }));
+  }
+  // In range at the ends.
+  auto ends = [](const Tensor& x) { return hjit::take(x, i64s({4, -5}, {2}), 0); };
+  CHECK_CLOSE(hjit::jit(ends)(x), ends(x));
+  // A parameter index frozen into the module's graph is a constant of it.
+  Tensor rows = i64s({0, 9}, {2});
+  auto pick = [&](const Tensor& x) { return hjit::take(x, rows, 0); };
+  const hjit::Module m = hjit::make_module("pick", hjit::ModuleOptions{}, hjit::SaveOptions{.freeze_parameters = true}, pick, Tensor::zeros({7, 3}));
+  CHECK_THROWS_WITH_AS(m(Tensor::ones({7, 3})), doctest::Contains("index 9 is out of range"), hjit::IndexError);
+}
+
+TEST_CASE("IndexMode::Clamp clamps, eagerly and compiled alike") {
+  const Tensor x = Tensor::arange(15).reshape({5, 3}).astype(DType::F32);
+  const Tensor idx = i64s({7, -9, 2, -1}, {4});
+  auto f = [](const Tensor& x, const Tensor& i) { return hjit::take(x, i, 0, hjit::IndexMode::Clamp); };
+  const Tensor eager = f(x, idx);
+  CHECK(eager.to_vector<float>() == std::vector<float>{12, 13, 14, 0, 1, 2, 6, 7, 8, 12, 13, 14});
+  CHECK_CLOSE(hjit::jit(f)(x, idx), eager);
+  auto e = [](const Tensor& x, const Tensor& i) { return hjit::embedding(x, i, hjit::IndexMode::Clamp); };
+  CHECK_CLOSE(hjit::jit(e)(x, idx), e(x, idx));
+  auto g = [](const Tensor& x, const Tensor& i) { return hjit::gather(x, 0, i, hjit::IndexMode::Clamp); };
+  const Tensor gi = i64s({9, -7, 1}, {1, 3});
+  CHECK(g(x, gi).to_vector<float>() == std::vector<float>{12, 1, 5});
+  CHECK_CLOSE(hjit::jit(g)(x, gi), g(x, gi));
+}
+
+// Random indices, some out of range, through every gathering and scattering op, called eagerly,
+// jitted and as a module: the same values or the same IndexError.
+TEST_CASE("random indices: compiled answers as eager, values or the same IndexError") {
+  using F = std::function<Tensor(const Tensor&, const Tensor&)>;
+  const std::vector<std::pair<const char*, F>> ops = {
+      {"take", [](const Tensor& x, const Tensor& i) { return hjit::take(x, i, 0) + 1.0; }},
+      {"take axis 1", [](const Tensor& x, const Tensor& i) { return hjit::take(x, i, 1); }},
+      {"embedding", [](const Tensor& x, const Tensor& i) { return hjit::embedding(x, i) * 2.0; }},
+      {"gather", [](const Tensor& x, const Tensor& i) { return hjit::gather(x, 1, hjit::reshape(i, {1, -1})); }},
+      {"scatter_add", [](const Tensor& x, const Tensor& i) {
+         const Tensor idx = hjit::reshape(i, {1, -1});
+         return hjit::scatter_add(x, 1, idx, idx.astype(DType::F32) * 0.0 + 1.0);
+       }},
+      {"one_hot", [](const Tensor& x, const Tensor& i) { return hjit::one_hot(i, 6) + hjit::sum(x); }},
+      {"index", [](const Tensor& x, const Tensor& i) { return hjit::index(x, {hjit::Index(i)}); }},
+  };
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int64_t> value(-9, 8);
+  const Tensor x = Tensor::randn({6, 6}, 5);
+  for (const auto& [name, f] : ops) {
+    CAPTURE(name);
+    auto jitted = hjit::jit(f);
+    const hjit::Module module = hjit::make_module(name, hjit::ModuleOptions{}, hjit::SaveOptions{}, f, x, i64s({0, 1, 2, 3}, {4}));
+    int errors = 0;
+    for (int trial = 0; trial < 16; ++trial) {
+      std::vector<int64_t> v(4);
+      for (int64_t& k : v) k = trial % 2 ? value(rng) : (value(rng) + 9) % 6;  // every other trial in range
+      const std::string indices = std::to_string(v[0]) + " " + std::to_string(v[1]) + " " + std::to_string(v[2]) + " " + std::to_string(v[3]);
+      CAPTURE(indices);
+      const Tensor i = i64s(v, {4});
+      const Outcome want = outcome([&] { return std::vector<Tensor>{f(x, i)}; });
+      errors += !want.error_kind.empty();
+      check_same(outcome([&] { return std::vector<Tensor>{jitted(x, i)}; }), want);
+      check_same(outcome([&] { return std::vector<Tensor>{Tensor(module(x, i))}; }), want);
+    }
+    CHECK(errors > 0);
+  }
+}
+
+TEST_CASE("an exported library refuses an index out of range: an error status, nothing written past a buffer") {
+  const std::string dir = test::scratch_dir("exported");
+  auto f = [](const Tensor& x, const Tensor& i) { return hjit::take(x, i, 0) * 3.0; };
+  const Tensor x = Tensor::randn({5, 3}, 1);
+  hjit::export_library(dir, "taker", f, x, i64s({0, 1}, {2}));
+  const bench::ExportedLibrary lib(dir, "taker");
+  std::vector<Tensor> out{Tensor::empty({2, 3})};
+  REQUIRE(lib.call({x, i64s({4, -5}, {2})}, out) == 0);
+  CHECK_CLOSE(out[0], f(x, i64s({4, -5}, {2})));
+  for (int64_t k : {5, -6, 1'000'000'000}) {
+    CAPTURE(k);
+    CHECK(lib.call({x, i64s({0, k}, {2})}, {Tensor::zeros({2, 3})}) == -27);  // halide_error_code_requirement_failed
+  }
+  fs::remove_all(dir);
 }

@@ -55,6 +55,17 @@ void add_ints(::onnx::NodeProto* n, const std::string& name, const std::vector<i
   for (int64_t x : v) a->add_ints(x);
 }
 
+// A model of opset 13 whose graph, named `name`, the caller fills.
+::onnx::ModelProto empty_model(const std::string& name) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(13);
+  m.mutable_graph()->set_name(name);
+  return m;
+}
+
 // A small CNN: Conv(3x3, pad 1) + Relu + GlobalAveragePool + Flatten + Gemm, batch named "N".
 ::onnx::ModelProto small_cnn(const std::string& batch = "N") {
   ::onnx::ModelProto m;
@@ -515,13 +526,8 @@ TEST_CASE("symbolic dimensions compile once: one module runs every batch size, a
 }
 
 TEST_CASE("a MatMul declared [2,K] x [J,5] refuses K != J at the call, as eager does, from a file too") {
-  ::onnx::ModelProto m;
-  m.set_ir_version(8);
-  auto* op = m.add_opset_import();
-  op->set_domain("");
-  op->set_version(13);
+  ::onnx::ModelProto m = empty_model("contract");
   auto* g = m.mutable_graph();
-  g->set_name("contract");
   add_value(g->add_input(), "a", ::onnx::TensorProto::FLOAT, {"2", "K"});
   add_value(g->add_input(), "b", ::onnx::TensorProto::FLOAT, {"J", "5"});
   add_value(g->add_output(), "y", ::onnx::TensorProto::FLOAT, {"2", "5"});
@@ -538,4 +544,18 @@ TEST_CASE("a MatMul declared [2,K] x [J,5] refuses K != J at the call, as eager 
     const Tensor a = test::random({2, 11}, DType::F32, 1), b = test::random({11, 5}, DType::F32, 2);
     CHECK_CLOSE(Tensor((*mod)(a, b)), hjit::matmul(a, b));
   }
+}
+
+TEST_CASE("a Gather whose initializer index is out of range is eager's IndexError from every door") {
+  ::onnx::ModelProto m = empty_model("gather");
+  auto* g = m.mutable_graph();
+  add_value(g->add_input(), "x", ::onnx::TensorProto::FLOAT, {"5", "3"});
+  add_value(g->add_output(), "y", ::onnx::TensorProto::FLOAT, {"1", "3"});
+  *g->add_initializer() = proto_of("i", Tensor::from_vector(std::vector<int64_t>{7}, {1}));
+  add_node(g, "Gather", {"x", "i"}, {"y"});
+  const std::string path = write_model(m, "onnx_gather_out_of_range");
+  const Tensor x = test::random({5, 3}, DType::F32, 1);
+  check_throws_containing<hjit::IndexError>([&] { hjit::onnx::load(path)(x); }, "index 7 is out of range");
+  check_throws_containing<hjit::IndexError>([&] { hjit::onnx::load(path, {.freeze = true})(x); }, "index 7 is out of range");
+  check_throws_containing<hjit::IndexError>([&] { hjit::onnx::Model::read(path)({x}); }, "index 7 is out of range");
 }

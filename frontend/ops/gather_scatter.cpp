@@ -16,8 +16,9 @@ namespace {
 constexpr int64_t kTopkRounds = 4;
 
 // indices of x's rank, each dimension but `axis` at most x's, integers in [-extent, extent)
-// along axis: made non-negative and checked (IndexError at the call, eagerly or compiled).
-Tensor checked_indices(const char* op, const Tensor& x, const Tensor& indices, int axis) {
+// along axis: made non-negative and checked (IndexError at the call, eagerly or compiled), or
+// clamped into the axis (IndexMode::Clamp).
+Tensor checked_indices(const char* op, const Tensor& x, const Tensor& indices, int axis, IndexMode mode = IndexMode::Check) {
   if (is_floating(indices.dtype()) || indices.dtype() == DType::Bool)
     throw DTypeError(std::string(op) + ": indices must be integers, given " + dtype_name(indices.dtype()));
   if (indices.ndim() != x.ndim())
@@ -27,15 +28,16 @@ Tensor checked_indices(const char* op, const Tensor& x, const Tensor& indices, i
       throw ShapeError(std::string(op) + ": indices " + shape_str(indices.shape()) + " are larger than the input " + shape_str(x.shape()) +
                        " along axis " + std::to_string(d));
   const int64_t extent = x.dim(axis);
+  if (mode == IndexMode::Clamp) return detail::clamped_indices(indices, extent);
   const Tensor i = indices.astype(DType::I64);
   return check_index(where(i < int64_t(0), i + extent, i), 0, extent, std::string(op) + ": index");
 }
 
 }  // namespace
 
-Tensor gather(const Tensor& x, int axis, const Tensor& indices) {
+Tensor gather(const Tensor& x, int axis, const Tensor& indices, IndexMode mode) {
   const int ax = detail::norm_axis(axis, x.ndim(), "gather");
-  const Tensor idx = checked_indices("gather", x, indices, ax);
+  const Tensor idx = checked_indices("gather", x, indices, ax, mode);
   // One take from the flattened input at each element's flat position.
   Tensor flat = Tensor::scalar(0, DType::I64);
   int64_t stride = 1;

@@ -93,11 +93,12 @@ Tensor rms_norm(const Tensor& x, const std::optional<Tensor>& weight, double eps
 }
 
 // Indices must lie in [0, num_embeddings): PyTorch's embedding does not wrap negative ones.
-Tensor embedding(const Tensor& table, const Tensor& ids) {
+Tensor embedding(const Tensor& table, const Tensor& ids, IndexMode mode) {
   if (table.ndim() != 2) throw ShapeError("embedding: the table must be [num_embeddings, dim], got " + shape_str(table.shape()));
   if (!is_integral(ids.dtype()))
     throw DTypeError("embedding: ids must be integers (an int32 or int64 tensor), got " + TensorType{ids.dtype(), ids.shape()}.str() +
                      "; convert them with .astype(DType::I32)");
+  if (mode == IndexMode::Clamp) return take(table, detail::clamped_indices(ids, table.shape()[0]), 0);
   return take(table, check_index(ids, 0, table.shape()[0], "embedding: id"), 0);
 }
 

@@ -39,6 +39,10 @@ Tensor in_f32(const Tensor& x, Fn&& fn) {
   return cast_to(fn(cast_to(x, DType::F32)), t);
 }
 
+// ---- indices
+// IndexMode::Clamp's indices: i64, negative ones counted from the end, then clamped into [0, extent).
+Tensor clamped_indices(const Tensor& indices, int64_t extent);
+
 // ---- axes
 int norm_axis(int axis, int rank, const char* op);  // negative axes count from the end
 // Sorted, distinct, non-negative axes; {} means all.

@@ -407,9 +407,16 @@ Tensor iota(Shape shape, int axis, DType dtype) {
   return detail::apply_source(OpKind::Iota, TensorType{dtype, std::move(shape)}, Attrs{{"axis", int64_t(ax)}});
 }
 
-Tensor take(const Tensor& x, const Tensor& indices, int axis) {
+Tensor detail::clamped_indices(const Tensor& indices, int64_t extent) {
+  const Tensor i = indices.astype(DType::I64);
+  return clamp(where(i < int64_t(0), i + extent, i), Scalar(int64_t(0)), Scalar(std::max<int64_t>(extent - 1, 0)));
+}
+
+Tensor take(const Tensor& x, const Tensor& indices, int axis, IndexMode mode) {
   if (x.ndim() == 0) throw ShapeError("take: cannot take from a 0-d tensor");
-  return apply(OpKind::Take, {x, indices}, Attrs{{"axis", int64_t(norm_axis(axis, x.ndim(), "take"))}});
+  const int ax = norm_axis(axis, x.ndim(), "take");
+  const Tensor& idx = mode == IndexMode::Clamp && is_integral(indices.dtype()) ? detail::clamped_indices(indices, x.dim(ax)) : indices;
+  return apply(OpKind::Take, {x, idx}, Attrs{{"axis", int64_t(ax)}});
 }
 
 Tensor check_index(const Tensor& indices, int64_t lo, int64_t hi, const std::string& what) {

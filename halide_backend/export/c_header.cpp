@@ -105,7 +105,9 @@ std::string c_header(const ExportPlan& plan, const std::vector<CArg>& args, cons
   }
   h << "#define " << N << "_NUM_INPUTS " << n_in << "\n#define " << N << "_NUM_OUTPUTS " << n_out << "\n\n"
     << "// Returns 0, or a negative Halide error code (the runtime prints what went wrong; -3: out of\n"
-    << "// memory), or -1 when a pointer is not 64-byte aligned. Safe to call from several threads.\n"
+    << "// memory; -27: an index out of range, printed as \"IndexError: ...\", the outputs then unspecified\n"
+    << "// but nothing written outside them), or -1 when a pointer is not 64-byte aligned. Safe to call\n"
+    << "// from several threads.\n"
     << "int " << r.name << "(" << c_parameters(args) << ");\n\n"
     << "// The same with its arguments in an array, in the order above (for callers that bind them at\n"
     << "// run time).\nint " << r.name << "_argv(void* const* args);\n\n"

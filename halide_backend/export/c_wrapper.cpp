@@ -2,11 +2,13 @@
 // the plan run in order with the values between them allocated just before the step that writes
 // them and freed after the last that reads them (as a partitioned executable runs them), errors
 // as return codes.
+#include <cstring>
 #include <sstream>
 
 #include <HalideRuntime.h>
 
 #include "halide_backend/export/library.h"
+#include "halide_backend/lowering/lowered.h"
 
 namespace hjit::backend {
 namespace {
@@ -112,10 +114,14 @@ static void hjit_NAME_free(void* ctx, void* p) { (void)ctx; hjit_NAME_release(p)
   }
 
   void prelude() {
-    c_ << "#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <HalideRuntime.h>\n#include \"" << name_
+    c_ << "#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <HalideRuntime.h>\n#include \"" << name_
        << ".h\"\n\n"
        // Halide's default error handler aborts the process: the header promises an error code.
-       << "static void hjit_print_error(void* ctx, const char* msg) { (void)ctx; fprintf(stderr, \"%s\\n\", msg); }\n\n"
+       << "/* An index out of range reads as eager's IndexError; other errors as Halide's runtime words them. */\n"
+       << "static void hjit_print_error(void* ctx, const char* msg) {\n  (void)ctx;\n"
+       << "  const char* index = strstr(msg, \"" << kIndexErrorMarker << "\");\n"
+       << "  if (index) fprintf(stderr, \"IndexError: %s\\n\", index + " << std::strlen(kIndexErrorMarker) << ");\n"
+       << "  else fprintf(stderr, \"%s\\n\", msg);\n}\n\n"
        << allocator();
     for (size_t k = 0; k < plan_.pipelines.size(); ++k) {
       const ExportedPipeline& p = plan_.pipelines[k];

@@ -173,10 +173,16 @@ Tensor layer_norm(const Tensor& x, const std::optional<Tensor>& weight, const st
 Tensor rms_norm(const Tensor& x, const std::optional<Tensor>& weight, double eps = 1e-6);
 Tensor silu(const Tensor& x);
 Tensor cumsum(const Tensor& x, int axis = -1);  // integers accumulate in i64, like PyTorch
+// What a gathering op does with an index out of range. Check (PyTorch's behaviour, the default):
+// an IndexError, eagerly and from compiled code alike (a constant index when the function is
+// traced or compiled, others when it runs: the call fails, nothing written past a buffer). Clamp
+// (JAX's mode="clip"): a negative index counts from the end, then every index is clamped into
+// the axis, so a call never fails on one.
+enum class IndexMode : uint8_t { Check, Clamp };
+
 // x[..., indices, ...] along `axis`: out has x's shape with that axis replaced by indices' shape.
-// Indices are i32 or i64; negative ones count from the end. Out of range: IndexError, eagerly and
-// from compiled code (the call fails).
-Tensor take(const Tensor& x, const Tensor& indices, int axis = 0);
+// Indices are i32 or i64; negative ones count from the end.
+Tensor take(const Tensor& x, const Tensor& indices, int axis = 0, IndexMode mode = IndexMode::Check);
 // Python's indexing, x[at] (see Tensor::operator[]), and the functional form of x[at] = value
 // (JAX's x.at[at].set(value)): value broadcast to x[at], converted to x's dtype. Assignment takes
 // integers, slices, ... and None; index tensors there: scatter.
@@ -184,10 +190,11 @@ Tensor index(const Tensor& x, const std::vector<Index>& at);
 Tensor index_update(const Tensor& x, const std::vector<Index>& at, const Tensor& value);
 // torch.flip: x with the order of its elements along each of `axes` reversed.
 Tensor flip(const Tensor& x, const std::vector<int>& axes);
-Tensor embedding(const Tensor& table, const Tensor& ids);
+Tensor embedding(const Tensor& table, const Tensor& ids, IndexMode mode = IndexMode::Check);
 // torch.gather: out[i][j] = x[i][indices[i][j]] (for axis 1), indices of x's rank and at most its
-// size along the other axes, in [-extent, extent) along `axis` (IndexError otherwise).
-Tensor gather(const Tensor& x, int axis, const Tensor& indices);
+// size along the other axes, in [-extent, extent) along `axis` (IndexError otherwise, or clamped
+// with IndexMode::Clamp).
+Tensor gather(const Tensor& x, int axis, const Tensor& indices, IndexMode mode = IndexMode::Check);
 // torch.scatter and torch.scatter_add: x with src[i][j] written to (added at) x[i][indices[i][j]]
 // (for axis 1); src has the indices' shape. Two updates of one position: scatter writes their sum
 // (PyTorch leaves which one wins undefined).
