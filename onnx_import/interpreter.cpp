@@ -32,6 +32,8 @@ auto convert_node(const NodeContext& ctx, C convert) {
     rethrow_at(e, ctx.where());
   } catch (const ValueError& e) {
     rethrow_at(e, ctx.where());
+  } catch (const ResourceError& e) {
+    rethrow_at(e, ctx.where());
   }
 }
 

@@ -9,6 +9,7 @@
 #include "onnx/checker.h"
 #include "onnx/shape_inference/implementation.h"
 #include "onnx/version_converter/convert.h"
+#include "onnx_import/model_checks.h"
 #include "support/binary_io.h"
 
 namespace hjit::onnx_import {
@@ -127,6 +128,7 @@ int64_t default_opset(const ::onnx::ModelProto& model, const std::string& who) {
   if (bytes.empty() || !model.ParseFromString(bytes))
     throw ValueError(who + "not an ONNX model (the protobuf does not parse: truncated or another format)");
   if (!model.has_graph()) throw ValueError(who + "the model has no graph");
+  check_structure(model, who);
   model = upgraded(std::move(model), who);
   default_opset(model, who);
   resolve_external(*model.mutable_graph(), base_dir, who);

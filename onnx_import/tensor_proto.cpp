@@ -46,6 +46,18 @@ void narrow_into(const Field& field, std::vector<uint8_t>& bytes) {
   }
 }
 
+// How many values the typed field that carries `dtype` holds, and its name.
+std::pair<int64_t, const char*> typed_values(const TensorProto& p, DType dtype) {
+  switch (dtype) {
+    case DType::F32: return {p.float_data_size(), "float_data"};
+    case DType::F64: return {p.double_data_size(), "double_data"};
+    case DType::I64: return {p.int64_data_size(), "int64_data"};
+    case DType::U32:
+    case DType::U64: return {p.uint64_data_size(), "uint64_data"};
+    default: return {p.int32_data_size(), "int32_data"};
+  }
+}
+
 }  // namespace
 
 DType dtype_from_onnx(int onnx_type, const std::string& what) {
@@ -84,6 +96,10 @@ Tensor to_tensor(const TensorProto& proto, const std::string& what) {
         if (c != 0 && c != 1) throw ValueError(what + " holds a bool that is neither 0 nor 1");
     return Tensor::from_bytes(raw.data(), raw.size(), shape, dtype);
   }
+  // The values present are counted before anything is allocated: a 100-byte file may declare 2^31
+  // elements.
+  const auto [present, field] = typed_values(proto, dtype);
+  need(present, field);
   std::vector<uint8_t> bytes(size_t(n) * size);
   switch (dtype) {
     case DType::F32:

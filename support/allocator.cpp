@@ -1,5 +1,7 @@
 #include "support/allocator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -8,6 +10,8 @@
 #include <new>
 #include <map>
 #include <vector>
+
+#include "support/settings.h"
 
 #include <sys/mman.h>
 
@@ -202,8 +206,35 @@ size_t arena_bytes(size_t size) { return (size + kHeader + 63) / 64 * 64; }
 
 }  // namespace
 
+namespace {
+
+int64_t default_limit() {
+  const std::optional<int64_t> mb = setting::count(setting::Id::MemoryLimitMb);
+  if (mb && *mb > 0) return std::min<int64_t>(*mb, INT64_MAX >> 21) << 20;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? int64_t(pages) * int64_t(page) / 4 * 3 : INT64_MAX;
+}
+
+std::atomic<int64_t> g_limit{0};  // 0: not read yet
+
+int64_t limit_now() {
+  int64_t l = g_limit.load(std::memory_order_relaxed);
+  if (l == 0) {
+    l = default_limit();
+    g_limit.store(l, std::memory_order_relaxed);
+  }
+  return l;
+}
+
+}  // namespace
+
+void set_allocation_limit(int64_t bytes) { g_limit.store(bytes > 0 ? bytes : default_limit(), std::memory_order_relaxed); }
+int64_t allocation_limit() { return limit_now(); }
+
 void* cached_alloc(size_t bytes) {
   const size_t size = size_class(bytes == 0 ? 1 : bytes);
+  const int64_t limit = limit_now(), in_use = g_in_use.load(std::memory_order_relaxed);
+  if (size > uint64_t(INT64_MAX) || int64_t(size) > limit - in_use) throw LimitExceeded(size, in_use, limit);
   if (size > kThreadBlockMax) {
     Cache& c = cache();
     std::lock_guard lock(c.mu);

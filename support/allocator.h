@@ -5,11 +5,26 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <vector>
 
 namespace hjit {
 
 void* cached_alloc(size_t bytes);  // 64-byte aligned; never null (throws std::bad_alloc)
+
+// The most the allocator hands out at once (blocks in use): an allocation that would pass it
+// throws LimitExceeded (a std::bad_alloc, so every caller that survives running out of memory
+// survives this too) before asking the system. Default: HJIT_MEMORY_LIMIT_MB, else three quarters
+// of the machine's physical memory; a file that declares a huge size then fails with a typed
+// error, not an abort of the process that loaded it.
+struct LimitExceeded : std::bad_alloc {
+  size_t bytes = 0;
+  int64_t in_use = 0, limit = 0;
+  LimitExceeded(size_t b, int64_t u, int64_t l) : bytes(b), in_use(u), limit(l) {}
+  const char* what() const noexcept override { return "hjit's memory limit"; }
+};
+void set_allocation_limit(int64_t bytes);  // <= 0: the default again
+int64_t allocation_limit();
 void cached_free(void* p);         // p from cached_alloc, or null
 size_t cached_size(const void* p);  // the bytes p holds (its size class); p from cached_alloc
 size_t block_size(size_t bytes);    // the bytes cached_alloc(bytes) holds (its size class)

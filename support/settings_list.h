@@ -38,6 +38,9 @@
     "1 checks every jitted call for NaNs and infinities, as JitOptions::debug_nans.")                                     \
   X(DistTimeout, "HJIT_DIST_TIMEOUT", Seconds, "(dist::InitOptions::timeout: 300)", "seconds", Library, false,             \
     "How long a collective waits for the other ranks before raising DistributedError.")                                   \
+  X(MemoryLimitMb, "HJIT_MEMORY_LIMIT_MB", Count, "(three quarters of physical memory)", "megabytes; 0: the default", Library,   \
+    false, "The most memory hjit's tensors and compiled temporaries take at once (hjit::set_memory_limit): an allocation "  \
+    "past it is a ResourceError, raised before the allocation.")                                                          \
   X(Linker, "HJIT_LINKER", Path, "(ld on PATH)", "an ld program", Library, false,                                           \
     "The linker that makes compiled pipelines shared objects; a path that is not a program stands for a machine "        \
     "without one (Halide's in-process JIT, no disk cache).")                                                              \

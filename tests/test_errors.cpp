@@ -104,6 +104,7 @@ TEST_CASE("bad argument values") {
   CHECK_THROWS_AS(Tensor::zeros({int64_t(1) << 40, int64_t(1) << 40}), hjit::ShapeError);
   CHECK_THROWS_AS(Tensor::zeros({int64_t(1) << 62}), hjit::ShapeError);  // its bytes overflow
   CHECK_THROWS_AS(Tensor::zeros({int64_t(1) << 45}), hjit::OutOfMemoryError);
+  CHECK_THROWS_WITH_AS(Tensor::zeros({int64_t(1) << 45}), doctest::Contains("memory limit"), hjit::ResourceError);  // before the allocation
   CHECK_THROWS_AS(hjit::concat({}), hjit::ValueError);
   CHECK_THROWS_AS(hjit::stack({}), hjit::ValueError);
   CHECK_THROWS_AS(Tensor::arange(-1), hjit::ValueError);

@@ -5,7 +5,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
+#include <tuple>
 
 #include "onnx/onnx-data_pb.h"
 #include "support/settings.h"
@@ -33,7 +35,7 @@ void add_value(::onnx::ValueInfoProto* v, const std::string& name, int elem, con
   auto* shape = tt->mutable_shape();
   for (const std::string& d : dims) {
     auto* dim = shape->add_dim();
-    if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
+    if (!d.empty() && (std::isdigit(static_cast<unsigned char>(d[0])) || d[0] == '-')) dim->set_dim_value(std::stoll(d));
     else dim->set_dim_param(d);
   }
 }
@@ -558,4 +560,101 @@ TEST_CASE("a Gather whose initializer index is out of range is eager's IndexErro
   check_throws_containing<hjit::IndexError>([&] { hjit::onnx::load(path)(x); }, "index 7 is out of range");
   check_throws_containing<hjit::IndexError>([&] { hjit::onnx::load(path, {.freeze = true})(x); }, "index 7 is out of range");
   check_throws_containing<hjit::IndexError>([&] { hjit::onnx::Model::read(path)({x}); }, "index 7 is out of range");
+}
+
+TEST_CASE("structures that crash ONNX's own library are ValueErrors before it reads them") {
+  auto model = [](int64_t opset) {
+    ::onnx::ModelProto m = empty_model("hostile");
+    m.mutable_opset_import(0)->set_version(opset);
+    return m;
+  };
+  auto refused = [](const ::onnx::ModelProto& m, const std::string& part) {
+    const std::string bytes = m.SerializeAsString();
+    check_throws_containing([&] { hjit::onnx::Model::parse(bytes, "", {}); }, part);
+  };
+  {  // opset 6's Add with one input: the version converter dereferenced the missing one
+    ::onnx::ModelProto m = model(6);
+    add_value(m.mutable_graph()->add_input(), "a", ::onnx::TensorProto::FLOAT, {"2"});
+    add_value(m.mutable_graph()->add_output(), "y", ::onnx::TensorProto::FLOAT, {"2"});
+    add_node(m.mutable_graph(), "Add", {"a"}, {"y"});
+    refused(m, "has 1 inputs; Add of opset 6 takes 2");
+  }
+  {  // opset 1's Mul with none
+    ::onnx::ModelProto m = model(1);
+    add_value(m.mutable_graph()->add_output(), "y", ::onnx::TensorProto::FLOAT, {"2"});
+    add_node(m.mutable_graph(), "Mul", {}, {"y"});
+    refused(m, "has 0 inputs");
+  }
+  for (const char* op : {"Conv", "MaxPool", "AveragePool"}) {  // strides 0: shape inference divided by it
+    CAPTURE(op);
+    ::onnx::ModelProto m = model(13);
+    auto* g = m.mutable_graph();
+    add_value(g->add_input(), "x", ::onnx::TensorProto::FLOAT, {"1", "3", "8", "8"});
+    add_value(g->add_output(), "y", ::onnx::TensorProto::FLOAT, {});
+    std::vector<std::string> in{"x"};
+    if (std::string(op) == "Conv") {
+      *g->add_initializer() = proto_of("w", test::random({4, 3, 3, 3}, DType::F32, 1));
+      in.push_back("w");
+    }
+    auto* n = add_node(g, op, in, {"y"});
+    add_ints(n, "kernel_shape", {3, 3});
+    add_ints(n, "strides", {0, 0});
+    refused(m, "has strides containing 0: each must be positive");
+  }
+  {  // a declared dimension of -5 is no size (it was read as unknown)
+    ::onnx::ModelProto m = model(13);
+    add_value(m.mutable_graph()->add_input(), "a", ::onnx::TensorProto::FLOAT, {"-5"});
+    add_value(m.mutable_graph()->add_output(), "y", ::onnx::TensorProto::FLOAT, {"-5"});
+    add_node(m.mutable_graph(), "Relu", {"a"}, {"y"});
+    refused(m, "input 'a' declares dimension -5");
+  }
+}
+
+TEST_CASE("sizes and values that make no sense are typed errors naming the node, before anything large is allocated") {
+  auto one_node = [](const std::string& op, const std::vector<Tensor>& constants, const std::vector<std::string>& outputs) {
+    ::onnx::ModelProto m = empty_model("values");
+    auto* g = m.mutable_graph();
+    std::vector<std::string> in;
+    for (size_t k = 0; k < constants.size(); ++k) {
+      *g->add_initializer() = proto_of("c" + std::to_string(k), constants[k]);
+      in.push_back("c" + std::to_string(k));
+    }
+    for (const std::string& o : outputs)  // of any size
+      add_value(g->add_output(), o, ::onnx::TensorProto::FLOAT, op == "ConstantOfShape" ? std::vector<std::string>{"n", "m"} : std::vector<std::string>{"n"});
+    add_node(g, op, in, outputs);
+    return m.SerializeAsString();
+  };
+  auto refused = [](const std::string& bytes, const std::string& part) {
+    check_throws_containing<hjit::Error>([&] { hjit::onnx::Model::parse(bytes, "", {})({}); }, part);
+  };
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (auto [start, limit, delta] : {std::tuple{0.0, inf, 1.0}, {0.0, 1e30, 1.0}, {0.0, 4.0, nan}, {0.0, 4.0, 0.0}}) {
+    CAPTURE(limit);
+    CAPTURE(delta);
+    refused(one_node("Range", {Tensor::scalar(start), Tensor::scalar(limit), Tensor::scalar(delta)}, {"y"}),
+            std::isfinite(limit) && std::isfinite(delta) ? (delta == 0 ? "delta must not be 0" : "too large") : "needs finite");
+  }
+  refused(one_node("Split", {Tensor::zeros({4}), Tensor::from_vector(std::vector<int64_t>{1'000'000'000'000, -1'000'000'000'000 + 4}, {2})},
+                   {"a", "b"}),
+          "has split size -999999999996");
+  // A huge ConstantOfShape: hjit's memory limit, raised before the allocation, naming the node.
+  hjit::set_memory_limit(int64_t(1) << 30);
+  refused(one_node("ConstantOfShape", {Tensor::from_vector(std::vector<int64_t>{1 << 20, 1 << 20}, {2})}, {"y"}), "ConstantOfShape");
+  check_throws_containing<hjit::ResourceError>(
+      [&] { hjit::onnx::Model::parse(one_node("ConstantOfShape", {Tensor::from_vector(std::vector<int64_t>{1 << 20, 1 << 20}, {2})}, {"y"}), "", {})({}); },
+      "memory limit");
+  hjit::set_memory_limit(0);
+  // A 100-byte file declaring 2^31 floats: refused from what it holds, before any allocation.
+  ::onnx::TensorProto big;
+  big.set_name("w");
+  big.set_data_type(::onnx::TensorProto::FLOAT);
+  big.add_dims(int64_t(1) << 31);
+  big.add_float_data(1.0f);
+  ::onnx::ModelProto m = empty_model("declared");
+  *m.mutable_graph()->add_initializer() = big;
+  add_value(m.mutable_graph()->add_output(), "y", ::onnx::TensorProto::FLOAT, {"n"});
+  add_node(m.mutable_graph(), "Relu", {"w"}, {"y"});
+  hjit::reset_peak_memory();
+  refused(m.SerializeAsString(), "declares 2147483648 elements");
+  CHECK(hjit::memory_stats().peak_bytes - hjit::memory_stats().current_bytes < (int64_t(64) << 20));
 }

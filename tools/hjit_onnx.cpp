@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <new>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -240,6 +241,14 @@ int main(int argc, char** argv) {
     if (a.command == "export") return export_model(a);
     if (a.command == "save") return save_model(a);
   } catch (const hjit::Error& e) {
+    std::fprintf(stderr, "hjit-onnx: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    // (An allocation hjit did not bound in advance: still a message and a status, never an abort.)
+    std::fprintf(stderr, "hjit-onnx: out of memory running '%s' (an input or a value of the model is larger than this machine holds)\n",
+                 a.model.c_str());
+    return 1;
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "hjit-onnx: %s\n", e.what());
     return 1;
   }

@@ -31,4 +31,7 @@ CacheStats cache_stats() {
   return s;
 }
 
+void set_memory_limit(int64_t bytes) { set_allocation_limit(bytes); }
+int64_t memory_limit() { return allocation_limit(); }
+
 }  // namespace hjit

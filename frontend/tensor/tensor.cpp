@@ -32,6 +32,9 @@ Storage::Storage(size_t n, Device device) : data(nullptr), nbytes(n) {
   } else {
     try {
       data = cached_alloc(n);
+    } catch (const LimitExceeded& e) {
+      throw ResourceError("a tensor of " + std::to_string(n) + " bytes would take hjit past its memory limit of " + std::to_string(e.limit) +
+                          " bytes (" + std::to_string(e.in_use) + " in use; hjit::set_memory_limit, HJIT_MEMORY_LIMIT_MB)");
     } catch (const std::bad_alloc&) {
       throw OutOfMemoryError("cannot allocate " + std::to_string(n) + " bytes for a tensor");
     }

@@ -136,6 +136,8 @@ V Split(const NodeContext& n) {
     if (extent % parts != 0) n.fail("cannot split an axis of " + std::to_string(extent) + " into " + std::to_string(parts) + " equal parts");
     sizes.assign(size_t(parts), extent / parts);
   }
+  for (int64_t size : sizes)
+    if (size < 0) n.fail("has split size " + std::to_string(size) + ": each part has 0 or more elements");
   if (int64_t(sizes.size()) != parts || std::accumulate(sizes.begin(), sizes.end(), int64_t(0)) != extent)
     n.fail("its split sizes do not add up to the axis' " + std::to_string(extent) + " in " + std::to_string(parts) + " outputs");
   V out;
@@ -223,8 +225,13 @@ V Tile(const NodeContext& n) {
 V Range(const NodeContext& n) {
   const Tensor& s = n.input(0);
   const double start = n.input_doubles(0)[0], limit = n.input_doubles(1)[0], delta = n.input_doubles(2)[0];
+  if (!std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta))
+    n.fail("needs finite start, limit and delta, given " + std::to_string(start) + ", " + std::to_string(limit) + ", " + std::to_string(delta));
   if (delta == 0) n.fail("delta must not be 0");
-  const int64_t count = std::max<int64_t>(int64_t(std::ceil((limit - start) / delta)), 0);
+  const double steps = std::ceil((limit - start) / delta);
+  // (Past 2^53 a count is no longer exact in a double, and no machine holds such a tensor.)
+  if (steps > 9.0e15) n.fail("would have " + std::to_string(steps) + " elements: (limit - start) / delta is too large");
+  const int64_t count = std::max<int64_t>(int64_t(steps), 0);
   const Tensor i = iota({count}, 0, is_float(s.dtype()) ? s.dtype() : DType::I64);
   return {as_dtype(i * n.input(2) + n.input(0), s.dtype())};
 }

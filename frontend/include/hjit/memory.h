@@ -31,4 +31,11 @@ MemoryStats memory_stats();
 // The peak starts again from what is in use now: measure one call's peak by resetting before it.
 void reset_peak_memory();
 
+// The most memory hjit takes at once (tensors' storage and compiled code's temporaries): a tensor
+// that would take it past this is a ResourceError, raised before anything is allocated (a model
+// declaring a huge size fails with an error its caller can catch, not an abort). Default:
+// HJIT_MEMORY_LIMIT_MB, else three quarters of physical memory; bytes <= 0 restores it.
+void set_memory_limit(int64_t bytes);
+int64_t memory_limit();
+
 }  // namespace hjit

@@ -18,6 +18,9 @@ struct IndexError : Error { using Error::Error; };           // an index out of 
 struct ConcretizationError : Error { using Error::Error; };  // reading the value of a traced tensor
 struct CompileError : Error { using Error::Error; };        // a pipeline failed to compile or run
 struct OutOfMemoryError : Error { using Error::Error; };    // an allocation failed
+// A size past hjit's limits (set_memory_limit), refused before anything is allocated: an
+// OutOfMemoryError that did not need to happen first.
+struct ResourceError : OutOfMemoryError { using OutOfMemoryError::OutOfMemoryError; };
 struct FloatingPointError : Error { using Error::Error; };  // debug_nans: an op made a NaN or an infinity
 struct DeviceError : Error { using Error::Error; };         // a device (GPU) a call needs is missing or failed
 struct DistributedError : Error { using Error::Error; };    // a collective failed: a rank did not answer in time, ranks disagree
