@@ -1,7 +1,6 @@
 # hjit's layers: each top-level folder of the library and the folders it may include, the one place
 # these arrows are written (docs/architecture.md draws them). A public header <hjit/x.h> belongs to
-# the folder whose include/hjit holds it; "frontend-public" is the frontend's public headers only,
-# and "frontend/compiled" one sub-folder of it.
+# the folder whose include/hjit holds it; "frontend-public" is the frontend's public headers only.
 # Where a lower layer must call an upper one, the upper registers an interface with the lower
 # (schedules/ registers the backend's Scheduler, tuning/ its TunedStore).
 # tools/, bench/, examples/ and tests/ sit above them all and may include anything.
@@ -14,9 +13,9 @@ set(HJIT_LAYER_USES_distributed graph support)
 set(HJIT_LAYER_USES_halide_backend distributed graph support)
 set(HJIT_LAYER_USES_schedules halide_backend graph support)
 set(HJIT_LAYER_USES_frontend halide_backend distributed graph support)
-# Tuning candidates are compiled functions like every pipeline: tuning reaches the frontend's
-# compiled function (frontend/compiled/), and its public headers otherwise.
-set(HJIT_LAYER_USES_tuning frontend-public frontend/compiled schedules halide_backend distributed graph support)
+# Tuning traces through the frontend's public headers and compiles its candidates with the
+# backend's compile() itself (it times their code, it binds no tensors).
+set(HJIT_LAYER_USES_tuning frontend-public schedules halide_backend distributed graph support)
 # The ONNX importer is a user of the public API: it converts nodes into the ops any program calls.
 set(HJIT_LAYER_USES_onnx_import frontend-public support)
 # Layers (hjit::nn) are C++ code over the public ops, as a user's model is.

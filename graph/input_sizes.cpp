@@ -5,18 +5,19 @@
 namespace hjit {
 
 InputSizes::InputSizes(const Graph& g, const SymbolicSizes* dynamic) {
-  if (dynamic) sources_ = dynamic->sources;
+  bool varies = false;
   for (int node : g.inputs) {
     const TensorType& t = g.type(node);
-    Expected e{t.dtype, {}};
+    types_.push_back(t);
     const bool symbolic = dynamic && size_t(node) < dynamic->extents.size() && dynamic->extents[size_t(node)].size() == t.shape.size();
+    std::vector<Affine> e;
     for (size_t d = 0; d < t.shape.size(); ++d) {
-      e.extents.push_back(symbolic ? dynamic->extents[size_t(node)][d] : Affine{t.shape[d], {}});
-      fixed_ &= e.extents.back().is_constant();
+      e.push_back(symbolic ? dynamic->extents[size_t(node)][d] : Affine{t.shape[d], {}});
+      varies |= !e.back().is_constant();
     }
-    inputs_.push_back(std::move(e));
-    fixed_types_.push_back(t);
+    extents_.push_back(std::move(e));
   }
+  if (!varies) extents_.clear();
 }
 
 namespace {
@@ -54,25 +55,27 @@ void InputSizes::raise(const Graph& g, const SymbolicSizes* dynamic, const std::
   } catch (const InternalError&) {
     // (Not an answer about the call's types: the relation below is.)
   }
-  for (size_t i = 0; i < inputs_.size() && i < types.size(); ++i) {
+  for (size_t i = 0; i < types_.size() && i < types.size(); ++i) {
     if (agrees(i, types[i], symbols)) continue;
-    const Expected& e = inputs_[i];
     const std::string input = "input " + std::to_string(i);
-    if (types[i].dtype != e.dtype)
-      throw DTypeError(who + ": " + input + " must be " + dtype_name(e.dtype) + ", got " + types[i].str());
-    if (types[i].shape.size() != e.extents.size())
-      throw ShapeError(who + ": " + input + " must have rank " + std::to_string(e.extents.size()) + ", got " + types[i].str());
+    if (types[i].dtype != types_[i].dtype)
+      throw DTypeError(who + ": " + input + " must be " + dtype_name(types_[i].dtype) + ", got " + types[i].str());
+    if (types[i].shape.size() != types_[i].shape.size())
+      throw ShapeError(who + ": " + input + " must have rank " + std::to_string(types_[i].rank()) + ", got " + types[i].str());
+    std::vector<Affine> forms = extents_.empty() ? std::vector<Affine>{} : extents_[i];
+    if (extents_.empty())
+      for (int64_t v : types_[i].shape) forms.push_back(Affine{v, {}});
     Shape want;
-    for (const Affine& a : e.extents) want.push_back(a.at(symbols));
+    for (const Affine& a : forms) want.push_back(a.at(symbols));
     std::string why;
     for (size_t d = 0; d < want.size(); ++d) {
       if (types[i].shape[d] == want[d]) continue;
-      const Affine& a = e.extents[d];
+      const Affine& a = forms[d];
       std::string relation = a.is_constant() ? "it is fixed" : "it is " + a.str();
-      for (size_t k = 0; k < sources_.size() && k < a.coef.size(); ++k)
+      for (size_t k = 0; dynamic && k < dynamic->sources.size() && k < a.coef.size(); ++k)
         if (a.coef[k] != 0)
-          relation += ", s" + std::to_string(k) + " being input " + std::to_string(sources_[k].input) + "'s dimension " +
-                    std::to_string(sources_[k].dim) + " (" + std::to_string(k < symbols.size() ? symbols[k] : 0) + " in this call)";
+          relation += ", s" + std::to_string(k) + " being input " + std::to_string(dynamic->sources[k].input) + "'s dimension " +
+                    std::to_string(dynamic->sources[k].dim) + " (" + std::to_string(k < symbols.size() ? symbols[k] : 0) + " in this call)";
       why = "dimension " + std::to_string(d) + " is " + std::to_string(types[i].shape[d]) + ", but " + relation;
       break;
     }

@@ -20,14 +20,13 @@ class InputSizes {
   InputSizes() = default;
   InputSizes(const Graph& g, const SymbolicSizes* dynamic);
 
-  size_t size() const { return inputs_.size(); }
+  size_t size() const { return types_.size(); }
   // Whether input i of a call may have type t, the symbols read from their sources.
   bool agrees(size_t i, const TensorType& t, const std::vector<int64_t>& symbols) const {
-    if (fixed_) return t == fixed_types_[i];
-    const Expected& e = inputs_[i];
-    if (t.dtype != e.dtype || t.shape.size() != e.extents.size()) return false;
-    for (size_t d = 0; d < e.extents.size(); ++d)
-      if (t.shape[d] != e.extents[d].at(symbols)) return false;
+    if (extents_.empty()) return t == types_[i];
+    if (t.dtype != types_[i].dtype || t.shape.size() != extents_[i].size()) return false;
+    for (size_t d = 0; d < extents_[i].size(); ++d)
+      if (t.shape[d] != extents_[i][d].at(symbols)) return false;
     return true;
   }
 
@@ -39,15 +38,10 @@ class InputSizes {
                           const std::vector<int64_t>& symbols, const std::string& who) const;
 
  private:
-  struct Expected {
-    DType dtype = DType::F32;
-    std::vector<Affine> extents;
-  };
-  std::vector<Expected> inputs_;
-  // Every extent fixed (no symbol): the types compared whole, the cost of a cached call's check.
-  bool fixed_ = true;
-  std::vector<TensorType> fixed_types_;
-  std::vector<SymbolicSizes::Source> sources_;
+  std::vector<TensorType> types_;  // the graph's inputs, at the traced sizes
+  // Per input, per dimension, its size as an affine form of the symbols; empty where every size is
+  // fixed (the types are then compared whole: the cost of a cached call's check).
+  std::vector<std::vector<Affine>> extents_;
 };
 
 }  // namespace hjit

@@ -16,7 +16,6 @@
 #include <hjit/jit.h>
 #include <hjit/tune.h>
 
-#include "frontend/compiled/function.h"
 #include "halide_backend/backend.h"
 #include "halide_backend/devices.h"
 #include "halide_backend/providers/extern_stages.h"
@@ -314,11 +313,11 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   // The best schedule compiled here once, so that the disk cache has it for jit() in any process.
   // (Where the built-in schedule stays the best, its record has no schedule text: nothing to do.)
   if (std::optional<CandidateRecord> b = db->best(p.id); b && !b->schedule.empty() && !r.interrupted) {
-    detail::FunctionRequest request;
-    request.name = p.name, request.device = o.device;
-    request.schedule = {backend::Given{b->schedule, backend::ScheduleOrigin::File}};
+    backend::Options options;
+    options.name = p.name, options.device = o.device;
+    options.schedule = {backend::Given{b->schedule, backend::ScheduleOrigin::File}};
     try {
-      detail::CompiledFunction::compile(graph, std::move(request));
+      backend::compile(graph, options);
     } catch (const Error& e) {
       log().warn("tuning '{}': the best schedule did not compile here: {}", p.name, e.what());
     }

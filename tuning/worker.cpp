@@ -22,7 +22,6 @@
 
 #include <hjit/tensor.h>
 
-#include "frontend/compiled/function.h"
 #include "halide_backend/backend.h"
 #include "halide_backend/devices.h"
 #include "support/binary_io.h"
@@ -241,15 +240,15 @@ std::unique_ptr<backend::DeviceBuffer> device_copy(Device device, const void* ho
 // The baseline, an empty schedule text, is what jit() compiles without a database: a big graph in
 // two partitioned halves, which needs a disk cache (the run's, see WorkerFiles).
 Trial compile_trial(const Request& r, const std::string& schedule_text) {
-  detail::FunctionRequest request;
-  request.name = r.graph.name;
-  request.device = r.device;
-  request.schedule = schedule_text.empty()
+  backend::Options options;
+  options.name = r.graph.name;
+  options.device = r.device;
+  options.schedule = schedule_text.empty()
                          ? backend::schedule_request("hjit-tune --worker", {.opt_level = 1, .tuning_db_from_environment = false, .device = r.device})
                          : backend::ScheduleRequest{backend::Given{schedule_text}};
   Trial t;
-  // (Timed on buffers bound once: the candidate's code alone, as run() calls it.)
-  t.exe = detail::CompiledFunction::compile(r.graph, std::move(request))->code();
+  // (Timed on buffers bound once: the candidate's code alone, as a compiled function runs it.)
+  t.exe = backend::compile(r.graph, options).executable;
   // Tensors for their storage: aligned as compiled code requires.
   for (size_t i = 0; i < r.inputs.size(); ++i) {
     const TensorType& ty = r.graph.type(r.graph.inputs[i]);

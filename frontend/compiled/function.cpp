@@ -1,7 +1,6 @@
 #include "frontend/compiled/function.h"
 
 #include "frontend/tensor/device.h"
-#include "graph/passes/constant_indices.h"
 #include "graph/passes/in_place.h"
 #include "halide_backend/devices.h"
 #include "support/log.h"
@@ -26,7 +25,6 @@ backend::Options backend_options(const Graph& g, const FunctionRequest& r) {
 }  // namespace
 
 std::shared_ptr<CompiledFunction> CompiledFunction::compile(Graph graph, FunctionRequest request) {
-  check_constant_indices(graph, request.dynamic.get());
   const backend::Compiled c = backend::compile(graph, backend_options(graph, request));
   auto f = std::make_shared<CompiledFunction>(std::move(graph), std::move(request), c.executable);
   f->cache_hit_ = c.cache_hit;
@@ -37,7 +35,6 @@ std::shared_ptr<CompiledFunction> CompiledFunction::compile(Graph graph, Functio
 std::vector<std::string> CompiledFunction::write_library(Graph graph, FunctionRequest request,
                                                          const backend::ExportRequest& library) {
   backend::check_exportable(graph, library);
-  check_constant_indices(graph, request.dynamic.get());
   const backend::Options options = backend_options(graph, request);
   if (!backend::is_host_target(library.target, options)) return backend::export_library(graph, options, nullptr, library);
   const std::shared_ptr<CompiledFunction> f = compile(std::move(graph), std::move(request));

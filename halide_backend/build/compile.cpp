@@ -11,6 +11,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "graph/passes/constant_indices.h"
 #include "halide_backend/backend.h"
 #include "halide_backend/build/build.h"
 #include "halide_backend/build/choice.h"
@@ -311,6 +312,7 @@ Compiled compile_tuned(const Graph& g, const Options& o) {
 }  // namespace
 
 Compiled compile(const Graph& g, const Options& o) {
+  check_constant_indices(g, o.dynamic.get());
   // A schedule given as it is, or dynamic sizes, leave no choice to a database.
   if (o.schedule.tuning_db.empty() || !handler_for(o.schedule.choice)->tunable() || o.dynamic) return compile_as_requested(g, o);
   return compile_tuned(g, o);

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "graph/op_def.h"
+#include "graph/passes/constant_indices.h"
 #include "halide_backend/build/control_flow.h"
 #include "halide_backend/export/library.h"
 #include "support/log.h"
@@ -19,6 +20,8 @@ void check_exportable(const Graph& g, const ExportRequest& r) {
   for (char c : r.name)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
       throw ValueError("hjit: export: the name '" + r.name + "' must be a C identifier");
+  // (A library for another target is never compiled here: its constant indices are checked now.)
+  check_constant_indices(g);
   // A library is pipelines run in order; control flow and collectives are hjit's host code.
   for (const Node& n : g.nodes)
     if (has_trait(n.op, Collective))
