@@ -53,7 +53,7 @@ Scope Interpreter::visible() const {
 }
 
 Value Interpreter::recompute(const std::string& name, const Scope& replaced) const {
-  Interpreter again(opset_, outer_);
+  Interpreter again(opset_, outer_, limits_);
   again.values_ = values_;
   for (const auto& [k, v] : replaced) again.values_[k] = v;
   again.run_nodes(*graph_, node_);

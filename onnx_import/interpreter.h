@@ -17,11 +17,18 @@ namespace hjit::onnx_import {
 using onnx::Value;
 using Scope = std::map<std::string, Value>;
 
+// What a model may take while it converts or runs eagerly (LoadOptions, validated where they entered).
+struct Limits {
+  int64_t max_bytes = 0;  // one tensor; 0: hjit's memory limit
+  int64_t max_loop_trips = 1'000'000;
+};
+
 class Interpreter {
  public:
-  Interpreter(int64_t opset, const Scope* outer) : opset_(opset), outer_(outer) {}
+  Interpreter(int64_t opset, const Scope* outer, Limits limits) : opset_(opset), outer_(outer), limits_(limits) {}
 
   int64_t opset() const { return opset_; }
+  const Limits& limits() const { return limits_; }
   // Binds the graph's inputs and initializers first (initializers not given by `bound` are read
   // from the graph), then runs every node; returns the graph's outputs.
   std::vector<Value> run(const ::onnx::GraphProto& graph, const Scope& bound) const;
@@ -35,6 +42,7 @@ class Interpreter {
   std::optional<Value> lookup(const std::string& name) const;
   int64_t opset_;
   const Scope* outer_;
+  Limits limits_;
   mutable Scope values_;
   // The graph running and the index of its node running now (recompute).
   mutable const ::onnx::GraphProto* graph_ = nullptr;

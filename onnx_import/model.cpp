@@ -64,10 +64,12 @@ void count_ops(const ::onnx::GraphProto& g, std::map<std::string, int>& counts) 
 
 std::shared_ptr<Model::Impl> make_impl(const std::string& bytes, const std::string& base_dir, const std::string& who,
                                         const LoadOptions& options) {
+  if (options.max_bytes < 0) throw ValueError(who + "LoadOptions::max_bytes is negative (0: hjit's memory limit)");
+  if (options.max_loop_trips < 0) throw ValueError(who + "LoadOptions::max_loop_trips is negative");
   auto m = std::make_shared<Model::Impl>();
   m->who = who;
   m->options = options;
-  m->proto = read_model(bytes, base_dir, who);
+  m->proto = read_model(bytes, base_dir, who, options.max_bytes);
   m->opset = default_opset(m->proto, who);
   const ::onnx::GraphProto& g = m->proto.graph();
   ModelInfo& info = m->info;
@@ -121,7 +123,7 @@ std::string ModelInfo::str() const {
 
 Model Model::read(const std::string& path, const LoadOptions& options) {
   const std::string who = "hjit::onnx: model '" + path + "': ";
-  const std::string bytes = read_file(path, "model");
+  const std::string bytes = read_file(path, "model", options.max_bytes);
   const std::string dir = std::filesystem::path(path).parent_path().string();
   Timer t;
   Model m(make_impl(bytes, dir.empty() ? "." : dir, who, options));
@@ -186,7 +188,7 @@ std::vector<Value> Model::run(const std::vector<Value>& inputs) const {
     bound[v.name] = x;
   }
   for (size_t k = 0; k < m.params.size(); ++k) bound[m.param_names[k]] = m.params[k];
-  return Interpreter(m.opset, nullptr).run(m.proto.graph(), bound);
+  return Interpreter(m.opset, nullptr, {m.options.max_bytes, m.options.max_loop_trips}).run(m.proto.graph(), bound);
 }
 
 std::vector<Tensor> Model::operator()(const std::vector<Tensor>& inputs) const {

@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include <hjit/error.h>
+#include <hjit/memory.h>
 
 #include "onnx/checker.h"
 #include "onnx/shape_inference/implementation.h"
@@ -17,9 +18,19 @@ namespace hjit::onnx_import {
 namespace fs = std::filesystem;
 using ::onnx::TensorProto;
 
-std::string read_file(const std::string& path, const std::string& what) {
+int64_t byte_limit(int64_t max_bytes) { return max_bytes > 0 ? std::min(max_bytes, memory_limit()) : memory_limit(); }
+
+std::string read_file(const std::string& path, const std::string& what, int64_t max_bytes) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw ValueError("hjit::onnx: " + what + " '" + path + "' is a directory");
+  // Sized before it is read: a device (/dev/zero) or a pipe would be read for ever.
+  const fs::file_status status = fs::status(path, ec);
+  if (!ec && !fs::is_regular_file(status))
+    throw ValueError("hjit::onnx: " + what + " '" + path + "' is not a regular file (a device, a pipe or a socket)");
+  const uintmax_t size = fs::file_size(path, ec);
+  if (!ec && size > uintmax_t(byte_limit(max_bytes)))
+    throw ResourceError("hjit::onnx: " + what + " '" + path + "' holds " + std::to_string(size) + " bytes, more than the " +
+                        std::to_string(byte_limit(max_bytes)) + " bytes hjit may read (LoadOptions::max_bytes, hjit::set_memory_limit)");
   std::optional<std::string> bytes = read_file_bytes(path);
   if (!bytes) throw ValueError("hjit::onnx: cannot open " + what + " '" + path + "'");
   return std::move(*bytes);
@@ -44,7 +55,8 @@ fs::path external_file(const std::string& location, const std::string& base_dir,
   return file;
 }
 
-void read_external(TensorProto& t, const std::string& base_dir, const std::string& what) {
+// Reads the external data of t into it; `budget` is what the model may still read.
+void read_external(TensorProto& t, const std::string& base_dir, const std::string& what, int64_t& budget) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : t.external_data()) {
@@ -65,6 +77,10 @@ void read_external(TensorProto& t, const std::string& base_dir, const std::strin
     throw ValueError(what + " reads bytes [" + std::to_string(offset) + ", +" + std::to_string(length) + ") of '" + location +
                      "', which holds " + std::to_string(size));
   if (length < 0) length = int64_t(size - uintmax_t(offset));
+  if (length > budget)
+    throw ResourceError(what + " reads " + std::to_string(length) + " bytes of external data, past the " + std::to_string(budget) +
+                        " bytes the model may still read (LoadOptions::max_bytes, hjit::set_memory_limit)");
+  budget -= length;
   std::ifstream in(file, std::ios::binary);
   std::string bytes(size_t(length), '\0');
   in.seekg(offset);
@@ -75,15 +91,15 @@ void read_external(TensorProto& t, const std::string& base_dir, const std::strin
   t.set_raw_data(std::move(bytes));
 }
 
-void resolve_external(::onnx::GraphProto& g, const std::string& base_dir, const std::string& who) {
+void resolve_external(::onnx::GraphProto& g, const std::string& base_dir, const std::string& who, int64_t& budget) {
   for (TensorProto& t : *g.mutable_initializer())
-    if (t.data_location() == TensorProto::EXTERNAL) read_external(t, base_dir, who + "initializer '" + t.name() + "'");
+    if (t.data_location() == TensorProto::EXTERNAL) read_external(t, base_dir, who + "initializer '" + t.name() + "'", budget);
   for (::onnx::NodeProto& n : *g.mutable_node())
     for (::onnx::AttributeProto& a : *n.mutable_attribute()) {
       if (a.has_t() && a.t().data_location() == TensorProto::EXTERNAL)
-        read_external(*a.mutable_t(), base_dir, who + "node '" + n.name() + "' attribute '" + a.name() + "'");
-      if (a.has_g()) resolve_external(*a.mutable_g(), base_dir, who);
-      for (::onnx::GraphProto& sub : *a.mutable_graphs()) resolve_external(sub, base_dir, who);
+        read_external(*a.mutable_t(), base_dir, who + "node '" + n.name() + "' attribute '" + a.name() + "'", budget);
+      if (a.has_g()) resolve_external(*a.mutable_g(), base_dir, who, budget);
+      for (::onnx::GraphProto& sub : *a.mutable_graphs()) resolve_external(sub, base_dir, who, budget);
     }
 }
 
@@ -123,7 +139,7 @@ int64_t default_opset(const ::onnx::ModelProto& model, const std::string& who) {
   return opset;
 }
 
-::onnx::ModelProto read_model(const std::string& bytes, const std::string& base_dir, const std::string& who) {
+::onnx::ModelProto read_model(const std::string& bytes, const std::string& base_dir, const std::string& who, int64_t max_bytes) {
   ::onnx::ModelProto model;
   if (bytes.empty() || !model.ParseFromString(bytes))
     throw ValueError(who + "not an ONNX model (the protobuf does not parse: truncated or another format)");
@@ -131,7 +147,11 @@ int64_t default_opset(const ::onnx::ModelProto& model, const std::string& who) {
   check_structure(model, who);
   model = upgraded(std::move(model), who);
   default_opset(model, who);
-  resolve_external(*model.mutable_graph(), base_dir, who);
+  if (int64_t(bytes.size()) > byte_limit(max_bytes))
+    throw ResourceError(who + "the model's " + std::to_string(bytes.size()) + " bytes are more than the " + std::to_string(byte_limit(max_bytes)) +
+                        " bytes it may take (LoadOptions::max_bytes, hjit::set_memory_limit)");
+  int64_t budget = byte_limit(max_bytes) - int64_t(bytes.size());
+  resolve_external(*model.mutable_graph(), base_dir, who, budget);
   try {
     ::onnx::checker::check_model(model);
   } catch (const std::exception& e) {

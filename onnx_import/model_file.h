@@ -16,12 +16,17 @@ inline constexpr const char* kTrainingDomain = "ai.onnx.preview.training";
 inline constexpr int64_t kUpgradeOpset = 9;
 
 // Parses, resolves external data against base_dir ("" : a model naming external data is an error),
-// checks and infers shapes. Every failure is a ValueError starting with `who`.
-::onnx::ModelProto read_model(const std::string& bytes, const std::string& base_dir, const std::string& who);
+// checks and infers shapes. Every failure is a ValueError starting with `who`; the bytes and the
+// external data together past max_bytes (0: hjit's memory limit) a ResourceError.
+::onnx::ModelProto read_model(const std::string& bytes, const std::string& base_dir, const std::string& who, int64_t max_bytes = 0);
 
 // The opset of the default domain the model imports (ValueError outside [kMinOpset, kMaxOpset]).
 int64_t default_opset(const ::onnx::ModelProto& model, const std::string& who);
 
-std::string read_file(const std::string& path, const std::string& what);
+// A regular file's bytes, refused (ResourceError) before reading when it holds more than max_bytes
+// (0: hjit's memory limit).
+std::string read_file(const std::string& path, const std::string& what, int64_t max_bytes = 0);
+// max_bytes, or hjit's memory limit when that is less or max_bytes is 0.
+int64_t byte_limit(int64_t max_bytes);
 
 }  // namespace hjit::onnx_import

@@ -1,6 +1,7 @@
 #include "onnx_import/node_context.h"
 
 #include "onnx_import/interpreter.h"
+#include "onnx_import/model_file.h"
 #include "onnx_import/tensor_proto.h"
 
 namespace hjit::onnx_import {
@@ -15,6 +16,29 @@ int64_t NodeContext::opset() const { return interpreter_.opset(); }
 std::string NodeContext::where() const {
   return "node '" + (node_.name().empty() ? (node_.output_size() ? node_.output(0) : std::string("?")) : node_.name()) + "' (" +
          node_.op_type() + ")";
+}
+
+void NodeContext::require_fits(const Shape& shape, DType dtype) const {
+  const int64_t model_limit = interpreter_.limits().max_bytes, limit = byte_limit(model_limit);
+  int64_t bytes = dtype_size(dtype);
+  bool overflows = false;
+  for (int64_t d : shape) {
+    if (d < 0) fail<ShapeError>("would make a tensor of negative size " + shape_str(shape));
+    overflows = overflows || __builtin_mul_overflow(bytes, d, &bytes);
+  }
+  if (overflows || bytes > limit)
+    fail<ResourceError>("would make " + std::string(dtype_name(dtype)) + shape_str(shape) + " (" +
+                        (overflows ? std::string("more bytes than an int64 counts") : std::to_string(bytes) + " bytes") +
+                        "), more than the " + std::to_string(limit) + " bytes " +
+                        (limit == model_limit ? "LoadOptions::max_bytes allows" : "of hjit's memory limit (hjit::set_memory_limit, HJIT_MEMORY_LIMIT_MB)"));
+}
+
+const Limits& NodeContext::limits() const { return interpreter_.limits(); }
+
+void NodeContext::require_trips(int64_t trips) const {
+  if (trips > interpreter_.limits().max_loop_trips)
+    fail<ResourceError>("would run " + std::to_string(trips) + " trips while the model is converted, more than LoadOptions::max_loop_trips (" +
+                        std::to_string(interpreter_.limits().max_loop_trips) + ")");
 }
 
 const Value& NodeContext::value(size_t k) const {
@@ -116,7 +140,7 @@ std::vector<Value> NodeContext::run_subgraph_values(const ::onnx::GraphProto& gr
     fail("its subgraph '" + graph.name() + "' takes " + std::to_string(graph.input_size()) + " inputs, given " +
          std::to_string(inputs.size()));
   const Scope scope = interpreter_.visible();
-  Interpreter sub(interpreter_.opset(), &scope);
+  Interpreter sub(interpreter_.opset(), &scope, interpreter_.limits());
   Scope bound;
   for (size_t i = 0; i < inputs.size(); ++i) bound[graph.input(int(i)).name()] = inputs[i];
   return sub.run(graph, bound);

@@ -15,6 +15,7 @@
 namespace hjit::onnx_import {
 
 class Interpreter;
+struct Limits;
 using onnx::Value;
 
 class NodeContext {
@@ -48,6 +49,14 @@ class NodeContext {
   std::vector<double> attr_floats(const std::string& name, std::vector<double> fallback = {}) const;
   Tensor attr_tensor(const std::string& name) const;
   const ::onnx::GraphProto& attr_graph(const std::string& name) const;
+
+  // Refuses a tensor of this type that would take more than the model may (LoadOptions::max_bytes,
+  // hjit's memory limit): a ResourceError naming the node, raised before anything that size is
+  // made (an index list, a tensor).
+  void require_fits(const Shape& shape, DType dtype) const;
+  // Refuses a loop of more trips than LoadOptions::max_loop_trips.
+  void require_trips(int64_t trips) const;
+  const Limits& limits() const;
 
   // An axis attribute or value in [-rank, rank), made non-negative.
   int axis(int64_t axis, int64_t rank) const;

@@ -143,19 +143,20 @@ ChildEnd ChildProcess::wait(double time_limit_s, const std::function<bool()>& st
   }
   const auto start = std::chrono::steady_clock::now();
   int status = 0;
+  struct rusage usage {};
   bool killed = false;
   if (time_limit_s <= 0 && !stop) {
-    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    while (wait4(pid_, &status, 0, &usage) < 0 && errno == EINTR) {
     }
   } else {
     // Sleeps that grow to 5 ms: a child that ends at once (a linker) is seen within microseconds.
     useconds_t pause = 50;
-    for (pid_t done; (done = waitpid(pid_, &status, WNOHANG)) == 0 || (done < 0 && errno == EINTR);) {
+    for (pid_t done; (done = wait4(pid_, &status, WNOHANG, &usage)) == 0 || (done < 0 && errno == EINTR);) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const bool stopped = stop && stop();
       if (stopped || (time_limit_s > 0 && s > time_limit_s)) {
         kill(group_ > 0 ? -group_ : pid_, SIGKILL);
-        while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+        while (wait4(pid_, &status, 0, &usage) < 0 && errno == EINTR) {
         }
         end.how = stopped ? ChildEnd::Stopped : ChildEnd::TimedOut;
         end.limit_s = time_limit_s;
@@ -167,6 +168,7 @@ ChildEnd ChildProcess::wait(double time_limit_s, const std::function<bool()>& st
     }
   }
   pid_ = -1;
+  end.max_rss_kb = usage.ru_maxrss;
   if (!killed) {
     if (WIFSIGNALED(status)) end.how = ChildEnd::Crashed, end.code = WTERMSIG(status);
     else end.how = ChildEnd::Exited, end.code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;

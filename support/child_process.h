@@ -20,6 +20,7 @@ struct ChildEnd {
   bool ok() const { return how == Exited && code == 0; }
   std::string str() const;  // "exit status 3", "crashed (signal 11)", "did not finish in 12 s", ...
   double limit_s = 0;       // TimedOut: the limit it ran past
+  long max_rss_kb = 0;      // its peak resident memory (a forked child's counts what it shares with its parent)
 };
 
 class ChildProcess {

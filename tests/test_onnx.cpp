@@ -11,92 +11,15 @@
 
 #include "onnx/onnx-data_pb.h"
 #include "support/settings.h"
+#include "tests/onnx_models.h"
 #include "tests/support.h"
 
 namespace fs = std::filesystem;
 using hjit::DType;
 using hjit::Tensor;
+using namespace test::onnx_model;
 
 namespace {
-
-::onnx::TensorProto proto_of(const std::string& name, const Tensor& t) {
-  const std::string path = (fs::path(test::scratch_dir("onnx_proto")) / "t.pb").string();
-  hjit::onnx::save_tensor(path, t, name);
-  ::onnx::TensorProto p;
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(p.ParseFromIstream(&in));
-  return p;
-}
-
-void add_value(::onnx::ValueInfoProto* v, const std::string& name, int elem, const std::vector<std::string>& dims) {
-  v->set_name(name);
-  auto* tt = v->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(elem);
-  auto* shape = tt->mutable_shape();
-  for (const std::string& d : dims) {
-    auto* dim = shape->add_dim();
-    if (!d.empty() && (std::isdigit(static_cast<unsigned char>(d[0])) || d[0] == '-')) dim->set_dim_value(std::stoll(d));
-    else dim->set_dim_param(d);
-  }
-}
-
-::onnx::NodeProto* add_node(::onnx::GraphProto* g, const std::string& op, const std::vector<std::string>& in,
-                            const std::vector<std::string>& out) {
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  n->set_name(op + "_" + out[0]);
-  for (const auto& s : in) n->add_input(s);
-  for (const auto& s : out) n->add_output(s);
-  return n;
-}
-
-void add_ints(::onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(::onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-
-// A model of opset 13 whose graph, named `name`, the caller fills.
-::onnx::ModelProto empty_model(const std::string& name) {
-  ::onnx::ModelProto m;
-  m.set_ir_version(8);
-  auto* op = m.add_opset_import();
-  op->set_domain("");
-  op->set_version(13);
-  m.mutable_graph()->set_name(name);
-  return m;
-}
-
-// A small CNN: Conv(3x3, pad 1) + Relu + GlobalAveragePool + Flatten + Gemm, batch named "N".
-::onnx::ModelProto small_cnn(const std::string& batch = "N") {
-  ::onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.set_producer_name("hjit-test");
-  auto* op = m.add_opset_import();
-  op->set_domain("");
-  op->set_version(13);
-  auto* g = m.mutable_graph();
-  g->set_name("small_cnn");
-  add_value(g->add_input(), "x", ::onnx::TensorProto::FLOAT, {batch, "3", "8", "8"});
-  add_value(g->add_output(), "y", ::onnx::TensorProto::FLOAT, {batch, "5"});
-  *g->add_initializer() = proto_of("w", test::random({4, 3, 3, 3}, DType::F32, 1) * 0.3);
-  *g->add_initializer() = proto_of("b", test::random({4}, DType::F32, 2));
-  *g->add_initializer() = proto_of("fc", test::random({5, 4}, DType::F32, 3));
-  *g->add_initializer() = proto_of("fcb", test::random({5}, DType::F32, 4));
-  auto* conv = add_node(g, "Conv", {"x", "w", "b"}, {"c"});
-  add_ints(conv, "pads", {1, 1, 1, 1});
-  add_ints(conv, "kernel_shape", {3, 3});
-  add_node(g, "Relu", {"c"}, {"r"});
-  add_node(g, "GlobalAveragePool", {"r"}, {"p"});
-  add_node(g, "Flatten", {"p"}, {"f"});
-  auto* gemm = add_node(g, "Gemm", {"f", "fc", "fcb"}, {"y"});
-  auto* t = gemm->add_attribute();
-  t->set_name("transB");
-  t->set_type(::onnx::AttributeProto::INT);
-  t->set_i(1);
-  return m;
-}
 
 // The same network written with hjit's ops: the reference.
 Tensor small_cnn_reference(const hjit::onnx::Model& model, const Tensor& x) {
@@ -104,14 +27,6 @@ Tensor small_cnn_reference(const hjit::onnx::Model& model, const Tensor& x) {
   Tensor c = hjit::relu(hjit::conv2d(x, p[0], p[1], {1, 1}, {1, 1}));
   Tensor f = hjit::mean(c, {2, 3});
   return hjit::matmul(f, hjit::transpose(p[2])) + p[3];
-}
-
-std::string write_model(const ::onnx::ModelProto& m, const std::string& dir_name) {
-  const fs::path dir = fs::path(test::scratch_dir(dir_name));
-  const std::string path = (dir / "model.onnx").string();
-  std::ofstream out(path, std::ios::binary);
-  REQUIRE(m.SerializeToOstream(&out));
-  return path;
 }
 
 std::vector<uint8_t> bytes_of(const Tensor& t) {

@@ -5,6 +5,7 @@
 
 #include <hjit/control_flow.h>
 
+#include "onnx_import/interpreter.h"
 #include "onnx_import/ops/ops.h"
 
 namespace hjit::onnx_import {
@@ -127,12 +128,20 @@ V scan_opset8(const NodeContext& n) {
 
 // Loop: eagerly (or with a trip count and condition known now and no early exit) the loop itself;
 // traced without scan outputs, a while_loop over (iteration, condition, carried values).
-// Whether the body hands its condition input back unchanged (as exporters write a for loop).
+// Whether the body hands its condition input back unchanged (as exporters write a for loop), or
+// gives a Constant true: either way the loop runs until its trip count.
 bool condition_passes_through(const ::onnx::GraphProto& body) {
   const std::string& in = body.input(1).name();
   if (body.output(0).name() == in) return true;
-  for (const auto& node : body.node())
-    if (node.op_type() == "Identity" && node.output(0) == body.output(0).name() && node.input(0) == in) return true;
+  for (const auto& node : body.node()) {
+    if (node.output_size() < 1 || node.output(0) != body.output(0).name()) continue;
+    if (node.op_type() == "Identity" && node.input_size() == 1 && node.input(0) == in) return true;
+    if (node.op_type() == "Constant" && node.attribute_size() == 1 && node.attribute(0).name() == "value" && node.attribute(0).has_t()) {
+      const ::onnx::TensorProto& t = node.attribute(0).t();
+      return t.data_type() == ::onnx::TensorProto::BOOL && t.dims_size() == 0 &&
+             ((t.int32_data_size() == 1 && t.int32_data(0) != 0) || (t.raw_data().size() == 1 && t.raw_data()[0] != 0));
+    }
+  }
   return false;
 }
 
@@ -148,9 +157,12 @@ V Loop(const NodeContext& n) {
   const bool concrete = (!max_trips || known(*max_trips)) && (!first_cond || known(*first_cond));
   Tensors state;
   for (size_t i = 0; i < carried; ++i) state.push_back(n.input(2 + i));
+  const bool for_loop = condition_passes_through(body) && (!first_cond || !concrete || first_cond->item<bool>());
+  if (concrete && !max_trips && for_loop) n.fail<ResourceError>("never ends: it has no trip count and its condition stays true");
   // A for loop (known trips, the condition true and handed back): one scan, not unrolled.
-  if (concrete && max_trips && condition_passes_through(body) && (!first_cond || first_cond->item<bool>())) {
+  if (concrete && max_trips && for_loop) {
     const int64_t trips = max_trips->item<int64_t>();
+    n.require_trips(trips);
     const Tensor go = Tensor::scalar(1, DType::Bool);
     if (trips > 0) try {
       const ScanResult r = scan(
@@ -176,6 +188,7 @@ V Loop(const NodeContext& n) {
     std::vector<Tensors> stacked(scan_outputs);
     for (int64_t i = 0; i < trips; ++i) {
       if (!go.is_traced() && !go.item<bool>()) break;
+      if (i == n.limits().max_loop_trips) n.require_trips(i + 1);
       if (go.is_traced()) n.fail("its condition is computed from the model's inputs while scan outputs grow with each trip");
       Tensors args{Tensor::scalar(double(i), DType::I64), go};
       args.insert(args.end(), state.begin(), state.end());
@@ -240,6 +253,7 @@ std::vector<Value> LoopValues(const NodeContext& n) {
   for (size_t i = 0; i < carried; ++i) state.push_back(n.value(2 + i));
   std::vector<Tensors> stacked(scan_outputs);
   for (int64_t i = 0; i < trips && go; ++i) {
+    if (i == n.limits().max_loop_trips) n.require_trips(i + 1);
     std::vector<Value> args{Tensor::scalar(double(i), DType::I64), Tensor::scalar(1, DType::Bool)};
     args.insert(args.end(), state.begin(), state.end());
     std::vector<Value> outs = n.run_subgraph_values(body, args);

@@ -28,7 +28,7 @@ V GatherElements(const NodeContext& n) {
   if (rank_of(idx) != r) n.fail("its indices have rank " + std::to_string(rank_of(idx)) + " where the data has " + std::to_string(r));
   const int axis = n.axis(n.attr_int("axis", 0), r);
   const int64_t extent = data.shape()[size_t(axis)];
-  return {gather_elements(data, check_index(wrap(idx, extent), 0, extent, "GatherElements index"), axis)};
+  return {gather_elements(data, wrap(check_index(idx, -extent, extent, "GatherElements index"), extent), axis)};
 }
 
 // GatherND: each index tuple (the last axis of indices) picks a slice of data, within the
@@ -50,7 +50,7 @@ V GatherND(const NodeContext& n) {
   for (int64_t j = m - 1; j >= 0; --j) {
     const int64_t extent = data.shape()[size_t(b + j)];
     const Tensor ij = reshape(slice(idx, int(q - 1), j, j + 1), tuples);
-    flat = flat + check_index(wrap(ij, extent), 0, extent, "GatherND index") * stride;
+    flat = flat + wrap(check_index(ij, -extent, extent, "GatherND index"), extent) * stride;
     stride *= extent;
   }
   Tensor batch = Tensor::zeros(tuples, DType::I64);  // the flat batch number of each tuple
@@ -151,7 +151,7 @@ V ScatterElements(const NodeContext& n) {
   const int64_t extent = data.shape()[size_t(axis)];
   Shape wide = idx.shape();
   wide.push_back(extent);
-  const Tensor k = unsqueeze(check_index(wrap(idx, extent), 0, extent, "ScatterElements index"), int(r));
+  const Tensor k = unsqueeze(wrap(check_index(idx, -extent, extent, "ScatterElements index"), extent), int(r));
   const Tensor match = iota(wide, int(r), DType::I64) == k;  // [U..., extent]
   const Tensor u = unsqueeze(upd, int(r));
   Tensor summed = sum(where(match, u, Tensor::scalar(0, upd.dtype())), {axis});  // [U without axis..., extent]
@@ -184,7 +184,7 @@ V ScatterND(const NodeContext& n) {
   for (int64_t j = m - 1; j >= 0; --j) {
     const int64_t extent = data.shape()[size_t(j)];
     const Tensor ij = reshape(slice(idx, int(q - 1), j, j + 1), tuple_shape);
-    flat = flat + check_index(wrap(ij, extent), 0, extent, "ScatterND index") * stride;
+    flat = flat + wrap(check_index(ij, -extent, extent, "ScatterND index"), extent) * stride;
     stride *= extent;
   }
   const Tensor match = iota({cells, tuples}, 0, DType::I64) == reshape(flat, {1, tuples});  // [cells, tuples]

@@ -112,6 +112,19 @@ V resize(const NodeContext& n, std::vector<double> scales, std::vector<int64_t> 
   if (sizes.empty() && scales.size() != r) n.fail("has " + std::to_string(scales.size()) + " scales for rank " + std::to_string(r));
   if (mode != "nearest" && mode != "linear" && mode != "cubic") n.fail("has mode '" + mode + "' (nearest, linear or cubic)");
   if (!is_float(x.dtype()) && mode != "nearest") n.fail("interpolates floating-point tensors");
+  Shape out = x.shape();  // sized before any tap list of its length is made
+  for (size_t d = 0; d < r; ++d) {
+    if (!sizes.empty()) {
+      if (sizes[d] < 0) n.fail("gives a negative output size");
+      out[d] = sizes[d];
+      continue;
+    }
+    if (!(scales[d] > 0) || !std::isfinite(scales[d])) n.fail("scales must be positive and finite");
+    const double e = std::floor(double(out[d]) * scales[d]);
+    if (e > 9.0e15) n.fail("scales an axis of " + std::to_string(out[d]) + " by " + std::to_string(scales[d]) + ": too large");
+    out[d] = int64_t(e);
+  }
+  n.require_fits(out, x.dtype());
   for (size_t d = 0; d < r; ++d) {
     AxisResize a{x.shape()[d], 0, 1.0, 0.0, 1.0, 0.0};
     if (!sizes.empty()) {

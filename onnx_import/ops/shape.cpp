@@ -256,6 +256,14 @@ V Pad(const NodeContext& n) {
     return {pad(x, widths, value)};
   }
   if (mode != "reflect" && mode != "edge") n.fail("has pad mode '" + mode + "' (constant, reflect or edge)");
+  Shape padded = x.shape();
+  for (int64_t d = 0; d < r; ++d) {
+    int64_t& e = padded[size_t(d)];
+    if (__builtin_add_overflow(e, pads[size_t(d)], &e) || __builtin_add_overflow(e, pads[size_t(d + r)], &e) || e < 0)
+      n.fail("pads an axis of " + std::to_string(x.shape()[size_t(d)]) + " by " + std::to_string(pads[size_t(d)]) + " and " +
+             std::to_string(pads[size_t(d + r)]) + ", which leaves no size");
+  }
+  n.require_fits(padded, x.dtype());
   for (int64_t d = 0; d < r; ++d) {
     const int64_t before = pads[size_t(d)], after = pads[size_t(d + r)], e = x.shape()[size_t(d)];
     if (before == 0 && after == 0) continue;

@@ -35,6 +35,13 @@ struct LoadOptions {
   // every size (its graph changes with the size) compiles for the traced sizes, and HJIT_LOG=debug
   // says why.
   bool dynamic = true;
+  // The most bytes the model may take: its file with its external data, and any one tensor it
+  // makes while it is converted or run eagerly (checked before it is made: a ResourceError naming
+  // the node). 0: hjit's memory limit (hjit::set_memory_limit), which bounds all of them together.
+  int64_t max_bytes = 0;
+  // The most trips a Loop whose trips are decided while converting (unrolled, or run eagerly) may
+  // make: past it, a ResourceError naming the node instead of a conversion that never ends.
+  int64_t max_loop_trips = 1'000'000;
 };
 
 // A value of an ONNX graph: a tensor, a sequence of tensors (ONNX's seq(tensor)), or an optional
