@@ -2,6 +2,8 @@
 
 #include <hjit/error.h>
 
+#include <stdexcept>
+
 #include "onnx_import/model_file.h"
 #include "onnx_import/node_context.h"
 #include "onnx_import/tensor_proto.h"
@@ -34,6 +36,10 @@ auto convert_node(const NodeContext& ctx, C convert) {
     rethrow_at(e, ctx.where());
   } catch (const ResourceError& e) {
     rethrow_at(e, ctx.where());
+  } catch (const std::out_of_range& e) {
+    // A converter read a value past the end of an input or attribute that holds fewer than the op
+    // needs (a constant_value with no element): the model's fault, said as such.
+    throw ValueError("hjit::onnx: " + ctx.where() + ": an input or attribute holds fewer values than the op reads (" + e.what() + ")");
   }
 }
 

@@ -32,6 +32,7 @@ struct Checker {
   }
 
   void check_arity(const ::onnx::NodeProto& n) const {
+    if (n.output_size() == 0) fail(node_name(n) + " has no outputs");  // every op gives one at least
     const std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
     const auto it = opsets.find(domain);
     if (it == opsets.end()) return;  // the checker names a domain the model does not import

@@ -12,11 +12,15 @@
 #include "onnx/version_converter/convert.h"
 #include "onnx_import/model_checks.h"
 #include "support/binary_io.h"
+#include "support/child_process.h"
 
 namespace hjit::onnx_import {
 
 namespace fs = std::filesystem;
 using ::onnx::TensorProto;
+
+// Converting a model of any size takes seconds at most; a converter that loops is stopped.
+constexpr double kConverterTimeLimitS = 120;
 
 int64_t byte_limit(int64_t max_bytes) { return max_bytes > 0 ? std::min(max_bytes, memory_limit()) : memory_limit(); }
 
@@ -104,21 +108,32 @@ void resolve_external(::onnx::GraphProto& g, const std::string& base_dir, const 
 }
 
 // A model of an opset before kMinOpset, converted by ONNX's own version converter (its adapters
-// carry each op's changed semantics, such as the broadcast attribute of opset 6's arithmetic).
+// carry each op's changed semantics, such as the broadcast attribute of opset 6's arithmetic). The
+// converter trusts what ONNX's checker would refuse, which it runs only afterwards: a node without
+// outputs or an op its opset does not have is a crash in it. Old models are rare and the checks
+// that would make it safe are the checker's own, so it runs in a child process, where a crash is
+// an error.
 ::onnx::ModelProto upgraded(::onnx::ModelProto model, const std::string& who) {
   int64_t opset = -1;
   for (const auto& o : model.opset_import())
     if (is_default_domain(o.domain())) opset = o.version();
   if (opset < 1 || opset >= kMinOpset) return model;
+  const std::string why = who + "the model uses opset " + std::to_string(opset) + ", and ONNX's version converter cannot bring it to opset " +
+                          std::to_string(kUpgradeOpset) + ": ";
+  std::string bytes;
   try {
-    // The converter's adapters need the shapes of their inputs; opset 9 is the first whose
-    // Constant takes integer tensors (old models' shape constants).
-    ::onnx::shape_inference::InferShapes(model);
-    return ::onnx::version_conversion::ConvertVersion(model, int(kUpgradeOpset));
+    bytes = run_in_child([&] {
+      // The converter's adapters need the shapes of their inputs; opset 9 is the first whose
+      // Constant takes integer tensors (old models' shape constants).
+      ::onnx::shape_inference::InferShapes(model);
+      return ::onnx::version_conversion::ConvertVersion(model, int(kUpgradeOpset)).SerializeAsString();
+    }, kConverterTimeLimitS);
   } catch (const std::exception& e) {
-    throw ValueError(who + "the model uses opset " + std::to_string(opset) + ", and ONNX's version converter cannot bring it to opset " +
-                     std::to_string(kUpgradeOpset) + ": " + e.what());
+    throw ValueError(why + e.what());
   }
+  ::onnx::ModelProto converted;
+  if (!converted.ParseFromString(bytes)) throw ValueError(why + "its result does not parse");
+  return converted;
 }
 
 }  // namespace

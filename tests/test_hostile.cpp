@@ -17,6 +17,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <random>
 
 #include "support/child_process.h"
 #include "tests/onnx_models.h"
@@ -350,6 +351,15 @@ std::vector<ModelCase> model_cases() {
   c.push_back({"ScatterND index 9", data_op("ScatterND", {"4"}, {Tensor::from_vector(std::vector<int64_t>{9}, {1, 1}), Tensor::ones({1})})});
   c.push_back({"ScatterElements index -4 of 3", data_op("ScatterElements", {"3"}, {i64s({-4}), Tensor::ones({1})})});
   c.push_back({"Gather index 2^62", data_op("Gather", {"5", "3"}, {i64s({int64_t(1) << 62})})});
+  // Found by the structure-aware fuzzing below.
+  c.push_back({"opset 6 Expand without outputs (the version converter crashed)", [] {
+                 Net n(6);
+                 n.input("x", {"1"}).constant("s", i64s({2, 3})).output("y", 2).node("Expand", {"x", "s"}, {});
+                 return n.bytes();
+               }()});
+  c.push_back({"MaxPool kernel 2^62 (counted its taps)", image_op("MaxPool", [](Node n) { add_ints(n, "kernel_shape", {int64_t(1) << 62, 2}); })});
+  c.push_back({"Pad constant_value with no element", data_op("Pad", {"2"}, {i64s({1, 1}), Tensor::zeros({0})})});
+  c.push_back({"Range from an empty start", constants_op("Range", {Tensor::zeros({0}), Tensor::scalar(4.0), Tensor::scalar(1.0)})});
   return c;
 }
 
@@ -614,4 +624,123 @@ TEST_CASE("hostile programs: sizes that disagree, indices out of range, huge siz
   }
   CHECK(refused >= int(cases.size()) - 2);  // all but the legal ones
   MESSAGE(cases.size() << " hostile programs: " << refused << " refused with a typed error");
+}
+
+namespace {
+
+// One structural mutation of a model: an attribute's value (0, negative, huge, not a number), an
+// attribute added, dropped or retyped, an input or output added or dropped, a node's op or wiring
+// changed, the opset, a declared dim, an initializer's dims or type.
+void mutate(::onnx::ModelProto& m, std::mt19937_64& rng) {
+  static const std::vector<int64_t> ints{0, -1, -2, 1, 2, 3, 7, 1'000'000'000'000, int64_t(1) << 62, std::numeric_limits<int64_t>::min(), 1 << 20};
+  static const std::vector<float> floats{0.0f, -1.0f, 1e30f, -1e30f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(), 0.5f};
+  static const std::vector<std::string> ops{"Conv", "Relu", "Gather", "Reshape", "Expand", "Pad", "Resize", "Loop", "If", "Split", "Concat",
+                                            "MaxPool", "Gemm", "MatMul", "Slice", "Transpose", "Range", "ConstantOfShape", "Tile", "TopK",
+                                            "Identity", "ScatterND", "OneHot", "Einsum", "Cast", "Squeeze", "NoSuchOp"};
+  auto pick = [&](auto& v) -> decltype(v[0]) { return v[size_t(rng() % v.size())]; };
+  ::onnx::GraphProto* g = m.mutable_graph();
+  ::onnx::NodeProto* n = g->node_size() ? g->mutable_node(int(rng() % uint64_t(g->node_size()))) : nullptr;
+  switch (rng() % 10) {
+    case 0:
+    case 1:
+      if (n && n->attribute_size()) {
+        ::onnx::AttributeProto* a = n->mutable_attribute(int(rng() % uint64_t(n->attribute_size())));
+        if (a->ints_size()) a->set_ints(int(rng() % uint64_t(a->ints_size())), pick(ints));
+        else if (a->type() == ::onnx::AttributeProto::FLOAT) a->set_f(pick(floats));
+        else a->set_i(pick(ints));
+      }
+      break;
+    case 2:
+      if (n) {
+        const char* names[] = {"strides", "pads", "dilations", "kernel_shape", "group", "axis", "axes", "perm", "blocksize", "to", "mode", "value"};
+        ::onnx::AttributeProto* a = n->add_attribute();
+        a->set_name(names[rng() % 12]);
+        if (rng() % 2) a->set_type(::onnx::AttributeProto::INTS), a->add_ints(pick(ints)), a->add_ints(pick(ints));
+        else if (rng() % 2) a->set_type(::onnx::AttributeProto::INT), a->set_i(pick(ints));
+        else a->set_type(::onnx::AttributeProto::STRING), a->set_s("edge");
+      }
+      break;
+    case 3:
+      if (n && n->attribute_size()) {
+        if (rng() % 2) n->mutable_attribute()->DeleteSubrange(int(rng() % uint64_t(n->attribute_size())), 1);
+        else n->mutable_attribute(0)->set_type(::onnx::AttributeProto::FLOAT);
+      }
+      break;
+    case 4:
+      if (n) {
+        if (n->input_size() && rng() % 2) n->mutable_input()->RemoveLast();
+        else n->add_input(g->input_size() && rng() % 3 ? g->input(0).name() : std::string());
+      }
+      break;
+    case 5:
+      if (n) {
+        if (n->output_size() && rng() % 2) n->mutable_output()->RemoveLast();
+        else n->add_output("extra" + std::to_string(rng() % 4));
+      }
+      break;
+    case 6:
+      if (n) n->set_op_type(pick(ops));
+      break;
+    case 7:
+      if (n && n->input_size()) {
+        const ::onnx::NodeProto& other = g->node(int(rng() % uint64_t(g->node_size())));
+        n->set_input(int(rng() % uint64_t(n->input_size())), other.output_size() ? other.output(0) : std::string("nowhere"));
+      }
+      break;
+    case 8: {
+      static const std::vector<int64_t> opsets{-1, 0, 1, 6, 7, 9, 11, 12, 13, 15, 17, 18, 1000};
+      m.mutable_opset_import(0)->set_version(pick(opsets));
+      break;
+    }
+    default:
+      if (g->input_size() && rng() % 2) {
+        auto* shape = g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+        if (shape->dim_size()) shape->mutable_dim(int(rng() % uint64_t(shape->dim_size())))->set_dim_value(pick(ints));
+      } else if (g->initializer_size()) {
+        ::onnx::TensorProto* t = g->mutable_initializer(int(rng() % uint64_t(g->initializer_size())));
+        if (t->dims_size() && rng() % 2) t->set_dims(int(rng() % uint64_t(t->dims_size())), pick(ints));
+        else t->set_data_type(int(rng() % 17));
+      }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the model reader, structure-aware: 10,000 mutated structures give a model or a typed error") {
+  // Bounds that keep a mutation that asks for gigabytes or millions of trips quick to refuse.
+  hjit::set_memory_limit(int64_t(1) << 30);
+  std::vector<::onnx::ModelProto> seeds{small_cnn("N")};
+  for (const std::string& bytes : {loop(5, true, true), loop(3, false, false), nested_ifs(3),
+                                   data_op("Gather", {"5", "3"}, {i64s({1, -2})}),
+                                   data_op("Pad", {"1", "3", "4", "4"}, {i64s({0, 0, 1, 1, 0, 0, 1, 1})}, [](::onnx::NodeProto* n) { add_string(n, "mode", "edge"); }),
+                                   data_op("Resize", {"1", "3", "4", "4"}, {Tensor::zeros({0}), Tensor::from_vector(std::vector<float>{1, 1, 2, 2}, {4})}),
+                                   data_op("Reshape", {"2", "3"}, {i64s({3, 2})}), data_op("Expand", {"1"}, {i64s({2, 3})}, {}, 13, 2),
+                                   image_op("MaxPool", [](::onnx::NodeProto* n) { add_ints(n, "kernel_shape", {2, 2}), add_ints(n, "strides", {2, 2}); }),
+                                   constants_op("Range", {Tensor::scalar(0.0), Tensor::scalar(4.0), Tensor::scalar(1.0)}),
+                                   constants_op("Split", {Tensor::zeros({4}), i64s({1, 3})}, 1, 2)}) {
+    ::onnx::ModelProto m;
+    REQUIRE(m.ParseFromString(bytes));
+    seeds.push_back(m);
+  }
+  // HJIT_TEST_SEED explores other mutations (a crash found there becomes a case of its own).
+  std::mt19937_64 rng(std::getenv("HJIT_TEST_SEED") ? std::stoull(std::getenv("HJIT_TEST_SEED")) : 50);
+  hjit::onnx::LoadOptions options{.dims = {{"N", 1}}, .max_loop_trips = 1000};
+  auto [ran, rejected] = test::fuzz(10000, [&](int k) {
+    ::onnx::ModelProto m = seeds[size_t(k) % seeds.size()];
+    const int edits = 1 + int(rng() % 3);
+    for (int e = 0; e < edits; ++e) mutate(m, rng);
+    const std::string bytes = m.SerializeAsString();
+    if (const char* keep = std::getenv("HJIT_TEST_KEEP_CASE")) test::write_file(keep, m.DebugString());  // the case that crashed
+    const hjit::onnx::Model model = hjit::onnx::Model::parse(bytes, "", options);
+    std::vector<Tensor> in;
+    for (const hjit::TensorType& t : model.input_types()) {
+      if (t.numel() > 100000) throw hjit::ValueError("too big to run in a fuzz case");
+      in.push_back(Tensor::zeros(t.shape, t.dtype));
+    }
+    (void)model.run(std::vector<hjit::onnx::Value>(in.begin(), in.end()));
+  });
+  hjit::set_memory_limit(0);
+  MESSAGE(ran << " mutated structures read and ran, " << rejected << " refused with hjit::Error");
+  CHECK(ran > 0);
+  CHECK(rejected > 0);
 }

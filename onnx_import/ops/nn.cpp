@@ -42,11 +42,17 @@ Window window_of(const NodeContext& n, const Shape& x, std::vector<int64_t> kern
   if (w.strides.size() != dims || w.dilations.size() != dims || pads.size() != 2 * dims) n.fail("its strides, dilations or pads do not match the kernel");
   const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
   for (size_t d = 0; d < dims; ++d) {
-    const int64_t in = x[2 + d], k = (kernel[d] - 1) * w.dilations[d] + 1, s = w.strides[d];
+    const int64_t in = x[2 + d], s = w.strides[d];
     if (s <= 0 || w.dilations[d] <= 0 || kernel[d] <= 0) n.fail("strides, dilations and kernel sizes must be positive");
+    // The window's span, no larger than the input with its padding (checked below): its taps are
+    // then a number a loop can count.
+    int64_t k = 0;
+    if (__builtin_mul_overflow(kernel[d] - 1, w.dilations[d], &k) || k == std::numeric_limits<int64_t>::max())
+      n.fail("has a window of " + std::to_string(kernel[d]) + " taps, " + std::to_string(w.dilations[d]) + " apart, over an input of " + std::to_string(in));
+    k += 1;
     int64_t b = pads[d], e = pads[d + dims];
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      const int64_t out = (in + s - 1) / s, total = std::max<int64_t>((out - 1) * s + k - in, 0);
+      const int64_t out = in / s + (in % s != 0), total = std::max<int64_t>(int64_t(std::min<__int128>(__int128(out - 1) * s + k - in, k)), 0);
       b = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
       e = total - b;
     } else if (auto_pad == "VALID") {
@@ -55,6 +61,9 @@ Window window_of(const NodeContext& n, const Shape& x, std::vector<int64_t> kern
       n.fail("has auto_pad '" + auto_pad + "'");
     }
     if (b < 0 || e < 0) n.fail("pads must not be negative");
+    if (__int128(in) + b + e < k)
+      n.fail("has a window spanning " + std::to_string(k) + " over an input of " + std::to_string(in) + " padded by " + std::to_string(b) + " and " +
+             std::to_string(e) + ": it does not fit once");
     if (ceil_mode) {
       const int64_t span = in + b + e - k;
       if (span >= 0 && span % s != 0) {

@@ -224,7 +224,7 @@ V Tile(const NodeContext& n) {
 
 V Range(const NodeContext& n) {
   const Tensor& s = n.input(0);
-  const double start = n.input_doubles(0)[0], limit = n.input_doubles(1)[0], delta = n.input_doubles(2)[0];
+  const double start = n.input_doubles(0).at(0), limit = n.input_doubles(1).at(0), delta = n.input_doubles(2).at(0);
   if (!std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta))
     n.fail("needs finite start, limit and delta, given " + std::to_string(start) + ", " + std::to_string(limit) + ", " + std::to_string(delta));
   if (delta == 0) n.fail("delta must not be 0");
@@ -246,7 +246,11 @@ V Pad(const NodeContext& n) {
     value = n.attr_float("value", 0);
   } else {
     pads = n.input_ints(1);
-    if (n.has_input(2)) value = n.input_doubles(2).at(0);
+    if (n.has_input(2)) {
+      const std::vector<double> v = n.input_doubles(2);
+      if (v.size() != 1) n.fail("its constant_value holds " + std::to_string(v.size()) + " values; it must hold one");
+      value = v[0];
+    }
   }
   if (int64_t(pads.size()) != 2 * r) n.fail("has " + std::to_string(pads.size()) + " pads for a tensor of rank " + std::to_string(r));
   const std::string mode = n.attr_string("mode", "constant");
