@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,9 @@
 #include <thread>
 #include <csignal>
 #include <sys/stat.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <atomic>
 
 #include <hjit/hjit.h>
 
@@ -405,6 +409,46 @@ Report run_worker_with(const std::string& dir, std::vector<std::string> env) {
   return finish_worker(start_worker(dir, out, std::move(env)), out);
 }
 
+// A server that answers every command with the start of a long reply and then a byte every 200 ms:
+// each read is quick, the reply never whole.
+struct TricklingServer {
+  int listener = -1, port = 0;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+  TricklingServer() {
+    listener = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (bind(listener, reinterpret_cast<sockaddr*>(&a), len) != 0 || listen(listener, 8) != 0 ||
+        getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      return;
+    port = ntohs(a.sin_port);
+    thread = std::thread([this] {
+      std::vector<int> clients;
+      while (!stop) {
+        pollfd p{listener, POLLIN, 0};
+        if (poll(&p, 1, 200) > 0) clients.push_back(accept(listener, nullptr, nullptr));
+        for (int c : clients) {
+          char buf[4096];
+          while (recv(c, buf, sizeof buf, MSG_DONTWAIT) > 0) {
+          }
+          static const char start[] = "$1000000\r\n";
+          send(c, start, sizeof start - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+          send(c, "x", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
+      }
+      for (int c : clients) close(c);
+    });
+  }
+  ~TricklingServer() {
+    stop = true;
+    if (thread.joinable()) thread.join();
+    if (listener >= 0) close(listener);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("the shared tier: a machine with an empty disk compiles nothing; entries without a valid tag are never loaded") {
@@ -454,6 +498,18 @@ TEST_CASE("the shared tier: a machine with an empty disk compiles nothing; entri
   CHECK(after_other["shared_rejected"] == std::to_string(shared));
   CHECK(results(after_other) == results(first));
 
+  // A value larger than any entry, planted under one of the keys: refused after reading no more
+  // than an entry's limit of it.
+  const std::string big = root + "/big";
+  test::write_file(big, std::string(size_t(100) << 20, 'x'));
+  const std::string planted_key = redis.keys().at(0);
+  REQUIRE(std::system(("redis-cli -h 127.0.0.1 -p " + std::to_string(redis.port) + " -x SET " + planted_key + " < " + big + " > /dev/null").c_str()) == 0);
+  fs::remove(big);
+  Report oversized = run_worker_with(root + "/k", fleet);
+  REQUIRE(oversized["exit"] == "0");
+  CHECK(std::stoi(oversized["shared_rejected"]) >= 1);
+  CHECK(results(oversized) == results(first));
+
   // Without a key, or with too short a key, the tier is off; an unreachable Redis is a warning and the
   // local tiers.
   Report no_key = run_worker_with(root + "/f", {"HJIT_CACHE_REDIS=" + redis.address()});
@@ -479,4 +535,15 @@ TEST_CASE("the shared tier: a machine with an empty disk compiles nothing; entri
   Report from_file = run_worker_with(root + "/j", {"HJIT_CACHE_REDIS=" + again.address(), "HJIT_CACHE_KEY_FILE=" + key_file});
   CHECK(from_file["shared"] == again.address());
   CHECK(from_file["shared_writes"] == from_file["misses"]);
+
+  // A server that trickles its replies: the first command gives up at its deadline and the tier
+  // is down for a minute; the worker compiles here and ends.
+  TricklingServer trickle;
+  REQUIRE(trickle.port > 0);
+  const auto start = std::chrono::steady_clock::now();
+  Report trickled = run_worker_with(root + "/l", {"HJIT_CACHE_REDIS=127.0.0.1:" + std::to_string(trickle.port), fleet_key});
+  CHECK(trickled["exit"] == "0");
+  CHECK(trickled["shared_hits"] == "0");
+  CHECK(results(trickled) == results(first));
+  MESSAGE("a worker beside a trickling server ended in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s");
 }

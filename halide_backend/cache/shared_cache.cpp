@@ -1,7 +1,10 @@
 #include "halide_backend/cache/shared_cache.h"
 
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstdarg>
 
 #include <chrono>
 #include <cstdlib>
@@ -25,6 +28,12 @@ namespace {
 constexpr char kMagic[] = "hjit-shared-1";  // then the 32-byte tag, then the entry
 constexpr size_t kMagicBytes = sizeof kMagic - 1, kTagBytes = 32;
 constexpr size_t kMinKeyBytes = 16;
+// The largest entry a reader takes (a compiled pipeline is a few megabytes): read with GETRANGE up
+// to one byte past it, so a planted value of any size costs a reader this much at most.
+constexpr int64_t kMaxEntryBytes = int64_t(64) << 20;
+// hiredis's timeout bounds each read, so a server that trickles its reply a byte at a time would
+// hold a call for ever: a whole reply must come within this.
+constexpr int64_t kReplyDeadlineMs = 10000;
 
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -90,6 +99,30 @@ struct Reply {
 }  // namespace
 
 namespace {
+
+// A command and its whole reply within kReplyDeadlineMs; null with *why set when it fails or the
+// deadline passes (the connection is then of no further use).
+redisReply* command_within_deadline(redisContext* c, std::string* why, const char* format, ...) {
+  const int64_t deadline = now_ms() + kReplyDeadlineMs;
+  va_list ap;
+  va_start(ap, format);
+  const int appended = redisvAppendCommand(c, format, ap);
+  va_end(ap);
+  if (appended != REDIS_OK) return *why = c->errstr, nullptr;
+  for (int written = 0; !written;)
+    if (redisBufferWrite(c, &written) != REDIS_OK) return *why = c->errstr, nullptr;
+  for (;;) {
+    void* reply = nullptr;
+    if (redisGetReplyFromReader(c, &reply) != REDIS_OK) return *why = c->errstr, nullptr;
+    if (reply) return static_cast<redisReply*>(reply);
+    const int64_t left = deadline - now_ms();
+    if (left <= 0) return *why = "no whole reply in " + std::to_string(kReplyDeadlineMs / 1000) + " s", nullptr;
+    pollfd p{c->fd, POLLIN, 0};
+    if (poll(&p, 1, int(left)) <= 0) continue;  // the deadline, or a signal: looked at again above
+    if (redisBufferRead(c) != REDIS_OK) return *why = c->errstr, nullptr;
+  }
+}
+
 std::string tag(const std::string& key, const std::string& name, const std::string& bytes) {
   std::string message = name;
   message.push_back('\0');
@@ -140,13 +173,21 @@ std::optional<std::string> SharedCache::get(const std::string& name) {
   Connection* c = connection();
   if (!c) return std::nullopt;
   const std::string k = redis_key(name);
-  Reply reply(redisCommand(c->ctx, "GET %b", k.data(), k.size()));
+  std::string why;
+  // GETRANGE answers an empty string for a missing key, which no entry is.
+  Reply reply(command_within_deadline(c->ctx, &why, "GETRANGE %b 0 %lld", k.data(), k.size(), (long long)kMaxEntryBytes));
   if (!reply.r) {
-    down(c->ctx->errstr);
+    down(why);
     return std::nullopt;
   }
-  if (reply.r->type != REDIS_REPLY_STRING) {
+  if (reply.r->type != REDIS_REPLY_STRING || reply.r->len == 0) {
     ++counts_.misses;
+    return std::nullopt;
+  }
+  if (int64_t(reply.r->len) > kMaxEntryBytes) {
+    ++counts_.rejected;
+    log().warn("hjit: not loading the shared compile cache entry {} from {}:{}: it holds more than {} bytes, more than any entry "
+               "hjit writes; compiling it here", k, host_, port_, kMaxEntryBytes);
     return std::nullopt;
   }
   std::optional<std::string> bytes = unframe(key_, name, std::string(reply.r->str, reply.r->len));
@@ -165,9 +206,10 @@ bool SharedCache::has(const std::string& name) {
   Connection* c = connection();
   if (!c) return false;
   const std::string k = redis_key(name);
-  Reply reply(redisCommand(c->ctx, "EXISTS %b", k.data(), k.size()));
+  std::string why;
+  Reply reply(command_within_deadline(c->ctx, &why, "EXISTS %b", k.data(), k.size()));
   if (!reply.r) {
-    down(c->ctx->errstr);
+    down(why);
     return false;
   }
   return reply.r->type == REDIS_REPLY_INTEGER && reply.r->integer == 1;
@@ -179,9 +221,14 @@ void SharedCache::put(const std::string& name, const std::string& bytes) {
   if (!c) return;
   const std::string k = redis_key(name);
   const std::string value = frame(key_, name, bytes);
-  Reply reply(redisCommand(c->ctx, "SET %b %b", k.data(), k.size(), value.data(), value.size()));
+  if (int64_t(value.size()) > kMaxEntryBytes) {  // no reader would take it
+    log().debug("cache: not sharing {} ({} bytes, more than the {} a reader takes)", k, value.size(), kMaxEntryBytes);
+    return;
+  }
+  std::string why;
+  Reply reply(command_within_deadline(c->ctx, &why, "SET %b %b", k.data(), k.size(), value.data(), value.size()));
   if (!reply.r) {
-    down(c->ctx->errstr);
+    down(why);
     return;
   }
   if (reply.r->type == REDIS_REPLY_ERROR) {
