@@ -155,11 +155,60 @@ void run_collective(OpKind op, const Attrs& attrs, const TensorType* in_type, co
   start_collective(op, attrs, in_type, in, out_type, out)->wait();
 }
 
+namespace {
+
+// A failure inside a collective (a timeout in the all_gather that checks the ranks agree, in the
+// exchange itself) said as the collective the user called, with the ranks it waited on.
+[[noreturn]] void rethrow_as(const DistributedError& e, const std::string& what, const Communicator& c, int peer) {
+  std::string others;
+  for (int r = 0; r < c.size(); ++r)
+    if (r != c.rank() && (peer < 0 || r == peer)) others += (others.empty() ? "" : ", ") + std::to_string(r);
+  throw DistributedError(what + " on rank " + std::to_string(c.rank()) + " of a world of " + std::to_string(c.size()) + ", with rank" +
+                         (others.find(',') == std::string::npos ? " " : "s ") + others + ": " + e.what());
+}
+
+// Its wait() raises as the collective that started it.
+class Named final : public Pending {
+ public:
+  Named(std::unique_ptr<Pending> inner, std::string what, int peer) : inner_(std::move(inner)), what_(std::move(what)), peer_(peer) {}
+  void wait() override {
+    try {
+      inner_->wait();
+    } catch (const DistributedError& e) {
+      rethrow_as(e, what_, world(), peer_);
+    }
+  }
+
+ private:
+  std::unique_ptr<Pending> inner_;
+  std::string what_;
+  int peer_;
+};
+
+std::unique_ptr<Pending> start_named(OpKind op, const Attrs& attrs, const TensorType* in_type, const void* in,
+                                     const TensorType& out_type, void* out, const std::string& what);
+
+}  // namespace
+
 std::unique_ptr<Pending> start_collective(OpKind op, const Attrs& attrs, const TensorType* in_type, const void* in,
                                           const TensorType& out_type, void* out) {
-  Communicator& c = world();
   const TensorType& operand = in_type ? *in_type : out_type;
   const std::string what = describe_collective(op, attrs, operand);
+  const int peer = op == OpKind::Send || op == OpKind::Recv ? int(attrs.i("peer")) : -1;
+  try {
+    return std::make_unique<Named>(start_named(op, attrs, in_type, in, out_type, out, what), what, peer);
+  } catch (const DistributedError& e) {
+    if (std::string(e.what()).rfind(what, 0) == 0) throw;  // already said as this collective
+    rethrow_as(e, what, world(), peer);
+  }
+}
+
+namespace {
+
+std::unique_ptr<Pending> start_named(OpKind op, const Attrs& attrs, const TensorType* in_type, const void* in,
+                                     const TensorType& out_type, void* out, const std::string& what) {
+  Communicator& c = world();
+  const TensorType& operand = in_type ? *in_type : out_type;
   if (attrs.has("world") && attrs.i("world") != c.size())
     throw DistributedError(what + ": traced for a world of " + std::to_string(attrs.i("world")) + " ranks, run in a world of " +
                            std::to_string(c.size()) + " (trace it again in this world)");
@@ -243,5 +292,7 @@ std::unique_ptr<Pending> start_collective(OpKind op, const Attrs& attrs, const T
     default: throw InternalError(std::string(op_name(op)) + " is not a collective");
   }
 }
+
+}  // namespace
 
 }  // namespace hjit::distributed

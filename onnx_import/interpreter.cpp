@@ -69,6 +69,9 @@ Value Interpreter::recompute(const std::string& name, const Scope& replaced) con
 }
 
 std::vector<Value> Interpreter::run(const ::onnx::GraphProto& graph, const Scope& bound) const {
+  // The converters rebind local handles of the model's parameters, which a module made from the
+  // model also holds: dataflow, not the mistake the report is for.
+  const detail::QuietRebinds quiet;
   values_ = bound;
   for (const ::onnx::TensorProto& init : graph.initializer())
     if (!values_.count(init.name())) values_[init.name()] = to_tensor(init, "hjit::onnx: initializer '" + init.name() + "'");

@@ -9,7 +9,10 @@
 #include <random>
 #include <tuple>
 
+#include <spdlog/sinks/ostream_sink.h>
+
 #include "onnx/onnx-data_pb.h"
+#include "support/log.h"
 #include "support/settings.h"
 #include "tests/onnx_models.h"
 #include "tests/support.h"
@@ -572,4 +575,18 @@ TEST_CASE("sizes and values that make no sense are typed errors naming the node,
   hjit::reset_peak_memory();
   refused(m.SerializeAsString(), "declares 2147483648 elements");
   CHECK(hjit::memory_stats().peak_bytes - hjit::memory_stats().current_bytes < (int64_t(64) << 20));
+}
+
+TEST_CASE("a model run eagerly after a module was made from it reports no rebound parameter") {
+  std::ostringstream logged;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(logged);
+  hjit::log().sinks().push_back(sink);
+  const hjit::onnx::Model model = hjit::onnx::Model::parse(small_cnn("2").SerializeAsString());
+  const hjit::Module module = model.module();
+  const Tensor x = test::random({2, 3, 8, 8}, DType::F32, 1);
+  const Tensor eager = model({x}).at(0);
+  hjit::log().sinks().pop_back();
+  CHECK(logged.str().find("rebound") == std::string::npos);
+  CHECK_CLOSE(Tensor(module(x)), eager);
+  CHECK_CLOSE(eager, small_cnn_reference(model, x));
 }

@@ -192,10 +192,17 @@ int64_t Tensor::dim(int axis) const {
   return shape()[size_t(axis < 0 ? axis + r : axis)];
 }
 
+namespace {
+thread_local int quiet_rebinds = 0;
+}  // namespace
+
+detail::QuietRebinds::QuietRebinds() { ++quiet_rebinds; }
+detail::QuietRebinds::~QuietRebinds() { --quiet_rebinds; }
+
 void Tensor::rebind(std::shared_ptr<detail::TensorImpl> impl) noexcept {
   // The old tensor's other holders: a jitted function's captured inputs, an optimizer's list.
   // Inside a trace, rebinding a local handle (h = layer(h)) is ordinary dataflow.
-  if (impl_ && impl_.use_count() > 1 && impl_->captured_by_trace.value.load(std::memory_order_relaxed) && !detail::current_trace() &&
+  if (impl_ && impl_.use_count() > 1 && quiet_rebinds == 0 && impl_->captured_by_trace.value.load(std::memory_order_relaxed) && !detail::current_trace() &&
       !impl_->rebinding_reported.value.exchange(true)) {
     try {
       log().warn("a tensor {} that a jitted function captured (it reads it at every call) had a handle rebound to another "

@@ -126,6 +126,20 @@ class Tensor {
   std::shared_ptr<detail::TensorImpl> impl_;
 };
 
+namespace detail {
+// While one lives on this thread, rebinding a handle of a captured tensor is not reported: code of
+// hjit's own that computes with local handles (an importer running a model's nodes eagerly, whose
+// parameters a module also holds) rebinds them as ordinary dataflow. The report is for
+// application code that rebinds a parameter where assign() was meant.
+class QuietRebinds {
+ public:
+  QuietRebinds();
+  ~QuietRebinds();
+  QuietRebinds(const QuietRebinds&) = delete;
+  QuietRebinds& operator=(const QuietRebinds&) = delete;
+};
+}  // namespace detail
+
 template <class T>
 Tensor Tensor::from_vector(const std::vector<T>& data, Shape shape) {
   if constexpr (std::is_same_v<T, bool>) {
