@@ -475,7 +475,10 @@ TEST_CASE("hostile models: every door gives a typed error or an answer, in time 
     }
     for (const char* command : {"info", "run"}) {
       if (!info.kind.empty() && std::string(command) == "run") continue;
-      hjit::ChildProcess tool = hjit::ChildProcess::spawn({.argv = {tool_path(), command, path}, .capture_output = true});
+      hjit::ChildProcess::Program program;
+      program.argv = {tool_path(), command, path};
+      program.capture_output = true;
+      hjit::ChildProcess tool = hjit::ChildProcess::spawn(program);
       const hjit::ChildEnd end = tool.wait(kTimeLimitS);
       INFO("hjit-onnx " << command << ": " << end.str() << "\n" << tool.output());
       CHECK((end.how == hjit::ChildEnd::Exited && end.code <= 1));
