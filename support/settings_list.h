@@ -66,6 +66,8 @@
   X(TestFault, "HJIT_TEST_FAULT", Flag, "0", "0|1", Tests, false, "1 runs the distributed tests that stop or kill a rank.") \
   X(DeviceBundle, "HJIT_DEVICE_BUNDLE", Path, "", "a directory", Tests, false,                                             \
     "The directory the CUDA differential configuration writes the GPU machine's bundle to (make device-bundle).")                                                          \
+  X(TestSeed, "HJIT_TEST_SEED", Count, "(each case's own seed)", "a number", Tests, false,                                   \
+    "The seed of test_hostile's structure-aware mutations: another explores other models (a crash found becomes a case).") \
   X(FuzzMutations, "HJIT_FUZZ_MUTATIONS", Count, "(each case's own count)", "mutations", Tests, false,                       \
     "The most mutations a fuzz case makes of its file format (CI's sanitizer run: 1000).")                                                    \
   X(OnnxTestdata, "HJIT_ONNX_TESTDATA", Path, "/usr/share/libonnx-testdata/data", "a directory", Tests, false,               \

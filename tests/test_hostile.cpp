@@ -449,7 +449,6 @@ TEST_CASE("hostile models: every door gives a typed error or an answer, in time 
   for (size_t k = 0; k < cases.size(); ++k) {
     const ModelCase& mc = cases[k];
     CAPTURE(mc.name);
-    if (std::getenv("HJIT_TEST_VERBOSE")) std::fprintf(stderr, "case %zu: %s\n", k, mc.name.c_str());
     const std::string path = (dir / ("case" + std::to_string(k) + ".onnx")).string();
     test::write_file(path, mc.bytes);
     const std::string report = (dir / "report.txt").string();
@@ -461,9 +460,6 @@ TEST_CASE("hostile models: every door gives a typed error or an answer, in time 
       (void)m(zeros_for(m.input_types()));
     });
     check_door("run", e2, run, size, mc.refused);
-    if (std::getenv("HJIT_TEST_VERBOSE"))
-      std::fprintf(stderr, "  info: %s %s\n  run: %s %s (%lld MB)\n", info.kind.c_str(), info.message.substr(0, 200).c_str(), run.kind.c_str(),
-                   run.message.substr(0, 200).c_str(), (long long)(run.grew_bytes >> 20));
     (run.kind.empty() ? answered : refused) += 1;
     if (k % every != 0) continue;
     if (info.kind.empty()) {  // the compiled door reads the file as info does
@@ -624,9 +620,7 @@ TEST_CASE("hostile programs: sizes that disagree, indices out of range, huge siz
   int refused = 0;
   for (const ProgramCase& pc : cases) {
     CAPTURE(pc.name);
-    if (std::getenv("HJIT_TEST_VERBOSE")) std::fprintf(stderr, "program: %s\n", pc.name.c_str());
     auto [end, r] = in_child((dir / "report.txt").string(), pc.body);
-    if (std::getenv("HJIT_TEST_VERBOSE")) std::fprintf(stderr, "  %s %s\n", r.kind.c_str(), r.message.substr(0, 200).c_str());
     check_door("program", end, r, 0, false);
     refused += !r.kind.empty();
   }
@@ -731,14 +725,13 @@ TEST_CASE("the model reader, structure-aware: 10,000 mutated structures give a m
     seeds.push_back(m);
   }
   // HJIT_TEST_SEED explores other mutations (a crash found there becomes a case of its own).
-  std::mt19937_64 rng(std::getenv("HJIT_TEST_SEED") ? std::stoull(std::getenv("HJIT_TEST_SEED")) : 50);
+  std::mt19937_64 rng(uint64_t(hjit::setting::count(hjit::setting::Id::TestSeed).value_or(50)));
   hjit::onnx::LoadOptions options{.dims = {{"N", 1}}, .max_loop_trips = 1000};
   auto [ran, rejected] = test::fuzz(10000, [&](int k) {
     ::onnx::ModelProto m = seeds[size_t(k) % seeds.size()];
     const int edits = 1 + int(rng() % 3);
     for (int e = 0; e < edits; ++e) mutate(m, rng);
     const std::string bytes = m.SerializeAsString();
-    if (const char* keep = std::getenv("HJIT_TEST_KEEP_CASE")) test::write_file(keep, m.DebugString());  // the case that crashed
     const hjit::onnx::Model model = hjit::onnx::Model::parse(bytes, "", options);
     std::vector<Tensor> in;
     for (const hjit::TensorType& t : model.input_types()) {
