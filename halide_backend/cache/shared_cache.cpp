@@ -28,8 +28,9 @@ namespace {
 constexpr char kMagic[] = "hjit-shared-1";  // then the 32-byte tag, then the entry
 constexpr size_t kMagicBytes = sizeof kMagic - 1, kTagBytes = 32;
 constexpr size_t kMinKeyBytes = 16;
-// The largest entry a reader takes (a compiled pipeline is a few megabytes): read with GETRANGE up
-// to one byte past it, so a planted value of any size costs a reader this much at most.
+// The largest entry a reader takes (a compiled pipeline is a few megabytes): a larger value is
+// refused from its STRLEN, and read with GETRANGE up to one byte past it (a value that grew
+// meanwhile), so a planted value of any size costs a reader this much at most.
 constexpr int64_t kMaxEntryBytes = int64_t(64) << 20;
 // hiredis's timeout bounds each read, so a server that trickles its reply a byte at a time would
 // hold a call for ever: a whole reply must come within this.
@@ -174,7 +175,25 @@ std::optional<std::string> SharedCache::get(const std::string& name) {
   if (!c) return std::nullopt;
   const std::string k = redis_key(name);
   std::string why;
-  // GETRANGE answers an empty string for a missing key, which no entry is.
+  // The size first: a value larger than any entry is refused without reading any of it.
+  Reply size(command_within_deadline(c->ctx, &why, "STRLEN %b", k.data(), k.size()));
+  if (!size.r) {
+    down(why);
+    return std::nullopt;
+  }
+  if (size.r->type != REDIS_REPLY_INTEGER || size.r->integer == 0) {  // missing (0), or not a string
+    ++counts_.misses;
+    return std::nullopt;
+  }
+  auto too_large = [&] {
+    ++counts_.rejected;
+    log().warn("hjit: not loading the shared compile cache entry {} from {}:{}: it holds more than {} bytes, more than any entry "
+               "hjit writes; compiling it here", k, host_, port_, kMaxEntryBytes);
+    return std::nullopt;
+  };
+  if (size.r->integer > kMaxEntryBytes) return too_large();
+  // Then no more than that, whatever the value became meanwhile. GETRANGE answers an empty string
+  // for a missing key, which no entry is.
   Reply reply(command_within_deadline(c->ctx, &why, "GETRANGE %b 0 %lld", k.data(), k.size(), (long long)kMaxEntryBytes));
   if (!reply.r) {
     down(why);
@@ -184,12 +203,7 @@ std::optional<std::string> SharedCache::get(const std::string& name) {
     ++counts_.misses;
     return std::nullopt;
   }
-  if (int64_t(reply.r->len) > kMaxEntryBytes) {
-    ++counts_.rejected;
-    log().warn("hjit: not loading the shared compile cache entry {} from {}:{}: it holds more than {} bytes, more than any entry "
-               "hjit writes; compiling it here", k, host_, port_, kMaxEntryBytes);
-    return std::nullopt;
-  }
+  if (int64_t(reply.r->len) > kMaxEntryBytes) return too_large();
   std::optional<std::string> bytes = unframe(key_, name, std::string(reply.r->str, reply.r->len));
   if (!bytes) {
     ++counts_.rejected;
