@@ -4,26 +4,10 @@
 //   char_gpt [text] [steps] [checkpoint to resume]
 #include <hjit/nn.h>  // layers, and with them all of hjit: ops, jit, grad, optimizers, data
 
+#include "char_gpt_model.h"
+
 #include <cstdio>
 using namespace hjit;
-
-struct GPT : nn::Module {
-  int64_t V, C, T;
-  nn::Embedding tok, pos;
-  nn::ModuleList<nn::TransformerEncoderLayer> blocks;
-  nn::LayerNorm ln;
-  nn::Linear head;
-  GPT(int64_t V_, int64_t C_ = 128, int64_t T_ = 64, int n_blocks = 2) : V(V_), C(C_), T(T_), tok(V, C), pos(T, C), ln({C}), head(C, V) {
-    for (int i = 0; i < n_blocks; ++i) blocks.add(C, 4, nn::TransformerOptions{4 * C, 0.1, nn::Activation::Gelu, 1e-5, true, true});
-    register_module("tok", tok), register_module("pos", pos), register_module("blocks", blocks);
-    register_module("ln", ln), register_module("head", head);
-  }
-  Tensor operator()(const Tensor& x) {
-    Tensor h = tok(x) + pos(iota({1, x.dim(1)}, 1, DType::I64));
-    for (auto& b : blocks) h = (*b)(h, {.is_causal = true});
-    return head(ln(h));
-  }
-};
 
 int main(int argc, char** argv) {
   nn::manual_seed(0);
