@@ -151,6 +151,23 @@ TensorType infer_matmul(const InferArgs& a) {
   return TensorType{x.dtype, out};
 }
 
+TensorType infer_int_matmul(const InferArgs& a) {
+  const TensorType &x = *a.in[0], &y = *a.in[1];
+  if (x.dtype != DType::U8 || y.dtype != DType::I8)
+    throw DTypeError("int_matmul: the graph op takes u8 @ i8 (hjit::int_matmul converts other 8-bit pairs), got " + types_str(a));
+  if (x.rank() < 2 || y.rank() != x.rank() + 1)
+    throw ShapeError("int_matmul: takes [.., M, 4K] @ [.., K, N, 4], got " + types_str(a));
+  const size_t r = size_t(x.rank());
+  if (y.shape[r] != 4 || x.shape[r - 1] != 4 * y.shape[r - 2])
+    throw ShapeError("int_matmul: contraction sizes differ: " + x.str() + " @ " + y.str() + " (the right operand packed [.., K, N, 4] for a left one of [.., M, 4K])");
+  Shape bx(x.shape.begin(), x.shape.end() - 2), by(y.shape.begin(), y.shape.end() - 3), out;
+  if (!broadcast_shapes(bx, by, &out))
+    throw ShapeError("int_matmul: batch dimensions of " + types_str(a) + " cannot be broadcast together");
+  out.push_back(x.shape[r - 2]);
+  out.push_back(y.shape[r - 1]);
+  return TensorType{DType::I32, out};
+}
+
 TensorType infer_reshape(const InferArgs& a) {
   const Shape& s = a.attrs.ints("shape");
   check_shape("reshape", s);

@@ -77,6 +77,11 @@ StageRef& StageRef::parallel(const Halide::VarOrRVar& v) {
   return *this;
 }
 
+StageRef& StageRef::atomic() {
+  add("atomic", {});
+  return *this;
+}
+
 FuncRef StageRef::rfactor(const Halide::RVar& r, const Halide::Var& v) {
   const std::string intm = func_ + "_intm";
   add("rfactor", {r.name() + ":" + v.name(), intm});

@@ -31,6 +31,8 @@ class StageRef {
   StageRef& vectorize(const Halide::VarOrRVar& v, int factor = 0, Halide::TailStrategy tail = Halide::TailStrategy::Auto);
   StageRef& unroll(const Halide::VarOrRVar& v);
   StageRef& parallel(const Halide::VarOrRVar& v);
+  // Lets an associative update's reduction variable be vectorized (a dot product's lanes).
+  StageRef& atomic();
   // GPU loops: block and thread dimensions (innermost first, up to three each), or one thread.
   StageRef& gpu_blocks(const std::vector<Halide::VarOrRVar>& innermost_first);
   StageRef& gpu_threads(const std::vector<Halide::VarOrRVar>& innermost_first);

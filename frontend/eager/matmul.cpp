@@ -79,3 +79,46 @@ void Matmul(const KernelArgs& a) {
 }
 
 }  // namespace hjit::eager
+
+namespace hjit::eager {
+
+// u8 [.., M, 4K] x i8 [.., K, N, 4] (the right operand packed) -> i32, summed exactly in i32 (a
+// sum of 8-bit products fits for any K below 2^16; beyond, it wraps as the compiled code does).
+void IntMatmul(const KernelArgs& a) {
+  const TensorType &tx = *a.in[0].type, &ty = *a.in[1].type, &to = *a.out.type;
+  const int r = to.rank();
+  const int64_t M = to.shape[size_t(r - 2)], N = to.shape[size_t(r - 1)], K4 = ty.shape[size_t(r - 2)];
+  Shape batch(to.shape.begin(), to.shape.end() - 2);
+  Shape bx(tx.shape.begin(), tx.shape.end() - 2), by(ty.shape.begin(), ty.shape.end() - 3);
+  BroadcastPlan plan = plan_broadcast(batch.empty() ? Shape{1} : batch, {batch.empty() ? &batch : &bx, batch.empty() ? &batch : &by});
+  const int64_t B = shape_numel(batch);
+  const auto* x = static_cast<const uint8_t*>(a.in[0].data);
+  const auto* y = static_cast<const int8_t*>(a.in[1].data);
+  auto* o = static_cast<int32_t*>(a.out.data);
+#pragma omp parallel for collapse(2) schedule(static) if (B * M * N * K4 * 4 >= kParallelGrain)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < M; ++i) {
+      int64_t off[2] = {0, 0};
+      if (!batch.empty()) {
+        int64_t rem = b;
+        for (size_t d = plan.shape.size(); d-- > 0;) {
+          const int64_t idx = rem % plan.shape[d];
+          rem /= plan.shape[d];
+          off[0] += idx * plan.strides[0][d], off[1] += idx * plan.strides[1][d];
+        }
+      }
+      const uint8_t* row = x + off[0] * M * K4 * 4 + i * K4 * 4;
+      const int8_t* panel = y + off[1] * K4 * N * 4;
+      int32_t* out = o + (b * M + i) * N;
+      std::fill(out, out + N, 0);
+      for (int64_t k = 0; k < K4; ++k)
+        for (int64_t j = 0; j < N; ++j) {
+          const int8_t* w = panel + (k * N + j) * 4;
+          const uint8_t* v = row + k * 4;
+          const int32_t dot = int32_t(v[0]) * w[0] + int32_t(v[1]) * w[1] + int32_t(v[2]) * w[2] + int32_t(v[3]) * w[3];
+          out[j] = int32_t(uint32_t(out[j]) + uint32_t(dot));
+        }
+    }
+}
+
+}  // namespace hjit::eager

@@ -18,6 +18,7 @@
 #include "halide_backend/runtime/device_runtime.h"
 #include "halide_backend/devices.h"
 #include "halide_backend/runtime/linker.h"
+#include "halide_backend/codegen/object_file.h"
 #include "halide_backend/runtime/runtime_object.h"
 #include "support/child_process.h"
 #include "support/log.h"
@@ -134,7 +135,7 @@ PipelineInfo describe(const Graph& g, const LoweredPipeline& p, std::string func
 }
 
 Halide::Target code_target(const LoweredPipeline& p, const Target& target, bool jit) {
-  Halide::Target t = target.halide(jit);
+  Halide::Target t = target.halide(jit, p.graph);
   if (!jit) t = t.with_feature(Halide::Target::NoRuntime);  // the runtime comes from runtime_object.h
   const bool calls_library = std::any_of(p.stages.begin(), p.stages.end(), [](const Stage& s) { return s.is_extern; });
   if (device_kind(target.device()).host() && !p.checks_indices && !calls_library && !p.dynamic)
@@ -191,7 +192,7 @@ std::optional<std::string> compile_shared_object(LoweredPipeline& p, const Targe
     const std::string_view rt = kind.runtime_object();
     out.write(rt.data(), std::streamsize(rt.size()));
   }
-  module.compile({{Halide::OutputFileType::object, object}});
+  write_object(module, object);
   const double codegen_ms = t.ms();
   std::string output;
   // -Bsymbolic: the pipeline calls its own runtime, whatever other Halide code the process holds.

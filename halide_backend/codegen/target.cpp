@@ -1,32 +1,32 @@
 #include "halide_backend/codegen/target.h"
 
 #include <Halide.h>
-#include <cpuid.h>
 
 #include <string>
 
 #include <hjit/error.h>
 
+#include "halide_backend/codegen/object_file.h"
 #include "halide_backend/devices.h"
 
 namespace hjit::backend {
 namespace {
 
-// Whether the CPU executes AVX512-FP16 (CPUID leaf 7, EDX bit 23).
-bool cpu_has_avx512_fp16() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 23));
+// Whether g's code computes dot products of 8-bit integers, which VNNI's vpdpbusd computes: Halide
+// 14 emits it only with avx512_sapphirerapids.
+bool wants_dot_products(const Graph& g) {
+  for (const Node& n : g.nodes)
+    if (n.op == OpKind::IntMatmul) return true;
+  return false;
 }
-
 
 }  // namespace
 
 Target Target::host(Device device, int cuda_capability) {
   Halide::Target t = Halide::get_host_target();
-  // Halide 14 reports avx512_sapphirerapids on AMD Zen 4, whose AVX-512 has BF16 and VNNI but no
-  // FP16: code for it uses AVX512-FP16 instructions on f16 values and dies with SIGILL there.
-  if (t.has_feature(Halide::Target::AVX512_SapphireRapids) && !cpu_has_avx512_fp16())
-    t = t.without_feature(Halide::Target::AVX512_SapphireRapids);
+  // Halide 14 reports avx512_sapphirerapids on AMD Zen 4 and Zen 5, whose AVX-512 has BF16 and VNNI
+  // but no FP16. The feature stays in the target's name (the cache keys tell such a CPU from one
+  // without VNNI) and is taken out of the code of every pipeline that does not want it (halide()).
   // hjit never calls a pipeline in bounds-query mode (its buffers are always dense and allocated):
   // without that code path, W9 lowers in 1.08 s instead of 1.2 s. (DisableLLVMLoopOpt saved as
   // much again, but made W6 50% slower; NoAsserts saved 0.7 s of W9's 2 s, but also drops the
@@ -50,8 +50,14 @@ Device Target::device() const {
   return t.has_feature(Halide::Target::CUDA) ? Device::CUDA : t.has_feature(Halide::Target::OpenCL) ? Device::OpenCL : Device::CPU;
 }
 
-Halide::Target Target::halide(bool jit) const {
+Halide::Target Target::halide(bool jit, const Graph* g) const {
   Halide::Target t(str_);
+  // Where the CPU lacks AVX512-FP16 (Zen 4, Zen 5), LLVM's sapphirerapids would use it (and other
+  // instructions such CPUs lack): only the code of pipelines that compute dot products keeps the
+  // feature, written as an object file without those instructions (object_file.cpp); Halide's JIT
+  // cannot be told, and never gets it.
+  if (t.has_feature(Halide::Target::AVX512_SapphireRapids) && !cpu_has_avx512_fp16() && (jit || !g || !wants_dot_products(*g)))
+    t = t.without_feature(Halide::Target::AVX512_SapphireRapids);
   t = t.with_feature(Halide::Target::UserContext);
   return jit ? t.with_feature(Halide::Target::JIT) : t;
 }

@@ -33,8 +33,9 @@ class Target {
 
   const std::string& str() const { return str_; }
   bool operator==(const Target& o) const { return str_ == o.str_; }
-  // For Halide: with user_context (hjit's calls pass one), and JIT when compiling in process.
-  Halide::Target halide(bool jit) const;
+  // For Halide: with user_context (hjit's calls pass one), and JIT when compiling in process; for
+  // the code of graph g where given (its features depend on what g computes: see target.cpp).
+  Halide::Target halide(bool jit, const Graph* g = nullptr) const;
 
  private:
   std::string str_;

@@ -58,7 +58,7 @@ void archive_library(const ExportPlan& plan, const ExportRequest& r, const std::
   tool({"cc", "-c", scratch + "/constants.s", "-o", scratch + "/constants.o"});
   members.push_back(scratch + "/constants.o");
   try {
-    Halide::compile_standalone_runtime(scratch + "/runtime.o", Halide::Target(plan.target.str()));
+    Halide::compile_standalone_runtime(scratch + "/runtime.o", plan.target.halide(false).without_feature(Halide::Target::UserContext));
   } catch (const Halide::Error& e) {
     throw CompileError(std::string("hjit: export: Halide could not compile its runtime: ") + e.what());
   }

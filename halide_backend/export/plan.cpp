@@ -8,6 +8,7 @@
 #include "halide_backend/build/build.h"
 #include "halide_backend/build/partition.h"
 #include "halide_backend/codegen/codegen.h"
+#include "halide_backend/codegen/object_file.h"
 #include "halide_backend/export/library.h"
 #include "halide_backend/runtime/partitioned.h"
 #include "support/log.h"
@@ -131,7 +132,7 @@ ExportPlan plan_export(const Graph& g, const Options& o, const std::shared_ptr<c
         Halide::Module module = pipeline_module(p, target, function, /*jit=*/false, buffers_for(target));
         plan.device_code += device_code_of(module);
         const std::string object = scratch + "/" + function + ".o";
-        module.compile({{Halide::OutputFileType::object, object}});
+        write_object(module, object);
         plan.objects.push_back(object);
       }
     } catch (const Halide::Error& e) {

@@ -153,7 +153,7 @@ bool takes_dynamic_sizes(OpKind op) {
   if (has_trait(op, Elementwise) || has_trait(op, Source)) return true;
   switch (op) {
     case OpKind::Reshape: case OpKind::Transpose: case OpKind::BroadcastTo: case OpKind::Slice: case OpKind::Concat:
-    case OpKind::Matmul: case OpKind::ReduceSum: case OpKind::ReduceMax: case OpKind::ReduceMin: case OpKind::Attention:
+    case OpKind::Matmul: case OpKind::IntMatmul: case OpKind::ReduceSum: case OpKind::ReduceMax: case OpKind::ReduceMin: case OpKind::Attention:
     case OpKind::Take:
       return true;
     default: return false;

@@ -437,6 +437,31 @@ void Matmul(LowerCtx& ctx, Stage& s, const Node& n) {
   s.rvars.push_back(k.x);
 }
 
+// Four u8 x i8 products summed into each i32 lane per step of the reduction's inner variable:
+// with that variable vectorized atomically (its schedule), Halide matches the sum to x86's
+// vpdpbusd where the target has VNNI (avx512_sapphirerapids in Halide 14), and to widening
+// multiply-adds elsewhere.
+void IntMatmul(LowerCtx& ctx, Stage& s, const Node& n) {
+  const TensorType &a = ctx.g.type(n.inputs[0]), &b = ctx.g.type(n.inputs[1]);
+  const size_t r = size_t(n.type.rank());
+  Coords o = LowerCtx::coords(s), ca(r), cb(r + 1);
+  RDom k({{0, 4}, {0, ctx.extent(n.inputs[1], int(r - 2))}}, rdom_name(s, "k"));
+  for (size_t d = 0; d + 2 < r; ++d) {
+    ca[d] = a.shape[d] == 1 ? Expr(0) : o[d];
+    cb[d] = b.shape[d] == 1 ? Expr(0) : o[d];
+  }
+  ca[r - 2] = o[r - 2], ca[r - 1] = 4 * k.y + k.x;
+  cb[r - 2] = k.y, cb[r - 1] = o[r - 1], cb[r] = k.x;
+  std::vector<Expr> v(s.vars.begin(), s.vars.end());
+  Func acc(helper_name(s, "_acc"));
+  acc(v) = 0;
+  acc(v) += cast<int32_t>(ctx.at(n.inputs[0], ca)) * cast<int32_t>(ctx.at(n.inputs[1], cb));
+  s.func(v) = acc(v);
+  s.reduction = acc;
+  s.rvars.push_back(k.x);
+  s.rvars.push_back(k.y);
+}
+
 namespace {
 // Reshape matches dimensions in groups of equal element count from the innermost outward: for each
 // group, [in first, in last, out first, out last] (size-1 dimensions are groups of their own).

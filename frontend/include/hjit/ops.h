@@ -139,6 +139,11 @@ Tensor argmin(const Tensor& x, int axis, bool keepdims = false);
 
 // ---- linear algebra: numpy's matmul (1-D operands promoted and squeezed, batch dims broadcast)
 Tensor matmul(const Tensor& a, const Tensor& b);
+// Exact integer matmul of 8-bit operands (u8 or i8, in any pair) into i32, with matmul's shapes
+// (torch._int_mm, ONNX's MatMulInteger without zero points). Compiled, it runs on x86's VNNI dot
+// products (vpdpbusd) where the CPU has them; the right operand is packed for them, once when it
+// is a constant (an ONNX initializer, a frozen weight).
+Tensor int_matmul(const Tensor& a, const Tensor& b);
 
 // ---- shape
 Tensor reshape(const Tensor& x, Shape shape);  // one -1 allowed

@@ -62,6 +62,9 @@
   X(ArgMax, "argmax", 1, Reduction | NonDifferentiable, "axis,keepdims", infer_arg_reduce, ArgReduction)                   \
   X(ArgMin, "argmin", 1, Reduction | NonDifferentiable, "axis,keepdims", infer_arg_reduce, ArgReduction)                   \
   X(Matmul, "matmul", 2, Contraction, "", infer_matmul, Matmul)                                                            \
+  /* u8 [.., M, 4K] x i8 [.., K, N, 4] -> i32 [.., M, N], exact: the right operand packed four */                        \
+  /* rows at a time, as x86's VNNI dot products read it (hjit::int_matmul packs it) */                                     \
+  X(IntMatmul, "int_matmul", 2, Contraction | NonDifferentiable, "", infer_int_matmul, Matmul)                              \
   X(Conv2d, "conv2d", 2, Contraction | NumericOnly, "stride,padding,dilation,groups", infer_conv2d, Convolution)           \
   X(Attention, "attention", 3, Contraction | FloatOnly, "causal,scale", infer_attention, Attention)                        \
   X(MaxPool2d, "max_pool2d", 1, Reduction | NumericOnly, "kernel,stride,padding", infer_pool2d, Pooling)                   \

@@ -1,0 +1,66 @@
+// Integer contractions: exact sums of 8-bit products in i32, lowered so that x86's VNNI dot
+// products (vpdpbusd) compute them where the CPU has them.
+#include "frontend/ops/op_support.h"
+
+namespace hjit {
+
+using detail::apply;
+
+namespace {
+
+bool is_8_bit(DType t) { return t == DType::U8 || t == DType::I8; }
+
+// x's last dimension padded with zeros to a multiple of 4.
+Tensor pad_last_to_4(const Tensor& x, int axis) {
+  const int64_t k = x.shape()[size_t(axis)];
+  if (k % 4 == 0) return x;
+  std::vector<std::pair<int64_t, int64_t>> widths(size_t(x.ndim()), {0, 0});
+  widths[size_t(axis)] = {0, 4 - k % 4};
+  return pad(x, widths);
+}
+
+}  // namespace
+
+Tensor int_matmul(const Tensor& a, const Tensor& b) {
+  if (!is_8_bit(a.dtype()) || !is_8_bit(b.dtype()))
+    throw DTypeError(std::string("int_matmul: takes u8 or i8 operands, got ") + dtype_name(a.dtype()) + shape_str(a.shape()) +
+                     " @ " + dtype_name(b.dtype()) + shape_str(b.shape()) + "; for other types use hjit::matmul");
+  if (a.ndim() == 0 || b.ndim() == 0)
+    throw ShapeError("int_matmul: both operands need at least one dimension, got " + shape_str(a.shape()) + " @ " + shape_str(b.shape()));
+  Tensor x = a, y = b;
+  const bool squeeze_rows = x.ndim() == 1, squeeze_cols = y.ndim() == 1;
+  if (squeeze_rows) x = unsqueeze(x, 0);
+  if (squeeze_cols) y = unsqueeze(y, 1);
+  while (x.ndim() < y.ndim()) x = unsqueeze(x, 0);
+  while (y.ndim() < x.ndim()) y = unsqueeze(y, 0);
+  const int r = x.ndim();
+  const int64_t K = x.shape()[size_t(r - 1)];
+  if (K != y.shape()[size_t(r - 2)])
+    throw ShapeError("int_matmul: contraction sizes differ: " + shape_str(a.shape()) + " @ " + shape_str(b.shape()) + " (" +
+                     std::to_string(K) + " vs " + std::to_string(y.shape()[size_t(r - 2)]) + ")");
+  // vpdpbusd multiplies u8 by i8: a signed left operand is shifted up by 128, an unsigned right
+  // one down by 128, and the shifts' products taken back out of the sum exactly:
+  // sum(a b) = sum(a' b') + 128 [b unsigned] sum(a') - 128 [a signed] sum(b') - 128^2 [both] K.
+  const bool a_signed = a.dtype() == DType::I8, b_unsigned = b.dtype() == DType::U8;
+  // (8-bit conversions and sums wrap: i8 -> u8 then + 128 is v + 128; u8 -> i8 then - 128 is v - 128.)
+  Tensor xu = a_signed ? astype(x, DType::U8) + 128 : x;
+  Tensor ys = b_unsigned ? astype(y, DType::I8) - 128 : y;
+  // The right operand packed four rows at a time: [.., K, N] -> [.., K/4, N, 4].
+  Tensor packed = pad_last_to_4(ys, r - 2);
+  Shape grouped(packed.shape().begin(), packed.shape().end() - 2);
+  grouped.insert(grouped.end(), {packed.shape()[size_t(r - 2)] / 4, 4, packed.shape()[size_t(r - 1)]});
+  std::vector<int> perm;
+  for (int d = 0; d < r - 2; ++d) perm.push_back(d);
+  perm.insert(perm.end(), {r - 2, r, r - 1});
+  packed = transpose(reshape(packed, grouped), perm);
+  Tensor out = apply(OpKind::IntMatmul, {pad_last_to_4(xu, r - 1), packed});
+  auto sum_i32 = [](const Tensor& v, int axis) { return astype(sum(astype(v, DType::I32), {axis}, true), DType::I32); };
+  if (b_unsigned) out = out + 128 * sum_i32(xu, -1);
+  if (a_signed) out = out - 128 * sum_i32(ys, -2);
+  if (a_signed && b_unsigned) out = out - int64_t(128 * 128) * K;
+  if (squeeze_cols) out = squeeze(out, {-1});
+  if (squeeze_rows) out = squeeze(out, {-2 + int(squeeze_cols)});
+  return out;
+}
+
+}  // namespace hjit

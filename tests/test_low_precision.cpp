@@ -1,0 +1,124 @@
+// Low precision: integer contractions (hjit::int_matmul) exact, eager and compiled, over every pair
+// of 8-bit types, odd contraction lengths, broadcast batches and empty shapes; and the target that
+// lets them use VNNI's dot products.
+#include <random>
+
+#include <Halide.h>
+
+#include "graph/op_def.h"
+#include "halide_backend/codegen/object_file.h"
+#include "halide_backend/codegen/target.h"
+#include "tests/support.h"
+
+using hjit::DType;
+using hjit::Shape;
+using hjit::Tensor;
+
+namespace {
+
+// Full-range 8-bit values (the type's extremes included), so that the sums test the corrections
+// int_matmul makes for signedness and every product's range.
+Tensor full_range(const Shape& shape, DType dtype, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::vector<int32_t> v(size_t(hjit::shape_numel(shape)));
+  const int lo = dtype == DType::U8 ? 0 : -128, hi = dtype == DType::U8 ? 255 : 127;
+  std::uniform_int_distribution<int> d(lo, hi);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = i % 7 == 0 ? (i % 2 ? lo : hi) : d(gen);
+  return Tensor::from_vector(v, shape).astype(dtype);
+}
+
+// The plain definition: both operands widened to i32, then matmul.
+Tensor reference(const Tensor& a, const Tensor& b) { return hjit::matmul(a.astype(DType::I32), b.astype(DType::I32)); }
+
+struct Case {
+  Shape a, b;
+};
+
+const std::vector<Case> kCases = {
+    {{5, 8}, {8, 3}},          {{7, 1}, {1, 9}},      {{6, 3}, {3, 17}},          {{4, 5}, {5, 2}},
+    {{33, 70}, {70, 49}},      {{1, 64}, {64, 130}},  {{2, 3, 12}, {12, 20}},     {{3, 1, 4, 6}, {2, 6, 5}},
+    {{0, 4}, {4, 3}},          {{3, 0}, {0, 5}},      {{12}, {12, 7}},            {{6, 10}, {10}},
+    {{9}, {9}},                {{2, 50, 36}, {2, 36, 100}},
+};
+
+}  // namespace
+
+TEST_CASE("int_matmul is matmul of the operands widened to i32, eager and compiled, for every pair of 8-bit types") {
+  const DType types[] = {DType::U8, DType::I8};
+  uint64_t seed = 1;
+  for (DType ta : types)
+    for (DType tb : types)
+      for (const Case& c : kCases) {
+        CAPTURE(std::string(hjit::dtype_name(ta)));
+        CAPTURE(std::string(hjit::dtype_name(tb)));
+        CAPTURE(hjit::shape_str(c.a));
+        CAPTURE(hjit::shape_str(c.b));
+        const Tensor a = full_range(c.a, ta, seed++), b = full_range(c.b, tb, seed++);
+        const Tensor want = reference(a, b);
+        const Tensor eager = hjit::int_matmul(a, b);
+        CHECK(eager.dtype() == DType::I32);
+        CHECK(eager.shape() == want.shape());
+        CHECK(test::compare(eager, want, 0) == "");
+        const Tensor compiled = hjit::jit([](const Tensor& x, const Tensor& y) { return hjit::int_matmul(x, y); })(a, b);
+        CHECK(compiled.shape() == want.shape());
+        CHECK(test::compare(compiled, want, 0) == "");
+      }
+}
+
+TEST_CASE("int_matmul of extreme values: every product at the end of its range, summed without overflow") {
+  for (int64_t k : {1, 4, 255, 1023}) {
+    CAPTURE(k);
+    auto f = hjit::jit([](const Tensor& a, const Tensor& b) { return hjit::int_matmul(a, b); });
+    const Tensor a = Tensor::full({3, k}, 255, DType::U8), b = Tensor::full({k, 40}, -128, DType::I8);
+    const Tensor ai = Tensor::full({3, k}, -128, DType::I8), bu = Tensor::full({k, 40}, 255, DType::U8);
+    CHECK(f(a, b).to_vector<int64_t>() == std::vector<int64_t>(120, -255 * 128 * k));
+    CHECK(f(ai, ai.astype(DType::I8).reshape({k, 3}).astype(DType::I8)).to_vector<int64_t>() ==
+          std::vector<int64_t>(9, 128 * 128 * k));
+    CHECK(f(ai, bu).to_vector<int64_t>() == std::vector<int64_t>(120, -128 * 255 * k));
+    CHECK(hjit::int_matmul(ai, bu).to_vector<int64_t>() == std::vector<int64_t>(120, -128 * 255 * k));
+  }
+}
+
+TEST_CASE("int_matmul of a constant right operand (a frozen weight) packs it once, when compiling") {
+  const Tensor w = full_range({96, 64}, DType::I8, 7);
+  auto f = hjit::jit([w](const Tensor& x) { return hjit::int_matmul(x, w); });
+  const Tensor x = full_range({10, 96}, DType::U8, 8);
+  CHECK(test::compare(f(x), reference(x, w), 0) == "");
+}
+
+TEST_CASE("int_matmul's errors name what was wrong") {
+  const Tensor u = Tensor::zeros({2, 3}, DType::U8), i = Tensor::zeros({3, 4}, DType::I8);
+  CHECK_THROWS_AS(hjit::int_matmul(u.astype(DType::F32), i), hjit::DTypeError);
+  CHECK_THROWS_AS(hjit::int_matmul(u, i.astype(DType::I16)), hjit::DTypeError);
+  CHECK_THROWS_WITH_AS(hjit::int_matmul(u, Tensor::zeros({4, 4}, DType::I8)), doctest::Contains("contraction sizes differ"),
+                       hjit::ShapeError);
+  CHECK_THROWS_AS(hjit::int_matmul(Tensor::zeros({}, DType::U8), i), hjit::ShapeError);
+  auto f = hjit::jit([](const Tensor& a, const Tensor& b) { return hjit::int_matmul(a, b); });
+  CHECK_THROWS_WITH_AS(f(u, Tensor::zeros({5, 4}, DType::I8)), doctest::Contains("contraction sizes differ"), hjit::ShapeError);
+}
+
+TEST_CASE("the code of an integer matmul may use VNNI where the CPU has it, and no other code changes target") {
+  const hjit::backend::Target host = hjit::backend::Target::host(hjit::Device::CPU);
+  auto graph_of = [](bool half) {
+    return hjit::make_graph([half](const Tensor& a, const Tensor& b) {
+      Tensor r = hjit::int_matmul(a, b);
+      return half ? r.astype(DType::F16) : r;
+    }, Tensor::zeros({4, 8}, DType::U8), Tensor::zeros({8, 4}, DType::I8));
+  };
+  const hjit::Graph mm = graph_of(false), half = graph_of(true);
+  const hjit::Graph plain = hjit::make_graph([](const Tensor& a) { return a.astype(DType::F16) * 2; }, Tensor::zeros({4}));
+  const Halide::Target::Feature spr = Halide::Target::AVX512_SapphireRapids;
+  const bool vnni = Halide::get_host_target().has_feature(spr), fp16 = hjit::backend::cpu_has_avx512_fp16();
+  CHECK(host.halide(false, &mm).has_feature(spr) == vnni);
+  // f16 values too: the object is written without AVX512-FP16 where the CPU lacks it (object_file.cpp).
+  CHECK(host.halide(false, &half).has_feature(spr) == vnni);
+  // Other pipelines, and Halide's JIT (which cannot be told to leave those instructions out), keep
+  // the target they had.
+  CHECK(host.halide(false, &plain).has_feature(spr) == (vnni && fp16));
+  CHECK(host.halide(true, &mm).has_feature(spr) == (vnni && fp16));
+  // And they run: an integer matmul whose result is stored as f16 (16-bit moves, which LLVM's
+  // sapphirerapids makes with AVX512-FP16's vmovw).
+  auto f = hjit::jit([](const Tensor& a, const Tensor& b) { return hjit::int_matmul(a, b).astype(DType::F16); });
+  const Tensor a = full_range({8, 40}, DType::U8, 3), b = full_range({40, 24}, DType::I8, 4);
+  CHECK(test::compare(f(a, b), reference(a, b).astype(DType::F16), 0) == "");
+}
