@@ -407,7 +407,7 @@ class Builtin {
   std::string pack_panels(const Stage& s, const Nest& nest) {
     const Node& n = node(s.node);
     if (n.inputs[0] == n.inputs[1]) return "";  // x @ x: a wrapper would copy the left operand too
-    if (n.op == OpKind::IntMatmul) return "";  // its right operand comes packed
+    if (s.dot_lanes > 0) return "";  // its right operand comes packed
     const Stage& b = st(n.inputs[1]);
     FuncRef panel = ref(b.func).in(ref(s.reduction));
     panel.compute_at(ref(nest.func), nest.panel);

@@ -13,11 +13,11 @@ namespace hjit::schedules {
 using Halide::Var;
 using Halide::VarOrRVar;
 
-std::pair<int, int> matmul_register_tile(const Halide::Target& target, OpKind op) {
+std::pair<int, int> matmul_register_tile(const Halide::Target& target, bool dot_products) {
   const bool many_registers = target.has_feature(Halide::Target::AVX512) || target.arch == Halide::Target::ARM;
-  // VNNI, 1024^3 on Zen 5, 2 threads: 4 x 6 1105 GOP/s, 2 x 12 1053, 3 x 8 754 (each right-operand
-  // vector of 4 x 6 feeds 6 dot products, and the broadcasts of the left one 4).
-  if (op == OpKind::IntMatmul && target.has_feature(Halide::Target::AVX512)) return {4, 6};
+  // VNNI, 1024^3 on Zen 5, 2 threads (a test kernel): 4 x 6 1105 GOP/s, 2 x 12 1053, 3 x 8 754 (each
+  // right-operand vector of 4 x 6 feeds 6 dot products, and the broadcasts of the left one 4).
+  if (dot_products && target.has_feature(Halide::Target::AVX512)) return {4, 6};
   return many_registers ? std::pair{3, 8} : std::pair{2, 6};
 }
 
@@ -152,7 +152,7 @@ void weight_grad_blocks(TileSpec& spec, const backend::Stage& s, const Shape& gr
 TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, const BuiltinParams& params) {
   const int vec = vector_width(p.target, value_type(s));
   const Tile tile = cpu_rules(s.op).tile;
-  const auto [kernel_cols, kernel_rows] = matmul_register_tile(p.target, s.op);
+  const auto [kernel_cols, kernel_rows] = matmul_register_tile(p.target, s.dot_lanes > 0);
   int cols = params.cols > 0 ? params.cols : tile == Tile::Matmul ? kernel_cols : 2;
   TileSpec spec;
   // A tile of c column vectors by `tile_rows`, c at most `cols`. The last tile is shifted inwards, so a
@@ -445,9 +445,9 @@ std::string schedule_contraction_tile(const backend::LoweredPipeline& p, const b
   if (spec.block_inputs > 0) return schedule_weight_grad_block(s, spec, acc);
   const Var &inner = s.vars[size_t(spec.inner)], &unrolled = s.vars[size_t(spec.unrolled)];
   auto is_whole = [&](size_t d) { return std::find(spec.whole.begin(), spec.whole.end(), int(d)) != spec.whole.end(); };
-  // An integer matmul's four products per lane (its first reduction variable) innermost: vectorized
-  // with the tile's columns, each step is one dot product per accumulator (lowering.cpp).
-  const bool dot4 = s.op == OpKind::IntMatmul;
+  // A dot product's products per lane (its first reduction variable) innermost: vectorized with
+  // the tile's columns, each step is one dot product per accumulator (Stage::dot_lanes).
+  const bool dot4 = s.dot_lanes > 0;
   std::vector<VarOrRVar> order;
   if (dot4) order.emplace_back(s.rvars[0]);
   order.emplace_back(inner);

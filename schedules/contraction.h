@@ -40,9 +40,9 @@ struct TileSpec {
 };
 // The register tile of a matmul on this target: {columns in vectors, rows}. Accumulators, the
 // right operand's vectors and one broadcast fill the vector registers but for a few: 3 x 8 with
-// AVX-512's 32 registers, 2 x 6 with AVX2's 16. An integer matmul's (op IntMatmul) is 4 x 6 with
-// AVX-512.
-std::pair<int, int> matmul_register_tile(const Halide::Target& target, OpKind op = OpKind::Matmul);
+// AVX-512's 32 registers, 2 x 6 with AVX2's 16; 4 x 6 with AVX-512 for dot products
+// (Stage::dot_lanes).
+std::pair<int, int> matmul_register_tile(const Halide::Target& target, bool dot_products = false);
 TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& contraction, const BuiltinParams& params);
 
 struct TiledNest {

@@ -27,6 +27,13 @@ Tensor full_range(const Shape& shape, DType dtype, uint64_t seed) {
   return Tensor::from_vector(v, shape).astype(dtype);
 }
 
+// One jitted function serving every case of a test: each case is a new signature on purpose.
+hjit::JitOptions quiet() {
+  hjit::JitOptions o;
+  o.warn_after_retraces = 0;
+  return o;
+}
+
 // The plain definition: both operands widened to i32, then matmul.
 Tensor reference(const Tensor& a, const Tensor& b) { return hjit::matmul(a.astype(DType::I32), b.astype(DType::I32)); }
 
@@ -45,6 +52,7 @@ const std::vector<Case> kCases = {
 
 TEST_CASE("int_matmul is matmul of the operands widened to i32, eager and compiled, for every pair of 8-bit types") {
   const DType types[] = {DType::U8, DType::I8};
+  auto f = hjit::jit([](const Tensor& x, const Tensor& y) { return hjit::int_matmul(x, y); }, quiet());
   uint64_t seed = 1;
   for (DType ta : types)
     for (DType tb : types)
@@ -59,16 +67,16 @@ TEST_CASE("int_matmul is matmul of the operands widened to i32, eager and compil
         CHECK(eager.dtype() == DType::I32);
         CHECK(eager.shape() == want.shape());
         CHECK(test::compare(eager, want, 0) == "");
-        const Tensor compiled = hjit::jit([](const Tensor& x, const Tensor& y) { return hjit::int_matmul(x, y); })(a, b);
+        const Tensor compiled = f(a, b);
         CHECK(compiled.shape() == want.shape());
         CHECK(test::compare(compiled, want, 0) == "");
       }
 }
 
 TEST_CASE("int_matmul of extreme values: every product at the end of its range, summed without overflow") {
+  auto f = hjit::jit([](const Tensor& a, const Tensor& b) { return hjit::int_matmul(a, b); }, quiet());
   for (int64_t k : {1, 4, 255, 1023}) {
     CAPTURE(k);
-    auto f = hjit::jit([](const Tensor& a, const Tensor& b) { return hjit::int_matmul(a, b); });
     const Tensor a = Tensor::full({3, k}, 255, DType::U8), b = Tensor::full({k, 40}, -128, DType::I8);
     const Tensor ai = Tensor::full({3, k}, -128, DType::I8), bu = Tensor::full({k, 40}, 255, DType::U8);
     CHECK(f(a, b).to_vector<int64_t>() == std::vector<int64_t>(120, -255 * 128 * k));
@@ -121,4 +129,45 @@ TEST_CASE("the code of an integer matmul may use VNNI where the CPU has it, and 
   auto f = hjit::jit([](const Tensor& a, const Tensor& b) { return hjit::int_matmul(a, b).astype(DType::F16); });
   const Tensor a = full_range({8, 40}, DType::U8, 3), b = full_range({40, 24}, DType::I8, 4);
   CHECK(test::compare(f(a, b), reference(a, b).astype(DType::F16), 0) == "");
+}
+
+TEST_CASE("bf16 matmul sums pairs of products in f32 (vdpbf16ps where the CPU has AVX512_BF16), as eager within bf16's rounding") {
+  // The exact sum of the bf16 values, rounded once to bf16, is what eager gives (in f32) and what
+  // the compiled code gives (its sums ordered differently): at most one bf16 step apart.
+  const std::vector<Case> cases = {{{5, 8}, {8, 3}},     {{33, 70}, {70, 49}}, {{6, 3}, {3, 17}},     {{2, 3, 12}, {12, 20}},
+                                   {{3, 1, 4, 6}, {2, 6, 5}}, {{1, 64}, {64, 130}}, {{0, 4}, {4, 3}}, {{3, 0}, {0, 5}},
+                                   {{2, 50, 36}, {2, 36, 100}}, {{64, 256}, {256, 64}}};
+  uint64_t seed = 100;
+  auto f = hjit::jit([](const Tensor& x, const Tensor& y) { return hjit::matmul(x, y); }, quiet());
+  for (const Case& c : cases) {
+    CAPTURE(hjit::shape_str(c.a));
+    CAPTURE(hjit::shape_str(c.b));
+    const Tensor a = Tensor::randn(c.a, seed++).astype(DType::BF16), b = Tensor::randn(c.b, seed++).astype(DType::BF16);
+    const Tensor exact = hjit::matmul(a.astype(DType::F64), b.astype(DType::F64));
+    const Tensor compiled = f(a, b);
+    const Tensor eager = hjit::matmul(a, b);
+    CHECK(compiled.dtype() == DType::BF16);
+    REQUIRE(compiled.shape() == exact.shape());
+    const std::vector<double> got = compiled.to_vector<double>(), want = exact.to_vector<double>(), e = eager.to_vector<double>();
+    for (size_t i = 0; i < got.size(); ++i) {
+      CHECK(std::abs(got[i] - want[i]) <= std::abs(want[i]) * (1.0 / 128) + 1e-6);
+      CHECK(std::abs(got[i] - e[i]) <= std::abs(e[i]) * (1.0 / 128) + 1e-6);
+    }
+  }
+}
+
+TEST_CASE("bf16 matmuls with dynamic sizes, gradients and a batch: compiled as eager") {
+  hjit::JitOptions o;
+  o.dynamic_dims = {{0, 0}};
+  auto f = hjit::jit([](const Tensor& x, const Tensor& w) { return hjit::matmul(x, w); }, o);
+  const Tensor w = Tensor::randn({32, 48}, 5).astype(DType::BF16);
+  for (int64_t rows : {7, 16, 1}) {
+    const Tensor x = Tensor::randn({rows, 32}, 6 + uint64_t(rows)).astype(DType::BF16);
+    CHECK(test::compare(f(x, w).astype(DType::F32), hjit::matmul(x, w).astype(DType::F32), 1.0 / 64) == "");
+  }
+  auto loss = [](const Tensor& x, const Tensor& w) { return hjit::sum(hjit::matmul(x, w).astype(DType::F32)); };
+  const Tensor x = Tensor::randn({16, 32}, 9).astype(DType::BF16);
+  const std::vector<Tensor> g = hjit::jit(hjit::grad(loss, {0, 1}))(x, w), ge = hjit::grad(loss, {0, 1})(x, w);
+  REQUIRE(g.size() == 2);
+  for (size_t k = 0; k < 2; ++k) CHECK(test::compare(g[k].astype(DType::F32), ge[k].astype(DType::F32), 1.0 / 64) == "");
 }

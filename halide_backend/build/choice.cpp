@@ -14,7 +14,7 @@ namespace {
 template <class Decide>
 std::optional<Schedule> lowered_then(const Graph& g, const Target& target, LoweredPipeline& p, const SymbolicSizes* dynamic,
                                      Decide decide) {
-  p = lower(g, target.halide(false), {}, dynamic);
+  p = lower(g, target.halide(false, &g), {}, dynamic);
   return decide(p);
 }
 
@@ -40,7 +40,7 @@ class BuiltInChoice final : public ChoiceHandler {
   bool tunable() const override { return true; }
   std::optional<Schedule> lower_and_schedule(const Graph& g, const Target& target, LoweredPipeline& p, std::string*,
                                              const SymbolicSizes* dynamic) const override {
-    p = lower(g, target.halide(false), scheduler().extern_stages(g, params_), dynamic);
+    p = lower(g, target.halide(false, &g), scheduler().extern_stages(g, params_), dynamic);
     Schedule s = scheduler().builtin(p, params_);
     add_extern_directives(p, s);
     return s;
@@ -95,7 +95,7 @@ class GivenChoice final : public ChoiceHandler {
   std::optional<Schedule> lower_and_schedule(const Graph& g, const Target& target, LoweredPipeline& p, std::string*,
                                              const SymbolicSizes* dynamic) const override {
     Schedule s = Schedule::parse(given_.text);
-    p = lower(g, target.halide(false), extern_stages_of(s), dynamic);
+    p = lower(g, target.halide(false, &g), extern_stages_of(s), dynamic);
     return s;
   }
   Built build(const Graph& g, const Options& o, const Target& target) const override {

@@ -12,11 +12,11 @@
 namespace hjit::backend {
 namespace {
 
-// Whether g's code computes dot products of 8-bit integers, which VNNI's vpdpbusd computes: Halide
-// 14 emits it only with avx512_sapphirerapids.
+// Whether g's code computes dot products of 8-bit integers or of bf16 values, which VNNI's vpdpbusd
+// and AVX512_BF16's vdpbf16ps compute: Halide 14 emits them only with avx512_sapphirerapids.
 bool wants_dot_products(const Graph& g) {
   for (const Node& n : g.nodes)
-    if (n.op == OpKind::IntMatmul) return true;
+    if (n.op == OpKind::IntMatmul || (n.op == OpKind::Matmul && n.type.dtype == DType::BF16)) return true;
   return false;
 }
 

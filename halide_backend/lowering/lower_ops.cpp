@@ -416,7 +416,56 @@ void ReduceMin(LowerCtx& c, Stage& s, const Node& n) { reduce(c, s, n, Fold::Min
 void ArgMax(LowerCtx& c, Stage& s, const Node& n) { arg_reduce(c, s, n, true); }
 void ArgMin(LowerCtx& c, Stage& s, const Node& n) { arg_reduce(c, s, n, false); }
 
+namespace {
+// A bf16 matmul whose code may use vdpbf16ps (Halide 14: avx512_sapphirerapids, which the target
+// keeps for such graphs where the CPU has AVX512_BF16) over a contraction of a fixed, even length.
+bool bf16_pairs(const LowerCtx& ctx, const Node& n) {
+  const TensorType& a = ctx.g.type(n.inputs[0]);
+  const int64_t k = a.shape.back();
+  const bool k_varies = ctx.p.dynamic && ctx.p.dynamic->extent_varies(n.inputs[0]);
+  return a.dtype == DType::BF16 && ctx.p.target.has_feature(Halide::Target::AVX512_SapphireRapids) && k >= 2 && k % 2 == 0 &&
+         !k_varies;
+}
+
+// Two bf16 products summed into each f32 lane per step, as vdpbf16ps does: the right operand
+// copied into pairs of rows ([.., K/2, N, 2], a helper computed at root, in bf16), the left one read
+// two elements at a time. Halide matches the pattern where both sides are bf16 values widened.
+void matmul_bf16_pairs(LowerCtx& ctx, Stage& s, const Node& n) {
+  const TensorType &a = ctx.g.type(n.inputs[0]), &b = ctx.g.type(n.inputs[1]);
+  const size_t r = size_t(n.type.rank());
+  const int64_t K = a.shape[r - 1], N = b.shape[r - 1];
+  Helper pairs;
+  pairs.role = "pairs";
+  pairs.func = Func(helper_name(s, "_pairs"));
+  pairs.vars = {Var("p"), Var("n"), Var("k2")};
+  pairs.extents = {2, N, K / 2};
+  for (size_t d = r - 2; d-- > 0;) pairs.vars.push_back(Var("b" + std::to_string(d))), pairs.extents.push_back(b.shape[d]);
+  Coords cb(r);
+  for (size_t d = 0; d + 2 < r; ++d) cb[d] = pairs.vars[3 + (r - 3 - d)];
+  cb[r - 2] = 2 * pairs.vars[2] + pairs.vars[0], cb[r - 1] = pairs.vars[1];
+  pairs.func(std::vector<Expr>(pairs.vars.begin(), pairs.vars.end())) = cast(BFloat(16), ctx.at(n.inputs[1], cb));
+  Coords o = LowerCtx::coords(s), ca(r);
+  RDom k({{0, 2}, {0, int(K / 2)}}, rdom_name(s, "k"));
+  std::vector<Expr> pb{k.x, o[r - 1], k.y};
+  for (size_t d = r - 2; d-- > 0;) {
+    ca[d] = a.shape[d] == 1 ? Expr(0) : o[d];
+    pb.push_back(b.shape[d] == 1 ? Expr(0) : o[d]);
+  }
+  ca[r - 2] = o[r - 2], ca[r - 1] = 2 * k.y + k.x;
+  std::vector<Expr> v(s.vars.begin(), s.vars.end());
+  Func acc(helper_name(s, "_acc"));
+  acc(v) = 0.0f;
+  acc(v) += cast<float>(cast(BFloat(16), ctx.at(n.inputs[0], ca))) * cast<float>(pairs.func(pb));
+  s.func(v) = acc(v);
+  s.reduction = acc;
+  s.rvars = {k.x, k.y};
+  s.dot_lanes = 2;
+  s.helpers.push_back(std::move(pairs));
+}
+}  // namespace
+
 void Matmul(LowerCtx& ctx, Stage& s, const Node& n) {
+  if (bf16_pairs(ctx, n)) return matmul_bf16_pairs(ctx, s, n);
   const TensorType &a = ctx.g.type(n.inputs[0]), &b = ctx.g.type(n.inputs[1]);
   const size_t r = size_t(n.type.rank());
   const Type t = ct(n);
@@ -460,6 +509,7 @@ void IntMatmul(LowerCtx& ctx, Stage& s, const Node& n) {
   s.reduction = acc;
   s.rvars.push_back(k.x);
   s.rvars.push_back(k.y);
+  s.dot_lanes = 4;
 }
 
 namespace {

@@ -49,6 +49,9 @@ struct Stage {
                                     // definition; func only reads it (argmax: its index)
   std::vector<Halide::Var> vars;    // pure vars, innermost first
   std::vector<Halide::RVar> rvars;  // reduction domain (reductions, matmul), innermost first
+  // A contraction lowered as dot products (x86's vpdpbusd, vdpbf16ps): this many products summed
+  // into each lane of the accumulator per step of rvars[0], whose extent it is; 0 otherwise.
+  int dot_lanes = 0;
   // A convolution's or pool's padded input; attention's transposed keys, scores, row maxima,
   // probabilities and row sums.
   std::vector<Helper> helpers;
