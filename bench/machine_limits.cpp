@@ -46,6 +46,44 @@ __attribute__((target("avx2,fma"))) float chains256(long steps) {
 }
 #undef HJIT_BENCH_CHAINS
 
+// The same for the dot products of low precision: twelve chains of VNNI's vpdpbusd (64 u8 x i8
+// multiply-adds an instruction) or AVX512_BF16's vdpbf16ps (32 bf16 ones). (../shared/peers/
+// peak_lowp.c keeps its chains in an array, which GCC spills: it reads half of vpdpbusd's rate.)
+#define HJIT_BENCH_DOT_CHAINS(T, INIT, STEP)                                                       \
+  T a0 = INIT(0), a1 = INIT(1), a2 = INIT(2), a3 = INIT(3), a4 = INIT(4), a5 = INIT(5);          \
+  T a6 = INIT(6), a7 = INIT(7), a8 = INIT(8), a9 = INIT(9), a10 = INIT(10), a11 = INIT(11);      \
+  for (long i = 0; i < steps; ++i) {                                                             \
+    a0 = STEP(a0), a1 = STEP(a1), a2 = STEP(a2), a3 = STEP(a3), a4 = STEP(a4), a5 = STEP(a5);    \
+    a6 = STEP(a6), a7 = STEP(a7), a8 = STEP(a8), a9 = STEP(a9), a10 = STEP(a10), a11 = STEP(a11); \
+  }                                                                                              \
+  T s = a0;                                                                                      \
+  for (T v : {a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11}) s = ADD(s, v);                       \
+  float lanes[16];                                                                               \
+  std::memcpy(lanes, &s, sizeof lanes);                                                          \
+  return lanes[0];
+
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) float vnni_chains(long steps) {
+  const __m512i x = _mm512_set1_epi8(3), y = _mm512_set1_epi8(-2);
+#define INIT(k) _mm512_set1_epi32(k)
+#define STEP(a) _mm512_dpbusd_epi32(a, x, y)
+#define ADD _mm512_add_epi32
+  HJIT_BENCH_DOT_CHAINS(__m512i, INIT, STEP)
+#undef INIT
+#undef STEP
+#undef ADD
+}
+__attribute__((target("avx512f,avx512bf16"))) float bf16_chains(long steps) {
+  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3380);  // 1, 6e-8
+#define INIT(k) _mm512_set1_ps(float(k))
+#define STEP(a) _mm512_dpbf16_ps(a, x, y)
+#define ADD _mm512_add_ps
+  HJIT_BENCH_DOT_CHAINS(__m512, INIT, STEP)
+#undef INIT
+#undef STEP
+#undef ADD
+}
+#undef HJIT_BENCH_DOT_CHAINS
+
 // GFLOP/s of every thread running the chains at once, the best of 9 runs of 40 ms or so: on a
 // shared virtual machine a run in which the host takes a core away reads half the peak (seen on a
 // Zen 3: 95 against 184 GFLOP/s, with the best of 3).
@@ -99,6 +137,15 @@ MachineLimits measure_machine_limits() {
   else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) m.gflops = peak(8, chains256, m.threads), m.vectors = "256-bit";
   else m.vectors = "no FMA";
   m.gbps = triad_bandwidth(m.threads);
+  return m;
+}
+
+LowPrecisionLimits measure_low_precision_limits(int threads) {
+  LowPrecisionLimits m;
+  __builtin_cpu_init();
+  // (peak() counts 2 operations per lane and step: 64 lanes of vpdpbusd, 32 of vdpbf16ps.)
+  if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw")) m.int8_gops = peak(64, vnni_chains, threads);
+  if (__builtin_cpu_supports("avx512bf16")) m.bf16_gflops = peak(32, bf16_chains, threads);
   return m;
 }
 

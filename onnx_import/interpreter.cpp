@@ -68,6 +68,28 @@ Value Interpreter::recompute(const std::string& name, const Scope& replaced) con
   return *v;
 }
 
+std::optional<Dequantized> Interpreter::dequantized(const std::string& name) const {
+  if (!graph_) return std::nullopt;
+  for (int i = node_ - 1; i >= 0; --i) {
+    const ::onnx::NodeProto& node = graph_->node(i);
+    if (node.output_size() == 0 || node.output(0) != name) continue;
+    if (node.op_type() != "DequantizeLinear" || !node.domain().empty() || node.input_size() < 2) return std::nullopt;
+    auto tensor = [&](int k) -> std::optional<Tensor> {
+      if (k >= node.input_size() || node.input(k).empty()) return std::nullopt;
+      std::optional<Value> v = lookup(node.input(k));
+      if (!v || !v->is_tensor()) return std::nullopt;
+      return v->tensor();
+    };
+    std::optional<Tensor> x = tensor(0), scale = tensor(1);
+    if (!x || !scale) return std::nullopt;
+    Dequantized d{*x, *scale, tensor(2), 1};
+    for (const ::onnx::AttributeProto& a : node.attribute())
+      if (a.name() == "axis") d.axis = a.i();
+    return d;
+  }
+  return std::nullopt;
+}
+
 std::vector<Value> Interpreter::run(const ::onnx::GraphProto& graph, const Scope& bound) const {
   // The converters rebind local handles of the model's parameters, which a module made from the
   // model also holds: dataflow, not the mistake the report is for.

@@ -11,6 +11,7 @@
 #include <hjit/onnx.h>
 
 #include "onnx/onnx_pb.h"
+#include "onnx_import/node_context.h"
 
 namespace hjit::onnx_import {
 
@@ -37,6 +38,9 @@ class Interpreter {
   // The value `name` computed again by the nodes before the one running now, with `replaced`
   // bound over the current values (what ONNX's Gradient differentiates).
   Value recompute(const std::string& name, const Scope& replaced) const;
+  // What the DequantizeLinear node before the running one that gives `name` read; nullopt where
+  // another kind of node (or an input) gives it.
+  std::optional<Dequantized> dequantized(const std::string& name) const;
 
  private:
   std::optional<Value> lookup(const std::string& name) const;

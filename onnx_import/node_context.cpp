@@ -146,6 +146,11 @@ std::vector<Value> NodeContext::run_subgraph_values(const ::onnx::GraphProto& gr
   return sub.run(graph, bound);
 }
 
+std::optional<Dequantized> NodeContext::dequantized_input(size_t k) const {
+  if (k >= size_t(node_.input_size()) || node_.input(int(k)).empty()) return std::nullopt;
+  return interpreter_.dequantized(node_.input(int(k)));
+}
+
 Value NodeContext::recompute(const std::string& name, const std::map<std::string, Value>& replaced) const {
   return interpreter_.recompute(name, replaced);
 }

@@ -18,6 +18,13 @@ class Interpreter;
 struct Limits;
 using onnx::Value;
 
+// What a DequantizeLinear node read: the quantized values, their scale, zero point and axis.
+struct Dequantized {
+  Tensor x, scale;
+  std::optional<Tensor> zero_point;
+  int64_t axis = 1;
+};
+
 class NodeContext {
  public:
   NodeContext(const ::onnx::NodeProto& node, std::vector<std::optional<Value>> inputs, const Interpreter& interpreter);
@@ -64,6 +71,10 @@ class NodeContext {
   // Runs a subgraph (If, Loop, Scan bodies) on these inputs; it sees this node's scope.
   std::vector<Tensor> run_subgraph(const ::onnx::GraphProto& graph, const std::vector<Tensor>& inputs) const;
   std::vector<Value> run_subgraph_values(const ::onnx::GraphProto& graph, const std::vector<Value>& inputs) const;
+
+  // Where input k is the output of a DequantizeLinear node of this graph: what that node read (for
+  // the QDQ patterns that compute on the quantized values, as ONNX Runtime's QDQ transformer).
+  std::optional<Dequantized> dequantized_input(size_t k) const;
 
   // The value `name` of this node's graph computed again with `replaced` bound (Gradient).
   Value recompute(const std::string& name, const std::map<std::string, Value>& replaced) const;

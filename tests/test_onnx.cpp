@@ -590,3 +590,120 @@ TEST_CASE("a model run eagerly after a module was made from it reports no reboun
   CHECK_CLOSE(Tensor(module(x)), eager);
   CHECK_CLOSE(eager, small_cnn_reference(model, x));
 }
+
+namespace {
+// The weight, scales and zero points of qdq_linear.
+struct QdqWeights {
+  Tensor w;  // i8 [K, N]
+  std::vector<float> scales;
+};
+QdqWeights qdq_weights(int64_t K, int64_t N) {
+  std::mt19937 gen(7);
+  std::uniform_int_distribution<int> w8(-127, 127);
+  std::vector<int32_t> w(size_t(K * N));
+  for (int32_t& v : w) v = w8(gen);
+  std::vector<float> column_scales(static_cast<size_t>(N));
+  for (int64_t j = 0; j < N; ++j) column_scales[size_t(j)] = 0.002f + 0.0001f * float(j % 13);
+  return {Tensor::from_vector(w, {K, N}).astype(DType::I8), column_scales};
+}
+
+// x (f32 [M, K]) quantized to u8 per tensor, times an i8 weight with per-column scales and zero
+// points, dequantized: ONNX Runtime's QDQ form of a linear layer (a Gemm takes the weight
+// transposed, [N, K], its scales along axis 0, as exporters write it). Outputs: the f32 product
+// (y) and y quantized again (y_q, u8).
+::onnx::ModelProto qdq_linear(int64_t M, int64_t K, int64_t N, bool gemm) {
+  ::onnx::ModelProto m = empty_model("qdq_linear");
+  auto* g = m.mutable_graph();
+  add_value(g->add_input(), "x", ::onnx::TensorProto::FLOAT, {std::to_string(M), std::to_string(K)});
+  add_value(g->add_output(), "y", ::onnx::TensorProto::FLOAT, {std::to_string(M), std::to_string(N)});
+  add_value(g->add_output(), "y_q", ::onnx::TensorProto::UINT8, {std::to_string(M), std::to_string(N)});
+  const QdqWeights q = qdq_weights(K, N);
+  *g->add_initializer() = proto_of("w_q", gemm ? hjit::transpose(q.w) : q.w);
+  *g->add_initializer() = proto_of("w_scale", Tensor::from_vector(q.scales, {N}));
+  *g->add_initializer() = proto_of("w_zp", Tensor::zeros({N}, DType::I8));
+  *g->add_initializer() = proto_of("x_scale", Tensor::scalar(0.02));
+  *g->add_initializer() = proto_of("x_zp", Tensor::scalar(120, DType::U8));
+  *g->add_initializer() = proto_of("y_scale", Tensor::scalar(0.05));
+  *g->add_initializer() = proto_of("y_zp", Tensor::scalar(128, DType::U8));
+  add_node(g, "QuantizeLinear", {"x", "x_scale", "x_zp"}, {"x_q"});
+  add_node(g, "DequantizeLinear", {"x_q", "x_scale", "x_zp"}, {"x_d"});
+  add_int(add_node(g, "DequantizeLinear", {"w_q", "w_scale", "w_zp"}, {"w_d"}), "axis", gemm ? 0 : 1);
+  if (gemm) add_int(add_node(g, "Gemm", {"x_d", "w_d"}, {"y"}), "transB", 1);
+  else add_node(g, "MatMul", {"x_d", "w_d"}, {"y"});
+  add_node(g, "QuantizeLinear", {"y", "y_scale", "y_zp"}, {"y_q"});
+  return m;
+}
+}  // namespace
+
+TEST_CASE("QDQ MatMul and Gemm run on the integer product, within f32 rounding of ONNX's literal computation") {
+  const int64_t M = 24, K = 70, N = 40;
+  const QdqWeights q = qdq_weights(K, N);
+  const Tensor x = test::random({M, K}, DType::F32, 3) * 0.7;
+  // ONNX's literal computation in f64: x quantized (half to even) and dequantized, the weight
+  // dequantized, the product, then quantized again.
+  const Tensor xd = (hjit::clamp(hjit::round(x.astype(DType::F64) / Tensor::scalar(0.02f).astype(DType::F64)) + 120, 0, 255) - 120) *
+                    Tensor::scalar(0.02f).astype(DType::F64);
+  const Tensor wd = q.w.astype(DType::F64) * Tensor::from_vector(q.scales, {N}).astype(DType::F64);
+  const std::vector<double> y_literal = hjit::matmul(xd, wd).to_vector<double>();
+  for (bool gemm : {false, true}) {
+    CAPTURE(gemm);
+    const std::string path = write_model(qdq_linear(M, K, N, gemm), gemm ? "onnx_qdq_gemm" : "onnx_qdq_matmul");
+    const hjit::Module frozen = hjit::onnx::load(path, {.freeze = true});  // the weight packed once, compiling
+    const hjit::Module plain = hjit::onnx::load(path);                     // an argument, packed at each call
+    CHECK(frozen.graph().str().find("int_matmul") != std::string::npos);
+    CHECK(plain.graph().str().find("int_matmul") != std::string::npos);
+    const std::vector<Tensor> eager = hjit::onnx::Model::read(path)({x});
+    for (const hjit::ModuleResult& r : {frozen(x), plain(x)}) {
+      REQUIRE(r.size() == 2);
+      // The integer product scaled once: the compiled result is eager's, bit for bit.
+      CHECK(r[0].to_vector<float>() == eager.at(0).to_vector<float>());
+      CHECK(r[1].to_vector<int32_t>() == eager.at(1).to_vector<int32_t>());
+      const std::vector<double> y = r[0].to_vector<double>();
+      const std::vector<int32_t> yq = r[1].to_vector<int32_t>();
+      int off_by_one = 0;
+      for (size_t i = 0; i < y.size(); ++i) {
+        CHECK(std::abs(y[i] - y_literal[i]) <= 1e-6 * (1 + std::abs(y_literal[i])));
+        const double want_q = std::clamp(std::nearbyint(y_literal[i] / double(0.05f)) + 128, 0.0, 255.0);
+        CHECK(std::abs(yq[i] - want_q) <= 1);
+        off_by_one += yq[i] != int32_t(want_q);
+      }
+      CHECK(off_by_one <= int(y.size() / 100));  // a tie rounded the other way, rarely
+    }
+  }
+}
+
+TEST_CASE("MatMulInteger and QLinearMatMul of 8-bit operands are exact, zero points per tensor, per row and per column") {
+  ::onnx::ModelProto m = empty_model("integer");
+  auto* g = m.mutable_graph();
+  add_value(g->add_input(), "a", ::onnx::TensorProto::UINT8, {"6", "9"});
+  add_value(g->add_input(), "b", ::onnx::TensorProto::INT8, {"9", "5"});
+  add_value(g->add_output(), "y", ::onnx::TensorProto::INT32, {"6", "5"});
+  add_value(g->add_output(), "yq", ::onnx::TensorProto::UINT8, {"6", "5"});
+  *g->add_initializer() = proto_of("a_zp", Tensor::from_vector(std::vector<int32_t>{3, 0, 255, 7, 128, 1}, {6}).astype(DType::U8));
+  *g->add_initializer() = proto_of("b_zp", Tensor::from_vector(std::vector<int32_t>{-128, 0, 127, 5, -3}, {5}).astype(DType::I8));
+  *g->add_initializer() = proto_of("a_zp1", Tensor::scalar(17, DType::U8));
+  *g->add_initializer() = proto_of("b_zp1", Tensor::scalar(-9, DType::I8));
+  *g->add_initializer() = proto_of("sa", Tensor::scalar(0.03));
+  *g->add_initializer() = proto_of("sb", Tensor::scalar(0.01));
+  *g->add_initializer() = proto_of("sy", Tensor::scalar(0.4));
+  *g->add_initializer() = proto_of("zy", Tensor::scalar(100, DType::U8));
+  add_node(g, "MatMulInteger", {"a", "b", "a_zp", "b_zp"}, {"y"});
+  add_node(g, "QLinearMatMul", {"a", "sa", "a_zp1", "b", "sb", "b_zp1", "sy", "zy"}, {"yq"});
+  const std::string path = write_model(m, "onnx_integer_matmul");
+  const Tensor a = hjit::floor(Tensor::uniform({6, 9}, 1, 0, 256)).astype(DType::U8);
+  const Tensor b = hjit::floor(Tensor::uniform({9, 5}, 2, -128, 128)).astype(DType::I8);
+  const Tensor ai = a.astype(DType::I32), bi = b.astype(DType::I32);
+  const Tensor za = Tensor::from_vector(std::vector<int32_t>{3, 0, 255, 7, 128, 1}, {6, 1});
+  const Tensor zb = Tensor::from_vector(std::vector<int32_t>{-128, 0, 127, 5, -3}, {5});
+  const std::vector<int32_t> want = hjit::matmul(ai - za, bi - zb).to_vector<int32_t>();
+  const Tensor acc = hjit::matmul(ai - 17, bi + 9).astype(DType::F32);
+  const std::vector<int32_t> want_q =
+      hjit::clamp(hjit::round(acc * (Tensor::scalar(0.03f) * Tensor::scalar(0.01f) / Tensor::scalar(0.4f))) + 100, 0, 255)
+          .to_vector<int32_t>();
+  const hjit::Module module = hjit::onnx::load(path);
+  CHECK(module.graph().str().find("int_matmul") != std::string::npos);
+  for (const std::vector<Tensor>& r : {std::vector<Tensor>(module(a, b)), hjit::onnx::Model::read(path)({a, b})}) {
+    CHECK(r.at(0).to_vector<int32_t>() == want);
+    CHECK(r.at(1).to_vector<int32_t>() == want_q);
+  }
+}

@@ -63,4 +63,34 @@ Tensor int_matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+Tensor int_matmul(const Tensor& a, const Tensor& b, const Tensor& a_zero_point, const Tensor& b_zero_point) {
+  if (a.ndim() < 2 || b.ndim() < 2) {  // as matmul: a vector is a matrix of one row or column
+    const Tensor y = int_matmul(a.ndim() < 2 ? unsqueeze(a, 0) : a, b.ndim() < 2 ? unsqueeze(b, 1) : b, a_zero_point, b_zero_point);
+    return b.ndim() < 2 ? squeeze(a.ndim() < 2 ? squeeze(y, {-2}) : y, {-1}) : squeeze(y, {-2});
+  }
+  for (const Tensor* z : {&a_zero_point, &b_zero_point})
+    if (!is_8_bit(z->dtype()))
+      throw DTypeError(std::string("int_matmul: zero points are u8 or i8, got ") + dtype_name(z->dtype()) + shape_str(z->shape()));
+  // A zero point is constant along the sum: a's along its last axis, b's along its second to last.
+  auto along_sum = [](const Tensor& z, const Tensor& x, int axis, const char* which) {
+    Shape want = x.shape();
+    want[size_t(x.ndim() + axis)] = 1;
+    Shape got = z.shape();
+    bool fits = got.size() <= want.size();
+    for (size_t i = 0; fits && i < got.size(); ++i) {
+      const int64_t w = want[want.size() - got.size() + i];
+      fits = got[i] == 1 || got[i] == w;
+    }
+    if (!fits)
+      throw ShapeError(std::string("int_matmul: ") + which + "'s zero point " + shape_str(got) + " must broadcast to " + shape_str(want) +
+                       " (one value, or one per " + (axis == -1 ? "row" : "column") + ")");
+    return astype(z, DType::I32);
+  };
+  const Tensor za = along_sum(a_zero_point, a, -1, "a"), zb = along_sum(b_zero_point, b, -2, "b");
+  const int64_t K = a.shape().back();
+  auto sum_i32 = [](const Tensor& v, int axis) { return astype(sum(astype(v, DType::I32), {axis}, true), DType::I32); };
+  // sum((a - za)(b - zb)) = sum(a b) - za sum(b) - zb sum(a) + K za zb, each term exact in i32.
+  return int_matmul(a, b) - za * sum_i32(b, -2) - zb * sum_i32(a, -1) + K * za * zb;
+}
+
 }  // namespace hjit

@@ -13,15 +13,20 @@ using V = std::vector<Tensor>;
 
 int64_t rank_of(const Tensor& t) { return int64_t(t.shape().size()); }
 
-V MatMul(const NodeContext& n) { return {as_dtype(matmul(n.input(0), n.input(1)), n.input(0).dtype())}; }
+V MatMul(const NodeContext& n) {
+  if (std::optional<Tensor> q = dequantized_product(n, false, false)) return {*q};
+  return {as_dtype(matmul(n.input(0), n.input(1)), n.input(0).dtype())};
+}
 
 V Gemm(const NodeContext& n) {
   Tensor a = n.input(0), b = n.input(1);
   if (rank_of(a) != 2 || rank_of(b) != 2) n.fail("multiplies matrices (rank 2), given " + shape_str(a.shape()) + " and " + shape_str(b.shape()));
-  if (n.attr_int("transA", 0)) a = transpose(a);
-  if (n.attr_int("transB", 0)) b = transpose(b);
+  const bool trans_a = n.attr_int("transA", 0) != 0, trans_b = n.attr_int("transB", 0) != 0;
+  if (trans_a) a = transpose(a);
+  if (trans_b) b = transpose(b);
   const double alpha = n.attr_float("alpha", 1.0), beta = n.attr_float("beta", 1.0);
-  Tensor y = matmul(a, b);
+  const std::optional<Tensor> q = dequantized_product(n, trans_a, trans_b);
+  Tensor y = q ? *q : matmul(a, b);
   if (alpha != 1.0) y = y * alpha;
   if (auto c = n.optional_input(2); c && beta != 0.0) y = y + (beta == 1.0 ? *c : *c * beta);
   return {as_dtype(y, n.input(0).dtype())};

@@ -2,6 +2,7 @@
 // (onnx/ops/table.cpp), keyed by op type.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 
 #include "onnx_import/node_context.h"
@@ -42,6 +43,10 @@ inline bool is_float(DType t) { return is_floating(t); }
 // the magnitudes, the sign from the parity of negative factors, zero where a factor is zero
 // (exact for integers whose products fit an f64's 53 bits).
 Tensor product_along(const Tensor& x, const std::vector<int>& axes, bool keepdims);
+// MatMul's (Gemm's, with its transpositions) product where both operands are DequantizeLinear
+// outputs of 8-bit values, a per tensor, b per tensor or per column: the integer product exact in
+// i32 (hjit::int_matmul), scaled once in f32. nullopt for any other operands.
+std::optional<Tensor> dequantized_product(const NodeContext& n, bool trans_a, bool trans_b);
 
 // The rank-0 tensor of x's dtype holding v (a weak scalar could not carry an integer dtype).
 inline Tensor scalar_like(const Tensor& x, double v) { return Tensor::scalar(v, x.dtype()); }

@@ -1,6 +1,7 @@
 // ONNX's quantized ops, in exact integer arithmetic where ONNX's is integer: QuantizeLinear,
 // DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv.
 #include <limits>
+#include <optional>
 
 #include "onnx_import/ops/ops.h"
 
@@ -67,7 +68,27 @@ Tensor shifted(const NodeContext& n, size_t value, size_t zero_point, int zero_p
   return v - zp;
 }
 
-V MatMulInteger(const NodeContext& n) { return {astype(matmul(shifted(n, 0, 2, -2), shifted(n, 1, 3, -1)), DType::I32)}; }
+// A zero point of MatMulInteger's (QLinearMatMul's) operand `value`: a scalar, or one per row of a
+// (shaped [M, 1]) or per column of b ([N]); 0 of the operand's type where absent.
+Tensor zero_point_of(const NodeContext& n, size_t value, size_t zero_point, bool rows) {
+  const Tensor& v = n.input(value);
+  if (!n.has_input(zero_point)) return Tensor::zeros({}, v.dtype());
+  const Tensor& zp = n.input(zero_point);
+  if (zp.numel() == 1) return reshape(zp, {});
+  if (rank_of(zp) != 1) n.fail("takes a zero point of one value or one per " + std::string(rows ? "row" : "column") + ", got " + shape_str(zp.shape()));
+  return rows ? reshape(zp, {zp.numel(), 1}) : zp;
+}
+
+// The exact integer product of two 8-bit operands less their zero points (hjit::int_matmul: VNNI's
+// dot products where the CPU has them); other integer types through i32 as before.
+Tensor integer_product(const NodeContext& n, size_t a, size_t a_zp, size_t b, size_t b_zp) {
+  auto eight = [](DType t) { return t == DType::U8 || t == DType::I8; };
+  if (eight(n.input(a).dtype()) && eight(n.input(b).dtype()))
+    return int_matmul(n.input(a), n.input(b), zero_point_of(n, a, a_zp, true), zero_point_of(n, b, b_zp, false));
+  return astype(matmul(shifted(n, a, a_zp, -2), shifted(n, b, b_zp, -1)), DType::I32);
+}
+
+V MatMulInteger(const NodeContext& n) { return {integer_product(n, 0, 2, 1, 3)}; }
 
 // Integer convolution through f64 (exact below 2^53, far beyond 8-bit products' sums).
 Tensor conv_exact(const NodeContext& n, const Tensor& x, const Tensor& w) {
@@ -94,11 +115,7 @@ Tensor requantize(const NodeContext& n, const Tensor& acc, const Tensor& a_scale
   return saturate(round(astype(acc, DType::F32) * multiplier) + astype(n.input(y_zp), DType::F32), to);
 }
 
-V QLinearMatMul(const NodeContext& n) {
-  const Tensor a = astype(n.input(0), DType::I32) - astype(n.input(2), DType::I32);
-  const Tensor b = astype(n.input(3), DType::I32) - astype(n.input(5), DType::I32);
-  return {requantize(n, matmul(a, b), n.input(1), n.input(4), 6, 7)};
-}
+V QLinearMatMul(const NodeContext& n) { return {requantize(n, integer_product(n, 0, 2, 3, 5), n.input(1), n.input(4), 6, 7)}; }
 
 V QLinearConv(const NodeContext& n) {
   const Tensor x = astype(n.input(0), DType::I32) - astype(n.input(2), DType::I32);
@@ -111,6 +128,28 @@ V QLinearConv(const NodeContext& n) {
 }
 
 }  // namespace
+
+std::optional<Tensor> dequantized_product(const NodeContext& n, bool trans_a, bool trans_b) {
+  const std::optional<Dequantized> qa = n.dequantized_input(0), qb = n.dequantized_input(1);
+  if (!qa || !qb) return std::nullopt;
+  auto eight = [](const Tensor& t) { return t.dtype() == DType::U8 || t.dtype() == DType::I8; };
+  if (!eight(qa->x) || !eight(qb->x) || qa->scale.dtype() != DType::F32 || qb->scale.dtype() != DType::F32) return std::nullopt;
+  if (rank_of(qa->x) < 2 || rank_of(qb->x) < 2) return std::nullopt;
+  auto one = [](const std::optional<Tensor>& t) { return !t || t->numel() == 1; };
+  // a: one scale (a row's values share the sum); b: one, or one per column (the axis of the
+  // product's columns: the last, the first of a transposed Gemm operand).
+  if (qa->scale.numel() != 1 || !one(qa->zero_point)) return std::nullopt;
+  const int64_t rb = rank_of(qb->x), columns = trans_b ? rb - 2 : rb - 1, axis = qb->axis < 0 ? qb->axis + rb : qb->axis;
+  const bool per_column = qb->scale.numel() != 1;
+  if (per_column && (rank_of(qb->scale) != 1 || axis != columns || qb->scale.numel() != qb->x.shape()[size_t(columns)])) return std::nullopt;
+  if (qb->zero_point && qb->zero_point->numel() != 1 && (!per_column || qb->zero_point->shape() != qb->scale.shape())) return std::nullopt;
+  const Tensor a = trans_a ? transpose(qa->x) : qa->x, b = trans_b ? transpose(qb->x) : qb->x;
+  const Tensor za = qa->zero_point ? reshape(*qa->zero_point, {}) : Tensor::zeros({}, a.dtype());
+  Tensor zb = Tensor::zeros({}, b.dtype());
+  if (qb->zero_point) zb = qb->zero_point->numel() == 1 ? reshape(*qb->zero_point, {}) : *qb->zero_point;
+  const Tensor scale = reshape(qa->scale, {}) * (per_column ? qb->scale : reshape(qb->scale, {}));
+  return astype(int_matmul(a, b, za, zb), DType::F32) * scale;
+}
 
 void add_quantized_ops(ConverterTable& t) {
 #define HJIT_ONNX_OP(name) t[#name] = name;

@@ -144,6 +144,10 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // products (vpdpbusd) where the CPU has them; the right operand is packed for them, once when it
 // is a constant (an ONNX initializer, a frozen weight).
 Tensor int_matmul(const Tensor& a, const Tensor& b);
+// The same of the operands less their zero points (ONNX's MatMulInteger), exact: sum((a - za)(b - zb)).
+// a_zero_point is one value or one per row of a (broadcast to a with its last axis 1), b_zero_point
+// one value or one per column of b (broadcast to b with its second to last axis 1).
+Tensor int_matmul(const Tensor& a, const Tensor& b, const Tensor& a_zero_point, const Tensor& b_zero_point);
 
 // ---- shape
 Tensor reshape(const Tensor& x, Shape shape);  // one -1 allowed
