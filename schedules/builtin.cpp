@@ -421,7 +421,7 @@ class Builtin {
   // the reduction.
   std::string pack_channel_panel(const Stage& s, const Nest& nest) {
     const Node& n = node(s.node);
-    if (n.inputs[0] == n.inputs[1]) return "";
+    if (n.inputs[0] == n.inputs[1] || s.dot_lanes > 0) return "";  // an integer convolution's come packed
     const Stage& w = st(n.inputs[1]);
     FuncRef panel = ref(w.func).in(ref(s.reduction));
     panel.compute_at(ref(nest.func), nest.panel);

@@ -198,8 +198,11 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     // -> 2.7 ms. A 1x1 of stride 1 on a wide image stays along the width (64 -> 256 at 56x56: 0.94
     // against 1.44 ms over channels).
     const Shape& weights = p.graph->type(p.graph->node(s.node).inputs[1]).shape;  // [out, in, kh, kw]
+    // An integer convolution's weights come packed, [in / 4, kh, kw, out, 4] (IntConv2d).
+    const bool packed = s.dot_lanes > 0;
+    const int64_t kernel_h = packed ? weights[1] : weights[2], kernel_w = packed ? weights[2] : weights[3];
     const bool strided = attrs.has("stride") && attrs.ints("stride")[1] > 1;
-    if (s.extents.size() == 4 && (width < 2 * vec || strided || weights[3] > 1) && channels >= 2 * vec && !grouped &&
+    if (s.extents.size() == 4 && (width < 2 * vec || strided || kernel_w > 1) && channels >= 2 * vec && (packed || !grouped) &&
         params.cols == 0 && params.rows == 0)
       return channel_tiles(width, channels, vec, kernel_cols * kernel_rows);
     spec.inner = 0, spec.unrolled = 2;
@@ -211,7 +214,7 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     // Rows share a kernel's loads of one input row: up to 4 for kernels taller than 3 (the 7x7
     // stem: 282 against 214 GFLOP/s with 2), 2 for 3x3 and 1x1, where 4 took twice as long to
     // lower (W8: 390 against 255 ms) for no speed (5.90 against 5.73 ms).
-    const std::vector<int> candidates = weights[2] > 3 ? std::vector<int>{4, 3, 2} : std::vector<int>{2};
+    const std::vector<int> candidates = kernel_h > 3 ? std::vector<int>{4, 3, 2} : std::vector<int>{2};
     int tile_rows = 1;
     for (int r : candidates) {  // the fewest rows computed twice by the last tile; then the taller
       auto waste = [&](int k) { return (height + k - 1) / k * k - height; };
@@ -223,7 +226,7 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     // different input channels per output channel, and no input vector is shared. 8x128x28x28 in
     // 4 groups (32 channels each), tiles of 6 channels -> 4: 7.7 -> 3.9 ms.
     const int64_t groups = attrs.has("groups") ? attrs.i("groups") : 1;
-    const int64_t per_group = groups > 0 ? weights[0] / groups : 0;
+    const int64_t per_group = groups > 0 && !packed ? weights[0] / groups : 0;
     if (groups > 1 && per_group > 1 && params.rows == 0)
       while (spec.tu > 1 && per_group % spec.tu != 0) --spec.tu;
   } else {
@@ -484,8 +487,8 @@ std::string schedule_contraction_tile(const backend::LoweredPipeline& p, const b
   // (With rows in the tile too, the tile alone has work enough: unrolling the row as well tripled
   // W8's lowering time for no speed.)
   if (cpu_rules(s.op).tile == Tile::Convolution && spec.second < 0 && !spec.channels &&
-      p.graph->type(p.graph->node(s.node).inputs[1]).shape[3] <= 7)
-    u.unroll(s.rvars[0]);
+      p.graph->type(p.graph->node(s.node).inputs[1]).shape[dot4 ? 2 : 3] <= 7)
+    u.unroll(s.rvars[dot4 ? 1 : 0]);
   return "tile " + tile_text(spec) + (spec.vec > 0 ? " vec" + std::to_string(spec.vec) : "");
 }
 

@@ -171,3 +171,45 @@ TEST_CASE("bf16 matmuls with dynamic sizes, gradients and a batch: compiled as e
   REQUIRE(g.size() == 2);
   for (size_t k = 0; k < 2; ++k) CHECK(test::compare(g[k].astype(DType::F32), ge[k].astype(DType::F32), 1.0 / 64) == "");
 }
+
+TEST_CASE("int_conv2d is the convolution of (x - zero point) and the weight in i32, eager and compiled") {
+  struct ConvCase {
+    Shape x, w;
+    hjit::Pair stride, padding, dilation;
+    int64_t groups;
+    DType xt, wt;
+  };
+  const std::vector<ConvCase> cases = {
+      {{1, 8, 9, 9}, {16, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, DType::U8, DType::I8},
+      {{2, 5, 7, 6}, {20, 5, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, DType::U8, DType::I8},   // channels not in fours, stride 2
+      {{1, 3, 16, 16}, {32, 3, 7, 7}, {2, 2}, {3, 3}, {1, 1}, 1, DType::U8, DType::I8}, // a stem
+      {{1, 64, 7, 7}, {40, 64, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, DType::I8, DType::I8}, // signed input
+      {{1, 12, 10, 10}, {33, 12, 3, 3}, {1, 1}, {2, 2}, {2, 2}, 1, DType::U8, DType::I8}, // dilated
+      {{1, 12, 8, 8}, {12, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 12, DType::U8, DType::I8},  // depthwise: i32
+      {{1, 8, 6, 6}, {4, 8, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, DType::U8, DType::U8},    // u8 weight: i32
+      {{1, 64, 14, 14}, {64, 64, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, DType::U8, DType::I8},
+  };
+  auto f = hjit::jit([](const Tensor& x, const Tensor& w, const Tensor& z, int64_t s0, int64_t s1, int64_t p0, int64_t p1, int64_t d0,
+                        int64_t d1, int64_t g) { return hjit::int_conv2d(x, w, z, {s0, s1}, {p0, p1}, {d0, d1}, g); },
+                     quiet());
+  uint64_t seed = 500;
+  for (const ConvCase& c : cases) {
+    CAPTURE(hjit::shape_str(c.x));
+    CAPTURE(hjit::shape_str(c.w));
+    const Tensor x = full_range(c.x, c.xt, seed++), w = full_range(c.w, c.wt, seed++);
+    const Tensor z = Tensor::scalar(c.xt == DType::U8 ? 131 : -7, c.xt);
+    const Tensor want = hjit::conv2d(x.astype(DType::I32) - z.astype(DType::I32), w.astype(DType::I32), std::nullopt, c.stride,
+                                     c.padding, c.dilation, c.groups);
+    const Tensor eager = hjit::int_conv2d(x, w, z, c.stride, c.padding, c.dilation, c.groups);
+    CHECK(eager.dtype() == DType::I32);
+    CHECK(test::compare(eager, want, 0) == "");
+    CHECK(test::compare(f(x, w, z, c.stride[0], c.stride[1], c.padding[0], c.padding[1], c.dilation[0], c.dilation[1], c.groups), want, 0) ==
+          "");
+  }
+  CHECK_THROWS_AS(hjit::int_conv2d(Tensor::zeros({1, 4, 4, 4}), Tensor::zeros({4, 4, 1, 1}, DType::I8), Tensor::scalar(0, DType::U8)),
+                  hjit::DTypeError);
+  CHECK_THROWS_AS(hjit::int_conv2d(Tensor::zeros({1, 4, 4, 4}, DType::U8), Tensor::zeros({4, 3, 1, 1}, DType::I8), Tensor::scalar(0, DType::U8)),
+                  hjit::ShapeError);
+  CHECK_THROWS_AS(hjit::int_conv2d(Tensor::zeros({1, 4, 4, 4}, DType::U8), Tensor::zeros({4, 4, 1, 1}, DType::I8), Tensor::zeros({4}, DType::U8)),
+                  hjit::ShapeError);
+}

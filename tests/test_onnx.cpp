@@ -707,3 +707,49 @@ TEST_CASE("MatMulInteger and QLinearMatMul of 8-bit operands are exact, zero poi
     CHECK(r.at(1).to_vector<int32_t>() == want_q);
   }
 }
+
+TEST_CASE("QDQ Conv (per-channel weights, bias, stride and padding) runs on the integer convolution, within f32 rounding of the literal") {
+  for (int64_t group : {int64_t(1), int64_t(8)}) {
+    CAPTURE(group);
+    const int64_t C = 8, O = 16, cg = C / group;
+    ::onnx::ModelProto m = empty_model("qdq_conv");
+    auto* g = m.mutable_graph();
+    add_value(g->add_input(), "x", ::onnx::TensorProto::FLOAT, {"2", "8", "11", "10"});
+    add_value(g->add_output(), "y", ::onnx::TensorProto::FLOAT, {"2", "16", "6", "5"});
+    std::mt19937 gen(11);
+    std::uniform_int_distribution<int> w8(-127, 127);
+    std::vector<int32_t> wv(size_t(O * cg * 9));
+    for (int32_t& v : wv) v = w8(gen);
+    std::vector<float> ws(static_cast<size_t>(O)), bias(static_cast<size_t>(O));
+    for (int64_t o = 0; o < O; ++o) ws[size_t(o)] = 0.003f + 0.0002f * float(o), bias[size_t(o)] = 0.1f * float(o % 5) - 0.2f;
+    const Tensor w = Tensor::from_vector(wv, {O, cg, 3, 3}).astype(DType::I8);
+    *g->add_initializer() = proto_of("w_q", w);
+    *g->add_initializer() = proto_of("w_scale", Tensor::from_vector(ws, {O}));
+    *g->add_initializer() = proto_of("w_zp", Tensor::zeros({O}, DType::I8));
+    *g->add_initializer() = proto_of("b", Tensor::from_vector(bias, {O}));
+    *g->add_initializer() = proto_of("x_scale", Tensor::scalar(0.02));
+    *g->add_initializer() = proto_of("x_zp", Tensor::scalar(120, DType::U8));
+    add_node(g, "QuantizeLinear", {"x", "x_scale", "x_zp"}, {"x_q"});
+    add_node(g, "DequantizeLinear", {"x_q", "x_scale", "x_zp"}, {"x_d"});
+    add_int(add_node(g, "DequantizeLinear", {"w_q", "w_scale", "w_zp"}, {"w_d"}), "axis", 0);
+    auto* conv = add_node(g, "Conv", {"x_d", "w_d", "b"}, {"y"});
+    add_ints(conv, "pads", {1, 1, 1, 1});
+    add_ints(conv, "strides", {2, 2});
+    add_int(conv, "group", group);
+    const std::string path = write_model(m, "onnx_qdq_conv_g" + std::to_string(group));
+    const Tensor x = test::random({2, 8, 11, 10}, DType::F32, 4) * 0.8;
+    const Tensor s32 = Tensor::scalar(0.02f).astype(DType::F64);
+    const Tensor xd = (hjit::clamp(hjit::round(x.astype(DType::F64) / s32) + 120, 0, 255) - 120) * s32;
+    const Tensor wd = w.astype(DType::F64) * hjit::reshape(Tensor::from_vector(ws, {O}).astype(DType::F64), {O, 1, 1, 1});
+    const std::vector<double> want =
+        hjit::conv2d(xd, wd, Tensor::from_vector(bias, {O}).astype(DType::F64), {2, 2}, {1, 1}, {1, 1}, group).to_vector<double>();
+    const hjit::Module module = hjit::onnx::load(path, {.freeze = true});
+    if (group == 1) CHECK(module.graph().str().find("int_conv2d") != std::string::npos);
+    const std::vector<double> got = Tensor(module(x)).to_vector<double>();
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 1e-5 * (1 + std::abs(want[i])));
+    // The weight an argument: packed at each call, the same sums (the scale's product and the bias
+    // may fuse into one rounding instead of two).
+    CHECK(test::compare(Tensor(hjit::onnx::load(path)(x)), Tensor(module(x)), 1e-6) == "");
+  }
+}

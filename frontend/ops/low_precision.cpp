@@ -10,8 +10,8 @@ namespace {
 
 bool is_8_bit(DType t) { return t == DType::U8 || t == DType::I8; }
 
-// x's last dimension padded with zeros to a multiple of 4.
-Tensor pad_last_to_4(const Tensor& x, int axis) {
+// x padded with zeros along axis to a multiple of 4.
+Tensor pad_to_4(const Tensor& x, int axis) {
   const int64_t k = x.shape()[size_t(axis)];
   if (k % 4 == 0) return x;
   std::vector<std::pair<int64_t, int64_t>> widths(size_t(x.ndim()), {0, 0});
@@ -46,14 +46,14 @@ Tensor int_matmul(const Tensor& a, const Tensor& b) {
   Tensor xu = a_signed ? astype(x, DType::U8) + 128 : x;
   Tensor ys = b_unsigned ? astype(y, DType::I8) - 128 : y;
   // The right operand packed four rows at a time: [.., K, N] -> [.., K/4, N, 4].
-  Tensor packed = pad_last_to_4(ys, r - 2);
+  Tensor packed = pad_to_4(ys, r - 2);
   Shape grouped(packed.shape().begin(), packed.shape().end() - 2);
   grouped.insert(grouped.end(), {packed.shape()[size_t(r - 2)] / 4, 4, packed.shape()[size_t(r - 1)]});
   std::vector<int> perm;
   for (int d = 0; d < r - 2; ++d) perm.push_back(d);
   perm.insert(perm.end(), {r - 2, r, r - 1});
   packed = transpose(reshape(packed, grouped), perm);
-  Tensor out = apply(OpKind::IntMatmul, {pad_last_to_4(xu, r - 1), packed});
+  Tensor out = apply(OpKind::IntMatmul, {pad_to_4(xu, r - 1), packed});
   auto sum_i32 = [](const Tensor& v, int axis) { return astype(sum(astype(v, DType::I32), {axis}, true), DType::I32); };
   if (b_unsigned) out = out + 128 * sum_i32(xu, -1);
   if (a_signed) out = out - 128 * sum_i32(ys, -2);
@@ -91,6 +91,45 @@ Tensor int_matmul(const Tensor& a, const Tensor& b, const Tensor& a_zero_point, 
   auto sum_i32 = [](const Tensor& v, int axis) { return astype(sum(astype(v, DType::I32), {axis}, true), DType::I32); };
   // sum((a - za)(b - zb)) = sum(a b) - za sum(b) - zb sum(a) + K za zb, each term exact in i32.
   return int_matmul(a, b) - za * sum_i32(b, -2) - zb * sum_i32(a, -1) + K * za * zb;
+}
+
+Tensor int_conv2d(const Tensor& x, const Tensor& w, const Tensor& x_zero_point, Pair stride, Pair padding, Pair dilation,
+                  int64_t groups) {
+  if (!is_8_bit(x.dtype()) || !is_8_bit(w.dtype()) || !is_8_bit(x_zero_point.dtype()))
+    throw DTypeError(std::string("int_conv2d: takes u8 or i8 input, weight and zero point, got ") + dtype_name(x.dtype()) +
+                     shape_str(x.shape()) + ", " + dtype_name(w.dtype()) + shape_str(w.shape()) + " and " + dtype_name(x_zero_point.dtype()));
+  if (x_zero_point.numel() != 1)
+    throw ShapeError("int_conv2d: the input's zero point is one value (per tensor), got " + shape_str(x_zero_point.shape()));
+  if (x.ndim() != 4 || w.ndim() != 4)
+    throw ShapeError("int_conv2d: takes an NCHW input and an OIHW weight, got " + shape_str(x.shape()) + " and " + shape_str(w.shape()));
+  const Tensor zp = reshape(x_zero_point, {});
+  if (groups != 1 || w.dtype() != DType::I8) {
+    // Grouped (depthwise) convolutions and unsigned weights: in i32, exact, no dot products.
+    return conv2d(astype(x, DType::I32) - astype(zp, DType::I32), astype(w, DType::I32), std::nullopt, stride, padding, dilation, groups);
+  }
+  const int64_t C = x.shape()[1], O = w.shape()[0], KH = w.shape()[2], KW = w.shape()[3];
+  if (w.shape()[1] != C)
+    throw ShapeError("int_conv2d: weight " + shape_str(w.shape()) + " needs " + std::to_string(C) + " input channels for input " +
+                     shape_str(x.shape()));
+  const bool x_signed = x.dtype() == DType::I8;
+  const Tensor xu = x_signed ? astype(x, DType::U8) + 128 : x, zu = x_signed ? astype(zp, DType::U8) + 128 : zp;
+  // The window reads the input padded with its zero point (the real value 0): sum((x - z) w) is
+  // then the padded sum of x w less z times the sum of the weights, the same at every position.
+  Tensor xp = xu;
+  if (padding[0] > 0 || padding[1] > 0) {
+    const std::vector<std::pair<int64_t, int64_t>> widths{{0, 0}, {0, 0}, {padding[0], padding[0]}, {padding[1], padding[1]}};
+    const Tensor inside = pad(Tensor::ones({1, 1, x.shape()[2], x.shape()[3]}, DType::U8), widths) > 0;
+    xp = where(inside, pad(xu, widths), zu);
+  }
+  // Both packed channels in fours (zeros past the last channel): [N, C/4, H, W, 4], [C/4, KH, KW, O, 4].
+  xp = pad_to_4(xp, 1);
+  const int64_t C4 = xp.shape()[1] / 4;
+  xp = transpose(reshape(xp, {xp.shape()[0], C4, 4, xp.shape()[2], xp.shape()[3]}), {0, 1, 3, 4, 2});
+  const Tensor wp = transpose(reshape(pad_to_4(w, 1), {O, C4, 4, KH, KW}), {1, 3, 4, 0, 2});
+  const Tensor sums = reshape(astype(sum(astype(w, DType::I32), {1, 2, 3}), DType::I32), {1, O, 1, 1});
+  const Tensor out = apply(OpKind::IntConv2d, {xp, wp},
+                           Attrs{{"stride", std::vector<int64_t>{stride[0], stride[1]}}, {"dilation", std::vector<int64_t>{dilation[0], dilation[1]}}});
+  return out - astype(zu, DType::I32) * sums;
 }
 
 }  // namespace hjit

@@ -234,6 +234,7 @@ void Matmul(GradCtx& c) {
   c.dx[1] = c.b.unbroadcast(c.b.matmul(c.b.transpose_last2(c.in[0]), c.g), shape_of(c, 1));
 }
 void IntMatmul(GradCtx& c) { none(c); }  // integer results
+void IntConv2d(GradCtx& c) { none(c); }
 void Conv2d(GradCtx& c) {
   const Shape ws = shape_of(c, 1);
   c.dx[0] = conv_input_grad(c.b, c.g, c.in[1], shape_of(c, 0), c.node.attrs);

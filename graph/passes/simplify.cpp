@@ -106,7 +106,7 @@ Graph simplify(const Graph& g) {
     std::vector<int> in = rw.mapped_inputs(int(id));
     // Values with no elements, and ops whose result does not depend on an operand that has none.
     const bool empty_operand = std::any_of(in.begin(), in.end(), [&](int i) { return out.type(i).numel() == 0; });
-    if (n.type.numel() == 0 || (empty_operand && (n.op == OpKind::ReduceSum || n.op == OpKind::Matmul || n.op == OpKind::IntMatmul))) {
+    if (n.type.numel() == 0 || (empty_operand && (n.op == OpKind::ReduceSum || n.op == OpKind::Matmul || n.op == OpKind::IntMatmul || n.op == OpKind::IntConv2d))) {
       rw.map(int(id), out.add_full(n.type, 0.0));  // an empty sum (or a contraction over K = 0) is 0
       continue;
     }

@@ -165,6 +165,7 @@ Tensor pointwise_conv(const Tensor& x, const Tensor& wt, const std::optional<Ten
 }
 
 V Conv(const NodeContext& n) {
+  if (std::optional<Tensor> q = dequantized_conv(n)) return {*q};
   Tensor x = n.input(0), wt = n.input(1);
   if (rank_of(wt) != rank_of(x)) n.fail("its weight " + shape_str(wt.shape()) + " does not match the input " + shape_str(x.shape()));
   std::vector<int64_t> kernel(wt.shape().begin() + 2, wt.shape().end());

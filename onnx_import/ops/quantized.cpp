@@ -102,6 +102,8 @@ Tensor conv_exact(const NodeContext& n, const Tensor& x, const Tensor& w) {
 }
 
 V ConvInteger(const NodeContext& n) {
+  const Tensor zx = n.has_input(2) ? n.input(2) : Tensor::zeros({}, n.input(0).dtype());
+  if (std::optional<Tensor> y = integer_conv(n, n.input(0), zx, n.input(1), n.optional_input(3))) return {*y};
   Tensor w = astype(n.input(1), DType::I32);
   if (n.has_input(3)) w = w - along(n, astype(n.input(3), DType::I32), 0, rank_of(w));
   return {astype(round(conv_exact(n, shifted(n, 0, 2, 1), w)), DType::I32)};
@@ -118,6 +120,12 @@ Tensor requantize(const NodeContext& n, const Tensor& acc, const Tensor& a_scale
 V QLinearMatMul(const NodeContext& n) { return {requantize(n, integer_product(n, 0, 2, 3, 5), n.input(1), n.input(4), 6, 7)}; }
 
 V QLinearConv(const NodeContext& n) {
+  if (std::optional<Tensor> acc = integer_conv(n, n.input(0), n.input(2), n.input(3), n.input(5))) {
+    Tensor sum = *acc;
+    if (n.has_input(8)) sum = sum + reshape(astype(n.input(8), DType::I32), {n.input(8).numel(), 1, 1});
+    const Tensor w_scale = along(n, n.input(4), 1, rank_of(sum));
+    return {requantize(n, sum, n.input(1), w_scale, 6, 7)};
+  }
   const Tensor x = astype(n.input(0), DType::I32) - astype(n.input(2), DType::I32);
   Tensor w = astype(n.input(3), DType::I32);
   w = w - along(n, astype(n.input(5), DType::I32), 0, rank_of(w));
@@ -128,6 +136,65 @@ V QLinearConv(const NodeContext& n) {
 }
 
 }  // namespace
+
+namespace {
+// Whether t's values are known and all 0 (a weight's zero points, an initializer): false when they
+// are computed from the model's inputs.
+bool known_zeros(const Tensor& t) {
+  try {
+    for (int64_t v : t.to_vector<int64_t>())
+      if (v != 0) return false;
+    return true;
+  } catch (const ConcretizationError&) {
+    return false;
+  }
+}
+}  // namespace
+
+std::optional<Tensor> integer_conv(const NodeContext& n, const Tensor& x, const Tensor& x_zero_point, const Tensor& w,
+                                   const std::optional<Tensor>& w_zero_point) {
+  auto eight = [](DType t) { return t == DType::U8 || t == DType::I8; };
+  if (rank_of(x) != 4 || rank_of(w) != 4 || !eight(x.dtype()) || !eight(w.dtype()) || x_zero_point.numel() != 1) return std::nullopt;
+  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  const std::vector<int64_t> pads = n.attr_ints("pads", {0, 0, 0, 0}), strides = n.attr_ints("strides", {1, 1}),
+                             dil = n.attr_ints("dilations", {1, 1});
+  if ((auto_pad != "NOTSET" && auto_pad != "VALID") || pads.size() != 4 || strides.size() != 2 || dil.size() != 2 || pads[0] != pads[2] ||
+      pads[1] != pads[3])
+    return std::nullopt;
+  const int64_t groups = n.attr_int("group", 1);
+  const Pair stride{strides[0], strides[1]}, padding{pads[0], pads[1]}, dilation{dil[0], dil[1]};
+  Tensor acc = int_conv2d(x, w, x_zero_point, stride, padding, dilation, groups);
+  if (w_zero_point && !known_zeros(*w_zero_point)) {
+    // sum((x - zx)(w - zw)) = sum((x - zx) w) - zw sum(x - zx) over the window: that sum is the
+    // convolution with a weight of ones (per group).
+    const int64_t per_group = w.shape()[1];
+    const Tensor ones = Tensor::ones({groups, per_group, w.shape()[2], w.shape()[3]}, DType::I8);
+    Tensor window = int_conv2d(x, ones, x_zero_point, stride, padding, dilation, groups);  // [N, groups, OH, OW]
+    const int64_t O = w.shape()[0];
+    if (groups > 1) window = reshape(broadcast_to(unsqueeze(window, 2), {window.shape()[0], groups, O / groups, window.shape()[2], window.shape()[3]}),
+                                     {window.shape()[0], O, window.shape()[2], window.shape()[3]});
+    const Tensor zw = w_zero_point->numel() == 1 ? reshape(astype(*w_zero_point, DType::I32), {}) : reshape(astype(*w_zero_point, DType::I32), {1, O, 1, 1});
+    acc = acc - zw * window;
+  }
+  return acc;
+}
+
+std::optional<Tensor> dequantized_conv(const NodeContext& n) {
+  const std::optional<Dequantized> qx = n.dequantized_input(0), qw = n.dequantized_input(1);
+  if (!qx || !qw || qx->scale.dtype() != DType::F32 || qw->scale.dtype() != DType::F32 || qx->scale.numel() != 1) return std::nullopt;
+  if (rank_of(qw->x) != 4) return std::nullopt;
+  const int64_t O = qw->x.shape()[0], axis = qw->axis < 0 ? qw->axis + 4 : qw->axis;
+  const bool per_channel = qw->scale.numel() != 1;
+  if (per_channel && (rank_of(qw->scale) != 1 || axis != 0 || qw->scale.numel() != O)) return std::nullopt;
+  if (qw->zero_point && qw->zero_point->numel() != 1 && qw->zero_point->shape() != qw->scale.shape()) return std::nullopt;
+  const Tensor zx = qx->zero_point ? reshape(*qx->zero_point, {}) : Tensor::zeros({}, qx->x.dtype());
+  const std::optional<Tensor> acc = integer_conv(n, qx->x, zx, qw->x, qw->zero_point);
+  if (!acc) return std::nullopt;
+  const Tensor scale = reshape(qx->scale, {}) * (per_channel ? reshape(qw->scale, {1, O, 1, 1}) : reshape(qw->scale, {}));
+  Tensor y = astype(*acc, DType::F32) * scale;
+  if (std::optional<Tensor> bias = n.optional_input(2)) y = y + reshape(astype(*bias, DType::F32), {1, O, 1, 1});
+  return y;
+}
 
 std::optional<Tensor> dequantized_product(const NodeContext& n, bool trans_a, bool trans_b) {
   const std::optional<Dequantized> qa = n.dequantized_input(0), qb = n.dequantized_input(1);

@@ -235,6 +235,13 @@ Tensor iota(Shape shape, int axis, DType dtype = DType::F32);
 using Pair = std::array<int64_t, 2>;
 Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt, Pair stride = {1, 1},
               Pair padding = {0, 0}, Pair dilation = {1, 1}, int64_t groups = 1);
+// Exact integer 2-d convolution of 8-bit values (an NCHW input and its zero point, u8 or i8; an
+// OIHW weight, i8 or u8) into i32: sum((x - x_zero_point) w) over each window, the input padded
+// with its zero point (ONNX's ConvInteger with a weight zero point of 0). Groups of one with an i8
+// weight run on VNNI's dot products where the CPU has them, four input channels to a lane; grouped
+// (depthwise) ones and u8 weights in i32.
+Tensor int_conv2d(const Tensor& x, const Tensor& weight, const Tensor& x_zero_point, Pair stride = {1, 1}, Pair padding = {0, 0},
+                  Pair dilation = {1, 1}, int64_t groups = 1);
 using Triple = std::array<int64_t, 3>;
 // [N, C, L] with weight [O, C / groups, k] (torch.nn.functional.conv1d).
 Tensor conv1d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt, int64_t stride = 1,
