@@ -126,7 +126,9 @@ Tensor int_conv2d(const Tensor& x, const Tensor& w, const Tensor& x_zero_point, 
   const int64_t C4 = xp.shape()[1] / 4;
   xp = transpose(reshape(xp, {xp.shape()[0], C4, 4, xp.shape()[2], xp.shape()[3]}), {0, 1, 3, 4, 2});
   const Tensor wp = transpose(reshape(pad_to_4(w, 1), {O, C4, 4, KH, KW}), {1, 3, 4, 0, 2});
-  const Tensor sums = reshape(astype(sum(astype(w, DType::I32), {1, 2, 3}), DType::I32), {1, O, 1, 1});
+  // (Summed as rows of [O, C*KH*KW]: over the three axes as they are, the reduction's schedule
+  // gathered its vectors across output channels, 17.6 ms for a 512 x 512 x 3 x 3 weight, 0.1 ms so.)
+  const Tensor sums = reshape(astype(sum(reshape(astype(w, DType::I32), {O, C * KH * KW}), {1}), DType::I32), {1, O, 1, 1});
   const Tensor out = apply(OpKind::IntConv2d, {xp, wp},
                            Attrs{{"stride", std::vector<int64_t>{stride[0], stride[1]}}, {"dilation", std::vector<int64_t>{dilation[0], dilation[1]}}});
   return out - astype(zu, DType::I32) * sums;
