@@ -199,3 +199,86 @@ int model_rows(const std::string& self, const std::string& dir, const std::strin
 }
 
 }  // namespace bench
+
+namespace bench {
+
+int int8_child(const std::string& folder, bool quick) {
+  try {
+    const std::string model = (fs::path(folder) / "model.onnx").string();
+    const std::vector<Tensor> in = read_set(folder, "input_");
+    // Calibrated on the case's input and three random batches like it (a speed measure: the
+    // accuracy of a real calibration set is the digits and GPT examples' to show).
+    std::vector<std::vector<Tensor>> batches{in};
+    for (uint64_t b = 1; b <= 3; ++b) {
+      std::vector<Tensor> r;
+      for (const Tensor& x : in) r.push_back(hjit::is_floating(x.dtype()) ? Tensor::randn(x.shape(), 77 * b).astype(x.dtype()) : x);
+      batches.push_back(r);
+    }
+    char scratch[] = "/tmp/hjit_bench_int8_XXXXXX";
+    if (!mkdtemp(scratch)) throw std::runtime_error("no scratch directory");
+    const std::string quantized = std::string(scratch) + "/model_int8.onnx";
+    auto t = Clock::now();
+    hjit::onnx::quantize(model, quantized, batches);
+    const double quantize_ms = ms_since(t);
+    // Both with their weights as constants, packed once while compiling (ONNX Runtime packs its
+    // weights when the session is made).
+    const hjit::Module f32 = hjit::onnx::load(model, {.freeze = true}), i8 = hjit::onnx::load(quantized, {.freeze = true});
+    const std::vector<Tensor> a = f32.call(in), b = i8.call(in);
+    fs::remove_all(scratch);
+    double err = 0;
+    int agree = 0, rows = 0;
+    for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
+      const std::vector<float> x = a[k].to_vector<float>(), y = b[k].to_vector<float>();
+      err = std::max(err, relative_error(y, x));
+      if (k == 0 && a[k].ndim() == 2) {  // a classifier's logits: does the top class agree?
+        const int64_t n = a[k].shape()[0], c = a[k].shape()[1];
+        for (int64_t r = 0; r < n; ++r, ++rows) {
+          auto top = [&](const std::vector<float>& v) { return std::max_element(v.begin() + r * c, v.begin() + (r + 1) * c) - v.begin(); };
+          agree += top(x) == top(y);
+        }
+      }
+    }
+    const std::vector<double> ms = interleaved_ms({[&] { f32.call(in); }, [&] { i8.call(in); }}, 1, quick ? 2.0 : 6.0);
+    std::printf("INT8 %.4f %.4f %.3e %d %d %.1f\n", ms[0], ms[1], err, agree, rows, quantize_ms);
+    return 0;
+  } catch (const std::exception& e) {
+    std::printf("failed: %s\n", e.what());
+    return 1;
+  }
+}
+
+int int8_model_rows(const std::string& self, const std::string& dir, const std::string& only, bool quick) {
+  std::printf("hjit-bench --models %s --int8: each model quantized by hjit::onnx::quantize (QDQ, u8 activations per\n"
+              "tensor, i8 weights per channel; calibrated on the case's input and 3 random batches), both it and the f32 model\n"
+              "loaded with frozen weights and timed alternately in one process; err = max |int8 - f32| / max |f32|, top-1 =\n"
+              "rows whose largest logit is the same class.\n\n", dir.c_str());
+  std::printf("%-26s %10s %10s %8s %9s %8s %12s\n", "model", "f32 ms", "int8 ms", "x", "err", "top-1", "quantize ms");
+  bool ok = true;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (!fs::exists(e.path() / "model.onnx") || (!only.empty() && ("," + only + ",").find("," + name + ",") == std::string::npos)) continue;
+    FILE* p = popen((self + " --int8-child '" + e.path().string() + "'" + (quick ? " --quick" : "") + " 2>&1").c_str(), "r");
+    if (!p) return 1;
+    char line[4096];
+    double f = 0, q = 0, err = 0, qms = 0;
+    int agree = 0, rows = 0;
+    bool got = false;
+    std::string failure;
+    while (std::fgets(line, sizeof line, p)) {
+      if (std::sscanf(line, "INT8 %lf %lf %lf %d %d %lf", &f, &q, &err, &agree, &rows, &qms) == 6) got = true;
+      else failure = line;
+    }
+    pclose(p);
+    if (!got) {
+      std::printf("%-26s failed: %s", name.c_str(), failure.c_str());
+      ok = false;
+      continue;
+    }
+    std::printf("%-26s %10.3f %10.3f %7.2fx %9.1e %8s %12.0f\n", name.c_str(), f, q, f / q, err,
+                rows > 0 ? (std::to_string(agree) + "/" + std::to_string(rows)).c_str() : "-", qms);
+    std::fflush(stdout);
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace bench

@@ -14,4 +14,9 @@ int model_rows(const std::string& self, const std::string& dir, const std::strin
 int model_child(const std::string& folder, bool quick);
 int opencv_child(const std::string& folder, bool quick);
 
+// --models DIR --int8: each model quantized (hjit::onnx::quantize) against its f32 self, both with
+// frozen weights, timed alternately in one child process per model.
+int int8_model_rows(const std::string& self, const std::string& dir, const std::string& only, bool quick);
+int int8_child(const std::string& folder, bool quick);
+
 }  // namespace bench

@@ -432,6 +432,24 @@ TEST_CASE("matmul with numpy semantics") {
       check("matmul", matmuls(), {test::random({9, 20}, t, seed++), test::random({20, 6}, t, seed++)});
 }
 
+// 8-bit contractions into exact i32 sums (docs/low-precision.md): every pair of signedness, a
+// contraction of a length not a multiple of 4, broadcast batches, and convolutions with a zero
+// point, strides and padding (grouped ones compute in i32).
+TEST_CASE("int_matmul and int_conv2d: exact integer sums") {
+  uint64_t seed = 560;
+  const Group mm = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{hjit::int_matmul(in[0], in[1])}; };
+  for (DType ta : {DType::U8, DType::I8})
+    for (DType tb : {DType::I8, DType::U8}) {
+      check("int_matmul", mm, {test::random({7, 10}, ta, seed++), test::random({10, 33}, tb, seed++)});
+      if (!reduced()) check("int_matmul", mm, {test::random({2, 3, 16}, ta, seed++), test::random({16, 20}, tb, seed++)});
+    }
+  const Group conv = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{hjit::int_conv2d(in[0], in[1], in[2], {1, 1}, {1, 1}), hjit::int_conv2d(in[0], in[1], in[2], {2, 2}, {0, 0})};
+  };
+  for (DType tx : {DType::U8, DType::I8})
+    check("int_conv2d", conv, {test::random({2, 6, 9, 8}, tx, seed++), test::random({20, 6, 3, 3}, DType::I8, seed++), Tensor::scalar(3, tx)});
+}
+
 TEST_CASE("data movement: reshape, transpose, broadcast, slice, concat, stack, pad") {
   uint64_t seed = 600;
   for (DType t : reduced() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::I64, DType::Bool, DType::F16})

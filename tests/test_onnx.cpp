@@ -753,3 +753,35 @@ TEST_CASE("QDQ Conv (per-channel weights, bias, stride and padding) runs on the 
     CHECK(test::compare(Tensor(hjit::onnx::load(path)(x)), Tensor(module(x)), 1e-6) == "");
   }
 }
+
+TEST_CASE("quantize writes an int8 QDQ model that loads onto integer kernels and stays close to the f32 model") {
+  const std::string path = write_model(small_cnn("4"), "onnx_quantize_small_cnn");
+  const std::string out = (fs::path(path).parent_path() / "int8.onnx").string();
+  std::vector<std::vector<Tensor>> batches;
+  for (uint64_t b = 0; b < 3; ++b) batches.push_back({test::random({4, 3, 8, 8}, DType::F32, 40 + b)});
+  for (bool percentile : {false, true}) {
+    CAPTURE(percentile);
+    hjit::onnx::QuantizeOptions o;
+    if (percentile) o.calibration = hjit::onnx::QuantizeOptions::Calibration::Percentile, o.percentile = 99.9;
+    hjit::onnx::quantize(path, out, batches, o);
+    const hjit::Module q = hjit::onnx::load(out, {.freeze = true});
+    const std::string graph = q.graph().str();
+    CHECK(graph.find("int_conv2d") != std::string::npos);
+    CHECK(graph.find("int_matmul") != std::string::npos);
+    const Tensor x = test::random({4, 3, 8, 8}, DType::F32, 99);
+    const std::vector<float> want = Tensor(hjit::onnx::load(path)(x)).to_vector<float>(), got = Tensor(q(x)).to_vector<float>();
+    float span = 0;
+    for (float v : want) span = std::max(span, std::abs(v));
+    // (Percentile calibration clips the rare values past its percentile: a little further off there.)
+    const float tolerance = percentile ? 0.1f : 0.05f;
+    for (size_t i = 0; i < want.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= tolerance * span);
+    // The same from the CLI's door: hjit-onnx quantize is this function.
+    CHECK(Tensor(hjit::onnx::load(out)(x)).to_vector<float>().size() == want.size());
+  }
+  check_throws_containing<hjit::ValueError>([&] { hjit::onnx::quantize(path, out, {}); }, "calibration");
+  hjit::onnx::QuantizeOptions bad;
+  bad.calibration = hjit::onnx::QuantizeOptions::Calibration::Percentile, bad.percentile = 20;
+  check_throws_containing<hjit::ValueError>([&] { hjit::onnx::quantize(path, out, batches, bad); }, "percentile");
+  const std::string old = write_model(empty_model("old", 11), "onnx_quantize_old");
+  check_throws_containing<hjit::ValueError>([&] { hjit::onnx::quantize(old, out, batches); }, "opset");
+}

@@ -6,6 +6,8 @@
 //   hjit-onnx bench model.onnx [--repeat N]         the first call (conversion and compile) and the steady time
 //   hjit-onnx export model.onnx --out DIR [--name N] [--target T]
 //                                                   a static library and header (hjit::export_library)
+//   hjit-onnx quantize model.onnx --out Q.onnx [IN.pb ...] [--percentile P] [--batches N]
+//                                                   an int8 QDQ model (hjit::onnx::quantize), calibrated on the inputs
 //   hjit-onnx --settings [--markdown]               every environment variable hjit reads, with its value here
 //
 // Every command takes --dim NAME=SIZE for symbolic input dimensions and --opt-level 0|1|2.
@@ -36,8 +38,11 @@ int usage(bool asked = false) {
                "       hjit-onnx bench MODEL.onnx [--repeat N]\n"
                "       hjit-onnx export MODEL.onnx --out DIR [--name NAME] [--target TARGET]\n"
                "       hjit-onnx save MODEL.onnx --out FILE.hjit   (a saved module: Module::load, hjit-tune --module)\n"
+               "       hjit-onnx quantize MODEL.onnx --out Q.onnx [INPUT.pb ...] [--percentile P] [--batches N]\n"
+               "                 (int8 QDQ: calibrated on the input files, or on N batches of random inputs without)\n"
                "       hjit-onnx --settings [--markdown]   every HJIT_* variable hjit reads, its value here, its default\n"
-               "options: --dim NAME=SIZE (a symbolic input dimension)  --opt-level 0|1|2  --help\n"
+               "options: --dim NAME=SIZE (a symbolic input dimension)  --opt-level 0|1|2  --freeze (initializers as\n"
+               "         constants: weights packed once, while compiling)  --help\n"
                "run reads inputs from TensorProto files in the model's input order (random ones without), prints each\n"
                "output, writes them as output_K.pb with --out and compares them with DIR/output_K.pb with --expect\n"
                "(ONNX's tolerances). docs/onnx.md says more.\n");
@@ -50,15 +55,16 @@ struct Args {
   hjit::onnx::LoadOptions load;
   bool eager = false;
   int repeat = 20;
+  double percentile = 0;  // quantize: 0 for min-max calibration
+  int batches = 0;        // quantize: batches of random inputs (without input files: 4)
 };
 
 double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
-std::vector<Tensor> made_up_inputs(const hjit::onnx::Model& m) {
+std::vector<Tensor> made_up_inputs(const hjit::onnx::Model& m, uint64_t seed = 1) {
   std::vector<Tensor> in;
-  uint64_t seed = 1;
   for (const hjit::TensorType& t : m.input_types())
     in.push_back(hjit::is_floating(t.dtype) ? Tensor::randn(t.shape, seed++, t.dtype) : Tensor::zeros(t.shape, t.dtype));
   return in;
@@ -196,6 +202,27 @@ int save_model(const Args& a) {
   return 0;
 }
 
+// An int8 QDQ model, calibrated on the input files (one batch), or on random inputs: good for
+// measuring speed, not for accuracy (say which).
+int quantize_model(const Args& a) {
+  if (a.out.empty()) return usage();
+  const hjit::onnx::Model m = hjit::onnx::Model::read(a.model, a.load);
+  std::vector<std::vector<Tensor>> batches;
+  if (!a.inputs.empty()) {
+    std::vector<Tensor> batch;
+    for (const hjit::onnx::Value& v : inputs_of(a, m)) batch.push_back(v.tensor());
+    batches.push_back(std::move(batch));
+  }
+  const int random = a.batches > 0 ? a.batches : a.inputs.empty() ? 4 : 0;
+  for (int b = 0; b < random; ++b) batches.push_back(made_up_inputs(m, 1 + uint64_t(b) * 1000));
+  hjit::onnx::QuantizeOptions o;
+  if (a.percentile > 0) o.calibration = hjit::onnx::QuantizeOptions::Calibration::Percentile, o.percentile = a.percentile;
+  hjit::onnx::quantize(a.model, a.out, batches, o);
+  std::printf("wrote %s (calibrated on %zu batch%s%s)\n", a.out.c_str(), batches.size(), batches.size() == 1 ? "" : "es",
+              a.inputs.empty() ? " of random inputs: for speed, not accuracy" : "");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -212,6 +239,9 @@ int main(int argc, char** argv) {
     else if (s == "--repeat" && has_value) a.repeat = std::max(1, std::atoi(argv[++i]));
     else if (s == "--opt-level" && has_value) a.load.module.opt_level = std::atoi(argv[++i]);
     else if (s == "--eager") a.eager = true;
+    else if (s == "--freeze") a.load.freeze = true;
+    else if (s == "--percentile" && has_value) a.percentile = std::atof(argv[++i]);
+    else if (s == "--batches" && has_value) a.batches = std::max(1, std::atoi(argv[++i]));
     else if (s == "--settings") settings = true;
     else if (s == "--markdown") markdown = true;
     else if (s == "--dim" && has_value) {
@@ -240,6 +270,7 @@ int main(int argc, char** argv) {
     if (a.command == "bench") return bench(a);
     if (a.command == "export") return export_model(a);
     if (a.command == "save") return save_model(a);
+    if (a.command == "quantize") return quantize_model(a);
   } catch (const hjit::Error& e) {
     std::fprintf(stderr, "hjit-onnx: %s\n", e.what());
     return 1;

@@ -56,7 +56,9 @@ Halide::Target Target::halide(bool jit, const Graph* g) const {
   // instructions such CPUs lack): only the code of pipelines that compute dot products keeps the
   // feature, written as an object file without those instructions (object_file.cpp); Halide's JIT
   // cannot be told, and never gets it.
-  if (t.has_feature(Halide::Target::AVX512_SapphireRapids) && !cpu_has_avx512_fp16() && (jit || !g || !wants_dot_products(*g)))
+  // (A GPU pipeline's dot products run on the GPU: its host code keeps the plain target.)
+  if (t.has_feature(Halide::Target::AVX512_SapphireRapids) && !cpu_has_avx512_fp16() &&
+      (jit || !g || !wants_dot_products(*g) || t.has_gpu_feature()))
     t = t.without_feature(Halide::Target::AVX512_SapphireRapids);
   t = t.with_feature(Halide::Target::UserContext);
   return jit ? t.with_feature(Halide::Target::JIT) : t;

@@ -423,8 +423,8 @@ bool bf16_pairs(const LowerCtx& ctx, const Node& n) {
   const TensorType& a = ctx.g.type(n.inputs[0]);
   const int64_t k = a.shape.back();
   const bool k_varies = ctx.p.dynamic && ctx.p.dynamic->extent_varies(n.inputs[0]);
-  return a.dtype == DType::BF16 && ctx.p.target.has_feature(Halide::Target::AVX512_SapphireRapids) && k >= 2 && k % 2 == 0 &&
-         !k_varies;
+  return a.dtype == DType::BF16 && ctx.p.target.has_feature(Halide::Target::AVX512_SapphireRapids) && !ctx.p.target.has_gpu_feature() &&
+         k >= 2 && k % 2 == 0 && !k_varies;
 }
 
 // Two bf16 products summed into each f32 lane per step, as vdpbf16ps does: the right operand

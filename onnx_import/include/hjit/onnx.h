@@ -142,6 +142,22 @@ std::vector<std::string> supported_ops();
 // Model::read(path, options).module(): the model as a Module, compiled on its first call.
 Module load(const std::string& path, const LoadOptions& options = {});
 
+// Post-training static quantization into the QDQ form ONNX Runtime's quantizer writes, which
+// load() computes on integer kernels (docs/low-precision.md): every Conv (2-d), MatMul and Gemm
+// whose weight is an f32 initializer gets its activation quantized to u8 per tensor, from ranges
+// calibrated on `calibration` (batches of the model's inputs, run eagerly), and its weight stored
+// as i8 per output channel (symmetric), each behind a QuantizeLinear/DequantizeLinear pair.
+struct QuantizeOptions {
+  // MinMax: the activations' whole range; Percentile: clipped to that percentile of |x|
+  // (averaged over the batches), which spends fewer steps on rare outliers.
+  enum class Calibration { MinMax, Percentile };
+  Calibration calibration = Calibration::MinMax;
+  double percentile = 99.99;
+  bool per_channel = true;  // false: one scale per weight
+};
+void quantize(const std::string& path, const std::string& out_path, const std::vector<std::vector<Tensor>>& calibration,
+              const QuantizeOptions& options = {});
+
 // A TensorProto file (the test_data_set_N/*.pb of ONNX's test suite), any numeric dtype.
 Tensor read_tensor(const std::string& path);
 Tensor parse_tensor(const std::string& bytes);
