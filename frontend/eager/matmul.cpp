@@ -1,5 +1,6 @@
 // Batched matrix multiplication with numpy's batch broadcasting.
 #include <algorithm>
+#include <array>
 #include <functional>
 
 #include "frontend/eager/loops.h"
@@ -33,6 +34,19 @@ void gemm_rows(int64_t i0, int64_t i1, int64_t N, int64_t K, const A* x, const A
   }
 }
 
+// Batch b's offsets (in matrices) in the two operands: the broadcast plan iterates the batch
+// dimensions (an empty batch: both 0).
+std::array<int64_t, 2> batch_offsets(const BroadcastPlan& plan, bool no_batch, int64_t b) {
+  std::array<int64_t, 2> off{0, 0};
+  if (no_batch) return off;
+  for (size_t d = plan.shape.size(); d-- > 0;) {
+    const int64_t idx = b % plan.shape[d];
+    b /= plan.shape[d];
+    off[0] += idx * plan.strides[0][d], off[1] += idx * plan.strides[1][d];
+  }
+  return off;
+}
+
 }  // namespace
 
 void Matmul(const KernelArgs& a) {
@@ -58,17 +72,7 @@ void Matmul(const KernelArgs& a) {
 #pragma omp parallel for collapse(2) schedule(dynamic) if (B * M * N * K >= kParallelGrain)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t rb = 0; rb < row_blocks; ++rb) {
-        // Batch b's offsets in each operand: the broadcast plan iterates the batch dimensions.
-        int64_t off[4] = {0, 0, 0, 0};
-        if (!batch.empty()) {
-          int64_t rem = b;
-          for (size_t d = plan.shape.size(); d-- > 0;) {
-            int64_t idx = rem % plan.shape[d];
-            rem /= plan.shape[d];
-            off[0] += idx * plan.strides[0][d];
-            off[1] += idx * plan.strides[1][d];
-          }
-        }
+        const std::array<int64_t, 2> off = batch_offsets(plan, batch.empty(), b);
         gemm_rows(rb * RB, std::min(M, (rb + 1) * RB), N, K, x + off[0] * M * K, y + off[1] * K * N, o + b * M * N);
       }
     if constexpr (!std::is_same_v<T, A>) {
@@ -98,15 +102,7 @@ void IntMatmul(const KernelArgs& a) {
 #pragma omp parallel for collapse(2) schedule(static) if (B * M * N * K4 * 4 >= kParallelGrain)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 0; i < M; ++i) {
-      int64_t off[2] = {0, 0};
-      if (!batch.empty()) {
-        int64_t rem = b;
-        for (size_t d = plan.shape.size(); d-- > 0;) {
-          const int64_t idx = rem % plan.shape[d];
-          rem /= plan.shape[d];
-          off[0] += idx * plan.strides[0][d], off[1] += idx * plan.strides[1][d];
-        }
-      }
+      const std::array<int64_t, 2> off = batch_offsets(plan, batch.empty(), b);
       const uint8_t* row = x + off[0] * M * K4 * 4 + i * K4 * 4;
       const int8_t* panel = y + off[1] * K4 * N * 4;
       int32_t* out = o + (b * M + i) * N;

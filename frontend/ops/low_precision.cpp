@@ -10,6 +10,9 @@ namespace {
 
 bool is_8_bit(DType t) { return t == DType::U8 || t == DType::I8; }
 
+// The sums of an 8-bit operand along axis, kept, in i32 (exact: sum() would give i64).
+Tensor sum_i32(const Tensor& v, int axis) { return astype(sum(astype(v, DType::I32), {axis}, true), DType::I32); }
+
 // x padded with zeros along axis to a multiple of 4.
 Tensor pad_to_4(const Tensor& x, int axis) {
   const int64_t k = x.shape()[size_t(axis)];
@@ -54,7 +57,6 @@ Tensor int_matmul(const Tensor& a, const Tensor& b) {
   perm.insert(perm.end(), {r - 2, r, r - 1});
   packed = transpose(reshape(packed, grouped), perm);
   Tensor out = apply(OpKind::IntMatmul, {pad_to_4(xu, r - 1), packed});
-  auto sum_i32 = [](const Tensor& v, int axis) { return astype(sum(astype(v, DType::I32), {axis}, true), DType::I32); };
   if (b_unsigned) out = out + 128 * sum_i32(xu, -1);
   if (a_signed) out = out - 128 * sum_i32(ys, -2);
   if (a_signed && b_unsigned) out = out - int64_t(128 * 128) * K;
@@ -88,7 +90,6 @@ Tensor int_matmul(const Tensor& a, const Tensor& b, const Tensor& a_zero_point, 
   };
   const Tensor za = along_sum(a_zero_point, a, -1, "a"), zb = along_sum(b_zero_point, b, -2, "b");
   const int64_t K = a.shape().back();
-  auto sum_i32 = [](const Tensor& v, int axis) { return astype(sum(astype(v, DType::I32), {axis}, true), DType::I32); };
   // sum((a - za)(b - zb)) = sum(a b) - za sum(b) - zb sum(a) + K za zb, each term exact in i32.
   return int_matmul(a, b) - za * sum_i32(b, -2) - zb * sum_i32(a, -1) + K * za * zb;
 }

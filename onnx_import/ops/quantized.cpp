@@ -12,6 +12,7 @@ namespace {
 using V = std::vector<Tensor>;
 
 int64_t rank_of(const Tensor& t) { return int64_t(t.shape().size()); }
+bool eight_bit(DType t) { return t == DType::U8 || t == DType::I8; }
 
 // A per-axis parameter ([C]) shaped to broadcast along `axis` of a tensor of rank r; scalars as they are.
 Tensor along(const NodeContext& n, const Tensor& p, int64_t axis, int64_t r) {
@@ -82,8 +83,7 @@ Tensor zero_point_of(const NodeContext& n, size_t value, size_t zero_point, bool
 // The exact integer product of two 8-bit operands less their zero points (hjit::int_matmul: VNNI's
 // dot products where the CPU has them); other integer types through i32 as before.
 Tensor integer_product(const NodeContext& n, size_t a, size_t a_zp, size_t b, size_t b_zp) {
-  auto eight = [](DType t) { return t == DType::U8 || t == DType::I8; };
-  if (eight(n.input(a).dtype()) && eight(n.input(b).dtype()))
+  if (eight_bit(n.input(a).dtype()) && eight_bit(n.input(b).dtype()))
     return int_matmul(n.input(a), n.input(b), zero_point_of(n, a, a_zp, true), zero_point_of(n, b, b_zp, false));
   return astype(matmul(shifted(n, a, a_zp, -2), shifted(n, b, b_zp, -1)), DType::I32);
 }
@@ -153,8 +153,7 @@ bool known_zeros(const Tensor& t) {
 
 std::optional<Tensor> integer_conv(const NodeContext& n, const Tensor& x, const Tensor& x_zero_point, const Tensor& w,
                                    const std::optional<Tensor>& w_zero_point) {
-  auto eight = [](DType t) { return t == DType::U8 || t == DType::I8; };
-  if (rank_of(x) != 4 || rank_of(w) != 4 || !eight(x.dtype()) || !eight(w.dtype()) || x_zero_point.numel() != 1) return std::nullopt;
+  if (rank_of(x) != 4 || rank_of(w) != 4 || !eight_bit(x.dtype()) || !eight_bit(w.dtype()) || x_zero_point.numel() != 1) return std::nullopt;
   const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
   const std::vector<int64_t> pads = n.attr_ints("pads", {0, 0, 0, 0}), strides = n.attr_ints("strides", {1, 1}),
                              dil = n.attr_ints("dilations", {1, 1});
@@ -199,8 +198,7 @@ std::optional<Tensor> dequantized_conv(const NodeContext& n) {
 std::optional<Tensor> dequantized_product(const NodeContext& n, bool trans_a, bool trans_b) {
   const std::optional<Dequantized> qa = n.dequantized_input(0), qb = n.dequantized_input(1);
   if (!qa || !qb) return std::nullopt;
-  auto eight = [](const Tensor& t) { return t.dtype() == DType::U8 || t.dtype() == DType::I8; };
-  if (!eight(qa->x) || !eight(qb->x) || qa->scale.dtype() != DType::F32 || qb->scale.dtype() != DType::F32) return std::nullopt;
+  if (!eight_bit(qa->x.dtype()) || !eight_bit(qb->x.dtype()) || qa->scale.dtype() != DType::F32 || qb->scale.dtype() != DType::F32) return std::nullopt;
   if (rank_of(qa->x) < 2 || rank_of(qb->x) < 2) return std::nullopt;
   auto one = [](const std::optional<Tensor>& t) { return !t || t->numel() == 1; };
   // a: one scale (a row's values share the sum); b: one, or one per column (the axis of the
