@@ -186,6 +186,31 @@ class Builtin {
     return st(c).helpers.empty();
   }
 
+  // A conversion to a narrower type of a contraction's element-wise epilogue, read through a copy
+  // (a quantized convolution's u8 output, packed for the next convolution): stored, so that the
+  // contraction computes per tile of it and the copy reads the narrow values. Inlined into the
+  // copy, the contraction is stored whole at its wide type and read back (int8 ResNet-50's packs
+  // read every i32 sum).
+  bool narrows_contraction_for_copy(int id, const Site& site) {
+    const Node& n = node(id);
+    if (n.op != OpKind::Cast || site.row_pointwise || n.inputs.size() != 1) return false;
+    if (dtype_size(n.type.dtype) >= dtype_size(node(n.inputs[0]).type.dtype)) return false;
+    std::vector<int> todo{n.inputs[0]};
+    std::set<int> seen;
+    while (!todo.empty()) {
+      const int at = todo.back();
+      todo.pop_back();
+      if (!seen.insert(at).second || !live(at)) continue;
+      if (has_reduction(st(at))) {
+        if (cpu_rules(st(at).op).tile != Tile::None && st(at).extents == st(id).extents) return true;
+        continue;
+      }
+      if (!has_trait(st(at).op, Elementwise) || func_[size_t(at)].kind != Place::Inline) continue;
+      for (int in : node(at).inputs) todo.push_back(in);
+    }
+    return false;
+  }
+
   void make_nest(int id) {
     int nest = add_nest(st(id).func, id);
     nests_[size_t(nest)].is_root_stage = true;
@@ -208,7 +233,7 @@ class Builtin {
     }
     if (func_[size_t(id)].kind == Place::Inline) {
       bool reused_expensive = params_.store_expensive && builtin_stores_elementwise(s.op, s.consumers.size());
-      if (feeds_contraction(id)) {
+      if (feeds_contraction(id) || narrows_contraction_for_copy(id, site)) {
         make_nest(id);
       } else if (reused_expensive || cut_[size_t(id)]) {
         if (can_home(id, site, Level::Row)) {
@@ -319,12 +344,16 @@ class Builtin {
     return 0;
   }
 
-  // A stored transpose whose innermost output dimension is shorter than a vector and whose two
-  // innermost are a vector or more together.
-  bool narrow_transpose(const Nest& nest, int vec) {
+  // A stored transpose whose innermost output dimension is shorter than a vector: how many of its
+  // innermost dimensions make a vector together (0: not such a transpose, or none do).
+  size_t narrow_transpose(const Nest& nest, int vec) {
     const Stage& s = st(nest.stage);
-    if (node(nest.stage).op != OpKind::Transpose || nest.has_row_guests || nest.func.name() != s.func.name()) return false;
-    return s.extents.size() >= 2 && s.extents[0] < vec && s.extents[0] * s.extents[1] >= vec;
+    if (node(nest.stage).op != OpKind::Transpose || nest.has_row_guests || nest.func.name() != s.func.name()) return 0;
+    if (s.extents.size() < 2 || s.extents[0] >= vec) return 0;
+    int64_t together = s.extents[0];
+    for (size_t k = 1; k < s.extents.size(); ++k)
+      if ((together *= s.extents[k]) >= vec) return k + 1;
+    return 0;
   }
 
   void schedule_nest(Nest& nest) {
@@ -340,16 +369,23 @@ class Builtin {
         os_ << nm(nest.func) << ": " << (nest.is_root_stage ? "root " : "") << ln.what << "\n";
         return;
       }
-      if (narrow_transpose(nest, vec)) {
-        // Its innermost dimension shorter than a vector (int_conv2d's channels in fours): the two
-        // innermost fused and vectorized, each vector read as a few rows of the input interleaved
-        // (a 56 x 56 x 256 activation packed in 0.1 ms, where 4-lane loops took 3).
+      if (const size_t k = narrow_transpose(nest, vec)) {
+        // Its innermost dimension shorter than a vector (int_conv2d's channels in fours): the
+        // innermost fused until they make a vector, each vector read as a few rows of the input
+        // interleaved (a 56 x 56 x 256 activation packed in 0.1 ms, where 4-lane loops took 3; a
+        // 7 x 7 one needs its rows too).
         FuncRef f = ref(nest.func);
-        Var fused(s.vars[0].name() + "_" + s.vars[1].name());
-        f.fuse(s.vars[0], s.vars[1], fused);
+        Var fused = s.vars[0];
+        int64_t extent = s.extents[0];
+        for (size_t d = 1; d < k; ++d) {
+          Var outer(fused.name() + "_" + s.vars[d].name());
+          f.fuse(fused, s.vars[d], outer);
+          fused = outer;
+          extent *= s.extents[d];
+        }
         std::vector<Var> vars{fused};
-        Shape extents{s.extents[0] * s.extents[1]};
-        for (size_t d = 2; d < s.vars.size(); ++d) vars.push_back(s.vars[d]), extents.push_back(s.extents[d]);
+        Shape extents{extent};
+        for (size_t d = k; d < s.vars.size(); ++d) vars.push_back(s.vars[d]), extents.push_back(s.extents[d]);
         LoopNest ln = vectorize_and_parallelize(f, vars, extents, vec, threads, false, grain, params_.tasks);
         nest.has_row = false;
         os_ << nm(nest.func) << ": " << (nest.is_root_stage ? "root " : "") << "fused innermost " << ln.what << "\n";

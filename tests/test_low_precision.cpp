@@ -1,6 +1,7 @@
 // Low precision: integer contractions (hjit::int_matmul) exact, eager and compiled, over every pair
 // of 8-bit types, odd contraction lengths, broadcast batches and empty shapes; and the target that
 // lets them use VNNI's dot products.
+#include <cmath>
 #include <random>
 
 #include <Halide.h>
@@ -212,4 +213,40 @@ TEST_CASE("int_conv2d is the convolution of (x - zero point) and the weight in i
                   hjit::ShapeError);
   CHECK_THROWS_AS(hjit::int_conv2d(Tensor::zeros({1, 4, 4, 4}, DType::U8), Tensor::zeros({4, 4, 1, 1}, DType::I8), Tensor::zeros({4}, DType::U8)),
                   hjit::ShapeError);
+}
+
+TEST_CASE("quantized convolutions in a chain: each sum requantized in its tiles, 8-bit between them, every pack vectorized") {
+  // Per-channel scales that are powers of two: the requantized values are exact, eager and compiled.
+  auto layer = [](const Tensor& x, const Tensor& w, const Tensor& scale, int64_t pad) {
+    const Tensor acc = hjit::int_conv2d(x, w, Tensor::scalar(3, DType::U8), {1, 1}, {pad, pad});
+    const Tensor y = hjit::relu(acc.astype(DType::F32) * scale);
+    return hjit::clamp(hjit::round(y) + 3.0f, 0, 255).astype(DType::U8);
+  };
+  auto chain = hjit::jit(
+      [&](const Tensor& x, const Tensor& w1, const Tensor& s1, const Tensor& w2, const Tensor& s2) {
+        return layer(layer(x, w1, s1, 1), w2, s2, 0);
+      },
+      quiet());
+  uint64_t seed = 900;
+  for (int64_t side : {7, 14}) {  // rows of the packed activation shorter than a vector
+    CAPTURE(side);
+    const Tensor x = full_range({1, 32, side, side}, DType::U8, seed++);
+    const Tensor w1 = full_range({48, 32, 3, 3}, DType::I8, seed++), w2 = full_range({16, 48, 1, 1}, DType::I8, seed++);
+    auto powers_of_two = [](int64_t channels, int lowest) {
+      std::vector<float> v;
+      for (int64_t c = 0; c < channels; ++c) v.push_back(std::ldexp(1.0f, -lowest - int(c % 4)));
+      return Tensor::from_vector(v, {1, channels, 1, 1});
+    };
+    const Tensor s1 = powers_of_two(48, 10), s2 = powers_of_two(16, 9);
+    const Tensor want = layer(layer(x, w1, s1, 1), w2, s2, 0);
+    CHECK(test::compare(chain(x, w1, s1, w2, s2), want, 0) == "");
+    const std::string plan = chain.explain(x, w1, s1, w2, s2);
+    CAPTURE(plan);
+    // The first convolution computes per tile of its requantized u8 value (not stored whole in
+    // i32 and requantized by the next one's pack), and the packs (two activations, two weights)
+    // are vector loops.
+    CHECK(plan.find("_int_conv2d_acc: per tile of") != std::string::npos);
+    CHECK(plan.find("int_conv2d: root") == std::string::npos);
+    CHECK(test::occurrences(plan, "_transpose: root fused innermost vec") == 4);
+  }
 }

@@ -114,6 +114,11 @@ Built make(const Graph& g, const Options& o, const Target& target, const ChoiceH
     return {};
   }
   log().debug("build '{}': lowered and scheduled ({}) in {:.1f} ms", name, s->source, t.ms());
+  if (log().should_log(spdlog::level::trace)) {
+    std::string notes;
+    for (const std::string& line : s->notes) notes += "\n  " + line;
+    log().trace("build '{}': schedule, one line per loop nest:{}", name, notes);
+  }
   if (!o.in_place.empty()) compute_each_element_once(*s, p, o.in_place);
   apply_with_tails(g, target, *s, p, o.dynamic.get());
   log().debug("build '{}': schedule applied at {:.1f} ms", name, t.ms());

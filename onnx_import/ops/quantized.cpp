@@ -22,12 +22,14 @@ Tensor along(const NodeContext& n, const Tensor& p, int64_t axis, int64_t r) {
   return reshape(p, s);
 }
 
-// round half to even, then clamped to the range of `to` and converted.
-Tensor saturate(const Tensor& x, DType to) {
+// Whole values clamped to the range of `to` and converted.
+Tensor clamp_to(const Tensor& x, DType to) {
   const double lo = to == DType::U8 ? 0 : to == DType::I8 ? -128 : to == DType::I32 ? -2147483648.0 : 0;
   const double hi = to == DType::U8 ? 255 : to == DType::I8 ? 127 : to == DType::I32 ? 2147483647.0 : 65535;
-  return astype(clamp(round(x), lo, hi), to);
+  return astype(clamp(x, lo, hi), to);
 }
+// round half to even, then clamped to the range of `to` and converted.
+Tensor saturate(const Tensor& x, DType to) { return clamp_to(round(x), to); }
 
 V QuantizeLinear(const NodeContext& n) {
   const Tensor& x = n.input(0);
@@ -35,9 +37,9 @@ V QuantizeLinear(const NodeContext& n) {
   const Tensor scale = along(n, n.input(1), axis, r);
   const DType to = n.has_input(2) ? n.input(2).dtype() : DType::U8;
   if (to != DType::U8 && to != DType::I8) n.fail("quantizes to u8 or i8");
-  Tensor y = astype(x, DType::F32) / scale;
-  if (n.has_input(2)) y = round(y) + astype(along(n, n.input(2), axis, r), DType::F32);
-  return {saturate(y, to)};
+  Tensor y = round(astype(x, DType::F32) / scale);
+  if (n.has_input(2)) y = y + astype(along(n, n.input(2), axis, r), DType::F32);
+  return {clamp_to(y, to)};
 }
 
 V DequantizeLinear(const NodeContext& n) {
@@ -53,7 +55,7 @@ V DynamicQuantizeLinear(const NodeContext& n) {
   const Tensor lo = minimum(min(x), 0.0), hi = maximum(max(x), 0.0);
   const Tensor scale = (hi - lo) / 255.0;
   const Tensor zp = saturate(-lo / scale, DType::U8);
-  return {saturate(round(x / scale) + astype(zp, DType::F32), DType::U8), scale, zp};
+  return {clamp_to(round(x / scale) + astype(zp, DType::F32), DType::U8), scale, zp};
 }
 
 // An operand less its zero point, in i32 (exact: the products of 8-bit values and their sums fit).
@@ -114,7 +116,7 @@ V ConvInteger(const NodeContext& n) {
 Tensor requantize(const NodeContext& n, const Tensor& acc, const Tensor& a_scale, const Tensor& b_scale, size_t y_scale, size_t y_zp) {
   const Tensor multiplier = astype(a_scale, DType::F32) * astype(b_scale, DType::F32) / astype(n.input(y_scale), DType::F32);
   const DType to = n.input(y_zp).dtype();
-  return saturate(round(astype(acc, DType::F32) * multiplier) + astype(n.input(y_zp), DType::F32), to);
+  return clamp_to(round(astype(acc, DType::F32) * multiplier) + astype(n.input(y_zp), DType::F32), to);
 }
 
 V QLinearMatMul(const NodeContext& n) { return {requantize(n, integer_product(n, 0, 2, 3, 5), n.input(1), n.input(4), 6, 7)}; }
