@@ -34,6 +34,13 @@ void check_groups(const char* layer, int64_t in, int64_t out, int64_t groups) {
                      " output channels must both split in " + std::to_string(groups) + " groups");
 }
 
+// The buffers of a quantizable layer, undefined (and so unlisted) until nn::quantize sets them.
+constexpr std::pair<const char*, Tensor Int8State::*> kInt8Buffers[] = {
+    {"int8_weight", &Int8State::weight},
+    {"int8_scale", &Int8State::scale},
+    {"input_scale", &Int8State::input_scale},
+    {"input_zero_point", &Int8State::input_zero_point}};
+
 // A per-channel vector shaped to broadcast over [N, C, ...] of rank `rank`.
 Tensor per_channel(const Tensor& v, int rank) {
   Shape s(size_t(rank), 1);
@@ -50,12 +57,17 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias) {
   torch_default_init(weight, bias);
   register_parameter("weight", weight);
   register_parameter("bias", bias);
+  for (auto [name, member] : kInt8Buffers) register_buffer(name, int8.*member);
 }
 
 Tensor Linear::forward(const Tensor& x) {
   if (x.ndim() == 0 || x.shape().back() != weight.shape()[1])
     throw ShapeError("nn::Linear: takes inputs [..., " + std::to_string(weight.shape()[1]) + "], given " + shape_str(x.shape()));
-  Tensor y = matmul(x, transpose(weight));
+  int8.observe(x, "Linear");
+  Tensor y = int8.on() ? int_matmul(int8.quantize_input(x), transpose(int8.weight), int8.input_zero_point, Tensor::scalar(0, DType::I8))
+                             .astype(DType::F32) *
+                         int8.scale
+                       : matmul(x, transpose(weight));
   return bias.defined() ? y + bias : y;
 }
 
@@ -84,9 +96,20 @@ Tensor Conv1d::forward(const Tensor& x) { return conv1d(x, weight, optional(bias
 
 Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Size2 stride_, Size2 padding_, Size2 dilation_, int64_t groups_, bool with_bias)
     : ConvLayer("Conv2d", in, out, {k[0], k[1]}, groups_, with_bias, false), stride(stride_), padding(padding_), dilation(dilation_),
-      groups(groups_) {}
+      groups(groups_) {
+  for (auto [name, member] : kInt8Buffers) register_buffer(name, int8.*member);
+}
 
-Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, optional(bias), stride, padding, dilation, groups); }
+Tensor Conv2d::forward(const Tensor& x) {
+  int8.observe(x, "Conv2d");
+  if (!int8.on() || (x.ndim() != 4 && x.ndim() != 3)) return conv2d(x, weight, optional(bias), stride, padding, dilation, groups);
+  // An unbatched [C, H, W] input is a batch of one.
+  const Tensor x4 = x.ndim() == 4 ? x : x.reshape({1, x.dim(0), x.dim(1), x.dim(2)});
+  Tensor y = int_conv2d(int8.quantize_input(x4), int8.weight, int8.input_zero_point, stride, padding, dilation, groups).astype(DType::F32) *
+             per_channel(int8.scale, 4);
+  if (bias.defined()) y = y + per_channel(bias, 4);
+  return x.ndim() == 4 ? y : y.reshape({y.dim(1), y.dim(2), y.dim(3)});
+}
 
 Conv3d::Conv3d(int64_t in, int64_t out, Size3 k, Size3 stride_, Size3 padding_, Size3 dilation_, int64_t groups_, bool with_bias)
     : ConvLayer("Conv3d", in, out, {k[0], k[1], k[2]}, groups_, with_bias, false), stride(stride_), padding(padding_), dilation(dilation_),

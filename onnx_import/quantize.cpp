@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include <hjit/calibration.h>
 #include <hjit/onnx.h>
 #include <hjit/ops.h>
 
@@ -65,20 +66,7 @@ std::vector<Site> sites_of(const ::onnx::GraphProto& g) {
   return sites;
 }
 
-// An activation's calibrated range, always holding 0 (the real zero is exact in u8).
-struct Range {
-  double lo = 0, hi = 0;
-};
-
-double percentile_of_abs(std::vector<float> v, double pct) {
-  if (v.empty()) return 0;
-  for (float& x : v) x = std::abs(x);
-  const size_t k = std::min(v.size() - 1, size_t(std::floor(pct / 100.0 * double(v.size() - 1))));
-  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k), v.end());
-  return v[k];
-}
-
-std::map<std::string, Range> calibrate(const ::onnx::ModelProto& model, const std::vector<Site>& sites,
+std::map<std::string, ActivationRange> calibrate(const ::onnx::ModelProto& model, const std::vector<Site>& sites,
                                        const std::vector<std::vector<Tensor>>& batches, const QuantizeOptions& o) {
   // The model with every activation to calibrate as an extra output, run eagerly on each batch.
   // (A graph output needs its type: the one ONNX's shape inference gave the value, or the input's.)
@@ -99,27 +87,12 @@ std::map<std::string, Range> calibrate(const ::onnx::ModelProto& model, const st
     *probe.mutable_graph()->add_output() = *t->second;
   }
   const Model m = Model::parse(probe.SerializeAsString());
-  std::map<std::string, Range> ranges;
-  std::map<std::string, std::vector<double>> tails;
+  std::map<std::string, ActivationRange> ranges;
+  for (const std::string& name : names) ranges.emplace(name, ActivationRange(o));
   for (const std::vector<Tensor>& batch : batches) {
     const std::vector<Tensor> outs = m(batch);
-    for (size_t k = 0; k < names.size(); ++k) {
-      const std::vector<float> v = outs.at(output_of.at(names[k])).astype(DType::F32).to_vector<float>();
-      Range& r = ranges[names[k]];
-      for (float x : v) r.lo = std::min(r.lo, double(x)), r.hi = std::max(r.hi, double(x));
-      if (o.calibration == QuantizeOptions::Calibration::Percentile) tails[names[k]].push_back(percentile_of_abs(v, o.percentile));
-    }
+    for (const std::string& name : names) ranges.at(name).observe(outs.at(output_of.at(name)), "'" + name + "'");
   }
-  if (o.calibration == QuantizeOptions::Calibration::Percentile)
-    for (auto& [name, r] : ranges) {
-      // The range clipped to the percentile of |x| (averaged over the batches), one-sided where
-      // the values are (a relu's output).
-      double tail = 0;
-      for (double t : tails[name]) tail += t;
-      tail /= double(std::max<size_t>(1, tails[name].size()));
-      r.hi = std::min(r.hi, tail);
-      r.lo = std::max(r.lo, -tail);
-    }
   return ranges;
 }
 
@@ -142,8 +115,7 @@ void add_node(::onnx::GraphProto* g, const std::string& op, const std::vector<st
 void quantize(const std::string& path, const std::string& out_path, const std::vector<std::vector<Tensor>>& calibration,
               const QuantizeOptions& options) {
   if (calibration.empty()) throw ValueError(std::string(kWho) + ": needs at least one batch of calibration inputs");
-  if (options.calibration == QuantizeOptions::Calibration::Percentile && !(options.percentile > 50 && options.percentile <= 100))
-    throw ValueError(std::string(kWho) + ": the percentile must be in (50, 100], got " + std::to_string(options.percentile));
+  options.check(kWho);
   const std::string dir = std::filesystem::path(path).parent_path().string();
   ::onnx::ModelProto model = onnx_import::read_model(onnx_import::read_file(path, kWho), dir.empty() ? "." : dir, kWho);
   const int64_t opset = onnx_import::default_opset(model, kWho);
@@ -151,7 +123,7 @@ void quantize(const std::string& path, const std::string& out_path, const std::v
     throw ValueError(std::string(kWho) + ": the model imports opset " + std::to_string(opset) +
                      "; per-channel DequantizeLinear needs 13 or later (convert the model first)");
   const std::vector<Site> sites = sites_of(model.graph());
-  const std::map<std::string, Range> ranges = calibrate(model, sites, calibration, options);
+  const std::map<std::string, ActivationRange> ranges = calibrate(model, sites, calibration, options);
 
   ::onnx::GraphProto* g = model.mutable_graph();
   const ::onnx::GraphProto original = *g;
@@ -165,10 +137,7 @@ void quantize(const std::string& path, const std::string& out_path, const std::v
     if (it != site_at.end()) {
       const Site& s = *it->second;
       if (!dequantized.count(s.activation)) {
-        const Range r = ranges.at(s.activation);
-        double scale = (r.hi - r.lo) / 255.0;
-        if (!(scale > 0) || !std::isfinite(scale)) scale = 1.0;
-        const double zp = std::clamp(std::nearbyint(-r.lo / scale), 0.0, 255.0);
+        const auto [scale, zp] = ranges.at(s.activation).scale_and_zero_point();
         const std::string base = s.activation + "_qdq";
         *g->add_initializer() = to_proto(Tensor::scalar(scale), base + "_scale");
         *g->add_initializer() = to_proto(Tensor::scalar(zp, DType::U8), base + "_zp");

@@ -1,6 +1,7 @@
 // Low precision: integer contractions (hjit::int_matmul) exact, eager and compiled, over every pair
 // of 8-bit types, odd contraction lengths, broadcast batches and empty shapes; and the target that
-// lets them use VNNI's dot products.
+// lets them use VNNI's dot products; and nn::quantize, which puts a module's layers on them.
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -9,6 +10,8 @@
 #include "graph/op_def.h"
 #include "halide_backend/codegen/object_file.h"
 #include "halide_backend/codegen/target.h"
+#include <hjit/nn.h>
+
 #include "tests/support.h"
 
 using hjit::DType;
@@ -249,4 +252,92 @@ TEST_CASE("quantized convolutions in a chain: each sum requantized in its tiles,
     CHECK(plan.find("int_conv2d: root") == std::string::npos);
     CHECK(test::occurrences(plan, "_transpose: root fused innermost vec") == 4);
   }
+}
+
+namespace {
+
+// A small CNN and MLP head: every kind of layer nn::quantize takes (a grouped convolution, an
+// unbatched-capable Conv2d, Linear layers with and without bias).
+struct SmallNet : hjit::nn::Module {
+  hjit::nn::Conv2d c1{3, 8, 3, 1, 1}, c2{8, 8, 3, 1, 1, 1, 2};
+  hjit::nn::Linear fc1{8 * 4 * 4, 16}, fc2{16, 5, false};
+  SmallNet() { register_module("c1", c1), register_module("c2", c2), register_module("fc1", fc1), register_module("fc2", fc2); }
+  Tensor operator()(const Tensor& x) {
+    const Tensor h = hjit::relu(c2(hjit::relu(c1(x))));
+    return fc2(hjit::relu(fc1(h.reshape({x.dim(0), -1}))));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("nn::quantize: Linear and Conv2d compute on 8-bit inputs and weights, as their dequantized float arithmetic; jit as eager") {
+  hjit::nn::manual_seed(3);
+  SmallNet net;
+  net.eval();
+  const Tensor x = Tensor::randn({2, 3, 4, 4}, 31);
+  const Tensor before = net(x);
+  CHECK(hjit::nn::quantize(net, [&] {
+          for (uint64_t k = 0; k < 3; ++k) net(Tensor::randn({2, 3, 4, 4}, 40 + k));
+        }) == 4);
+  CHECK(net.c1.int8.weight.dtype() == DType::I8);
+  CHECK(net.fc2.int8.input_zero_point.dtype() == DType::U8);
+  // The reference: each layer's input and weight quantized and dequantized, then float ops.
+  auto fake = [](const hjit::nn::Int8State& s, const Tensor& x) {
+    const Tensor q = s.quantize_input(x).astype(DType::F32) - s.input_zero_point.astype(DType::F32);
+    return q * s.input_scale;
+  };
+  auto weight = [](const hjit::nn::Int8State& s, const Tensor& w) {
+    Shape shape(size_t(w.ndim()), 1);
+    shape[0] = w.dim(0);
+    return s.weight.astype(DType::F32) * (s.scale / s.input_scale).reshape(shape);
+  };
+  auto conv = [&](hjit::nn::Conv2d& c, const Tensor& h) {
+    return hjit::conv2d(fake(c.int8, h), weight(c.int8, c.weight), c.bias, c.stride, c.padding, c.dilation, c.groups);
+  };
+  const Tensor h = hjit::relu(conv(net.c2, hjit::relu(conv(net.c1, x)))).reshape({2, -1});
+  const Tensor h2 = hjit::relu(hjit::matmul(fake(net.fc1.int8, h), hjit::transpose(weight(net.fc1.int8, net.fc1.weight))) + net.fc1.bias);
+  const Tensor want = hjit::matmul(fake(net.fc2.int8, h2), hjit::transpose(weight(net.fc2.int8, net.fc2.weight)));
+  const Tensor eager = net(x);
+  CHECK(test::compare(eager, want, 1e-5) == "");
+  CHECK(test::compare(eager, before, 0.05) == "");  // close to the float model, not equal to it
+  CHECK(hjit::max(hjit::abs(eager - before)).item<float>() > 0);
+  auto f = hjit::jit([&](const Tensor& a) { return net(a); });
+  CHECK(test::compare(f(x), eager, 1e-6) == "");
+  // An unbatched input through a quantized Conv2d.
+  const Tensor first = hjit::slice(x, 0, 0, 1);
+  CHECK(test::compare(net.c1(first.reshape({3, 4, 4})).reshape({1, 8, 4, 4}), net.c1(first), 0) == "");
+
+  // The quantized state is buffers: a checkpoint of it restores the same outputs in a model
+  // quantized the same way.
+  const hjit::NamedTensors state = net.state();
+  auto has = [&](const std::string& name) {
+    return std::any_of(state.begin(), state.end(), [&](const auto& kv) { return kv.first == name; });
+  };
+  CHECK(has("c1.int8_weight"));
+  CHECK(has("fc2.input_zero_point"));
+  hjit::nn::manual_seed(99);
+  SmallNet other;
+  other.eval();
+  hjit::nn::quantize(other, [&] { other(x); });
+  other.load_state(state);
+  CHECK(test::compare(other(x), eager, 0) == "");
+}
+
+TEST_CASE("nn::quantize's errors: calibration inside jit, a layer never reached, a bad percentile") {
+  SmallNet net;
+  net.eval();
+  auto traced = hjit::jit([&](const Tensor& a) { return net(a); });
+  CHECK_THROWS_WITH_AS(hjit::nn::quantize(net, [&] { traced(Tensor::randn({1, 3, 4, 4}, 1)); }),
+                       doctest::Contains("eagerly"), hjit::ValueError);
+  CHECK_FALSE(net.c1.int8.weight.defined());  // nothing quantized, and no layer left calibrating
+  CHECK_FALSE(net.c1.int8.calibrating);
+  CHECK_THROWS_WITH_AS(hjit::nn::quantize(net, [&] { net.c1(Tensor::randn({1, 3, 4, 4}, 1)); }), doctest::Contains("'c2'"),
+                       hjit::ValueError);
+  hjit::QuantizeOptions o;
+  o.calibration = hjit::QuantizeOptions::Calibration::Percentile;
+  o.percentile = 40;
+  CHECK_THROWS_AS(hjit::nn::quantize(net, [] {}, o), hjit::ValueError);
+  o.percentile = 99.9;
+  CHECK(hjit::nn::quantize(net, [&] { net(Tensor::randn({4, 3, 4, 4}, 2)); }, o) == 4);
+  CHECK(test::compare(net(Tensor::randn({1, 3, 4, 4}, 3)), net(Tensor::randn({1, 3, 4, 4}, 3)), 0) == "");
 }

@@ -12,5 +12,6 @@
 #include <hjit/nn/init.h>
 #include <hjit/nn/layers.h>
 #include <hjit/nn/module.h>
+#include <hjit/nn/quantize.h>
 #include <hjit/nn/recurrent.h>
 #include <hjit/nn/transformer.h>

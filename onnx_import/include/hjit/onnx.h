@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include <hjit/calibration.h>
 #include <hjit/module.h>
 
 namespace hjit::onnx {
@@ -147,14 +148,8 @@ Module load(const std::string& path, const LoadOptions& options = {});
 // whose weight is an f32 initializer gets its activation quantized to u8 per tensor, from ranges
 // calibrated on `calibration` (batches of the model's inputs, run eagerly), and its weight stored
 // as i8 per output channel (symmetric), each behind a QuantizeLinear/DequantizeLinear pair.
-struct QuantizeOptions {
-  // MinMax: the activations' whole range; Percentile: clipped to that percentile of |x|
-  // (averaged over the batches), which spends fewer steps on rare outliers.
-  enum class Calibration { MinMax, Percentile };
-  Calibration calibration = Calibration::MinMax;
-  double percentile = 99.99;
-  bool per_channel = true;  // false: one scale per weight
-};
+// The options of calibration (hjit/calibration.h), as hjit::nn::quantize takes them.
+using QuantizeOptions = hjit::QuantizeOptions;
 void quantize(const std::string& path, const std::string& out_path, const std::vector<std::vector<Tensor>>& calibration,
               const QuantizeOptions& options = {});
 

@@ -12,6 +12,7 @@
 
 #include <hjit/error.h>
 #include <hjit/nn/module.h>
+#include <hjit/nn/quantize.h>
 #include <hjit/ops.h>
 
 namespace hjit::nn {
@@ -32,6 +33,7 @@ class Linear : public Layer {
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& x) override;
   Tensor weight, bias;
+  Int8State int8;  // set by nn::quantize (quantize.h)
 };
 
 // Convolutions: weight [out, in / groups, kernel...] ([in, out / groups, kernel...] when
@@ -60,6 +62,7 @@ class Conv2d : public ConvLayer {
   Tensor forward(const Tensor& x) override;
   Pair stride, padding, dilation;
   int64_t groups;
+  Int8State int8;  // set by nn::quantize (quantize.h)
 };
 
 class Conv3d : public ConvLayer {

@@ -1,0 +1,88 @@
+// nn::quantize (quantize.h): calibrate each Linear's and Conv2d's input, then their weights and
+// inputs in 8 bits.
+#include <hjit/nn/quantize.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include <hjit/error.h>
+#include <hjit/nn/layers.h>
+#include <hjit/ops.h>
+
+namespace hjit::nn {
+
+namespace {
+
+struct Quantizable {
+  std::string path;
+  Int8State* int8;
+  const Tensor* weight;
+};
+
+void collect(Module& m, const std::string& path, std::set<const Module*>& seen, std::vector<Quantizable>& out) {
+  if (!seen.insert(&m).second) return;  // a module shared by two parents, once
+  if (auto* l = dynamic_cast<Linear*>(&m)) out.push_back({path, &l->int8, &l->weight});
+  if (auto* c = dynamic_cast<Conv2d*>(&m)) out.push_back({path, &c->int8, &c->weight});
+  for (auto& [name, child] : m.named_children()) collect(*child, path.empty() ? name : path + "." + name, seen, out);
+}
+
+// Sets a buffer: in place where it has the value's shape and dtype (functions jitted before see
+// the new values), else a new tensor.
+void set(Tensor& slot, const Tensor& value) {
+  if (slot.defined() && slot.shape() == value.shape() && slot.dtype() == value.dtype())
+    slot.assign(value);
+  else
+    slot = value;
+}
+
+}  // namespace
+
+void Int8State::observe(const Tensor& x, const char* layer) const {
+  if (calibrating) calibrating->observe(x, std::string("the input of an nn::") + layer);
+}
+
+Tensor Int8State::quantize_input(const Tensor& x) const {
+  return clamp(round(x.astype(DType::F32) / input_scale) + input_zero_point.astype(DType::F32), 0, 255).astype(DType::U8);
+}
+
+int quantize(Module& model, const std::function<void()>& calibrate, const QuantizeOptions& options) {
+  options.check("nn::quantize");
+  std::vector<Quantizable> layers;
+  std::set<const Module*> seen;
+  collect(model, "", seen, layers);
+  for (Quantizable& q : layers) q.int8->calibrating = std::make_shared<ActivationRange>(options);
+  struct StopCalibrating {  // however calibrate ends
+    std::vector<Quantizable>& layers;
+    ~StopCalibrating() {
+      for (Quantizable& q : layers) q.int8->calibrating.reset();
+    }
+  };
+  std::vector<std::shared_ptr<ActivationRange>> ranges;
+  {
+    StopCalibrating stop{layers};
+    calibrate();
+    for (Quantizable& q : layers) ranges.push_back(q.int8->calibrating);
+  }
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (!ranges[i]->observed())
+      throw ValueError("nn::quantize: the calibration never ran layer '" + (layers[i].path.empty() ? std::string("(the model)") : layers[i].path) +
+                       "': calibrate must call the model on inputs that reach every Linear and Conv2d");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    Int8State& s = *layers[i].int8;
+    const Tensor w = layers[i].weight->astype(DType::F32);
+    // i8, symmetric: the largest |w| of each output channel (axis 0) is 127 steps.
+    std::vector<int> reduce;
+    for (int d = options.per_channel ? 1 : 0; d < w.ndim(); ++d) reduce.push_back(d);
+    const Tensor amax = max(abs(w), reduce, true);
+    const Tensor w_scale = where(amax > 0, amax / 127.0, Tensor::scalar(1.0f));
+    const auto [x_scale, x_zero_point] = ranges[i]->scale_and_zero_point();
+    set(s.weight, clamp(round(w / w_scale), -127, 127).astype(DType::I8));
+    set(s.scale, (w_scale.reshape({-1}) * x_scale).astype(DType::F32) * Tensor::ones({w.dim(0)}));
+    set(s.input_scale, Tensor::scalar(x_scale, DType::F32));
+    set(s.input_zero_point, Tensor::scalar(x_zero_point, DType::U8));
+  }
+  return int(layers.size());
+}
+
+}  // namespace hjit::nn
