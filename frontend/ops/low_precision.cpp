@@ -105,8 +105,14 @@ Tensor int_conv2d(const Tensor& x, const Tensor& w, const Tensor& x_zero_point, 
     throw ShapeError("int_conv2d: takes an NCHW input and an OIHW weight, got " + shape_str(x.shape()) + " and " + shape_str(w.shape()));
   const Tensor zp = reshape(x_zero_point, {});
   if (groups != 1 || w.dtype() != DType::I8) {
-    // Grouped (depthwise) convolutions and unsigned weights: in i32, exact, no dot products.
-    return conv2d(astype(x, DType::I32) - astype(zp, DType::I32), astype(w, DType::I32), std::nullopt, stride, padding, dilation, groups);
+    // Grouped (depthwise) convolutions and unsigned weights: no dot products. In f32 where every
+    // sum is exact there (at most 2^24: a depthwise 3x3 sums 9 products of at most 255 x 255),
+    // on the float convolution's fused multiply-adds; else in i32.
+    const int64_t terms = w.shape()[1] * w.shape()[2] * w.shape()[3];
+    const bool exact_in_f32 = terms <= (int64_t(1) << 24) / (255 * 255);
+    const DType acc = exact_in_f32 ? DType::F32 : DType::I32;
+    const Tensor y = conv2d(astype(x, acc) - astype(zp, acc), astype(w, acc), std::nullopt, stride, padding, dilation, groups);
+    return exact_in_f32 ? astype(y, DType::I32) : y;
   }
   const int64_t C = x.shape()[1], O = w.shape()[0], KH = w.shape()[2], KW = w.shape()[3];
   if (w.shape()[1] != C)
@@ -119,8 +125,12 @@ Tensor int_conv2d(const Tensor& x, const Tensor& w, const Tensor& x_zero_point, 
   Tensor xp = xu;
   if (padding[0] > 0 || padding[1] > 0) {
     const std::vector<std::pair<int64_t, int64_t>> widths{{0, 0}, {0, 0}, {padding[0], padding[0]}, {padding[1], padding[1]}};
-    const Tensor inside = pad(Tensor::ones({1, 1, x.shape()[2], x.shape()[3]}, DType::U8), widths) > 0;
-    xp = where(inside, pad(xu, widths), zu);
+    if (!zu.is_traced()) {
+      xp = pad(xu, widths, zu.item<double>());  // a known zero point (a model's constant): one pad
+    } else {
+      const Tensor inside = pad(Tensor::ones({1, 1, x.shape()[2], x.shape()[3]}, DType::U8), widths) > 0;
+      xp = where(inside, pad(xu, widths), zu);
+    }
   }
   // Both packed channels in fours (zeros past the last channel): [N, C/4, H, W, 4], [C/4, KH, KW, O, 4].
   xp = pad_to_4(xp, 1);
