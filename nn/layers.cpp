@@ -64,10 +64,13 @@ Tensor Linear::forward(const Tensor& x) {
   if (x.ndim() == 0 || x.shape().back() != weight.shape()[1])
     throw ShapeError("nn::Linear: takes inputs [..., " + std::to_string(weight.shape()[1]) + "], given " + shape_str(x.shape()));
   int8.observe(x, "Linear");
-  Tensor y = int8.on() ? int_matmul(int8.quantize_input(x), transpose(int8.weight), int8.input_zero_point, Tensor::scalar(0, DType::I8))
-                             .astype(DType::F32) *
-                         int8.scale
-                       : matmul(x, transpose(weight));
+  Tensor y;
+  if (int8.on()) {
+    const Int8State::Input q = int8.quantize_input(x);
+    y = int_matmul(q.q, transpose(int8.weight), q.zero_point, Tensor::scalar(0, DType::I8)).astype(DType::F32) * q.sum_scale;
+  } else {
+    y = matmul(x, transpose(weight));
+  }
   return bias.defined() ? y + bias : y;
 }
 
@@ -105,8 +108,8 @@ Tensor Conv2d::forward(const Tensor& x) {
   if (!int8.on() || (x.ndim() != 4 && x.ndim() != 3)) return conv2d(x, weight, optional(bias), stride, padding, dilation, groups);
   // An unbatched [C, H, W] input is a batch of one.
   const Tensor x4 = x.ndim() == 4 ? x : x.reshape({1, x.dim(0), x.dim(1), x.dim(2)});
-  Tensor y = int_conv2d(int8.quantize_input(x4), int8.weight, int8.input_zero_point, stride, padding, dilation, groups).astype(DType::F32) *
-             per_channel(int8.scale, 4);
+  const Int8State::Input q = int8.quantize_input(x4);
+  Tensor y = int_conv2d(q.q, int8.weight, q.zero_point, stride, padding, dilation, groups).astype(DType::F32) * per_channel(q.sum_scale, 4);
   if (bias.defined()) y = y + per_channel(bias, 4);
   return x.ndim() == 4 ? y : y.reshape({y.dim(1), y.dim(2), y.dim(3)});
 }

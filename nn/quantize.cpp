@@ -18,12 +18,13 @@ struct Quantizable {
   std::string path;
   Int8State* int8;
   const Tensor* weight;
+  bool linear;
 };
 
 void collect(Module& m, const std::string& path, std::set<const Module*>& seen, std::vector<Quantizable>& out) {
   if (!seen.insert(&m).second) return;  // a module shared by two parents, once
-  if (auto* l = dynamic_cast<Linear*>(&m)) out.push_back({path, &l->int8, &l->weight});
-  if (auto* c = dynamic_cast<Conv2d*>(&m)) out.push_back({path, &c->int8, &c->weight});
+  if (auto* l = dynamic_cast<Linear*>(&m)) out.push_back({path, &l->int8, &l->weight, true});
+  if (auto* c = dynamic_cast<Conv2d*>(&m)) out.push_back({path, &c->int8, &c->weight, false});
   for (auto& [name, child] : m.named_children()) collect(*child, path.empty() ? name : path + "." + name, seen, out);
 }
 
@@ -36,14 +37,34 @@ void set(Tensor& slot, const Tensor& value) {
     slot = value;
 }
 
+// The weight in i8, symmetric (the largest |w| of each output channel, axis 0, is 127 steps), and
+// the scale of the sums: the weight's times the input's.
+void set_weight(Int8State& s, const Tensor& weight, const QuantizeOptions& options, double input_scale) {
+  const Tensor w = weight.astype(DType::F32);
+  std::vector<int> reduce;
+  for (int d = options.per_channel ? 1 : 0; d < w.ndim(); ++d) reduce.push_back(d);
+  const Tensor amax = max(abs(w), reduce, true);
+  const Tensor w_scale = where(amax > 0, amax / 127.0, Tensor::scalar(1.0f));
+  set(s.weight, clamp(round(w / w_scale), -127, 127).astype(DType::I8));
+  set(s.scale, (w_scale.reshape({-1}) * input_scale).astype(DType::F32) * Tensor::ones({w.dim(0)}));
+}
+
 }  // namespace
 
 void Int8State::observe(const Tensor& x, const char* layer) const {
   if (calibrating) calibrating->observe(x, std::string("the input of an nn::") + layer);
 }
 
-Tensor Int8State::quantize_input(const Tensor& x) const {
-  return clamp(round(x.astype(DType::F32) / input_scale) + input_zero_point.astype(DType::F32), 0, 255).astype(DType::U8);
+Int8State::Input Int8State::quantize_input(const Tensor& x) const {
+  const Tensor xf = x.astype(DType::F32);
+  Tensor x_scale = input_scale, zero_point = input_zero_point;
+  if (!input_scale.defined()) {  // dynamic: the range of this x, widened to hold 0
+    const Tensor lo = minimum(min(xf), 0.0), hi = maximum(max(xf), 0.0);
+    x_scale = where(hi > lo, (hi - lo) / 255.0, Tensor::scalar(1.0f));
+    zero_point = clamp(round(-lo / x_scale), 0, 255).astype(DType::U8);
+  }
+  const Tensor q = clamp(round(xf / x_scale) + zero_point.astype(DType::F32), 0, 255).astype(DType::U8);
+  return {q, zero_point, input_scale.defined() ? scale : scale * x_scale};
 }
 
 int quantize(Module& model, const std::function<void()>& calibrate, const QuantizeOptions& options) {
@@ -70,19 +91,27 @@ int quantize(Module& model, const std::function<void()>& calibrate, const Quanti
                        "': calibrate must call the model on inputs that reach every Linear and Conv2d");
   for (size_t i = 0; i < layers.size(); ++i) {
     Int8State& s = *layers[i].int8;
-    const Tensor w = layers[i].weight->astype(DType::F32);
-    // i8, symmetric: the largest |w| of each output channel (axis 0) is 127 steps.
-    std::vector<int> reduce;
-    for (int d = options.per_channel ? 1 : 0; d < w.ndim(); ++d) reduce.push_back(d);
-    const Tensor amax = max(abs(w), reduce, true);
-    const Tensor w_scale = where(amax > 0, amax / 127.0, Tensor::scalar(1.0f));
     const auto [x_scale, x_zero_point] = ranges[i]->scale_and_zero_point();
-    set(s.weight, clamp(round(w / w_scale), -127, 127).astype(DType::I8));
-    set(s.scale, (w_scale.reshape({-1}) * x_scale).astype(DType::F32) * Tensor::ones({w.dim(0)}));
+    set_weight(s, *layers[i].weight, options, x_scale);
     set(s.input_scale, Tensor::scalar(x_scale, DType::F32));
     set(s.input_zero_point, Tensor::scalar(x_zero_point, DType::U8));
   }
   return int(layers.size());
+}
+
+int quantize_dynamic(Module& model, const QuantizeOptions& options) {
+  std::vector<Quantizable> layers;
+  std::set<const Module*> seen;
+  collect(model, "", seen, layers);
+  int n = 0;
+  for (Quantizable& q : layers) {
+    if (!q.linear) continue;
+    set_weight(*q.int8, *q.weight, options, 1.0);
+    q.int8->input_scale = Tensor();
+    q.int8->input_zero_point = Tensor();
+    ++n;
+  }
+  return n;
 }
 
 }  // namespace hjit::nn

@@ -258,10 +258,17 @@ namespace {
 
 // A small CNN and MLP head: every kind of layer nn::quantize takes (a grouped convolution, an
 // unbatched-capable Conv2d, Linear layers with and without bias).
-struct SmallNet : hjit::nn::Module {
+// Its parameters drawn from `seed`; in eval mode.
+struct Seeded {
+  explicit Seeded(uint64_t seed) { hjit::nn::manual_seed(seed); }
+};
+struct SmallNet : Seeded, hjit::nn::Module {
   hjit::nn::Conv2d c1{3, 8, 3, 1, 1}, c2{8, 8, 3, 1, 1, 1, 2};
   hjit::nn::Linear fc1{8 * 4 * 4, 16}, fc2{16, 5, false};
-  SmallNet() { register_module("c1", c1), register_module("c2", c2), register_module("fc1", fc1), register_module("fc2", fc2); }
+  explicit SmallNet(uint64_t seed) : Seeded(seed) {
+    register_module("c1", c1), register_module("c2", c2), register_module("fc1", fc1), register_module("fc2", fc2);
+    eval();
+  }
   Tensor operator()(const Tensor& x) {
     const Tensor h = hjit::relu(c2(hjit::relu(c1(x))));
     return fc2(hjit::relu(fc1(h.reshape({x.dim(0), -1}))));
@@ -271,9 +278,7 @@ struct SmallNet : hjit::nn::Module {
 }  // namespace
 
 TEST_CASE("nn::quantize: Linear and Conv2d compute on 8-bit inputs and weights, as their dequantized float arithmetic; jit as eager") {
-  hjit::nn::manual_seed(3);
-  SmallNet net;
-  net.eval();
+  SmallNet net(3);
   const Tensor x = Tensor::randn({2, 3, 4, 4}, 31);
   const Tensor before = net(x);
   CHECK(hjit::nn::quantize(net, [&] {
@@ -283,7 +288,7 @@ TEST_CASE("nn::quantize: Linear and Conv2d compute on 8-bit inputs and weights, 
   CHECK(net.fc2.int8.input_zero_point.dtype() == DType::U8);
   // The reference: each layer's input and weight quantized and dequantized, then float ops.
   auto fake = [](const hjit::nn::Int8State& s, const Tensor& x) {
-    const Tensor q = s.quantize_input(x).astype(DType::F32) - s.input_zero_point.astype(DType::F32);
+    const Tensor q = s.quantize_input(x).q.astype(DType::F32) - s.input_zero_point.astype(DType::F32);
     return q * s.input_scale;
   };
   auto weight = [](const hjit::nn::Int8State& s, const Tensor& w) {
@@ -315,17 +320,14 @@ TEST_CASE("nn::quantize: Linear and Conv2d compute on 8-bit inputs and weights, 
   };
   CHECK(has("c1.int8_weight"));
   CHECK(has("fc2.input_zero_point"));
-  hjit::nn::manual_seed(99);
-  SmallNet other;
-  other.eval();
+  SmallNet other(99);
   hjit::nn::quantize(other, [&] { other(x); });
   other.load_state(state);
   CHECK(test::compare(other(x), eager, 0) == "");
 }
 
 TEST_CASE("nn::quantize's errors: calibration inside jit, a layer never reached, a bad percentile") {
-  SmallNet net;
-  net.eval();
+  SmallNet net(4);
   auto traced = hjit::jit([&](const Tensor& a) { return net(a); });
   CHECK_THROWS_WITH_AS(hjit::nn::quantize(net, [&] { traced(Tensor::randn({1, 3, 4, 4}, 1)); }),
                        doctest::Contains("eagerly"), hjit::ValueError);
@@ -340,4 +342,27 @@ TEST_CASE("nn::quantize's errors: calibration inside jit, a layer never reached,
   o.percentile = 99.9;
   CHECK(hjit::nn::quantize(net, [&] { net(Tensor::randn({4, 3, 4, 4}, 2)); }, o) == 4);
   CHECK(test::compare(net(Tensor::randn({1, 3, 4, 4}, 3)), net(Tensor::randn({1, 3, 4, 4}, 3)), 0) == "");
+}
+
+TEST_CASE("nn::quantize_dynamic: Linear layers quantize each input with the scale of its own range; jit as eager") {
+  SmallNet net(5);
+  const Tensor x = Tensor::randn({3, 3, 4, 4}, 51);
+  const Tensor before = net(x);
+  CHECK(hjit::nn::quantize_dynamic(net) == 2);  // the Linear layers; the convolutions stay float
+  CHECK_FALSE(net.c1.int8.weight.defined());
+  CHECK_FALSE(net.fc1.int8.input_scale.defined());
+  // fc2's input, quantized by hand from its own range: u8 steps of (max - min) / 255 holding 0.
+  const Tensor h = hjit::relu(net.c2(hjit::relu(net.c1(x)))).reshape({3, -1});
+  const Tensor a = hjit::relu(net.fc1(h));
+  const float lo = std::min(0.0f, hjit::min(a).item<float>()), hi = std::max(0.0f, hjit::max(a).item<float>());
+  const float step = (hi - lo) / 255;
+  const Tensor a_q = (hjit::clamp(hjit::round(a / step) + std::nearbyint(-lo / step), 0, 255) - std::nearbyint(-lo / step)) * step;
+  const Tensor w = net.fc2.int8.weight.astype(DType::F32) * net.fc2.int8.scale.reshape({-1, 1});
+  const Tensor eager = net(x);
+  CHECK(test::compare(eager, hjit::matmul(a_q, hjit::transpose(w)), 1e-5) == "");
+  CHECK(test::compare(eager, before, 0.05) == "");
+  auto f = hjit::jit([&](const Tensor& v) { return net(v); });
+  CHECK(test::compare(f(x), eager, 1e-6) == "");
+  const Tensor other = Tensor::randn({5, 3, 4, 4}, 52) * 10;  // another range, another scale
+  CHECK(test::compare(f(other), net(other), 1e-6) == "");
 }

@@ -26,19 +26,30 @@ using hjit::QuantizeOptions;
 // jitted before keeps the trace it made, in float: jit the model's calls after quantizing.
 int quantize(Module& model, const std::function<void()>& calibrate, const QuantizeOptions& options = {});
 
+// Dynamic quantization (torch.ao.quantization.quantize_dynamic's): every Linear in `model`, its
+// weight in i8 now and its input in u8 at each call, with the scale and zero point of that input's
+// own range (ONNX's DynamicQuantizeLinear). No calibration; for inputs whose range varies (a
+// language model's activations). Returns how many layers were quantized.
+int quantize_dynamic(Module& model, const QuantizeOptions& options = {});
+
 // What a quantizable layer holds (Linear::int8, Conv2d::int8): undefined tensors until quantized.
 struct Int8State {
   Tensor weight;            // i8, the float weight's shape
   Tensor scale;             // f32 [out]: the input's scale times the weight's, per output channel
-  Tensor input_scale;       // f32 scalar
+                            // (the weight's alone when the input is quantized dynamically)
+  Tensor input_scale;       // f32 scalar; undefined: the input is quantized dynamically
   Tensor input_zero_point;  // u8 scalar
   std::shared_ptr<ActivationRange> calibrating;  // set while nn::quantize runs `calibrate`
 
   bool on() const { return weight.defined() && !calibrating; }
   // Called by the layer's forward with its input: observed while calibrating.
   void observe(const Tensor& x, const char* layer) const;
-  // x in u8 with the input's scale and zero point (ONNX's QuantizeLinear).
-  Tensor quantize_input(const Tensor& x) const;
+  // x in u8 with the input's scale and zero point (ONNX's QuantizeLinear), and the scale of the
+  // i32 sums of each output channel.
+  struct Input {
+    Tensor q, zero_point, sum_scale;
+  };
+  Input quantize_input(const Tensor& x) const;
 };
 
 }  // namespace hjit::nn
