@@ -1,13 +1,15 @@
 // Post-training static quantization of an ONNX model into the QDQ form ONNX Runtime's quantizer
-// writes: calibrate the activations that feed Conv, MatMul and Gemm on the caller's batches, then
-// put a QuantizeLinear/DequantizeLinear pair in front of each (u8, per tensor) and store each
-// weight as i8 (per output channel, symmetric) behind a DequantizeLinear. hjit::onnx::load computes
-// those groups on integer kernels (onnx_import/ops/quantized.cpp).
+// writes: calibrate the activations in and out of every Conv, MatMul, Gemm, Add and pooling on the
+// caller's batches, then put a QuantizeLinear/DequantizeLinear pair after each (u8, per tensor),
+// drop the Relus those pairs make redundant, and store each weight as i8 (per output channel,
+// symmetric) behind a DequantizeLinear. hjit::onnx::load computes those groups on integer kernels
+// (onnx_import/ops/quantized.cpp).
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <hjit/calibration.h>
@@ -25,12 +27,23 @@ using onnx_import::to_tensor;
 
 const char* const kWho = "hjit::onnx::quantize";
 
-// A node quantize() rewrites: its activation (input 0) and weight (input 1, an f32 initializer),
-// and the weight's axis of output channels.
+// A contraction whose weight quantize() stores in i8: the node, its weight (input 1, an f32
+// initializer) and the weight's axis of output channels.
 struct Site {
   int node = -1;
-  std::string activation, weight;
+  std::string weight;
   int64_t channel_axis = 0;
+};
+
+// What quantize() does to a graph: the activations it puts a QuantizeLinear/DequantizeLinear pair
+// after (each once, in graph order), the weights it stores in i8, and the Relus the pairs replace.
+struct Plan {
+  std::vector<Site> weights;
+  std::vector<std::string> activations;
+  std::set<std::string> quantized;           // the same names
+  std::map<std::string, std::string> alias;  // a removed Relu's output -> its input
+  std::map<std::string, std::string> range_of;  // an activation -> the value whose range it takes
+  std::set<int> removed;
 };
 
 const ::onnx::TensorProto* initializer(const ::onnx::GraphProto& g, const std::string& name) {
@@ -39,35 +52,87 @@ const ::onnx::TensorProto* initializer(const ::onnx::GraphProto& g, const std::s
   return nullptr;
 }
 
-std::vector<Site> sites_of(const ::onnx::GraphProto& g) {
-  std::vector<Site> sites;
-  for (int i = 0; i < g.node_size(); ++i) {
-    const ::onnx::NodeProto& n = g.node(i);
-    if (!n.domain().empty() || n.input_size() < 2 || n.input(0).empty()) continue;
-    const bool conv = n.op_type() == "Conv", matmul = n.op_type() == "MatMul", gemm = n.op_type() == "Gemm";
-    if (!conv && !matmul && !gemm) continue;
-    const ::onnx::TensorProto* w = initializer(g, n.input(1));
-    if (!w || w->data_type() != ::onnx::TensorProto::FLOAT) continue;
-    int64_t axis = 0;
-    if (conv) {
-      if (w->dims_size() != 4) continue;  // 2-d convolutions: int_conv2d's
-    } else {
-      if (w->dims_size() != 2) continue;
-      bool trans_a = false, trans_b = false;
-      for (const ::onnx::AttributeProto& a : n.attribute()) {
-        if (a.name() == "transA") trans_a = a.i() != 0;
-        if (a.name() == "transB") trans_b = a.i() != 0;
-      }
-      if (trans_a) continue;  // the product's rows are then the activation's columns
-      axis = matmul || !trans_b ? 1 : 0;
+// A Conv, MatMul or Gemm whose weight is a 2-d (4-d for Conv) f32 initializer.
+std::optional<Site> weight_site(const ::onnx::GraphProto& g, int i) {
+  const ::onnx::NodeProto& n = g.node(i);
+  const bool conv = n.op_type() == "Conv", matmul = n.op_type() == "MatMul", gemm = n.op_type() == "Gemm";
+  if ((!conv && !matmul && !gemm) || n.input_size() < 2) return std::nullopt;
+  const ::onnx::TensorProto* w = initializer(g, n.input(1));
+  if (!w || w->data_type() != ::onnx::TensorProto::FLOAT) return std::nullopt;
+  int64_t axis = 0;
+  if (conv) {
+    if (w->dims_size() != 4) return std::nullopt;  // 2-d convolutions: int_conv2d's
+  } else {
+    if (w->dims_size() != 2) return std::nullopt;
+    bool trans_a = false, trans_b = false;
+    for (const ::onnx::AttributeProto& a : n.attribute()) {
+      if (a.name() == "transA") trans_a = a.i() != 0;
+      if (a.name() == "transB") trans_b = a.i() != 0;
     }
-    sites.push_back(Site{i, n.input(0), n.input(1), axis});
+    if (trans_a) return std::nullopt;  // the product's rows are then the activation's columns
+    axis = matmul || !trans_b ? 1 : 0;
   }
-  return sites;
+  return Site{i, n.input(1), axis};
 }
 
-std::map<std::string, ActivationRange> calibrate(const ::onnx::ModelProto& model, const std::vector<Site>& sites,
-                                       const std::vector<std::vector<Tensor>>& batches, const QuantizeOptions& o) {
+// ONNX Runtime's static QDQ form: the activations in and out of every contraction, Add and
+// pooling are quantized (u8, per tensor), so that a runtime fuses each group into an integer
+// kernel and the values between them stay 8-bit; a Relu right after a contraction or an Add is
+// the clamp of the quantized output (its zero point is 0) and goes.
+Plan plan_of(const ::onnx::GraphProto& g) {
+  Plan plan;
+  std::map<std::string, int> consumers, producer;
+  std::set<std::string> outputs;
+  for (const ::onnx::ValueInfoProto& o : g.output()) outputs.insert(o.name());
+  for (int i = 0; i < g.node_size(); ++i) {
+    for (const std::string& in : g.node(i).input()) ++consumers[in];
+    for (const std::string& out : g.node(i).output()) producer[out] = i;
+  }
+  // Activations are f32 values the graph computes (shape arithmetic in i64 is not quantized).
+  std::set<std::string> floats;
+  for (const auto* list : {&g.value_info(), &g.input(), &g.output()})
+    for (const ::onnx::ValueInfoProto& v : *list)
+      if (v.type().tensor_type().elem_type() == ::onnx::TensorProto::FLOAT) floats.insert(v.name());
+  auto activation = [&](const std::string& name) { return !name.empty() && floats.count(name) && !initializer(g, name); };
+  std::set<int> contractions;  // and Adds: what a removed Relu may follow
+  std::vector<std::string> marked;
+  for (int i = 0; i < g.node_size(); ++i) {
+    const ::onnx::NodeProto& n = g.node(i);
+    if (!n.domain().empty() || n.input_size() < 1 || n.output_size() < 1 || !activation(n.input(0))) continue;
+    const std::string& op = n.op_type();
+    std::vector<std::string> ins{n.input(0)};
+    if (std::optional<Site> site = weight_site(g, i)) {
+      plan.weights.push_back(*site);
+      contractions.insert(i);
+    } else if ((op == "MatMul" || op == "Add") && n.input_size() == 2 && activation(n.input(1))) {
+      ins.push_back(n.input(1));  // a product of two activations (attention), a residual connection
+      contractions.insert(i);
+    } else if (op != "MaxPool" && op != "AveragePool" && op != "GlobalAveragePool") {
+      continue;
+    }
+    for (const std::string& in : ins) marked.push_back(in);
+    if (activation(n.output(0))) marked.push_back(n.output(0));
+  }
+  for (int i = 0; i < g.node_size(); ++i) {
+    const ::onnx::NodeProto& r = g.node(i);
+    if (r.op_type() != "Relu" || !r.domain().empty() || r.input_size() != 1 || r.output_size() != 1) continue;
+    const std::string &x = r.input(0), &y = r.output(0);
+    auto p = producer.find(x);
+    if (p == producer.end() || !contractions.count(p->second) || consumers[x] != 1 || outputs.count(x) || outputs.count(y)) continue;
+    plan.removed.insert(i);
+    plan.alias[y] = x;
+    plan.range_of[x] = y;
+  }
+  for (const std::string& name : marked) {
+    auto a = plan.alias.find(name);
+    const std::string& n = a == plan.alias.end() ? name : a->second;
+    if (plan.quantized.insert(n).second) plan.activations.push_back(n);
+  }
+  return plan;
+}
+
+std::map<std::string, ActivationRange> calibrate(const ::onnx::ModelProto& model, const Plan& plan,
+                                                 const std::vector<std::vector<Tensor>>& batches, const QuantizeOptions& o) {
   // The model with every activation to calibrate as an extra output, run eagerly on each batch.
   // (A graph output needs its type: the one ONNX's shape inference gave the value, or the input's.)
   ::onnx::ModelProto probe = model;
@@ -77,21 +142,23 @@ std::map<std::string, ActivationRange> calibrate(const ::onnx::ModelProto& model
   std::map<std::string, size_t> output_of;  // activation -> its index among the probe's outputs
   for (int k = 0; k < probe.graph().output_size(); ++k) output_of.emplace(probe.graph().output(k).name(), size_t(k));
   std::vector<std::string> names;
-  for (const Site& s : sites) {
-    if (std::find(names.begin(), names.end(), s.activation) != names.end()) continue;
-    names.push_back(s.activation);
-    if (output_of.count(s.activation)) continue;
-    auto t = typed.find(s.activation);
-    if (t == typed.end()) throw ValueError(std::string(kWho) + ": ONNX's shape inference gives no type for '" + s.activation + "'");
-    output_of[s.activation] = size_t(probe.graph().output_size());
+  for (const std::string& activation : plan.activations) {
+    auto source = plan.range_of.find(activation);
+    const std::string& value = source == plan.range_of.end() ? activation : source->second;
+    names.push_back(value);
+    if (output_of.count(value)) continue;
+    auto t = typed.find(value);
+    if (t == typed.end()) throw ValueError(std::string(kWho) + ": ONNX's shape inference gives no type for '" + value + "'");
+    output_of[value] = size_t(probe.graph().output_size());
     *probe.mutable_graph()->add_output() = *t->second;
   }
   const Model m = Model::parse(probe.SerializeAsString());
-  std::map<std::string, ActivationRange> ranges;
-  for (const std::string& name : names) ranges.emplace(name, ActivationRange(o));
+  std::map<std::string, ActivationRange> ranges;  // by activation
+  for (const std::string& name : plan.activations) ranges.emplace(name, ActivationRange(o));
   for (const std::vector<Tensor>& batch : batches) {
     const std::vector<Tensor> outs = m(batch);
-    for (const std::string& name : names) ranges.at(name).observe(outs.at(output_of.at(name)), "'" + name + "'");
+    for (size_t k = 0; k < names.size(); ++k)
+      ranges.at(plan.activations[k]).observe(outs.at(output_of.at(names[k])), "'" + names[k] + "'");
   }
   return ranges;
 }
@@ -122,29 +189,36 @@ void quantize(const std::string& path, const std::string& out_path, const std::v
   if (opset < 13)
     throw ValueError(std::string(kWho) + ": the model imports opset " + std::to_string(opset) +
                      "; per-channel DequantizeLinear needs 13 or later (convert the model first)");
-  const std::vector<Site> sites = sites_of(model.graph());
-  const std::map<std::string, ActivationRange> ranges = calibrate(model, sites, calibration, options);
+  const Plan plan = plan_of(model.graph());
+  const std::map<std::string, ActivationRange> ranges = calibrate(model, plan, calibration, options);
 
   ::onnx::GraphProto* g = model.mutable_graph();
   const ::onnx::GraphProto original = *g;
   g->clear_node();
   std::map<std::string, std::string> dequantized;  // activation or weight -> its DequantizeLinear output
+  auto quantize_activation = [&](const std::string& name) {
+    const auto [scale, zp] = ranges.at(name).scale_and_zero_point();
+    const std::string base = name + "_qdq";
+    *g->add_initializer() = to_proto(Tensor::scalar(scale), base + "_scale");
+    *g->add_initializer() = to_proto(Tensor::scalar(zp, DType::U8), base + "_zp");
+    add_node(g, "QuantizeLinear", {name, base + "_scale", base + "_zp"}, base + "_q");
+    add_node(g, "DequantizeLinear", {base + "_q", base + "_scale", base + "_zp"}, base + "_dq");
+    dequantized[name] = base + "_dq";
+  };
+  for (const ::onnx::ValueInfoProto& in : original.input())
+    if (plan.quantized.count(in.name())) quantize_activation(in.name());
   std::map<int, const Site*> site_at;
-  for (const Site& s : sites) site_at[s.node] = &s;
+  for (const Site& s : plan.weights) site_at[s.node] = &s;
   for (int i = 0; i < original.node_size(); ++i) {
+    if (plan.removed.count(i)) continue;
     ::onnx::NodeProto node = original.node(i);
-    auto it = site_at.find(i);
-    if (it != site_at.end()) {
+    for (int k = 0; k < node.input_size(); ++k) {
+      auto a = plan.alias.find(node.input(k));
+      const std::string name = a == plan.alias.end() ? node.input(k) : a->second;
+      if (plan.quantized.count(name)) node.set_input(k, dequantized.at(name));
+    }
+    if (auto it = site_at.find(i); it != site_at.end()) {
       const Site& s = *it->second;
-      if (!dequantized.count(s.activation)) {
-        const auto [scale, zp] = ranges.at(s.activation).scale_and_zero_point();
-        const std::string base = s.activation + "_qdq";
-        *g->add_initializer() = to_proto(Tensor::scalar(scale), base + "_scale");
-        *g->add_initializer() = to_proto(Tensor::scalar(zp, DType::U8), base + "_zp");
-        add_node(g, "QuantizeLinear", {s.activation, base + "_scale", base + "_zp"}, base + "_q");
-        add_node(g, "DequantizeLinear", {base + "_q", base + "_scale", base + "_zp"}, base + "_dq");
-        dequantized[s.activation] = base + "_dq";
-      }
       if (!dequantized.count(s.weight)) {
         // i8, symmetric, one scale per output channel (or one, with per_channel false).
         const Tensor w = to_tensor(*initializer(original, s.weight), std::string(kWho) + ": initializer '" + s.weight + "'");
@@ -162,10 +236,11 @@ void quantize(const std::string& path, const std::string& out_path, const std::v
         add_node(g, "DequantizeLinear", {base, base + "_scale", base + "_zp"}, base + "_dq", options.per_channel ? s.channel_axis : -1000);
         dequantized[s.weight] = base + "_dq";
       }
-      node.set_input(0, dequantized[s.activation]);
       node.set_input(1, dequantized[s.weight]);
     }
     *g->add_node() = node;
+    for (const std::string& out : node.output())
+      if (plan.quantized.count(out)) quantize_activation(out);
   }
   // Weights no node reads as floats any more are dropped.
   std::set<std::string> read;

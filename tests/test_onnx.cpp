@@ -764,6 +764,13 @@ TEST_CASE("quantize writes an int8 QDQ model that loads onto integer kernels and
     hjit::onnx::QuantizeOptions o;
     if (percentile) o.calibration = hjit::onnx::QuantizeOptions::Calibration::Percentile, o.percentile = 99.9;
     hjit::onnx::quantize(path, out, batches, o);
+    // ONNX Runtime's form: Conv -> Relu -> GlobalAveragePool -> Flatten -> Gemm with the Relu gone
+    // (the clamp of the convolution's quantized output) and a pair after the input, the
+    // convolution, the pooling, the flattened value and the Gemm; both weights behind one.
+    const std::map<std::string, int> ops = hjit::onnx::Model::read(out).info().op_counts;
+    CHECK(ops.count("Relu") == 0);
+    CHECK(ops.at("QuantizeLinear") == 5);
+    CHECK(ops.at("DequantizeLinear") == 7);
     const hjit::Module q = hjit::onnx::load(out, {.freeze = true});
     const std::string graph = q.graph().str();
     CHECK(graph.find("int_conv2d") != std::string::npos);

@@ -143,13 +143,14 @@ std::vector<std::string> supported_ops();
 // Model::read(path, options).module(): the model as a Module, compiled on its first call.
 Module load(const std::string& path, const LoadOptions& options = {});
 
-// Post-training static quantization into the QDQ form ONNX Runtime's quantizer writes, which
-// load() computes on integer kernels (docs/low-precision.md): every Conv (2-d), MatMul and Gemm
-// whose weight is an f32 initializer gets its activation quantized to u8 per tensor, from ranges
-// calibrated on `calibration` (batches of the model's inputs, run eagerly), and its weight stored
-// as i8 per output channel (symmetric), each behind a QuantizeLinear/DequantizeLinear pair.
 // The options of calibration (hjit/calibration.h), as hjit::nn::quantize takes them.
 using QuantizeOptions = hjit::QuantizeOptions;
+// Post-training static quantization into the QDQ form ONNX Runtime's quantizer writes, which
+// load() computes on integer kernels (docs/low-precision.md): the activations in and out of every
+// Conv, MatMul, Gemm, Add and pooling quantized to u8 per tensor, from ranges calibrated on
+// `calibration` (batches of the model's inputs, run eagerly), each behind a QuantizeLinear/
+// DequantizeLinear pair (a Relu they make redundant goes), and the weight of every Conv (2-d),
+// MatMul and Gemm whose weight is an f32 initializer stored as i8 per output channel (symmetric).
 void quantize(const std::string& path, const std::string& out_path, const std::vector<std::vector<Tensor>>& calibration,
               const QuantizeOptions& options = {});
 
