@@ -99,7 +99,7 @@ sanitize-thread: deps
 
 # Ten minutes of mixed calls from three threads, every result checked against eager, resident
 # memory flat after the warm-up (tools/hjit_soak.cpp). Not part of make test (the suite runs a
-# 20-second smoke of it).
+# 10-second smoke of it).
 SOAK_MINUTES ?= 10
 soak: build
 	$(BUILD)/tools/hjit-soak --minutes $(SOAK_MINUTES) --threads 3

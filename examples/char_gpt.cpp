@@ -36,8 +36,20 @@ int main(int argc, char** argv) {
   nn::save_checkpoint("char_gpt.hjit", model, &opt);
 
   model.eval();
+  // 300 characters sampled, with one compile for every length.
+  auto sample = [&] {
+    auto next_logits = jit([&](const Tensor& x) { return slice(model(x), 1, -1, std::nullopt).reshape({V}); }, {.dynamic_dims = {{0, 1}}});
+    std::vector<int64_t> out{vocab.id('\n')};
+    for (int i = 0; i < 300; ++i) {
+      const std::vector<int64_t> context(out.end() - std::min<ptrdiff_t>(ptrdiff_t(out.size()), T), out.end());
+      const Tensor logits = next_logits(Tensor::from_vector(context, {1, int64_t(context.size())}));
+      out.push_back(random::categorical(random::key(uint64_t(i)), logits).item<int64_t>());
+    }
+    std::printf("%s\n", vocab.decode(out).c_str());
+  };
   // Perplexity on 8 fixed batches, then again with the linear layers in int8 (nn::quantize,
-  // calibrated eagerly on 4 other batches): it must stay within 2%.
+  // calibrated eagerly on 4 other batches): it must stay within 2%. (A resumed run samples only:
+  // the run it resumes checked this.)
   auto batch = [&](uint64_t k) {
     return floor(random::uniform(random::key(k), {B, 1}, DType::F64, 0, double(ids.dim(0) - T - 1))).astype(DType::I64) + iota({B, T}, 1, DType::I64);
   };
@@ -48,6 +60,10 @@ int main(int argc, char** argv) {
     for (uint64_t k = 0; k < 8; ++k) sum += eval_loss(take(ids, batch(1000000 + k), 0), take(ids, batch(1000000 + k) + int64_t(1), 0)).item<float>();
     return std::exp(sum / 8);
   };
+  if (argc > 3) {
+    sample();
+    return 0;
+  }
   const double f32_ppl = perplexity();
   const int layers = nn::quantize(model, [&] {
     for (uint64_t k = 0; k < 4; ++k) model(take(ids, batch(2000000 + k), 0));
@@ -55,12 +71,5 @@ int main(int argc, char** argv) {
   const double int8_ppl = perplexity();
   std::printf("perplexity: f32 %.4f, int8 %.4f (%+.2f%%, %d linear layers quantized)\n", f32_ppl, int8_ppl, 100 * (int8_ppl / f32_ppl - 1), layers);
   if (!(int8_ppl <= 1.02 * f32_ppl)) return 1;
-  auto next_logits = jit([&](const Tensor& x) { return slice(model(x), 1, -1, std::nullopt).reshape({V}); }, {.dynamic_dims = {{0, 1}}});
-  std::vector<int64_t> out{vocab.id('\n')};
-  for (int i = 0; i < 300; ++i) {
-    const std::vector<int64_t> context(out.end() - std::min<ptrdiff_t>(ptrdiff_t(out.size()), T), out.end());
-    const Tensor logits = next_logits(Tensor::from_vector(context, {1, int64_t(context.size())}));
-    out.push_back(random::categorical(random::key(uint64_t(i)), logits).item<int64_t>());
-  }
-  std::printf("%s\n", vocab.decode(out).c_str());
+  sample();
 }
