@@ -37,16 +37,12 @@ void set(Tensor& slot, const Tensor& value) {
     slot = value;
 }
 
-// The weight in i8, symmetric (the largest |w| of each output channel, axis 0, is 127 steps), and
-// the scale of the sums: the weight's times the input's.
+// The weight in i8 (output channels on axis 0), and the scale of the sums: the weight's times the
+// input's, one per output channel.
 void set_weight(Int8State& s, const Tensor& weight, const QuantizeOptions& options, double input_scale) {
-  const Tensor w = weight.astype(DType::F32);
-  std::vector<int> reduce;
-  for (int d = options.per_channel ? 1 : 0; d < w.ndim(); ++d) reduce.push_back(d);
-  const Tensor amax = max(abs(w), reduce, true);
-  const Tensor w_scale = where(amax > 0, amax / 127.0, Tensor::scalar(1.0f));
-  set(s.weight, clamp(round(w / w_scale), -127, 127).astype(DType::I8));
-  set(s.scale, (w_scale.reshape({-1}) * input_scale).astype(DType::F32) * Tensor::ones({w.dim(0)}));
+  const QuantizedWeight w = quantize_weight(weight, 0, options);
+  set(s.weight, w.q);
+  set(s.scale, (w.scale * input_scale).astype(DType::F32) * Tensor::ones({weight.dim(0)}));
 }
 
 }  // namespace

@@ -222,17 +222,11 @@ void quantize(const std::string& path, const std::string& out_path, const std::v
       if (!dequantized.count(s.weight)) {
         // i8, symmetric, one scale per output channel (or one, with per_channel false).
         const Tensor w = to_tensor(*initializer(original, s.weight), std::string(kWho) + ": initializer '" + s.weight + "'");
-        std::vector<int> reduce;
-        for (int d = 0; d < w.ndim(); ++d)
-          if (d != s.channel_axis || !options.per_channel) reduce.push_back(d);
-        Tensor amax = hjit::max(hjit::abs(w), reduce, true);
-        Tensor scale = hjit::where(amax > 0, amax / 127.0, Tensor::scalar(1.0));
-        const Tensor q = hjit::clamp(hjit::round(w / scale), -127, 127).astype(DType::I8);
-        const int64_t channels = options.per_channel ? w.shape()[size_t(s.channel_axis)] : 1;
+        const QuantizedWeight q = quantize_weight(w, int(s.channel_axis), options);
         const std::string base = s.weight + "_q";
-        *g->add_initializer() = to_proto(q, base);
-        *g->add_initializer() = to_proto(options.per_channel ? hjit::reshape(scale, {channels}) : hjit::reshape(scale, {}), base + "_scale");
-        *g->add_initializer() = to_proto(options.per_channel ? Tensor::zeros({channels}, DType::I8) : Tensor::scalar(0, DType::I8), base + "_zp");
+        *g->add_initializer() = to_proto(q.q, base);
+        *g->add_initializer() = to_proto(q.scale, base + "_scale");
+        *g->add_initializer() = to_proto(Tensor::zeros(q.scale.shape(), DType::I8), base + "_zp");
         add_node(g, "DequantizeLinear", {base, base + "_scale", base + "_zp"}, base + "_dq", options.per_channel ? s.channel_axis : -1000);
         dequantized[s.weight] = base + "_dq";
       }

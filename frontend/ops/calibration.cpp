@@ -5,6 +5,7 @@
 
 #include <hjit/calibration.h>
 #include <hjit/error.h>
+#include <hjit/ops.h>
 
 namespace hjit {
 
@@ -48,6 +49,17 @@ std::pair<double, int64_t> ActivationRange::scale_and_zero_point() const {
   if (!(scale > 0) || !std::isfinite(scale)) scale = 1.0;
   const double zp = std::clamp(std::nearbyint(-lo / scale), 0.0, 255.0);
   return {scale, int64_t(zp)};
+}
+
+QuantizedWeight quantize_weight(const Tensor& weight, int channel_axis, const QuantizeOptions& options) {
+  const Tensor w = weight.astype(DType::F32);
+  std::vector<int> reduce;
+  for (int d = 0; d < w.ndim(); ++d)
+    if (d != channel_axis || !options.per_channel) reduce.push_back(d);
+  const Tensor amax = max(abs(w), reduce, true);
+  const Tensor scale = where(amax > 0, amax / 127.0, Tensor::scalar(1.0f));
+  return {clamp(round(w / scale), -127, 127).astype(DType::I8),
+          options.per_channel ? scale.reshape({w.dim(channel_axis)}) : scale.reshape({})};
 }
 
 }  // namespace hjit

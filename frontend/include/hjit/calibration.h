@@ -38,4 +38,12 @@ class ActivationRange {
   int64_t calls_ = 0;
 };
 
+// A weight in i8, symmetric: the largest |w| of each slice along `channel_axis` (of the whole
+// weight without options.per_channel) is 127 steps. `scale` is f32, one per channel ([channels],
+// or a scalar), so that w ~ q * scale along that axis.
+struct QuantizedWeight {
+  Tensor q, scale;
+};
+QuantizedWeight quantize_weight(const Tensor& w, int channel_axis, const QuantizeOptions& options);
+
 }  // namespace hjit
