@@ -260,7 +260,9 @@ TEST_CASE("tuned schedules: 10,000 mutations of a schedule's text parse, apply a
   auto [accepted, rejected] = test::fuzz(10000, [&](int) { hjit::backend::check_schedule(g, hjit::Device::CPU, mutate_schedule(*text, rng)); });
   MESSAGE(accepted << " mutated schedules lowered, " << rejected << " rejected with hjit::Error");
   CHECK(rejected > 0);
-  CHECK(accepted > 100);  // the mutations reach Halide's lowering, not only the parser
+  // The mutations reach Halide's lowering, not only the parser: about a quarter of them lower at
+  // any count (HJIT_FUZZ_MUTATIONS lowers it under the sanitizers).
+  CHECK(accepted * 10 > accepted + rejected);
 }
 
 // numpy's files (no checksum: every mutation reaches the parsers), zip archives stored and
