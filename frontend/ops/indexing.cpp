@@ -8,6 +8,7 @@
 #include <hjit/ops.h>
 
 #include "frontend/ops/op_support.h"
+#include "frontend/tensor/tensor_impl.h"
 #include "graph/shape_inference.h"
 
 namespace hjit {
@@ -212,25 +213,34 @@ Tensor index(const Tensor& x, const std::vector<Index>& at) {
   return picked.reshape(out);
 }
 
-Tensor index_update(const Tensor& x, const std::vector<Index>& at, const Tensor& value) {
+namespace {
+
+// What x[at] = value writes: one slice per axis (increasing positions) and the value converted to
+// x's dtype in the region's shape.
+struct Region {
+  std::vector<int64_t> starts, stops, steps;
+  Tensor value;
+};
+
+Region region_of(const Tensor& x, const std::vector<Index>& at, const Tensor& value) {
   const Resolved r = resolve(x.shape(), at);
   if (r.advanced)
     throw ValueError("index_update: index tensors in an assignment are not supported (two of them may name one element); "
                      "use scatter or scatter_add along the axis");
-  // The region as one slice per axis (increasing positions), and the value in its shape.
-  std::vector<int64_t> starts, stops, steps;
+  Region out;
   Shape region, view;
   std::vector<int> reversed;
   for (int d = 0; d < x.ndim(); ++d) {
     const AxisIndex& a = r.axes[size_t(d)];
     if (a.kind == Index::Kind::Integer) {
-      starts.push_back(a.integer), stops.push_back(a.integer + 1), steps.push_back(1);
+      out.starts.push_back(a.integer), out.stops.push_back(a.integer + 1), out.steps.push_back(1);
       region.push_back(1);
       continue;
     }
     const int64_t step = a.step > 0 ? a.step : -a.step;
     const int64_t lowest = a.step > 0 ? a.first : a.first + (a.count - 1) * a.step;
-    starts.push_back(a.count ? lowest : 0), stops.push_back(a.count ? lowest + (a.count - 1) * step + 1 : 0), steps.push_back(step);
+    out.starts.push_back(a.count ? lowest : 0), out.stops.push_back(a.count ? lowest + (a.count - 1) * step + 1 : 0);
+    out.steps.push_back(step);
     region.push_back(a.count);
     if (a.step < 0) reversed.push_back(d);
   }
@@ -241,17 +251,36 @@ Tensor index_update(const Tensor& x, const std::vector<Index>& at, const Tensor&
   if (!broadcast_shapes(value.shape(), view, &fits) || fits != view)
     throw ShapeError("index_update: a value of shape " + shape_str(value.shape()) + " does not fit x[...] of shape " +
                      shape_str(view) + " (x is " + shape_str(x.shape()) + ")");
-  if (x.ndim() == 0) return broadcast_to(detail::cast_to(value, x.dtype()), {});
-  Tensor v = broadcast_to(detail::cast_to(value, x.dtype()), view).reshape(region);
-  if (!reversed.empty()) v = flip(v, reversed);
-  return detail::apply(OpKind::SliceUpdate, {x, v}, Attrs{{"starts", starts}, {"stops", stops}, {"steps", steps}});
+  if (x.ndim() == 0) {
+    out.value = broadcast_to(detail::cast_to(value, x.dtype()), {});
+    return out;
+  }
+  out.value = broadcast_to(detail::cast_to(value, x.dtype()), view).reshape(region);
+  if (!reversed.empty()) out.value = flip(out.value, reversed);
+  return out;
+}
+
+}  // namespace
+
+Tensor index_update(const Tensor& x, const std::vector<Index>& at, const Tensor& value) {
+  Region r = region_of(x, at, value);
+  if (x.ndim() == 0) return r.value;
+  return detail::apply(OpKind::SliceUpdate, {x, r.value}, Attrs{{"starts", r.starts}, {"stops", r.stops}, {"steps", r.steps}});
 }
 
 Tensor Tensor::operator[](const Index& at) const { return index(*this, {at}); }
 Tensor Tensor::operator[](std::initializer_list<Index> at) const { return index(*this, std::vector<Index>(at)); }
-Tensor& Tensor::assign(std::initializer_list<Index> at, const Tensor& value) {
-  return assign(index_update(*this, std::vector<Index>(at), value));
+// Eagerly, on the CPU, x[at] = value writes the region's bytes where they lie (a decoder's key/value
+// cache takes a row per token without the whole cache being rewritten); in a trace, or on a GPU,
+// it is assign(index_update(...)).
+Tensor& detail::assign_at(Tensor& x, const std::vector<Index>& at, const Tensor& value) {
+  if (!writes_in_place(x, value)) return x.assign(index_update(x, at, value));
+  const Region r = region_of(x, at, value);
+  write_region(x, r.value, r.starts, r.steps);
+  return x;
 }
+
+Tensor& Tensor::assign(std::initializer_list<Index> at, const Tensor& value) { return detail::assign_at(*this, std::vector<Index>(at), value); }
 Tensor& Tensor::assign(std::initializer_list<Index> at, double value) {
   return assign(at, Tensor::scalar(value, dtype()));
 }

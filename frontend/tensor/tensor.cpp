@@ -1,6 +1,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include <hjit/ops.h>
@@ -296,8 +297,50 @@ Tensor& Tensor::assign(const Tensor& value) {
 
 Tensor& Tensor::assign_slice(int axis, std::optional<int64_t> start, std::optional<int64_t> stop, const Tensor& value,
                              int64_t step) {
-  return assign(hjit::slice_update(*this, value, axis, start, stop, step));
+  if (!detail::writes_in_place(*this, value) || step <= 0) return assign(hjit::slice_update(*this, value, axis, start, stop, step));
+  std::vector<Index> at(size_t(ndim()), Index{Slice{}});
+  at.at(size_t(detail::norm_axis(axis, ndim(), "assign_slice"))) = Index(Slice(start, stop, step));
+  return detail::assign_at(*this, at, value);
 }
+
+namespace detail {
+
+bool writes_in_place(const Tensor& x, const Tensor& value) {
+  const TensorImpl& self = impl_of(x, "assign");
+  const TensorImpl& v = impl_of(value, "assign");
+  return !current_trace() && !self.traced() && !v.traced() && self.donated_to.empty() && self.storage &&
+         self.device() == Device::CPU && x.ndim() > 0;
+}
+
+void write_region(Tensor& x, const Tensor& region, const std::vector<int64_t>& starts, const std::vector<int64_t>& steps) {
+  if (region.numel() == 0) return;
+  TensorImpl& self = *x.impl();
+  make_writable(self);
+  self.uniform.reset();  // (a full's bytes now differ in places)
+  const Tensor dense = region.device() == Device::CPU ? region : region.to(Device::CPU);
+  const auto* src = static_cast<const char*>(dense.data());
+  auto* dst = static_cast<char*>(self.data());
+  const int r = x.ndim();
+  const size_t elem = dtype_size(x.dtype());
+  // Element strides of x; the last axis's run copied at once where its step is 1.
+  std::vector<int64_t> stride(size_t(r), 1);
+  for (int d = r - 2; d >= 0; --d) stride[size_t(d)] = stride[size_t(d) + 1] * x.dim(d + 1);
+  const Shape& shape = region.shape();
+  const int64_t run = steps.back() == 1 ? shape.back() : 1;
+  std::vector<int64_t> i(size_t(r), 0);
+  for (int64_t copied = 0; copied < region.numel(); copied += run) {
+    int64_t at = 0;
+    for (int d = 0; d < r; ++d) at += (starts[size_t(d)] + i[size_t(d)] * steps[size_t(d)]) * stride[size_t(d)];
+    std::memcpy(dst + size_t(at) * elem, src + size_t(copied) * elem, size_t(run) * elem);
+    for (int d = r - 1; d >= 0; --d) {  // the next run's position in the region
+      i[size_t(d)] += d == r - 1 ? run : 1;
+      if (i[size_t(d)] < shape[size_t(d)]) break;
+      i[size_t(d)] = 0;
+    }
+  }
+}
+
+}  // namespace detail
 
 Tensor Tensor::clone() const {
   const detail::TensorImpl& im = impl_of(*this, "clone");

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <hjit/graph.h>
 #include <hjit/tensor.h>
@@ -68,6 +69,14 @@ const TensorImpl& impl_of(const Tensor& t, const char* what);  // ValueError for
 // Before writing into t's storage in place (assign, Jitted::into): a donated tensor gets storage
 // again, and one borrowing an operand's storage gets its own.
 void make_writable(TensorImpl& t);
+// Whether x[...] = value can write x's bytes where they lie: eagerly (no trace on this thread,
+// neither tensor traced), both in host memory. assign_at then writes only the region.
+bool writes_in_place(const Tensor& x, const Tensor& value);
+// region (x's dtype, in the region's shape) written at starts, steps of x's storage, in place.
+void write_region(Tensor& x, const Tensor& region, const std::vector<int64_t>& starts, const std::vector<int64_t>& steps);
+// x[at] = value (Tensor::assign with indices, assign_slice): in place where writes_in_place, else
+// assign(index_update(x, at, value)).
+Tensor& assign_at(Tensor& x, const std::vector<Index>& at, const Tensor& value);
 // ValueError when t was donated to a jitted function's call (JitOptions::donate), naming `what`.
 void check_not_donated(const TensorImpl& t, const char* what);
 

@@ -9,6 +9,8 @@
 #include <hjit/optim_schedule.h>
 #include <hjit/random.h>
 #include <hjit/nn/checkpoint.h>
+#include <hjit/nn/generation.h>
+#include <hjit/nn/gpt2.h>
 #include <hjit/nn/init.h>
 #include <hjit/nn/layers.h>
 #include <hjit/nn/module.h>

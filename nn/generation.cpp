@@ -1,0 +1,225 @@
+#include <hjit/nn/generation.h>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include <hjit/jit.h>
+#include <hjit/ops.h>
+#include <hjit/random.h>
+
+namespace hjit::nn {
+
+KVCache KVCache::zeros(const CacheShape& shape, int64_t batch, DType dtype) {
+  KVCache c;
+  for (int64_t l = 0; l < shape.layers; ++l) {
+    c.keys.push_back(Tensor::zeros({batch, shape.heads, shape.max_context, shape.head_dim}, dtype));
+    c.values.push_back(Tensor::zeros({batch, shape.heads, shape.max_context, shape.head_dim}, dtype));
+  }
+  return c;
+}
+
+void KVCache::write(int64_t at, const std::vector<Tensor>& fresh) {
+  if (fresh.size() != 2 * keys.size())
+    throw ValueError("nn::KVCache::write: " + std::to_string(fresh.size()) + " fresh tensors for " + std::to_string(keys.size()) +
+                     " layers (keys and values of each)");
+  for (size_t l = 0; l < keys.size(); ++l) {
+    const int64_t s = fresh[2 * l].dim(2);
+    keys[l].assign_slice(2, at, at + s, fresh[2 * l]);
+    values[l].assign_slice(2, at, at + s, fresh[2 * l + 1]);
+  }
+}
+
+std::vector<Tensor> KVCache::tensors() const {
+  std::vector<Tensor> all;
+  for (size_t l = 0; l < keys.size(); ++l) all.push_back(keys[l]), all.push_back(values[l]);
+  return all;
+}
+
+Tensor cached_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cache_k, const Tensor& cache_v,
+                        const Tensor& at, const Tensor& starts) {
+  if (q.ndim() != 4 || k.shape() != q.shape() || v.shape() != q.shape())
+    throw ShapeError("nn::cached_attention: q, k and v must be [B, H, S, D] alike, given " + shape_str(q.shape()) + ", " +
+                     shape_str(k.shape()) + ", " + shape_str(v.shape()));
+  const int64_t B = q.dim(0), H = q.dim(1), S = q.dim(2), D = q.dim(3);
+  const Shape cs = cache_k.shape();
+  if (cs.size() != 4 || cs[0] != B || cs[1] != H || cs[3] != D || cache_v.shape() != cs)
+    throw ShapeError("nn::cached_attention: the cache must be [" + std::to_string(B) + ", " + std::to_string(H) + ", T, " +
+                     std::to_string(D) + "] for keys and values alike, given " + shape_str(cs) + " and " + shape_str(cache_v.shape()));
+  if (at.ndim() != 0 || starts.shape() != Shape{B})
+    throw ShapeError("nn::cached_attention: at must be a scalar and starts [" + std::to_string(B) + "], given " + shape_str(at.shape()) +
+                     " and " + shape_str(starts.shape()));
+  const double scale = 1 / std::sqrt(double(D));
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  const Tensor first = starts.astype(DType::I64).reshape({B, 1, 1, 1});
+  const Tensor at64 = at.astype(DType::I64);
+  const Tensor i = iota({1, 1, S, 1}, 2, DType::I64), j = iota({1, 1, 1, S}, 3, DType::I64);
+  // Own columns: causal, from the row's first real column; a padding column sees itself only (its
+  // output is never used, and a row of -inf would make it NaN).
+  const Tensor own_ok = (j <= i && at64 + j >= first) || j == i;
+  const Tensor own = where(own_ok, matmul(q, transpose(k, {0, 1, 3, 2})) * scale, minus_inf);
+  const int64_t T = cs[2];
+  if (T == 0) return matmul(softmax(own, 3), v);
+  const Tensor t = iota({1, 1, 1, T}, 3, DType::I64);
+  const Tensor cached_ok = t >= first && t < at64 && at64 + i >= first;
+  const Tensor cached = where(cached_ok, matmul(q, transpose(cache_k, {0, 1, 3, 2})) * scale, minus_inf);
+  const Tensor p = softmax(concat({cached, own}, 3), 3);
+  return matmul(slice(p, 3, 0, T), cache_v) + matmul(slice(p, 3, T, std::nullopt), v);
+}
+
+void SamplingOptions::check(const std::string& who) const {
+  if (!std::isfinite(temperature) || temperature < 0)
+    throw ValueError(who + ": temperature must be 0 (greedy) or positive, given " + std::to_string(temperature));
+  if (top_k < 0) throw ValueError(who + ": top_k must be 0 (every token) or positive, given " + std::to_string(top_k));
+  if (!(top_p > 0 && top_p <= 1)) throw ValueError(who + ": top_p must be in (0, 1], given " + std::to_string(top_p));
+  if (!std::isfinite(repetition_penalty) || repetition_penalty <= 0)
+    throw ValueError(who + ": repetition_penalty must be positive, given " + std::to_string(repetition_penalty));
+}
+
+Tensor sample_tokens(const Tensor& key, const Tensor& logits, const Tensor& seen, const SamplingOptions& o) {
+  o.check("nn::sample_tokens");
+  if (logits.ndim() != 2 || seen.shape() != logits.shape())
+    throw ShapeError("nn::sample_tokens: takes logits [B, V] and seen of the same shape, given " + shape_str(logits.shape()) + " and " +
+                     shape_str(seen.shape()));
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  Tensor x = logits.astype(DType::F32);
+  if (o.repetition_penalty != 1) {
+    const double p = o.repetition_penalty;
+    x = where(seen.astype(DType::Bool), where(x > 0.0, x / p, x * p), x);
+  }
+  if (o.temperature == 0) return argmax(x, 1);
+  x = x / o.temperature;
+  const int64_t V = x.dim(1);
+  const bool top_k = o.top_k > 0 && o.top_k < V;
+  Tensor ranked;  // the candidates' logits, largest first
+  if (top_k) {
+    ranked = topk(x, o.top_k, 1).first;
+    x = where(x >= slice(ranked, 1, o.top_k - 1, o.top_k), x, minus_inf);
+  }
+  if (o.top_p < 1) {
+    if (!top_k) ranked = sort(x, 1, true).first;
+    const Tensor probs = softmax(ranked, 1);
+    // A token stays while the tokens more likely than it hold less than top_p: the first always.
+    const Tensor kept = sum((cumsum(probs, 1) - probs < o.top_p).astype(DType::I64), {1}, true);
+    x = where(x >= gather(ranked, 1, kept - int64_t(1)), x, minus_inf);
+  }
+  return random::categorical(key, x, 1);
+}
+
+struct Generator::Impl {
+  using Step = std::function<std::vector<Tensor>(const Tensor& ids, const Tensor& at, const Tensor& starts, const Tensor& seen,
+                                                 const Tensor& key, const std::vector<Tensor>& cache)>;
+  CausalLM& model;
+  GenerateOptions options;
+  Step body;
+  Jitted<Step> prefill, decode;
+  double prefill_ms = 0, decode_ms = 0;
+  int64_t steps = 0;
+
+  Impl(CausalLM& m, GenerateOptions o)
+      : model(m),
+        options(std::move(o)),
+        body([this](const Tensor& ids, const Tensor& at, const Tensor& starts, const Tensor& seen, const Tensor& key,
+                    const std::vector<Tensor>& cache) {
+          std::vector<Tensor> fresh;
+          const Tensor logits = model.step(ids, at, starts, cache, fresh);
+          const int64_t B = ids.dim(0), V = logits.dim(2);
+          const Tensor next = sample_tokens(key, slice(logits, 1, -1, std::nullopt).reshape({B, V}), seen, options.sampling);
+          std::vector<Tensor> out{next, seen || iota({B, V}, 1, DType::I64) == unsqueeze(next, 1)};
+          out.insert(out.end(), fresh.begin(), fresh.end());
+          return out;
+        }),
+        // Every prompt length with one compile; the decode step's seen tokens written in place.
+        prefill(body, JitOptions{.name = "generate_prefill", .dynamic_dims = {{0, 1}}}),
+        decode(body, JitOptions{.name = "generate_decode", .donate = {3}}) {}
+};
+
+Generator::Generator(CausalLM& model, GenerateOptions options) {
+  options.sampling.check("nn::Generator");
+  if (options.max_new_tokens < 1) throw ValueError("nn::Generator: max_new_tokens must be at least 1, given " + std::to_string(options.max_new_tokens));
+  impl_ = std::make_unique<Impl>(model, std::move(options));
+}
+
+Generator::~Generator() = default;
+
+std::vector<std::vector<int64_t>> Generator::generate(const std::vector<std::vector<int64_t>>& prompts,
+                                                      const std::function<void(const std::vector<int64_t>&)>& on_token) {
+  Impl& g = *impl_;
+  const GenerateOptions& o = g.options;
+  const CacheShape shape = g.model.cache_shape();
+  const int64_t V = g.model.vocab_size(), B = int64_t(prompts.size());
+  if (B == 0) throw ValueError("nn::Generator::generate: no prompts");
+  int64_t P = 0;
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    if (prompts[b].empty()) throw ValueError("nn::Generator::generate: prompt " + std::to_string(b) + " is empty");
+    for (int64_t id : prompts[b])
+      if (id < 0 || id >= V)
+        throw IndexError("nn::Generator::generate: token " + std::to_string(id) + " of prompt " + std::to_string(b) +
+                         " is out of range [0, " + std::to_string(V) + ")");
+    P = std::max(P, int64_t(prompts[b].size()));
+  }
+  if (P + o.max_new_tokens - 1 > shape.max_context)
+    throw ValueError("nn::Generator::generate: a prompt of " + std::to_string(P) + " tokens and " + std::to_string(o.max_new_tokens) +
+                     " new ones exceed the model's context of " + std::to_string(shape.max_context));
+  // Prompts padded on the left: every row's last token in column P - 1.
+  const size_t rows = static_cast<size_t>(B);
+  std::vector<int64_t> ids(rows * size_t(P), 0), starts(rows), seen(rows * size_t(V), 0);
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& p = prompts[size_t(b)];
+    starts[size_t(b)] = P - int64_t(p.size());
+    for (size_t t = 0; t < p.size(); ++t) {
+      ids[size_t(b * P + starts[size_t(b)]) + t] = p[t];
+      seen[size_t(b * V + p[t])] = 1;
+    }
+  }
+  const Tensor start_cols = Tensor::from_vector(starts, {B});
+  const Tensor keys = random::split(random::key(o.seed), o.max_new_tokens);
+  KVCache cache = KVCache::zeros(shape, B);
+  std::vector<Tensor> nothing_cached;
+  for (int64_t l = 0; l < 2 * shape.layers; ++l) nothing_cached.push_back(Tensor::zeros({B, shape.heads, 0, shape.head_dim}));
+
+  std::vector<std::vector<int64_t>> out(rows);
+  std::vector<bool> stopped(rows, false);
+  std::vector<int64_t> last(rows);
+  Tensor seen_tokens = Tensor::from_vector(seen, {B, V}) != int64_t(0);
+  // Takes a step's results: the tokens drawn, the seen marks, the fresh keys and values.
+  auto take = [&](std::vector<Tensor>& r, int64_t at) {
+    const std::vector<int64_t> next = r[0].to_vector<int64_t>();
+    seen_tokens = r[1];
+    cache.write(at, std::vector<Tensor>(r.begin() + 2, r.end()));
+    std::vector<int64_t> shown(rows, -1);
+    for (size_t b = 0; b < rows; ++b) {
+      last[b] = next[b];
+      if (stopped[b]) continue;
+      out[b].push_back(next[b]);
+      shown[b] = next[b];
+      if (o.stop_token && next[b] == *o.stop_token) stopped[b] = true;
+    }
+    if (on_token) on_token(shown);
+  };
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  std::vector<Tensor> r = g.prefill(Tensor::from_vector(ids, {B, P}), Tensor::scalar(0, DType::I64), start_cols, seen_tokens, keys[0],
+                                    nothing_cached);
+  take(r, 0);
+  auto t1 = clock::now();
+  g.prefill_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  g.steps = 0;
+  for (int64_t i = 1; i < o.max_new_tokens; ++i) {
+    bool all = true;
+    for (bool s : stopped) all = all && s;
+    if (all) break;
+    const int64_t at = P + i - 1;
+    r = g.decode(Tensor::from_vector(last, {B, 1}), Tensor::scalar(double(at), DType::I64), start_cols, seen_tokens, keys[i], cache.tensors());
+    take(r, at);
+    ++g.steps;
+  }
+  g.decode_ms = std::chrono::duration<double, std::milli>(clock::now() - t1).count();
+  return out;
+}
+
+GenerationStats Generator::stats() const {
+  return GenerationStats{impl_->prefill.stats(), impl_->decode.stats(), impl_->prefill_ms, impl_->decode_ms, impl_->steps};
+}
+
+}  // namespace hjit::nn

@@ -1,0 +1,126 @@
+// Generating tokens from a causal language model: a key/value cache that lives across calls, one
+// compiled decode step for every position, sampling compiled into that step, batches of prompts of
+// different lengths, tokens handed over as they come.
+//
+//   hjit::nn::GPT2 model(hjit::nn::GPT2Config::gpt2());            // or a smaller config
+//   hjit::nn::load_checkpoint("gpt2.hjit", model);
+//   model.eval();
+//   hjit::nn::Generator gen(model, {.max_new_tokens = 40, .sampling = {.temperature = 0.8, .top_k = 40}});
+//   gen.generate({prompt_ids}, [](const std::vector<int64_t>& tokens) { print(tokens[0]); });
+//
+// How it runs. Prompts are padded on the left to one length, so every row's next token sits in
+// one column: `at`, a runtime value of the compiled step, which therefore serves every position up
+// to the cache's length with one compile. Prefill runs the padded prompts against an empty cache
+// (one compile for every prompt length: the length is a dynamic size); each decode step runs one
+// column. A step returns the keys and values of the columns it ran, and the generator writes
+// those rows into the cache in place (Tensor::assign_slice on host memory writes only the rows):
+// the cache is never copied, and the step reads it where it lies. The step's attention covers the
+// cache's columns before `at` (masked from each row's first real column) and its own columns
+// causally, as one softmax.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <hjit/jit_options.h>
+#include <hjit/nn/module.h>
+#include <hjit/tensor.h>
+
+namespace hjit::nn {
+
+// What a causal language model's attention layers keep: layers, heads and head_dim of each layer's
+// keys and values, and the most columns (tokens) a sequence may reach.
+struct CacheShape {
+  int64_t layers = 0, heads = 0, head_dim = 0, max_context = 0;
+};
+
+// Keys and values of every layer, [batch, heads, max_context, head_dim] each, in host memory.
+struct KVCache {
+  std::vector<Tensor> keys, values;  // one per layer
+  static KVCache zeros(const CacheShape& shape, int64_t batch, DType dtype = DType::F32);
+  // Columns [at, at + S) of every layer written from a step's fresh keys and values ([B, H, S, D]
+  // each, layer by layer: k0, v0, k1, v1, ...), in place.
+  void write(int64_t at, const std::vector<Tensor>& fresh);
+  // Keys then values, layer by layer (k0, v0, k1, v1, ...): a step's cache argument.
+  std::vector<Tensor> tensors() const;
+};
+
+// One step of a causal language model's attention with a cache: queries q [B, H, S, D] of columns
+// at + i; keys and values k, v [B, H, S, D] of the same columns; the cache's keys and values
+// [B, H, T, D] of earlier columns (T may be 0); starts [B] (i64) each row's first real column
+// (left padding before it). Column at + i attends to the cache's columns [starts[b], at) and to its
+// own columns j <= i from starts[b] on; a padding column attends to itself only. softmax over both
+// at once (scaled by 1/sqrt(D)), then the weighted sum of values: [B, H, S, D].
+Tensor cached_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cache_k, const Tensor& cache_v,
+                        const Tensor& at, const Tensor& starts);
+
+// How the next token is drawn from a row of logits, in HF transformers' order: the repetition
+// penalty on tokens seen (a positive logit divided by it, a negative one multiplied), then the
+// temperature, top-k (the k largest logits, ties at the k-th kept), top-p (the fewest most likely
+// tokens whose probabilities reach top_p, at least one), then a draw (random::categorical).
+// temperature 0 is greedy: the argmax after the penalty, no draw.
+struct SamplingOptions {
+  double temperature = 1.0;
+  int64_t top_k = 0;    // 0: every token
+  double top_p = 1.0;   // 1: every token
+  double repetition_penalty = 1.0;
+  // ValueError naming `who` for a negative or non-finite temperature, a negative top_k, top_p
+  // outside (0, 1], a repetition penalty not positive or not finite.
+  void check(const std::string& who) const;
+};
+
+// One token per row of logits [B, V] (i64 [B]), drawn with key (u32[2]); seen [B, V] (bool) marks
+// the tokens the repetition penalty applies to. Traced like any op: compiled into a jitted step.
+Tensor sample_tokens(const Tensor& key, const Tensor& logits, const Tensor& seen, const SamplingOptions& options);
+
+// A model the Generator drives.
+class CausalLM : public Module {
+ public:
+  // Logits [B, S, vocab] of ids [B, S] (i64) in columns at + i (at an i64 scalar tensor), rows
+  // starting at starts [B] (left padding before), attending to `cache` (keys then values layer by
+  // layer, [B, H, T, D] each, columns before at valid); the step's own keys and values ([B, H, S, D],
+  // k0, v0, k1, ...) are appended to `fresh`.
+  virtual Tensor step(const Tensor& ids, const Tensor& at, const Tensor& starts, const std::vector<Tensor>& cache,
+                      std::vector<Tensor>& fresh) = 0;
+  virtual CacheShape cache_shape() const = 0;
+  virtual int64_t vocab_size() const = 0;
+};
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 32;
+  SamplingOptions sampling{};
+  uint64_t seed = 0;                      // the keys of the draws: one run's tokens for a seed
+  std::optional<int64_t> stop_token{};    // a row that produced it produces nothing more
+};
+
+struct GenerationStats {
+  JitStats prefill, decode;   // the two compiled functions
+  double prefill_ms = 0, decode_ms = 0;  // wall time of the last generate()
+  int64_t decode_steps = 0;
+};
+
+class Generator {
+ public:
+  // options checked here (ValueError); the model is held by reference and must outlive this.
+  Generator(CausalLM& model, GenerateOptions options = {});
+  ~Generator();
+  Generator(const Generator&) = delete;
+  Generator& operator=(const Generator&) = delete;
+  // Each prompt (token ids in [0, vocab), at least one) continued by up to max_new_tokens; the new
+  // tokens of each row are returned. on_token, when given, receives every step's tokens (one per
+  // row; -1 for a row that has stopped) as soon as they are drawn. ValueError when a prompt is empty
+  // or the longest prompt plus max_new_tokens exceeds the model's context; IndexError for an id out
+  // of range.
+  std::vector<std::vector<int64_t>> generate(const std::vector<std::vector<int64_t>>& prompts,
+                                             const std::function<void(const std::vector<int64_t>&)>& on_token = {});
+  GenerationStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hjit::nn
