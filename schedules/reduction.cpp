@@ -86,7 +86,14 @@ std::string schedule_helpers_at_root(const backend::LoweredPipeline& p, const ba
     FuncRef f(&out, h.func);
     f.compute_root();
     const int vec = vector_width(p.target, h.func.output_types()[0]);
-    what += " " + h.role + ": root " + vectorize_and_parallelize(f, h.vars, h.extents, vec, halide_threads()).what;
+    // A sorting network's steps over few rows run on one thread: cut into parallel chunks of the
+    // row, each step's partner loads (clamped, across chunks) make Halide 14 fail in codegen
+    // ("Unknown intrinsic unreachable") once a row is longer than a chunk (topk over 50257 logits).
+    int64_t rows = 1;
+    for (size_t d = 1; d < h.extents.size(); ++d) rows *= h.extents[d];
+    const bool sort_step = h.role.rfind("sort", 0) == 0;
+    const int threads = sort_step && rows < 2 * halide_threads() ? 1 : halide_threads();
+    what += " " + h.role + ": root " + vectorize_and_parallelize(f, h.vars, h.extents, vec, threads).what;
     if (h.func.has_update_definition())
       what += " update " + vectorize_and_parallelize(f.update(), h.vars, h.extents, 1, halide_threads(), true).what;
   }

@@ -321,6 +321,29 @@ TEST_CASE("a blocked matmul of any row count stays inside its inputs, its kernel
   }
 }
 
+// A Linear layer on one row or a few (a decode step): its weight [N, K] read along its rows, each
+// output a dot product along K in vector lanes (TileSpec::lanes_along_k). Every lane count (K a
+// multiple of 16, 8, 4, or none: the column tiles), batches, odd and short N, and a bias epilogue.
+TEST_CASE("a matrix-vector product with a weight read along its rows is exact in every shape") {
+  struct Case {
+    hjit::Shape x;
+    int64_t n;
+    bool along_k;
+  };
+  for (const Case& c : std::vector<Case>{{{1, 768}, 300, true}, {{3, 24}, 67, true}, {{2, 4, 20}, 64, true},
+                                         {{1, 1, 36}, 129, true}, {{1, 18}, 80, false}, {{9, 32}, 64, false},
+                                         {{1, 32}, 40, false}}) {
+    CAPTURE(c.n);
+    CAPTURE(c.x.back());
+    const Tensor x = test::random(c.x, hjit::DType::F32, 1), w = test::random({c.n, c.x.back()}, hjit::DType::F32, 2),
+                 b = test::random({c.n}, hjit::DType::F32, 3);
+    auto f = [&](const Tensor& x, const Tensor& w, const Tensor& b) { return hjit::matmul(x, hjit::transpose(w)) + b; };
+    auto jitted = hjit::jit(f);
+    CHECK_CLOSE(jitted(x, w, b), f(x, w, b));
+    CHECK((jitted.explain(x, w, b).find("along k") != std::string::npos) == c.along_k);
+  }
+}
+
 // Where a contraction's and a pool's operands live (schedules/builtin.cpp), at SqueezeNet's shapes:
 // a 1x1 convolution as the ONNX importer writes it reads its reshaped weight in place (stored, it
 // was a copy of the weight every call), its 169 outputs of 384-term sums run in parallel (counted

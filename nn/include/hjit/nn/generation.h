@@ -98,7 +98,9 @@ struct GenerateOptions {
 
 struct GenerationStats {
   JitStats prefill, decode;   // the two compiled functions
-  double prefill_ms = 0, decode_ms = 0;  // wall time of the last generate()
+  // Of the last generate(): wall time of prefill and of the decode steps, each without the time
+  // spent tracing and compiling (given apart).
+  double prefill_ms = 0, decode_ms = 0, prefill_compile_ms = 0, decode_compile_ms = 0;
   int64_t decode_steps = 0;
 };
 
