@@ -122,7 +122,7 @@ struct Generator::Impl {
         body([this](const Tensor& ids, const Tensor& at, const Tensor& starts, const Tensor& seen, const Tensor& key,
                     const std::vector<Tensor>& cache) {
           std::vector<Tensor> fresh;
-          const Tensor logits = model.step(ids, at, starts, cache, fresh);
+          const Tensor logits = model.step(ids, at, starts, cache, fresh, true);
           const int64_t B = ids.dim(0), V = logits.dim(2);
           const Tensor next = sample_tokens(key, slice(logits, 1, -1, std::nullopt).reshape({B, V}), seen, options.sampling);
           std::vector<Tensor> out{next, seen || iota({B, V}, 1, DType::I64) == unsqueeze(next, 1)};

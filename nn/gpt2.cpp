@@ -17,6 +17,17 @@ void GPT2Config::check(const std::string& who) const {
   if (!(layer_norm_epsilon > 0)) throw ValueError(who + ": layer_norm_epsilon must be positive");
 }
 
+GPT2Conv1D::GPT2Conv1D(int64_t in_features, int64_t out_features)
+    : weight(Tensor::zeros({in_features, out_features})), bias(Tensor::zeros({out_features})) {
+  register_parameter("weight", weight), register_parameter("bias", bias);
+}
+
+Tensor GPT2Conv1D::forward(const Tensor& x) {
+  if (x.ndim() == 0 || x.shape().back() != weight.dim(0))
+    throw ShapeError("nn::GPT2Conv1D: takes inputs [..., " + std::to_string(weight.dim(0)) + "], given " + shape_str(x.shape()));
+  return matmul(x, weight) + bias;
+}
+
 GPT2Attention::GPT2Attention(int64_t n_embd, int64_t n_head_) : c_attn(n_embd, 3 * n_embd), c_proj(n_embd, n_embd), n_head(n_head_) {
   register_module("c_attn", c_attn), register_module("c_proj", c_proj);
 }
@@ -44,7 +55,7 @@ GPT2::GPT2(GPT2Config c)
   init::normal_(wte.weight, 0, 0.02), init::normal_(wpe.weight, 0, 0.02);
   const double residual = 0.02 / std::sqrt(2.0 * double(c.n_layer));
   for (const auto& block : h) {
-    for (Linear* l : {&block->attn.c_attn, &block->attn.c_proj, &block->mlp.c_fc, &block->mlp.c_proj}) {
+    for (GPT2Conv1D* l : {&block->attn.c_attn, &block->attn.c_proj, &block->mlp.c_fc, &block->mlp.c_proj}) {
       init::normal_(l->weight, 0, l == &block->attn.c_proj || l == &block->mlp.c_proj ? residual : 0.02);
       init::zeros_(l->bias);
     }
@@ -60,7 +71,7 @@ Tensor GPT2::operator()(const Tensor& ids) {
 }
 
 Tensor GPT2::step(const Tensor& ids, const Tensor& at, const Tensor& starts, const std::vector<Tensor>& cache,
-                  std::vector<Tensor>& fresh) {
+                  std::vector<Tensor>& fresh, bool last_only) {
   if (ids.ndim() != 2) throw ShapeError("nn::GPT2::step: takes ids [B, S], given " + shape_str(ids.shape()));
   if (cache.size() != size_t(2 * config.n_layer))
     throw ValueError("nn::GPT2::step: a cache of " + std::to_string(cache.size()) + " tensors for " + std::to_string(config.n_layer) +
@@ -80,6 +91,7 @@ Tensor GPT2::step(const Tensor& ids, const Tensor& at, const Tensor& starts, con
     x = x + block.mlp(block.ln_2(x));
     fresh.push_back(k), fresh.push_back(v);
   }
+  if (last_only) x = slice(x, 1, -1, std::nullopt);
   return matmul(ln_f(x), transpose(wte.weight));
 }
 

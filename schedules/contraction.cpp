@@ -149,15 +149,13 @@ void weight_grad_blocks(TileSpec& spec, const backend::Stage& s, const Shape& gr
 }
 }  // namespace
 
-// TileSpec::lanes_along_k for contraction s, or 0: a float matmul of at most 8 rows (times batches)
-// and at least 64 columns, of a fixed size, whose right operand is a source's last two dimensions
+// TileSpec::lanes_along_k for contraction s, or 0: a float matmul of at most 8 rows (in each of any
+// batches: attention's heads) and at least 64 columns, of a fixed size, whose right operand is a source's last two dimensions
 // swapped and read where it lies (stage_info's views), the reduction a multiple of 4 lanes.
 int lanes_along_k(const backend::LoweredPipeline& p, const backend::Stage& s, int vec) {
   if (cpu_rules(s.op).tile != Tile::Matmul || s.dot_lanes > 0 || s.rvars.size() != 1 || s.extents.size() < 2) return 0;
   if (value_type(s) != Halide::Float(32) || (p.dynamic && p.dynamic->extent_varies(s.node))) return 0;
-  int64_t rows = 1;
-  for (size_t d = 1; d < s.extents.size(); ++d) rows *= s.extents[d];
-  if (rows > 8 || s.extents[0] < 64) return 0;
+  if (s.extents[1] > 8 || s.extents[0] < 64) return 0;
   const Node& n = p.graph->node(s.node);
   const Node& b = p.graph->node(n.inputs[1]);
   if (b.op != OpKind::Transpose || !is_view_of_sources(p, p.stages[size_t(n.inputs[1])])) return 0;
@@ -359,17 +357,21 @@ TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extent
     return t;
   }
   if (spec.lanes_along_k > 0) {
-    // The tile (outputs by every other dimension, all unrolled) innermost, its tiles in parallel.
+    // The tile (outputs by the rows, unrolled) innermost, then the tiles, then the batches, all
+    // fused and run in parallel.
     f.split(inner, io, ii, spec.tx, Halide::TailStrategy::ShiftInwards);
-    std::vector<VarOrRVar> order{ii};
-    for (size_t d = 0; d < vars.size(); ++d)
-      if (int(d) != spec.inner) order.emplace_back(vars[d]);
-    order.emplace_back(io);
+    std::vector<VarOrRVar> order{ii, unrolled, io};
+    Var par = io;
+    for (size_t d = 2; d < vars.size(); ++d) order.emplace_back(vars[d]);
     f.reorder(order);
-    for (size_t d = 0; d < vars.size(); ++d)
-      if (int(d) != spec.inner) f.unroll(vars[d]);
-    TiledNest t = finish_tiles(f, extents, spec, ii, ii, io, threads, min_parallel_work, " along k in " + std::to_string(spec.lanes_along_k) + " lanes");
-    t.tile = io;
+    for (size_t d = 2; d < vars.size(); ++d) {
+      Var fused(par.name() + "_" + vars[d].name());
+      f.fuse(par, vars[d], fused);
+      par = fused;
+    }
+    f.unroll(unrolled);
+    TiledNest t = finish_tiles(f, extents, spec, ii, ii, par, threads, min_parallel_work, " along k in " + std::to_string(spec.lanes_along_k) + " lanes");
+    t.tile = par;
     return t;
   }
   f.split(inner, io, ii, spec.tx);

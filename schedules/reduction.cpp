@@ -86,13 +86,22 @@ std::string schedule_helpers_at_root(const backend::LoweredPipeline& p, const ba
     FuncRef f(&out, h.func);
     f.compute_root();
     const int vec = vector_width(p.target, h.func.output_types()[0]);
-    // A sorting network's steps over few rows run on one thread: cut into parallel chunks of the
-    // row, each step's partner loads (clamped, across chunks) make Halide 14 fail in codegen
-    // ("Unknown intrinsic unreachable") once a row is longer than a chunk (topk over 50257 logits).
+    // A sorting network's steps over one row or few: the row in parallel chunks that divide it
+    // exactly (its length a power of two). Guarded chunks, the partner loads (clamped, across
+    // chunks) made Halide 14 fail in codegen ("Unknown intrinsic unreachable", topk over 50257
+    // logits); on one thread, its 137 steps' constant-size buffers went on the stack and overflowed it.
+    const int threads = halide_threads();
     int64_t rows = 1;
     for (size_t d = 1; d < h.extents.size(); ++d) rows *= h.extents[d];
-    const bool sort_step = h.role.rfind("sort", 0) == 0;
-    const int threads = sort_step && rows < 2 * halide_threads() ? 1 : halide_threads();
+    const int64_t row = h.extents.empty() ? 0 : h.extents[0];
+    int64_t chunk = vec;
+    while (chunk * 2 * 4 * threads <= row) chunk *= 2;
+    if (h.role.rfind("sort", 0) == 0 && rows < 2 * threads && row >= 2 * vec * threads && row % chunk == 0) {
+      Var o(h.vars[0].name() + "_o"), i(h.vars[0].name() + "_i");
+      f.split(h.vars[0], o, i, int(chunk), Halide::TailStrategy::RoundUp).vectorize(i, vec).parallel(o);
+      what += " " + h.role + ": root vec" + std::to_string(vec) + " par(exact chunks of " + std::to_string(chunk) + ")";
+      continue;
+    }
     what += " " + h.role + ": root " + vectorize_and_parallelize(f, h.vars, h.extents, vec, threads).what;
     if (h.func.has_update_definition())
       what += " update " + vectorize_and_parallelize(f.update(), h.vars, h.extents, 1, halide_threads(), true).what;

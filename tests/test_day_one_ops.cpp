@@ -295,11 +295,16 @@ TEST_CASE("sort's values are differentiable; topk beyond a few rounds sorts") {
   })(y);
   CHECK(vals(small[0]) == std::vector<float>{0, 3, 1, 2});
   CHECK(small[1].to_vector<int64_t>() == std::vector<int64_t>{0, 2, 0, 2});
-  // A row longer than a parallel chunk, its k-th value read by the rest (a sampler's threshold):
-  // Halide 14 failed to compile this when the network's steps ran in chunks.
-  const Tensor logits = test::random({1, 9000}, hjit::DType::F32, 5);
-  auto kept = [](const Tensor& l) { return hjit::argmin(hjit::where(l >= hjit::slice(hjit::topk(l, 40, 1).first, 1, 39, 40), l, 1e30f), 1); };
-  CHECK(hjit::jit(kept)(logits).item<int64_t>() == kept(logits).item<int64_t>());
+  // Rows longer than a parallel chunk, the k-th value read by the rest (a sampler's threshold):
+  // Halide 14 failed to compile this when the network's steps ran in guarded chunks, and a long
+  // row's steps on one thread overflowed the stack (a GPT-2's 50257 logits).
+  for (int64_t n : {9000, 50257}) {
+    const Tensor logits = test::random({1, n}, hjit::DType::F32, 5);
+    auto kept = [](const Tensor& l) { return hjit::argmin(hjit::where(l >= hjit::slice(hjit::topk(l, 40, 1).first, 1, 39, 40), l, 1e30f), 1); };
+    CHECK(hjit::jit(kept)(logits).item<int64_t>() == kept(logits).item<int64_t>());
+    auto sorted = [](const Tensor& l) { return hjit::sort(l, 1, true).first; };
+    CHECK(vals(hjit::jit(sorted)(logits)) == vals(sorted(logits)));
+  }
 }
 
 TEST_CASE("indexing reads like Python's: integers, slices of any step, ..., None and index tensors (numpy's rules)") {

@@ -82,9 +82,10 @@ class CausalLM : public Module {
   // Logits [B, S, vocab] of ids [B, S] (i64) in columns at + i (at an i64 scalar tensor), rows
   // starting at starts [B] (left padding before), attending to `cache` (keys then values layer by
   // layer, [B, H, T, D] each, columns before at valid); the step's own keys and values ([B, H, S, D],
-  // k0, v0, k1, ...) are appended to `fresh`.
+  // k0, v0, k1, ...) are appended to `fresh`. last_only: the last column's logits only, [B, 1,
+  // vocab] (what generation reads: a prompt's other columns skip the vocabulary's projection).
   virtual Tensor step(const Tensor& ids, const Tensor& at, const Tensor& starts, const std::vector<Tensor>& cache,
-                      std::vector<Tensor>& fresh) = 0;
+                      std::vector<Tensor>& fresh, bool last_only = false) = 0;
   virtual CacheShape cache_shape() const = 0;
   virtual int64_t vocab_size() const = 0;
 };

@@ -2,7 +2,7 @@
 // pre-norm blocks of causal self-attention and a tanh-GELU MLP, a final layer norm, and logits
 // through the token embedding (tied). Parameters named as Hugging Face names them without its
 // "transformer." prefix (wte, wpe, h.0.ln_1, h.0.attn.c_attn, h.0.attn.c_proj, h.0.mlp.c_fc, ...,
-// ln_f), as Linear layers: Hugging Face's Conv1D weights are the transpose, [in, out].
+// ln_f), in its layouts: a Hugging Face checkpoint's tensors load as they are.
 // Initialized as Hugging Face initializes it: normal(0, 0.02) weights (the residual projections
 // scaled by 1/sqrt(2 * n_layer)), zero biases. Inference and fine-tuning (no dropout).
 #pragma once
@@ -13,6 +13,16 @@
 #include <hjit/nn/layers.h>
 
 namespace hjit::nn {
+
+// Hugging Face's Conv1D: a linear layer whose weight is [in, out], y = x W + b. Its products read
+// the weight along its rows whatever the number of tokens (a prompt's few rows included), where
+// a [out, in] weight is read transposed.
+class GPT2Conv1D : public Layer {
+ public:
+  GPT2Conv1D(int64_t in_features, int64_t out_features);
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;  // [in, out], [out]
+};
 
 struct GPT2Config {
   int64_t vocab_size = 50257;
@@ -30,7 +40,7 @@ struct GPT2Config {
 class GPT2Attention : public Module {
  public:
   GPT2Attention(int64_t n_embd, int64_t n_head);
-  Linear c_attn, c_proj;  // [3 * n_embd, n_embd] (queries, keys, values), [n_embd, n_embd]
+  GPT2Conv1D c_attn, c_proj;  // [n_embd, 3 * n_embd] (queries, keys, values), [n_embd, n_embd]
   int64_t n_head;
 };
 
@@ -38,7 +48,7 @@ class GPT2MLP : public Module {
  public:
   explicit GPT2MLP(int64_t n_embd);
   Tensor operator()(const Tensor& x) { return c_proj(gelu(c_fc(x), true)); }
-  Linear c_fc, c_proj;
+  GPT2Conv1D c_fc, c_proj;
 };
 
 class GPT2Block : public Module {
@@ -57,7 +67,7 @@ class GPT2 : public CausalLM {
   // training and of evaluation.
   Tensor operator()(const Tensor& ids);
   Tensor step(const Tensor& ids, const Tensor& at, const Tensor& starts, const std::vector<Tensor>& cache,
-              std::vector<Tensor>& fresh) override;
+              std::vector<Tensor>& fresh, bool last_only = false) override;
   CacheShape cache_shape() const override;
   int64_t vocab_size() const override { return config.vocab_size; }
 
