@@ -23,6 +23,8 @@
 //                                                         write out (bench/exported_rows.h)
 //        hjit-bench --low-precision                       int8 and bf16 contractions against the peaks of
 //                                                         their dot-product instructions (bench/low_precision_rows.h)
+//        hjit-bench --generate                            GPT-2 124M's prefill and decode tokens a second
+//                                                         against the memory bandwidth (bench/generation_rows.h)
 // The compile-time table (compile_scaling.h) comes last: with every workload, or --compile-scaling.
 // By default the training workloads (W7, W9, W11) run eager and at opt level 1 only: their
 // unfused baseline and the autoschedulers take minutes to compile their large graphs (--all runs
@@ -44,6 +46,7 @@
 #include "bench/compile_scaling.h"
 #include "bench/exported_rows.h"
 #include "bench/low_precision_rows.h"
+#include "bench/generation_rows.h"
 #include "bench/machine_limits.h"
 #include "bench/models.h"
 #include "bench/param_model_rows.h"
@@ -331,7 +334,7 @@ int main(int argc, char** argv) {
   unsetenv("HJIT_TUNING_DB");
   std::vector<std::string> workloads = bench::workload_ids(), variants = kVariants;
   bool quick = false, all = false, variants_given = false, workloads_given = false, compile_scaling = false, small_cnn = false,
-       param_model = false, exported = false, low_precision = false, int8 = false;
+       param_model = false, exported = false, low_precision = false, int8 = false, generate = false;
   std::string models_dir, only;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -352,6 +355,7 @@ int main(int argc, char** argv) {
     else if (a == "--param-model") param_model = true;
     else if (a == "--exported") exported = true;
     else if (a == "--low-precision") low_precision = true;
+    else if (a == "--generate") generate = true;
     else if (a == "--int8") int8 = true;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else
@@ -367,7 +371,8 @@ int main(int argc, char** argv) {
                            "       hjit-bench --small-cnn [--quick]   (a small CNN's training step beside PyTorch's)\n"
                            "       hjit-bench --param-model [--quick]   (fitted built-in parameters against the rules)\n"
                            "       hjit-bench --exported [--workloads W3,W8] [--quick]   (exported libraries against jitted code)\n"
-                           "       hjit-bench --low-precision [--quick]   (int8 and bf16 contractions against their instructions' peaks)\n");
+                           "       hjit-bench --low-precision [--quick]   (int8 and bf16 contractions against their instructions' peaks)\n"
+                           "       hjit-bench --generate [--quick]   (GPT-2 124M's tokens a second against the memory bandwidth)\n");
       return 2;
     }
   }
@@ -383,6 +388,7 @@ int main(int argc, char** argv) {
   if (small_cnn) return bench::small_cnn_rows(self, quick);
   if (param_model) return bench::param_model_rows(quick);
   if (low_precision) return bench::low_precision_rows(quick);
+  if (generate) return bench::generation_rows(quick);
   if (exported) return bench::exported_rows(workloads_given ? workloads : std::vector<std::string>{"W3", "W8"}, quick);
 
   const bench::MachineLimits limits = bench::measure_machine_limits();

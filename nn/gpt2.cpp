@@ -25,7 +25,11 @@ GPT2Conv1D::GPT2Conv1D(int64_t in_features, int64_t out_features)
 Tensor GPT2Conv1D::forward(const Tensor& x) {
   if (x.ndim() == 0 || x.shape().back() != weight.dim(0))
     throw ShapeError("nn::GPT2Conv1D: takes inputs [..., " + std::to_string(weight.dim(0)) + "], given " + shape_str(x.shape()));
-  return matmul(x, weight) + bias;
+  // Every token a row of one matrix: a batch's rows share each pass over the weight (as [B, S, in]
+  // against a broadcast weight, each sequence would read all of it).
+  Shape out = x.shape();
+  out.back() = weight.dim(1);
+  return (matmul(x.reshape({-1, weight.dim(0)}), weight) + bias).reshape(out);
 }
 
 GPT2Attention::GPT2Attention(int64_t n_embd, int64_t n_head_) : c_attn(n_embd, 3 * n_embd), c_proj(n_embd, n_embd), n_head(n_head_) {
@@ -92,7 +96,8 @@ Tensor GPT2::step(const Tensor& ids, const Tensor& at, const Tensor& starts, con
     fresh.push_back(k), fresh.push_back(v);
   }
   if (last_only) x = slice(x, 1, -1, std::nullopt);
-  return matmul(ln_f(x), transpose(wte.weight));
+  const Tensor rows = ln_f(x).reshape({-1, C});  // (one pass over the vocabulary for the batch)
+  return matmul(rows, transpose(wte.weight)).reshape({B, -1, config.vocab_size});
 }
 
 CacheShape GPT2::cache_shape() const { return {config.n_layer, config.n_head, config.n_embd / config.n_head, config.n_positions}; }
