@@ -76,6 +76,25 @@ void SamplingOptions::check(const std::string& who) const {
     throw ValueError(who + ": repetition_penalty must be positive, given " + std::to_string(repetition_penalty));
 }
 
+namespace {
+
+// The k largest values of each row of x [B, V], largest first (topk's values). A long row is cut in
+// blocks, and the k largest of the blocks' k largest are the row's (every one of the row's k
+// largest is among its own block's): sorting networks over blocks of 1024 and the candidates
+// instead of one over the whole row rounded up to a power of two (GPT-2's 50,257 logits: 65,536
+// positions, 136 passes, against 55 over each block).
+Tensor largest(const Tensor& x, int64_t k) {
+  constexpr int64_t kBlock = 1024;
+  const int64_t B = x.dim(0), V = x.dim(1);
+  if (V < 4 * kBlock || k > kBlock / 4) return topk(x, k, 1).first;
+  const int64_t blocks = (V + kBlock - 1) / kBlock;
+  const Tensor padded = pad(x, {{0, 0}, {0, blocks * kBlock - V}}, -std::numeric_limits<double>::infinity());
+  const Tensor candidates = topk(padded.reshape({B, blocks, kBlock}), k, 2).first.reshape({B, blocks * k});
+  return topk(candidates, k, 1).first;
+}
+
+}  // namespace
+
 Tensor sample_tokens(const Tensor& key, const Tensor& logits, const Tensor& seen, const SamplingOptions& o) {
   o.check("nn::sample_tokens");
   if (logits.ndim() != 2 || seen.shape() != logits.shape())
@@ -93,7 +112,7 @@ Tensor sample_tokens(const Tensor& key, const Tensor& logits, const Tensor& seen
   const bool top_k = o.top_k > 0 && o.top_k < V;
   Tensor ranked;  // the candidates' logits, largest first
   if (top_k) {
-    ranked = topk(x, o.top_k, 1).first;
+    ranked = largest(x, o.top_k);
     x = where(x >= slice(ranked, 1, o.top_k - 1, o.top_k), x, minus_inf);
   }
   if (o.top_p < 1) {

@@ -185,6 +185,19 @@ TEST_CASE("sampling: filters keep only their tokens, draws follow the distributi
   CHECK(nn::sample_tokens(key, positive, seen_first, {.temperature = 0, .repetition_penalty = 2}).item<int64_t>() == 1);  // 2/2 < 1.5
   CHECK(nn::sample_tokens(key, positive, seen_first, {.temperature = 0, .repetition_penalty = 1.2}).item<int64_t>() == 0);
 
+  // A vocabulary of 9000 (cut in blocks for top-k): every draw among the 40 largest, most of them
+  // drawn (the logits nearly equal), eager and compiled alike.
+  const Tensor flat = hjit::broadcast_to(test::random({1, 9000}, DType::F32, 4) * 0.01, {400, 9000});
+  const Tensor unseen = Tensor::zeros({400, 9000}, DType::Bool);
+  const float fortieth = hjit::topk(hjit::slice(flat, 0, 0, 1), 40, 1).first.to_vector<float>().back();
+  const std::vector<float> row = hjit::slice(flat, 0, 0, 1).to_vector<float>();
+  auto top40 = hjit::jit([&](const Tensor& k, const Tensor& l, const Tensor& s) { return nn::sample_tokens(k, l, s, {.top_k = 40}); });
+  const Tensor drawn = top40(key, flat, unseen);
+  CHECK(drawn.to_vector<int64_t>() == nn::sample_tokens(key, flat, unseen, {.top_k = 40}).to_vector<int64_t>());
+  const auto picked = counts(drawn);
+  for (auto [token, n] : picked) CHECK(row.at(size_t(token)) >= fortieth);
+  CHECK(picked.size() > 30);
+
   // Compiled, the same tokens for the same keys.
   const nn::SamplingOptions o{.temperature = 0.7, .top_k = 3, .top_p = 0.9, .repetition_penalty = 1.3};
   auto f = hjit::jit([&](const Tensor& k, const Tensor& l, const Tensor& s) { return nn::sample_tokens(k, l, s, o); });
