@@ -16,10 +16,6 @@ int generation_rows(bool quick) {
   hjit::nn::manual_seed(0);
   hjit::nn::GPT2 model(hjit::nn::GPT2Config::gpt2());
   model.eval();
-  double parameter_bytes = 0;
-  for (const hjit::Tensor& p : model.parameters()) parameter_bytes += double(p.numel()) * 4;
-  parameter_bytes -= double(model.wpe.weight.numel()) * 4;  // a step reads a row of it
-  const hjit::nn::CacheShape c = model.cache_shape();
   const int64_t prompt = 32, new_tokens = quick ? 16 : 64;
   std::printf("GPT-2 124M, greedy, a %lld-token prompt, %lld new tokens; median of %d runs\n", static_cast<long long>(prompt),
               static_cast<long long>(new_tokens), quick ? 2 : 5);
@@ -48,10 +44,7 @@ int generation_rows(bool quick) {
     std::sort(prefill.begin(), prefill.end());
     std::sort(decode.begin(), decode.end());
     const double p = prefill[prefill.size() / 2], d = decode[decode.size() / 2];
-    // A step reads every parameter once and the cache's keys and values (all of its columns: the
-    // step's attention masks those not yet written).
-    const double cache_bytes = 2.0 * double(c.layers * batch * c.heads * c.max_context * c.head_dim) * 4;
-    const double gbps = (parameter_bytes + cache_bytes) / d / 1e6;
+    const double gbps = double(gen.stats().step_bytes) / d / 1e6;
     std::printf("%-8lld %12.1f %14.0f %12.2f %14.1f %12.1f %9.0f%% %14.1f\n", static_cast<long long>(batch), p,
                 1000.0 * double(batch * prompt) / p, d, 1000.0 * double(batch) / d, gbps, limits.gbps > 0 ? 100 * gbps / limits.gbps : 0.0,
                 compile_s);

@@ -81,18 +81,14 @@ int main(int argc, char** argv) try {
     std::fflush(stdout);
   });
   const nn::GenerationStats s = gen.stats();
-  double parameter_bytes = 0;
-  for (const Tensor& p : model.parameters()) parameter_bytes += double(p.numel()) * 4;
-  parameter_bytes -= double(model.wpe.weight.numel()) * 4;  // a decode step reads one row of it
-  const nn::CacheShape c = model.cache_shape();
-  const double cache_bytes = 2.0 * double(c.layers * batch * c.heads * c.max_context * c.head_dim) * 4;
+  int64_t parameters = 0;
+  for (const Tensor& p : model.parameters()) parameters += p.numel();
   const double step_ms = s.decode_steps ? s.decode_ms / double(s.decode_steps) : 0;
   std::printf("\n%lld parameters; prefill %.1f ms (%lld tokens, compiles %lld); decode %.2f ms a step, %.1f tokens/s, "
               "%.1f GB/s of parameters and cache (compiles %lld)\n",
-              static_cast<long long>(parameter_bytes / 4 + double(model.wpe.weight.numel())), s.prefill_ms,
-              static_cast<long long>(prompt_tokens), static_cast<long long>(s.prefill.compiles), step_ms,
-              step_ms > 0 ? 1000.0 * double(batch) / step_ms : 0.0, step_ms > 0 ? (parameter_bytes + cache_bytes) / step_ms / 1e6 : 0.0,
-              static_cast<long long>(s.decode.compiles));
+              static_cast<long long>(parameters), s.prefill_ms, static_cast<long long>(prompt_tokens),
+              static_cast<long long>(s.prefill.compiles), step_ms, step_ms > 0 ? 1000.0 * double(batch) / step_ms : 0.0,
+              step_ms > 0 ? double(s.step_bytes) / step_ms / 1e6 : 0.0, static_cast<long long>(s.decode.compiles));
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s\n", e.what());

@@ -133,7 +133,7 @@ struct Generator::Impl {
   Step body;
   Jitted<Step> prefill, decode;
   double prefill_ms = 0, decode_ms = 0, prefill_compile_ms = 0, decode_compile_ms = 0;
-  int64_t steps = 0;
+  int64_t steps = 0, step_bytes = 0;
 
   Impl(CausalLM& m, GenerateOptions o)
       : model(m),
@@ -194,6 +194,9 @@ std::vector<std::vector<int64_t>> Generator::generate(const std::vector<std::vec
   const Tensor start_cols = Tensor::from_vector(starts, {B});
   const Tensor keys = random::split(random::key(o.seed), o.max_new_tokens);
   KVCache cache = KVCache::zeros(shape, B);
+  g.step_bytes = 0;
+  for (const Tensor& t : g.model.parameters()) g.step_bytes += t.numel() * int64_t(dtype_size(t.dtype()));
+  for (const Tensor& t : cache.tensors()) g.step_bytes += t.numel() * int64_t(dtype_size(t.dtype()));
   std::vector<Tensor> nothing_cached;
   for (int64_t l = 0; l < 2 * shape.layers; ++l) nothing_cached.push_back(Tensor::zeros({B, shape.heads, 0, shape.head_dim}));
 
@@ -242,7 +245,7 @@ std::vector<std::vector<int64_t>> Generator::generate(const std::vector<std::vec
 
 GenerationStats Generator::stats() const {
   const Impl& g = *impl_;
-  return GenerationStats{g.prefill.stats(), g.decode.stats(), g.prefill_ms, g.decode_ms, g.prefill_compile_ms, g.decode_compile_ms, g.steps};
+  return GenerationStats{g.prefill.stats(), g.decode.stats(), g.prefill_ms, g.decode_ms, g.prefill_compile_ms, g.decode_compile_ms, g.steps, g.step_bytes};
 }
 
 }  // namespace hjit::nn

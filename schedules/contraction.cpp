@@ -1,6 +1,7 @@
 #include "schedules/contraction.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "schedules/class_rules.h"
 #include "schedules/loop_nest.h"
@@ -150,8 +151,9 @@ void weight_grad_blocks(TileSpec& spec, const backend::Stage& s, const Shape& gr
 }  // namespace
 
 // TileSpec::lanes_along_k for contraction s, or 0: a float matmul of at most 8 rows (in each of any
-// batches: attention's heads) and at least 64 columns, of a fixed size, whose right operand is a source's last two dimensions
-// swapped and read where it lies (stage_info's views), the reduction a multiple of 4 lanes.
+// batches: attention's heads) and at least 64 columns, of a fixed size, whose right operand is a
+// source with its last two dimensions swapped, read where it lies (stage_info's views), the
+// reduction a multiple of 4 lanes.
 int lanes_along_k(const backend::LoweredPipeline& p, const backend::Stage& s, int vec) {
   if (cpu_rules(s.op).tile != Tile::Matmul || s.dot_lanes > 0 || s.rvars.size() != 1 || s.extents.size() < 2) return 0;
   if (value_type(s) != Halide::Float(32) || (p.dynamic && p.dynamic->extent_varies(s.node))) return 0;
@@ -160,10 +162,11 @@ int lanes_along_k(const backend::LoweredPipeline& p, const backend::Stage& s, in
   const Node& b = p.graph->node(n.inputs[1]);
   if (b.op != OpKind::Transpose || !is_view_of_sources(p, p.stages[size_t(n.inputs[1])])) return 0;
   const auto& perm = b.attrs.ints("perm");
-  const size_t r = perm.size();
-  for (size_t d = 0; d + 2 < r; ++d)
-    if (perm[d] != int64_t(d)) return 0;
-  if (r < 2 || perm[r - 1] != int64_t(r - 2) || perm[r - 2] != int64_t(r - 1)) return 0;
+  if (perm.size() < 2) return 0;
+  std::vector<int64_t> last_two_swapped(perm.size());
+  std::iota(last_two_swapped.begin(), last_two_swapped.end(), 0);
+  std::swap(last_two_swapped[perm.size() - 1], last_two_swapped[perm.size() - 2]);
+  if (perm != last_two_swapped) return 0;
   const int64_t k = p.graph->type(n.inputs[0]).shape.back();
   int lanes = vec;
   while (lanes >= 4 && k % lanes != 0) lanes /= 2;

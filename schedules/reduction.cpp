@@ -80,29 +80,37 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, const backend:
   return what + "; update " + vectorize_and_parallelize(u, s.vars, s.extents, 1, threads, true, min_points).what;
 }
 
+namespace {
+// A sorting network's steps over one row or few: the row in parallel chunks that divide it exactly
+// (its length a power of two), or 0 where vectorize_and_parallelize's nest serves. Its guarded
+// chunks (the partner loads clamped across chunks) made Halide 14 fail in codegen ("Unknown
+// intrinsic unreachable", topk over 50257 logits); on one thread, the 137 steps' constant-size
+// buffers went on the stack and overflowed it.
+int64_t exact_row_chunk(const backend::Helper& h, int vec) {
+  const int threads = halide_threads();
+  int64_t rows = 1;
+  for (size_t d = 1; d < h.extents.size(); ++d) rows *= h.extents[d];
+  const int64_t row = h.extents.empty() ? 0 : h.extents[0];
+  int64_t chunk = vec;
+  while (chunk * 2 * 4 * threads <= row) chunk *= 2;
+  return rows < 2 * threads && row >= 2 * vec * threads && row % chunk == 0 ? chunk : 0;
+}
+}  // namespace
+
 std::string schedule_helpers_at_root(const backend::LoweredPipeline& p, const backend::Stage& s, Schedule& out) {
   std::string what;
   for (const backend::Helper& h : s.helpers) {
     FuncRef f(&out, h.func);
     f.compute_root();
     const int vec = vector_width(p.target, h.func.output_types()[0]);
-    // A sorting network's steps over one row or few: the row in parallel chunks that divide it
-    // exactly (its length a power of two). Guarded chunks, the partner loads (clamped, across
-    // chunks) made Halide 14 fail in codegen ("Unknown intrinsic unreachable", topk over 50257
-    // logits); on one thread, its 137 steps' constant-size buffers went on the stack and overflowed it.
-    const int threads = halide_threads();
-    int64_t rows = 1;
-    for (size_t d = 1; d < h.extents.size(); ++d) rows *= h.extents[d];
-    const int64_t row = h.extents.empty() ? 0 : h.extents[0];
-    int64_t chunk = vec;
-    while (chunk * 2 * 4 * threads <= row) chunk *= 2;
-    if (h.role.rfind("sort", 0) == 0 && rows < 2 * threads && row >= 2 * vec * threads && row % chunk == 0) {
-      Var o(h.vars[0].name() + "_o"), i(h.vars[0].name() + "_i");
-      f.split(h.vars[0], o, i, int(chunk), Halide::TailStrategy::RoundUp).vectorize(i, vec).parallel(o);
-      what += " " + h.role + ": root vec" + std::to_string(vec) + " par(exact chunks of " + std::to_string(chunk) + ")";
-      continue;
-    }
-    what += " " + h.role + ": root " + vectorize_and_parallelize(f, h.vars, h.extents, vec, threads).what;
+    if (h.role.rfind("sort", 0) == 0)
+      if (const int64_t chunk = exact_row_chunk(h, vec)) {
+        Var o(h.vars[0].name() + "_o"), i(h.vars[0].name() + "_i");
+        f.split(h.vars[0], o, i, int(chunk), Halide::TailStrategy::RoundUp).vectorize(i, vec).parallel(o);
+        what += " " + h.role + ": root vec" + std::to_string(vec) + " par(exact chunks of " + std::to_string(chunk) + ")";
+        continue;
+      }
+    what += " " + h.role + ": root " + vectorize_and_parallelize(f, h.vars, h.extents, vec, halide_threads()).what;
     if (h.func.has_update_definition())
       what += " update " + vectorize_and_parallelize(f.update(), h.vars, h.extents, 1, halide_threads(), true).what;
   }
