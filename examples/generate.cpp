@@ -4,11 +4,13 @@
 //   generate [--checkpoint FILE] [--save FILE] [--layers N] [--embd N] [--heads N] [--vocab N]
 //            [--context N] [--prompt 464,2068,7586] [--batch B] [--tokens N] [--temperature T]
 //            [--top-k K] [--top-p P] [--repetition-penalty R] [--seed S]
+//            [--weights f32|int8|int4] [--group-size G]
 // Weights: hjit's checkpoint (--checkpoint, as nn::save_checkpoint writes it: a model trained or
 // converted in hjit), else Hugging Face's initialization drawn from --seed. Token ids are printed
 // (a byte-level vocabulary of at most 256 as characters); the default prompt is GPT-2's ids of
-// "The quick brown fox". The last line gives prefill and decode
-// speed and the bytes a decode step reads per second (parameters and cache).
+// "The quick brown fox". --weights int8 or int4 quantizes the weights (nn::quantize_weights: one
+// scale a row, or per --group-size input features; int4 groups of 32 unless given). The last line
+// gives prefill and decode speed and the bytes a decode step reads per second (weights and cache).
 #include <hjit/nn.h>
 
 #include <cstdio>
@@ -32,7 +34,8 @@ std::vector<int64_t> parse_ids(const std::string& text) {
 int main(int argc, char** argv) try {
   nn::GPT2Config config = nn::GPT2Config::gpt2();
   nn::GenerateOptions options{.max_new_tokens = 20, .sampling = {.temperature = 0.8, .top_k = 40}};
-  std::string checkpoint, save, prompt;
+  std::string checkpoint, save, prompt, weights = "f32";
+  int64_t group_size = -1;
   int64_t batch = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -53,6 +56,8 @@ int main(int argc, char** argv) try {
     else if (a == "--top-p") options.sampling.top_p = std::stod(v);
     else if (a == "--repetition-penalty") options.sampling.repetition_penalty = std::stod(v);
     else if (a == "--seed") options.seed = std::stoull(v);
+    else if (a == "--weights" && (v == "f32" || v == "int8" || v == "int4")) weights = v;
+    else if (a == "--group-size") group_size = std::stoll(v);
     else throw ValueError("generate: unknown option " + a);
   }
   nn::manual_seed(options.seed);
@@ -60,6 +65,12 @@ int main(int argc, char** argv) try {
   if (!checkpoint.empty()) nn::load_checkpoint(checkpoint, model);
   if (!save.empty()) nn::save_checkpoint(save, model);
   model.eval();
+  int64_t parameters = 0;
+  for (const Tensor& p : model.parameters()) parameters += p.numel();
+  if (weights != "f32") {
+    const int bits = weights == "int8" ? 8 : 4;
+    nn::quantize_weights(model, {.bits = bits, .group_size = group_size >= 0 ? group_size : bits == 4 ? 32 : 0});
+  }
   // Row b continues the prompt without its first b tokens: a batch of different lengths.
   std::vector<int64_t> ids = parse_ids(prompt.empty() ? "464,2068,7586,21831" : prompt);  // "The quick brown fox"
   if (prompt.empty())
@@ -81,12 +92,10 @@ int main(int argc, char** argv) try {
     std::fflush(stdout);
   });
   const nn::GenerationStats s = gen.stats();
-  int64_t parameters = 0;
-  for (const Tensor& p : model.parameters()) parameters += p.numel();
   const double step_ms = s.decode_steps ? s.decode_ms / double(s.decode_steps) : 0;
-  std::printf("\n%lld parameters; prefill %.1f ms (%lld tokens, compiles %lld); decode %.2f ms a step, %.1f tokens/s, "
-              "%.1f GB/s of parameters and cache (compiles %lld)\n",
-              static_cast<long long>(parameters), s.prefill_ms, static_cast<long long>(prompt_tokens),
+  std::printf("\n%lld parameters (%s); prefill %.1f ms (%lld tokens, compiles %lld); decode %.2f ms a step, %.1f tokens/s, "
+              "%.1f GB/s of weights and cache (compiles %lld)\n",
+              static_cast<long long>(parameters), weights.c_str(), s.prefill_ms, static_cast<long long>(prompt_tokens),
               static_cast<long long>(s.prefill.compiles), step_ms, step_ms > 0 ? 1000.0 * double(batch) / step_ms : 0.0,
               step_ms > 0 ? double(s.step_bytes) / step_ms / 1e6 : 0.0, static_cast<long long>(s.decode.compiles));
   return 0;

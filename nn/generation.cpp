@@ -195,7 +195,7 @@ std::vector<std::vector<int64_t>> Generator::generate(const std::vector<std::vec
   const Tensor keys = random::split(random::key(o.seed), o.max_new_tokens);
   KVCache cache = KVCache::zeros(shape, B);
   g.step_bytes = 0;
-  for (const Tensor& t : g.model.parameters()) g.step_bytes += t.numel() * int64_t(dtype_size(t.dtype()));
+  for (const auto& [name, t] : g.model.state()) g.step_bytes += t.numel() * int64_t(dtype_size(t.dtype()));
   for (const Tensor& t : cache.tensors()) g.step_bytes += t.numel() * int64_t(dtype_size(t.dtype()));
   std::vector<Tensor> nothing_cached;
   for (int64_t l = 0; l < 2 * shape.layers; ++l) nothing_cached.push_back(Tensor::zeros({B, shape.heads, 0, shape.head_dim}));

@@ -20,9 +20,11 @@ void GPT2Config::check(const std::string& who) const {
 GPT2Conv1D::GPT2Conv1D(int64_t in_features, int64_t out_features)
     : weight(Tensor::zeros({in_features, out_features})), bias(Tensor::zeros({out_features})) {
   register_parameter("weight", weight), register_parameter("bias", bias);
+  register_buffer("weight_q", weight_only.q), register_buffer("weight_scale", weight_only.scale);
 }
 
 Tensor GPT2Conv1D::forward(const Tensor& x) {
+  if (weight_only.on()) return weight_only.matmul(x) + bias;
   if (x.ndim() == 0 || x.shape().back() != weight.dim(0))
     throw ShapeError("nn::GPT2Conv1D: takes inputs [..., " + std::to_string(weight.dim(0)) + "], given " + shape_str(x.shape()));
   // Every token a row of one matrix: a batch's rows share each pass over the weight (as [B, S, in]
@@ -97,7 +99,8 @@ Tensor GPT2::step(const Tensor& ids, const Tensor& at, const Tensor& starts, con
   }
   if (last_only) x = slice(x, 1, -1, std::nullopt);
   const Tensor rows = ln_f(x).reshape({-1, C});  // (one pass over the vocabulary for the batch)
-  return matmul(rows, transpose(wte.weight)).reshape({B, -1, config.vocab_size});
+  const Tensor logits = wte.weight_only.on() ? wte.weight_only.matmul(rows) : matmul(rows, transpose(wte.weight));
+  return logits.reshape({B, -1, config.vocab_size});
 }
 
 CacheShape GPT2::cache_shape() const { return {config.n_layer, config.n_head, config.n_embd / config.n_head, config.n_positions}; }

@@ -58,14 +58,18 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias) {
   register_parameter("weight", weight);
   register_parameter("bias", bias);
   for (auto [name, member] : kInt8Buffers) register_buffer(name, int8.*member);
+  register_buffer("weight_q", weight_only.q), register_buffer("weight_scale", weight_only.scale);
 }
 
 Tensor Linear::forward(const Tensor& x) {
-  if (x.ndim() == 0 || x.shape().back() != weight.shape()[1])
-    throw ShapeError("nn::Linear: takes inputs [..., " + std::to_string(weight.shape()[1]) + "], given " + shape_str(x.shape()));
+  const int64_t in = weight_only.on() ? weight_only.shape[1] : weight.shape()[1];
+  if (x.ndim() == 0 || x.shape().back() != in)
+    throw ShapeError("nn::Linear: takes inputs [..., " + std::to_string(in) + "], given " + shape_str(x.shape()));
   int8.observe(x, "Linear");
   Tensor y;
-  if (int8.on()) {
+  if (weight_only.on()) {
+    y = weight_only.matmul(x);
+  } else if (int8.on()) {
     const Int8State::Input q = int8.quantize_input(x);
     y = int_matmul(q.q, transpose(int8.weight), q.zero_point, Tensor::scalar(0, DType::I8)).astype(DType::F32) * q.sum_scale;
   } else {
@@ -220,10 +224,11 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, std::optional<int64_t>
   init::normal_(weight);
   if (padding_idx) weight.assign_slice(0, *padding_idx, *padding_idx + 1, Tensor::zeros({1, dim}));
   register_parameter("weight", weight);
+  register_buffer("weight_q", weight_only.q), register_buffer("weight_scale", weight_only.scale);
 }
 
 Tensor Embedding::forward(const Tensor& ids) {
-  Tensor y = embedding(weight, ids);
+  Tensor y = weight_only.on() ? weight_only.rows(ids) : embedding(weight, ids);
   if (!padding_idx) return y;
   // Rows of padding ids read the zero row and pass no gradient to it.
   return y * unsqueeze(ne(ids, Tensor::scalar(double(*padding_idx), ids.dtype())), -1).astype(y.dtype());

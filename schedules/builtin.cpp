@@ -174,10 +174,23 @@ class Builtin {
   bool feeds_contraction(int id) {
     for (int c : st(id).consumers)
       if (st(c).is_extern || cpu_rules(st(c).op).operands == Operands::Stored) return true;
-    if (is_view_of_sources(p_, st(id))) return false;
+    if (is_view_of_sources(p_, st(id)) || streamed_into_few_rows(id)) return false;
     for (int c : st(id).consumers)
       if (cpu_rules(st(c).op).operands == Operands::StoredUnlessCopied && reads_itself(c, id)) return true;
     return false;
+  }
+  // A weight computed from sources (dequantized from i8) that only products of a few rows read
+  // as their right operand: each element is read once, or once a tile of rows, so inlined into
+  // the products' loads it streams the narrow values (decode's matrix-vector products), where
+  // stored it is written and read back whole in f32 every call, slower than an f32 weight.
+  bool streamed_into_few_rows(int id) {
+    if (!is_cheap_function_of_sources(p_, st(id))) return false;
+    for (int c : st(id).consumers) {
+      const Stage& cs = st(c);
+      if (cpu_rules(cs.op).tile != Tile::Matmul || node(c).inputs[0] == id || cs.extents.size() < 2) return false;
+      if (cs.extents[1] > kMatrixVectorRows || (p_.dynamic && p_.dynamic->extent_varies(cs.node))) return false;
+    }
+    return true;
   }
   bool reads_itself(int c, int id) {
     const std::string& name = st(id).func.name();

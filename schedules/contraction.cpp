@@ -152,15 +152,15 @@ void weight_grad_blocks(TileSpec& spec, const backend::Stage& s, const Shape& gr
 
 // TileSpec::lanes_along_k for contraction s, or 0: a float matmul of at most 8 rows (in each of any
 // batches: attention's heads) and at least 64 columns, of a fixed size, whose right operand is a
-// source with its last two dimensions swapped, read where it lies (stage_info's views), the
-// reduction a multiple of 4 lanes.
+// source (or a cheap function of sources: a dequantized weight) with its last two dimensions
+// swapped, read where it lies, the reduction a multiple of 4 lanes.
 int lanes_along_k(const backend::LoweredPipeline& p, const backend::Stage& s, int vec) {
   if (cpu_rules(s.op).tile != Tile::Matmul || s.dot_lanes > 0 || s.rvars.size() != 1 || s.extents.size() < 2) return 0;
   if (value_type(s) != Halide::Float(32) || (p.dynamic && p.dynamic->extent_varies(s.node))) return 0;
-  if (s.extents[1] > 8 || s.extents[0] < 64) return 0;
+  if (s.extents[1] > kMatrixVectorRows || s.extents[0] < 64) return 0;
   const Node& n = p.graph->node(s.node);
   const Node& b = p.graph->node(n.inputs[1]);
-  if (b.op != OpKind::Transpose || !is_view_of_sources(p, p.stages[size_t(n.inputs[1])])) return 0;
+  if (b.op != OpKind::Transpose || !is_cheap_function_of_sources(p, p.stages[size_t(n.inputs[1])])) return 0;
   const auto& perm = b.attrs.ints("perm");
   if (perm.size() < 2) return 0;
   std::vector<int64_t> last_two_swapped(perm.size());
@@ -509,9 +509,21 @@ std::string schedule_contraction_tile(const backend::LoweredPipeline& p, const b
     lanes.vectorize(lane);
     std::vector<VarOrRVar> order{lane};
     for (const Var& v : s.vars) order.emplace_back(v);
-    order.emplace_back(ko);
     StageRef lu = lanes.update();
-    lu.reorder(order).vectorize(lane);
+    // Steps of 32 positions along K, unrolled in vectors: each vector's first position is then a
+    // known multiple of the vector within a known multiple of 32, which lets Halide read blocks of
+    // 32 (an i4 weight's halves, a group's scale) with dense loads instead of gathers.
+    const int64_t* k_extent = Halide::Internal::as_const_int(k.extent());
+    const int per_block = 32 / spec.lanes_along_k;
+    if (per_block > 1 && k_extent && *k_extent % 32 == 0) {
+      const Halide::RVar koo(ko.name() + "o"), koi(ko.name() + "i");
+      lu.split(ko, koo, koi, per_block);
+      order.emplace_back(koi), order.emplace_back(koo);
+      lu.reorder(order).vectorize(lane).unroll(koi);
+    } else {
+      order.emplace_back(ko);
+      lu.reorder(order).vectorize(lane);
+    }
     for (const Var& v : s.vars) lanes.unroll(v), lu.unroll(v), acc.unroll(v), u.unroll(v);
     return "tile " + std::to_string(spec.tx) + "x" + std::to_string(spec.tu) + " along k, " + std::to_string(spec.lanes_along_k) + " lanes";
   }

@@ -45,6 +45,9 @@ struct TileSpec {
   // product.
   int lanes_along_k = 0;
 };
+// A matmul of at most this many rows is a matrix-vector product: one register tile of rows (8 with
+// AVX-512) reads its right operand once.
+constexpr int64_t kMatrixVectorRows = 8;
 // The register tile of a matmul on this target: {columns in vectors, rows}. Accumulators, the
 // right operand's vectors and one broadcast fill the vector registers but for a few: 3 x 8 with
 // AVX-512's 32 registers, 2 x 6 with AVX2's 16; 4 x 6 with AVX-512 for dot products

@@ -1,6 +1,8 @@
 #include "schedules/stage_info.h"
 
 #include <algorithm>
+#include <set>
+#include <vector>
 
 #include "graph/op_def.h"
 #include "schedules/class_rules.h"
@@ -44,6 +46,29 @@ bool is_view_of_sources(const backend::LoweredPipeline& p, const backend::Stage&
   DividesOrSelects v;
   for (const Halide::Expr& e : s.func.function().definition().values()) e.accept(&v);
   return !v.found;
+}
+
+bool is_cheap_function_of_sources(const backend::LoweredPipeline& p, const backend::Stage& s) {
+  // Deep enough for an i4 weight's unpacking (conversion, floor, scale, offset, concatenation,
+  // views), shallow enough that nothing expensive hides in the chain.
+  constexpr int kMaxSteps = 12;
+  std::vector<const backend::Stage*> todo{&s};
+  std::set<int> seen;
+  while (!todo.empty()) {
+    const backend::Stage& t = *todo.back();
+    todo.pop_back();
+    if (is_source(t) || !seen.insert(t.node).second) continue;
+    if (seen.size() > size_t(kMaxSteps) || !t.func.defined() || has_reduction(t) || t.func.has_update_definition() || t.is_extern) return false;
+    switch (t.op) {
+      case OpKind::Cast: case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Neg: case OpKind::Floor:
+      case OpKind::Reshape: case OpKind::Transpose: case OpKind::BroadcastTo: case OpKind::Concat: case OpKind::Slice:
+        break;
+      default:
+        return false;
+    }
+    for (int in : p.graph->node(t.node).inputs) todo.push_back(&p.stages[size_t(in)]);
+  }
+  return true;
 }
 
 int64_t reduced_points(const backend::Stage& s) {

@@ -15,6 +15,10 @@ int64_t innermost_reduced_extent(const backend::LoweredPipeline& p, const backen
 // A reshape, broadcast or transpose of sources (inputs, constants) whose indices need no division:
 // inlined into its readers it costs nothing, stored it is a copy of an input every call.
 bool is_view_of_sources(const backend::LoweredPipeline& p, const backend::Stage& s);
+// Computed from sources element by element in a few cheap steps (conversions, scales, offsets,
+// roundings down, views): a weight dequantized from i8 or i4. Read once by a contraction of a few
+// rows it costs its arithmetic inlined, where stored it is written and read back whole every call.
+bool is_cheap_function_of_sources(const backend::LoweredPipeline& p, const backend::Stage& s);
 // The points of the stage's reduction domain (1 without one; extents known only at run time count 1).
 int64_t reduced_points(const backend::Stage& s);
 // The type the stage's values are computed in.

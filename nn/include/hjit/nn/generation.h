@@ -103,9 +103,10 @@ struct GenerationStats {
   // spent tracing and compiling (given apart).
   double prefill_ms = 0, decode_ms = 0, prefill_compile_ms = 0, decode_compile_ms = 0;
   int64_t decode_steps = 0;
-  // What a decode step of the last generate() reads from memory at most: every parameter once and
-  // the cache's keys and values (all its columns: the step's attention masks those not yet written).
-  // Over decode_ms / decode_steps, the step's bandwidth.
+  // What a decode step of the last generate() reads from memory at most: every parameter and
+  // buffer once (a model quantized with keep_float counts float weights its steps do not read) and
+  // the cache's keys and values (all its columns: the step's attention masks those not yet
+  // written). Over decode_ms / decode_steps, the step's bandwidth.
   int64_t step_bytes = 0;
 };
 

@@ -21,7 +21,8 @@ class GPT2Conv1D : public Layer {
  public:
   GPT2Conv1D(int64_t in_features, int64_t out_features);
   Tensor forward(const Tensor& x) override;
-  Tensor weight, bias;  // [in, out], [out]
+  Tensor weight, bias;          // [in, out], [out]
+  WeightOnlyState weight_only;  // set by nn::quantize_weights (quantize.h)
 };
 
 struct GPT2Config {

@@ -33,7 +33,8 @@ class Linear : public Layer {
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& x) override;
   Tensor weight, bias;
-  Int8State int8;  // set by nn::quantize (quantize.h)
+  Int8State int8;                // set by nn::quantize (quantize.h)
+  WeightOnlyState weight_only;   // set by nn::quantize_weights (quantize.h)
 };
 
 // Convolutions: weight [out, in / groups, kernel...] ([in, out / groups, kernel...] when
@@ -136,6 +137,7 @@ class Embedding : public Layer {
   Tensor forward(const Tensor& ids) override;
   Tensor weight;
   std::optional<int64_t> padding_idx;
+  WeightOnlyState weight_only;  // set by nn::quantize_weights (quantize.h)
 };
 
 // In training mode, each element zeroed with probability p and the rest scaled by 1 / (1 - p);

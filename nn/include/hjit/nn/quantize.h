@@ -10,6 +10,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <string>
 
 #include <hjit/calibration.h>
 #include <hjit/nn/module.h>
@@ -50,6 +51,54 @@ struct Int8State {
     Tensor q, zero_point, sum_scale;
   };
   Input quantize_input(const Tensor& x) const;
+};
+
+// Weight-only quantization, for inference whose speed is the weights' bytes (a decode step reads
+// every weight once a token): the weights in i8 or i4, symmetric, an f32 scale per output channel
+// or per group of input features; the activations stay f32 and the products dequantize the
+// weights as they load them (a matrix-vector product streams the narrow values).
+struct WeightOnlyOptions {
+  int bits = 8;            // 8 (i8, [-127, 127]) or 4 (i4, [-7, 7], two to a byte)
+  int64_t group_size = 0;  // input features a scale covers; 0: the whole row. 4 bits: a multiple of 32
+  // The f32 weights are released by default (the model then holds the narrow ones only, and
+  // saves them); kept, the model can be quantized again.
+  bool keep_float = false;
+  // ValueError naming `who` for bits other than 8 or 4, a negative group size, 4 bits without
+  // groups of a multiple of 32.
+  void check(const std::string& who) const;
+};
+
+// Quantizes the weight of every Linear, Embedding and GPT2Conv1D in `model` (itself included),
+// groups along each weight's input features (an Embedding's: its columns), in place. A layer whose
+// input features the group size does not divide is a ValueError naming it. Returns how many layers
+// were quantized. jit the model's calls after quantizing (a function jitted before keeps its trace).
+int quantize_weights(Module& model, const WeightOnlyOptions& options = {});
+
+// What a weight-only quantized layer holds (Linear::weight_only, ...): nothing until quantized.
+// Buffers `weight_q` and `weight_scale` (saved by checkpoints; load them into a model quantized
+// with the same options).
+struct WeightOnlyState {
+  // Stored [out, in] whatever the layer's layout, so that a product of a few rows reads each
+  // output's weights as one run. bits 8: i8 [out, in], or [out, groups, group] with groups.
+  // bits 4: u8 [out, in / 32, 16], byte j of a block of 32 features holds feature j's level + 8
+  // in its low half and feature j + 16's in its high half.
+  Tensor q;
+  Tensor scale;  // f32: [out] without groups, else [out, groups, 1]
+  int bits = 0;
+  int64_t group = 0;  // 0: one scale a row
+  int axis = 1;       // the f32 weight's input-feature axis: 1 for [out, in], 0 for [in, out]
+  Shape shape;        // the f32 weight's
+
+  bool on() const { return q.defined(); }
+  // The weight in f32, `shape`.
+  Tensor weight() const;
+  // x @ W^T (axis 1) or x @ W (axis 0) over x's last axis, with every row of x one row of a
+  // single product (a batch's tokens share each pass over the weight).
+  Tensor matmul(const Tensor& x) const;
+  // The rows of an axis-1 weight at `ids` (an embedding's lookup), [ids..., in].
+  Tensor rows(const Tensor& ids) const;
+  // Quantizes `w` (f32, 2-D) with its input features on `axis`.
+  static WeightOnlyState of(const Tensor& w, int axis, const WeightOnlyOptions& options, const std::string& layer);
 };
 
 }  // namespace hjit::nn
