@@ -167,9 +167,12 @@ int lanes_along_k(const backend::LoweredPipeline& p, const backend::Stage& s, in
   std::iota(last_two_swapped.begin(), last_two_swapped.end(), 0);
   std::swap(last_two_swapped[perm.size() - 1], last_two_swapped[perm.size() - 2]);
   if (perm != last_two_swapped) return 0;
-  const int64_t k = p.graph->type(n.inputs[0]).shape.back();
-  int lanes = vec;
-  while (lanes >= 4 && k % lanes != 0) lanes /= 2;
+  // Several vectors of lanes for one row: each is an accumulator of its own, so the products'
+  // additions are independent chains (one chain of 48 dependent FMAs a 768-long row ran at its
+  // latency, 3.3 ms for GPT-2's vocabulary in i8); rows unrolled are chains enough from 4.
+  const int64_t k = p.graph->type(n.inputs[0]).shape.back(), rows = s.extents[1];
+  int lanes = vec * (rows >= 4 ? 1 : rows >= 2 ? 2 : 4);
+  while (lanes >= 4 && (k % lanes != 0 || (lanes > vec && k < 2 * lanes))) lanes /= 2;
   return lanes >= 4 && k >= 2 * lanes ? lanes : 0;
 }
 
@@ -256,7 +259,7 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
   } else if (const int lanes = params.cols == 0 && params.rows == 0 ? lanes_along_k(p, s, vec) : 0) {
     // One output a tile: wider tiles, sharing each vector of the left operand, measured slower
     // (Sapphire Rapids, 2 threads, [1, 768] x [768, 50257]^T: 1 output 33 GB/s, 2 29, 4 18, 8 15).
-    spec.inner = 0, spec.unrolled = 1, spec.lanes_along_k = lanes;
+    spec.inner = 0, spec.unrolled = 1, spec.lanes_along_k = lanes, spec.k_vector = std::min(lanes, vec);
     spec.tx = 1, spec.tu = int(s.extents[1]);
     return spec;
   } else {
@@ -496,36 +499,59 @@ std::string schedule_contraction_tile(const backend::LoweredPipeline& p, const b
   if (spec.block_inputs > 0) return schedule_weight_grad_block(s, spec, acc);
   if (spec.lanes_along_k > 0) {
     // Each output's lanes summed along K (the rfactor'ed intermediate, per tile), then across.
-    const Halide::RVar k = s.rvars[0], ko(k.name() + "_o"), ki(k.name() + "_i");
-    const Var lane("lane");
-    u.split(k, ko, ki, spec.lanes_along_k);
-    FuncRef lanes = u.rfactor(ki, lane);
+    // Each vector of lanes a chain of its own (`chains` of them): K in steps of all the lanes,
+    // each step one vector a chain. The chains are summed by vector adds (a second rfactor), then
+    // the lanes of one vector across: summed across directly, 64 lanes cost more than the chains
+    // saved (GPT-2's vocabulary in i8: 1.25 ms one chain, 1.87 ms four summed lane by lane).
+    const Halide::RVar k = s.rvars[0], ko(k.name() + "_o"), kr(k.name() + "_r"), kc(k.name() + "_c"), ki(k.name() + "_i");
+    const Var lane("lane"), chain("chain");
+    const int chains = spec.lanes_along_k / spec.k_vector;
+    u.split(k, ko, kr, spec.lanes_along_k);
+    if (chains > 1) u.split(kr, kc, ki, spec.k_vector);
+    FuncRef lanes = u.rfactor(chains > 1 ? ki : kr, lane);
     lanes.compute_at(acc, Var::outermost());
     // The lanes innermost in memory too (rfactor's new variable comes last: with rows, each
     // vector of lanes was scattered a row apart; 4 rows ran at 7 GB/s).
-    std::vector<Var> storage{lane};
-    storage.insert(storage.end(), s.vars.begin(), s.vars.end());
-    lanes.reorder_storage(storage);
+    auto lanes_first = [&](const std::vector<Var>& extra) {
+      std::vector<Var> storage{lane};
+      storage.insert(storage.end(), extra.begin(), extra.end());
+      storage.insert(storage.end(), s.vars.begin(), s.vars.end());
+      return storage;
+    };
+    lanes.reorder_storage(lanes_first({}));
     lanes.vectorize(lane);
-    std::vector<VarOrRVar> order{lane};
-    for (const Var& v : s.vars) order.emplace_back(v);
     StageRef lu = lanes.update();
+    FuncRef steps = lanes;  // the Func whose update walks K
+    if (chains > 1) {
+      steps = lu.rfactor(kc, chain);
+      steps.compute_at(lanes, Var::outermost());
+      steps.reorder_storage(lanes_first({chain}));
+      steps.vectorize(lane).unroll(chain);
+      lu.reorder({lane, kc}).vectorize(lane).unroll(kc);
+    }
+    StageRef su = steps.update();
+    std::vector<VarOrRVar> order{lane};
+    if (chains > 1) order.emplace_back(chain);
+    for (const Var& v : s.vars) order.emplace_back(v);
     // Steps of 32 positions along K, unrolled in vectors: each vector's first position is then a
     // known multiple of the vector within a known multiple of 32, which lets Halide read blocks of
     // 32 (an i4 weight's halves, a group's scale) with dense loads instead of gathers.
     const int64_t* k_extent = Halide::Internal::as_const_int(k.extent());
-    const int per_block = 32 / spec.lanes_along_k;
+    const int per_block = 32 / spec.lanes_along_k;  // (1 from 32 lanes: their steps are multiples of 32)
     if (per_block > 1 && k_extent && *k_extent % 32 == 0) {
       const Halide::RVar koo(ko.name() + "o"), koi(ko.name() + "i");
-      lu.split(ko, koo, koi, per_block);
+      su.split(ko, koo, koi, per_block);
       order.emplace_back(koi), order.emplace_back(koo);
-      lu.reorder(order).vectorize(lane).unroll(koi);
+      su.reorder(order).vectorize(lane).unroll(koi);
     } else {
       order.emplace_back(ko);
-      lu.reorder(order).vectorize(lane);
+      su.reorder(order).vectorize(lane);
     }
+    if (chains > 1) su.unroll(chain);
     for (const Var& v : s.vars) lanes.unroll(v), lu.unroll(v), acc.unroll(v), u.unroll(v);
-    return "tile " + std::to_string(spec.tx) + "x" + std::to_string(spec.tu) + " along k, " + std::to_string(spec.lanes_along_k) + " lanes";
+    if (chains > 1)
+      for (const Var& v : s.vars) steps.unroll(v), su.unroll(v);
+    return "tile " + std::to_string(spec.tx) + "x" + std::to_string(spec.tu) + " along k, " + std::to_string(spec.lanes_along_k) + " lanes in " + std::to_string(chains) + " chains";
   }
   const Var &inner = s.vars[size_t(spec.inner)], &unrolled = s.vars[size_t(spec.unrolled)];
   auto is_whole = [&](size_t d) { return std::find(spec.whole.begin(), spec.whole.end(), int(d)) != spec.whole.end(); };

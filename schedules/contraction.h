@@ -39,11 +39,13 @@ struct TileSpec {
   int block_inputs = 0, block_outputs = 0, chunk_rows = 1;
   // A matrix-vector product (a decode step's Linear layer: one row, or a few) whose right operand
   // is a view of a weight read along its rows (matmul(x, transpose(w)), w [N, K]): each output is a
-  // dot product along K in vectors of this many lanes (the reduction split and rfactor'ed), `tx`
+  // dot product along K in this many lanes, one or more vectors (the reduction split and
+  // rfactor'ed), `tx`
   // outputs by every row unrolled per tile, the tiles in parallel. Across the columns instead, each
   // vector of w^T gathers 16 rows of w: 8.5 against 37 GB/s for a [3072, 768] w. 0: not such a
   // product.
   int lanes_along_k = 0;
+  int k_vector = 0;  // the lanes of one of those vectors
 };
 // A matmul of at most this many rows is a matrix-vector product: one register tile of rows (8 with
 // AVX-512) reads its right operand once.

@@ -332,7 +332,7 @@ TEST_CASE("a matrix-vector product with a weight read along its rows is exact in
   };
   for (const Case& c : std::vector<Case>{{{1, 768}, 300, true}, {{3, 24}, 67, true}, {{2, 4, 20}, 64, true},
                                          {{1, 1, 36}, 129, true}, {{1, 18}, 80, false}, {{9, 32}, 64, false},
-                                         {{1, 32}, 40, false}}) {
+                                         {{1, 32}, 40, false}, {{1, 256}, 70, true}, {{2, 64}, 65, true}, {{1, 64}, 64, true}}) {
     CAPTURE(c.n);
     CAPTURE(c.x.back());
     const Tensor x = test::random(c.x, hjit::DType::F32, 1), w = test::random({c.n, c.x.back()}, hjit::DType::F32, 2),
