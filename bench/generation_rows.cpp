@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include <hjit/nn.h>
@@ -10,44 +11,73 @@
 
 namespace bench {
 
+namespace {
+
+struct Run {
+  int64_t batch, prompt;
+};
+
+int64_t bytes_of(const hjit::nn::Module& m) {
+  int64_t bytes = 0;
+  for (const auto& [name, t] : m.state()) bytes += t.numel() * int64_t(hjit::dtype_size(t.dtype()));
+  return bytes;
+}
+
+}  // namespace
+
 int generation_rows(bool quick) {
   const MachineLimits limits = measure_machine_limits();
   std::printf("machine (%d threads): memory bandwidth %.1f GB/s (triad)\n", limits.threads, limits.gbps);
-  hjit::nn::manual_seed(0);
-  hjit::nn::GPT2 model(hjit::nn::GPT2Config::gpt2());
-  model.eval();
-  const int64_t prompt = 32, new_tokens = quick ? 16 : 64;
-  std::printf("GPT-2 124M, greedy, a %lld-token prompt, %lld new tokens; median of %d runs\n", static_cast<long long>(prompt),
+  const int64_t new_tokens = quick ? 16 : 64;
+  std::printf("GPT-2 124M, greedy, %lld new tokens; median of %d runs. 'read': the weights and the cache a step reads;\n"
+              "'weights': the weights' bytes a step over its time (the decode limit's measure), both against the triad\n",
               static_cast<long long>(new_tokens), quick ? 2 : 5);
-  std::printf("%-8s %12s %14s %12s %14s %12s %10s %14s\n", "batch", "prefill ms", "prefill tok/s", "decode ms", "decode tok/s", "GB/s read",
-              "of memory", "compile s");
-  for (int64_t batch : {int64_t(1), int64_t(4)}) {
-    std::vector<std::vector<int64_t>> prompts;
-    for (int64_t b = 0; b < batch; ++b) {
-      std::vector<int64_t> ids;
-      for (int64_t t = 0; t < prompt - b; ++t) ids.push_back((t * 7919 + b * 104729) % 50257);
-      prompts.push_back(ids);
-    }
-    hjit::nn::Generator gen(model, {.max_new_tokens = new_tokens, .sampling = {.temperature = 0}});
-    double compile_s = 0;
-    std::vector<double> prefill, decode;
-    for (int run = 0; run < (quick ? 3 : 6); ++run) {
-      gen.generate(prompts);
-      const hjit::nn::GenerationStats s = gen.stats();
-      if (run == 0) {
-        compile_s = (s.prefill_compile_ms + s.decode_compile_ms) / 1000;
-        continue;  // (the first run's steps wait on compiled code being loaded)
+  std::printf("%-8s %6s %7s %11s %14s %10s %13s %9s %6s %9s %10s\n", "weights", "batch", "prompt", "prefill ms", "prefill tok/s",
+              "decode ms", "decode tok/s", "read GB/s", "read", "weights", "compile s");
+  const struct {
+    const char* name;
+    int bits;
+    int64_t group;
+  } kinds[] = {{"f32", 0, 0}, {"int8", 8, 0}, {"int4", 4, 32}};
+  for (const auto& kind : kinds) {
+    hjit::nn::manual_seed(0);
+    hjit::nn::GPT2 model(hjit::nn::GPT2Config::gpt2());
+    model.eval();
+    if (kind.bits) hjit::nn::quantize_weights(model, {.bits = kind.bits, .group_size = kind.group});
+    const int64_t weight_bytes = bytes_of(model);
+    // A short prompt at batch 1 and 4, and a context of 512 (the prompt and the new tokens).
+    for (const Run& r : {Run{1, 32}, Run{4, 32}, Run{1, 512 - new_tokens}}) {
+      std::vector<std::vector<int64_t>> prompts;
+      for (int64_t b = 0; b < r.batch; ++b) {
+        std::vector<int64_t> ids;
+        for (int64_t t = 0; t < r.prompt - b; ++t) ids.push_back((t * 7919 + b * 104729) % 50257);
+        prompts.push_back(ids);
       }
-      prefill.push_back(s.prefill_ms);
-      decode.push_back(s.decode_ms / double(std::max<int64_t>(1, s.decode_steps)));
+      hjit::nn::Generator gen(model, {.max_new_tokens = new_tokens, .sampling = {.temperature = 0}});
+      double compile_s = 0;
+      std::vector<double> prefill, decode;
+      for (int run = 0; run < (quick ? 3 : 6); ++run) {
+        gen.generate(prompts);
+        const hjit::nn::GenerationStats s = gen.stats();
+        if (run == 0) {
+          compile_s = (s.prefill_compile_ms + s.decode_compile_ms) / 1000;
+          continue;  // (the first run's steps wait on compiled code being loaded)
+        }
+        prefill.push_back(s.prefill_ms);
+        decode.push_back(s.decode_ms / double(std::max<int64_t>(1, s.decode_steps)));
+      }
+      std::sort(prefill.begin(), prefill.end());
+      std::sort(decode.begin(), decode.end());
+      const double p = prefill[prefill.size() / 2], d = decode[decode.size() / 2];
+      const double read = double(gen.stats().step_bytes) / d / 1e6, weights = double(weight_bytes) / d / 1e6;
+      auto of = [&](double gbps) { return limits.gbps > 0 ? 100 * gbps / limits.gbps : 0.0; };
+      int64_t prompt_tokens = 0;
+      for (const auto& ids : prompts) prompt_tokens += int64_t(ids.size());
+      std::printf("%-8s %6lld %7lld %11.1f %14.0f %10.2f %13.1f %9.1f %5.0f%% %8.0f%% %10.1f\n", kind.name, static_cast<long long>(r.batch),
+                  static_cast<long long>(r.prompt), p, 1000.0 * double(prompt_tokens) / p, d, 1000.0 * double(r.batch) / d, read, of(read),
+                  of(weights), compile_s);
+      std::fflush(stdout);
     }
-    std::sort(prefill.begin(), prefill.end());
-    std::sort(decode.begin(), decode.end());
-    const double p = prefill[prefill.size() / 2], d = decode[decode.size() / 2];
-    const double gbps = double(gen.stats().step_bytes) / d / 1e6;
-    std::printf("%-8lld %12.1f %14.0f %12.2f %14.1f %12.1f %9.0f%% %14.1f\n", static_cast<long long>(batch), p,
-                1000.0 * double(batch * prompt) / p, d, 1000.0 * double(batch) / d, gbps, limits.gbps > 0 ? 100 * gbps / limits.gbps : 0.0,
-                compile_s);
   }
   return 0;
 }

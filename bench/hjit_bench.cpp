@@ -23,7 +23,7 @@
 //                                                         write out (bench/exported_rows.h)
 //        hjit-bench --low-precision                       int8 and bf16 contractions against the peaks of
 //                                                         their dot-product instructions (bench/low_precision_rows.h)
-//        hjit-bench --generate                            GPT-2 124M's prefill and decode tokens a second
+//        hjit-bench --generate                            GPT-2 124M's prefill and decode tokens a second, f32, i8 and i4 weights,
 //                                                         against the memory bandwidth (bench/generation_rows.h)
 // The compile-time table (compile_scaling.h) comes last: with every workload, or --compile-scaling.
 // By default the training workloads (W7, W9, W11) run eager and at opt level 1 only: their

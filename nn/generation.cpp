@@ -1,5 +1,7 @@
 #include <hjit/nn/generation.h>
 
+#include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -50,6 +52,8 @@ Tensor cached_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
     throw ShapeError("nn::cached_attention: at must be a scalar and starts [" + std::to_string(B) + "], given " + shape_str(at.shape()) +
                      " and " + shape_str(starts.shape()));
   const double scale = 1 / std::sqrt(double(D));
+  // A narrower cache is widened as it is read (inside the products' loads, not copied).
+  const Tensor keys = cache_k.astype(q.dtype()), values = cache_v.astype(q.dtype());
   const float minus_inf = -std::numeric_limits<float>::infinity();
   const Tensor first = starts.astype(DType::I64).reshape({B, 1, 1, 1});
   const Tensor at64 = at.astype(DType::I64);
@@ -62,9 +66,9 @@ Tensor cached_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
   if (T == 0) return matmul(softmax(own, 3), v);
   const Tensor t = iota({1, 1, 1, T}, 3, DType::I64);
   const Tensor cached_ok = t >= first && t < at64 && at64 + i >= first;
-  const Tensor cached = where(cached_ok, matmul(q, transpose(cache_k, {0, 1, 3, 2})) * scale, minus_inf);
+  const Tensor cached = where(cached_ok, matmul(q, transpose(keys, {0, 1, 3, 2})) * scale, minus_inf);
   const Tensor p = softmax(concat({cached, own}, 3), 3);
-  return matmul(slice(p, 3, 0, T), cache_v) + matmul(slice(p, 3, T, std::nullopt), v);
+  return matmul(slice(p, 3, 0, T), values) + matmul(slice(p, 3, T, std::nullopt), v);
 }
 
 void SamplingOptions::check(const std::string& who) const {
@@ -145,7 +149,7 @@ struct Generator::Impl {
           const int64_t B = ids.dim(0), V = logits.dim(2);
           const Tensor next = sample_tokens(key, slice(logits, 1, -1, std::nullopt).reshape({B, V}), seen, options.sampling);
           std::vector<Tensor> out{next, seen || iota({B, V}, 1, DType::I64) == unsqueeze(next, 1)};
-          out.insert(out.end(), fresh.begin(), fresh.end());
+          for (const Tensor& f : fresh) out.push_back(f.astype(options.cache_dtype));
           return out;
         }),
         // Every prompt length with one compile; the decode step's seen tokens written in place.
@@ -155,6 +159,8 @@ struct Generator::Impl {
 
 Generator::Generator(CausalLM& model, GenerateOptions options) {
   options.sampling.check("nn::Generator");
+  if (options.cache_dtype != DType::F32 && options.cache_dtype != DType::BF16 && options.cache_dtype != DType::F16)
+    throw ValueError(std::string("nn::Generator: cache_dtype must be f32, bf16 or f16, given ") + dtype_name(options.cache_dtype));
   if (options.max_new_tokens < 1) throw ValueError("nn::Generator: max_new_tokens must be at least 1, given " + std::to_string(options.max_new_tokens));
   impl_ = std::make_unique<Impl>(model, std::move(options));
 }
@@ -193,12 +199,17 @@ std::vector<std::vector<int64_t>> Generator::generate(const std::vector<std::vec
   }
   const Tensor start_cols = Tensor::from_vector(starts, {B});
   const Tensor keys = random::split(random::key(o.seed), o.max_new_tokens);
-  KVCache cache = KVCache::zeros(shape, B);
+  // The cache holds the columns this call writes, rounded up to a power of two (at least 64):
+  // each step reads every column it holds (75 MB for GPT-2's 1024, as much as its weights in i4),
+  // and the decode step compiles once for each such length.
+  CacheShape columns = shape;
+  columns.max_context = std::min(shape.max_context, std::max<int64_t>(64, int64_t(std::bit_ceil(uint64_t(P + o.max_new_tokens - 1)))));
+  KVCache cache = KVCache::zeros(columns, B, o.cache_dtype);
   g.step_bytes = 0;
   for (const auto& [name, t] : g.model.state()) g.step_bytes += t.numel() * int64_t(dtype_size(t.dtype()));
   for (const Tensor& t : cache.tensors()) g.step_bytes += t.numel() * int64_t(dtype_size(t.dtype()));
   std::vector<Tensor> nothing_cached;
-  for (int64_t l = 0; l < 2 * shape.layers; ++l) nothing_cached.push_back(Tensor::zeros({B, shape.heads, 0, shape.head_dim}));
+  for (int64_t l = 0; l < 2 * shape.layers; ++l) nothing_cached.push_back(Tensor::zeros({B, shape.heads, 0, shape.head_dim}, o.cache_dtype));
 
   std::vector<std::vector<int64_t>> out(rows);
   std::vector<bool> stopped(rows, false);

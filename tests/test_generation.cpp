@@ -73,6 +73,42 @@ TEST_CASE("a GPT-2's cached steps (prefill, then one column at a time) equal its
   CHECK(step.stats().traces == 1);
 }
 
+TEST_CASE("a cache in bf16 or f16: steps within the type's rounding of the f32 cache's, half the bytes a step reads") {
+  nn::manual_seed(8);
+  nn::GPT2 model(tiny());
+  const std::vector<std::vector<int64_t>> prompts{{1, 2, 3, 4, 5}, {7, 9}};
+  nn::Generator exact(model, {.max_new_tokens = 6, .sampling = {.temperature = 0}});
+  const auto want = exact.generate(prompts);
+  for (DType dt : {DType::BF16, DType::F16}) {
+    CAPTURE(hjit::dtype_name(dt));
+    // The steps' logits against the full forward pass, the cache rounded once.
+    const Tensor ids = Tensor::from_vector<int64_t>({3, 1, 4, 1, 5, 9, 2, 6}, {1, 8});
+    const Tensor full = model(ids);
+    nn::KVCache cache = nn::KVCache::zeros(model.cache_shape(), 1, dt);
+    const Tensor starts = Tensor::zeros({1}, DType::I64);
+    std::vector<Tensor> fresh;
+    model.step(hjit::slice(ids, 1, 0, 4), Tensor::scalar(0, DType::I64), starts, std::vector<Tensor>(4, Tensor::zeros({1, 2, 0, 8}, dt)), fresh);
+    for (Tensor& f : fresh) f = f.astype(dt);
+    cache.write(0, fresh);
+    for (int64_t c = 4; c < 8; ++c) {
+      fresh.clear();
+      const Tensor logits = model.step(hjit::slice(ids, 1, c, c + 1), Tensor::scalar(double(c), DType::I64), starts, cache.tensors(), fresh);
+      const double off = max_rel_diff(logits, hjit::slice(full, 1, c, c + 1));
+      CHECK(off > 0);
+      CHECK(off < (dt == DType::BF16 ? 2e-2 : 3e-3));
+      for (Tensor& f : fresh) f = f.astype(dt);
+      cache.write(c, fresh);
+    }
+    nn::Generator gen(model, {.max_new_tokens = 6, .sampling = {.temperature = 0}, .cache_dtype = dt});
+    CHECK(gen.generate(prompts) == want);  // (the rounding moves none of this model's greedy choices)
+    CHECK(gen.stats().step_bytes < exact.stats().step_bytes);
+    int64_t weights = 0;
+    for (const auto& [n, t] : model.state()) weights += t.numel() * 4;
+    CHECK(gen.stats().step_bytes - weights == (exact.stats().step_bytes - weights) / 2);
+  }
+  CHECK_THROWS_WITH_AS(nn::Generator(model, {.cache_dtype = DType::I8}), doctest::Contains("cache_dtype must be f32, bf16 or f16"), hjit::ValueError);
+}
+
 TEST_CASE("rows padded on the left see only their own tokens") {
   nn::manual_seed(4);
   nn::GPT2 model(tiny());

@@ -53,7 +53,8 @@ struct KVCache {
 // [B, H, T, D] of earlier columns (T may be 0); starts [B] (i64) each row's first real column
 // (left padding before it). Column at + i attends to the cache's columns [starts[b], at) and to its
 // own columns j <= i from starts[b] on; a padding column attends to itself only. softmax over both
-// at once (scaled by 1/sqrt(D)), then the weighted sum of values: [B, H, S, D].
+// at once (scaled by 1/sqrt(D)), then the weighted sum of values: [B, H, S, D]. A cache of another
+// floating type (bf16) is read in q's.
 Tensor cached_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cache_k, const Tensor& cache_v,
                         const Tensor& at, const Tensor& starts);
 
@@ -95,6 +96,9 @@ struct GenerateOptions {
   SamplingOptions sampling{};
   uint64_t seed = 0;                      // the keys of the draws: one run's tokens for a seed
   std::optional<int64_t> stop_token{};    // a row that produced it produces nothing more
+  // The key/value cache's type: F32, or BF16 / F16 to halve the bytes each step reads (the
+  // attention still computes in f32; the keys and values are rounded once, when stored).
+  DType cache_dtype = DType::F32;
 };
 
 struct GenerationStats {
@@ -106,7 +110,8 @@ struct GenerationStats {
   // What a decode step of the last generate() reads from memory at most: every parameter and
   // buffer once (a model quantized with keep_float counts float weights its steps do not read) and
   // the cache's keys and values (all its columns: the step's attention masks those not yet
-  // written). Over decode_ms / decode_steps, the step's bandwidth.
+  // written; generate() sizes the cache to the prompt and new tokens, rounded up to a power of
+  // two of at least 64 columns). Over decode_ms / decode_steps, the step's bandwidth.
   int64_t step_bytes = 0;
 };
 
