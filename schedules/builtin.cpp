@@ -458,7 +458,7 @@ class Builtin {
       if (a.level == Level::Tile) {
         os_ << nm(s.reduction) << ": per tile of " << nm(nest.func) << ", "
             << schedule_contraction_tile(p_, s, nest.spec, out_);
-        if (nest.spec.block > 0) os_ << pack_panels(s, nest);
+        if (nest.spec.block > 0 || nest.spec.panels_parallel) os_ << pack_panels(s, nest);
         if (nest.spec.channels) os_ << pack_channel_panel(s, nest);
         if (cpu_rules(s.op).tile == Tile::Attention) os_ << ";" << schedule_attention_helpers(p_, s, ref(nest.func), nest.parallel, nest.spec, out_);
         else os_ << ";" << schedule_helpers_at_root(p_, s, out_);

@@ -28,6 +28,10 @@ struct TileSpec {
   // Matmul with too few row tiles for the threads (batch-1 inference): the column tiles, outermost,
   // run in parallel.
   bool columns_parallel = false;
+  // Matmul whose rows vary with a dynamic size (a prompt's tokens): the column panels, outermost,
+  // run in parallel, each packing its panel of the right operand once and running every row tile
+  // over it (blocks of rows would make a block's rows the smallest size the pipeline serves).
+  bool panels_parallel = false;
   // Convolution of narrow images (a classifier's 14- and 7-wide last stages): output channels
   // vectorized (`inner`) times output columns (`unrolled`); the channel tiles run outermost, in
   // parallel, each with its weights copied channels-innermost once (TiledNest::panel).

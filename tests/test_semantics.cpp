@@ -344,6 +344,21 @@ TEST_CASE("a matrix-vector product with a weight read along its rows is exact in
   }
 }
 
+TEST_CASE("a matmul whose rows vary with a dynamic size runs its packed column panels in parallel, exact at every size") {
+  const Tensor w = test::random({64, 320}, hjit::DType::F32, 2), b = test::random({320}, hjit::DType::F32, 3);
+  auto f = [&](const Tensor& x) { return hjit::matmul(x, w) + b; };
+  auto jitted = hjit::jit(f, {.dynamic_dims = {{0, 0}}});
+  for (int64_t rows : {40, 8, 9, 17, 100, 41}) {
+    CAPTURE(rows);
+    const Tensor x = test::random({rows, 64}, hjit::DType::F32, uint64_t(rows));
+    CHECK_CLOSE(jitted(x), f(x));
+  }
+  CHECK(jitted.stats().dynamic_entries == 1);
+  const std::string plan = jitted.explain(test::random({40, 64}, hjit::DType::F32, 1));
+  if (std::thread::hardware_concurrency() > 1) CHECK(plan.find("over column panels") != std::string::npos);
+  CHECK(plan.find("right operand packed per panel") != std::string::npos);
+}
+
 // Where a contraction's and a pool's operands live (schedules/builtin.cpp), at SqueezeNet's shapes:
 // a 1x1 convolution as the ONNX importer writes it reads its reshaped weight in place (stored, it
 // was a copy of the weight every call), its 169 outputs of 384-term sums run in parallel (counted
