@@ -45,6 +45,8 @@ int generation_rows(bool quick) {
     model.eval();
     if (kind.bits) hjit::nn::quantize_weights(model, {.bits = kind.bits, .group_size = kind.group});
     const int64_t weight_bytes = bytes_of(model);
+    // One generator for the rows of a model: its compiled steps serve every batch and length.
+    hjit::nn::Generator gen(model, {.max_new_tokens = new_tokens, .sampling = {.temperature = 0}});
     // A short prompt at batch 1 and 4, and a context of 512 (the prompt and the new tokens).
     for (const Run& r : {Run{1, 32}, Run{4, 32}, Run{1, 512 - new_tokens}}) {
       std::vector<std::vector<int64_t>> prompts;
@@ -53,7 +55,6 @@ int generation_rows(bool quick) {
         for (int64_t t = 0; t < r.prompt - b; ++t) ids.push_back((t * 7919 + b * 104729) % 50257);
         prompts.push_back(ids);
       }
-      hjit::nn::Generator gen(model, {.max_new_tokens = new_tokens, .sampling = {.temperature = 0}});
       double compile_s = 0;
       std::vector<double> prefill, decode;
       for (int run = 0; run < (quick ? 3 : 6); ++run) {
