@@ -1,6 +1,5 @@
 // Weight-only quantization (quantize.h): i8 or i4 weights with f32 scales per row or per group of
 // input features, dequantized by the products that read them.
-#include <set>
 #include <string>
 #include <vector>
 
@@ -114,21 +113,24 @@ struct Quantizable {
   const Int8State* int8;
 };
 
-void collect(Module& m, const std::string& path, std::set<const Module*>& seen, std::vector<Quantizable>& out) {
-  if (!seen.insert(&m).second) return;  // a module shared by two parents (a tied embedding), once
-  if (auto* l = dynamic_cast<Linear*>(&m)) out.push_back({path, &l->weight_only, &l->weight, 1, &l->int8});
-  if (auto* e = dynamic_cast<Embedding*>(&m)) out.push_back({path, &e->weight_only, &e->weight, 1, nullptr});
-  if (auto* c = dynamic_cast<GPT2Conv1D*>(&m)) out.push_back({path, &c->weight_only, &c->weight, 0, nullptr});
-  for (auto& [name, child] : m.named_children()) collect(*child, path.empty() ? name : path + "." + name, seen, out);
+// The quantizable layers of `model`, each once (Module::named_modules: a tied embedding shared by
+// two parents is one layer), with their paths.
+std::vector<Quantizable> collect(Module& model) {
+  std::vector<Quantizable> out;
+  for (const auto& [path, owned] : model.named_modules()) {
+    Module* m = const_cast<Module*>(owned);  // (the modules of `model`, which the caller may change)
+    if (auto* l = dynamic_cast<Linear*>(m)) out.push_back({path, &l->weight_only, &l->weight, 1, &l->int8});
+    if (auto* e = dynamic_cast<Embedding*>(m)) out.push_back({path, &e->weight_only, &e->weight, 1, nullptr});
+    if (auto* c = dynamic_cast<GPT2Conv1D*>(m)) out.push_back({path, &c->weight_only, &c->weight, 0, nullptr});
+  }
+  return out;
 }
 
 }  // namespace
 
 int quantize_weights(Module& model, const WeightOnlyOptions& options) {
   options.check("nn::quantize_weights");
-  std::vector<Quantizable> layers;
-  std::set<const Module*> seen;
-  collect(model, "", seen, layers);
+  const std::vector<Quantizable> layers = collect(model);
   // Every layer checked and quantized before any changes: a refusal leaves the model as it was.
   std::vector<WeightOnlyState> states;
   for (const Quantizable& l : layers) {
