@@ -94,6 +94,7 @@ class Builtin {
     }
     find_cuts();
     for (size_t id = n_; id-- > 0;) place(int(id));
+    choose_channels_last();
     for (Nest& nest : nests_)
       if (nest.can_host) schedule_nest(nest);
     for (size_t id = 0; id < n_; ++id) schedule_guests(int(id));
@@ -224,6 +225,16 @@ class Builtin {
     return false;
   }
 
+  // A value rounded to 8 bits (a quantized network's activation) that several nests read: stored,
+  // a quarter of its f32 computation's bytes. Inlined into each reader, a residual network's
+  // block outputs nested inside each other (each block's sum reads the last one's) until the
+  // expression had to be cut at kMaxInlined stages, and the next convolution's copy recomputed it.
+  bool quantized_and_reused(int id, const Site& site) {
+    const Node& n = node(id);
+    return n.op == OpKind::Cast && dtype_size(n.type.dtype) == 1 && site.nests.size() >= 2 && n.type.shape.size() == 4 &&
+           dtype_size(node(n.inputs[0]).type.dtype) > 1;
+  }
+
   void make_nest(int id) {
     int nest = add_nest(st(id).func, id);
     nests_[size_t(nest)].is_root_stage = true;
@@ -246,7 +257,7 @@ class Builtin {
     }
     if (func_[size_t(id)].kind == Place::Inline) {
       bool reused_expensive = params_.store_expensive && builtin_stores_elementwise(s.op, s.consumers.size());
-      if (feeds_contraction(id) || narrows_contraction_for_copy(id, site)) {
+      if (feeds_contraction(id) || narrows_contraction_for_copy(id, site) || quantized_and_reused(id, site)) {
         make_nest(id);
       } else if (reused_expensive || cut_[size_t(id)]) {
         if (can_home(id, site, Level::Row)) {
@@ -369,6 +380,70 @@ class Builtin {
     return 0;
   }
 
+  // Integer convolutions tiled over output channels store their epilogue's values channels
+  // innermost (NHWC), so that a tile writes each channel vector whole (in NCHW its 16 lanes went
+  // to 16 planes, one byte each), and the next convolution's input copy (the zero point's padding,
+  // channels in fours: IntConv2d's packed operand) is stored channels innermost too: a contiguous
+  // copy where it was a transpose. The convolution reads four channels of a pixel either way.
+  // Element-wise values stored between them (a residual block's quantized sum) follow their
+  // stored operands (producers first: the nests were added consumers first).
+  void choose_channels_last() {
+    channels_last_.assign(n_, false);
+    for (auto it = nests_.rbegin(); it != nests_.rend(); ++it) {
+      const Nest& nest = *it;
+      const Stage& s = st(nest.stage);
+      if (!nest.can_host || !nest.is_root_stage || s.extents.size() != 4 || nest.func.name() != s.func.name()) continue;
+      if (nest.tiled()) {
+        channels_last_[size_t(nest.stage)] = st(nest.host).dot_lanes > 0 && tile_spec(p_, st(nest.host), params_).channels;
+      } else if (has_trait(s.op, Elementwise)) {
+        const std::vector<int> stored = stored_operands(nest.stage);
+        channels_last_[size_t(nest.stage)] = !stored.empty() && std::all_of(stored.begin(), stored.end(), [&](int k) {
+          return channels_last_[size_t(k)] && st(k).extents == s.extents;
+        });
+      }
+    }
+  }
+  // The stored stages (not sources) that stage id's inlined expression reads.
+  std::vector<int> stored_operands(int id) {
+    std::vector<int> todo(node(id).inputs.begin(), node(id).inputs.end()), found;
+    std::set<int> seen;
+    while (!todo.empty()) {
+      const int at = todo.back();
+      todo.pop_back();
+      if (!seen.insert(at).second || !live(at)) continue;
+      // (A stage stored per row of id's nest, to bound an inlined expression, is looked through:
+      // it is stored as id is.)
+      const bool row_guest = func_[size_t(at)].kind == Place::At && func_[size_t(at)].nest == func_[size_t(id)].nest;
+      if ((func_[size_t(at)].kind != Place::Inline && !row_guest) || has_reduction(st(at))) {
+        found.push_back(at);
+        continue;
+      }
+      for (int in : node(at).inputs) todo.push_back(in);
+    }
+    return found;
+  }
+  // Is stored stage id an integer convolution's packed input ([N, C/4, H, W, 4]) computed from a
+  // value stored channels innermost?
+  bool packs_channels_last(const Nest& nest) {
+    const Stage& s = st(nest.stage);
+    if (s.extents.size() != 5 || s.extents[0] != 4 || nest.func.name() != s.func.name()) return false;
+    for (int c : s.consumers)
+      if (node(c).op != OpKind::IntConv2d || node(c).inputs[0] != nest.stage) return false;
+    const std::vector<int> stored = stored_operands(nest.stage);
+    return std::any_of(stored.begin(), stored.end(), [&](int k) { return channels_last_[size_t(k)]; });
+  }
+
+  // A 4-D stage stored [N, H, W, C], its channels vectorized.
+  std::string channels_innermost(FuncRef f, const Stage& s) {
+    const std::vector<Var>& v = s.vars;
+    f.reorder_storage({v[2], v[0], v[1], v[3]});
+    f.reorder({v[2], v[0], v[1], v[3]});
+    const int vec = vector_width(p_.target, value_type(s));
+    return "channels innermost " + vectorize_and_parallelize(f, {v[2], v[0], v[1], v[3]}, {s.extents[2], s.extents[0], s.extents[1], s.extents[3]},
+                                                            vec, halide_threads(), false, int64_t(1) << params_.grain, params_.tasks)
+                                          .what;
+  }
+
   void schedule_nest(Nest& nest) {
     const Stage& s = st(nest.stage);
     const int vec = vector_width(p_.target, value_type(s));
@@ -380,6 +455,20 @@ class Builtin {
         LoopNest ln = transpose_tiles(ref(nest.func), s.vars, s.extents, j, vec, threads, grain);
         nest.has_row = false;
         os_ << nm(nest.func) << ": " << (nest.is_root_stage ? "root " : "") << ln.what << "\n";
+        return;
+      }
+      if (packs_channels_last(nest)) {
+        // [N, C/4, H, W, 4] stored as [N, H, W, C]: the channels and their fours fused, vectorized.
+        FuncRef f = ref(nest.func);
+        const std::vector<Var>& v = s.vars;
+        Var channels(v[0].name() + "_" + v[3].name());
+        f.reorder_storage({v[0], v[3], v[1], v[2], v[4]});
+        f.reorder({v[0], v[3], v[1], v[2], v[4]});
+        f.fuse(v[0], v[3], channels);
+        LoopNest ln = vectorize_and_parallelize(f, {channels, v[1], v[2], v[4]}, {s.extents[0] * s.extents[3], s.extents[1], s.extents[2], s.extents[4]},
+                                                vec, threads, false, grain, params_.tasks);
+        nest.has_row = false;
+        os_ << nm(nest.func) << ": " << (nest.is_root_stage ? "root " : "") << "channels innermost " << ln.what << "\n";
         return;
       }
       if (const size_t k = narrow_transpose(nest, vec)) {
@@ -404,6 +493,11 @@ class Builtin {
         os_ << nm(nest.func) << ": " << (nest.is_root_stage ? "root " : "") << "fused innermost " << ln.what << "\n";
         return;
       }
+      if (channels_last_[size_t(nest.stage)]) {
+        nest.has_row = false;  // its guests are stored whole, channels innermost too
+        os_ << nm(nest.func) << ": root " << channels_innermost(ref(nest.func), s) << "\n";
+        return;
+      }
       LoopNest ln = vectorize_and_parallelize(ref(nest.func), s.vars, s.extents, vec * vectors_per_iteration(nest.stage, vec),
                                               threads, false, grain, params_.tasks);
       nest.has_row = ln.has_row;
@@ -412,6 +506,7 @@ class Builtin {
       return;
     }
     nest.spec = tile_spec(p_, st(nest.host), params_);
+    nest.spec.channels_last = channels_last_[size_t(nest.stage)];
     // A contraction's point is a whole sum: the grain counts multiply-adds (SqueezeNet's 1x1 of 384
     // -> 64 channels on 13x13 ran on one thread, 10816 points of 384 terms each).
     const int64_t tile_grain = std::max<int64_t>(2, grain / reduced_points(st(nest.host)));
@@ -419,7 +514,8 @@ class Builtin {
     nest.tile = t.tile;
     nest.panel = t.panel;
     nest.parallel = t.parallel;
-    os_ << nm(nest.func) << ": " << (nest.is_root_stage ? "root " : "") << t.what << "\n";
+    if (channels_last_[size_t(nest.stage)]) ref(nest.func).reorder_storage({s.vars[2], s.vars[0], s.vars[1], s.vars[3]});
+    os_ << nm(nest.func) << ": " << (nest.is_root_stage ? "root " : "") << t.what << (channels_last_[size_t(nest.stage)] ? ", stored channels innermost" : "") << "\n";
   }
 
   Var level_var(const Nest& nest, Level level) { return level == Level::Tile ? nest.tile : nest.row; }
@@ -429,7 +525,10 @@ class Builtin {
     const Place& f = func_[size_t(id)];
     if (f.kind == Place::At) {
       const Nest& nest = nests_[size_t(f.nest)];
-      if (!nest.has_row) {
+      if (!nest.has_row && channels_last_[size_t(nest.stage)] && s.extents == st(nest.stage).extents) {
+        ref(s.func).compute_root();
+        os_ << nm(s.func) << ": root " << channels_innermost(ref(s.func), s) << " (as " << nm(nest.func) << ")" << why_stored(id) << "\n";
+      } else if (!nest.has_row) {
         ref(s.func).compute_root();
         os_ << nm(s.func) << ": root (no row loop in " << nm(nest.func) << ")\n";
       } else {
@@ -493,10 +592,19 @@ class Builtin {
   // the reduction.
   std::string pack_channel_panel(const Stage& s, const Nest& nest) {
     const Node& n = node(s.node);
-    if (n.inputs[0] == n.inputs[1] || s.dot_lanes > 0) return "";  // an integer convolution's come packed
+    if (n.inputs[0] == n.inputs[1]) return "";
     const Stage& w = st(n.inputs[1]);
     FuncRef panel = ref(w.func).in(ref(s.reduction));
     panel.compute_at(ref(nest.func), nest.panel);
+    if (s.dot_lanes > 0) {
+      // An integer convolution's weights come packed, [in / 4, kh, kw, out, 4]: a step of the sum
+      // reads the tile's channels a whole row of outputs apart (2 KiB for 512 outputs), so that a
+      // tile's steps fall in a few sets of the L1 cache and its loads missed it. Copied, the
+      // tile's channels by their fours are contiguous, one step after the other.
+      Var lanes(w.vars[0].name() + "_" + w.vars[1].name());
+      panel.fuse(w.vars[0], w.vars[1], lanes).vectorize(lanes, vector_width(p_.target, value_type(w)));
+      return ", weights copied per channel tile";
+    }
     panel.reorder_storage({w.vars[3], w.vars[0], w.vars[1], w.vars[2]});
     panel.reorder({w.vars[3], w.vars[0], w.vars[1], w.vars[2]});
     panel.vectorize(w.vars[3], vector_width(p_.target, value_type(w)));
@@ -511,6 +619,7 @@ class Builtin {
   std::vector<Place> func_, acc_;
   std::vector<Site> site_;
   std::vector<bool> cut_;  // stored to bound inlined expressions (find_cuts)
+  std::vector<bool> channels_last_;  // stored NHWC (choose_channels_last)
   std::vector<std::vector<int>> wrapper_nests_;
   std::ostringstream os_;
 };

@@ -405,7 +405,7 @@ TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extent
     // plane is a multiple of 4 KiB (images of 32 or 64 columns) the 16 or 32 lines of each store
     // fall in one set of the L1 cache. Zen 5, 8x64 -> 64 channels 3x3: 32x32 2.21 -> 1.24 ms, 64x64
     // 8.87 -> 4.91 ms, 56x56 3.78 -> 3.65 ms. (A tile of 7 columns keeps the channel lanes.)
-    const bool by_columns = spec.tu >= 4 && (spec.tu & (spec.tu - 1)) == 0;
+    const bool by_columns = !spec.channels_last && spec.tu >= 4 && (spec.tu & (spec.tu - 1)) == 0;
     std::vector<VarOrRVar> order{ii, ui, uo, rows};
     if (by_columns) order = {ui, ii, uo, rows};
     if (row_blocks > 1) order.emplace_back(rb);

@@ -36,6 +36,8 @@ struct TileSpec {
   // vectorized (`inner`) times output columns (`unrolled`); the channel tiles run outermost, in
   // parallel, each with its weights copied channels-innermost once (TiledNest::panel).
   bool channels = false;
+  // Its result stored channels innermost (NHWC): each tile stores its channel vectors as they are.
+  bool channels_last = false;
   // Weight gradient in blocks (0: none): one parallel task per block of input channels (`unrolled`)
   // by output channels (`inner`), its accumulator in cache, and the sum over images and chunks of
   // `chunk_rows` output rows outside the block's tiles: every tile reads a chunk of the gradient and

@@ -22,6 +22,9 @@ LoopNest vectorize_and_parallelize(StageRef stage, const std::vector<Var>& vars,
   // and an update cannot shift its tail inwards (it would apply twice).
   if (update)
     while (vec > 1 && !extents.empty() && extents[0] % vec != 0) vec /= 2;
+  // A row shorter than the natural vector (56 bytes against AVX-512's 64) takes a narrower one
+  // rather than none: a quantized network's u8 activations 56 wide ran scalar.
+  while (vec > 8 && !extents.empty() && extents[0] < vec) vec /= 2;
   LoopNest nest;
   if (vars.empty()) return LoopNest{"scalar", false, Var()};
   std::string& what = nest.what;

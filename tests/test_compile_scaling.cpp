@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "halide_backend/build/partition.h"
 #include "tests/support.h"
 
 using hjit::Tensor;
@@ -178,6 +179,35 @@ TEST_CASE("a transformer's training step: every block's forward and backward com
   CHECK(parts3 > parts2);
   CHECK(distinct3 == distinct2);
   CHECK(distinct2 < parts2 - 2);  // both blocks' forward alike, and their gradients, and their Adam steps
+}
+
+TEST_CASE("a quantized network's alike blocks are cut where the 8-bit values cross") {
+  // ONNX's QDQ form of a residual block: each value is rounded to u8 and widened again where it is
+  // read. The run of alike blocks found starts where the likeness starts; cut there, each part
+  // would hand the next the widened f32 value (four times the bytes, stored in the layout a
+  // pipeline's output has). Its cuts move within the period to where the u8 values cross.
+  auto quantize = [](const Tensor& v) { return hjit::clamp(hjit::round(v * 8.0f) + 3.0f, 0, 255).astype(hjit::DType::U8); };
+  auto widen = [](const Tensor& q) { return (q.astype(hjit::DType::F32) - 3.0f) * 0.125f; };
+  auto network = [&](const Tensor& x, const std::vector<Tensor>& weights) {
+    Tensor q = quantize(x);
+    for (const Tensor& w : weights) {
+      const Tensor inner = quantize(hjit::relu(hjit::conv2d(widen(q), w, std::nullopt, {1, 1}, {1, 1})));
+      q = quantize(widen(inner) + widen(q));
+    }
+    return widen(q);
+  };
+  std::vector<Tensor> weights;
+  for (int b = 0; b < 5; ++b) weights.push_back(test::random({8, 8, 3, 3}, hjit::DType::F32, uint64_t(300 + b)) * 0.1);
+  const Tensor x = test::random({1, 8, 10, 10}, hjit::DType::F32, 299);
+  const hjit::Graph g = hjit::make_graph(network, x, weights);
+  PartCost small(60);  // a block a part
+  const std::vector<hjit::backend::Part> parts = hjit::backend::partition(g, false);
+  REQUIRE(parts.size() >= 3);
+  for (const hjit::backend::Part& part : parts)
+    for (size_t k = 0; k < part.output_slot.size(); ++k)
+      if (part.output_slot[k] < 0) CHECK(part.graph.type(part.graph.outputs[k]).dtype == hjit::DType::U8);
+  auto compiled = hjit::jit(network, {.name = "qdq_blocks", .opt_level = 1});
+  CHECK_CLOSE(compiled(x, weights), network(x, weights));
 }
 
 TEST_CASE("a chain longer than an inlined expression's bound is stored along the way") {

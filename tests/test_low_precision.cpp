@@ -2,6 +2,7 @@
 // of 8-bit types, odd contraction lengths, broadcast batches and empty shapes; and the target that
 // lets them use VNNI's dot products; and nn::quantize, which puts a module's layers on them.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <random>
 
@@ -250,7 +251,44 @@ TEST_CASE("quantized convolutions in a chain: each sum requantized in its tiles,
     // are vector loops.
     CHECK(plan.find("_int_conv2d_acc: per tile of") != std::string::npos);
     CHECK(plan.find("int_conv2d: root") == std::string::npos);
-    CHECK(test::occurrences(plan, "_transpose: root fused innermost vec") == 4);
+    // The first one's u8 value is stored channels innermost (its tiles store channel vectors),
+    // and so is the second one's padded copy of it: a contiguous copy.
+    CHECK(test::occurrences(plan, "stored channels innermost") == 1);
+    CHECK(test::occurrences(plan, "_transpose: root channels innermost vec") == 1);
+    CHECK(test::occurrences(plan, "_transpose: root fused innermost vec") == 3);
+  }
+}
+
+TEST_CASE("a quantized residual block: the 8-bit sums stored channels innermost, exact at every size") {
+  // ResNet's bottleneck as ONNX's QDQ form computes it: two convolutions requantized, their sum
+  // requantized, read by the next convolution and by the next sum. Scales are powers of two, so
+  // eager and compiled agree exactly.
+  auto requantize = [](const Tensor& v, float scale) { return hjit::clamp(hjit::round(v / scale) + 3.0f, 0, 255).astype(DType::U8); };
+  auto dequantize = [](const Tensor& q, float scale) { return (q.astype(DType::F32) - 3.0f) * scale; };
+  auto conv = [&](const Tensor& x, const Tensor& w, int64_t pad) {
+    return requantize(hjit::int_conv2d(x, w, Tensor::scalar(3, DType::U8), {1, 1}, {pad, pad}).astype(DType::F32) * 0.25f, 1.0f);
+  };
+  auto block = [&](const Tensor& x, const Tensor& w1, const Tensor& w2, const Tensor& w3) {
+    const Tensor a = conv(conv(x, w1, 1), w2, 0);
+    const Tensor sum = requantize(hjit::relu(dequantize(a, 1.0f) + dequantize(x, 1.0f)), 2.0f);
+    return std::vector<Tensor>{conv(sum, w3, 0), requantize(dequantize(sum, 2.0f) + dequantize(x, 1.0f), 4.0f)};
+  };
+  auto compiled = hjit::jit(block, quiet());
+  uint64_t seed = 1200;
+  for (const std::array<int64_t, 3>& size : std::vector<std::array<int64_t, 3>>{{1, 32, 7}, {2, 36, 9}, {1, 64, 30}}) {
+    const int64_t batch = size[0], channels = size[1], side = size[2];
+    CAPTURE(batch);
+    CAPTURE(channels);
+    CAPTURE(side);
+    const Tensor x = full_range({batch, channels, side, side}, DType::U8, seed++);
+    const Tensor w1 = full_range({48, channels, 3, 3}, DType::I8, seed++), w2 = full_range({channels, 48, 1, 1}, DType::I8, seed++),
+                 w3 = full_range({32, channels, 1, 1}, DType::I8, seed++);
+    const std::vector<Tensor> want = block(x, w1, w2, w3), got = compiled(x, w1, w2, w3);
+    CHECK(test::compare(got[0], want[0], 0) == "");
+    CHECK(test::compare(got[1], want[1], 0) == "");
+    const std::string plan = compiled.explain(x, w1, w2, w3);
+    CAPTURE(plan);
+    CHECK(test::occurrences(plan, "stored channels innermost") >= 1);
   }
 }
 

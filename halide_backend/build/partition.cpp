@@ -171,6 +171,62 @@ bool cuts_between_blocks_cheap(const Graph& g, const Repeat& r) {
   return extra * 4 <= stored;
 }
 
+// What a cut before node k hands on, for every k in [lo, hi]: the bytes of the values computed
+// before it that nodes from it on read (sources aside: every part copies those).
+std::vector<int64_t> bytes_handed_on(const Graph& g, size_t lo, size_t hi) {
+  std::vector<size_t> last_read(g.nodes.size(), 0);
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    for (int in : g.nodes[k].inputs) last_read[size_t(in)] = std::max(last_read[size_t(in)], k);
+  auto handed = [&](size_t v, size_t at) { return v < at && last_read[v] >= at && !is_source(g.nodes[v]); };
+  std::vector<int64_t> out;
+  int64_t bytes = 0;
+  for (size_t v = 0; v < lo; ++v)
+    if (handed(v, lo)) bytes += bytes_of(g, int(v));
+  out.push_back(bytes);
+  for (size_t at = lo + 1; at <= hi; ++at) {
+    const size_t added = at - 1;  // now before the cut
+    if (handed(added, at)) bytes += bytes_of(g, int(added));
+    for (int in : std::set<int>(g.nodes[added].inputs.begin(), g.nodes[added].inputs.end()))
+      if (last_read[size_t(in)] == added && !is_source(g.node(in))) bytes -= bytes_of(g, in);  // read last by it
+    out.push_back(bytes);
+  }
+  return out;
+}
+
+// Where in its period a run's blocks are best cut: the shift from the run's first node whose cut
+// hands the next block the fewest bytes, where that is at most half of what the unshifted cut
+// hands on; else 0 (the blocks as found, which a transformer's training step needs alike at its
+// edges). find_repeats starts a block wherever the likeness starts, which in a quantized network
+// was just before an 8-bit value was widened: the cut stored the f32 (or i32) value, four times
+// the bytes, in the layout a pipeline's output must have.
+size_t cheapest_shift(const Graph& g, const Repeat& r) {
+  if (r.copies < 3) return 0;
+  const std::vector<int64_t> bytes = bytes_handed_on(g, r.begin + r.period, r.begin + 2 * r.period - 1);
+  const size_t best = size_t(std::min_element(bytes.begin(), bytes.end()) - bytes.begin());
+  if (2 * bytes[best] > bytes[0]) return 0;
+  log().debug("partition: the run of {} blocks from node {} cut {} nodes later ({} bytes handed on a cut, not {})", r.copies, r.begin, best,
+              bytes[best], bytes[0]);
+  return best;
+}
+
+// Cuts at equal compile cost of the segment [cuts[first - 1], end) moved, each within a few nodes
+// (kCutSlack) and keeping at least half of each neighbouring part's cost, to where they hand on
+// the fewest bytes: a quantized network's 8-bit values rather than the f32 values next to them.
+constexpr size_t kCutSlack = 12;
+void cheapest_nearby(const Graph& g, std::vector<size_t>& cuts, size_t first, size_t end) {
+  for (size_t i = std::max<size_t>(first, 1); i < cuts.size(); ++i) {
+    const size_t prev = cuts[i - 1], next = i + 1 < cuts.size() ? cuts[i + 1] : end, at = cuts[i];
+    const size_t lo = std::max(at > kCutSlack ? at - kCutSlack : 0, prev + 1), hi = std::min(at + kCutSlack, next - 1);
+    if (lo >= hi || at < lo || at > hi) continue;
+    const int64_t before = cost_between(g, prev, at), after = cost_between(g, at, next);
+    const std::vector<int64_t> bytes = bytes_handed_on(g, lo, hi);
+    size_t best = at;
+    for (size_t k = lo; k <= hi; ++k)
+      if (bytes[k - lo] < bytes[best - lo] && 2 * cost_between(g, prev, k) >= before && 2 * cost_between(g, k, next) >= after) best = k;
+    cuts[i] = best;
+  }
+}
+
 // Where parts begin (and n, where the last ends), and each node's block (-1 outside runs). A run
 // of alike blocks (the layers of a network, their gradients, their optimizer steps: find_repeats)
 // is cut at its blocks, as many a part as fit `most` (a block over it cut alike at the same
@@ -186,8 +242,15 @@ std::vector<size_t> part_begins(const Graph& g, int64_t total, int64_t most, std
   std::erase_if(repeats, [&](const Repeat& r) { return cost_between(g, r.begin, r.begin + r.period) < 24; });
   std::sort(repeats.begin(), repeats.end(), [](const Repeat& a, const Repeat& b) { return a.begin < b.begin; });
   size_t at = 0;
-  for (const Repeat& r : repeats) {
+  for (Repeat r : repeats) {
+    // Shifted, the blocks but the last stay alike (a block's tail is the next one's head); the
+    // last block's tail joins what follows the run.
+    const size_t shift = cheapest_shift(g, r);
+    r.begin += shift;
+    if (shift > 0) --r.copies;
+    const size_t before = begin.size();
     equal_cost_begins(g, at, r.begin, most, 0, begin);
+    cheapest_nearby(g, begin, before + 1, r.begin);
     // As many blocks a part as fit `most`: every cut stores the values that cross it and ends a
     // fusion (a small transformer's layers a part each ran 40% slower than in two halves). Where
     // a cut between blocks costs little, one a part: all of them one compiled pipeline (a GPT
@@ -203,8 +266,10 @@ std::vector<size_t> part_begins(const Graph& g, int64_t total, int64_t most, std
     at = r.begin + r.copies * r.period;
     log().debug("partition: {} blocks of {} nodes from node {}, {} a part", r.copies, r.period, r.begin, group);
   }
+  const size_t before = begin.size();
   if (repeats.empty()) equal_cost_begins(g, 0, n, most, std::max<int64_t>(2, (total + most - 1) / most), begin);
   else equal_cost_begins(g, at, n, most, 0, begin);
+  cheapest_nearby(g, begin, before + 1, n);
   if (begin.empty() || begin.front() != 0) begin.insert(begin.begin(), 0);
   begin.push_back(n);
   return begin;
