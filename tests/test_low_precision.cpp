@@ -190,7 +190,11 @@ TEST_CASE("int_conv2d is the convolution of (x - zero point) and the weight in i
       {{1, 3, 16, 16}, {32, 3, 7, 7}, {2, 2}, {3, 3}, {1, 1}, 1, DType::U8, DType::I8}, // a stem
       {{1, 64, 7, 7}, {40, 64, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, DType::I8, DType::I8}, // signed input
       {{1, 12, 10, 10}, {33, 12, 3, 3}, {1, 1}, {2, 2}, {2, 2}, 1, DType::U8, DType::I8}, // dilated
-      {{1, 12, 8, 8}, {12, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 12, DType::U8, DType::I8},  // depthwise: i32
+      {{1, 12, 8, 8}, {12, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 12, DType::U8, DType::I8},  // depthwise: its taps summed
+      {{2, 40, 9, 11}, {40, 1, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 40, DType::U8, DType::I8}, // depthwise, stride 2, odd sizes
+      {{1, 24, 12, 10}, {24, 1, 5, 3}, {1, 2}, {2, 0}, {2, 1}, 24, DType::I8, DType::U8}, // depthwise: dilated, signed, u8 weight
+      {{1, 16, 3, 3}, {16, 1, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 16, DType::U8, DType::I8},  // depthwise: one output
+      {{1, 8, 7, 7}, {16, 4, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2, DType::U8, DType::I8},    // grouped: f32
       {{1, 8, 6, 6}, {4, 8, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, DType::U8, DType::U8},    // u8 weight: i32
       {{1, 64, 14, 14}, {64, 64, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, DType::U8, DType::I8},
   };
