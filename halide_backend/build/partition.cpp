@@ -209,13 +209,15 @@ size_t cheapest_shift(const Graph& g, const Repeat& r) {
   return best;
 }
 
-// Cuts at equal compile cost of the segment [cuts[first - 1], end) moved, each within a few nodes
-// (kCutSlack) and keeping at least half of each neighbouring part's cost, to where they hand on
-// the fewest bytes: a quantized network's 8-bit values rather than the f32 values next to them.
+// Cuts moved, each within a few nodes (kCutSlack) and keeping at least half of each neighbouring
+// part's cost, to where they hand on the fewest bytes: a quantized network's 8-bit values rather
+// than the f32 values next to them. Only the cuts `movable` says: not those between alike blocks
+// in parts of their own, which must stay alike.
 constexpr size_t kCutSlack = 12;
-void cheapest_nearby(const Graph& g, std::vector<size_t>& cuts, size_t first, size_t end) {
-  for (size_t i = std::max<size_t>(first, 1); i < cuts.size(); ++i) {
-    const size_t prev = cuts[i - 1], next = i + 1 < cuts.size() ? cuts[i + 1] : end, at = cuts[i];
+void cheapest_nearby(const Graph& g, std::vector<size_t>& cuts, const std::vector<bool>& movable) {
+  for (size_t i = 1; i + 1 < cuts.size(); ++i) {
+    if (!movable[i]) continue;
+    const size_t prev = cuts[i - 1], next = cuts[i + 1], at = cuts[i];
     const size_t lo = std::max(at > kCutSlack ? at - kCutSlack : 0, prev + 1), hi = std::min(at + kCutSlack, next - 1);
     if (lo >= hi || at < lo || at > hi) continue;
     const int64_t before = cost_between(g, prev, at), after = cost_between(g, at, next);
@@ -237,20 +239,27 @@ std::vector<size_t> part_begins(const Graph& g, int64_t total, int64_t most, std
   block_of.assign(n, -1);
   int blocks = 0;
   std::vector<size_t> begin;
+  std::vector<bool> movable;  // per begin: free to move to a cheaper cut nearby (cheapest_nearby)
+  auto segment = [&](size_t a, size_t b, int64_t count) {
+    const size_t first = begin.size();
+    equal_cost_begins(g, a, b, most, count, begin);
+    for (size_t k = first; k < begin.size(); ++k) movable.push_back(k > first);  // (not where it starts)
+  };
   std::vector<Repeat> repeats = find_repeats(g, 8);
   // (Blocks without a contraction, a few element-wise ops alike, are not worth a part each.)
   std::erase_if(repeats, [&](const Repeat& r) { return cost_between(g, r.begin, r.begin + r.period) < 24; });
   std::sort(repeats.begin(), repeats.end(), [](const Repeat& a, const Repeat& b) { return a.begin < b.begin; });
   size_t at = 0;
+  bool after_one_part_run = false;
   for (Repeat r : repeats) {
     // Shifted, the blocks but the last stay alike (a block's tail is the next one's head); the
     // last block's tail joins what follows the run.
     const size_t shift = cheapest_shift(g, r);
     r.begin += shift;
     if (shift > 0) --r.copies;
-    const size_t before = begin.size();
-    equal_cost_begins(g, at, r.begin, most, 0, begin);
-    cheapest_nearby(g, begin, before + 1, r.begin);
+    const size_t first = begin.size();
+    segment(at, r.begin, 0);
+    if (after_one_part_run && first < begin.size()) movable[first] = true;
     // As many blocks a part as fit `most`: every cut stores the values that cross it and ends a
     // fusion (a small transformer's layers a part each ran 40% slower than in two halves). Where
     // a cut between blocks costs little, one a part: all of them one compiled pipeline (a GPT
@@ -259,19 +268,25 @@ std::vector<size_t> part_begins(const Graph& g, int64_t total, int64_t most, std
     const size_t group = cuts_between_blocks_cheap(g, r) ? 1 : size_t(std::clamp<int64_t>(most / std::max<int64_t>(block, 1), 1, int64_t(r.copies)));
     std::vector<size_t> offsets;
     equal_cost_begins(g, r.begin, r.begin + r.period, most, 0, offsets);
+    // A run that is one part has no alike parts to keep alike: its ends may move.
+    const bool one_part = group >= r.copies && offsets.size() == 1;
     for (size_t c = 0; c < r.copies; c += group)
-      for (size_t off : offsets) begin.push_back(off + c * r.period);
+      for (size_t off : offsets) begin.push_back(off + c * r.period), movable.push_back(one_part);
     for (size_t c = 0; c < r.copies; ++c, ++blocks)
       std::fill_n(block_of.begin() + std::ptrdiff_t(r.begin + c * r.period), r.period, blocks);
     at = r.begin + r.copies * r.period;
+    after_one_part_run = one_part;
     log().debug("partition: {} blocks of {} nodes from node {}, {} a part", r.copies, r.period, r.begin, group);
   }
-  const size_t before = begin.size();
-  if (repeats.empty()) equal_cost_begins(g, 0, n, most, std::max<int64_t>(2, (total + most - 1) / most), begin);
-  else equal_cost_begins(g, at, n, most, 0, begin);
-  cheapest_nearby(g, begin, before + 1, n);
-  if (begin.empty() || begin.front() != 0) begin.insert(begin.begin(), 0);
+  const size_t first = begin.size();
+  if (repeats.empty()) segment(0, n, std::max<int64_t>(2, (total + most - 1) / most));
+  else segment(at, n, 0);
+  if (after_one_part_run && first < begin.size()) movable[first] = true;
+  if (begin.empty() || begin.front() != 0) begin.insert(begin.begin(), 0), movable.insert(movable.begin(), false);
   begin.push_back(n);
+  movable.push_back(false);
+  if (!begin.empty()) movable[0] = false;
+  cheapest_nearby(g, begin, movable);
   return begin;
 }
 
