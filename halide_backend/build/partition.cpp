@@ -49,6 +49,14 @@ bool recomputable(const Node& n) {
   return !is_source(n) && !has_trait(n.op, ControlFlow) && (has_trait(n.op, Elementwise) || has_trait(n.op, Movement));
 }
 
+// A conversion to a narrower type (a quantized network's 8-bit activation): a recomputation
+// receives it rather than recomputing it from the wider values it rounds (the int8 ResNet-50's
+// cuts handed on the f32 values around each u8 one).
+bool narrowing(const Graph& g, int v) {
+  const Node& n = g.node(v);
+  return n.op == OpKind::Cast && n.inputs.size() == 1 && dtype_size(n.type.dtype) < dtype_size(g.type(n.inputs[0]).dtype);
+}
+
 // The earlier parts' element-wise and movement values part p recomputes instead of receiving: a
 // training step's backward pass reads many values of the forward pass that are cheap functions of
 // a few stored ones (normalized activations, masks, sums), and handing them all on held six
@@ -80,7 +88,7 @@ std::set<int> recomputed_in(const Graph& g, const std::vector<size_t>& part_of, 
       if (taken.count(at) || !cone.insert(at).second) continue;
       for (int in : g.node(at).inputs) {
         if (is_source(g.node(in))) continue;
-        if (recomputable(g.node(in)) && (!in_run || block_of[size_t(in)] == block_of[size_t(v)])) todo.push_back(in);
+        if (recomputable(g.node(in)) && !narrowing(g, in) && (!in_run || block_of[size_t(in)] == block_of[size_t(v)])) todo.push_back(in);
         else if (!received.count(in)) frontier.insert(in);
       }
     }
@@ -225,6 +233,7 @@ void cheapest_nearby(const Graph& g, std::vector<size_t>& cuts, const std::vecto
     size_t best = at;
     for (size_t k = lo; k <= hi; ++k)
       if (bytes[k - lo] < bytes[best - lo] && 2 * cost_between(g, prev, k) >= before && 2 * cost_between(g, k, next) >= after) best = k;
+    if (best != at) log().debug("partition: a cut moved from node {} to {} ({} bytes handed on, not {})", at, best, bytes[best - lo], bytes[at - lo]);
     cuts[i] = best;
   }
 }
