@@ -339,12 +339,13 @@ TensorType infer_int_conv2d(const InferArgs& a) {
   const TensorType &x = *a.in[0], &w = *a.in[1];
   if (x.dtype != DType::U8 || w.dtype != DType::I8)
     throw DTypeError("int_conv2d: the graph op takes u8 and i8 (hjit::int_conv2d converts other 8-bit pairs), got " + types_str(a));
-  if (x.rank() != 5 || w.rank() != 5 || x.shape[4] != 4 || w.shape[4] != 4 || x.shape[1] != w.shape[0])
-    throw ShapeError("int_conv2d: takes [N, C, H, W, 4] and [C, KH, KW, O, 4] (channels in fours), got " + types_str(a));
+  if (x.rank() != 5 || w.rank() != 6 || x.shape[4] != 4 || w.shape[5] != 4 || x.shape[1] != w.shape[1])
+    throw ShapeError("int_conv2d: takes [N, C, H, W, 4] and [O/B, C, KH, KW, B, 4] (channels in fours, outputs in blocks), got " +
+                     types_str(a));
   auto stride = pair_attr(a, "stride", 1), dil = pair_attr(a, "dilation", 1);
-  TensorType out{DType::I32, {x.shape[0], w.shape[3], 0, 0}};
+  TensorType out{DType::I32, {x.shape[0], w.shape[0] * w.shape[4], 0, 0}};
   for (int d = 0; d < 2; ++d) {
-    out.shape[size_t(2 + d)] = window_output_size(x.shape[size_t(2 + d)], w.shape[size_t(1 + d)], stride[size_t(d)], 0, dil[size_t(d)]);
+    out.shape[size_t(2 + d)] = window_output_size(x.shape[size_t(2 + d)], w.shape[size_t(2 + d)], stride[size_t(d)], 0, dil[size_t(d)]);
     if (out.shape[size_t(2 + d)] < 1 && x.shape[size_t(2 + d)] > 0)
       throw ShapeError("int_conv2d: the kernel " + w.str() + " (dilation " + shape_str(dil) + ") is larger than the input " + x.str());
   }

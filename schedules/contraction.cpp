@@ -225,15 +225,15 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     // -> 2.7 ms. A 1x1 of stride 1 on a wide image stays along the width (64 -> 256 at 56x56: 0.94
     // against 1.44 ms over channels).
     const Shape& weights = p.graph->type(p.graph->node(s.node).inputs[1]).shape;  // [out, in, kh, kw]
-    // An integer convolution's weights come packed, [in / 4, kh, kw, out, 4] (IntConv2d).
+    // An integer convolution's weights come packed, [out / B, in / 4, kh, kw, B, 4] (IntConv2d).
     const bool packed = s.dot_lanes > 0;
-    const int64_t kernel_h = packed ? weights[1] : weights[2], kernel_w = packed ? weights[2] : weights[3];
+    const int64_t kernel_h = weights[2], kernel_w = weights[3];
     const bool strided = attrs.has("stride") && attrs.ints("stride")[1] > 1;
     // An integer convolution of many channels in and out goes over channels at any width: its
     // neighbours store their values channels innermost, which it then reads and writes as they
     // are (int8 ResNet-50's 56-wide layers: 14.6 -> 13.6 ms). Few channels (a MobileNet's 16 or 24
     // at 112 and 56 wide) stay along the width (5.3 -> 5.9 ms over channels).
-    const bool wide_integer = packed && weights[0] * 4 >= 4 * vec && channels >= 4 * vec;
+    const bool wide_integer = packed && weights[1] * 4 >= 4 * vec && channels >= 4 * vec;
     if (s.extents.size() == 4 && (width < 2 * vec || strided || kernel_w > 1 || wide_integer) && channels >= 2 * vec && (packed || !grouped) &&
         params.cols == 0 && params.rows == 0)
       return channel_tiles(width, channels, vec, kernel_cols * kernel_rows);

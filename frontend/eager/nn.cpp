@@ -72,12 +72,12 @@ void Conv2d(const KernelArgs& a) {
   });
 }
 
-// u8 [N, C, H, W, 4] x i8 [C, KH, KW, O, 4] -> i32 [N, O, OH, OW]: four input channels to a step,
-// summed exactly (wrapping in i32 as the compiled code).
+// u8 [N, C, H, W, 4] x i8 [O/B, C, KH, KW, B, 4] -> i32 [N, O, OH, OW]: four input channels to a
+// step, summed exactly (wrapping in i32 as the compiled code).
 void IntConv2d(const KernelArgs& a) {
   const Shape &xs = a.in[0].type->shape, &ws = a.in[1].type->shape, &os = a.out.type->shape;
   const auto &stride = a.attrs.ints("stride"), &dil = a.attrs.ints("dilation");
-  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], KH = ws[1], KW = ws[2], O = ws[3], OH = os[2], OW = os[3];
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], KH = ws[2], KW = ws[3], B = ws[4], O = os[1], OH = os[2], OW = os[3];
   const auto* x = static_cast<const uint8_t*>(a.in[0].data);
   const auto* w = static_cast<const int8_t*>(a.in[1].data);
   auto* out = static_cast<int32_t*>(a.out.data);
@@ -91,7 +91,7 @@ void IntConv2d(const KernelArgs& a) {
             for (int64_t ky = 0; ky < KH; ++ky)
               for (int64_t kx = 0; kx < KW; ++kx) {
                 const uint8_t* v = x + (((n * C + c) * H + oy * stride[0] + ky * dil[0]) * W + ox * stride[1] + kx * dil[1]) * 4;
-                const int8_t* k = w + (((c * KH + ky) * KW + kx) * O + o) * 4;
+                const int8_t* k = w + ((((o / B * C + c) * KH + ky) * KW + kx) * B + o % B) * 4;
                 acc += uint32_t(int32_t(v[0]) * k[0] + int32_t(v[1]) * k[1] + int32_t(v[2]) * k[2] + int32_t(v[3]) * k[3]);
               }
           out[((n * O + o) * OH + oy) * OW + ox] = int32_t(acc);

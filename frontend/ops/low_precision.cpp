@@ -161,11 +161,17 @@ Tensor int_conv2d(const Tensor& x, const Tensor& w, const Tensor& x_zero_point, 
   // The window reads the input padded with its zero point (the real value 0): sum((x - z) w) is
   // then the padded sum of x w less z times the sum of the weights, the same at every position.
   Tensor xp = padded_with(xu, zu, padding);
-  // Both packed channels in fours (zeros past the last channel): [N, C/4, H, W, 4], [C/4, KH, KW, O, 4].
+  // Both packed channels in fours (zeros past the last channel): [N, C/4, H, W, 4]; the weights'
+  // outputs in blocks of 16 (a vector of i32 sums with AVX-512) or the most of 8, 4, 2 that divide
+  // them, [O/B, C/4, KH, KW, B, 4]: a tile of output channels reads its weights contiguous step
+  // after step. (Outputs innermost, [C/4, KH, KW, O, 4], a step was O * 4 bytes from the last, and
+  // the schedule copied each tile's weights at every call.)
   xp = pad_to_4(xp, 1);
   const int64_t C4 = xp.shape()[1] / 4;
   xp = transpose(reshape(xp, {xp.shape()[0], C4, 4, xp.shape()[2], xp.shape()[3]}), {0, 1, 3, 4, 2});
-  const Tensor wp = transpose(reshape(pad_to_4(w, 1), {O, C4, 4, KH, KW}), {1, 3, 4, 0, 2});
+  int64_t block = 16;
+  while (O % block != 0) block /= 2;
+  const Tensor wp = transpose(reshape(pad_to_4(w, 1), {O / block, block, C4, 4, KH, KW}), {0, 2, 4, 5, 1, 3});
   // (Summed as rows of [O, C*KH*KW]: over the three axes as they are, the reduction's schedule
   // gathered its vectors across output channels, 17.6 ms for a 512 x 512 x 3 x 3 weight, 0.1 ms so.)
   const Tensor sums = reshape(astype(sum(reshape(astype(w, DType::I32), {O, C * KH * KW}), {1}), DType::I32), {1, O, 1, 1});

@@ -69,7 +69,7 @@ Graph fold_constants(const Graph& g, const ConstEvaluator& eval, int64_t max_ele
       continue;
     }
     // Large constants fold too where the result is no more than twice the largest operand: a
-    // weight converted, summed, transposed or packed for a kernel (int_conv2d's [C/4, KH, KW, O, 4]
+    // weight converted, summed, transposed or packed for a kernel (int_conv2d's [O/B, C/4, KH, KW, B, 4]
     // of a 128 x 128 x 3 x 3 weight: packed at every call, 3.7 of the 4 ms of the convolution), so
     // that the pipeline holds one copy in the layout it reads. A broadcast of a small constant to a
     // large shape is left to the pipeline.

@@ -673,14 +673,15 @@ void Conv2d(LowerCtx& ctx, Stage& s, const Node& n) {
 // Four u8 x i8 products (four input channels) summed into each i32 lane per step, as IntMatmul:
 // the operands come packed channels in fours and padded (hjit::int_conv2d).
 void IntConv2d(LowerCtx& ctx, Stage& s, const Node& n) {
-  const Shape& ws = ctx.g.type(n.inputs[1]).shape;  // [C, KH, KW, O, 4]
+  const Shape& ws = ctx.g.type(n.inputs[1]).shape;  // [O/B, C, KH, KW, B, 4]
   const auto &stride = n.attrs.ints("stride"), &dil = n.attrs.ints("dilation");
-  RDom r({{0, 4}, {0, int(ws[2])}, {0, int(ws[1])}, {0, int(ws[0])}}, rdom_name(s, "r"));
+  const int block = int(ws[4]);
+  RDom r({{0, 4}, {0, int(ws[3])}, {0, int(ws[2])}, {0, int(ws[1])}}, rdom_name(s, "r"));
   const Var &ox = s.vars[0], &oy = s.vars[1], &co = s.vars[2], &nb = s.vars[3];
   Func acc(helper_name(s, "_acc"));
   acc(s.vars) = 0;
   acc(s.vars) += cast<int32_t>(ctx.at(n.inputs[0], {nb, r[3], oy * int(stride[0]) + r[2] * int(dil[0]), ox * int(stride[1]) + r[1] * int(dil[1]), r[0]})) *
-                 cast<int32_t>(ctx.at(n.inputs[1], {r[3], r[2], r[1], co, r[0]}));
+                 cast<int32_t>(ctx.at(n.inputs[1], {co / block, r[3], r[2], r[1], co % block, r[0]}));
   s.func(s.vars) = acc(s.vars);
   s.reduction = acc;
   s.rvars = {r[0], r[1], r[2], r[3]};

@@ -65,8 +65,9 @@
   /* u8 [.., M, 4K] x i8 [.., K, N, 4] -> i32 [.., M, N], exact: the right operand packed four */                        \
   /* rows at a time, as x86's VNNI dot products read it (hjit::int_matmul packs it) */                                     \
   X(IntMatmul, "int_matmul", 2, Contraction | NonDifferentiable, "", infer_int_matmul, Matmul)                              \
-  /* u8 [N, C, H, W, 4] (input channels in fours, padded already) x i8 [C, KH, KW, O, 4] -> i32  */                      \
-  /* [N, O, OH, OW], exact: VNNI's layout, four channels to a lane (hjit::int_conv2d packs both) */                         \
+  /* u8 [N, C, H, W, 4] (input channels in fours, padded already) x i8 [O/B, C, KH, KW, B, 4] -> */                      \
+  /* i32 [N, O, OH, OW], exact: VNNI's layout, four channels to a lane, outputs in blocks of B    */                      \
+  /* (hjit::int_conv2d packs both)                                                                */                      \
   X(IntConv2d, "int_conv2d", 2, Contraction | NonDifferentiable, "stride,dilation", infer_int_conv2d, Convolution)       \
   X(Conv2d, "conv2d", 2, Contraction | NumericOnly, "stride,padding,dilation,groups", infer_conv2d, Convolution)           \
   X(Attention, "attention", 3, Contraction | FloatOnly, "causal,scale", infer_attention, Attention)                        \
