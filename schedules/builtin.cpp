@@ -617,10 +617,18 @@ class Builtin {
   std::string pack_panels(const Stage& s, const Nest& nest) {
     const Node& n = node(s.node);
     if (n.inputs[0] == n.inputs[1]) return "";  // x @ x: a wrapper would copy the left operand too
-    if (s.dot_lanes > 0) return "";  // its right operand comes packed
+    if (s.dot_lanes > 0 && n.op != OpKind::IntMatmul) return "";  // a bf16 product reads its pairs' copy
     const Stage& b = st(n.inputs[1]);
     FuncRef panel = ref(b.func).in(ref(s.reduction));
     panel.compute_at(ref(nest.func), nest.panel);
+    if (s.dot_lanes > 0) {
+      // An integer matmul's right operand comes in fours of rows, [.., K/4, N, 4]: a step of a
+      // tile reads its columns N * 4 bytes after the last (4 KiB for 1024 columns: every step in
+      // the same few L1 sets). Copied per panel, the steps follow each other.
+      Var lanes(b.vars[0].name() + "_" + b.vars[1].name());
+      panel.fuse(b.vars[0], b.vars[1], lanes).vectorize(lanes, std::min(4 * nest.spec.tx, vector_width(p_.target, value_type(b))));
+      return ", right operand copied per panel";
+    }
     const int vec = vector_width(p_.target, value_type(b));
     if (nest.spec.tx >= vec) panel.vectorize(b.vars[0], vec);
     return ", right operand packed per panel";
