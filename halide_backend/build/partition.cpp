@@ -179,12 +179,17 @@ bool cuts_between_blocks_cheap(const Graph& g, const Repeat& r) {
   return extra * 4 <= stored;
 }
 
-// What a cut before node k hands on, for every k in [lo, hi]: the bytes of the values computed
-// before it that nodes from it on read (sources aside: every part copies those).
-std::vector<int64_t> bytes_handed_on(const Graph& g, size_t lo, size_t hi) {
+// Each node's last reader (0 where none).
+std::vector<size_t> last_readers(const Graph& g) {
   std::vector<size_t> last_read(g.nodes.size(), 0);
   for (size_t k = 0; k < g.nodes.size(); ++k)
     for (int in : g.nodes[k].inputs) last_read[size_t(in)] = std::max(last_read[size_t(in)], k);
+  return last_read;
+}
+
+// What a cut before node k hands on, for every k in [lo, hi]: the bytes of the values computed
+// before it that nodes from it on read (sources aside: every part copies those).
+std::vector<int64_t> bytes_handed_on(const Graph& g, const std::vector<size_t>& last_read, size_t lo, size_t hi) {
   auto handed = [&](size_t v, size_t at) { return v < at && last_read[v] >= at && !is_source(g.nodes[v]); };
   std::vector<int64_t> out;
   int64_t bytes = 0;
@@ -207,9 +212,9 @@ std::vector<int64_t> bytes_handed_on(const Graph& g, size_t lo, size_t hi) {
 // edges). find_repeats starts a block wherever the likeness starts, which in a quantized network
 // was just before an 8-bit value was widened: the cut stored the f32 (or i32) value, four times
 // the bytes, in the layout a pipeline's output must have.
-size_t cheapest_shift(const Graph& g, const Repeat& r) {
+size_t cheapest_shift(const Graph& g, const std::vector<size_t>& last_read, const Repeat& r) {
   if (r.copies < 3) return 0;
-  const std::vector<int64_t> bytes = bytes_handed_on(g, r.begin + r.period, r.begin + 2 * r.period - 1);
+  const std::vector<int64_t> bytes = bytes_handed_on(g, last_read, r.begin + r.period, r.begin + 2 * r.period - 1);
   const size_t best = size_t(std::min_element(bytes.begin(), bytes.end()) - bytes.begin());
   if (2 * bytes[best] > bytes[0]) return 0;
   log().debug("partition: the run of {} blocks from node {} cut {} nodes later ({} bytes handed on a cut, not {})", r.copies, r.begin, best,
@@ -222,14 +227,14 @@ size_t cheapest_shift(const Graph& g, const Repeat& r) {
 // than the f32 values next to them. Only the cuts `movable` says: not those between alike blocks
 // in parts of their own, which must stay alike.
 constexpr size_t kCutSlack = 12;
-void cheapest_nearby(const Graph& g, std::vector<size_t>& cuts, const std::vector<bool>& movable) {
+void cheapest_nearby(const Graph& g, const std::vector<size_t>& last_read, std::vector<size_t>& cuts, const std::vector<bool>& movable) {
   for (size_t i = 1; i + 1 < cuts.size(); ++i) {
     if (!movable[i]) continue;
     const size_t prev = cuts[i - 1], next = cuts[i + 1], at = cuts[i];
     const size_t lo = std::max(at > kCutSlack ? at - kCutSlack : 0, prev + 1), hi = std::min(at + kCutSlack, next - 1);
     if (lo >= hi || at < lo || at > hi) continue;
     const int64_t before = cost_between(g, prev, at), after = cost_between(g, at, next);
-    const std::vector<int64_t> bytes = bytes_handed_on(g, lo, hi);
+    const std::vector<int64_t> bytes = bytes_handed_on(g, last_read, lo, hi);
     size_t best = at;
     for (size_t k = lo; k <= hi; ++k)
       if (bytes[k - lo] < bytes[best - lo] && 2 * cost_between(g, prev, k) >= before && 2 * cost_between(g, k, next) >= after) best = k;
@@ -258,12 +263,13 @@ std::vector<size_t> part_begins(const Graph& g, int64_t total, int64_t most, std
   // (Blocks without a contraction, a few element-wise ops alike, are not worth a part each.)
   std::erase_if(repeats, [&](const Repeat& r) { return cost_between(g, r.begin, r.begin + r.period) < 24; });
   std::sort(repeats.begin(), repeats.end(), [](const Repeat& a, const Repeat& b) { return a.begin < b.begin; });
+  const std::vector<size_t> last_read = last_readers(g);
   size_t at = 0;
   bool after_one_part_run = false;
   for (Repeat r : repeats) {
     // Shifted, the blocks but the last stay alike (a block's tail is the next one's head); the
     // last block's tail joins what follows the run.
-    const size_t shift = cheapest_shift(g, r);
+    const size_t shift = cheapest_shift(g, last_read, r);
     r.begin += shift;
     if (shift > 0) --r.copies;
     const size_t first = begin.size();
@@ -294,8 +300,7 @@ std::vector<size_t> part_begins(const Graph& g, int64_t total, int64_t most, std
   if (begin.empty() || begin.front() != 0) begin.insert(begin.begin(), 0), movable.insert(movable.begin(), false);
   begin.push_back(n);
   movable.push_back(false);
-  if (!begin.empty()) movable[0] = false;
-  cheapest_nearby(g, begin, movable);
+  cheapest_nearby(g, last_read, begin, movable);
   return begin;
 }
 
