@@ -617,7 +617,19 @@ class Builtin {
   std::string pack_panels(const Stage& s, const Nest& nest) {
     const Node& n = node(s.node);
     if (n.inputs[0] == n.inputs[1]) return "";  // x @ x: a wrapper would copy the left operand too
-    if (s.dot_lanes > 0 && n.op != OpKind::IntMatmul) return "";  // a bf16 product reads its pairs' copy
+    if (s.dot_lanes > 0 && n.op != OpKind::IntMatmul) {
+      // A bf16 product reads its right operand's pairs of rows, [.., K/2, N, 2], a copy computed
+      // at root: a tile's steps N * 4 bytes apart, as the integer matmul's below.
+      for (const backend::Helper& h : s.helpers)
+        if (h.role == "pairs") {
+          FuncRef panel = ref(h.func).in(ref(s.reduction));
+          panel.compute_at(ref(nest.func), nest.panel);
+          Var lanes(h.vars[0].name() + "_" + h.vars[1].name());
+          panel.fuse(h.vars[0], h.vars[1], lanes).vectorize(lanes, std::min(2 * nest.spec.tx, vector_width(p_.target, h.func.output_types()[0])));
+          return ", pairs copied per panel";
+        }
+      return "";
+    }
     const Stage& b = st(n.inputs[1]);
     FuncRef panel = ref(b.func).in(ref(s.reduction));
     panel.compute_at(ref(nest.func), nest.panel);
