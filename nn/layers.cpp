@@ -73,7 +73,7 @@ Tensor Linear::forward(const Tensor& x) {
     const Int8State::Input q = int8.quantize_input(x);
     y = int_matmul(q.q, transpose(int8.weight), q.zero_point, Tensor::scalar(0, DType::I8)).astype(DType::F32) * q.sum_scale;
   } else {
-    y = matmul(x, transpose(weight));
+    return linear(x, weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt);
   }
   return bias.defined() ? y + bias : y;
 }

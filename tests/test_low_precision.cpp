@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include <Halide.h>
 
@@ -407,4 +408,123 @@ TEST_CASE("nn::quantize_dynamic: Linear layers quantize each input with the scal
   CHECK(test::compare(f(x), eager, 1e-6) == "");
   const Tensor other = Tensor::randn({5, 3, 4, 4}, 52) * 10;  // another range, another scale
   CHECK(test::compare(f(other), net(other), 1e-6) == "");
+}
+
+namespace {
+// The values a bf16 tensor holds, as f32 (for comparisons within bf16's rounding).
+std::vector<float> f32_values(const Tensor& t) { return t.astype(DType::F32).to_vector<float>(); }
+}  // namespace
+
+TEST_CASE("autocast(bf16): contractions in bf16, reductions and normalizations in f32, other ops as promoted") {
+  const Tensor x = Tensor::randn({6, 32}, 1), w = Tensor::randn({24, 32}, 2), b = Tensor::randn({24}, 3);
+  const Tensor img = Tensor::randn({1, 4, 7, 7}, 4), k = Tensor::randn({8, 4, 3, 3}, 5), kb = Tensor::randn({8}, 6);
+  const Tensor q = Tensor::randn({2, 5, 8}, 7);
+  CHECK_FALSE(hjit::autocast_dtype().has_value());
+  {
+    auto scope = hjit::autocast(DType::BF16);
+    REQUIRE(hjit::autocast_dtype() == DType::BF16);
+    const Tensor mm = hjit::matmul(x, hjit::transpose(w));
+    CHECK(mm.dtype() == DType::BF16);
+    CHECK(f32_values(mm) == f32_values(hjit::matmul(x.astype(DType::BF16), hjit::transpose(w.astype(DType::BF16)))));
+    // linear and conv2d convert their bias too: the result stays bf16.
+    const Tensor lin = hjit::linear(x, w, b);
+    CHECK(lin.dtype() == DType::BF16);
+    CHECK(hjit::nn::Linear(32, 24).forward(x).dtype() == DType::BF16);
+    CHECK(hjit::conv2d(img, k, kb, {1, 1}, {1, 1}).dtype() == DType::BF16);
+    CHECK(hjit::conv1d(Tensor::randn({1, 4, 9}, 8), Tensor::randn({3, 4, 3}, 9), Tensor::randn({3}, 10)).dtype() == DType::BF16);
+    CHECK(hjit::scaled_dot_product_attention(q, q, q, true).dtype() == DType::BF16);
+    // Reductions and normalizations widen their bf16 operands and answer in f32.
+    CHECK(hjit::softmax(lin).dtype() == DType::F32);
+    CHECK(hjit::log_softmax(lin).dtype() == DType::F32);
+    CHECK(hjit::layer_norm(lin, std::nullopt, std::nullopt).dtype() == DType::F32);
+    CHECK(hjit::sum(lin).dtype() == DType::F32);
+    CHECK(hjit::mean(lin, {1}).dtype() == DType::F32);
+    CHECK(hjit::cumsum(lin, 1).dtype() == DType::F32);
+    CHECK(test::compare(hjit::softmax(lin), hjit::softmax(lin.astype(DType::F32)), 1e-6) == "");
+    const Tensor labels = Tensor::from_vector<int64_t>({0, 3, 5, 1, 2, 23}, {6});
+    CHECK(hjit::cross_entropy(lin, labels).dtype() == DType::F32);
+    // Everything else as promoted: bf16 + f32 is f32, relu keeps bf16; integers are not touched.
+    CHECK((lin + b).dtype() == DType::F32);
+    CHECK(hjit::relu(lin).dtype() == DType::BF16);
+    const Tensor a8 = Tensor::ones({2, 4}, DType::U8), b8 = Tensor::ones({4, 3}, DType::I8);
+    CHECK(hjit::int_matmul(a8, b8).dtype() == DType::I32);
+    CHECK(hjit::matmul(Tensor::ones({2, 2}, DType::I32), Tensor::ones({2, 2}, DType::I32)).dtype() == DType::I32);
+    {
+      auto off = hjit::autocast(DType::BF16, false);  // an f32 island
+      CHECK_FALSE(hjit::autocast_dtype().has_value());
+      CHECK(hjit::matmul(x, hjit::transpose(w)).dtype() == DType::F32);
+    }
+    CHECK(hjit::autocast_dtype() == DType::BF16);
+    // The state is the thread's own.
+    bool other_thread_sees_it = true;
+    std::thread([&] { other_thread_sees_it = hjit::autocast_dtype().has_value(); }).join();
+    CHECK_FALSE(other_thread_sees_it);
+  }
+  CHECK_FALSE(hjit::autocast_dtype().has_value());
+  CHECK(hjit::matmul(x, hjit::transpose(w)).dtype() == DType::F32);
+  CHECK_THROWS_AS(hjit::autocast(DType::F32), hjit::ValueError);
+  CHECK_THROWS_AS(hjit::autocast(DType::I8), hjit::ValueError);
+  {
+    auto scope = hjit::autocast(DType::F16);
+    CHECK(hjit::linear(x, w, b).dtype() == DType::F16);
+  }
+}
+
+TEST_CASE("autocast is part of a jitted function's key: compiled as eager in each state, traced once per state") {
+  const Tensor x = Tensor::randn({16, 64}, 11), w = Tensor::randn({48, 64}, 12), b = Tensor::randn({48}, 13);
+  const Tensor g = Tensor::randn({48}, 14);
+  auto block = [&](const Tensor& v) { return hjit::layer_norm(hjit::gelu(hjit::linear(v, w, b)), g, std::nullopt); };
+  auto f = hjit::jit(block);
+  const Tensor plain = f(x);
+  CHECK(plain.dtype() == DType::F32);
+  CHECK(test::compare(plain, block(x), 1e-4) == "");
+  Tensor mixed, mixed_eager;
+  {
+    auto scope = hjit::autocast(DType::BF16);
+    mixed = f(x);
+    mixed_eager = block(x);
+    f(x);
+  }
+  CHECK(mixed.dtype() == DType::F32);  // layer_norm's result
+  CHECK(test::compare(mixed, mixed_eager, 1.0 / 32) == "");
+  // bf16's products moved the result, within what bf16's 8 bits allow.
+  CHECK(test::compare(mixed, plain, 0.1) == "");
+  CHECK(f32_values(mixed) != f32_values(plain));
+  f(x);
+  CHECK(f.stats().traces == 2);
+  CHECK(f.stats().cache_hits == 2);
+}
+
+TEST_CASE("autocast training keeps f32 master weights: f32 gradients, as eager, and the loss falls") {
+  hjit::nn::Sequential net;
+  net.add<hjit::nn::Linear>(16, 32);
+  net.add<hjit::nn::ReLU>();
+  net.add<hjit::nn::Linear>(32, 4);
+  const Tensor x = Tensor::randn({64, 16}, 21);
+  const Tensor labels = hjit::argmax(hjit::matmul(x, Tensor::randn({16, 4}, 22)), 1);
+  std::vector<Tensor> params = net.parameters();
+  auto loss = [&](const Tensor& v, const Tensor& y) {
+    auto scope = hjit::autocast(DType::BF16);
+    return hjit::cross_entropy(net.forward(v), y);
+  };
+  auto step = hjit::jit(hjit::value_and_grad(loss, params));
+  const auto [l0, g0] = hjit::value_and_grad(loss, params)(x, labels);
+  const auto [l1, g1] = step(x, labels);
+  CHECK(l1.dtype() == DType::F32);
+  REQUIRE(g1.size() == params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    CAPTURE(i);
+    CHECK(params[i].dtype() == DType::F32);
+    CHECK(g1[i].dtype() == DType::F32);
+    CHECK(test::compare(g1[i], g0[i], 1.0 / 16) == "");
+  }
+  hjit::optim::SGD opt(params, 0.5);
+  double first = 0, last = 0;
+  for (int it = 0; it < 30; ++it) {
+    auto [l, g] = step(x, labels);
+    if (it == 0) first = l.item<double>();
+    last = l.item<double>();
+    opt.step(g);
+  }
+  CHECK(last < 0.5 * first);
 }

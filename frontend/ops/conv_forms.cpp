@@ -7,6 +7,7 @@
 
 #include <hjit/ops.h>
 
+#include "frontend/ops/autocast_rules.h"
 #include "frontend/ops/op_support.h"
 
 namespace hjit {
@@ -52,7 +53,7 @@ Tensor add_bias(const Tensor& y, const std::optional<Tensor>& bias) {
   if (!bias) return y;
   Shape s(size_t(y.ndim()), 1);
   s[1] = bias->shape()[0];
-  return y + bias->reshape(s);
+  return y + detail::autocast_low(*bias).reshape(s);
 }
 
 // stride - 1 zeros between neighbours along `axis`.

@@ -5,12 +5,15 @@
 
 #include <hjit/ops.h>
 
+#include "frontend/ops/autocast_rules.h"
 #include "frontend/ops/op_support.h"
 #include "graph/shape_inference.h"
 
 namespace hjit {
 
 using detail::apply;
+using detail::autocast_f32;
+using detail::autocast_low;
 using detail::cast_to;
 using detail::floating;
 using detail::in_f32;
@@ -23,7 +26,7 @@ namespace {
 // softmax and log_softmax over a 0-d tensor (one element) or an empty axis (nothing to normalize).
 template <class Fn>
 Tensor over_axis(const Tensor& x, int axis, const char* op, Fn fn) {
-  Tensor v = floating(x);
+  Tensor v = floating(autocast_f32(x));
   if (v.ndim() == 0) return over_axis(v.reshape({1}), 0, op, fn).reshape({});
   const int ax = norm_axis(axis, v.ndim(), op);
   if (v.shape()[size_t(ax)] == 0) return detail::same_value(v);
@@ -71,7 +74,7 @@ Tensor layer_norm(const Tensor& x, const std::optional<Tensor>& weight, const st
                        shape_str(x.shape()) + ", got " + shape_str((*p)->shape()));
   // Centered after a shift by the row's first element: far from zero (a mean of 1000, an f32 ulp
   // of 6e-5) the mean itself cannot be stored exactly, but the shifted values and their mean can.
-  return in_f32(floating(x), [&](const Tensor& v) {
+  return in_f32(floating(autocast_f32(x)), [&](const Tensor& v) {
     Tensor shifted = n > 1 ? v - slice(v, -1, 0, 1) : v;
     Tensor centered = shifted - mean(shifted, {-1}, true);
     Tensor y = centered * rsqrt(mean(centered * centered, {-1}, true) + eps);
@@ -86,7 +89,7 @@ Tensor rms_norm(const Tensor& x, const std::optional<Tensor>& weight, double eps
   if (weight && weight->shape() != Shape{x.shape().back()})
     throw ShapeError("rms_norm: weight must have shape [" + std::to_string(x.shape().back()) + "] for input " +
                      shape_str(x.shape()) + ", got " + shape_str(weight->shape()));
-  return in_f32(floating(x), [&](const Tensor& v) {
+  return in_f32(floating(autocast_f32(x)), [&](const Tensor& v) {
     Tensor y = v * rsqrt(mean(v * v, {-1}, true) + eps);
     return weight ? y * *weight : y;
   });
@@ -162,8 +165,10 @@ Attrs window_attrs(Pair kernel, Pair stride, Pair padding) {
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias, Pair stride, Pair padding,
+Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const std::optional<Tensor>& bias_in, Pair stride, Pair padding,
               Pair dilation, int64_t groups) {
+  const Tensor x = autocast_low(x_in), weight = autocast_low(weight_in);
+  const std::optional<Tensor> bias = autocast_low(bias_in);
   DType t = result_dtype(OpKind::Conv2d, {operand_of(x), operand_of(weight)});
   Attrs attrs{{"stride", std::vector<int64_t>(stride.begin(), stride.end())},
               {"padding", std::vector<int64_t>(padding.begin(), padding.end())},
@@ -218,7 +223,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const std::optional<Tensor>& weight,
                   const std::optional<Tensor>& bias, double eps) {
-  return in_f32(floating(x), [&](const Tensor& v) {
+  return in_f32(floating(autocast_f32(x)), [&](const Tensor& v) {
     return normalize(v, per_channel(running_mean, v, "running_mean"), per_channel(running_var, v, "running_var"), weight,
                      bias, eps);
   });
@@ -226,7 +231,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 
 Tensor batch_norm_training(const Tensor& x, const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
                            const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, double momentum, double eps) {
-  Tensor v = floating(x);
+  Tensor v = floating(autocast_f32(x));
   if (momentum < 0 || momentum > 1) throw ValueError("batch_norm_training: momentum must be in [0, 1], got " + std::to_string(momentum));
   BatchNormResult r = batch_norm_stats(v, weight, bias, eps);
   if (running_mean || running_var) {
@@ -265,7 +270,8 @@ BatchNormResult batch_norm_stats(const Tensor& x, const std::optional<Tensor>& w
 
 // Mean over the rows whose label is not ignore_index of -log_softmax(logits)[row, label]. A label
 // outside [0, C) (other than ignore_index) is an IndexError, eagerly and from compiled code.
-Tensor cross_entropy(const Tensor& logits, const Tensor& labels, int64_t ignore_index) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& labels, int64_t ignore_index) {
+  const Tensor logits = autocast_f32(logits_in);
   if (logits.ndim() != 2 || labels.ndim() != 1 || labels.shape()[0] != logits.shape()[0])
     throw ShapeError("cross_entropy: takes logits [N, C] and labels [N], got " + shape_str(logits.shape()) + " and " +
                      shape_str(labels.shape()));
@@ -282,8 +288,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, int64_t ignore_
 }
 
 // Batch dimensions broadcast (as PyTorch's scaled_dot_product_attention).
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool causal,
                                     std::optional<double> scale) {
+  const Tensor q = autocast_low(q_in), k = autocast_low(k_in), v = autocast_low(v_in);
   const DType t = result_dtype(OpKind::Attention, {operand_of(q), operand_of(k), operand_of(v)});
   for (const Tensor* x : {&q, &k, &v})
     if (x->ndim() < 2)

@@ -6,6 +6,7 @@
 
 #include <hjit/ops.h>
 
+#include "frontend/ops/autocast_rules.h"
 #include "frontend/ops/op_support.h"
 #include "frontend/tensor/tensor_impl.h"
 #include "graph/shape_inference.h"
@@ -13,6 +14,8 @@
 namespace hjit {
 
 using detail::apply;
+using detail::autocast_f32;
+using detail::autocast_low;
 using detail::cast_to;
 using detail::norm_axes;
 using detail::norm_axis;
@@ -197,7 +200,7 @@ Tensor astype(const Tensor& x, DType dtype) { return cast_to(x, dtype); }
 
 // ---- reductions
 Tensor sum(const Tensor& x, std::vector<int> axes, bool keepdims) {
-  return reduce(OpKind::ReduceSum, x, axes, keepdims, "sum");
+  return reduce(OpKind::ReduceSum, autocast_f32(x), axes, keepdims, "sum");
 }
 Tensor max(const Tensor& x, std::vector<int> axes, bool keepdims) {
   return reduce(OpKind::ReduceMax, x, axes, keepdims, "max");
@@ -206,7 +209,8 @@ Tensor min(const Tensor& x, std::vector<int> axes, bool keepdims) {
   return reduce(OpKind::ReduceMin, x, axes, keepdims, "min");
 }
 
-Tensor mean(const Tensor& x, std::vector<int> axes, bool keepdims) {
+Tensor mean(const Tensor& x_in, std::vector<int> axes, bool keepdims) {
+  const Tensor x = autocast_f32(x_in);
   if (!is_floating(x.dtype()))
     throw DTypeError(std::string("mean: needs a floating point tensor, got ") + dtype_name(x.dtype()) + shape_str(x.shape()) +
                      "; convert it first, e.g. hjit::mean(x.astype(hjit::DType::F32))");
@@ -228,12 +232,13 @@ Tensor argmin(const Tensor& x, int axis, bool keepdims) {
 
 Tensor cumsum(const Tensor& x, int axis) {
   if (x.ndim() == 0) return cumsum(x.reshape({1}), 0).reshape({});
-  Tensor v = x.dtype() == DType::Bool ? astype(x, DType::I64) : x;
+  Tensor v = x.dtype() == DType::Bool ? astype(x, DType::I64) : autocast_f32(x);
   return apply(OpKind::CumSum, {v}, Attrs{{"axis", int64_t(norm_axis(axis, x.ndim(), "cumsum"))}});
 }
 
 // ---- linear algebra
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = autocast_low(a_in), b = autocast_low(b_in);
   if (a.ndim() == 0 || b.ndim() == 0)
     throw ShapeError("matmul: both operands need at least one dimension, got " + shape_str(a.shape()) + " @ " +
                      shape_str(b.shape()));
@@ -248,6 +253,15 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (squeeze_cols) r = squeeze(r, {-1});
   if (squeeze_rows) r = squeeze(r, {-2 + int(squeeze_cols)});
   return r;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
+  if (weight.ndim() != 2 || x.ndim() == 0 || x.shape().back() != weight.shape()[1])
+    throw ShapeError("linear: takes x [..., in] and weight [out, in], given " + shape_str(x.shape()) + " and " + shape_str(weight.shape()));
+  if (bias && bias->shape() != Shape{weight.shape()[0]})
+    throw ShapeError("linear: bias must have shape [" + std::to_string(weight.shape()[0]) + "], given " + shape_str(bias->shape()));
+  const Tensor y = matmul(x, transpose(autocast_low(weight)));
+  return bias ? y + autocast_low(*bias) : y;
 }
 
 // ---- shape

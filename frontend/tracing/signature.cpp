@@ -2,11 +2,19 @@
 
 #include <map>
 
+#include <hjit/autocast.h>
+
 #include "frontend/tensor/tensor_impl.h"
 #include "support/hash.h"
 
 namespace hjit::detail {
 namespace {
+
+// A function traced under autocast records its conversions: the state is part of the key.
+int64_t autocast_key() {
+  const std::optional<DType> d = autocast_dtype();
+  return d ? int64_t(*d) : -1;
+}
 
 const TensorImpl& arg_impl(const CallArgs& a, size_t i, const std::string& fn) {
   const Tensor& t = a.tensor(i);
@@ -54,6 +62,7 @@ uint64_t Signature::hash_of(const CallArgs& a, const std::string& fn, const Dyna
     for (int d = 0; d < im.type.rank(); ++d)
       h.add(is_dynamic(a, i, d, im.type.rank(), dynamic) ? int64_t(-1) : im.type.shape[size_t(d)]);
   }
+  h.add(autocast_key());
   return h.value() ^ (a.statics.empty() ? 0 : a.statics.hash());
 }
 
@@ -68,6 +77,7 @@ Signature Signature::of(const CallArgs& a, uint64_t hash, const DynamicDims* dyn
     for (int d = 0; d < t.rank(); ++d) s.sig.push_back(is_dynamic(a, i, d, t.rank(), dynamic) ? -1 : t.shape[size_t(d)]);
   }
   s.statics = a.statics;
+  s.autocast = autocast_key();
   return s;
 }
 
@@ -83,7 +93,7 @@ bool Signature::matches(const CallArgs& a) const {
       if (sig[k] != d && sig[k] != -1) return false;
       else ++k;
   }
-  return k == sig.size() && (a.statics.empty() ? statics.empty() : a.statics == statics);
+  return k == sig.size() && autocast == autocast_key() && (a.statics.empty() ? statics.empty() : a.statics == statics);
 }
 
 std::string Signature::describe_change_to(const Signature& now) const {
@@ -96,6 +106,8 @@ std::string Signature::describe_change_to(const Signature& now) const {
   for (const auto& [i, v] : now.statics.values()) sa[i] = v->str();
   for (const auto& [arg, s] : sa)
     if (sb[arg] != s) what += " static argument " + std::to_string(arg) + ": " + sb[arg] + " -> " + s + ";";
+  auto autocast_name = [](int64_t d) { return d < 0 ? std::string("off") : std::string(dtype_name(DType(d))); };
+  if (autocast != now.autocast) what += " autocast: " + autocast_name(autocast) + " -> " + autocast_name(now.autocast) + ";";
   return what.empty() ? " (no difference found)" : what;
 }
 

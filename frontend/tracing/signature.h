@@ -15,6 +15,7 @@ struct Signature {
   uint64_t hash = 0;
   std::vector<int64_t> sig;  // per tensor: argument position, dtype, rank, dims (-1: any size)
   StaticKey statics;
+  int64_t autocast = -1;  // the autocast dtype in force at the call (hjit/autocast.h); -1: none
 
   // The hash of a call's signature (allocation-free: the hot path of a cached call). Throws
   // ValueError for an undefined tensor or a tracer whose trace has ended. With `dynamic`, its

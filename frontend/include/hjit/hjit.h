@@ -23,6 +23,7 @@
 // writes the new value after every call. docs/ has the rest; tuning runs are <hjit/tune.h>'s.
 #pragma once
 
+#include <hjit/autocast.h>
 #include <hjit/control_flow.h>
 #include <hjit/device.h>
 #include <hjit/distributed.h>

@@ -139,6 +139,8 @@ Tensor argmin(const Tensor& x, int axis, bool keepdims = false);
 
 // ---- linear algebra: numpy's matmul (1-D operands promoted and squeezed, batch dims broadcast)
 Tensor matmul(const Tensor& a, const Tensor& b);
+// torch.nn.functional.linear: x @ weight^T (+ bias), weight [out, in], bias [out].
+Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt);
 // Exact integer matmul of 8-bit operands (u8 or i8, in any pair) into i32, with matmul's shapes
 // (torch._int_mm, ONNX's MatMulInteger without zero points). Compiled, it runs on x86's VNNI dot
 // products (vpdpbusd) where the CPU has them; the right operand is packed for them, once when it
