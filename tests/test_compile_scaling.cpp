@@ -88,6 +88,28 @@ TEST_CASE("a graph of 500 matmuls compiles in parts, layers alike compiled once"
   CHECK(distinct <= 4);  // the first, the last, and the ones between
 }
 
+TEST_CASE("alike parts whose parameters come in another order share no code") {
+  // Captured weights and the argument: the first part reads the argument (before the weights, in
+  // the caller's order), a later one the value handed to it (after them). Printed, captured
+  // inputs come first, so the parts read alike; their compiled code takes its arguments in the
+  // caller's order, and a shared one ran the second part with its arguments swapped.
+  std::vector<Tensor> ws;
+  for (int i = 0; i < 24; ++i) ws.push_back(identity(48) + 0.01 * test::random({48, 48}, hjit::DType::F32, 200 + i));
+  auto net = [&](const Tensor& x) {
+    Tensor h = x;
+    for (size_t k = 0; k < ws.size(); k += 2) h = h + hjit::matmul(hjit::relu(hjit::matmul(h, ws[k])), ws[k + 1]);
+    return h;
+  };
+  PartCost small(40);
+  const Tensor x = test::random({3, 48}, hjit::DType::F32, 4);
+  auto f = hjit::jit(net, {.name = "captured_blocks", .opt_level = 1});
+  const Tensor got = f(x), want = net(x);
+  const std::string summary = f.stats().schedule;
+  INFO(summary);
+  CHECK(parts_of(summary).first >= 3);
+  CHECK_CLOSE_TOL(got, want, 1e-4);
+}
+
 TEST_CASE("a deep training step: layers, their gradients and their optimizer steps each compile once") {
   // Each layer's constants (CSE keeps one of each, among the first layer's nodes) and the Adam
   // steps, which hand each other nothing, must not make parts unlike: the step's distinct parts

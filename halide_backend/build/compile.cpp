@@ -39,9 +39,19 @@ std::string cache_key(const Graph& g, const Options& o, const Target& target) {
   const std::string schedule = handler_for(o.schedule.choice)->identity();
   std::string in_place;
   for (const auto& [input, slot] : o.in_place) in_place += " " + std::to_string(input) + ">" + std::to_string(slot);
+  // The text lists captured inputs before the others, whatever their positions: the positions
+  // are the compiled code's argument order, so they are part of the key. (Two alike parts of a
+  // partitioned graph, the first reading the caller's argument before its weights and the next
+  // its weights before the value handed in, printed alike and shared code: the second part ran
+  // with its arguments swapped and read past a buffer.)
+  std::string positions;
+  for (int in : g.inputs) {
+    const Attrs& a = g.node(in).attrs;
+    positions += a.has("captured") && a.i("captured") != 0 ? 'c' : 'a';
+  }
   return "hjit " + library_build_id() + " halide " HJIT_HALIDE_VERSION "\ntarget " + target.str() + "\nschedule " +
          schedule + "\nconstants " + hash_hex(constants) + "\n" + (o.dynamic ? o.dynamic->str() + "\n" : "") +
-         (in_place.empty() ? "" : "in place" + in_place + "\n") + g.str();
+         (in_place.empty() ? "" : "in place" + in_place + "\n") + "inputs " + positions + "\n" + g.str();
 }
 
 // An entry's description must fit the graph it is loaded for: the arguments' kinds, indices,
