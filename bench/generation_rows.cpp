@@ -1,6 +1,7 @@
 #include "bench/generation_rows.h"
 
 #include <algorithm>
+#include <memory>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@ namespace {
 
 struct Run {
   int64_t batch, prompt;
+  hjit::DType cache = hjit::DType::F32;  // the key/value cache's type
 };
 
 int64_t bytes_of(const hjit::nn::Module& m) {
@@ -32,7 +34,7 @@ int generation_rows(bool quick) {
   std::printf("GPT-2 124M, greedy, %lld new tokens; median of %d runs. 'read': the weights and the cache a step reads;\n"
               "'weights': the weights' bytes a step over its time (the decode limit's measure), both against the triad\n",
               static_cast<long long>(new_tokens), quick ? 2 : 5);
-  std::printf("%-8s %6s %7s %11s %14s %10s %13s %9s %6s %9s %10s\n", "weights", "batch", "prompt", "prefill ms", "prefill tok/s",
+  std::printf("%-8s %6s %7s %6s %11s %14s %10s %13s %9s %6s %9s %10s\n", "weights", "batch", "prompt", "cache", "prefill ms", "prefill tok/s",
               "decode ms", "decode tok/s", "read GB/s", "read", "weights", "compile s");
   const struct {
     const char* name;
@@ -45,10 +47,20 @@ int generation_rows(bool quick) {
     model.eval();
     if (kind.bits) hjit::nn::quantize_weights(model, {.bits = kind.bits, .group_size = kind.group});
     const int64_t weight_bytes = bytes_of(model);
-    // One generator for the rows of a model: its compiled steps serve every batch and length.
-    hjit::nn::Generator gen(model, {.max_new_tokens = new_tokens, .sampling = {.temperature = 0}});
-    // A short prompt at batch 1 and 4, and a context of 512 (the prompt and the new tokens).
-    for (const Run& r : {Run{1, 32}, Run{4, 32}, Run{1, 512 - new_tokens}}) {
+    // One generator for the rows of a model and cache type: its compiled steps serve every batch
+    // and length.
+    hjit::nn::Generator f32_cache(model, {.max_new_tokens = new_tokens, .sampling = {.temperature = 0}});
+    std::unique_ptr<hjit::nn::Generator> bf16_cache;
+    // A short prompt at batch 1 and 4, and a context of 512 (the prompt and the new tokens); there
+    // the cache a step reads is a third of int8's weights in f32, and the row with a bf16 cache
+    // shows the weights' share of the step.
+    std::vector<Run> runs{Run{1, 32}, Run{4, 32}, Run{1, 512 - new_tokens}};
+    if (kind.bits == 8) runs.push_back(Run{1, 512 - new_tokens, hjit::DType::BF16});
+    for (const Run& r : runs) {
+      if (r.cache == hjit::DType::BF16 && !bf16_cache)
+        bf16_cache = std::make_unique<hjit::nn::Generator>(
+            model, hjit::nn::GenerateOptions{.max_new_tokens = new_tokens, .sampling = {.temperature = 0}, .cache_dtype = hjit::DType::BF16});
+      hjit::nn::Generator& gen = r.cache == hjit::DType::BF16 ? *bf16_cache : f32_cache;
       std::vector<std::vector<int64_t>> prompts;
       for (int64_t b = 0; b < r.batch; ++b) {
         std::vector<int64_t> ids;
@@ -74,8 +86,8 @@ int generation_rows(bool quick) {
       auto of = [&](double gbps) { return limits.gbps > 0 ? 100 * gbps / limits.gbps : 0.0; };
       int64_t prompt_tokens = 0;
       for (const auto& ids : prompts) prompt_tokens += int64_t(ids.size());
-      std::printf("%-8s %6lld %7lld %11.1f %14.0f %10.2f %13.1f %9.1f %5.0f%% %8.0f%% %10.1f\n", kind.name, static_cast<long long>(r.batch),
-                  static_cast<long long>(r.prompt), p, 1000.0 * double(prompt_tokens) / p, d, 1000.0 * double(r.batch) / d, read, of(read),
+      std::printf("%-8s %6lld %7lld %6s %11.1f %14.0f %10.2f %13.1f %9.1f %5.0f%% %8.0f%% %10.1f\n", kind.name, static_cast<long long>(r.batch),
+                  static_cast<long long>(r.prompt), hjit::dtype_name(r.cache), p, 1000.0 * double(prompt_tokens) / p, d, 1000.0 * double(r.batch) / d, read, of(read),
                   of(weights), compile_s);
       std::fflush(stdout);
     }
