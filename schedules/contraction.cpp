@@ -290,6 +290,14 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     const int64_t row_tasks = row_tiles(s, spec) * other_iterations(s, spec);
     if (tile == Tile::Matmul && spec.block == 0 && !varies && row_tasks < threads && s.extents[0] >= 2 * int64_t(spec.tx))
       spec.columns_parallel = true;
+    const int64_t* k_extent = s.rvars.size() == 1 ? Halide::Internal::as_const_int(s.rvars[0].extent()) : nullptr;
+    if (spec.columns_parallel && params.cols == 0 && params.rows == 0 && s.extents.size() == 2 && s.extents[1] <= 2 && k_extent &&
+        *k_extent * s.extents[0] * value_type(s).bytes() > int64_t(cpu_caches().l2) && s.extents[0] >= 4 * int64_t(threads) * vec) {
+      spec.k_outer = true;
+      const int64_t share = (s.extents[0] + threads - 1) / threads;
+      spec.tx = int((share + vec - 1) / vec * vec);
+      spec.tu = int(s.extents[1]);
+    }
   }
   spec.vec = spec.tx >= vec ? vec : spec.tx >= 4 && (spec.tx & (spec.tx - 1)) == 0 ? spec.tx : 0;
   return spec;
@@ -589,6 +597,14 @@ std::string schedule_contraction_tile(const backend::LoweredPipeline& p, const b
     return "tile " + std::to_string(spec.tx) + "x" + std::to_string(spec.tu) + " along k, " + std::to_string(spec.lanes_along_k) + " lanes in " + std::to_string(chains) + " chains";
   }
   const Var &inner = s.vars[size_t(spec.inner)], &unrolled = s.vars[size_t(spec.unrolled)];
+  if (spec.k_outer) {
+    // Per step of the reduction, the tile's vectors in turn, each row's sum read and written back
+    // (from L1: the tile's sums are a few KiB), and the right operand's row read as one run.
+    const Var vectors(inner.name() + "_v"), lanes(inner.name() + "_l");
+    acc.vectorize(inner, spec.vec);
+    u.split(inner, vectors, lanes, spec.vec).reorder({lanes, unrolled, vectors, s.rvars[0]}).vectorize(lanes).unroll(unrolled);
+    return "tile " + tile_text(spec) + " vec" + std::to_string(spec.vec) + ", the reduction outermost";
+  }
   auto is_whole = [&](size_t d) { return std::find(spec.whole.begin(), spec.whole.end(), int(d)) != spec.whole.end(); };
   // A dot product's products per lane (its first reduction variable) innermost: vectorized with
   // the tile's columns, each step is one dot product per accumulator (Stage::dot_lanes).
