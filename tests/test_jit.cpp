@@ -1,5 +1,6 @@
 // jit(): the cache, static arguments, result structures, captured tensors and assign, reading
 // traced values, concurrency, check_trace and the concrete trace mode.
+#include <array>
 #include <atomic>
 #include <thread>
 
@@ -394,4 +395,22 @@ TEST_CASE("a bad index in every parallel task is one IndexError with one message
     }
   }
   CHECK(f.stats().compiles == 1);
+}
+
+TEST_CASE("matrix-vector products over weights larger than the L2 cache compile as eager, at any width") {
+  // Along rows ([out, in] read transposed: each thread's outputs as interleaved runs) and across
+  // them ([in, out]: each thread's columns one tile, the reduction outermost), with widths that
+  // the threads, runs and vectors do not divide.
+  uint64_t seed = 300;
+  auto along_rows = hjit::jit([](const Tensor& x, const Tensor& w) { return hjit::matmul(x, hjit::transpose(w)); });
+  auto across = hjit::jit([](const Tensor& x, const Tensor& w) { return hjit::matmul(x, w); });
+  for (auto [rows, in, out] : {std::array<int64_t, 3>{1, 768, 1024}, {2, 1024, 1100}, {1, 3000, 701}, {1, 768, 1999}}) {
+    CAPTURE(rows);
+    CAPTURE(in);
+    CAPTURE(out);
+    const Tensor x = test::random({rows, in}, DType::F32, seed++);
+    const Tensor w_out_in = test::random({out, in}, DType::F32, seed++), w_in_out = test::random({in, out}, DType::F32, seed++);
+    CHECK_CLOSE_TOL(along_rows(x, w_out_in), hjit::matmul(x, hjit::transpose(w_out_in)), 1e-4);
+    CHECK_CLOSE_TOL(across(x, w_in_out), hjit::matmul(x, w_in_out), 1e-4);
+  }
 }
