@@ -112,9 +112,14 @@ int Graph::add_constant(TensorType type, ConstData data) {
   return add(std::move(n));
 }
 
+bool Graph::is_captured(int id) const {
+  const Attrs& a = node(id).attrs;
+  return a.has("captured") && a.i("captured") != 0;
+}
+
 int Graph::num_captured() const {
   int n = 0;
-  for (int id : inputs) n += nodes[size_t(id)].attrs.has("captured") && nodes[size_t(id)].attrs.i("captured");
+  for (int id : inputs) n += is_captured(id);
   return n;
 }
 

@@ -79,13 +79,9 @@ std::string hex_bytes(const ConstData& c) {
 std::string print(const Graph& g, bool with_data) {
   std::vector<std::string> names(g.nodes.size());
   int next = 0;
-  auto is_captured = [&](int id) {
-    const Node& n = g.node(id);
-    return n.attrs.has("captured") && n.attrs.i("captured") != 0;
-  };
   for (bool captured : {true, false})
     for (int id : g.inputs)
-      if (is_captured(id) == captured) names[size_t(id)] = value_name(next++);
+      if (g.is_captured(id) == captured) names[size_t(id)] = value_name(next++);
   for (size_t id = 0; id < g.nodes.size(); ++id)
     if (g.nodes[id].op != OpKind::Parameter && !is_inlined_literal(g.nodes[id]))
       names[id] = value_name(next++);
@@ -100,7 +96,7 @@ std::string print(const Graph& g, bool with_data) {
   for (bool captured : {true, false}) {
     if (!captured) os << " ;";
     for (int id : g.inputs)
-      if (is_captured(id) == captured) os << " " << names[size_t(id)] << ":" << g.type(id).str();
+      if (g.is_captured(id) == captured) os << " " << names[size_t(id)] << ":" << g.type(id).str();
   }
   os << ". let\n";
   for (size_t id = 0; id < g.nodes.size(); ++id) {

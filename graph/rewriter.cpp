@@ -9,9 +9,7 @@ Rewriter::Rewriter(const Graph& old) : old_(old), map_(old.nodes.size(), -1) {
   out_.name = old.name;
   // Parameters first, in call order, so that every pass preserves the signature.
   for (int id : old.inputs) {
-    const Node& n = old.node(id);
-    bool captured = n.attrs.has("captured") && n.attrs.i("captured");
-    map_[size_t(id)] = out_.add_parameter(n.type, captured);
+    map_[size_t(id)] = out_.add_parameter(old.type(id), old.is_captured(id));
   }
 }
 

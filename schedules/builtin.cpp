@@ -617,30 +617,26 @@ class Builtin {
   std::string pack_panels(const Stage& s, const Nest& nest) {
     const Node& n = node(s.node);
     if (n.inputs[0] == n.inputs[1]) return "";  // x @ x: a wrapper would copy the left operand too
-    if (s.dot_lanes > 0 && n.op != OpKind::IntMatmul) {
-      // A bf16 product reads its right operand's pairs of rows, [.., K/2, N, 2], a copy computed
-      // at root: a tile's steps N * 4 bytes apart, as the integer matmul's below.
-      for (const backend::Helper& h : s.helpers)
-        if (h.role == "pairs") {
-          FuncRef panel = ref(h.func).in(ref(s.reduction));
-          panel.compute_at(ref(nest.func), nest.panel);
-          Var lanes(h.vars[0].name() + "_" + h.vars[1].name());
-          panel.fuse(h.vars[0], h.vars[1], lanes).vectorize(lanes, std::min(2 * nest.spec.tx, vector_width(p_.target, h.func.output_types()[0])));
-          return ", pairs copied per panel";
-        }
-      return "";
-    }
     const Stage& b = st(n.inputs[1]);
-    FuncRef panel = ref(b.func).in(ref(s.reduction));
-    panel.compute_at(ref(nest.func), nest.panel);
     if (s.dot_lanes > 0) {
-      // An integer matmul's right operand comes in fours of rows, [.., K/4, N, 4]: a step of a
+      // A dot product's right operand comes in groups of rows, [.., K/g, N, g]: an integer
+      // matmul's input packed in fours, a bf16 one's pairs helper (a copy at root). A step of a
       // tile reads its columns N * 4 bytes after the last (4 KiB for 1024 columns: every step in
       // the same few L1 sets). Copied per panel, the steps follow each other.
-      Var lanes(b.vars[0].name() + "_" + b.vars[1].name());
-      panel.fuse(b.vars[0], b.vars[1], lanes).vectorize(lanes, std::min(4 * nest.spec.tx, vector_width(p_.target, value_type(b))));
+      const Halide::Func* grouped = n.op == OpKind::IntMatmul ? &b.func : nullptr;
+      const std::vector<Var>* vars = &b.vars;
+      for (const backend::Helper& h : s.helpers)
+        if (h.role == "pairs") grouped = &h.func, vars = &h.vars;
+      if (!grouped) return "";
+      FuncRef panel = ref(*grouped).in(ref(s.reduction));
+      panel.compute_at(ref(nest.func), nest.panel);
+      Var lanes((*vars)[0].name() + "_" + (*vars)[1].name());
+      panel.fuse((*vars)[0], (*vars)[1], lanes)
+          .vectorize(lanes, std::min(s.dot_lanes * nest.spec.tx, vector_width(p_.target, grouped->output_types()[0])));
       return ", right operand copied per panel";
     }
+    FuncRef panel = ref(b.func).in(ref(s.reduction));
+    panel.compute_at(ref(nest.func), nest.panel);
     const int vec = vector_width(p_.target, value_type(b));
     if (nest.spec.tx >= vec) panel.vectorize(b.vars[0], vec);
     return ", right operand packed per panel";

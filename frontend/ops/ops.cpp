@@ -260,6 +260,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
     throw ShapeError("linear: takes x [..., in] and weight [out, in], given " + shape_str(x.shape()) + " and " + shape_str(weight.shape()));
   if (bias && bias->shape() != Shape{weight.shape()[0]})
     throw ShapeError("linear: bias must have shape [" + std::to_string(weight.shape()[0]) + "], given " + shape_str(bias->shape()));
+  // Converted before the transpose (matmul's own conversion would come after it): a product of a
+  // few rows then still reads the weight along its rows (schedules' lanes_along_k).
   const Tensor y = matmul(x, transpose(autocast_low(weight)));
   return bias ? y + autocast_low(*bias) : y;
 }

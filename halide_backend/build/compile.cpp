@@ -45,10 +45,7 @@ std::string cache_key(const Graph& g, const Options& o, const Target& target) {
   // its weights before the value handed in, printed alike and shared code: the second part ran
   // with its arguments swapped and read past a buffer.)
   std::string positions;
-  for (int in : g.inputs) {
-    const Attrs& a = g.node(in).attrs;
-    positions += a.has("captured") && a.i("captured") != 0 ? 'c' : 'a';
-  }
+  for (int in : g.inputs) positions += g.is_captured(in) ? 'c' : 'a';
   return "hjit " + library_build_id() + " halide " HJIT_HALIDE_VERSION "\ntarget " + target.str() + "\nschedule " +
          schedule + "\nconstants " + hash_hex(constants) + "\n" + (o.dynamic ? o.dynamic->str() + "\n" : "") +
          (in_place.empty() ? "" : "in place" + in_place + "\n") + "inputs " + positions + "\n" + g.str();

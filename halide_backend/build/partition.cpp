@@ -116,7 +116,7 @@ struct Builder {
     for (size_t i = 0; i < g.inputs.size(); ++i) {
       const int in = g.inputs[i];
       if (!reads.count(in)) continue;
-      id[size_t(in)] = out.add_parameter(g.type(in), g.node(in).attrs.has("captured"));
+      id[size_t(in)] = out.add_parameter(g.type(in), g.is_captured(in));
       indices.push_back(int(i));
     }
     return indices;

@@ -110,6 +110,7 @@ class Graph {
 
   const Node& node(int id) const { return nodes.at(size_t(id)); }
   const TensorType& type(int id) const { return nodes.at(size_t(id)).type; }
+  bool is_captured(int id) const;  // an input that is a captured tensor, not a traced argument
   int num_captured() const;
 
   std::string str() const;      // for people: large constants are elided
