@@ -163,6 +163,46 @@ std::map<std::string, ActivationRange> calibrate(const ::onnx::ModelProto& model
   return ranges;
 }
 
+// A model quantize() has already been through (or any quantized model): quantizing it again would
+// quantize the dequantized values a second time; it takes the float model.
+void refuse_quantized(const ::onnx::GraphProto& g) {
+  static const std::set<std::string> quantized_ops{"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
+                                                   "QLinearMatMul",  "ConvInteger",      "MatMulInteger"};
+  for (const ::onnx::NodeProto& n : g.node())
+    if (n.domain().empty() && quantized_ops.count(n.op_type()))
+      throw ValueError(std::string(kWho) + ": the model is already quantized (node '" + n.name() + "' is a " + n.op_type() +
+                       "); quantize the float model it came from");
+}
+
+// Names the model does not use yet: the pairs' and weights' names are made from the values',
+// which a model may already hold under the same spelling.
+class FreshNames {
+ public:
+  explicit FreshNames(const ::onnx::GraphProto& g) {
+    for (const auto* list : {&g.input(), &g.output(), &g.value_info()})
+      for (const ::onnx::ValueInfoProto& v : *list) taken_.insert(v.name());
+    for (const ::onnx::TensorProto& t : g.initializer()) taken_.insert(t.name());
+    for (const ::onnx::NodeProto& n : g.node()) {
+      taken_.insert(n.name());
+      for (const std::string& o : n.output()) taken_.insert(o);
+    }
+  }
+  // base, or base_1, base_2, ... where taken; each suffix the caller appends is reserved with it.
+  std::string operator()(const std::string& base, const std::vector<std::string>& suffixes) {
+    for (int k = 0;; ++k) {
+      const std::string b = k == 0 ? base : base + "_" + std::to_string(k);
+      bool free = true;
+      for (const std::string& s : suffixes) free = free && !taken_.count(b + s);
+      if (!free) continue;
+      for (const std::string& s : suffixes) taken_.insert(b + s);
+      return b;
+    }
+  }
+
+ private:
+  std::set<std::string> taken_;
+};
+
 void add_node(::onnx::GraphProto* g, const std::string& op, const std::vector<std::string>& in, const std::string& out, int64_t axis = -1000) {
   ::onnx::NodeProto* n = g->add_node();
   n->set_op_type(op);
@@ -189,7 +229,9 @@ void quantize(const std::string& path, const std::string& out_path, const std::v
   if (opset < 13)
     throw ValueError(std::string(kWho) + ": the model imports opset " + std::to_string(opset) +
                      "; per-channel DequantizeLinear needs 13 or later (convert the model first)");
+  refuse_quantized(model.graph());
   const Plan plan = plan_of(model.graph());
+  FreshNames fresh(model.graph());
   const std::map<std::string, ActivationRange> ranges = calibrate(model, plan, calibration, options);
 
   ::onnx::GraphProto* g = model.mutable_graph();
@@ -198,7 +240,7 @@ void quantize(const std::string& path, const std::string& out_path, const std::v
   std::map<std::string, std::string> dequantized;  // activation or weight -> its DequantizeLinear output
   auto quantize_activation = [&](const std::string& name) {
     const auto [scale, zp] = ranges.at(name).scale_and_zero_point();
-    const std::string base = name + "_qdq";
+    const std::string base = fresh(name + "_qdq", {"_scale", "_zp", "_q", "_dq", "_q_QuantizeLinear", "_dq_DequantizeLinear"});
     *g->add_initializer() = to_proto(Tensor::scalar(scale), base + "_scale");
     *g->add_initializer() = to_proto(Tensor::scalar(zp, DType::U8), base + "_zp");
     add_node(g, "QuantizeLinear", {name, base + "_scale", base + "_zp"}, base + "_q");
@@ -223,7 +265,7 @@ void quantize(const std::string& path, const std::string& out_path, const std::v
         // i8, symmetric, one scale per output channel (or one, with per_channel false).
         const Tensor w = to_tensor(*initializer(original, s.weight), std::string(kWho) + ": initializer '" + s.weight + "'");
         const QuantizedWeight q = quantize_weight(w, int(s.channel_axis), options);
-        const std::string base = s.weight + "_q";
+        const std::string base = fresh(s.weight + "_q", {"", "_scale", "_zp", "_dq", "_dq_DequantizeLinear"});
         *g->add_initializer() = to_proto(q.q, base);
         *g->add_initializer() = to_proto(q.scale, base + "_scale");
         *g->add_initializer() = to_proto(Tensor::zeros(q.scale.shape(), DType::I8), base + "_zp");

@@ -791,4 +791,36 @@ TEST_CASE("quantize writes an int8 QDQ model that loads onto integer kernels and
   check_throws_containing<hjit::ValueError>([&] { hjit::onnx::quantize(path, out, batches, bad); }, "percentile");
   const std::string old = write_model(empty_model("old", 11), "onnx_quantize_old");
   check_throws_containing<hjit::ValueError>([&] { hjit::onnx::quantize(old, out, batches); }, "opset");
+  // Its own output (any quantized model) is refused rather than quantized twice.
+  const std::string twice = (fs::path(path).parent_path() / "int8_twice.onnx").string();
+  check_throws_containing<hjit::ValueError>([&] { hjit::onnx::quantize(out, twice, batches); }, "already quantized");
+}
+
+TEST_CASE("quantize names what it adds apart from the names a model already uses") {
+  // The bias and the Gemm's bias under the names quantize() would give the input's scale and the
+  // convolution weight's i8 copy.
+  ::onnx::ModelProto m = small_cnn("4");
+  auto* g = m.mutable_graph();
+  for (auto& t : *g->mutable_initializer()) {
+    if (t.name() == "b") t.set_name("x_qdq_scale");
+    if (t.name() == "fcb") t.set_name("w_q");
+  }
+  for (auto& n : *g->mutable_node())
+    for (int k = 0; k < n.input_size(); ++k) {
+      if (n.input(k) == "b") n.set_input(k, "x_qdq_scale");
+      if (n.input(k) == "fcb") n.set_input(k, "w_q");
+    }
+  const std::string path = write_model(m, "onnx_quantize_names");
+  const std::string out = (fs::path(path).parent_path() / "int8.onnx").string();
+  std::vector<std::vector<Tensor>> batches;
+  for (uint64_t b = 0; b < 3; ++b) batches.push_back({test::random({4, 3, 8, 8}, DType::F32, 40 + b)});
+  hjit::onnx::quantize(path, out, batches);
+  const hjit::onnx::Model q = hjit::onnx::Model::read(out);  // ONNX's checker: every name defined once
+  CHECK(q.info().op_counts.at("QuantizeLinear") == 5);
+  const Tensor x = test::random({4, 3, 8, 8}, DType::F32, 99);
+  const std::vector<float> want = Tensor(hjit::onnx::load(path)(x)).to_vector<float>(), got = q({x}).at(0).to_vector<float>();
+  float span = 0;
+  for (float v : want) span = std::max(span, std::abs(v));
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 0.05f * span);
 }
