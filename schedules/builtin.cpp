@@ -259,12 +259,12 @@ class Builtin {
       bool reused_expensive = params_.store_expensive && builtin_stores_elementwise(s.op, s.consumers.size());
       if (feeds_contraction(id) || narrows_contraction_for_copy(id, site) || quantized_and_reused(id, site)) {
         make_nest(id);
-      } else if (reused_expensive || cut_[size_t(id)]) {
+      } else if (reused_expensive || cut_[size_t(id)] != Cut::None) {
         if (can_home(id, site, Level::Row)) {
           func_[size_t(id)] = Place{Place::At, *site.nests.begin(), Level::Row};
           nests_[size_t(*site.nests.begin())].has_row_guests = true;
-        } else {
-          make_nest(id);
+        } else if (!stored_only_as_costly(id)) {
+          make_nest(id);  // (a costly expression stays inlined: see schedule_guests)
         }
       }
     }
@@ -303,9 +303,16 @@ class Builtin {
   // inlined whole, in 0.23 s with a stage stored every 64. Stages are counted once however often
   // they are read (Halide shares them as lets). A stored stage is computed per row of the nest
   // that reads it where it can be (in cache), else at root.
+  //
+  // And a value read by two or more stages whose inlined expression is costly to compute again in
+  // each (a quantized network's requantize and dequantize around a layer norm's input: its mean's
+  // and its variance's sums and the output each recomputed the rounding and saturation of the
+  // matmul's sums, two thirds of the stage's time in an int8 encoder).
   static constexpr size_t kMaxInlined = 64;
+  static constexpr int kCostlyCone = 16;
   void find_cuts() {
-    cut_.assign(n_, false);
+    cut_.assign(n_, Cut::None);
+    cost_.assign(n_, 0);
     std::vector<std::vector<int>> cone(n_);  // the inlined stages an expression holds, sorted
     for (size_t id = 0; id < n_; ++id) {
       const Stage& s = st(int(id));
@@ -317,13 +324,52 @@ class Builtin {
         std::set_union(mine.begin(), mine.end(), cone[size_t(in)].begin(), cone[size_t(in)].end(), std::back_inserter(merged));
         mine.swap(merged);
       }
-      if (mine.size() > kMaxInlined) cut_[id] = true, mine.clear();
+      // (Summed from the last stage stored for this reason: one stored only where its readers'
+      // row loop can hold it, the length it leaves inlined counts on.)
+      int cost = recompute_cost(int(id));
+      for (int in : node(int(id)).inputs)
+        if (cone[size_t(in)].size() > 0 && cut_[size_t(in)] != Cut::Costly) cost += cost_[size_t(in)];
+      cost_[id] = cost;
+      if (mine.size() > kMaxInlined) {
+        cut_[id] = Cut::Long, mine.clear(), cost_[id] = 0;
+      } else if (params_.store_expensive && s.consumers.size() >= 2 && cost >= kCostlyCone && read_by_row_reduction(int(id))) {
+        cut_[id] = Cut::Costly;
+      }
       cone[id] = std::move(mine);
     }
   }
 
+  // Is it summed or maximized along its rows (a normalization's or softmax's reductions, which
+  // its row loop holds)? Where only contractions' tiles and copies read it, storing it per row of
+  // a tiled nest cost int8 ResNet-50 a third of its time.
+  bool read_by_row_reduction(int id) {
+    for (int c : st(id).consumers)
+      if (has_reduction(st(c)) && cpu_rules(st(c).op).tile == Tile::None) return true;
+    return false;
+  }
+
+  bool stored_only_as_costly(int id) const {
+    const Stage& s = st(id);
+    return cut_[size_t(id)] == Cut::Costly && !(params_.store_expensive && builtin_stores_elementwise(s.op, s.consumers.size()));
+  }
+
+  // Roughly the instructions a vector of this element-wise stage takes, inlined.
+  int recompute_cost(int id) {
+    const Node& n = node(id);
+    if (cpu_rules(st(id).op).stored_when_reused) return kCostlyCone;
+    if (n.op == OpKind::Cast && !n.inputs.empty() && is_floating(node(n.inputs[0]).type.dtype) && !is_floating(n.type.dtype))
+      return 8;  // NaN, infinities and the range tested, truncated, wrapped (float_to_int)
+    if (n.op == OpKind::Round || n.op == OpKind::Div) return 3;
+    return 1;
+  }
+
   std::string why_stored(int id) const {
-    return cut_[size_t(id)] ? " (stored: an inlined expression holds at most " + std::to_string(kMaxInlined) + " stages)" : "";
+    switch (cut_[size_t(id)]) {
+      case Cut::Long: return " (stored: an inlined expression holds at most " + std::to_string(kMaxInlined) + " stages)";
+      case Cut::Costly: return " (stored: read twice or more, costly to recompute)";
+      case Cut::None: break;
+    }
+    return "";
   }
 
   // Does the nest of stage id compute a long-latency op, itself or in a stage inlined into it?
@@ -561,7 +607,12 @@ class Builtin {
   void schedule_guests(int id) {
     const Stage& s = st(id);
     const Place& f = func_[size_t(id)];
-    if (f.kind == Place::At) {
+    if (f.kind == Place::At && !nests_[size_t(f.nest)].has_row && stored_only_as_costly(id)) {
+      // A costly expression stays inlined where its readers have no row loop to hold it: stored
+      // whole it costs a pass over memory and a parallel loop of its own (int8 ResNet-50's
+      // requantized residual sums, 15% slower).
+      func_[size_t(id)] = Place{};
+    } else if (f.kind == Place::At) {
       const Nest& nest = nests_[size_t(f.nest)];
       if (!nest.has_row && (channels_last_[size_t(nest.stage)] || reads_channels_last_[size_t(nest.stage)]) &&
           s.extents == st(nest.stage).extents) {
@@ -683,7 +734,9 @@ class Builtin {
   std::vector<Nest> nests_;
   std::vector<Place> func_, acc_;
   std::vector<Site> site_;
-  std::vector<bool> cut_;  // stored to bound inlined expressions (find_cuts)
+  enum class Cut : uint8_t { None, Long, Costly };
+  std::vector<Cut> cut_;  // stored rather than inlined (find_cuts)
+  std::vector<int> cost_;  // of recomputing a stage's inlined expression (find_cuts)
   std::vector<bool> channels_last_, reads_channels_last_;  // (choose_channels_last)
   std::vector<std::vector<int>> wrapper_nests_;
   std::ostringstream os_;

@@ -297,6 +297,36 @@ TEST_CASE("a quantized residual block: the 8-bit sums stored channels innermost,
   }
 }
 
+TEST_CASE("a quantized encoder's layer norm and softmax: the requantized input stored once per row, equal to eager") {
+  // The QDQ form of a transformer's sublayer: a matmul's sums requantized, dequantized, added to
+  // the residual and normalized, and attention's scores dequantized into a softmax. The inlined
+  // requantize would be recomputed by the mean's sum, the variance's and the output: it is
+  // stored per row of the normalization instead.
+  auto requantize = [](const Tensor& v, float scale) { return hjit::clamp(hjit::round(v / scale) + 3.0f, 0, 255).astype(DType::U8); };
+  auto dequantize = [](const Tensor& q, float scale) { return (q.astype(DType::F32) - 3.0f) * scale; };
+  auto sublayer = [&](const Tensor& x, const Tensor& w, const Tensor& residual, const Tensor& scores) {
+    const Tensor acc = hjit::int_matmul(x, w, Tensor::scalar(3, DType::U8), Tensor::scalar(0, DType::I8));
+    const Tensor h = dequantize(requantize(acc.astype(DType::F32) * 0.01f, 0.5f), 0.5f) + residual;
+    const Tensor p = hjit::softmax(dequantize(requantize(scores.astype(DType::F32) * 0.03f, 0.25f), 0.25f));
+    return std::vector<Tensor>{hjit::layer_norm(h, std::nullopt, std::nullopt), p};
+  };
+  auto compiled = hjit::jit(sublayer, quiet());
+  uint64_t seed = 1500;
+  for (const std::array<int64_t, 3>& size : std::vector<std::array<int64_t, 3>>{{1, 64, 256}, {37, 96, 72}, {128, 64, 256}}) {
+    const int64_t rows = size[0], k = size[1], n = size[2];
+    CAPTURE(rows);
+    CAPTURE(n);
+    const Tensor x = full_range({rows, k}, DType::U8, seed++), w = full_range({k, n}, DType::I8, seed++);
+    const Tensor residual = test::random({rows, n}, DType::F32, seed++), scores = full_range({rows, 40}, DType::I32, seed++);
+    const std::vector<Tensor> want = sublayer(x, w, residual, scores), got = compiled(x, w, residual, scores);
+    CHECK(test::compare(got[0], want[0], 1e-5) == "");
+    CHECK(test::compare(got[1], want[1], 1e-6) == "");
+    const std::string plan = compiled.explain(x, w, residual, scores);
+    CAPTURE(plan);
+    CHECK(test::occurrences(plan, "(stored: read twice or more, costly to recompute)") >= 2);
+  }
+}
+
 namespace {
 
 // A small CNN and MLP head: every kind of layer nn::quantize takes (a grouped convolution, an
