@@ -6,7 +6,6 @@
 #include <unistd.h>
 #include <mutex>
 #include <set>
-#include <omp.h>
 #include <thread>
 #include <functional>
 #include <sstream>
@@ -18,6 +17,7 @@
 #include "support/child_process.h"
 #include "support/log.h"
 #include "support/settings.h"
+#include "support/thread_pool.h"
 
 #ifndef HJIT_HALIDE_PLUGIN_DIR
 #define HJIT_HALIDE_PLUGIN_DIR "/usr/lib/x86_64-linux-gnu/halide14"
@@ -124,7 +124,9 @@ void estimate(Dim dim_of, const Shape& shape) {
 
 }  // namespace
 
-int halide_threads() { return std::max(1, omp_get_max_threads()); }
+// The machine's CPUs, not the threads a call may use: code compiled once runs with any count, and
+// computes the same.
+int halide_threads() { return machine_threads(); }
 
 std::string autoscheduler_identity(const backend::Auto& how) {
   const HalideParams h = halide_params(how.params);

@@ -49,8 +49,8 @@ std::string autoscheduler_identity(const backend::Auto& how);
 // Loads an autoscheduler's plugin into this process (once).
 void load_plugin(backend::Autoscheduler a);
 
-// Threads compiled code runs on: OpenMP's (Halide's parallel loops are routed to OpenMP, see
-// halide_backend/runtime/executable.cpp), so OMP_NUM_THREADS sets it.
+// Threads compiled code is scheduled for: the CPUs the process may run on (hjit's pool runs the
+// loops, support/thread_pool.h, on as many of them as a call is allowed).
 int halide_threads();
 
 // A schedule's notes from a multi-line description.

@@ -44,6 +44,10 @@
   X(Linker, "HJIT_LINKER", Path, "(ld on PATH)", "an ld program", Library, false,                                           \
     "The linker that makes compiled pipelines shared objects; a path that is not a program stands for a machine "        \
     "without one (Halide's in-process JIT, no disk cache).")                                                              \
+  X(Threads, "HJIT_THREADS", Count, "(the CPUs the process may run on)", "threads; 0: the default", Library, false,          \
+    "How many threads hjit's parallel loops use (compiled pipelines and eager kernels), at most the CPUs the process may " \
+    "run on; JitOptions::threads, ModuleOptions::threads and hjit::set_num_threads set it per function, module or "       \
+    "process. The compiled code is the same whatever it is, and so are the results.")                                     \
   X(PartitionWork, "HJIT_PARTITION_WORK", Count, "96", "nodes of work", Library, false,                                    \
     "A graph with this much work (a contraction 4, a reduction 2, any other node 1) compiles in two halves at once, "      \
     "one in a child process.")                                                                                            \

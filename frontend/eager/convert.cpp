@@ -2,6 +2,7 @@
 #include <limits>
 
 #include "frontend/eager/loops.h"
+#include "support/thread_pool.h"
 
 namespace hjit::eager {
 namespace {
@@ -50,8 +51,7 @@ void Cast(const KernelArgs& a) {
       using T = typename decltype(to)::type;
       const F* x = static_cast<const F*>(a.in[0].data);
       T* o = static_cast<T*>(a.out.data);
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) o[i] = convert<T>(C<F>(x[i]));
+      parallel_loop(n, n >= kParallelGrain, [&](int64_t i) { o[i] = convert<T>(C<F>(x[i])); });
     });
   });
 }
@@ -67,8 +67,7 @@ void Full(const KernelArgs& a) {
     else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) x = static_cast<T>(truncate_to<int64_t>(v));
     else x = convert<T>(v);
     T* o = static_cast<T*>(a.out.data);
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) o[i] = x;
+    parallel_loop(n, n >= kParallelGrain, [&](int64_t i) { o[i] = x; });
   });
 }
 
@@ -81,8 +80,9 @@ void Iota(const KernelArgs& a) {
   dispatch_numeric(a.out.type->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* o = static_cast<T*>(a.out.data);
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) o[i] = convert<T>(C<T>((i / inner) % extent));
+    parallel_loop(n, n >= kParallelGrain, [&](int64_t i) {
+      o[i] = convert<T>(C<T>((i / inner) % extent));
+    });
   });
 }
 

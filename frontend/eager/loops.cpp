@@ -1,4 +1,5 @@
 #include "frontend/eager/loops.h"
+#include "support/thread_pool.h"
 
 namespace hjit::eager {
 
@@ -64,8 +65,7 @@ void copy_rows(E* dst, const std::vector<int64_t>& ds, const E* src, const std::
   const int64_t inner = shape[r - 1], dsi = ds[r - 1], ssi = ss[r - 1];
   int64_t outer = 1;
   for (size_t d = 0; d + 1 < r; ++d) outer *= shape[d];
-#pragma omp parallel for schedule(static) if (outer * inner >= kParallelGrain && outer > 1)
-  for (int64_t j = 0; j < outer; ++j) {
+  parallel_loop(outer, outer * inner >= kParallelGrain && outer > 1, [&](int64_t j) {
     int64_t od = 0, os = 0, rem = j;
     for (size_t d = r - 1; d-- > 0;) {
       int64_t idx = rem % shape[d];
@@ -78,7 +78,7 @@ void copy_rows(E* dst, const std::vector<int64_t>& ds, const E* src, const std::
     if (dsi == 1 && ssi == 1) std::memcpy(o, s, size_t(inner) * sizeof(E));
     else if (dsi == 1 && ssi == 0) for (int64_t i = 0; i < inner; ++i) o[i] = s[0];
     else for (int64_t i = 0; i < inner; ++i) o[i * dsi] = s[i * ssi];
-  }
+  });
 }
 
 struct Bytes2 { uint16_t v; };

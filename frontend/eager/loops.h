@@ -12,6 +12,7 @@
 #include <hjit/half.h>
 
 #include "frontend/eager/kernel.h"
+#include "support/thread_pool.h"
 
 namespace hjit::eager {
 
@@ -102,12 +103,11 @@ template <class Body>
 void for_each_row(const BroadcastPlan& p, Body&& body) {
   const int64_t outer = p.outer(), inner = p.inner();
   const size_t n = p.strides.size();
-#pragma omp parallel for schedule(static) if (outer * inner >= kParallelGrain && outer > 1)
-  for (int64_t j = 0; j < outer; ++j) {
+  parallel_loop(outer, outer * inner >= kParallelGrain && outer > 1, [&](int64_t j) {
     int64_t off[4];
     p.row_offsets(j, off);
     body(j, off, inner);
-  }
+  });
   (void)n;
 }
 

@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "frontend/eager/loops.h"
+#include "support/thread_pool.h"
 
 namespace hjit::eager {
 namespace {
@@ -69,12 +70,11 @@ void Matmul(const KernelArgs& a) {
     else wo.resize(size_t(to.numel())), o = wo.data();
     constexpr int64_t RB = 32;
     const int64_t row_blocks = (M + RB - 1) / RB;
-#pragma omp parallel for collapse(2) schedule(dynamic) if (B * M * N * K >= kParallelGrain)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t rb = 0; rb < row_blocks; ++rb) {
-        const std::array<int64_t, 2> off = batch_offsets(plan, batch.empty(), b);
-        gemm_rows(rb * RB, std::min(M, (rb + 1) * RB), N, K, x + off[0] * M * K, y + off[1] * K * N, o + b * M * N);
-      }
+    parallel_loop(B * row_blocks, B * M * N * K >= kParallelGrain, [&](int64_t i_brb) {
+      const int64_t b = i_brb / row_blocks, rb = i_brb % row_blocks;
+      const std::array<int64_t, 2> off = batch_offsets(plan, batch.empty(), b);
+      gemm_rows(rb * RB, std::min(M, (rb + 1) * RB), N, K, x + off[0] * M * K, y + off[1] * K * N, o + b * M * N);
+    });
     if constexpr (!std::is_same_v<T, A>) {
       T* out = static_cast<T*>(a.out.data);
       for (int64_t i = 0; i < to.numel(); ++i) out[i] = T(wo[size_t(i)]);
@@ -99,22 +99,21 @@ void IntMatmul(const KernelArgs& a) {
   const auto* x = static_cast<const uint8_t*>(a.in[0].data);
   const auto* y = static_cast<const int8_t*>(a.in[1].data);
   auto* o = static_cast<int32_t*>(a.out.data);
-#pragma omp parallel for collapse(2) schedule(static) if (B * M * N * K4 * 4 >= kParallelGrain)
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i < M; ++i) {
-      const std::array<int64_t, 2> off = batch_offsets(plan, batch.empty(), b);
-      const uint8_t* row = x + off[0] * M * K4 * 4 + i * K4 * 4;
-      const int8_t* panel = y + off[1] * K4 * N * 4;
-      int32_t* out = o + (b * M + i) * N;
-      std::fill(out, out + N, 0);
-      for (int64_t k = 0; k < K4; ++k)
-        for (int64_t j = 0; j < N; ++j) {
-          const int8_t* w = panel + (k * N + j) * 4;
-          const uint8_t* v = row + k * 4;
-          const int32_t dot = int32_t(v[0]) * w[0] + int32_t(v[1]) * w[1] + int32_t(v[2]) * w[2] + int32_t(v[3]) * w[3];
-          out[j] = int32_t(uint32_t(out[j]) + uint32_t(dot));
-        }
-    }
+  parallel_loop(B * M, B * M * N * K4 * 4 >= kParallelGrain, [&](int64_t i_bi) {
+    const int64_t b = i_bi / M, i = i_bi % M;
+    const std::array<int64_t, 2> off = batch_offsets(plan, batch.empty(), b);
+    const uint8_t* row = x + off[0] * M * K4 * 4 + i * K4 * 4;
+    const int8_t* panel = y + off[1] * K4 * N * 4;
+    int32_t* out = o + (b * M + i) * N;
+    std::fill(out, out + N, 0);
+    for (int64_t k = 0; k < K4; ++k)
+      for (int64_t j = 0; j < N; ++j) {
+        const int8_t* w = panel + (k * N + j) * 4;
+        const uint8_t* v = row + k * 4;
+        const int32_t dot = int32_t(v[0]) * w[0] + int32_t(v[1]) * w[1] + int32_t(v[2]) * w[2] + int32_t(v[3]) * w[3];
+        out[j] = int32_t(uint32_t(out[j]) + uint32_t(dot));
+      }
+  });
 }
 
 }  // namespace hjit::eager

@@ -1,6 +1,7 @@
 // Data movement: each kernel is a strided copy (or a few).
 #include "graph/threefry.h"
 #include "frontend/eager/loops.h"
+#include "support/thread_pool.h"
 
 namespace hjit::eager {
 namespace {
@@ -64,13 +65,12 @@ void RandomBits(const KernelArgs& a) {
   const int64_t n = a.out.type->numel();
   auto konst = [](int64_t v) { return v; };
   auto select = [](bool c, int64_t x, int64_t y) { return c ? x : y; };
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain / 8)
-  for (int64_t i = 0; i < n; ++i) {
+  parallel_loop(n, n >= kParallelGrain / 8, [&](int64_t i) {
     int64_t c0, c1, second;
     threefry::counter_of<int64_t>(i, n, konst, select, &c0, &c1, &second);
     auto [x0, x1] = threefry::threefry2x32(key[0], key[1], uint32_t(c0), uint32_t(c1));
     out[i] = second ? x1 : x0;
-  }
+  });
 }
 
 }  // namespace hjit::eager
@@ -97,9 +97,10 @@ void Take(const KernelArgs& a) {
   const size_t row = size_t(inner) * size_t(elem(a));
   const char* x = static_cast<const char*>(a.in[0].data);
   char* out = static_cast<char*>(a.out.data);
-#pragma omp parallel for collapse(2) schedule(static) if (outer * m * inner >= kParallelGrain)
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t j = 0; j < m; ++j) std::memcpy(out + size_t(o * m + j) * row, x + size_t(o * n + idx[size_t(j)]) * row, row);
+  parallel_loop(outer * m, outer * m * inner >= kParallelGrain, [&](int64_t i_oj) {
+    const int64_t o = i_oj / m, j = i_oj % m;
+    std::memcpy(out + size_t(o * m + j) * row, x + size_t(o * n + idx[size_t(j)]) * row, row);
+  });
 }
 
 }  // namespace hjit::eager

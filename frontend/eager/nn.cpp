@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "frontend/eager/loops.h"
+#include "support/thread_pool.h"
 
 namespace hjit::eager {
 namespace {
@@ -44,31 +45,30 @@ void Conv2d(const KernelArgs& a) {
     const A* x = converted<A>(static_cast<const T*>(a.in[0].data), a.in[0].type->numel(), bx);
     const A* w = converted<A>(static_cast<const T*>(a.in[1].data), a.in[1].type->numel(), bw);
     T* out = static_cast<T*>(a.out.data);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t co = 0; co < Cout; ++co) {
-        std::vector<A> acc(static_cast<size_t>(OH * OW), A(0));
-        const int64_t g = co / per_group;
-        for (int64_t cg = 0; cg < Cg; ++cg) {
-          const A* plane = x + (n * Cin + g * Cg + cg) * H * W;
-          for (int64_t ky = 0; ky < KH; ++ky)
-            for (int64_t kx = 0; kx < KW; ++kx) {
-              const A wv = w[((co * Cg + cg) * KH + ky) * KW + kx];
-              auto [y0, y1] = valid_outputs(OH, H, stride[0], pad[0], ky * dil[0]);
-              auto [x0, x1] = valid_outputs(OW, W, stride[1], pad[1], kx * dil[1]);
-              for (int64_t oy = y0; oy < y1; ++oy) {
-                const A* row = plane + (oy * stride[0] - pad[0] + ky * dil[0]) * W - pad[1] + kx * dil[1];
-                A* o = acc.data() + oy * OW;
-                if (stride[1] == 1)
-                  for (int64_t ox = x0; ox < x1; ++ox) o[ox] += wv * row[ox];
-                else
-                  for (int64_t ox = x0; ox < x1; ++ox) o[ox] += wv * row[ox * stride[1]];
-              }
+    parallel_loop(N * Cout, true, [&](int64_t i_nco) {
+      const int64_t n = i_nco / Cout, co = i_nco % Cout;
+      std::vector<A> acc(static_cast<size_t>(OH * OW), A(0));
+      const int64_t g = co / per_group;
+      for (int64_t cg = 0; cg < Cg; ++cg) {
+        const A* plane = x + (n * Cin + g * Cg + cg) * H * W;
+        for (int64_t ky = 0; ky < KH; ++ky)
+          for (int64_t kx = 0; kx < KW; ++kx) {
+            const A wv = w[((co * Cg + cg) * KH + ky) * KW + kx];
+            auto [y0, y1] = valid_outputs(OH, H, stride[0], pad[0], ky * dil[0]);
+            auto [x0, x1] = valid_outputs(OW, W, stride[1], pad[1], kx * dil[1]);
+            for (int64_t oy = y0; oy < y1; ++oy) {
+              const A* row = plane + (oy * stride[0] - pad[0] + ky * dil[0]) * W - pad[1] + kx * dil[1];
+              A* o = acc.data() + oy * OW;
+              if (stride[1] == 1)
+                for (int64_t ox = x0; ox < x1; ++ox) o[ox] += wv * row[ox];
+              else
+                for (int64_t ox = x0; ox < x1; ++ox) o[ox] += wv * row[ox * stride[1]];
             }
-        }
-        T* dst = out + (n * Cout + co) * OH * OW;
-        for (int64_t i = 0; i < OH * OW; ++i) dst[i] = T(acc[size_t(i)]);
+          }
       }
+      T* dst = out + (n * Cout + co) * OH * OW;
+      for (int64_t i = 0; i < OH * OW; ++i) dst[i] = T(acc[size_t(i)]);
+    });
   });
 }
 
@@ -81,21 +81,21 @@ void IntConv2d(const KernelArgs& a) {
   const auto* x = static_cast<const uint8_t*>(a.in[0].data);
   const auto* w = static_cast<const int8_t*>(a.in[1].data);
   auto* out = static_cast<int32_t*>(a.out.data);
-#pragma omp parallel for collapse(2) schedule(static) if (N * O * OH * OW * C * KH * KW >= 1 << 15)
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t o = 0; o < O; ++o)
-      for (int64_t oy = 0; oy < OH; ++oy)
-        for (int64_t ox = 0; ox < OW; ++ox) {
-          uint32_t acc = 0;
-          for (int64_t c = 0; c < C; ++c)
-            for (int64_t ky = 0; ky < KH; ++ky)
-              for (int64_t kx = 0; kx < KW; ++kx) {
-                const uint8_t* v = x + (((n * C + c) * H + oy * stride[0] + ky * dil[0]) * W + ox * stride[1] + kx * dil[1]) * 4;
-                const int8_t* k = w + ((((o / B * C + c) * KH + ky) * KW + kx) * B + o % B) * 4;
-                acc += uint32_t(int32_t(v[0]) * k[0] + int32_t(v[1]) * k[1] + int32_t(v[2]) * k[2] + int32_t(v[3]) * k[3]);
-              }
-          out[((n * O + o) * OH + oy) * OW + ox] = int32_t(acc);
-        }
+  parallel_loop(N * O, N * O * OH * OW * C * KH * KW >= 1 << 15, [&](int64_t i_no) {
+    const int64_t n = i_no / O, o = i_no % O;
+    for (int64_t oy = 0; oy < OH; ++oy)
+      for (int64_t ox = 0; ox < OW; ++ox) {
+        uint32_t acc = 0;
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t ky = 0; ky < KH; ++ky)
+            for (int64_t kx = 0; kx < KW; ++kx) {
+              const uint8_t* v = x + (((n * C + c) * H + oy * stride[0] + ky * dil[0]) * W + ox * stride[1] + kx * dil[1]) * 4;
+              const int8_t* k = w + ((((o / B * C + c) * KH + ky) * KW + kx) * B + o % B) * 4;
+              acc += uint32_t(int32_t(v[0]) * k[0] + int32_t(v[1]) * k[1] + int32_t(v[2]) * k[2] + int32_t(v[3]) * k[3]);
+            }
+        out[((n * O + o) * OH + oy) * OW + ox] = int32_t(acc);
+      }
+  });
 }
 
 namespace {
@@ -110,8 +110,7 @@ void pool(const KernelArgs& a, Init init, Step step, Finish finish) {
   const int64_t planes = shape_numel(xs) / std::max<int64_t>(1, H * W);
   const T* x = static_cast<const T*>(a.in[0].data);
   T* out = static_cast<T*>(a.out.data);
-#pragma omp parallel for schedule(static) if (planes * OH * OW >= kParallelGrain)
-  for (int64_t pl = 0; pl < planes; ++pl)
+  parallel_loop(planes, planes * OH * OW >= kParallelGrain, [&](int64_t pl) {
     for (int64_t oy = 0; oy < OH; ++oy)
       for (int64_t ox = 0; ox < OW; ++ox) {
         auto acc = init();
@@ -125,6 +124,7 @@ void pool(const KernelArgs& a, Init init, Step step, Finish finish) {
           }
         out[(pl * OH + oy) * OW + ox] = T(finish(acc, valid));
       }
+  });
 }
 
 }  // namespace
@@ -166,31 +166,30 @@ void Attention(const KernelArgs& a) {
     const A* v = widened(static_cast<const T*>(a.in[2].data), a.in[2].type->numel(), bv);
     T* out = static_cast<T*>(a.out.data);
     // One query row at a time: the scores of one row, never the whole [S, T] matrix.
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t i = 0; i < S; ++i) {
-        std::vector<A> p(static_cast<size_t>(Tn)), o(static_cast<size_t>(Dv), A(0));
-        const A* qi = q + (b * S + i) * D;
-        A m = -std::numeric_limits<A>::infinity();
-        for (int64_t j = 0; j < Tn; ++j) {
-          A s = 0;
-          const A* kj = k + (b * Tn + j) * D;
-          for (int64_t d = 0; d < D; ++d) s += qi[d] * kj[d];
-          s = causal && j > i ? -std::numeric_limits<A>::infinity() : s * A(scale);
-          p[size_t(j)] = s;
-          m = std::max(m, s);
-        }
-        A l = 0;
-        for (int64_t j = 0; j < Tn; ++j) l += (p[size_t(j)] = std::exp(p[size_t(j)] - m));
-        // Masked keys do not contribute, whatever their values (inf or NaN in v included).
-        const int64_t visible = causal ? std::min(Tn, i + 1) : Tn;
-        for (int64_t j = 0; j < visible; ++j) {
-          const A* vj = v + (b * Tn + j) * Dv;
-          for (int64_t e = 0; e < Dv; ++e) o[size_t(e)] += p[size_t(j)] * vj[e];
-        }
-        T* oi = out + (b * S + i) * Dv;
-        for (int64_t e = 0; e < Dv; ++e) oi[e] = T(o[size_t(e)] / l);
+    parallel_loop(batch * S, true, [&](int64_t i_bi) {
+      const int64_t b = i_bi / S, i = i_bi % S;
+      std::vector<A> p(static_cast<size_t>(Tn)), o(static_cast<size_t>(Dv), A(0));
+      const A* qi = q + (b * S + i) * D;
+      A m = -std::numeric_limits<A>::infinity();
+      for (int64_t j = 0; j < Tn; ++j) {
+        A s = 0;
+        const A* kj = k + (b * Tn + j) * D;
+        for (int64_t d = 0; d < D; ++d) s += qi[d] * kj[d];
+        s = causal && j > i ? -std::numeric_limits<A>::infinity() : s * A(scale);
+        p[size_t(j)] = s;
+        m = std::max(m, s);
       }
+      A l = 0;
+      for (int64_t j = 0; j < Tn; ++j) l += (p[size_t(j)] = std::exp(p[size_t(j)] - m));
+      // Masked keys do not contribute, whatever their values (inf or NaN in v included).
+      const int64_t visible = causal ? std::min(Tn, i + 1) : Tn;
+      for (int64_t j = 0; j < visible; ++j) {
+        const A* vj = v + (b * Tn + j) * Dv;
+        for (int64_t e = 0; e < Dv; ++e) o[size_t(e)] += p[size_t(j)] * vj[e];
+      }
+      T* oi = out + (b * S + i) * Dv;
+      for (int64_t e = 0; e < Dv; ++e) oi[e] = T(o[size_t(e)] / l);
+    });
   });
 }
 
@@ -210,24 +209,23 @@ void Conv2dWeightGrad(const KernelArgs& a) {
     const A* x = widened(static_cast<const T*>(a.in[0].data), a.in[0].type->numel(), bx);
     const A* g = widened(static_cast<const T*>(a.in[1].data), a.in[1].type->numel(), bg);
     T* out = static_cast<T*>(a.out.data);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t co = 0; co < Cout; ++co)
-      for (int64_t cg = 0; cg < Cg; ++cg) {
-        const int64_t ci = (co / per_group) * Cg + cg;
-        for (int64_t ky = 0; ky < KH; ++ky)
-          for (int64_t kx = 0; kx < KW; ++kx) {
-            auto [y0, y1] = valid_outputs(OH, H, stride[0], pad[0], ky * dil[0]);
-            auto [x0, x1] = valid_outputs(OW, W, stride[1], pad[1], kx * dil[1]);
-            A acc = 0;
-            for (int64_t n = 0; n < N; ++n)
-              for (int64_t oy = y0; oy < y1; ++oy) {
-                const A* grow = g + ((n * Cout + co) * OH + oy) * OW;
-                const A* xrow = x + ((n * Cin + ci) * H + oy * stride[0] - pad[0] + ky * dil[0]) * W - pad[1] + kx * dil[1];
-                for (int64_t ox = x0; ox < x1; ++ox) acc += grow[ox] * xrow[ox * stride[1]];
-              }
-            out[((co * Cg + cg) * KH + ky) * KW + kx] = T(acc);
-          }
-      }
+    parallel_loop(Cout * Cg, true, [&](int64_t i_cocg) {
+      const int64_t co = i_cocg / Cg, cg = i_cocg % Cg;
+      const int64_t ci = (co / per_group) * Cg + cg;
+      for (int64_t ky = 0; ky < KH; ++ky)
+        for (int64_t kx = 0; kx < KW; ++kx) {
+          auto [y0, y1] = valid_outputs(OH, H, stride[0], pad[0], ky * dil[0]);
+          auto [x0, x1] = valid_outputs(OW, W, stride[1], pad[1], kx * dil[1]);
+          A acc = 0;
+          for (int64_t n = 0; n < N; ++n)
+            for (int64_t oy = y0; oy < y1; ++oy) {
+              const A* grow = g + ((n * Cout + co) * OH + oy) * OW;
+              const A* xrow = x + ((n * Cin + ci) * H + oy * stride[0] - pad[0] + ky * dil[0]) * W - pad[1] + kx * dil[1];
+              for (int64_t ox = x0; ox < x1; ++ox) acc += grow[ox] * xrow[ox * stride[1]];
+            }
+          out[((co * Cg + cg) * KH + ky) * KW + kx] = T(acc);
+        }
+    });
   });
 }
 
@@ -243,8 +241,7 @@ void MaxPool2dGrad(const KernelArgs& a) {
     const T* x = static_cast<const T*>(a.in[0].data);
     const T* g = static_cast<const T*>(a.in[1].data);
     T* out = static_cast<T*>(a.out.data);
-#pragma omp parallel for schedule(static) if (planes * H * W >= kParallelGrain)
-    for (int64_t pl = 0; pl < planes; ++pl) {
+    parallel_loop(planes, planes * H * W >= kParallelGrain, [&](int64_t pl) {
       std::vector<A> acc(static_cast<size_t>(H * W), A(0));
       // Each window's gradient goes to its first maximum, the element max_pool2d picked.
       for (int64_t oy = 0; oy < OH; ++oy)
@@ -261,7 +258,7 @@ void MaxPool2dGrad(const KernelArgs& a) {
           if (best >= 0) acc[size_t(best)] += A(g[(pl * OH + oy) * OW + ox]);
         }
       for (int64_t i = 0; i < H * W; ++i) out[pl * H * W + i] = T(acc[size_t(i)]);
-    }
+    });
   });
 }
 

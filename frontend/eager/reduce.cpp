@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "frontend/eager/loops.h"
+#include "support/thread_pool.h"
 
 namespace hjit::eager {
 namespace {
@@ -53,8 +54,7 @@ void reduce_block(const T* x, R* out, const Block& b, A init, F f) {
   const int64_t O = b.outer, N = b.reduced, I = b.inner;
   if (I == 1) {
     // Rows: eight independent accumulators, so the loop vectorizes without reassociating one sum.
-#pragma omp parallel for schedule(static) if (O * N >= kParallelGrain && O > 1)
-    for (int64_t o = 0; o < O; ++o) {
+    parallel_loop(O, O * N >= kParallelGrain && O > 1, [&](int64_t o) {
       const T* row = x + o * N;
       A lane[8] = {init, init, init, init, init, init, init, init};
       int64_t r = 0;
@@ -64,23 +64,22 @@ void reduce_block(const T* x, R* out, const Block& b, A init, F f) {
       A acc = lane[0];
       for (int l = 1; l < 8; ++l) acc = f(acc, lane[l]);
       out[o] = R(acc);
-    }
+    });
     return;
   }
   constexpr int64_t kChunk = 512;
   const int64_t chunks = (I + kChunk - 1) / kChunk;
-#pragma omp parallel for collapse(2) schedule(static) if (O * N * I >= kParallelGrain)
-  for (int64_t o = 0; o < O; ++o)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t i0 = c * kChunk, n = std::min(kChunk, I - i0);
-      A acc[kChunk];
-      for (int64_t i = 0; i < n; ++i) acc[i] = init;
-      for (int64_t r = 0; r < N; ++r) {
-        const T* src = x + (o * N + r) * I + i0;
-        for (int64_t i = 0; i < n; ++i) acc[i] = f(acc[i], A(C<T>(src[i])));
-      }
-      for (int64_t i = 0; i < n; ++i) out[o * I + i0 + i] = R(acc[i]);
+  parallel_loop(O * chunks, O * N * I >= kParallelGrain, [&](int64_t i_oc) {
+    const int64_t o = i_oc / chunks, c = i_oc % chunks;
+    const int64_t i0 = c * kChunk, n = std::min(kChunk, I - i0);
+    A acc[kChunk];
+    for (int64_t i = 0; i < n; ++i) acc[i] = init;
+    for (int64_t r = 0; r < N; ++r) {
+      const T* src = x + (o * N + r) * I + i0;
+      for (int64_t i = 0; i < n; ++i) acc[i] = f(acc[i], A(C<T>(src[i])));
     }
+    for (int64_t i = 0; i < n; ++i) out[o * I + i0 + i] = R(acc[i]);
+  });
 }
 
 // Integers sum in u64, where C++ defines the wrap (as the compiled code's i64 sums wrap); the i64
@@ -144,9 +143,10 @@ Block around_axis(const Shape& s, int64_t axis) {
 template <class F>
 void for_each_lane(const Block& b, F&& f) {
   const int64_t O = b.outer, I = b.inner;
-#pragma omp parallel for collapse(2) schedule(static) if (O * b.reduced * I >= kParallelGrain)
-  for (int64_t o = 0; o < O; ++o)
-    for (int64_t i = 0; i < I; ++i) f(o, i);
+  parallel_loop(O * I, O * b.reduced * I >= kParallelGrain, [&](int64_t i_oi) {
+    const int64_t o = i_oi / I, i = i_oi % I;
+    f(o, i);
+  });
 }
 
 template <bool kMax>
@@ -215,15 +215,14 @@ void CumSum(const KernelArgs& a) {
     const T* x = static_cast<const T*>(a.in[0].data);
     R* out = static_cast<R*>(a.out.data);
     const int64_t O = b.outer, N = b.reduced, I = b.inner;
-#pragma omp parallel for schedule(static) if (O * N * I >= kParallelGrain && O > 1)
-    for (int64_t o = 0; o < O; ++o) {
+    parallel_loop(O, O * N * I >= kParallelGrain && O > 1, [&](int64_t o) {
       std::vector<A> acc(static_cast<size_t>(I), A(0));
       for (int64_t r = 0; r < N; ++r)
         for (int64_t i = 0; i < I; ++i) {
           acc[size_t(i)] += A(C<T>(x[(o * N + r) * I + i]));
           out[(o * N + r) * I + i] = R(acc[size_t(i)]);
         }
-    }
+    });
   });
 }
 

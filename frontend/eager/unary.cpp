@@ -1,5 +1,6 @@
 // Elementwise kernels of one operand.
 #include "frontend/eager/loops.h"
+#include "support/thread_pool.h"
 
 namespace hjit::eager {
 namespace {
@@ -9,8 +10,7 @@ void unary_loop(const KernelArgs& a, F f) {
   const T* x = static_cast<const T*>(a.in[0].data);
   T* o = static_cast<T*>(a.out.data);
   const int64_t n = a.out.type->numel();
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) o[i] = T(f(C<T>(x[i])));
+  parallel_loop(n, n >= kParallelGrain, [&](int64_t i) { o[i] = T(f(C<T>(x[i]))); });
 }
 
 template <class F>

@@ -18,6 +18,7 @@
 #include "halide_backend/devices.h"
 #include "support/log.h"
 #include "support/settings.h"
+#include "support/thread_pool.h"
 
 namespace hjit::detail {
 
@@ -128,6 +129,7 @@ std::shared_ptr<Version> built_version_for(JitCore::State& s, const CallArgs& ar
 
 std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std::vector<int>** tree) {
   State& s = *s_;
+  const ThreadLimit threads(s.opt.threads);
   if (!s.opt.fullgraph) {
     thread_local std::shared_ptr<Version> last;  // keeps the result structure alive for the caller
     SegmentedCall call = call_in_segments(s, args, trace, true);
@@ -175,6 +177,7 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
 JitCore::JitCore(JitOptions options) {
   const std::string who = "jit '" + options.name + "'";
   if (options.check_tolerance < 0) throw ValueError(who + ": check_tolerance must be >= 0");
+  if (options.threads < 0) throw ValueError(who + ": threads must be >= 0 (0: the process's default), got " + std::to_string(options.threads));
   const backend::DeviceKind& device = backend::device_kind(options.device);
   if (!options.fullgraph && !device.dynamic_sizes())
     throw ValueError(who + ": fullgraph = false runs its segments on the CPU; a function for " + device_name(options.device) +

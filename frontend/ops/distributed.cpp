@@ -1,7 +1,6 @@
 // hjit::dist: the process group (distributed/communicator.h) and the collectives as ops.
 #include <hjit/distributed.h>
 
-#include <omp.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 #include "support/hash.h"
 #include "support/log.h"
 #include "support/settings.h"
+#include "support/thread_pool.h"
 
 namespace hjit::dist {
 namespace {
@@ -48,22 +48,17 @@ int checked_rank(const char* op, const char* what, int r) {
 }
 
 // Ranks sharing a machine share its cores: each runs its pipelines (and eager kernels) on its
-// part of them, as one process would on all of them. OMP_NUM_THREADS, when set, decides instead.
+// part of them, as one process would on all of them. HJIT_THREADS, when set, decides instead.
 void share_the_cores(int ranks_here) {
-  if (ranks_here <= 1 || std::getenv("OMP_NUM_THREADS")) return;
-  cpu_set_t mask;
-  CPU_ZERO(&mask);
-  const int allowed = sched_getaffinity(0, sizeof mask, &mask) == 0 ? CPU_COUNT(&mask) : 0;
-  const int cores = int(std::thread::hardware_concurrency());
-  int share = std::max(1, cores / ranks_here);
-  if (allowed > 0) share = std::min(share, allowed);
-  omp_set_num_threads(share);
-  setenv("OMP_NUM_THREADS", std::to_string(share).c_str(), 0);  // and the processes it starts (tuning workers)
+  if (ranks_here <= 1 || setting::raw(setting::Id::Threads)) return;
+  const int share = std::max(1, machine_threads() / ranks_here);
+  set_pool_threads(share);
+  setenv("HJIT_THREADS", std::to_string(share).c_str(), 0);  // and the processes it starts (tuning workers)
 }
 
 }  // namespace
 
-int threads_per_rank() { return std::max(1, omp_get_max_threads()); }
+int threads_per_rank() { return pool_threads(); }
 
 void init(const InitOptions& options) {
   const auto timeout = timeout_from(options);

@@ -27,6 +27,7 @@
 #include "graph/symbolic_sizes.h"
 #include "support/binary_io.h"
 #include "support/log.h"
+#include "support/thread_pool.h"
 
 namespace hjit {
 
@@ -83,6 +84,7 @@ struct Module::Impl {
   size_t num_args = 0;
   std::vector<Tensor> params;
   backend::ScheduleRequest schedule;  // from the ModuleOptions it was loaded with
+  int threads = 0;                    // ModuleOptions::threads
   std::shared_ptr<const SymbolicSizes> dynamic;  // dynamic_dims: the graph's sizes as forms of them
   std::vector<std::pair<int, int>> dynamic_dims;
 
@@ -260,6 +262,8 @@ ModuleResult::operator Tensor() const {
 namespace {
 
 backend::ScheduleRequest module_schedule(const std::string& who, const ModuleOptions& options) {
+  if (options.threads < 0)
+    throw ValueError(who + ": threads must be >= 0 (0: the process's default), got " + std::to_string(options.threads));
   return backend::schedule_request(
       who, {.opt_level = options.opt_level, .autoscheduler = options.autoscheduler, .tuning_db = options.tuning_db});
 }
@@ -273,6 +277,7 @@ Module Module::load(const std::string& path, ModuleOptions options) {
   try {
     Module m(Impl::decode(io::read_whole_file(path, "the module file")));
     m.impl_->schedule = schedule;
+    m.impl_->threads = options.threads;
     log().debug("module '{}' loaded from {}: {} nodes, {} parameters", m.name(), path, m.graph().nodes.size(),
                 m.parameters().size());
     return m;
@@ -315,6 +320,7 @@ Module detail_make_module(const std::string& name, const detail::CallArgs& args,
   auto m = std::make_shared<Module::Impl>();
   m->name = name;
   m->schedule = schedule;
+  m->threads = module_options.threads;
   m->num_args = tr.num_args;
   for (const auto& c : tr.captured) {
     Tensor p = make_tensor(c->type);
@@ -392,6 +398,7 @@ ModuleResult Module::call(const std::vector<Tensor>& args) const {
   for (const Tensor& p : m.params) inputs.push(p.impl().get());
   std::vector<Tensor> outs;
   {
+    const ThreadLimit threads(m.threads);
     std::unique_lock<std::mutex> call_lock = f.lock_for_call();
     f.run(inputs.view(), outs);
     f.apply_updates(inputs.view());

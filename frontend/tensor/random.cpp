@@ -9,6 +9,7 @@
 
 #include "frontend/tensor/dispatch.h"
 #include "frontend/tensor/tensor_impl.h"
+#include "support/thread_pool.h"
 
 namespace hjit {
 namespace {
@@ -28,8 +29,7 @@ Tensor generate(Shape shape, DType dtype, F value) {
   Tensor f64 = detail::make_tensor(TensorType{DType::F64, std::move(shape)});
   double* p = static_cast<double*>(f64.impl()->data());
   const int64_t n = f64.numel();
-#pragma omp parallel for schedule(static) if (n >= (1 << 15))
-  for (int64_t i = 0; i < n; ++i) p[i] = value(i);
+  parallel_loop(n, n >= (1 << 15), [&](int64_t i) { p[i] = value(i); });
   return dtype == DType::F64 ? f64 : astype(f64, dtype);
 }
 

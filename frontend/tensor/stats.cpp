@@ -1,11 +1,15 @@
-// The process-wide counters the API reports: memory, and the compile cache.
+// The process-wide counters and limits the API reports and sets: memory, threads, and the compile
+// cache.
 #include <algorithm>
 
 #include <hjit/jit_options.h>
+#include <hjit/error.h>
 #include <hjit/memory.h>
+#include <hjit/threads.h>
 
 #include "halide_backend/backend.h"
 #include "support/allocator.h"
+#include "support/thread_pool.h"
 
 namespace hjit {
 
@@ -33,5 +37,11 @@ CacheStats cache_stats() {
 
 void set_memory_limit(int64_t bytes) { set_allocation_limit(bytes); }
 int64_t memory_limit() { return allocation_limit(); }
+
+void set_num_threads(int threads) {
+  if (threads < 0) throw ValueError("hjit::set_num_threads: threads must be >= 0 (0: the default), got " + std::to_string(threads));
+  set_pool_threads(threads);
+}
+int num_threads() { return pool_threads(); }
 
 }  // namespace hjit

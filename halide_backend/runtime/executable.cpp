@@ -12,6 +12,7 @@
 #include "halide_backend/runtime/device_memory.h"
 #include "halide_backend/runtime/device_runtime.h"
 #include "halide_backend/lowering/lowered.h"
+#include "support/thread_pool.h"
 #include "halide_backend/devices.h"
 #include "support/allocator.h"
 
@@ -62,14 +63,13 @@ void on_free(void* ctx, void* p) {
   cached_free(p);
 }
 
-// Halide's parallel loops run on OpenMP's threads, the ones the eager kernels use: one pool for
-// the whole process. (With two pools, the threads one leaves spinning after its work hold cores
-// the other needs: alternating eager ops and compiled calls ran up to twice as slow.)
+// Halide's parallel loops run on hjit's pool (support/thread_pool.h), the one the eager kernels
+// use: one pool for the whole process. (With two pools, the threads one leaves spinning after its
+// work hold cores the other needs: alternating eager ops and compiled calls ran up to twice as
+// slow.) Neither OpenMP's team nor Halide's own pool serves a machine another process shares: see
+// docs/threads.md.
 int on_par_for(void* ctx, halide_task_t f, int min, int extent, uint8_t* closure) {
-  int status = 0;
-#pragma omp parallel for schedule(static) reduction(| : status) if (extent > 1)
-  for (int i = min; i < min + extent; ++i) status |= f(ctx, i, closure);
-  return status;
+  return parallel_for(f, ctx, min, extent, closure);
 }
 
 }  // namespace

@@ -43,3 +43,4 @@
 #include <hjit/random.h>
 #include <hjit/settings.h>
 #include <hjit/tensor.h>
+#include <hjit/threads.h>

@@ -75,6 +75,10 @@ struct JitOptions {
   // donated tensor holds nothing, reused or not: reading it or passing it to an op throws
   // ValueError, until assign() gives it a value again. x = f(x) then needs one buffer, not two.
   std::vector<int> donate{};
+  // Threads a call's parallel loops use, the caller's included: 0, the process's default
+  // (hjit::set_num_threads, HJIT_THREADS, else the CPUs it may run on); never more than that. The
+  // compiled code and its results are the same whatever it is (docs/threads.md).
+  int threads = 0;
 };
 
 struct JitStats {

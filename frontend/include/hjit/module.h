@@ -40,6 +40,7 @@ struct ModuleOptions {
   // why; true, the module of the traced sizes (made from the same trace, the reason logged at
   // debug level): how hjit::onnx::load reads a model's symbolic dimensions.
   bool fixed_sizes_otherwise = false;
+  int threads = 0;  // as JitOptions: the threads a call's parallel loops use (0: the default)
 };
 
 // What a module call returns: its outputs, in the order the function returned them flattened

@@ -1,0 +1,226 @@
+#include "support/thread_pool.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "support/settings.h"
+
+namespace hjit {
+namespace {
+
+constexpr int kMaxThreads = 256;
+// How long an idle worker spins for the next loop before it sleeps: a pipeline's loops follow
+// each other within microseconds; past this, the core is left to whoever else needs it.
+constexpr auto kIdleSpin = std::chrono::microseconds(50);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// A spinning thread's pause: mostly the CPU's, now and then the scheduler's, so that a thread of
+// this process (or another's) waiting for the core gets it: with a core taken by another process,
+// a loop's threads may share the other one, and a waiter that only paused held it from the thread
+// it waited for.
+inline void relax(int k) {
+  if ((k & 15) != 15) cpu_relax();
+  else std::this_thread::yield();
+}
+
+// The iterations [front, back) of one thread's share, in one word: the owner takes from the front,
+// the others from the back, each with one compare-and-swap.
+struct alignas(64) Share {
+  std::atomic<uint64_t> span{0};
+  static uint64_t pack(uint32_t front, uint32_t back) { return uint64_t(back) << 32 | front; }
+  bool take_front(int& i) {
+    uint64_t s = span.load(std::memory_order_relaxed);
+    for (;;) {
+      const uint32_t f = uint32_t(s), b = uint32_t(s >> 32);
+      if (f >= b) return false;
+      if (span.compare_exchange_weak(s, pack(f + 1, b), std::memory_order_acq_rel)) return i = int(f), true;
+    }
+  }
+  bool take_back(int& i) {
+    uint64_t s = span.load(std::memory_order_relaxed);
+    for (;;) {
+      const uint32_t f = uint32_t(s), b = uint32_t(s >> 32);
+      if (f >= b) return false;
+      if (span.compare_exchange_weak(s, pack(f, b - 1), std::memory_order_acq_rel)) return i = int(b - 1), true;
+    }
+  }
+};
+
+thread_local bool t_in_loop = false;
+thread_local int t_limit = 0;  // ThreadLimit's cap, 0: none
+
+struct Job {
+  ParallelTask task = nullptr;
+  void* context = nullptr;
+  uint8_t* closure = nullptr;
+  int min = 0, threads = 1;
+  std::unique_ptr<Share[]> shares;
+  alignas(64) std::atomic<int> remaining{0};  // iterations not finished (or skipped after an error)
+  std::atomic<int> status{0};
+
+  void run_one(int i) {
+    if (status.load(std::memory_order_relaxed) != 0) return;  // skipped after an error
+    const int s = task(context, min + i, closure);
+    if (s != 0) {
+      int none = 0;
+      status.compare_exchange_strong(none, s);
+    }
+  }
+  // Participant p's part: its own share front to back, then the others' from their backs. The
+  // count of iterations done is handed back once, at the end: a counter both threads wrote at
+  // each iteration moved its cache line between the cores each time (10% of an int8 encoder).
+  void work(int p) {
+    const bool outer = t_in_loop;
+    t_in_loop = true;
+    int i, done = 0;
+    for (; shares[size_t(p)].take_front(i); ++done) run_one(i);
+    for (int k = 1; k < threads; ++k) {
+      Share& other = shares[size_t((p + k) % threads)];
+      for (; other.take_back(i); ++done) run_one(i);
+    }
+    t_in_loop = outer;
+    if (done > 0) remaining.fetch_sub(done, std::memory_order_acq_rel);
+  }
+};
+
+class Pool {
+ public:
+  static Pool& get() {
+    static Pool* pool = new Pool;  // never destroyed: workers may outlive static destructors
+    return *pool;
+  }
+
+  int run(ParallelTask task, void* context, int min, int extent, uint8_t* closure, int threads) {
+    if (extent <= 0) return 0;
+    if (threads <= 0) threads = default_threads();
+    if (t_limit > 0) threads = std::min(threads, t_limit);
+    threads = std::min({threads, extent, kMaxThreads});
+    if (threads <= 1 || t_in_loop || busy_.exchange(true, std::memory_order_acquire)) return serial(task, context, min, extent, closure);
+    ensure_workers(threads - 1);
+    auto job = std::make_shared<Job>();
+    job->task = task, job->context = context, job->closure = closure, job->min = min, job->threads = threads;
+    job->shares.reset(new Share[size_t(threads)]);
+    for (int p = 0; p < threads; ++p)  // OpenMP's static split: the same rows to the same thread
+      job->shares[size_t(p)].span.store(Share::pack(uint32_t(int64_t(extent) * p / threads), uint32_t(int64_t(extent) * (p + 1) / threads)),
+                                        std::memory_order_relaxed);
+    job->remaining.store(extent, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      current_ = job;
+      generation_.fetch_add(1, std::memory_order_release);
+      if (sleepers_ > 0) wake_.notify_all();
+    }
+    job->work(0);
+    // What is left is iterations other threads are inside of: wait for those alone.
+    for (int spins = 0; job->remaining.load(std::memory_order_acquire) > 0; ++spins) relax(spins);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (current_ == job) current_.reset();
+    }
+    busy_.store(false, std::memory_order_release);
+    return job->status.load();
+  }
+
+  int default_threads() {
+    const int set = requested_.load(std::memory_order_relaxed);
+    if (set > 0) return std::min(set, cpus());
+    static const int fallback = [] {
+      const std::optional<int64_t> env = setting::count(setting::Id::Threads);
+      return env && *env > 0 ? int(std::min<int64_t>(*env, kMaxThreads)) : cpus();
+    }();
+    return fallback;
+  }
+  void set_default(int threads) { requested_.store(std::max(0, threads), std::memory_order_relaxed); }
+
+  static int cpus() {
+    static const int n = [] {
+      cpu_set_t set;
+      if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return std::min(CPU_COUNT(&set), kMaxThreads);
+      return std::clamp(int(std::thread::hardware_concurrency()), 1, kMaxThreads);
+    }();
+    return n;
+  }
+
+ private:
+  static int serial(ParallelTask task, void* context, int min, int extent, uint8_t* closure) {
+    const bool outer = t_in_loop;
+    t_in_loop = true;
+    int status = 0;
+    for (int i = min; i < min + extent && status == 0; ++i) status = task(context, i, closure);
+    t_in_loop = outer;
+    return status;
+  }
+
+  void ensure_workers(int n) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    while (int(workers_.size()) < n) {
+      const int index = int(workers_.size()) + 1;  // the caller is participant 0
+      workers_.emplace_back([this, index] { worker(index); });
+      workers_.back().detach();
+    }
+  }
+
+  void worker(int index) {
+    uint64_t seen = generation_.load(std::memory_order_acquire);
+    for (;;) {
+      const auto until = std::chrono::steady_clock::now() + kIdleSpin;
+      for (int k = 0; generation_.load(std::memory_order_acquire) == seen; ++k) {
+        relax(k);
+        if ((k & 255) == 255 && std::chrono::steady_clock::now() > until) break;
+      }
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (generation_.load(std::memory_order_acquire) == seen) {
+          ++sleepers_;
+          wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+          --sleepers_;
+        }
+        seen = generation_.load(std::memory_order_acquire);
+        job = current_;
+      }
+      if (job && index < job->threads) job->work(index);
+    }
+  }
+
+  std::atomic<bool> busy_{false};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> requested_{0};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  int sleepers_ = 0;
+  std::shared_ptr<Job> current_;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace
+
+int parallel_for(ParallelTask task, void* context, int min, int extent, uint8_t* closure, int threads) {
+  return Pool::get().run(task, context, min, extent, closure, threads);
+}
+
+int pool_threads() { return Pool::get().default_threads(); }
+int machine_threads() { return Pool::cpus(); }
+int loop_threads() { return t_limit > 0 ? std::min(t_limit, pool_threads()) : pool_threads(); }
+void set_pool_threads(int threads) { Pool::get().set_default(threads); }
+bool in_parallel_loop() { return t_in_loop; }
+
+ThreadLimit::ThreadLimit(int threads) : previous_(t_limit) {
+  if (threads > 0) t_limit = threads;
+}
+ThreadLimit::~ThreadLimit() { t_limit = previous_; }
+
+}  // namespace hjit

@@ -1,0 +1,83 @@
+// The process's one pool of threads for parallel loops: compiled pipelines' (Halide's do_par_for)
+// and eager kernels'. Built for a machine other processes share:
+// - each loop's iterations are split in one contiguous range per thread (the split OpenMP's static
+//   schedule makes, so that consecutive loops find their rows in the same core's cache), and a
+//   thread that finishes its range takes iterations from the far end of another's: a worker that
+//   another process holds off its core is not waited for unless it is inside an iteration;
+// - a loop is done when its iterations are, not when every thread has checked in (OpenMP's end
+//   of a parallel region waits for each thread of the team, and a descheduled one costs a time
+//   slice per loop: 8-28x slower with one of two cores busy);
+// - idle workers spin briefly (a pipeline's loops come microseconds apart), then sleep;
+// - a loop started while the pool runs another one (an application calling from several threads,
+//   or a loop inside a loop's iteration) runs on its caller's thread alone: never more threads
+//   than cores.
+// Results do not depend on the thread count: an iteration computes the same wherever it runs.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+namespace hjit {
+
+// A loop body: iteration i of the loop with its context and closure (Halide's halide_task_t);
+// nonzero is an error status, which stops the loop's unclaimed iterations.
+using ParallelTask = int (*)(void* context, int i, uint8_t* closure);
+
+// Runs task(context, i, closure) for i in [min, min + extent) on up to `threads` threads, the
+// caller's included (0: the pool's size). Returns the first nonzero status, else 0.
+int parallel_for(ParallelTask task, void* context, int min, int extent, uint8_t* closure, int threads = 0);
+
+// The same for a callable, body(i) (eager kernels' loops). Iterations are best a few microseconds
+// of work or more: group small ones (parallel_rows does).
+template <typename Body>
+void parallel_for(int64_t n, const Body& body, int threads = 0) {
+  if (n <= 0) return;
+  auto task = [](void* ctx, int i, uint8_t*) {
+    (*static_cast<const Body*>(ctx))(int64_t(i));
+    return 0;
+  };
+  parallel_for(task, const_cast<Body*>(&body), 0, int(n), nullptr, threads);
+}
+
+// Calls body(i) for i in [0, n): on the pool when `parallel` (the eager kernels' loops), each
+// thread a contiguous run of i as OpenMP's static schedule gives, in chunks a late thread's
+// neighbour can take over.
+template <typename Body>
+void parallel_loop(int64_t n, bool parallel, const Body& body);
+
+// Caps the threads of the loops this thread starts while it lives (a jitted function's or a
+// module's JitOptions::threads / ModuleOptions::threads); 0 leaves the cap as it was.
+class ThreadLimit {
+ public:
+  explicit ThreadLimit(int threads);
+  ~ThreadLimit();
+  ThreadLimit(const ThreadLimit&) = delete;
+  ThreadLimit& operator=(const ThreadLimit&) = delete;
+
+ private:
+  int previous_;
+};
+
+// The CPUs this process may run on (its affinity mask): what compiled code is scheduled for.
+int machine_threads();
+// The threads a loop uses by default: HJIT_THREADS, else the CPUs this process may run on.
+int pool_threads();
+// Sets the default for later loops (at most the CPUs it may run on; 0: back to the default).
+// Distributed ranks on one machine share its cores so.
+void set_pool_threads(int threads);
+// The threads a loop started here would use: pool_threads() under this thread's ThreadLimit.
+int loop_threads();
+// Inside an iteration of a pool loop (a nested loop runs serially there).
+bool in_parallel_loop();
+
+template <typename Body>
+void parallel_loop(int64_t n, bool parallel, const Body& body) {
+  if (n <= 0) return;
+  const int64_t chunks = parallel && n > 1 && !in_parallel_loop() ? std::min<int64_t>(n, int64_t(loop_threads()) * 8) : 1;
+  auto chunk = [&](int64_t c) {
+    for (int64_t i = n * c / chunks, end = n * (c + 1) / chunks; i < end; ++i) body(i);
+  };
+  if (chunks == 1) chunk(0);
+  else parallel_for(chunks, chunk);
+}
+
+}  // namespace hjit
