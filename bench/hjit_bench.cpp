@@ -23,6 +23,8 @@
 //                                                         write out (bench/exported_rows.h)
 //        hjit-bench --low-precision                       int8 and bf16 contractions against the peaks of
 //                                                         their dot-product instructions (bench/low_precision_rows.h)
+//        hjit-bench --busy [--workloads W1] [--models DIR]  each one quiet, then with a core taken by another
+//                                                         process, on hjit's threads and on one (bench/busy_rows.h)
 //        hjit-bench --generate                            GPT-2 124M's prefill and decode tokens a second, f32, i8 and i4 weights,
 //                                                         against the memory bandwidth (bench/generation_rows.h)
 // The compile-time table (compile_scaling.h) comes last: with every workload, or --compile-scaling.
@@ -43,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/busy_rows.h"
 #include "bench/compile_scaling.h"
 #include "bench/exported_rows.h"
 #include "bench/low_precision_rows.h"
@@ -329,12 +332,19 @@ void user_loop_rows(bool quick) {
               ms[0], ms[1], ms[2], ms[1] / ms[2], diff);
 }
 
+std::string argv_list(const std::vector<std::string>& ids) {
+  std::string s;
+  for (const std::string& id : ids) s += (s.empty() ? "" : ",") + id;
+  return s;
+}
+
 int main(int argc, char** argv) {
   // Each row is what it names: a tuning database reaches the "tuned" rows only, through --db.
   unsetenv("HJIT_TUNING_DB");
   std::vector<std::string> workloads = bench::workload_ids(), variants = kVariants;
   bool quick = false, all = false, variants_given = false, workloads_given = false, compile_scaling = false, small_cnn = false,
-       param_model = false, exported = false, low_precision = false, int8 = false, generate = false;
+       param_model = false, exported = false, low_precision = false, int8 = false, generate = false,
+       busy = false;
   std::string models_dir, only;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -348,6 +358,7 @@ int main(int argc, char** argv) {
     if (a == "--compile-scaling-child") return bench::compile_scaling_child(i + 1 < argc && std::string(argv[i + 1]) == "--quick");
     if (a == "--model-child" && i + 1 < argc) return bench::model_child(argv[i + 1], argc > i + 2 && std::string(argv[i + 2]) == "--quick");
     if (a == "--int8-child" && i + 1 < argc) return bench::int8_child(argv[i + 1], argc > i + 2 && std::string(argv[i + 2]) == "--quick");
+    if (a == "--busy-child" && i + 1 < argc) return bench::busy_child(argv[i + 1], argc > i + 2 && std::string(argv[i + 2]) == "--quick");
     if (a == "--opencv-child" && i + 1 < argc) return bench::opencv_child(argv[i + 1], argc > i + 2 && std::string(argv[i + 2]) == "--quick");
     if (a == "--small-cnn-child") return bench::small_cnn_child(i + 1 < argc && std::string(argv[i + 1]) == "--quick");
     if (a == "--models" && i + 1 < argc) models_dir = argv[++i];
@@ -357,6 +368,7 @@ int main(int argc, char** argv) {
     else if (a == "--low-precision") low_precision = true;
     else if (a == "--generate") generate = true;
     else if (a == "--int8") int8 = true;
+    else if (a == "--busy") busy = true;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else
     if (a == "--workloads" && i + 1 < argc) workloads = bench::split_list(argv[++i]), workloads_given = true;
@@ -372,7 +384,8 @@ int main(int argc, char** argv) {
                            "       hjit-bench --param-model [--quick]   (fitted built-in parameters against the rules)\n"
                            "       hjit-bench --exported [--workloads W3,W8] [--quick]   (exported libraries against jitted code)\n"
                            "       hjit-bench --low-precision [--quick]   (int8 and bf16 contractions against their instructions' peaks)\n"
-                           "       hjit-bench --generate [--quick]   (GPT-2 124M's tokens a second against the memory bandwidth)\n");
+                           "       hjit-bench --generate [--quick]   (GPT-2 124M's tokens a second against the memory bandwidth)\n"
+                           "       hjit-bench --busy [--workloads W1,W2] [--models DIR [--only NAME]] [--quick]   (with a core taken)\n");
       return 2;
     }
   }
@@ -383,6 +396,7 @@ int main(int argc, char** argv) {
   ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   if (len <= 0) return 1;
   self[len] = 0;
+  if (busy) return bench::busy_rows(self, workloads_given ? argv_list(workloads) : "", models_dir, only, quick);
   if (!models_dir.empty() && int8) return bench::int8_model_rows(self, models_dir, only, quick);
   if (!models_dir.empty()) return bench::model_rows(self, models_dir, only, quick);
   if (small_cnn) return bench::small_cnn_rows(self, quick);

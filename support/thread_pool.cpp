@@ -20,6 +20,9 @@ constexpr int kMaxThreads = 256;
 // How long an idle worker spins for the next loop before it sleeps: a pipeline's loops follow
 // each other within microseconds; past this, the core is left to whoever else needs it.
 constexpr auto kIdleSpin = std::chrono::microseconds(50);
+// How long a loop's caller spins for the iterations other threads are still inside of before it
+// sleeps (a loop's threads finish within microseconds of each other on a quiet machine).
+constexpr auto kStragglerSpin = std::chrono::microseconds(20);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -92,7 +95,7 @@ struct Job {
       for (; other.take_back(i); ++done) run_one(i);
     }
     t_in_loop = outer;
-    if (done > 0) remaining.fetch_sub(done, std::memory_order_acq_rel);
+    if (done > 0 && remaining.fetch_sub(done, std::memory_order_acq_rel) == done) remaining.notify_all();
   }
 };
 
@@ -124,8 +127,17 @@ class Pool {
       if (sleepers_ > 0) wake_.notify_all();
     }
     job->work(0);
-    // What is left is iterations other threads are inside of: wait for those alone.
-    for (int spins = 0; job->remaining.load(std::memory_order_acquire) > 0; ++spins) relax(spins);
+    // What is left is iterations other threads are inside of: wait for those alone, spinning a
+    // little, then asleep. Asleep, this core is idle, and the kernel moves a thread that waits for
+    // a core (a worker another process preempted inside its iteration) onto it at once; spinning
+    // or yielding, it would wait out the other process's time slice (milliseconds).
+    const auto until = std::chrono::steady_clock::now() + kStragglerSpin;
+    for (int k = 0;; ++k) {
+      const int left = job->remaining.load(std::memory_order_acquire);
+      if (left == 0) break;
+      if ((k & 63) == 63 && std::chrono::steady_clock::now() > until) job->remaining.wait(left, std::memory_order_acquire);
+      else relax(k);
+    }
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (current_ == job) current_.reset();

@@ -1,0 +1,133 @@
+#include "bench/busy_rows.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <hjit/hjit.h>
+#include <hjit/onnx.h>
+
+#include "bench/timing.h"
+#include "bench/workloads.h"
+
+namespace fs = std::filesystem;
+
+namespace bench {
+namespace {
+
+// Another process holding a core: a loop that never sleeps, as a neighbour's job does.
+class Spinner {
+ public:
+  Spinner() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      volatile uint64_t x = 0;
+      for (;;) x = x + 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the scheduler has placed it
+  }
+  ~Spinner() {
+    if (pid_ > 0) kill(pid_, SIGKILL), waitpid(pid_, nullptr, 0);
+  }
+  Spinner(const Spinner&) = delete;
+  Spinner& operator=(const Spinner&) = delete;
+
+ private:
+  pid_t pid_ = -1;
+};
+
+std::vector<hjit::Tensor> model_inputs(const std::string& folder) {
+  std::vector<hjit::Tensor> in;
+  for (int i = 0;; ++i) {
+    const fs::path p = fs::path(folder) / "test_data_set_0" / ("input_" + std::to_string(i) + ".pb");
+    if (!fs::exists(p)) break;
+    in.push_back(hjit::onnx::read_tensor(p.string()));
+  }
+  return in;
+}
+
+}  // namespace
+
+int busy_child(const std::string& what, bool quick) {
+  try {
+    std::function<void()> call;
+    std::optional<Runner> runner;
+    std::optional<hjit::Module> module;
+    std::vector<hjit::Tensor> inputs;
+    if (fs::exists(fs::path(what) / "model.onnx")) {
+      module = hjit::onnx::load((fs::path(what) / "model.onnx").string(), {.freeze = true});
+      inputs = model_inputs(what);
+      call = [&] { (*module).call(inputs); };
+    } else {
+      hjit::JitOptions o;
+      o.name = what + "_busy";
+      o.opt_level = 1;
+      runner = make_workload(what).make_runner(&o);
+      call = [&] { runner->call(); };
+    }
+    const double budget = quick ? 1.0 : 3.0;
+    // Calls of a few microseconds (W1) are timed a millisecond's worth at a time.
+    const int reps = int(std::clamp(1.0 / std::max(1e-6, steady_ms(call, 0.2)), 1.0, 10000.0));
+    const std::function<void()> batch = [&] {
+      for (int r = 0; r < reps; ++r) call();
+    };
+    const double quiet = steady_ms(batch, budget) / reps;
+    const Spinner neighbour;
+    const std::vector<double> busy = interleaved_ms(
+        {batch, [&] {
+           hjit::set_num_threads(1);
+           batch();
+           hjit::set_num_threads(0);
+         }},
+        1, 2 * budget);
+    std::printf("BUSY %.6f %.6f %.6f\n", quiet, busy[0] / reps, busy[1] / reps);
+    return 0;
+  } catch (const std::exception& e) {
+    std::printf("failed: %s\n", e.what());
+    return 1;
+  }
+}
+
+int busy_rows(const std::string& self, const std::string& workloads, const std::string& models_dir, const std::string& only,
+              bool quick) {
+  std::vector<std::pair<std::string, std::string>> rows;  // name, what the child runs
+  for (const std::string& id : workloads.empty() ? workload_ids() : split_list(workloads)) rows.emplace_back(id, id);
+  if (!models_dir.empty())
+    for (const auto& e : fs::directory_iterator(models_dir)) {
+      const std::string name = e.path().filename().string();
+      if (fs::exists(e.path() / "model.onnx") && (only.empty() || ("," + only + ",").find("," + name + ",") != std::string::npos))
+        rows.emplace_back(name, e.path().string());
+    }
+  std::printf("hjit-bench --busy: steady ms quiet, then with a spinning process holding one of the machine's %d CPUs,\n"
+              "on hjit's %d threads and on one thread (taken alternately under the same load). Bars: busy <= 2.5x quiet,\n"
+              "busy <= one thread busy.\n\n",
+              hjit::num_threads(), hjit::num_threads());
+  std::printf("%-26s %10s %10s %8s %12s %10s\n", "workload", "quiet ms", "busy ms", "x quiet", "1 thread ms", "x 1 thread");
+  bool ok = true;
+  for (const auto& [name, what] : rows) {
+    FILE* p = popen((self + " --busy-child '" + what + "'" + (quick ? " --quick" : "") + " 2>&1").c_str(), "r");
+    if (!p) return 1;
+    char line[4096];
+    double quiet = 0, busy = 0, one = 0;
+    bool got = false;
+    std::string failure;
+    while (std::fgets(line, sizeof line, p)) {
+      if (std::sscanf(line, "BUSY %lf %lf %lf", &quiet, &busy, &one) == 3) got = true;
+      else failure = line;
+    }
+    pclose(p);
+    if (!got) {
+      std::printf("%-26s failed: %s", name.c_str(), failure.c_str());
+      ok = false;
+      continue;
+    }
+    std::printf("%-26s %10.4f %10.4f %7.2fx %12.4f %9.2fx\n", name.c_str(), quiet, busy, busy / quiet, one, busy / one);
+    std::fflush(stdout);
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace bench
