@@ -85,17 +85,17 @@ sanitize: deps
 sanitize-ci:
 	HJIT_FUZZ_MUTATIONS=300 $(MAKE) sanitize SANITIZE_SKIP='$(SANITIZE_SKIP)|differential|torch_golden|onnx_conformance' SANITIZE_TARGETS=all
 
-# ThreadSanitizer on the tests that call hjit from several threads at once. OMP_NUM_THREADS=1: the
-# eager kernels' OpenMP loops run on the calling thread (libgomp is not instrumented, so TSan does
-# not see its barriers and reports every hand-off between two parallel loops as a race); the
-# threads under test are the callers' own.
+# ThreadSanitizer on the tests that call hjit from several threads at once. HJIT_THREADS=1: loops
+# run on their callers' threads (compiled code is not instrumented, so TSan would not see what a
+# pool worker's iteration wrote); the threads under test are the callers' own. test_threads tests
+# the pool itself.
 TSAN_BUILD ?= build-tsan
 sanitize-thread: deps
 	@if [ ! -f $(TSAN_BUILD)/build.ninja ]; then cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DHJIT_SANITIZE=thread; fi
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_jit test_cache test_module cache_worker
-	ulimit -s 65536 2>/dev/null || true; TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)" OMP_NUM_THREADS=1 \
-	  ctest --test-dir $(TSAN_BUILD) --output-on-failure -R '^(test_jit|test_cache|test_module)$$'
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_jit test_cache test_module test_threads cache_worker
+	ulimit -s 65536 2>/dev/null || true; TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan.supp)" HJIT_THREADS=1 \
+	  ctest --test-dir $(TSAN_BUILD) --output-on-failure -R '^(test_jit|test_cache|test_module|test_threads)$$'
 
 # Ten minutes of mixed calls from three threads, every result checked against eager, resident
 # memory flat after the warm-up (tools/hjit_soak.cpp). Not part of make test (the suite runs a

@@ -45,7 +45,7 @@ bool initialized();
 int rank();        // 0 .. world_size() - 1
 int world_size();  // 1 without init()
 // The threads this process computes with. Ranks that share a machine share its cores: init()
-// gives each its part (unless OMP_NUM_THREADS is set), so 2 ranks on 2 cores run 1 thread each.
+// gives each its part (unless HJIT_THREADS is set), so 2 ranks on 2 cores run 1 thread each.
 int threads_per_rank();
 void barrier();    // returns when every rank has reached it
 
