@@ -10,6 +10,7 @@
 #include <hjit/hjit.h>
 #include <hjit/onnx.h>
 
+#include "bench/ort_peer.h"
 #include "bench/timing.h"
 #include "bench/workloads.h"
 
@@ -103,9 +104,10 @@ int busy_rows(const std::string& self, const std::string& workloads, const std::
     }
   std::printf("hjit-bench --busy: steady ms quiet, then with a spinning process holding one of the machine's %d CPUs,\n"
               "on hjit's %d threads and on one thread (taken alternately under the same load). Bars: busy <= 2.5x quiet,\n"
-              "busy <= one thread busy.\n\n",
+              "busy <= one thread busy. Models: ONNX Runtime (bench/ort_peer.h, 2 threads) quiet and under the same load.\n\n",
               hjit::num_threads(), hjit::num_threads());
-  std::printf("%-26s %10s %10s %8s %12s %10s\n", "workload", "quiet ms", "busy ms", "x quiet", "1 thread ms", "x 1 thread");
+  std::printf("%-26s %10s %10s %8s %12s %10s %10s %10s %8s\n", "workload", "quiet ms", "busy ms", "x quiet", "1 thread ms",
+              "x 1 thread", "ort quiet", "ort busy", "x quiet");
   bool ok = true;
   for (const auto& [name, what] : rows) {
     FILE* p = popen((self + " --busy-child '" + what + "'" + (quick ? " --quick" : "") + " 2>&1").c_str(), "r");
@@ -124,7 +126,22 @@ int busy_rows(const std::string& self, const std::string& workloads, const std::
       ok = false;
       continue;
     }
-    std::printf("%-26s %10.4f %10.4f %7.2fx %12.4f %9.2fx\n", name.c_str(), quiet, busy, busy / quiet, one, busy / one);
+    double ort_quiet = -1, ort_busy = -1;
+    if (what != name) {  // a model folder: ONNX Runtime on it, quiet and with a core taken
+      ort_quiet = ort_ms(what, 2);
+      if (ort_quiet > 0) {
+        const Spinner neighbour;
+        ort_busy = ort_ms(what, 2);
+      }
+    }
+    auto peer = [](double ms, const char* f) {
+      char b[32];
+      std::snprintf(b, sizeof b, f, ms);
+      return ms > 0 ? std::string(b) : std::string("-");
+    };
+    std::printf("%-26s %10.4f %10.4f %7.2fx %12.4f %9.2fx %10s %10s %8s\n", name.c_str(), quiet, busy, busy / quiet, one, busy / one,
+                peer(ort_quiet, "%.3f").c_str(), peer(ort_busy, "%.3f").c_str(),
+                peer(ort_busy > 0 ? ort_busy / ort_quiet : -1, "%.2fx").c_str());
     std::fflush(stdout);
   }
   return ok ? 0 : 1;

@@ -1,5 +1,6 @@
 #include "bench/models.h"
 
+#include "bench/ort_peer.h"
 #include "bench/timing.h"
 
 #include <hjit/onnx.h>
@@ -75,16 +76,7 @@ double torch_ms(const std::string& dir, const std::string& name) {
       "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp "
       "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824 "
       "/usr/bin/python3 '" + script + "' time '" + dir + "' " + name + " 2 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  char line[1024];
-  double ms = -1;
-  while (std::fgets(line, sizeof line, p)) {
-    const char* at = std::strstr(line, "steady_med_ms=");
-    if (at) ms = std::atof(at + std::strlen("steady_med_ms="));
-  }
-  pclose(p);
-  return ms;
+  return number_after(cmd, "steady_med_ms=");
 }
 
 std::string fmt(double v, const char* f) {
@@ -162,11 +154,12 @@ int model_rows(const std::string& self, const std::string& dir, const std::strin
   std::sort(folders.begin(), folders.end());
   std::printf("hjit-bench --models %s: batch as exported; cold = read + convert + first call (compile) in a fresh process\n"
               "with an empty compile cache, warm = the first call in a fresh process with that cache filled, steady = median\n"
-              "per call; err = max |hjit - PyTorch| / max |PyTorch| (1e-3 passes); torch = tuned PyTorch and opencv = OpenCV\n"
-              "DNN, each in its own process, one after the other in this sitting; 'x' columns are their steady time over hjit's.\n\n",
+              "per call; err = max |hjit - PyTorch| / max |PyTorch| (1e-3 passes); torch = tuned PyTorch, opencv = OpenCV\n"
+              "DNN and ort = ONNX Runtime's CPU engine (bench/ort_peer.h; 2 threads), each in its own process, one after the\n"
+              "other in this sitting; 'x' columns are their steady time over hjit's.\n\n",
               dir.c_str());
-  std::printf("%-26s %9s %9s %9s %10s %10s %9s %10s %7s %10s %7s %9s\n", "model", "read ms", "convert", "cold s", "warm ms",
-              "steady ms", "err", "torch ms", "x", "opencv ms", "x", "cv err");
+  std::printf("%-26s %9s %9s %9s %10s %10s %9s %10s %7s %10s %7s %9s %9s %7s\n", "model", "read ms", "convert", "cold s", "warm ms",
+              "steady ms", "err", "torch ms", "x", "opencv ms", "x", "cv err", "ort ms", "x");
   bool all_ok = true;
   for (const fs::path& folder : folders) {
     const std::string name = folder.filename().string();
@@ -178,7 +171,7 @@ int model_rows(const std::string& self, const std::string& dir, const std::strin
     const Child warm = cold.ok ? run(env + self + " --model-child '" + folder.string() + "'" + q) : Child{};
     std::system(("rm -rf " + std::string(cache)).c_str());
     const Child cv = run(self + " --opencv-child '" + folder.string() + "'" + q);
-    const double torch = torch_ms(dir, name);
+    const double torch = torch_ms(dir, name), ort = ort_ms(folder.string(), 2);
     if (!cold.ok) {
       std::printf("%-26s failed: %s\n", name.c_str(), cold.failure.c_str());
       all_ok = false;
@@ -187,11 +180,12 @@ int model_rows(const std::string& self, const std::string& dir, const std::strin
     const double steady = warm.ok ? warm.steady : cold.steady;
     const bool matches = cold.err <= 1e-3;
     all_ok &= matches;
-    std::printf("%-26s %9.1f %9.1f %9.2f %10s %10.2f %9.1e %10s %7s %10s %7s %9s%s\n", name.c_str(), cold.read, cold.convert,
+    std::printf("%-26s %9.1f %9.1f %9.2f %10s %10.2f %9.1e %10s %7s %10s %7s %9s %9s %7s%s\n", name.c_str(), cold.read, cold.convert,
                 (cold.read + cold.convert + cold.first) / 1e3, fmt(warm.ok ? warm.first : -1, "%.1f").c_str(), steady, cold.err,
                 fmt(torch, "%.2f").c_str(), fmt(torch > 0 ? torch / steady : -1, "%.2fx").c_str(),
                 fmt(cv.ok ? cv.steady : -1, "%.2f").c_str(), fmt(cv.ok ? cv.steady / steady : -1, "%.2fx").c_str(),
-                cv.ok ? fmt(cv.err, "%.1e").c_str() : "-", matches ? "" : "  (differs from PyTorch!)");
+                cv.ok ? fmt(cv.err, "%.1e").c_str() : "-", fmt(ort, "%.2f").c_str(), fmt(ort > 0 ? ort / steady : -1, "%.2fx").c_str(),
+                matches ? "" : "  (differs from PyTorch!)");
     if (!cv.ok) std::printf("%-26s   opencv: %s\n", "", cv.failure.c_str());
     std::fflush(stdout);
   }

@@ -62,6 +62,9 @@
   X(TuneFault, "HJIT_TUNE_FAULT", Text, "", "kind:text;... (crash, hang, wrong, lucky, slow)", Tests, false,               \
     "Faults the tuning worker commits for requests whose text contains `text`: how the test suite shows a tuning run "    \
     "survives them.")                                                                                                      \
+  X(BenchOrt, "HJIT_BENCH_ORT", Path, "(../shared/peers/ort_time.js beside the source tree)", "ort_time.js; empty: none",    \
+    Tools, false, "hjit-bench --models and --busy: the script that times a model with ONNX Runtime's CPU engine (a peer; "  \
+    "its columns read - without it).")                                                                                    \
   X(BenchGptOnly, "HJIT_BENCH_GPT_ONLY", Count, "0", "blocks", Tools, false,                                                \
     "hjit-bench --compile-scaling: only the GPT training step of this many blocks.")                                      \
   X(TestConfig, "HJIT_TEST_CONFIG", Text, "O1", "O0, O1, an autoscheduler's name, CUDA-O1, OpenCL-O1, ...", Tests, false,   \
