@@ -15,6 +15,8 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <exception>
+#include <mutex>
 
 namespace hjit {
 
@@ -27,15 +29,28 @@ using ParallelTask = int (*)(void* context, int i, uint8_t* closure);
 int parallel_for(ParallelTask task, void* context, int min, int extent, uint8_t* closure, int threads = 0);
 
 // The same for a callable, body(i) (eager kernels' loops). Iterations are best a few microseconds
-// of work or more: group small ones (parallel_rows does).
+// of work or more: group small ones (parallel_loop does). An exception an iteration throws stops
+// the iterations not yet begun and is thrown again on the caller's thread once the loop is over.
 template <typename Body>
 void parallel_for(int64_t n, const Body& body, int threads = 0) {
   if (n <= 0) return;
+  struct Call {
+    const Body* body;
+    std::exception_ptr error;
+    std::once_flag first;
+  } call{&body, nullptr, {}};
   auto task = [](void* ctx, int i, uint8_t*) {
-    (*static_cast<const Body*>(ctx))(int64_t(i));
-    return 0;
+    auto* c = static_cast<Call*>(ctx);
+    try {
+      (*c->body)(int64_t(i));
+      return 0;
+    } catch (...) {
+      std::call_once(c->first, [&] { c->error = std::current_exception(); });
+      return -1;
+    }
   };
-  parallel_for(task, const_cast<Body*>(&body), 0, int(n), nullptr, threads);
+  parallel_for(task, &call, 0, int(n), nullptr, threads);
+  if (call.error) std::rethrow_exception(call.error);
 }
 
 // Calls body(i) for i in [0, n): on the pool when `parallel` (the eager kernels' loops), each

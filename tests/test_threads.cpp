@@ -68,6 +68,26 @@ TEST_CASE("an iteration's error is the loop's status, and iterations not yet beg
   for (auto& r : c.runs) CHECK(r.load() == 1);
 }
 
+TEST_CASE("an exception an iteration throws reaches the loop's caller, and the pool goes on") {
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    std::atomic<int> ran{0};
+    CHECK_THROWS_WITH_AS(hjit::parallel_for(
+                             int64_t(5000),
+                             [&](int64_t i) {
+                               ran.fetch_add(1);
+                               if (i == 17) throw hjit::ValueError("iteration 17 failed");
+                             },
+                             threads),
+                         "iteration 17 failed", hjit::ValueError);
+    CHECK(ran.load() < 5000);
+    std::atomic<int> after{0};
+    hjit::parallel_loop(1000, true, [&](int64_t) { after.fetch_add(1); });
+    CHECK(after.load() == 1000);
+    CHECK_FALSE(hjit::in_parallel_loop());
+  }
+}
+
 TEST_CASE("loops inside an iteration and loops from several threads at once all complete") {
   // Nested: each outer iteration runs an inner loop (serially, on its thread).
   std::vector<std::atomic<int>> cells(16 * 32);
