@@ -10,6 +10,7 @@
 #include <hjit/hjit.h>
 #include <hjit/onnx.h>
 
+#include "bench/models.h"
 #include "bench/ort_peer.h"
 #include "bench/timing.h"
 #include "bench/workloads.h"
@@ -40,16 +41,6 @@ class Spinner {
   pid_t pid_ = -1;
 };
 
-std::vector<hjit::Tensor> model_inputs(const std::string& folder) {
-  std::vector<hjit::Tensor> in;
-  for (int i = 0;; ++i) {
-    const fs::path p = fs::path(folder) / "test_data_set_0" / ("input_" + std::to_string(i) + ".pb");
-    if (!fs::exists(p)) break;
-    in.push_back(hjit::onnx::read_tensor(p.string()));
-  }
-  return in;
-}
-
 }  // namespace
 
 int busy_child(const std::string& what, bool quick) {
@@ -60,7 +51,7 @@ int busy_child(const std::string& what, bool quick) {
     std::vector<hjit::Tensor> inputs;
     if (fs::exists(fs::path(what) / "model.onnx")) {
       module = hjit::onnx::load((fs::path(what) / "model.onnx").string(), {.freeze = true});
-      inputs = model_inputs(what);
+      inputs = read_set(what, "input_");
       call = [&] { (*module).call(inputs); };
     } else {
       hjit::JitOptions o;

@@ -40,13 +40,6 @@ double relative_error(const std::vector<float>& got, const std::vector<float>& w
   return worst / std::max(scale, 1e-30);
 }
 
-std::vector<Tensor> read_set(const fs::path& folder, const std::string& prefix) {
-  std::vector<Tensor> ts;
-  for (int k = 0; fs::exists(folder / "test_data_set_0" / (prefix + std::to_string(k) + ".pb")); ++k)
-    ts.push_back(hjit::onnx::read_tensor((folder / "test_data_set_0" / (prefix + std::to_string(k) + ".pb")).string()));
-  return ts;
-}
-
 struct Child {
   bool ok = false;
   double read = 0, convert = 0, first = 0, steady = 0, err = 0;
@@ -87,6 +80,14 @@ std::string fmt(double v, const char* f) {
 }
 
 }  // namespace
+
+std::vector<Tensor> read_set(const std::string& folder_path, const std::string& prefix) {
+  const fs::path folder(folder_path);
+  std::vector<Tensor> ts;
+  for (int k = 0; fs::exists(folder / "test_data_set_0" / (prefix + std::to_string(k) + ".pb")); ++k)
+    ts.push_back(hjit::onnx::read_tensor((folder / "test_data_set_0" / (prefix + std::to_string(k) + ".pb")).string()));
+  return ts;
+}
 
 int model_child(const std::string& folder, bool quick) {
   try {

@@ -3,12 +3,18 @@
 // PyTorch's output and timed cold, warm and steady, beside tuned PyTorch and OpenCV's DNN module
 // measured in the same sitting.
 #pragma once
+#include <hjit/tensor.h>
+
 #include <string>
+#include <vector>
 
 namespace bench {
 
 // The table: every folder of `dir` holding a model.onnx (or the ones named in `only`).
 int model_rows(const std::string& self, const std::string& dir, const std::string& only, bool quick);
+
+// A folder's test_data_set_0/<prefix>K.pb tensors, K = 0, 1, ... while they exist ("input_", "output_").
+std::vector<hjit::Tensor> read_set(const std::string& folder, const std::string& prefix);
 
 // The child processes the table runs: hjit (cold or warm, by the cache it is given) and OpenCV.
 int model_child(const std::string& folder, bool quick);

@@ -312,8 +312,8 @@ class Builtin {
   static constexpr int kCostlyCone = 16;
   void find_cuts() {
     cut_.assign(n_, Cut::None);
-    cost_.assign(n_, 0);
     std::vector<std::vector<int>> cone(n_);  // the inlined stages an expression holds, sorted
+    std::vector<int> cost(n_, 0);            // of recomputing each inlined expression (0: stored)
     for (size_t id = 0; id < n_; ++id) {
       const Stage& s = st(int(id));
       if (!s.func.defined() || is_source(s) || has_reduction(s) || s.is_extern) continue;
@@ -326,13 +326,12 @@ class Builtin {
       }
       // (Summed from the last stage stored for this reason: one stored only where its readers'
       // row loop can hold it, the length it leaves inlined counts on.)
-      int cost = recompute_cost(int(id));
+      cost[id] = recompute_cost(int(id));
       for (int in : node(int(id)).inputs)
-        if (cone[size_t(in)].size() > 0 && cut_[size_t(in)] != Cut::Costly) cost += cost_[size_t(in)];
-      cost_[id] = cost;
+        if (cut_[size_t(in)] != Cut::Costly) cost[id] += cost[size_t(in)];
       if (mine.size() > kMaxInlined) {
-        cut_[id] = Cut::Long, mine.clear(), cost_[id] = 0;
-      } else if (params_.store_expensive && s.consumers.size() >= 2 && cost >= kCostlyCone && read_by_row_reduction(int(id))) {
+        cut_[id] = Cut::Long, mine.clear(), cost[id] = 0;
+      } else if (params_.store_expensive && s.consumers.size() >= 2 && cost[id] >= kCostlyCone && read_by_row_reduction(int(id))) {
         cut_[id] = Cut::Costly;
       }
       cone[id] = std::move(mine);
@@ -736,7 +735,6 @@ class Builtin {
   std::vector<Site> site_;
   enum class Cut : uint8_t { None, Long, Costly };
   std::vector<Cut> cut_;  // stored rather than inlined (find_cuts)
-  std::vector<int> cost_;  // of recomputing a stage's inlined expression (find_cuts)
   std::vector<bool> channels_last_, reads_channels_last_;  // (choose_channels_last)
   std::vector<std::vector<int>> wrapper_nests_;
   std::ostringstream os_;

@@ -264,12 +264,16 @@ TEST_CASE("quantized convolutions in a chain: each sum requantized in its tiles,
   }
 }
 
+namespace {
+// ONNX's QuantizeLinear and DequantizeLinear to u8 with zero point 3, as the QDQ cases below write them.
+Tensor requantize(const Tensor& v, float scale) { return hjit::clamp(hjit::round(v / scale) + 3.0f, 0, 255).astype(DType::U8); }
+Tensor dequantize(const Tensor& q, float scale) { return (q.astype(DType::F32) - 3.0f) * scale; }
+}  // namespace
+
 TEST_CASE("a quantized residual block: the 8-bit sums stored channels innermost, exact at every size") {
   // ResNet's bottleneck as ONNX's QDQ form computes it: two convolutions requantized, their sum
   // requantized, read by the next convolution and by the next sum. Scales are powers of two, so
   // eager and compiled agree exactly.
-  auto requantize = [](const Tensor& v, float scale) { return hjit::clamp(hjit::round(v / scale) + 3.0f, 0, 255).astype(DType::U8); };
-  auto dequantize = [](const Tensor& q, float scale) { return (q.astype(DType::F32) - 3.0f) * scale; };
   auto conv = [&](const Tensor& x, const Tensor& w, int64_t pad) {
     return requantize(hjit::int_conv2d(x, w, Tensor::scalar(3, DType::U8), {1, 1}, {pad, pad}).astype(DType::F32) * 0.25f, 1.0f);
   };
@@ -302,8 +306,6 @@ TEST_CASE("a quantized encoder's layer norm and softmax: the requantized input s
   // the residual and normalized, and attention's scores dequantized into a softmax. The inlined
   // requantize would be recomputed by the mean's sum, the variance's and the output: it is
   // stored per row of the normalization instead.
-  auto requantize = [](const Tensor& v, float scale) { return hjit::clamp(hjit::round(v / scale) + 3.0f, 0, 255).astype(DType::U8); };
-  auto dequantize = [](const Tensor& q, float scale) { return (q.astype(DType::F32) - 3.0f) * scale; };
   auto sublayer = [&](const Tensor& x, const Tensor& w, const Tensor& residual, const Tensor& scores) {
     const Tensor acc = hjit::int_matmul(x, w, Tensor::scalar(3, DType::U8), Tensor::scalar(0, DType::I8));
     const Tensor h = dequantize(requantize(acc.astype(DType::F32) * 0.01f, 0.5f), 0.5f) + residual;

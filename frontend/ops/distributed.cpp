@@ -1,13 +1,10 @@
 // hjit::dist: the process group (distributed/communicator.h) and the collectives as ops.
 #include <hjit/distributed.h>
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "distributed/communicator.h"
 #include "distributed/mpi_communicator.h"
