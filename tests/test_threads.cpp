@@ -178,7 +178,10 @@ TEST_CASE("results are the same bit for bit whatever the thread count: compiled,
   const auto want = bytes(compiled(x, w));
   // Eager: an eager matmul this big runs the plain kernel the first time and a compiled pipeline
   // from the second on (frontend/tensor/eager_compiled.cpp), which may round otherwise: each is
-  // compared with itself. The plain kernels' loops run on the pool too.
+  // compared with itself. The plain kernels' loops run on the pool too. Both kinds are chosen here,
+  // whatever HJIT_EAGER says (the suite runs every test with plain ones: tests/CMakeLists.txt).
+  const hjit::EagerKernels outer = hjit::eager_kernels();
+  hjit::set_eager_kernels(hjit::EagerKernels::Compiled);
   f(x, w);
   const auto eager = bytes(f(x, w));
   hjit::set_eager_kernels(hjit::EagerKernels::Plain);
@@ -201,6 +204,7 @@ TEST_CASE("results are the same bit for bit whatever the thread count: compiled,
     hjit::set_eager_kernels(hjit::EagerKernels::Compiled);
     hjit::set_num_threads(0);
   }
+  hjit::set_eager_kernels(outer);
   CHECK(hjit::num_threads() == hjit::pool_threads());
 }
 
