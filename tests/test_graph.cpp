@@ -212,6 +212,46 @@ TEST_CASE("simplify: a batch of matrices times one matrix is one matmul over all
   CHECK(run_pass(batched, hjit::simplify) == batched);
 }
 
+TEST_CASE("simplify: a 1x1 convolution without padding or groups is a matmul, a strided one of a slice") {
+  CHECK(run_pass("{ lambda ; a:f32[1,4,6,6] b:f32[8,4,1,1]. let\n"
+                 "    c:f32[1,8,6,6] = conv2d[stride=(1,1) padding=(0,0) dilation=(1,1) groups=1] a b\n"
+                 "  in (c) }\n",
+                 [](const Graph& g) { return hjit::dce(hjit::simplify(g)); }) ==
+        "{ lambda ; a:f32[1,4,6,6] b:f32[8,4,1,1]. let\n"
+        "    c:f32[1,8,4] = reshape[shape=(1,8,4)] b\n"
+        "    d:f32[1,4,36] = reshape[shape=(1,4,36)] a\n"
+        "    e:f32[1,8,36] = matmul c d\n"
+        "    f:f32[1,8,6,6] = reshape[shape=(1,8,6,6)] e\n"
+        "  in (f) }\n");
+  // Strided, over a batch: every stride-th pixel, the weight the same matrix for every image.
+  CHECK(run_pass("{ lambda ; a:f64[2,4,7,6] b:f64[8,4,1,1]. let\n"
+                 "    c:f64[2,8,4,2] = conv2d[stride=(2,3) padding=(0,0) dilation=(1,1) groups=1] a b\n"
+                 "  in (c) }\n",
+                 [](const Graph& g) { return hjit::dce(hjit::simplify(g)); }) ==
+        "{ lambda ; a:f64[2,4,7,6] b:f64[8,4,1,1]. let\n"
+        "    c:f64[2,4,4,2] = slice[starts=(0,0,0,0) stops=(2,4,7,6) steps=(1,1,2,3)] a\n"
+        "    d:f64[1,8,4] = reshape[shape=(1,8,4)] b\n"
+        "    e:f64[2,8,4] = broadcast_to[shape=(2,8,4)] d\n"
+        "    f:f64[2,4,8] = reshape[shape=(2,4,8)] c\n"
+        "    g:f64[2,8,8] = matmul e f\n"
+        "    h:f64[2,8,4,2] = reshape[shape=(2,8,4,2)] g\n"
+        "  in (h) }\n");
+  // Padded (its own or a folded zero pad), grouped, wider kernels and integers stay convolutions.
+  const char* kept[] = {
+      "{ lambda ; a:f32[1,4,6,6] b:f32[8,4,1,1]. let\n    c:f32[1,8,8,8] = conv2d[stride=(1,1) padding=(1,1) dilation=(1,1) groups=1] a b\n  in (c) }\n",
+      "{ lambda ; a:f32[1,4,6,6] b:f32[8,4,1,1]. let\n    c:f32[1,4,8,8] = pad[lo=(0,0,1,1) hi=(0,0,1,1) value=0.0] a\n"
+      "    d:f32[1,8,8,8] = conv2d[stride=(1,1) padding=(0,0) dilation=(1,1) groups=1] c b\n  in (d) }\n",
+      "{ lambda ; a:f32[1,4,6,6] b:f32[8,2,1,1]. let\n    c:f32[1,8,6,6] = conv2d[stride=(1,1) padding=(0,0) dilation=(1,1) groups=2] a b\n  in (c) }\n",
+      "{ lambda ; a:f32[1,4,6,6] b:f32[8,4,3,3]. let\n    c:f32[1,8,4,4] = conv2d[stride=(1,1) padding=(0,0) dilation=(1,1) groups=1] a b\n  in (c) }\n",
+      "{ lambda ; a:i32[1,4,6,6] b:i32[8,4,1,1]. let\n    c:i32[1,8,6,6] = conv2d[stride=(1,1) padding=(0,0) dilation=(1,1) groups=1] a b\n  in (c) }\n"};
+  for (const char* text : kept) {
+    CAPTURE(text);
+    const std::string out = run_pass(text, [](const Graph& g) { return hjit::dce(hjit::simplify(g)); });
+    CHECK(out.find("conv2d[") != std::string::npos);
+    CHECK(out.find("matmul") == std::string::npos);
+  }
+}
+
 TEST_CASE("simplify: empty values become fills") {
   const char* in =
       "{ lambda ; a:f32[0,3] b:f32[2,3]. let\n"

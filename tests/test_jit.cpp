@@ -414,3 +414,25 @@ TEST_CASE("matrix-vector products over weights larger than the L2 cache compile 
     CHECK_CLOSE_TOL(across(x, w_in_out), hjit::matmul(x, w_in_out), 1e-4);
   }
 }
+
+TEST_CASE("1x1 convolutions compile as matmuls: strided, batched, with bias and gradients, equal to eager") {
+  // simplify turns them into products of the weight with each image's (subsampled) pixels.
+  uint64_t seed = 400;
+  for (auto [batch, stride_h, stride_w, size] : {std::array<int64_t, 4>{1, 1, 1, 9}, {3, 2, 2, 9}, {2, 2, 3, 7}, {1, 1, 1, 1}}) {
+    CAPTURE(batch);
+    CAPTURE(stride_h);
+    CAPTURE(stride_w);
+    const Tensor x = test::random({batch, 5, size, size + 2}, DType::F32, seed++);
+    const Tensor w = test::random({6, 5, 1, 1}, DType::F32, seed++), b = test::random({6}, DType::F32, seed++);
+    const hjit::Pair stride{stride_h, stride_w};
+    auto conv = [stride](const Tensor& x, const Tensor& w, const Tensor& b) { return hjit::relu(hjit::conv2d(x, w, b, stride)); };
+    auto f = hjit::jit(conv, {.name = "pointwise_conv"});
+    CHECK(f.explain(x, w, b).find("matmul") != std::string::npos);
+    CHECK_CLOSE_TOL(f(x, w, b), conv(x, w, b), 1e-5);
+    auto loss = [conv](const Tensor& x, const Tensor& w, const Tensor& b) { return hjit::sum(conv(x, w, b) * conv(x, w, b)); };
+    auto grads = hjit::jit(hjit::grad(loss, std::vector<int>{0, 1, 2}), {.name = "pointwise_conv_grad"});
+    const std::vector<Tensor> got = grads(x, w, b), want = hjit::grad(loss, std::vector<int>{0, 1, 2})(x, w, b);
+    REQUIRE(got.size() == 3);
+    for (size_t i = 0; i < 3; ++i) CHECK_CLOSE_TOL(got[i], want[i], 1e-4);
+  }
+}

@@ -140,30 +140,6 @@ Tensor pool_by_taps(const Tensor& x, const Window& w, bool take_max) {
   return acc;
 }
 
-// A 1x1 convolution of stride 1 without padding or groups (a ResNet's bottleneck, a MobileNet's
-// pointwise layer) is a matrix product: the weight [O, C] times each image's [C, H*W]. The built-in
-// matmul schedule runs it at 1.2-3x the convolution's speed on batch 1 (205 against 85 GFLOP/s
-// for 1024x14x14 -> 256), with the same sums in the same order.
-// TODO(issue 30): choose this in the core, for every conv2d, when contractions get their schedules.
-bool pointwise(const Tensor& x, const Tensor& wt, const Window& w, int64_t groups) {
-  if (groups != 1 || rank_of(x) < 3 || rank_of(x) > 4) return false;
-  for (size_t d = 0; d < w.kernel.size(); ++d)
-    if (w.kernel[d] != 1 || w.strides[d] != 1 || w.pads_begin[d] != 0 || w.pads_end[d] != 0) return false;
-  return wt.shape()[1] == x.shape()[1];
-}
-
-Tensor pointwise_conv(const Tensor& x, const Tensor& wt, const std::optional<Tensor>& bias) {
-  const Shape& s = x.shape();
-  const int64_t C = s[1], O = wt.shape()[0];
-  int64_t positions = 1;
-  for (size_t d = 2; d < s.size(); ++d) positions *= s[d];
-  Tensor y = matmul(reshape(wt, {O, C}), reshape(x, {s[0], C, positions}));  // [N, O, positions]
-  if (bias) y = y + reshape(*bias, {O, 1});
-  Shape out = s;
-  out[1] = O;
-  return reshape(y, out);
-}
-
 V Conv(const NodeContext& n) {
   if (std::optional<Tensor> q = dequantized_conv(n)) return {*q};
   Tensor x = n.input(0), wt = n.input(1);
@@ -176,7 +152,6 @@ V Conv(const NodeContext& n) {
     return {conv3d(pad_spatial(x, w, 0), wt, n.optional_input(2), {w.strides[0], w.strides[1], w.strides[2]}, {0, 0, 0},
                    {w.dilations[0], w.dilations[1], w.dilations[2]}, groups)};
   }
-  if (pointwise(x, wt, w, groups)) return {pointwise_conv(x, wt, n.optional_input(2))};
   const bool one_d = as_2d(x, w);
   if (one_d) wt = unsqueeze(wt, 2);
   const bool symmetric = w.pads_begin == w.pads_end;
