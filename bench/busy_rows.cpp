@@ -1,9 +1,5 @@
 #include "bench/busy_rows.h"
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -12,36 +8,13 @@
 
 #include "bench/models.h"
 #include "bench/ort_peer.h"
+#include "bench/spinner.h"
 #include "bench/timing.h"
 #include "bench/workloads.h"
 
 namespace fs = std::filesystem;
 
 namespace bench {
-namespace {
-
-// Another process holding a core: a loop that never sleeps, as a neighbour's job does.
-class Spinner {
- public:
-  Spinner() {
-    pid_ = fork();
-    if (pid_ == 0) {
-      volatile uint64_t x = 0;
-      for (;;) x = x + 1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the scheduler has placed it
-  }
-  ~Spinner() {
-    if (pid_ > 0) kill(pid_, SIGKILL), waitpid(pid_, nullptr, 0);
-  }
-  Spinner(const Spinner&) = delete;
-  Spinner& operator=(const Spinner&) = delete;
-
- private:
-  pid_t pid_ = -1;
-};
-
-}  // namespace
 
 int busy_child(const std::string& what, bool quick) {
   try {

@@ -44,6 +44,6 @@ int main(int argc, char** argv) {
   write_floats(out + "/x.bin", x);
   write_floats(out + "/y_eager.bin", want);
   std::printf("build a program from the library alone:\n  cc -O2 examples/export/consumer.c -I%s %s/libresnet_block.a "
-              "-lgomp -lpthread -ldl -lm\n", out.c_str(), out.c_str());
+              "-lpthread -ldl -lm\n", out.c_str(), out.c_str());
   return worst < 1e-3 ? 0 : 1;
 }

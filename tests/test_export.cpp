@@ -1,13 +1,15 @@
 // Ahead-of-time export: the library and header build a separate program, with no hjit, Halide or
-// LLVM (only what the header names: -lgomp -lpthread -ldl -lm), whose results equal eager execution.
+// LLVM (only what the header names: -lpthread -ldl -lm), whose results equal eager execution.
 #include <doctest/doctest.h>
 
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 
@@ -324,4 +326,67 @@ TEST_CASE("a library whose pipelines call library kernels carries them") {
   CHECK(std::memcmp(lib_out[0].data(), jit_out[0].data(), 32 * 48 * sizeof(float)) == 0);
   CHECK_CLOSE(lib_out[0], f(x));
   fs::remove_all(dir);
+}
+
+namespace {
+int threads_of_this_process() {
+  return int(std::distance(fs::directory_iterator("/proc/self/task"), fs::directory_iterator{}));
+}
+}  // namespace
+
+// A CPU library's parallel loops run on a pool of its own (export/c_thread_pool.cpp): calls from
+// several application threads at once (one at a time on the pool, the others on their callers),
+// HJIT_THREADS=1, a task that fails, and an unload that takes the pool's threads with it.
+TEST_CASE("an exported library's thread pool: concurrent calls, one thread, errors, unloading") {
+  const Tensor x = Tensor::randn({512, 256}, 21), w = Tensor::randn({256, 384}, 22);
+  const Tensor idx = Tensor::from_vector(std::vector<int32_t>{0, 5, 511, 7}, {4});
+  auto f = [](const Tensor& x, const Tensor& w, const Tensor& i) {
+    const Tensor h = hjit::softmax(hjit::matmul(x, w));
+    return std::vector<Tensor>{h, hjit::take(h, i, 0)};
+  };
+  const std::vector<Tensor> want = f(x, w, idx);
+  auto outputs = [&] { return std::vector<Tensor>{Tensor::empty({512, 384}), Tensor::empty({4, 384})}; };
+  auto same = [](const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+    for (size_t k = 0; k < a.size(); ++k)
+      if (std::memcmp(a[k].data(), b[k].data(), size_t(a[k].numel()) * 4) != 0) return false;
+    return true;
+  };
+  for (const char* threads : {"", "1"}) {
+    CAPTURE(threads);
+    const std::string dir = test::scratch_dir(std::string("pool") + threads);
+    hjit::export_library(dir, "pooled", f, x, w, idx);
+    if (*threads) setenv("HJIT_THREADS", threads, 1);  // read at the library's first loop
+    const int before = threads_of_this_process();
+    {
+      const bench::ExportedLibrary lib(dir, "pooled");
+      std::vector<Tensor> first = outputs();
+      REQUIRE(lib.call({x, w, idx}, first) == 0);
+      // Its own workers: one per CPU but the caller's, none with HJIT_THREADS=1.
+      if (*threads) CHECK(threads_of_this_process() == before);
+      else if (hjit::num_threads() > 1) CHECK(threads_of_this_process() > before);
+      CHECK_CLOSE(first[0], want[0]);
+      CHECK_CLOSE(first[1], want[1]);
+      std::vector<std::thread> callers;
+      std::atomic<int> wrong{0};
+      for (int t = 0; t < 3; ++t)
+        callers.emplace_back([&] {
+          for (int k = 0; k < 10; ++k) {
+            std::vector<Tensor> out = outputs();
+            if (lib.call({x, w, idx}, out) != 0 || !same(out, first)) ++wrong;
+          }
+        });
+      for (std::thread& c : callers) c.join();
+      CHECK(wrong.load() == 0);
+      // An index out of range fails the call (in whichever task reads it), and the next call works.
+      const Tensor bad = Tensor::from_vector(std::vector<int32_t>{0, 512, 1, 2}, {4});
+      std::vector<Tensor> out = outputs();
+      CHECK(lib.call({x, w, bad}, out) != 0);
+      CHECK(lib.call({x, w, idx}, out) == 0);
+      CHECK(same(out, first));
+    }
+    unsetenv("HJIT_THREADS");
+    // Unloaded, the library's workers are gone (their code goes with it).
+    CHECK(threads_of_this_process() == before);
+    fs::remove_all(dir);
+  }
 }

@@ -51,7 +51,7 @@ void archive_library(const ExportPlan& plan, const ExportRequest& r, const std::
   std::vector<std::string> members = plan.objects;
   std::vector<std::string> cc{"cc", "-c", "-O2", "-fPIC", "-I" HJIT_HALIDE_INCLUDE_DIR, "-I" + r.directory, scratch + "/wrapper.c",
                               "-o", scratch + "/wrapper.o"};
-  if (plan.target.kind().host()) cc.push_back("-fopenmp");  // its parallel loops (export/c_wrapper.cpp)
+  if (plan.target.kind().host()) cc.push_back("-pthread");  // its parallel loops (export/c_thread_pool.cpp)
   tool(cc);
   members.push_back(scratch + "/wrapper.o");
   write_file(scratch + "/constants.s", constants_assembly(plan, scratch));

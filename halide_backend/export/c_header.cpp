@@ -69,8 +69,8 @@ std::vector<CArg> c_arguments(const Graph& g, const ExportRequest& r) {
 }
 
 std::string link_flags(const ExportPlan& plan) {
-  // (OpenMP: a CPU library's parallel loops, as hjit runs them; export/c_wrapper.cpp.)
-  std::string flags = plan.target.kind().host() ? "-lgomp -lpthread -ldl -lm" : "-lpthread -ldl -lm";
+  // (pthreads: a CPU library's parallel loops run on a pool of its own, export/c_thread_pool.cpp.)
+  std::string flags = "-lpthread -ldl -lm";
   for (const ExportedPipeline& p : plan.pipelines)
     if (p.calls_kernels) {
       // (Every kernel this build has comes from its one provider.)

@@ -92,29 +92,25 @@ void NAME_release_memory(void) {
     }
   pthread_mutex_unlock(&hjit_NAME_mutex);
 }
-__attribute__((destructor)) static void hjit_NAME_unload(void) { NAME_release_memory(); }
 static void* hjit_NAME_malloc(void* ctx, size_t n) { (void)ctx; return hjit_NAME_alloc(n); }
 static void hjit_NAME_free(void* ctx, void* p) { (void)ctx; hjit_NAME_release(p); }
 
 )";
-    // A CPU library's parallel loops run on OpenMP, as hjit runs them (runtime/executable.cpp):
+    // A CPU library's parallel loops run on hjit's pool, as hjit runs them (runtime/executable.cpp):
     // hjit's schedules, tuned on that runtime, ran softmax 4096 x 1024 4.5 times as long on
     // Halide's own thread pool with 2 threads as with one.
-    if (plan_.target.kind().host())
-      c += R"(static int hjit_NAME_par_for(void* ctx, halide_task_t f, int min, int extent, uint8_t* closure) {
-  int status = 0;
-#pragma omp parallel for schedule(static) reduction(| : status) if (extent > 1)
-  for (int i = min; i < min + extent; ++i) status |= f(ctx, i, closure);
-  return status;
-}
-
+    const bool host = plan_.target.kind().host();
+    if (host) c += c_thread_pool();
+    c += R"(__attribute__((destructor)) static void hjit_NAME_unload(void) {
 )";
-    for (size_t at = 0; (at = c.find("NAME", at)) != std::string::npos;) c.replace(at, 4, name_);
+    if (host) c += "  hjit_NAME_stop_pool();\n";
+    c += "  NAME_release_memory();\n}\n\n";
+    for (size_t at = 0; (at = c.find("NAME", at)) != std::string::npos; at += name_.size()) c.replace(at, 4, name_);
     return c;
   }
 
   void prelude() {
-    c_ << "#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <HalideRuntime.h>\n#include \"" << name_
+    c_ << "#define _GNU_SOURCE\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <HalideRuntime.h>\n#include \"" << name_
        << ".h\"\n\n"
        // Halide's default error handler aborts the process: the header promises an error code.
        << "/* An index out of range reads as eager's IndexError; other errors as Halide's runtime words them. */\n"

@@ -60,6 +60,9 @@ std::string link_flags(const ExportPlan& plan);
 // <name>.h and the C wrapper's source.
 std::string c_header(const ExportPlan& plan, const std::vector<CArg>& args, const ExportRequest& r);
 std::string c_wrapper(const ExportPlan& plan, const std::vector<CArg>& args, const ExportRequest& r);
+// A CPU library's parallel loops (hjit_NAME_par_for) and hjit_NAME_stop_pool, in C, for the
+// wrapper's text after <pthread.h>, <stdlib.h> and HalideRuntime.h, NAME the library's name.
+std::string c_thread_pool();
 
 // Compiles the wrapper and the constants, adds Halide's runtime for the target and the kernels the
 // pipelines call, and archives all with the pipelines' objects into `library`.
