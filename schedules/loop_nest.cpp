@@ -15,8 +15,8 @@ int vector_width(const Halide::Target& target, const Halide::Type& t) {
 
 LoopNest vectorize_and_parallelize(StageRef stage, const std::vector<Var>& vars, const Shape& extents, int vec,
                                    int threads, bool update, int64_t min_parallel_work,
-                                   int tasks_per_thread) {
-  const TailStrategy tail = update ? TailStrategy::GuardWithIf : TailStrategy::Auto;
+                                   int tasks_per_thread, TailStrategy pure_tail) {
+  const TailStrategy tail = update ? TailStrategy::GuardWithIf : pure_tail;
   // An update's vectors divide its row, narrower if need be: Halide 14 lost the lanes of a guarded
   // vector tail of an update on AVX2 (argmax's last column came out 0, a softmax gradient's NaN),
   // and an update cannot shift its tail inwards (it would apply twice).

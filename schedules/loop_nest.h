@@ -21,9 +21,11 @@ struct LoopNest {
 };
 // `update`: the stage is an update definition, whose splits must guard their tails (rounding up
 // would read inputs past their ends, and shifting inwards would apply the update twice).
+// `tail`: how a pure stage's vectors meet the end of its rows (Auto: the last shifted inwards
+// where the stage is stored; GuardWithIf: no vector's start is a min, schedule_helpers_at_root).
 LoopNest vectorize_and_parallelize(StageRef stage, const std::vector<Halide::Var>& vars, const Shape& extents,
                                    int vec, int threads, bool update = false, int64_t min_parallel_work = 1 << 14,
-                                   int tasks_per_thread = 8);
+                                   int tasks_per_thread = 8, Halide::TailStrategy tail = Halide::TailStrategy::Auto);
 
 // A transpose's nest in tiles of vec x vec: the innermost output dimension vectorized and the
 // output dimension `j` (the one that walks along the input's rows) unrolled inside it, so that a
