@@ -47,7 +47,8 @@
   X(Threads, "HJIT_THREADS", Count, "(the CPUs the process may run on)", "threads; 0: the default", Library, false,          \
     "How many threads hjit's parallel loops use (compiled pipelines and eager kernels), at most the CPUs the process may " \
     "run on; JitOptions::threads, ModuleOptions::threads and hjit::set_num_threads set it per function, module or "       \
-    "process. The compiled code is the same whatever it is, and so are the results.")                                     \
+    "process. The compiled code is the same whatever it is, and so are the results. An exported CPU library reads it "    \
+    "too, at its first parallel loop.")                                                                                   \
   X(PartitionWork, "HJIT_PARTITION_WORK", Count, "96", "nodes of work", Library, false,                                    \
     "A graph with this much work (a contraction 4, a reduction 2, any other node 1) compiles in two halves at once, "      \
     "one in a child process.")                                                                                            \

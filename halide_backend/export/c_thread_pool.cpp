@@ -6,11 +6,12 @@
 // inside of remain. On a machine where another process holds a core, OpenMP's team waited out
 // that process's time slice at every loop (docs/threads.md: ResNet-50 234 against 104-119 ms).
 #include "halide_backend/export/library.h"
+#include "support/settings.h"
 
 namespace hjit::backend {
 
 std::string c_thread_pool() {
-  return R"(/* Parallel loops: hjit's thread pool. HJIT_THREADS (read at the first loop) caps its threads;
+  std::string c = R"(/* Parallel loops: hjit's thread pool. THREADS_VARIABLE (read at the first loop) sets its threads;
    by default one per CPU this process may run on. */
 #include <sched.h>
 #include <stdatomic.h>
@@ -56,7 +57,7 @@ static int hjit_NAME_threads(void) {
   if (n > 0) return n;
   cpu_set_t set;
   n = sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
-  const char* env = getenv("HJIT_THREADS");
+  const char* env = getenv("THREADS_VARIABLE");
   if (env && atoi(env) > 0) n = atoi(env);
   if (n > hjit_NAME_max_threads) n = hjit_NAME_max_threads;
   atomic_store_explicit(&hjit_NAME_wanted, n, memory_order_relaxed);
@@ -197,6 +198,10 @@ static void hjit_NAME_stop_pool(void) {
 }
 
 )";
+  // The variable's name from hjit's table of settings, where it is documented.
+  const std::string variable = setting::row(setting::Id::Threads).name;
+  for (size_t at = 0; (at = c.find("THREADS_VARIABLE", at)) != std::string::npos; at += variable.size()) c.replace(at, 16, variable);
+  return c;
 }
 
 }  // namespace hjit::backend
