@@ -218,9 +218,9 @@ TEST_CASE("simplify: a 1x1 convolution without padding or groups is a matmul, a 
                  "  in (c) }\n",
                  [](const Graph& g) { return hjit::dce(hjit::simplify(g)); }) ==
         "{ lambda ; a:f32[1,4,6,6] b:f32[8,4,1,1]. let\n"
-        "    c:f32[1,8,4] = reshape[shape=(1,8,4)] b\n"
-        "    d:f32[1,4,36] = reshape[shape=(1,4,36)] a\n"
-        "    e:f32[1,8,36] = matmul c d\n"
+        "    c:f32[8,4] = reshape[shape=(8,4)] b\n"
+        "    d:f32[4,36] = reshape[shape=(4,36)] a\n"
+        "    e:f32[8,36] = matmul c d\n"
         "    f:f32[1,8,6,6] = reshape[shape=(1,8,6,6)] e\n"
         "  in (f) }\n");
   // Strided, over a batch: every stride-th pixel, the weight one matrix the batch broadcasts.

@@ -435,4 +435,15 @@ TEST_CASE("1x1 convolutions compile as matmuls: strided, batched, with bias and 
     REQUIRE(got.size() == 3);
     for (size_t i = 0; i < 3; ++i) CHECK_CLOSE_TOL(got[i], want[i], 1e-4);
   }
+  // A dynamic batch: one pipeline serves every batch, 1 included (one image's product is of two
+  // matrices, as the batched one's becomes at a batch of 1).
+  const Tensor w = test::random({6, 5, 1, 1}, DType::F32, seed++);
+  auto conv = [&](const Tensor& x) { return hjit::relu(hjit::conv2d(x, w, std::nullopt, {2, 2})); };
+  auto dynamic = hjit::jit(conv, {.name = "pointwise_conv_dynamic", .dynamic_dims = {{0, 0}}});
+  for (int64_t batch : {2, 3, 1, 4}) {
+    CAPTURE(batch);
+    const Tensor x = test::random({batch, 5, 9, 8}, DType::F32, seed++);
+    CHECK_CLOSE_TOL(dynamic(x), conv(x), 1e-5);
+  }
+  CHECK(dynamic.stats().compiles == 1);
 }
