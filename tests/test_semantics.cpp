@@ -471,7 +471,9 @@ TEST_CASE("a convolution tiled over channels (narrow, strided or windowed) compu
   const Tensor x = test::random({1, 256, 7, 7}, hjit::DType::F32, 8), w = test::random({128, 256, 3, 3}, hjit::DType::F32, 9);
   auto conv = [](const Tensor& x, const Tensor& w) { return hjit::relu(hjit::conv2d(x, w, std::nullopt, {1, 1}, {1, 1})); };
   auto jitted = hjit::jit(conv, {.opt_level = 1});
-  CHECK_CLOSE(jitted(x, w), conv(x, w));
+  // Sums of 2304 products of values near 1, some of them near 0: their absolute rounding is what
+  // the tolerance bounds (the sanitized build's plain kernel sums in another order).
+  CHECK_CLOSE_TOL(jitted(x, w), conv(x, w), 1e-4);
   const std::string plan = jitted.explain(x, w);
   const size_t at = plan.find("tiles ");
   REQUIRE(at != std::string::npos);
