@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/log.h"
 #include "support/settings.h"
 
 namespace hjit {
@@ -23,6 +24,20 @@ constexpr auto kIdleSpin = std::chrono::microseconds(50);
 // How long a loop's caller spins for the iterations other threads are still inside of before it
 // sleeps (a loop's threads finish within microseconds of each other on a quiet machine).
 constexpr auto kStragglerSpin = std::chrono::microseconds(20);
+// A worker that another process holds off its core while it is inside an iteration keeps the
+// loop's caller waiting until the scheduler hands the core back: a time slice, milliseconds, at
+// every loop that happens in. Where the caller waited that long after its own part (longer than
+// kLateWait plus two of its own iterations: one running iteration takes about as long on another
+// core), the machine has fewer free cores than the pool has threads, and the loops that follow run on their callers alone for a pause; then a loop runs on
+// every thread again to see whether the cores came back. Lateness seen again within kRecent of
+// the last doubles the pause, up to kLongestPause (a probe that waits out a slice every third of
+// a second costs about 1%); lateness after a while of none starts again from kFirstPause.
+constexpr auto kLateWait = std::chrono::microseconds(200);
+constexpr auto kFirstPause = std::chrono::milliseconds(5);
+constexpr auto kLongestPause = std::chrono::milliseconds(320);
+constexpr auto kRecent = std::chrono::seconds(1);
+
+using Clock = std::chrono::steady_clock;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -85,7 +100,8 @@ struct Job {
   // Participant p's part: its own share front to back, then the others' from their backs. The
   // count of iterations done is handed back once, at the end: a counter both threads wrote at
   // each iteration moved its cache line between the cores each time (10% of an int8 encoder).
-  void work(int p) {
+  // Returns the iterations it ran.
+  int work(int p) {
     const bool outer = t_in_loop;
     t_in_loop = true;
     int i, done = 0;
@@ -96,6 +112,7 @@ struct Job {
     }
     t_in_loop = outer;
     if (done > 0 && remaining.fetch_sub(done, std::memory_order_acq_rel) == done) remaining.notify_all();
+    return done;
   }
 };
 
@@ -111,7 +128,9 @@ class Pool {
     if (threads <= 0) threads = default_threads();
     if (t_limit > 0) threads = std::min(threads, t_limit);
     threads = std::min({threads, extent, kMaxThreads});
-    if (threads <= 1 || t_in_loop || busy_.exchange(true, std::memory_order_acquire)) return serial(task, context, min, extent, closure);
+    if (threads <= 1 || t_in_loop || paused() || busy_.exchange(true, std::memory_order_acquire))
+      return serial(task, context, min, extent, closure);
+    const Clock::time_point start = Clock::now();
     ensure_workers(threads - 1);
     auto job = std::make_shared<Job>();
     job->task = task, job->context = context, job->closure = closure, job->min = min, job->threads = threads;
@@ -126,12 +145,13 @@ class Pool {
       generation_.fetch_add(1, std::memory_order_release);
       if (sleepers_ > 0) wake_.notify_all();
     }
-    job->work(0);
+    const int own_iterations = job->work(0);
     // What is left is iterations other threads are inside of: wait for those alone, spinning a
     // little, then asleep. Asleep, this core is idle, and the kernel moves a thread that waits for
     // a core (a worker another process preempted inside its iteration) onto it at once; spinning
     // or yielding, it would wait out the other process's time slice (milliseconds).
-    const auto until = std::chrono::steady_clock::now() + kStragglerSpin;
+    const Clock::time_point own_done = Clock::now();
+    const auto until = own_done + kStragglerSpin;
     for (int k = 0;; ++k) {
       const int left = job->remaining.load(std::memory_order_acquire);
       if (left == 0) break;
@@ -142,6 +162,7 @@ class Pool {
       std::lock_guard<std::mutex> lock(mutex_);
       if (current_ == job) current_.reset();
     }
+    after_loop((own_done - start) / std::max(1, own_iterations), Clock::now() - own_done);
     busy_.store(false, std::memory_order_release);
     return job->status.load();
   }
@@ -155,6 +176,8 @@ class Pool {
     }();
     return fallback;
   }
+  int64_t late_loops() const { return late_loops_.load(std::memory_order_relaxed); }
+  bool paused() const { return Clock::now().time_since_epoch().count() < serial_until_.load(std::memory_order_relaxed); }
   void set_default(int threads) { requested_.store(std::max(0, threads), std::memory_order_relaxed); }
 
   static int cpus() {
@@ -176,17 +199,29 @@ class Pool {
     return status;
   }
 
+  // (Called by the loop's caller while it holds busy_: the pause's fields are its alone.)
+  void after_loop(Clock::duration iteration, Clock::duration waited) {
+    if (waited < kLateWait + 2 * iteration) return;
+    const Clock::time_point now = Clock::now();
+    pause_ = now - last_late_ < kRecent ? std::min<Clock::duration>(2 * pause_, kLongestPause) : Clock::duration(kFirstPause);
+    last_late_ = now;
+    late_loops_.fetch_add(1, std::memory_order_relaxed);
+    serial_until_.store((now + pause_).time_since_epoch().count(), std::memory_order_relaxed);
+    log().debug("thread pool: a worker was {:.2f} ms late (another process holds a core); loops run on their callers for {:.0f} ms",
+                std::chrono::duration<double, std::milli>(waited).count(), std::chrono::duration<double, std::milli>(pause_).count());
+  }
+
   void ensure_workers(int n) {
     std::lock_guard<std::mutex> lock(mutex_);
     while (int(workers_.size()) < n) {
       const int index = int(workers_.size()) + 1;  // the caller is participant 0
-      workers_.emplace_back([this, index] { worker(index); });
+      // The generation now, not when the thread starts: a loop begun in between is its to join.
+      workers_.emplace_back([this, index, seen = generation_.load(std::memory_order_acquire)] { worker(index, seen); });
       workers_.back().detach();
     }
   }
 
-  void worker(int index) {
-    uint64_t seen = generation_.load(std::memory_order_acquire);
+  void worker(int index, uint64_t seen) {
     for (;;) {
       const auto until = std::chrono::steady_clock::now() + kIdleSpin;
       for (int k = 0; generation_.load(std::memory_order_acquire) == seen; ++k) {
@@ -209,6 +244,10 @@ class Pool {
   }
 
   std::atomic<bool> busy_{false};
+  std::atomic<Clock::rep> serial_until_{0};  // loops run serially before this time (after_loop)
+  std::atomic<int64_t> late_loops_{0};
+  Clock::duration pause_ = kFirstPause;
+  Clock::time_point last_late_{};
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> requested_{0};
   std::mutex mutex_;
@@ -229,6 +268,8 @@ int machine_threads() { return Pool::cpus(); }
 int loop_threads() { return t_limit > 0 ? std::min(t_limit, pool_threads()) : pool_threads(); }
 void set_pool_threads(int threads) { Pool::get().set_default(threads); }
 bool in_parallel_loop() { return t_in_loop; }
+int64_t late_loops() { return Pool::get().late_loops(); }
+bool loops_paused() { return Pool::get().paused(); }
 
 ThreadLimit::ThreadLimit(int threads) : previous_(t_limit) {
   if (threads > 0) t_limit = threads;

@@ -11,6 +11,10 @@
 // - a loop started while the pool runs another one (an application calling from several threads,
 //   or a loop inside a loop's iteration) runs on its caller's thread alone: never more threads
 //   than cores.
+// - after a loop whose caller waited a time slice for a worker another process had preempted
+//   inside an iteration, loops run on their callers alone for a pause (5 ms, doubling while it
+//   recurs, up to 320 ms), then on every thread again: with a core taken, two threads did no more
+//   than one and waited out the neighbour's slices besides.
 // Results do not depend on the thread count: an iteration computes the same wherever it runs.
 #pragma once
 #include <algorithm>
@@ -83,6 +87,10 @@ void set_pool_threads(int threads);
 int loop_threads();
 // Inside an iteration of a pool loop (a nested loop runs serially there).
 bool in_parallel_loop();
+// The loops whose caller a preempted worker kept waiting, since the process started, and whether
+// the pause after the last of them lasts now (loops run on their callers alone).
+int64_t late_loops();
+bool loops_paused();
 
 template <typename Body>
 void parallel_loop(int64_t n, bool parallel, const Body& body) {

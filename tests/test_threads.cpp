@@ -30,6 +30,48 @@ int count_run(void* ctx, int i, uint8_t*) {
   return 0;
 }
 
+// Waits out a pause after a late loop (an earlier case's, or another process's doing on a loaded
+// machine), so that the next loop runs on every thread.
+bool wait_for_all_threads() {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (hjit::loops_paused())
+    if (std::chrono::steady_clock::now() > until) return false;
+    else std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return true;
+}
+
+// A loop whose caller's first iteration waits until every other iteration is done: another
+// thread has to take the rest of the caller's share from its far end (or the loop would never
+// end; the wait gives up after 20 s and the check fails instead).
+void check_taken_over(int extent) {
+  struct Ctx {
+    std::atomic<int> done{0};
+    int extent = 0;
+    bool timed_out = false;
+    std::set<std::thread::id> ids;
+    std::mutex mu;
+  } ctx;
+  ctx.extent = extent;
+  auto task = [](void* c, int i, uint8_t*) {
+    auto* x = static_cast<Ctx*>(c);
+    {
+      std::lock_guard<std::mutex> lock(x->mu);
+      x->ids.insert(std::this_thread::get_id());
+    }
+    if (i == 0) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (x->done.load() < x->extent - 1)
+        if (std::chrono::steady_clock::now() > until) return x->timed_out = true, 1;
+    }
+    x->done.fetch_add(1);
+    return 0;
+  };
+  CHECK(hjit::parallel_for(task, &ctx, 0, ctx.extent, nullptr, 2) == 0);
+  CHECK_FALSE(ctx.timed_out);
+  CHECK(ctx.done.load() == ctx.extent);
+  CHECK(ctx.ids.size() == 2);
+}
+
 // Restores the process's default thread count when a case ends.
 struct DefaultThreads {
   ~DefaultThreads() { hjit::set_num_threads(0); }
@@ -116,13 +158,19 @@ TEST_CASE("loops inside an iteration and loops from several threads at once all 
 
 TEST_CASE("a thread that finishes its share takes over the iterations of one that is late") {
   if (hjit::machine_threads() < 2) return;  // one CPU: every loop runs on its caller
-  // The caller's first iteration waits until every other iteration is done: the worker has to
-  // take the rest of the caller's share from its far end (or the loop would never end; the wait
-  // gives up after 20 s and the check fails instead).
+  REQUIRE(wait_for_all_threads());
+  check_taken_over(64);
+}
+
+TEST_CASE("after a worker kept its loop's caller waiting, loops run on the caller for a pause, then on every thread") {
+  if (hjit::machine_threads() < 2) return;
+  REQUIRE(wait_for_all_threads());
+  // Iteration 0 (the caller's share) waits for iteration 1 to start on the worker (or gives up
+  // after 5 s and takes it itself); on the worker, iteration 1 sleeps 200 ms, as a worker another
+  // process preempted inside it: the caller is left waiting.
   struct Ctx {
-    std::atomic<int> done{0};
-    int extent = 64;
-    bool timed_out = false;
+    std::thread::id caller = std::this_thread::get_id();
+    std::atomic<bool> started{false};
     std::set<std::thread::id> ids;
     std::mutex mu;
   } ctx;
@@ -133,17 +181,30 @@ TEST_CASE("a thread that finishes its share takes over the iterations of one tha
       x->ids.insert(std::this_thread::get_id());
     }
     if (i == 0) {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-      while (x->done.load() < x->extent - 1)
-        if (std::chrono::steady_clock::now() > until) return x->timed_out = true, 1;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (!x->started.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    } else {
+      x->started = true;
+      if (std::this_thread::get_id() != x->caller) std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
-    x->done.fetch_add(1);
     return 0;
   };
-  CHECK(hjit::parallel_for(task, &ctx, 0, ctx.extent, nullptr, 2) == 0);
-  CHECK_FALSE(ctx.timed_out);
-  CHECK(ctx.done.load() == ctx.extent);
-  CHECK(ctx.ids.size() == 2);
+  const int64_t late_before = hjit::late_loops();
+  CHECK(hjit::parallel_for(task, &ctx, 0, 2, nullptr, 2) == 0);
+  const auto late_end = std::chrono::steady_clock::now();
+  REQUIRE(ctx.ids.size() == 2);  // the worker took iteration 1
+  CHECK(hjit::late_loops() == late_before + 1);
+  // The next loop, within the first pause (5 ms), runs on the caller alone.
+  std::set<std::thread::id> ids;
+  std::mutex mu;
+  hjit::parallel_for(int64_t(64), [&](int64_t) {
+    std::lock_guard<std::mutex> lock(mu);
+    ids.insert(std::this_thread::get_id());
+  });
+  if (std::chrono::steady_clock::now() - late_end < std::chrono::milliseconds(4)) CHECK(ids == std::set<std::thread::id>{ctx.caller});
+  // After the pause, the loops have every thread again.
+  REQUIRE(wait_for_all_threads());
+  check_taken_over(2);
 }
 
 TEST_CASE("a thread limit keeps a loop on fewer threads, and one thread is the caller's alone") {

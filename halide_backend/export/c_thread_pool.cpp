@@ -3,7 +3,8 @@
 // shares as OpenMP's static schedule splits it; a thread that finishes its own takes iterations
 // from the far end of a late one's; a loop ends when its iterations do; idle workers spin 50 us
 // (yielding now and then), then sleep; the caller sleeps once only iterations other threads are
-// inside of remain. On a machine where another process holds a core, OpenMP's team waited out
+// inside of remain; after a worker kept it waiting a time slice, loops run on their callers for a
+// pause. On a machine where another process holds a core, OpenMP's team waited out
 // that process's time slice at every loop (docs/threads.md: ResNet-50 234 against 104-119 ms).
 #include "halide_backend/export/library.h"
 #include "support/settings.h"
@@ -39,6 +40,12 @@ static hjit_NAME_loop* hjit_NAME_current; /* under the mutex */
 static int hjit_NAME_sleepers, hjit_NAME_started, hjit_NAME_stopping;
 static pthread_t hjit_NAME_workers[hjit_NAME_max_threads];
 static __thread int hjit_NAME_in_loop;
+/* A worker another process holds off its core inside an iteration makes the caller wait a time
+   slice: then loops run on their callers for a pause (5 ms, doubled while it recurs within a
+   second, up to 320 ms), as hjit's pool does (support/thread_pool.cpp). The pause's fields are
+   the caller's that holds hjit_NAME_busy. */
+static _Atomic uint64_t hjit_NAME_serial_until;
+static uint64_t hjit_NAME_pause = 5000000, hjit_NAME_last_late;
 
 static uint64_t hjit_NAME_now_ns(void) {
   struct timespec t;
@@ -80,8 +87,9 @@ static int hjit_NAME_take(_Atomic uint64_t* span, int back, int* i) {
   }
 }
 /* Participant p's part: its own share, then the others' from their backs. The count done is
-   handed back once: a counter written at every iteration moves between the cores each time. */
-static void hjit_NAME_work(hjit_NAME_loop* l, int p) {
+   handed back once: a counter written at every iteration moves between the cores each time.
+   Returns the iterations it ran. */
+static int hjit_NAME_work(hjit_NAME_loop* l, int p) {
   const int outer = hjit_NAME_in_loop;
   int i, done = 0;
   hjit_NAME_in_loop = 1;
@@ -100,10 +108,14 @@ static void hjit_NAME_work(hjit_NAME_loop* l, int p) {
     pthread_cond_broadcast(&hjit_NAME_pool_done);
     pthread_mutex_unlock(&hjit_NAME_pool_mutex);
   }
+  return done;
 }
 static void* hjit_NAME_worker(void* arg) {
   const int index = (int)(intptr_t)arg;
-  uint64_t seen = atomic_load_explicit(&hjit_NAME_generation, memory_order_acquire);
+  /* A loop in flight when this thread starts (the one that started it) is its to join. */
+  pthread_mutex_lock(&hjit_NAME_pool_mutex);
+  uint64_t seen = atomic_load_explicit(&hjit_NAME_generation, memory_order_acquire) - (hjit_NAME_current ? 1 : 0);
+  pthread_mutex_unlock(&hjit_NAME_pool_mutex);
   for (;;) {
     const uint64_t until = hjit_NAME_now_ns() + 50000;
     for (int k = 0; atomic_load_explicit(&hjit_NAME_generation, memory_order_acquire) == seen; ++k) {
@@ -143,8 +155,10 @@ static int hjit_NAME_serial(void* ctx, halide_task_t task, int min, int extent, 
 static int hjit_NAME_par_for(void* ctx, halide_task_t task, int min, int extent, uint8_t* closure) {
   int threads = hjit_NAME_threads(), idle = 0;
   if (threads > extent) threads = extent;
-  if (threads <= 1 || hjit_NAME_in_loop || !atomic_compare_exchange_strong(&hjit_NAME_busy, &idle, 1))
+  if (threads <= 1 || hjit_NAME_in_loop || hjit_NAME_now_ns() < atomic_load_explicit(&hjit_NAME_serial_until, memory_order_relaxed) ||
+      !atomic_compare_exchange_strong(&hjit_NAME_busy, &idle, 1))
     return hjit_NAME_serial(ctx, task, min, extent, closure);
+  const uint64_t start = hjit_NAME_now_ns();
   hjit_NAME_loop* l = (hjit_NAME_loop*)aligned_alloc(64, sizeof(hjit_NAME_loop) + sizeof(_Atomic uint64_t) * 8 * (size_t)threads);
   if (!l) {
     atomic_store(&hjit_NAME_busy, 0);
@@ -165,9 +179,9 @@ static int hjit_NAME_par_for(void* ctx, halide_task_t task, int min, int extent,
   atomic_fetch_add_explicit(&hjit_NAME_generation, 1, memory_order_release);
   if (hjit_NAME_sleepers > 0) pthread_cond_broadcast(&hjit_NAME_pool_wake);
   pthread_mutex_unlock(&hjit_NAME_pool_mutex);
-  hjit_NAME_work(l, 0);
+  const int own = hjit_NAME_work(l, 0);
   /* Left: iterations others are inside of. Asleep, this core is free for a preempted worker. */
-  const uint64_t until = hjit_NAME_now_ns() + 20000;
+  const uint64_t own_done = hjit_NAME_now_ns(), until = own_done + 20000;
   for (int k = 0; atomic_load_explicit(&l->remaining, memory_order_acquire) > 0; ++k) {
     if ((k & 63) == 63 && hjit_NAME_now_ns() > until) {
       pthread_mutex_lock(&hjit_NAME_pool_mutex);
@@ -180,6 +194,12 @@ static int hjit_NAME_par_for(void* ctx, halide_task_t task, int min, int extent,
   pthread_mutex_lock(&hjit_NAME_pool_mutex);
   hjit_NAME_current = NULL;
   pthread_mutex_unlock(&hjit_NAME_pool_mutex);
+  const uint64_t end = hjit_NAME_now_ns();
+  if (end - own_done >= 200000 + 2 * ((own_done - start) / (uint64_t)(own > 0 ? own : 1))) {
+    hjit_NAME_pause = end - hjit_NAME_last_late < 1000000000u ? (hjit_NAME_pause * 2 < 320000000u ? hjit_NAME_pause * 2 : 320000000u) : 5000000u;
+    hjit_NAME_last_late = end;
+    atomic_store_explicit(&hjit_NAME_serial_until, end + hjit_NAME_pause, memory_order_relaxed);
+  }
   hjit_NAME_release_loop(l); /* the slot's */
   const int status = atomic_load(&l->status);
   hjit_NAME_release_loop(l);
