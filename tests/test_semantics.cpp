@@ -359,6 +359,27 @@ TEST_CASE("a matmul whose rows vary with a dynamic size runs its packed column p
   CHECK(plan.find("right operand packed per panel") != std::string::npos);
 }
 
+// A matmul of few row tiles and many columns (a 1x1 convolution of few output channels at batch
+// 1): its column panels run in parallel, each packed once for every row tile (tile_spec). Rows in
+// part of a tile, columns a last panel shifted inwards over the one before, a bias and a relu
+// read after it, and the 1x1 convolution itself.
+TEST_CASE("a matmul of few row tiles runs its packed column panels in parallel, exact at every shape") {
+  for (int64_t rows : {24, 64, 100, 128})
+    for (int64_t cols : {1000, 3136}) {
+      CAPTURE(rows);
+      CAPTURE(cols);
+      const Tensor w = test::random({rows, 40}, hjit::DType::F32, 1), x = test::random({40, cols}, hjit::DType::F32, 2),
+                   b = test::random({rows, 1}, hjit::DType::F32, 3);
+      auto f = [](const Tensor& w, const Tensor& x, const Tensor& b) { return hjit::relu(hjit::matmul(w, x) + b); };
+      auto jitted = hjit::jit(f, {.opt_level = 1});
+      CHECK_CLOSE(jitted(w, x, b), f(w, x, b));
+      if (std::thread::hardware_concurrency() > 1) CHECK(jitted.explain(w, x, b).find("over column panels") != std::string::npos);
+    }
+  const Tensor x = test::random({1, 64, 56, 56}, hjit::DType::F32, 4), w = test::random({64, 64, 1, 1}, hjit::DType::F32, 5);
+  auto conv = [](const Tensor& x, const Tensor& w) { return hjit::conv2d(x, w); };
+  CHECK_CLOSE(hjit::jit(conv, {.opt_level = 1})(x, w), conv(x, w));
+}
+
 // Where a contraction's and a pool's operands live (schedules/builtin.cpp), at SqueezeNet's shapes:
 // a 1x1 convolution as the ONNX importer writes it reads its reshaped weight in place (stored, it
 // was a copy of the weight every call), its 169 outputs of 384-term sums run in parallel (counted
