@@ -28,10 +28,11 @@ constexpr auto kStragglerSpin = std::chrono::microseconds(20);
 // loop's caller waiting until the scheduler hands the core back: a time slice, milliseconds, at
 // every loop that happens in. Where the caller waited that long after its own part (longer than
 // kLateWait plus two of its own iterations: one running iteration takes about as long on another
-// core), the machine has fewer free cores than the pool has threads, and the loops that follow run on their callers alone for a pause; then a loop runs on
-// every thread again to see whether the cores came back. Lateness seen again within kRecent of
-// the last doubles the pause, up to kLongestPause (a probe that waits out a slice every third of
-// a second costs about 1%); lateness after a while of none starts again from kFirstPause.
+// core), the machine has fewer free cores than the pool has threads, and the loops that follow
+// run on their callers alone for a pause; then a loop runs on every thread again to see whether
+// the cores came back. Lateness seen again within kRecent of the last doubles the pause, up to
+// kLongestPause (a probe that waits out a slice every third of a second costs about 1%); lateness
+// after a while of none starts again from kFirstPause.
 constexpr auto kLateWait = std::chrono::microseconds(200);
 constexpr auto kFirstPause = std::chrono::milliseconds(5);
 constexpr auto kLongestPause = std::chrono::milliseconds(320);
@@ -177,7 +178,10 @@ class Pool {
     return fallback;
   }
   int64_t late_loops() const { return late_loops_.load(std::memory_order_relaxed); }
-  bool paused() const { return Clock::now().time_since_epoch().count() < serial_until_.load(std::memory_order_relaxed); }
+  bool paused() const {
+    const Clock::rep until = serial_until_.load(std::memory_order_relaxed);
+    return until != 0 && Clock::now().time_since_epoch().count() < until;  // (no clock read before a first pause)
+  }
   void set_default(int threads) { requested_.store(std::max(0, threads), std::memory_order_relaxed); }
 
   static int cpus() {
