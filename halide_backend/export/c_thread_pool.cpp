@@ -155,7 +155,8 @@ static int hjit_NAME_serial(void* ctx, halide_task_t task, int min, int extent, 
 static int hjit_NAME_par_for(void* ctx, halide_task_t task, int min, int extent, uint8_t* closure) {
   int threads = hjit_NAME_threads(), idle = 0;
   if (threads > extent) threads = extent;
-  if (threads <= 1 || hjit_NAME_in_loop || hjit_NAME_now_ns() < atomic_load_explicit(&hjit_NAME_serial_until, memory_order_relaxed) ||
+  const uint64_t serial_until = atomic_load_explicit(&hjit_NAME_serial_until, memory_order_relaxed);
+  if (threads <= 1 || hjit_NAME_in_loop || (serial_until != 0 && hjit_NAME_now_ns() < serial_until) ||
       !atomic_compare_exchange_strong(&hjit_NAME_busy, &idle, 1))
     return hjit_NAME_serial(ctx, task, min, extent, closure);
   const uint64_t start = hjit_NAME_now_ns();
