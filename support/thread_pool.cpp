@@ -163,7 +163,7 @@ class Pool {
       std::lock_guard<std::mutex> lock(mutex_);
       if (current_ == job) current_.reset();
     }
-    after_loop((own_done - start) / std::max(1, own_iterations), Clock::now() - own_done);
+    after_loop((own_done - start) / std::max(1, own_iterations), own_done, Clock::now());
     busy_.store(false, std::memory_order_release);
     return job->status.load();
   }
@@ -204,13 +204,13 @@ class Pool {
   }
 
   // (Called by the loop's caller while it holds busy_: the pause's fields are its alone.)
-  void after_loop(Clock::duration iteration, Clock::duration waited) {
+  void after_loop(Clock::duration iteration, Clock::time_point own_done, Clock::time_point end) {
+    const Clock::duration waited = end - own_done;
     if (waited < kLateWait + 2 * iteration) return;
-    const Clock::time_point now = Clock::now();
-    pause_ = now - last_late_ < kRecent ? std::min<Clock::duration>(2 * pause_, kLongestPause) : Clock::duration(kFirstPause);
-    last_late_ = now;
+    pause_ = end - last_late_ < kRecent ? std::min<Clock::duration>(2 * pause_, kLongestPause) : Clock::duration(kFirstPause);
+    last_late_ = end;
     late_loops_.fetch_add(1, std::memory_order_relaxed);
-    serial_until_.store((now + pause_).time_since_epoch().count(), std::memory_order_relaxed);
+    serial_until_.store((end + pause_).time_since_epoch().count(), std::memory_order_relaxed);
     log().debug("thread pool: a worker was {:.2f} ms late (another process holds a core); loops run on their callers for {:.0f} ms",
                 std::chrono::duration<double, std::milli>(waited).count(), std::chrono::duration<double, std::milli>(pause_).count());
   }

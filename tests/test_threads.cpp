@@ -30,6 +30,16 @@ int count_run(void* ctx, int i, uint8_t*) {
   return 0;
 }
 
+// The threads a loop's iterations ran on.
+struct ThreadsSeen {
+  std::set<std::thread::id> ids;
+  std::mutex mu;
+  void note() {
+    std::lock_guard<std::mutex> lock(mu);
+    ids.insert(std::this_thread::get_id());
+  }
+};
+
 // Waits out a pause after a late loop (an earlier case's, or another process's doing on a loaded
 // machine), so that the next loop runs on every thread.
 bool wait_for_all_threads() {
@@ -48,16 +58,12 @@ void check_taken_over(int extent) {
     std::atomic<int> done{0};
     int extent = 0;
     bool timed_out = false;
-    std::set<std::thread::id> ids;
-    std::mutex mu;
+    ThreadsSeen seen;
   } ctx;
   ctx.extent = extent;
   auto task = [](void* c, int i, uint8_t*) {
     auto* x = static_cast<Ctx*>(c);
-    {
-      std::lock_guard<std::mutex> lock(x->mu);
-      x->ids.insert(std::this_thread::get_id());
-    }
+    x->seen.note();
     if (i == 0) {
       const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
       while (x->done.load() < x->extent - 1)
@@ -69,7 +75,7 @@ void check_taken_over(int extent) {
   CHECK(hjit::parallel_for(task, &ctx, 0, ctx.extent, nullptr, 2) == 0);
   CHECK_FALSE(ctx.timed_out);
   CHECK(ctx.done.load() == ctx.extent);
-  CHECK(ctx.ids.size() == 2);
+  CHECK(ctx.seen.ids.size() == 2);
 }
 
 // Restores the process's default thread count when a case ends.
@@ -171,15 +177,11 @@ TEST_CASE("after a worker kept its loop's caller waiting, loops run on the calle
   struct Ctx {
     std::thread::id caller = std::this_thread::get_id();
     std::atomic<bool> started{false};
-    std::set<std::thread::id> ids;
-    std::mutex mu;
+    ThreadsSeen seen;
   } ctx;
   auto task = [](void* c, int i, uint8_t*) {
     auto* x = static_cast<Ctx*>(c);
-    {
-      std::lock_guard<std::mutex> lock(x->mu);
-      x->ids.insert(std::this_thread::get_id());
-    }
+    x->seen.note();
     if (i == 0) {
       const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
       while (!x->started.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
@@ -192,33 +194,25 @@ TEST_CASE("after a worker kept its loop's caller waiting, loops run on the calle
   const int64_t late_before = hjit::late_loops();
   CHECK(hjit::parallel_for(task, &ctx, 0, 2, nullptr, 2) == 0);
   const auto late_end = std::chrono::steady_clock::now();
-  REQUIRE(ctx.ids.size() == 2);  // the worker took iteration 1
+  REQUIRE(ctx.seen.ids.size() == 2);  // the worker took iteration 1
   CHECK(hjit::late_loops() == late_before + 1);
   // The next loop, within the first pause (5 ms), runs on the caller alone.
-  std::set<std::thread::id> ids;
-  std::mutex mu;
-  hjit::parallel_for(int64_t(64), [&](int64_t) {
-    std::lock_guard<std::mutex> lock(mu);
-    ids.insert(std::this_thread::get_id());
-  });
-  if (std::chrono::steady_clock::now() - late_end < std::chrono::milliseconds(4)) CHECK(ids == std::set<std::thread::id>{ctx.caller});
+  ThreadsSeen next;
+  hjit::parallel_for(int64_t(64), [&](int64_t) { next.note(); });
+  if (std::chrono::steady_clock::now() - late_end < std::chrono::milliseconds(4)) CHECK(next.ids == std::set<std::thread::id>{ctx.caller});
   // After the pause, the loops have every thread again.
   REQUIRE(wait_for_all_threads());
   check_taken_over(2);
 }
 
 TEST_CASE("a thread limit keeps a loop on fewer threads, and one thread is the caller's alone") {
-  std::set<std::thread::id> ids;
-  std::mutex mu;
+  ThreadsSeen seen;
   {
     const hjit::ThreadLimit one(1);
     CHECK(hjit::loop_threads() == 1);
-    hjit::parallel_for(int64_t(256), [&](int64_t) {
-      std::lock_guard<std::mutex> lock(mu);
-      ids.insert(std::this_thread::get_id());
-    });
+    hjit::parallel_for(int64_t(256), [&](int64_t) { seen.note(); });
   }
-  CHECK(ids == std::set<std::thread::id>{std::this_thread::get_id()});
+  CHECK(seen.ids == std::set<std::thread::id>{std::this_thread::get_id()});
   CHECK(hjit::loop_threads() == hjit::pool_threads());
 }
 

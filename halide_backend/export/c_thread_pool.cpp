@@ -197,7 +197,8 @@ static int hjit_NAME_par_for(void* ctx, halide_task_t task, int min, int extent,
   pthread_mutex_unlock(&hjit_NAME_pool_mutex);
   const uint64_t end = hjit_NAME_now_ns();
   if (end - own_done >= 200000 + 2 * ((own_done - start) / (uint64_t)(own > 0 ? own : 1))) {
-    hjit_NAME_pause = end - hjit_NAME_last_late < 1000000000u ? (hjit_NAME_pause * 2 < 320000000u ? hjit_NAME_pause * 2 : 320000000u) : 5000000u;
+    const int recent = end - hjit_NAME_last_late < 1000000000u;
+    hjit_NAME_pause = !recent ? 5000000u : hjit_NAME_pause * 2 < 320000000u ? hjit_NAME_pause * 2 : 320000000u;
     hjit_NAME_last_late = end;
     atomic_store_explicit(&hjit_NAME_serial_until, end + hjit_NAME_pause, memory_order_relaxed);
   }
