@@ -300,6 +300,24 @@ std::vector<int64_t> pair_attr(const InferArgs& a, const char* name, int64_t min
 
 }  // namespace
 
+std::vector<std::array<int, 4>> reshape_groups(const Shape& in, const Shape& out) {
+  std::vector<std::array<int, 4>> groups;
+  int i = int(in.size()) - 1, j = int(out.size()) - 1;
+  while (i >= 0 || j >= 0) {
+    if (j >= 0 && out[size_t(j)] == 1) { groups.push_back({-1, -1, j, j}), --j; continue; }
+    if (i >= 0 && in[size_t(i)] == 1) { groups.push_back({i, i, -1, -1}), --i; continue; }
+    int i0 = i, j0 = j;
+    int64_t pi = in[size_t(i0)], po = out[size_t(j0)];
+    while (pi != po) {
+      if (pi < po) pi *= in[size_t(--i0)];
+      else po *= out[size_t(--j0)];
+    }
+    groups.push_back({i0, i, j0, j});
+    i = i0 - 1, j = j0 - 1;
+  }
+  return groups;
+}
+
 bool shared_matrix(const Shape& s) {
   return s.size() >= 2 && std::all_of(s.begin(), s.end() - 2, [](int64_t d) { return d == 1; });
 }

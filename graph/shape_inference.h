@@ -1,6 +1,9 @@
 // Shape and dtype inference, one function per row of the op table (graph/op_defs.cpp). Each throws
 // ShapeError / DTypeError / ValueError naming the op and the values that were wrong.
 #pragma once
+#include <array>
+#include <vector>
+
 #include "graph/op_def.h"
 
 namespace hjit {
@@ -55,5 +58,10 @@ bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out);
 // A matmul operand that is one matrix for every matrix of the other's batch: rank 2, or batch
 // dimensions all 1 (the op API lifts a 2-D weight to the other operand's rank so).
 bool shared_matrix(const Shape& s);
+
+// How a reshape of `in` to `out` matches dimensions: groups of equal element count, from the
+// innermost outward, each [in first, in last, out first, out last]; a size-1 dimension is a group
+// of its own, with -1 for the side that has none. Both shapes hold the same number of elements.
+std::vector<std::array<int, 4>> reshape_groups(const Shape& in, const Shape& out);
 
 }  // namespace hjit

@@ -83,6 +83,7 @@ class Builtin {
   Schedule run() {
     func_.assign(n_, Place{});
     acc_.assign(n_, Place{});
+    store_instead_.assign(n_, false);
     site_.assign(n_, Site{});
     wrapper_nests_.assign(n_, {});
     for (size_t k = 0; k < p_.outputs.size(); ++k) {
@@ -209,20 +210,36 @@ class Builtin {
     const Node& n = node(id);
     if (n.op != OpKind::Cast || site.row_pointwise || n.inputs.size() != 1) return false;
     if (dtype_size(n.type.dtype) >= dtype_size(node(n.inputs[0]).type.dtype)) return false;
-    std::vector<int> todo{n.inputs[0]};
+    return computes_tiled_contraction(n.inputs[0], st(id).extents);
+  }
+
+  // Does stage id, or an element-wise stage inlined into it, read a tiled contraction (a matmul or
+  // convolution) of these extents, which could then be computed per tile of it? With `alone`, only
+  // a contraction that nothing else reads, directly or through those stages.
+  bool computes_tiled_contraction(int id, const Shape& extents, bool alone = false) {
+    std::vector<int> todo{id};
     std::set<int> seen;
+    std::vector<int> found, through;  // (through: the element-wise stages looked through)
     while (!todo.empty()) {
       const int at = todo.back();
       todo.pop_back();
       if (!seen.insert(at).second || !live(at)) continue;
       if (has_reduction(st(at))) {
-        if (cpu_rules(st(at).op).tile != Tile::None && st(at).extents == st(id).extents) return true;
+        if (cpu_rules(st(at).op).tile != Tile::None && st(at).extents == extents) found.push_back(at);
         continue;
       }
       if (!has_trait(st(at).op, Elementwise) || func_[size_t(at)].kind != Place::Inline) continue;
+      through.push_back(at);
       for (int in : node(at).inputs) todo.push_back(in);
     }
-    return false;
+    if (!alone) return !found.empty();
+    auto read_here = [&](int at) {
+      return std::all_of(st(at).consumers.begin(), st(at).consumers.end(), [&](int c) { return seen.count(c) > 0; });
+    };
+    for (const std::vector<int>& stages : {through, found})
+      for (int at : stages)
+        if (at != id && !read_here(at)) return false;
+    return !found.empty();
   }
 
   // A value rounded to 8 bits (a quantized network's activation) that several nests read: stored,
@@ -233,6 +250,22 @@ class Builtin {
     const Node& n = node(id);
     return n.op == OpKind::Cast && dtype_size(n.type.dtype) == 1 && site.nests.size() >= 2 && n.type.shape.size() == 4 &&
            dtype_size(node(n.inputs[0]).type.dtype) > 1;
+  }
+
+  // A reshape that a contraction reads of another contraction's epilogue (a 3x3 convolution's
+  // output, its bias and relu read as the matrix of the next 1x1 convolution): the epilogue is
+  // stored, computed per tile of its contraction, and read through the reshape, which moves no
+  // element. Stored itself, the reshape was a pass of its own that copied the value, and the
+  // contraction, read through it, was stored whole a pass before that. (Other values stay
+  // reshaped where stored: a flat [C, H*W] nest vectorizes better than one over a 7-wide row.)
+  int reshaped_stage(int id) {
+    if (node(id).op != OpKind::Reshape) return -1;
+    for (int c : st(id).consumers)  // (a library call takes a buffer, not a view)
+      if (st(c).is_extern) return -1;
+    const int source = node(id).inputs[0];
+    const Stage& s = st(source);
+    if (!live(source) || s.is_extern || func_[size_t(source)].kind != Place::Inline) return -1;
+    return computes_tiled_contraction(source, s.extents, true) ? source : -1;
   }
 
   void make_nest(int id) {
@@ -257,8 +290,11 @@ class Builtin {
     }
     if (func_[size_t(id)].kind == Place::Inline) {
       bool reused_expensive = params_.store_expensive && builtin_stores_elementwise(s.op, s.consumers.size());
-      if (feeds_contraction(id) || narrows_contraction_for_copy(id, site) || quantized_and_reused(id, site)) {
+      if (store_instead_[size_t(id)]) {
         make_nest(id);
+      } else if (feeds_contraction(id) || narrows_contraction_for_copy(id, site) || quantized_and_reused(id, site)) {
+        if (const int source = reshaped_stage(id); source >= 0) store_instead_[size_t(source)] = true;
+        else make_nest(id);
       } else if (reused_expensive || cut_[size_t(id)] != Cut::None) {
         if (can_home(id, site, Level::Row)) {
           func_[size_t(id)] = Place{Place::At, *site.nests.begin(), Level::Row};
@@ -735,6 +771,7 @@ class Builtin {
   std::vector<Site> site_;
   enum class Cut : uint8_t { None, Long, Costly };
   std::vector<Cut> cut_;  // stored rather than inlined (find_cuts)
+  std::vector<bool> store_instead_;  // stored for a reshape of it that a contraction reads (reshaped_stage)
   std::vector<bool> channels_last_, reads_channels_last_;  // (choose_channels_last)
   std::vector<std::vector<int>> wrapper_nests_;
   std::ostringstream os_;

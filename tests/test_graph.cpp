@@ -251,6 +251,65 @@ TEST_CASE("simplify: a 1x1 convolution without padding or groups is a matmul, a 
   }
 }
 
+// The epilogue of a reshaped product (a 1x1 convolution's bias, residual add and relu) moves
+// before the reshape, onto the product's own shape, where its tiles compute it in registers; the
+// other operands are reshaped to match, and the one reshape left is the result's.
+TEST_CASE("simplify: an element-wise epilogue of a reshaped product runs on the product") {
+  CHECK(run_pass("{ lambda ; a:f32[1,4,6,6] b:f32[8,4,1,1] c:f32[1,8,1,1] d:f32[1,8,6,6]. let\n"
+                 "    e:f32[1,8,6,6] = conv2d[stride=(1,1) padding=(0,0) dilation=(1,1) groups=1] a b\n"
+                 "    f:f32[1,8,6,6] = add e c\n"
+                 "    g:f32[1,8,6,6] = add f d\n"
+                 "    h:f32[1,8,6,6] = relu g\n"
+                 "  in (h) }\n",
+                 [](const Graph& g) { return hjit::dce(hjit::simplify(g)); }) ==
+        "{ lambda ; a:f32[1,4,6,6] b:f32[8,4,1,1] c:f32[1,8,1,1] d:f32[1,8,6,6]. let\n"
+        "    e:f32[8,4] = reshape[shape=(8,4)] b\n"
+        "    f:f32[4,36] = reshape[shape=(4,36)] a\n"
+        "    g:f32[8,36] = matmul e f\n"
+        "    h:f32[8,1] = reshape[shape=(8,1)] c\n"
+        "    i:f32[8,36] = add g h\n"
+        "    j:f32[8,36] = reshape[shape=(8,36)] d\n"
+        "    k:f32[8,36] = add i j\n"
+        "    l:f32[8,36] = relu k\n"
+        "    m:f32[1,8,6,6] = reshape[shape=(1,8,6,6)] l\n"
+        "  in (m) }\n");
+  // A scalar stays one; a batch of images keeps its batch dimension.
+  CHECK(run_pass("{ lambda ; a:f32[2,4,6,6] b:f32[8,4,1,1]. let\n"
+                 "    e:f32[2,8,6,6] = conv2d[stride=(1,1) padding=(0,0) dilation=(1,1) groups=1] a b\n"
+                 "    f:f32[] = full[value=2.0]\n"
+                 "    g:f32[2,8,6,6] = mul e f\n"
+                 "  in (g) }\n",
+                 [](const Graph& g) { return hjit::dce(hjit::simplify(g)); }) ==
+        "{ lambda ; a:f32[2,4,6,6] b:f32[8,4,1,1]. let\n"
+        "    c:f32[1,8,4] = reshape[shape=(1,8,4)] b\n"
+        "    d:f32[2,4,36] = reshape[shape=(2,4,36)] a\n"
+        "    e:f32[2,8,36] = matmul c d\n"
+        "    f:f32[2,8,36] = mul e 2.0:f32\n"
+        "    g:f32[2,8,6,6] = reshape[shape=(2,8,6,6)] f\n"
+        "  in (g) }\n");
+  // An operand that broadcasts across a merged group (one value per image row) cannot follow:
+  // the op stays after the reshape. So does an op of a reshape that is not a product's, and one
+  // of a batch folded into a product's rows.
+  const std::pair<const char*, const char*> kept[] = {
+      {"{ lambda ; a:f32[1,4,6,6] b:f32[8,4,1,1] c:f32[1,1,6,1]. let\n"
+       "    e:f32[1,8,6,6] = conv2d[stride=(1,1) padding=(0,0) dilation=(1,1) groups=1] a b\n"
+       "    f:f32[1,8,6,6] = add e c\n  in (f) }\n",
+       "f32[1,8,6,6] = add"},
+      {"{ lambda ; a:f32[8,36] c:f32[1,8,1,1]. let\n"
+       "    e:f32[1,8,6,6] = reshape[shape=(1,8,6,6)] a\n"
+       "    f:f32[1,8,6,6] = add e c\n  in (f) }\n",
+       "f32[1,8,6,6] = add"},
+      {"{ lambda ; a:f32[2,3,4] b:f32[1,4,5] c:f32[2,3,5]. let\n"
+       "    d:f32[2,3,5] = matmul a b\n"
+       "    e:f32[2,3,5] = add d c\n  in (e) }\n",
+       "f32[2,3,5] = add"}};
+  for (const auto& [text, op] : kept) {
+    CAPTURE(text);
+    const std::string out = run_pass(text, [](const Graph& g) { return hjit::dce(hjit::simplify(g)); });
+    CHECK(out.find(op) != std::string::npos);
+  }
+}
+
 TEST_CASE("simplify: empty values become fills") {
   const char* in =
       "{ lambda ; a:f32[0,3] b:f32[2,3]. let\n"

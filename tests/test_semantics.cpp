@@ -380,6 +380,40 @@ TEST_CASE("a matmul of few row tiles runs its packed column panels in parallel, 
   CHECK_CLOSE(hjit::jit(conv, {.opt_level = 1})(x, w), conv(x, w));
 }
 
+// Residual blocks as a ResNet's bottlenecks end: a 3x3 convolution's bias and relu read as the
+// matrix of a 1x1 convolution, whose bias, residual add and relu follow, read by the next block's
+// 1x1 convolution and residual add. Each contraction computes its epilogue per tile (the 1x1
+// product's moved before its reshape by simplify, the 3x3's stored and read through the reshape):
+// no pass of its own over memory for a reshape or an epilogue. (The last block's product is read
+// through the reshape that is the pipeline's output, and stored whole.)
+TEST_CASE("a convolution's epilogue read as a matrix, and a product's epilogue, run in the contractions' tiles") {
+  for (int64_t batch : {1, 2}) {
+    CAPTURE(batch);
+    const Tensor x = test::random({batch, 16, 14, 14}, hjit::DType::F32, 1), w3 = test::random({32, 16, 3, 3}, hjit::DType::F32, 2),
+                 b3 = test::random({1, 32, 1, 1}, hjit::DType::F32, 3), w1 = test::random({48, 32, 1, 1}, hjit::DType::F32, 4),
+                 b1 = test::random({48, 1, 1}, hjit::DType::F32, 5), r = test::random({batch, 48, 14, 14}, hjit::DType::F32, 6),
+                 w2 = test::random({48, 48, 1, 1}, hjit::DType::F32, 7);
+    auto blocks = [](const Tensor& x, const Tensor& w3, const Tensor& b3, const Tensor& w1, const Tensor& b1, const Tensor& r,
+                     const Tensor& w2) {
+      const Tensor h = hjit::relu(hjit::conv2d(x, w3, std::nullopt, {1, 1}, {1, 1}) + b3);
+      const Tensor y = hjit::relu(hjit::conv2d(h, w1) + b1 + r);
+      return hjit::relu(hjit::conv2d(y, w2) + y);
+    };
+    auto jitted = hjit::jit(blocks, {.opt_level = 1});
+    CHECK_CLOSE(jitted(x, w3, b3, w1, b1, r, w2), blocks(x, w3, b3, w1, b1, r, w2));
+    std::string plan = jitted.explain(x, w3, b3, w1, b1, r, w2);
+    plan = plan.substr(0, plan.find("lowered statement:"));
+    CAPTURE(plan);
+    CHECK(plan.find("reshape: root") == std::string::npos);
+    const size_t conv = plan.find("conv2d_acc: per tile of n");
+    REQUIRE(conv != std::string::npos);
+    CHECK(plan.substr(conv, plan.find('\n', conv) - conv).find("_relu,") != std::string::npos);
+    const size_t product = plan.find("matmul_acc: per tile of n");
+    REQUIRE(product != std::string::npos);
+    CHECK(plan.substr(product, plan.find('\n', product) - product).find("_relu,") != std::string::npos);
+  }
+}
+
 // Where a contraction's and a pool's operands live (schedules/builtin.cpp), at SqueezeNet's shapes:
 // a 1x1 convolution as the ONNX importer writes it reads its reshaped weight in place (stored, it
 // was a copy of the weight every call), its 169 outputs of 384-term sums run in parallel (counted

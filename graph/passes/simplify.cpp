@@ -55,6 +55,15 @@ int rewrite(const Graph& out, const Node& n, const std::vector<int>& in) {
   }
 }
 
+// x reshaped to `shape`: x itself when it has that shape, and a reshape of what x reshapes when x
+// is one (so that chains of views stay one view).
+int reshaped(Graph& out, int x, const Shape& shape) {
+  if (out.type(x).shape == shape) return x;
+  const Node& n = out.node(x);
+  if (n.op == OpKind::Reshape) return reshaped(out, n.inputs[0], shape);
+  return out.add_op(OpKind::Reshape, {x}, Attrs{{"shape", shape}});
+}
+
 // conv2d (or its weight gradient) of a zero-padded value is the convolution of the value with the
 // padding added, where the pad is symmetric and only spatial (the convolution's own padding is):
 // gradients of convolutions are written so, and a library convolution pads for free.
@@ -83,8 +92,8 @@ bool fold_batch_into_rows(Graph& out, const Node& n, const std::vector<int>& in,
   const Shape xs = out.type(in[0]).shape, ws = out.type(in[1]).shape;
   if (xs.size() < 3 || !shared_matrix(ws)) return false;
   const int64_t rows = shape_numel(Shape(xs.begin(), xs.end() - 1));
-  const int x2 = out.add_op(OpKind::Reshape, {in[0]}, Attrs{{"shape", Shape{rows, xs.back()}}});
-  const int w2 = ws.size() == 2 ? in[1] : out.add_op(OpKind::Reshape, {in[1]}, Attrs{{"shape", Shape(ws.end() - 2, ws.end())}});
+  const int x2 = reshaped(out, in[0], Shape{rows, xs.back()});
+  const int w2 = reshaped(out, in[1], Shape(ws.end() - 2, ws.end()));
   const int y2 = out.add_op(OpKind::Matmul, {x2, w2});
   *result = out.add_op(OpKind::Reshape, {y2}, Attrs{{"shape", n.type.shape}});
   return true;
@@ -108,10 +117,86 @@ bool pointwise_conv_as_matmul(Graph& out, const Node& n, const std::vector<int>&
   // The graph's matmul takes operands of one rank: the weight one matrix that the batch broadcasts
   // (broadcast_to copied it for every image: ResNet-50 at batch 8 319 against 289 ms, MobileNet V2
   // 49 against 42.5); one image's, two matrices, as fold_batch_into_rows leaves the batched form.
-  const int w2 = out.add_op(OpKind::Reshape, {in[1]}, Attrs{{"shape", xs[0] == 1 ? Shape{ws[0], ws[1]} : Shape{1, ws[0], ws[1]}}});
-  const int x2 = out.add_op(OpKind::Reshape, {x}, Attrs{{"shape", xs[0] == 1 ? Shape{xs[1], o[2] * o[3]} : Shape{xs[0], xs[1], o[2] * o[3]}}});
+  const int w2 = reshaped(out, in[1], xs[0] == 1 ? Shape{ws[0], ws[1]} : Shape{1, ws[0], ws[1]});
+  const int x2 = reshaped(out, x, xs[0] == 1 ? Shape{xs[1], o[2] * o[3]} : Shape{xs[0], xs[1], o[2] * o[3]});
   const int y = out.add_op(OpKind::Matmul, {w2, x2});
   *result = out.add_op(OpKind::Reshape, {y}, Attrs{{"shape", o}});
+  return true;
+}
+
+
+// An element-wise op of a reshaped matrix product (a 1x1 convolution's [O, H*W] product viewed as
+// [N, O, H, W], then its bias, residual add and activation) is the op of the product itself,
+// reshaped after: the other operands are reshaped to the product's shape (a bias [1, O, 1, 1] to
+// [O, 1]) and the op then runs on the product's register tiles while they are in registers. Read
+// through the reshape, the product was stored whole and read back by a pass of its own. Applied to
+// each op in turn, the reshape moves past the whole epilogue, to the next op that is not
+// element-wise (the next convolution reads the view).
+bool is_product_epilogue(const Graph& g, int id, int depth) {
+  const Node& n = g.node(id);
+  if (n.op == OpKind::Matmul) return is_floating(n.type.dtype);
+  if (depth == 0 || !has_trait(n.op, Elementwise) || n.op == OpKind::CheckIndex) return false;
+  return std::any_of(n.inputs.begin(), n.inputs.end(), [&](int in) { return is_product_epilogue(g, in, depth - 1); });
+}
+
+// The shape of an operand broadcast to `to` (the reshape's result) as an operand of the same op on
+// `from` (its source), or false when the broadcast does not follow the reshape's groups.
+bool broadcast_through_reshape(const Shape& operand, const Shape& from, const Shape& to, Shape* result) {
+  if (operand.size() > to.size()) return false;
+  Shape b(to.size() - operand.size(), 1);
+  b.insert(b.end(), operand.begin(), operand.end());
+  Shape r(from.size(), 1);
+  for (const auto& [i0, i, j0, j] : reshape_groups(from, to)) {
+    if (i0 < 0 || j0 < 0) continue;  // size 1 on both sides
+    bool ones = true, whole = true;
+    for (int d = j0; d <= j; ++d) ones &= b[size_t(d)] == 1, whole &= b[size_t(d)] == to[size_t(d)];
+    if (whole)
+      for (int d = i0; d <= i; ++d) r[size_t(d)] = from[size_t(d)];
+    else if (!ones) return false;
+  }
+  *result = r;
+  return true;
+}
+
+// Whether a reshape splits its operand's innermost dimension (a 1x1 convolution's H*W columns
+// into rows and columns). A batch folded into a product's rows and unfolded after (a
+// transformer's projections) keeps its epilogue after the reshape: moved, the first block of a
+// training step, whose input is no product, became unlike the others, and their alike blocks
+// compiled apart (test_compile_scaling).
+bool splits_columns(const Graph& g, const Node& reshape) {
+  const Shape& from = g.type(reshape.inputs[0]).shape;
+  if (from.empty()) return false;
+  for (const auto& [i0, i, j0, j] : reshape_groups(from, reshape.type.shape))
+    if (i == int(from.size()) - 1) return i0 == i && j > j0;
+  return false;
+}
+
+bool sink_reshape_into_product(Graph& out, const Node& n, const std::vector<int>& in, int* result) {
+  if (!has_trait(n.op, Elementwise) || n.op == OpKind::CheckIndex) return false;
+  int view = -1;
+  for (int x : in) {
+    const Node& v = out.node(x);
+    if (v.op == OpKind::Reshape && v.type.shape == n.type.shape && splits_columns(out, v) && is_product_epilogue(out, v.inputs[0], 8)) {
+      view = x;
+      break;
+    }
+  }
+  if (view < 0) return false;
+  // Copies: add_op grows the graph's node vector, which would leave references dangling.
+  const int source = out.node(view).inputs[0];
+  const Shape from = out.type(source).shape, to = n.type.shape;
+  std::vector<Shape> shapes(in.size());
+  for (size_t k = 0; k < in.size(); ++k)
+    if (in[k] != view && !broadcast_through_reshape(out.type(in[k]).shape, from, to, &shapes[k])) return false;
+  std::vector<int> inputs(in.size());
+  for (size_t k = 0; k < in.size(); ++k) {
+    const Shape& have = out.type(in[k]).shape;  // kept where it broadcasts so already (a scalar)
+    const bool broadcasts = have.size() <= shapes[k].size() && std::equal(have.begin(), have.end(), shapes[k].end() - have.size()) &&
+                            std::all_of(shapes[k].begin(), shapes[k].end() - have.size(), [](int64_t d) { return d == 1; });
+    inputs[k] = in[k] == view ? source : broadcasts ? in[k] : reshaped(out, in[k], shapes[k]);
+  }
+  const int y = out.add_op(n.op, inputs, n.attrs);
+  *result = out.add_op(OpKind::Reshape, {y}, Attrs{{"shape", to}});
   return true;
 }
 
@@ -152,7 +237,8 @@ Graph simplify(const Graph& g) {
       continue;
     }
     // (A folded pad leaves padding: a pad of none is gone already, the identity above.)
-    if (fold_pad_into_conv(out, n, in, &r) || pointwise_conv_as_matmul(out, n, in, &r) || fold_batch_into_rows(out, n, in, &r)) {
+    if (fold_pad_into_conv(out, n, in, &r) || pointwise_conv_as_matmul(out, n, in, &r) || fold_batch_into_rows(out, n, in, &r) ||
+        sink_reshape_into_product(out, n, in, &r)) {
       rw.map(int(id), r);
       continue;
     }

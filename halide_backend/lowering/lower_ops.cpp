@@ -8,6 +8,7 @@
 #include "halide_backend/lowering/lower.h"
 #include "graph/threefry.h"
 #include "graph/rewriter.h"
+#include "graph/shape_inference.h"
 #include "halide_backend/lowering/ieee_math.h"
 #include "halide_backend/lowering/lower_ctx.h"
 #include "halide_backend/lowering/names.h"
@@ -524,28 +525,6 @@ void IntMatmul(LowerCtx& ctx, Stage& s, const Node& n) {
   s.rvars.push_back(k.y);
   s.dot_lanes = 4;
 }
-
-namespace {
-// Reshape matches dimensions in groups of equal element count from the innermost outward: for each
-// group, [in first, in last, out first, out last] (size-1 dimensions are groups of their own).
-std::vector<std::array<int, 4>> reshape_groups(const Shape& in, const Shape& out) {
-  std::vector<std::array<int, 4>> groups;
-  int i = int(in.size()) - 1, j = int(out.size()) - 1;
-  while (i >= 0 || j >= 0) {
-    if (j >= 0 && out[size_t(j)] == 1) { groups.push_back({-1, -1, j, j}), --j; continue; }
-    if (i >= 0 && in[size_t(i)] == 1) { groups.push_back({i, i, -1, -1}), --i; continue; }
-    int i0 = i, j0 = j;
-    int64_t pi = in[size_t(i0)], po = out[size_t(j0)];
-    while (pi != po) {
-      if (pi < po) pi *= in[size_t(--i0)];
-      else po *= out[size_t(--j0)];
-    }
-    groups.push_back({i0, i, j0, j});
-    i = i0 - 1, j = j0 - 1;
-  }
-  return groups;
-}
-}  // namespace
 
 void Reshape(LowerCtx& ctx, Stage& s, const Node& n) {
   // Inside a group the output coordinates are linearized and split into the input's.
