@@ -9,6 +9,7 @@
 
 #include <spdlog/sinks/ostream_sink.h>
 
+#include "support/cpu_caches.h"
 #include "support/log.h"
 #include "tests/support.h"
 
@@ -535,6 +536,25 @@ TEST_CASE("a convolution tiled over channels (narrow, strided or windowed) compu
   int lanes = 0, columns = 0;
   REQUIRE(std::sscanf(plan.c_str() + at, "tiles %dx%d over channels", &lanes, &columns) == 2);
   CHECK(lanes * columns >= 8 * 7);
+
+  // A tile's weights, read again at every column tile, fit half the L2 cache: 512 input channels
+  // by a 3x3 window are 295 KiB a vector of 16 channels, so one vector where L2 is 1 MiB (Zen 4),
+  // where three took 40% longer (from L3 at every column tile), and up to three where it is 2 MiB.
+  for (int64_t stride : {1, 2}) {
+    CAPTURE(stride);
+    const Tensor x = test::random({1, 512, 7 * stride, 7 * stride}, hjit::DType::F32, 10), w = test::random({32, 512, 3, 3}, hjit::DType::F32, 11);
+    auto wide = [stride](const Tensor& x, const Tensor& w) { return hjit::conv2d(x, w, std::nullopt, {stride, stride}, {1, 1}); };
+    auto jitted = hjit::jit(wide, {.opt_level = 1});
+    CHECK_CLOSE_TOL(jitted(x, w), wide(x, w), 1e-3);
+    const std::string plan = jitted.explain(x, w);
+    const size_t tiles = plan.find("tiles "), vec = plan.find(" vec", plan.find("conv2d_acc:"));
+    REQUIRE(tiles != std::string::npos);
+    REQUIRE(vec != std::string::npos);
+    REQUIRE(std::sscanf(plan.c_str() + tiles, "tiles %dx%d over channels", &lanes, &columns) == 2);
+    const int64_t lanes_a_vector = std::atoi(plan.c_str() + vec + 4), panel = 512 * 9 * 4;
+    CAPTURE(lanes_a_vector);
+    CHECK((lanes == lanes_a_vector || lanes * panel <= int64_t(hjit::cpu_caches().l2) / 2));
+  }
 }
 
 // A weight gradient in blocks of channels, each summing chunks of rows (schedules/contraction.cpp,
