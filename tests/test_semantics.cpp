@@ -415,6 +415,37 @@ TEST_CASE("a convolution's epilogue read as a matrix, and a product's epilogue, 
   }
 }
 
+// Bilinear upsampling as ONNX's Resize is imported: two taps along the rows (takes along the
+// innermost axis, gathers), then two taps of whole rows. The rows' interpolation is stored and
+// gathered once: inlined into the output, every output element gathered four times.
+TEST_CASE("an upsampled image's rows are interpolated once, then picked whole") {
+  auto taps = [](int64_t in, int64_t out, int k) {
+    std::vector<int64_t> index;
+    std::vector<float> weight;
+    for (int64_t o = 0; o < out; ++o) {
+      const double c = std::max(0.0, (double(o) + 0.5) * double(in) / double(out) - 0.5), base = std::floor(c);
+      index.push_back(std::min<int64_t>(int64_t(base) + k, in - 1));
+      weight.push_back(float(k == 0 ? 1 - (c - base) : c - base));
+    }
+    return std::pair{Tensor::from_vector(index, {out}), Tensor::from_vector(weight, {out})};
+  };
+  const Tensor x = test::random({2, 5, 7, 9}, hjit::DType::F32, 21);
+  const auto [w0i, w0w] = taps(9, 36, 0);
+  const auto [w1i, w1w] = taps(9, 36, 1);
+  const auto [h0i, h0w] = taps(7, 28, 0);
+  const auto [h1i, h1w] = taps(7, 28, 1);
+  auto upsample = [&](const Tensor& x) {
+    const Tensor rows = hjit::take(x, w0i, 3) * w0w + hjit::take(x, w1i, 3) * w1w;
+    return hjit::take(rows, h0i, 2) * h0w.reshape({28, 1}) + hjit::take(rows, h1i, 2) * h1w.reshape({28, 1});
+  };
+  auto jitted = hjit::jit(upsample, {.opt_level = 1});
+  CHECK_CLOSE(jitted(x), upsample(x));
+  std::string plan = jitted.explain(x);
+  plan = plan.substr(0, plan.find("lowered statement:"));
+  CAPTURE(plan);
+  CHECK(plan.find("add: root") != std::string::npos);
+}
+
 // Where a contraction's and a pool's operands live (schedules/builtin.cpp), at SqueezeNet's shapes:
 // a 1x1 convolution as the ONNX importer writes it reads its reshaped weight in place (stored, it
 // was a copy of the weight every call), its 169 outputs of 384-term sums run in parallel (counted

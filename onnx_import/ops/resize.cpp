@@ -125,7 +125,17 @@ V resize(const NodeContext& n, std::vector<double> scales, std::vector<int64_t> 
     out[d] = int64_t(e);
   }
   n.require_fits(out, x.dtype());
-  for (size_t d = 0; d < r; ++d) {
+  // Axes that shrink first, then those that grow, the innermost first: an upsampled image's rows
+  // are interpolated (a gather along the row) before there are more of them, and the outer axis
+  // then picks whole rows (LR-ASPP's head, 28x28 to 224x224: the row gathers of 21x28 rows, not
+  // of 21x224).
+  std::vector<size_t> order(r);
+  for (size_t d = 0; d < r; ++d) order[d] = r - 1 - d;
+  const Shape in_shape = x.shape();
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return double(out[a]) * double(in_shape[b]) < double(out[b]) * double(in_shape[a]);
+  });
+  for (size_t d : order) {
     AxisResize a{x.shape()[d], 0, 1.0, 0.0, 1.0, 0.0};
     if (!sizes.empty()) {
       a.out = sizes[d];
