@@ -205,6 +205,48 @@ TEST_CASE("after a worker kept its loop's caller waiting, loops run on the calle
   check_taken_over(2);
 }
 
+// A loop of two iterations whose worker's one sleeps `ms` inside it, after the caller's waited
+// for it to start: the caller is left waiting, as for a worker another process preempted.
+void run_late_loop(int ms) {
+  struct Ctx {
+    std::thread::id caller = std::this_thread::get_id();
+    std::atomic<bool> started{false};
+    int ms = 0;
+  } ctx;
+  ctx.ms = ms;
+  auto task = [](void* c, int i, uint8_t*) {
+    auto* x = static_cast<Ctx*>(c);
+    if (i == 0) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (!x->started.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    } else {
+      x->started = true;
+      if (std::this_thread::get_id() != x->caller) std::this_thread::sleep_for(std::chrono::milliseconds(x->ms));
+    }
+    return 0;
+  };
+  CHECK(hjit::parallel_for(task, &ctx, 0, 2, nullptr, 2) == 0);
+}
+
+// A lone loop late by a few milliseconds (a virtual machine's host took the worker's core for a
+// moment) pauses nothing; a second within 20 ms does.
+TEST_CASE("one short late loop pauses nothing, a second soon after pauses") {
+  if (hjit::machine_threads() < 2) return;
+  REQUIRE(wait_for_all_threads());
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));  // (past any earlier lateness)
+  const int64_t before = hjit::late_loops();
+  run_late_loop(6);
+  const auto first = std::chrono::steady_clock::now();
+  if (hjit::late_loops() == before + 1) CHECK_FALSE(hjit::loops_paused());
+  run_late_loop(6);
+  // (Each is counted late where the caller's own iteration, waiting for the worker to start, took
+  // less than a third of the sleep: a worker asleep on a virtual machine can take milliseconds to
+  // wake, and its loop is then not late at all.)
+  const bool soon = std::chrono::steady_clock::now() - first < std::chrono::milliseconds(18);
+  if (soon && hjit::late_loops() == before + 2) CHECK(hjit::loops_paused());
+  REQUIRE(wait_for_all_threads());
+}
+
 TEST_CASE("a thread limit keeps a loop on fewer threads, and one thread is the caller's alone") {
   ThreadsSeen seen;
   {

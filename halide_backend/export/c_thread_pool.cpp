@@ -41,11 +41,12 @@ static int hjit_NAME_sleepers, hjit_NAME_started, hjit_NAME_stopping;
 static pthread_t hjit_NAME_workers[hjit_NAME_max_threads];
 static __thread int hjit_NAME_in_loop;
 /* A worker another process holds off its core inside an iteration makes the caller wait a time
-   slice: then loops run on their callers for a pause (5 ms, doubled while it recurs within a
-   second, up to 320 ms), as hjit's pool does (support/thread_pool.cpp). The pause's fields are
-   the caller's that holds hjit_NAME_busy. */
+   slice: where that persists (a second late loop within 20 ms, or a wait of 10 ms), loops run
+   on their callers for a pause (5 ms, doubled while it recurs within a second, up to 320 ms), as
+   hjit's pool does (support/thread_pool.cpp). The pause's fields are the caller's that holds
+   hjit_NAME_busy. */
 static _Atomic uint64_t hjit_NAME_serial_until;
-static uint64_t hjit_NAME_pause = 5000000, hjit_NAME_last_late;
+static uint64_t hjit_NAME_pause = 5000000, hjit_NAME_last_late, hjit_NAME_last_pause;
 
 static uint64_t hjit_NAME_now_ns(void) {
   struct timespec t;
@@ -197,10 +198,14 @@ static int hjit_NAME_par_for(void* ctx, halide_task_t task, int min, int extent,
   pthread_mutex_unlock(&hjit_NAME_pool_mutex);
   const uint64_t end = hjit_NAME_now_ns();
   if (end - own_done >= 200000 + 2 * ((own_done - start) / (uint64_t)(own > 0 ? own : 1))) {
-    const int recent = end - hjit_NAME_last_late < 1000000000u;
-    hjit_NAME_pause = !recent ? 5000000u : hjit_NAME_pause * 2 < 320000000u ? hjit_NAME_pause * 2 : 320000000u;
+    const int persists = end - own_done >= 10000000u || end - hjit_NAME_last_late < 20000000u;
     hjit_NAME_last_late = end;
-    atomic_store_explicit(&hjit_NAME_serial_until, end + hjit_NAME_pause, memory_order_relaxed);
+    if (persists) {
+      const int recent = end - hjit_NAME_last_pause < 1000000000u;
+      hjit_NAME_pause = !recent ? 5000000u : hjit_NAME_pause * 2 < 320000000u ? hjit_NAME_pause * 2 : 320000000u;
+      hjit_NAME_last_pause = end;
+      atomic_store_explicit(&hjit_NAME_serial_until, end + hjit_NAME_pause, memory_order_relaxed);
+    }
   }
   hjit_NAME_release_loop(l); /* the slot's */
   const int status = atomic_load(&l->status);
