@@ -277,13 +277,15 @@ class Builtin {
     const Stage& s = st(id);
     const Shape& shape = node(id).type.shape;
     if (s.consumers.empty() || shape.size() < 2) return false;
+    const int64_t axis = node(s.consumers.front()).op == OpKind::Take ? node(s.consumers.front()).attrs.i("axis") : -1;
+    if (axis < 0 || axis + 1 >= int64_t(shape.size())) return false;
     int64_t rows_read = 0;
     for (int c : s.consumers) {
       const Node& take = node(c);
-      if (take.op != OpKind::Take || take.inputs[0] != id || take.attrs.i("axis") + 1 >= int64_t(shape.size())) return false;
+      if (take.op != OpKind::Take || take.inputs[0] != id || take.attrs.i("axis") != axis) return false;
       rows_read += node(take.inputs[1]).type.numel();
     }
-    if (rows_read < 2 * shape[size_t(node(s.consumers.front()).attrs.i("axis"))]) return false;
+    if (rows_read < 2 * shape[size_t(axis)]) return false;
     std::vector<int> todo{id};
     std::set<int> seen;
     while (!todo.empty()) {

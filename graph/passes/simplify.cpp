@@ -124,14 +124,8 @@ bool pointwise_conv_as_matmul(Graph& out, const Node& n, const std::vector<int>&
   return true;
 }
 
-
-// An element-wise op of a reshaped matrix product (a 1x1 convolution's [O, H*W] product viewed as
-// [N, O, H, W], then its bias, residual add and activation) is the op of the product itself,
-// reshaped after: the other operands are reshaped to the product's shape (a bias [1, O, 1, 1] to
-// [O, 1]) and the op then runs on the product's register tiles while they are in registers. Read
-// through the reshape, the product was stored whole and read back by a pass of its own. Applied to
-// each op in turn, the reshape moves past the whole epilogue, to the next op that is not
-// element-wise (the next convolution reads the view).
+// A floating matmul, or an element-wise op of one within `depth` ops (an epilogue moved before
+// its reshape by sink_reshape_into_product).
 bool is_product_epilogue(const Graph& g, int id, int depth) {
   const Node& n = g.node(id);
   if (n.op == OpKind::Matmul) return is_floating(n.type.dtype);
@@ -171,6 +165,13 @@ bool splits_columns(const Graph& g, const Node& reshape) {
   return false;
 }
 
+// An element-wise op of a reshaped matrix product (a 1x1 convolution's [O, H*W] product viewed as
+// [N, O, H, W], then its bias, residual add and activation) is the op of the product itself,
+// reshaped after: the other operands are reshaped to the product's shape (a bias [1, O, 1, 1] to
+// [O, 1]) and the op then runs on the product's register tiles while they are in registers. Read
+// through the reshape, the product was stored whole and read back by a pass of its own. Applied to
+// each op in turn, the reshape moves past the whole epilogue, to the next op that is not
+// element-wise (the next convolution reads the view).
 bool sink_reshape_into_product(Graph& out, const Node& n, const std::vector<int>& in, int* result) {
   if (!has_trait(n.op, Elementwise) || n.op == OpKind::CheckIndex) return false;
   int view = -1;
