@@ -401,7 +401,9 @@ TEST_CASE("a convolution's epilogue read as a matrix, and a product's epilogue, 
       return hjit::relu(hjit::conv2d(y, w2) + y);
     };
     auto jitted = hjit::jit(blocks, {.opt_level = 1});
-    CHECK_CLOSE(jitted(x, w3, b3, w1, b1, r, w2), blocks(x, w3, b3, w1, b1, r, w2));
+    // (Three sums of hundreds of products in a row: the sanitized build's plain eager kernels sum
+    // in another order, 4e-5 apart at values near 1.)
+    CHECK_CLOSE_TOL(jitted(x, w3, b3, w1, b1, r, w2), blocks(x, w3, b3, w1, b1, r, w2), 1e-4);
     std::string plan = jitted.explain(x, w3, b3, w1, b1, r, w2);
     plan = plan.substr(0, plan.find("lowered statement:"));
     CAPTURE(plan);
