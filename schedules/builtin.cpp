@@ -217,21 +217,16 @@ class Builtin {
   // convolution) of these extents, which could then be computed per tile of it? With `alone`, only
   // a contraction that nothing else reads, directly or through those stages.
   bool computes_tiled_contraction(int id, const Shape& extents, bool alone = false) {
-    std::vector<int> todo{id};
-    std::set<int> seen;
     std::vector<int> found, through;  // (through: the element-wise stages looked through)
-    while (!todo.empty()) {
-      const int at = todo.back();
-      todo.pop_back();
-      if (!seen.insert(at).second || !live(at)) continue;
+    const std::set<int> seen = walk_elementwise(id, [&](int at) {
       if (has_reduction(st(at))) {
         if (cpu_rules(st(at).op).tile != Tile::None && st(at).extents == extents) found.push_back(at);
-        continue;
+        return false;
       }
-      if (!has_trait(st(at).op, Elementwise) || func_[size_t(at)].kind != Place::Inline) continue;
+      if (!has_trait(st(at).op, Elementwise) || func_[size_t(at)].kind != Place::Inline) return false;
       through.push_back(at);
-      for (int in : node(at).inputs) todo.push_back(in);
-    }
+      return true;
+    });
     if (!alone) return !found.empty();
     auto read_here = [&](int at) {
       return std::all_of(st(at).consumers.begin(), st(at).consumers.end(), [&](int c) { return seen.count(c) > 0; });
@@ -286,17 +281,29 @@ class Builtin {
       rows_read += node(take.inputs[1]).type.numel();
     }
     if (rows_read < 2 * shape[size_t(axis)]) return false;
+    bool gathers = false;
+    walk_elementwise(id, [&](int at) {
+      if (at != id && func_[size_t(at)].kind != Place::Inline) return false;
+      const Node& n = node(at);
+      gathers |= n.op == OpKind::Take && n.attrs.i("axis") + 1 == int64_t(n.type.shape.size()) && n.type.shape == shape;
+      return !gathers && has_trait(st(at).op, Elementwise);
+    });
+    return gathers;
+  }
+
+  // Visits the live stages of stage id's expression, from id inwards: each once, the operands of
+  // those `visit` returns true for next. Returns the stages reached.
+  template <class Visit>
+  std::set<int> walk_elementwise(int id, Visit&& visit) {
     std::vector<int> todo{id};
     std::set<int> seen;
     while (!todo.empty()) {
       const int at = todo.back();
       todo.pop_back();
-      if (!seen.insert(at).second || !live(at) || (at != id && func_[size_t(at)].kind != Place::Inline)) continue;
-      const Node& n = node(at);
-      if (n.op == OpKind::Take && n.attrs.i("axis") + 1 == int64_t(n.type.shape.size()) && n.type.shape == shape) return true;
-      if (has_trait(st(at).op, Elementwise)) todo.insert(todo.end(), n.inputs.begin(), n.inputs.end());
+      if (!seen.insert(at).second || !live(at)) continue;
+      if (visit(at)) todo.insert(todo.end(), node(at).inputs.begin(), node(at).inputs.end());
     }
-    return false;
+    return seen;
   }
 
   void make_nest(int id) {
@@ -321,10 +328,9 @@ class Builtin {
     }
     if (func_[size_t(id)].kind == Place::Inline) {
       bool reused_expensive = params_.store_expensive && builtin_stores_elementwise(s.op, s.consumers.size());
-      if (store_instead_[size_t(id)]) {
+      if (store_instead_[size_t(id)] || rows_gathered_then_repeated(id)) {
         make_nest(id);
-      } else if (feeds_contraction(id) || narrows_contraction_for_copy(id, site) || quantized_and_reused(id, site) ||
-                 rows_gathered_then_repeated(id)) {
+      } else if (feeds_contraction(id) || narrows_contraction_for_copy(id, site) || quantized_and_reused(id, site)) {
         if (const int source = reshaped_stage(id); source >= 0) store_instead_[size_t(source)] = true;
         else make_nest(id);
       } else if (reused_expensive || cut_[size_t(id)] != Cut::None) {

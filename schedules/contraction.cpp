@@ -243,10 +243,11 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     // at 112 and 56 wide) stay along the width (5.3 -> 5.9 ms over channels).
     const bool wide_integer = packed && weights[1] * 4 >= 4 * vec && channels >= 4 * vec;
     if (s.extents.size() == 4 && (width < 2 * vec || strided || kernel_w > 1 || wide_integer) && channels >= 2 * vec && (packed || !grouped) &&
-        params.cols == 0 && params.rows == 0)
-      return channel_tiles(width, channels, vec, kernel_cols * kernel_rows,
-                           int64_t(vec) * (packed ? weights[1] * 4 : weights[1]) * kernel_h * kernel_w *
-                               int64_t(dtype_size(p.graph->type(p.graph->node(s.node).inputs[1]).dtype)));
+        params.cols == 0 && params.rows == 0) {
+      const int64_t in_channels = packed ? weights[1] * 4 : weights[1];
+      const int64_t weight_bytes = dtype_size(p.graph->type(p.graph->node(s.node).inputs[1]).dtype);
+      return channel_tiles(width, channels, vec, kernel_cols * kernel_rows, int64_t(vec) * in_channels * kernel_h * kernel_w * weight_bytes);
+    }
     spec.inner = 0, spec.unrolled = 2;
     int lanes = vec;
     while (lanes > 4 && s.extents[0] < lanes) lanes /= 2;

@@ -168,54 +168,21 @@ TEST_CASE("a thread that finishes its share takes over the iterations of one tha
   check_taken_over(64);
 }
 
-TEST_CASE("after a worker kept its loop's caller waiting, loops run on the caller for a pause, then on every thread") {
-  if (hjit::machine_threads() < 2) return;
-  REQUIRE(wait_for_all_threads());
-  // Iteration 0 (the caller's share) waits for iteration 1 to start on the worker (or gives up
-  // after 5 s and takes it itself); on the worker, iteration 1 sleeps 200 ms, as a worker another
-  // process preempted inside it: the caller is left waiting.
-  struct Ctx {
-    std::thread::id caller = std::this_thread::get_id();
-    std::atomic<bool> started{false};
-    ThreadsSeen seen;
-  } ctx;
-  auto task = [](void* c, int i, uint8_t*) {
-    auto* x = static_cast<Ctx*>(c);
-    x->seen.note();
-    if (i == 0) {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      while (!x->started.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
-    } else {
-      x->started = true;
-      if (std::this_thread::get_id() != x->caller) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-    return 0;
-  };
-  const int64_t late_before = hjit::late_loops();
-  CHECK(hjit::parallel_for(task, &ctx, 0, 2, nullptr, 2) == 0);
-  const auto late_end = std::chrono::steady_clock::now();
-  REQUIRE(ctx.seen.ids.size() == 2);  // the worker took iteration 1
-  CHECK(hjit::late_loops() == late_before + 1);
-  // The next loop, within the first pause (5 ms), runs on the caller alone.
-  ThreadsSeen next;
-  hjit::parallel_for(int64_t(64), [&](int64_t) { next.note(); });
-  if (std::chrono::steady_clock::now() - late_end < std::chrono::milliseconds(4)) CHECK(next.ids == std::set<std::thread::id>{ctx.caller});
-  // After the pause, the loops have every thread again.
-  REQUIRE(wait_for_all_threads());
-  check_taken_over(2);
-}
-
-// A loop of two iterations whose worker's one sleeps `ms` inside it, after the caller's waited
-// for it to start: the caller is left waiting, as for a worker another process preempted.
-void run_late_loop(int ms) {
+// A loop of two iterations: iteration 0 (the caller's share) waits for iteration 1 to start on
+// the worker (or gives up after 5 s and takes it itself); on the worker, iteration 1 sleeps `ms`,
+// as a worker another process preempted inside it: the caller is left waiting. `seen` records
+// the threads the loop ran on.
+void run_late_loop(int ms, ThreadsSeen* seen = nullptr) {
   struct Ctx {
     std::thread::id caller = std::this_thread::get_id();
     std::atomic<bool> started{false};
     int ms = 0;
+    ThreadsSeen* seen = nullptr;
   } ctx;
-  ctx.ms = ms;
+  ctx.ms = ms, ctx.seen = seen;
   auto task = [](void* c, int i, uint8_t*) {
     auto* x = static_cast<Ctx*>(c);
+    if (x->seen) x->seen->note();
     if (i == 0) {
       const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
       while (!x->started.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
@@ -226,6 +193,25 @@ void run_late_loop(int ms) {
     return 0;
   };
   CHECK(hjit::parallel_for(task, &ctx, 0, 2, nullptr, 2) == 0);
+}
+
+TEST_CASE("after a worker kept its loop's caller waiting, loops run on the caller for a pause, then on every thread") {
+  if (hjit::machine_threads() < 2) return;
+  REQUIRE(wait_for_all_threads());
+  const std::thread::id caller = std::this_thread::get_id();
+  ThreadsSeen seen;
+  const int64_t late_before = hjit::late_loops();
+  run_late_loop(200, &seen);
+  const auto late_end = std::chrono::steady_clock::now();
+  REQUIRE(seen.ids.size() == 2);  // the worker took iteration 1
+  CHECK(hjit::late_loops() == late_before + 1);
+  // The next loop, within the first pause (5 ms), runs on the caller alone.
+  ThreadsSeen next;
+  hjit::parallel_for(int64_t(64), [&](int64_t) { next.note(); });
+  if (std::chrono::steady_clock::now() - late_end < std::chrono::milliseconds(4)) CHECK(next.ids == std::set<std::thread::id>{caller});
+  // After the pause, the loops have every thread again.
+  REQUIRE(wait_for_all_threads());
+  check_taken_over(2);
 }
 
 // A lone loop late by a few milliseconds (a virtual machine's host took the worker's core for a
