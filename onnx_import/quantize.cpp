@@ -1,7 +1,7 @@
 // Post-training static quantization of an ONNX model into the QDQ form ONNX Runtime's quantizer
 // writes: calibrate the activations in and out of every Conv, MatMul, Gemm, Add and pooling on the
 // caller's batches, then put a QuantizeLinear/DequantizeLinear pair after each (u8, per tensor),
-// drop the Relus those pairs make redundant, and store each weight as i8 (per output channel,
+// drop the Relus and Clips those pairs make redundant, and store each weight as i8 (per output channel,
 // symmetric) behind a DequantizeLinear. hjit::onnx::load computes those groups on integer kernels
 // (onnx_import/ops/quantized.cpp).
 #include <algorithm>
@@ -36,7 +36,7 @@ struct Site {
 };
 
 // What quantize() does to a graph: the activations it puts a QuantizeLinear/DequantizeLinear pair
-// after (each once, in graph order), the weights it stores in i8, and the Relus the pairs replace.
+// after (each once, in graph order), the weights it stores in i8, and the Relus and Clips the pairs replace.
 struct Plan {
   std::vector<Site> weights;
   std::vector<std::string> activations;
@@ -75,10 +75,35 @@ std::optional<Site> weight_site(const ::onnx::GraphProto& g, int i) {
   return Site{i, n.input(1), axis};
 }
 
+// A Clip whose bounds are constants with 0 between them (a ReLU6: [0, 6]). After a quantized
+// contraction it is what ONNX Runtime's quantizer removes as it removes a Relu: the output's
+// quantization, calibrated on the clipped values (its range holds 0, so its zero point falls in
+// the clip's range), saturates where the clip would clamp. Kept, it was a dequantization, two
+// comparisons and a second requantization of every element between the convolution and the next.
+bool clamps_to_a_range_around_0(const ::onnx::GraphProto& g, const ::onnx::NodeProto& clip) {
+  if (clip.op_type() != "Clip" || clip.input_size() > 3) return false;
+  auto bound = [&](int k, double unbounded) -> std::optional<double> {  // (as inputs: quantize() takes opset 13 on)
+    if (k >= clip.input_size() || clip.input(k).empty()) return unbounded;
+    const ::onnx::TensorProto* t = initializer(g, clip.input(k));
+    for (int i = 0; !t && i < g.node_size(); ++i) {  // (a Constant node: PyTorch's export)
+      const ::onnx::NodeProto& c = g.node(i);
+      if (c.op_type() == "Constant" && c.domain().empty() && c.output_size() == 1 && c.output(0) == clip.input(k))
+        for (const ::onnx::AttributeProto& a : c.attribute())
+          if (a.name() == "value" && a.has_t()) t = &a.t();
+    }
+    if (!t || t->data_type() != ::onnx::TensorProto::FLOAT) return std::nullopt;  // computed bounds may change
+    const std::vector<float> v = to_tensor(*t, std::string(kWho) + ": initializer '" + clip.input(k) + "'").to_vector<float>();
+    if (v.size() != 1) return std::nullopt;
+    return double(v[0]);
+  };
+  const std::optional<double> lo = bound(1, -INFINITY), hi = bound(2, INFINITY);
+  return lo && hi && *lo <= 0 && *hi >= 0;
+}
+
 // ONNX Runtime's static QDQ form: the activations in and out of every contraction, Add and
 // pooling are quantized (u8, per tensor), so that a runtime fuses each group into an integer
-// kernel and the values between them stay 8-bit; a Relu right after a contraction or an Add is
-// the clamp of the quantized output (its zero point is 0) and goes.
+// kernel and the values between them stay 8-bit; a Relu (or a Clip around 0) right after a
+// contraction or an Add is the clamp of the quantized output (its zero point is 0) and goes.
 Plan plan_of(const ::onnx::GraphProto& g) {
   Plan plan;
   std::map<std::string, int> consumers, producer;
@@ -115,7 +140,8 @@ Plan plan_of(const ::onnx::GraphProto& g) {
   }
   for (int i = 0; i < g.node_size(); ++i) {
     const ::onnx::NodeProto& r = g.node(i);
-    if (r.op_type() != "Relu" || !r.domain().empty() || r.input_size() != 1 || r.output_size() != 1) continue;
+    if (!r.domain().empty() || r.input_size() < 1 || r.output_size() != 1 || !(r.op_type() == "Relu" ? r.input_size() == 1 : clamps_to_a_range_around_0(g, r)))
+      continue;
     const std::string &x = r.input(0), &y = r.output(0);
     auto p = producer.find(x);
     if (p == producer.end() || !contractions.count(p->second) || consumers[x] != 1 || outputs.count(x) || outputs.count(y)) continue;

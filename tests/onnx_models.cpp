@@ -59,6 +59,9 @@ void add_ints(::onnx::NodeProto* n, const std::string& name, const std::vector<i
 }
 void add_int(::onnx::NodeProto* n, const std::string& name, int64_t v) { attribute(n, name, ::onnx::AttributeProto::INT)->set_i(v); }
 void add_float(::onnx::NodeProto* n, const std::string& name, float v) { attribute(n, name, ::onnx::AttributeProto::FLOAT)->set_f(v); }
+void add_tensor(::onnx::NodeProto* n, const std::string& name, const hjit::Tensor& v) {
+  *attribute(n, name, ::onnx::AttributeProto::TENSOR)->mutable_t() = proto_of(name, v);
+}
 void add_string(::onnx::NodeProto* n, const std::string& name, const std::string& v) {
   attribute(n, name, ::onnx::AttributeProto::STRING)->set_s(v);
 }

@@ -20,6 +20,7 @@ void add_value(::onnx::ValueInfoProto* v, const std::string& name, int elem, con
 void add_ints(::onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v);
 void add_int(::onnx::NodeProto* n, const std::string& name, int64_t v);
 void add_float(::onnx::NodeProto* n, const std::string& name, float v);
+void add_tensor(::onnx::NodeProto* n, const std::string& name, const hjit::Tensor& v);  // (a Constant's value)
 void add_string(::onnx::NodeProto* n, const std::string& name, const std::string& v);
 void add_graph(::onnx::NodeProto* n, const std::string& name, const ::onnx::GraphProto& g);
 // A model of opset 13 (default domain) whose graph, named `name`, the caller fills.

@@ -96,13 +96,7 @@ std::string loop(int64_t trips, bool pass_through, bool scan) {
   add_value(body.add_output(), "v_out", F32, {"2"});
   if (scan) add_value(body.add_output(), "s", F32, {"2"});
   if (pass_through) add_node(&body, "Identity", {"c"}, {"c_out"});
-  else add_node(&body, "Constant", {}, {"c_out"})->add_attribute()->CopyFrom([] {
-      ::onnx::AttributeProto a;
-      a.set_name("value");
-      a.set_type(::onnx::AttributeProto::TENSOR);
-      *a.mutable_t() = proto_of("t", Tensor::scalar(1, DType::Bool));
-      return a;
-    }());
+  else add_tensor(add_node(&body, "Constant", {}, {"c_out"}), "value", Tensor::scalar(1, DType::Bool));
   add_node(&body, "Identity", {"v_in"}, {"v_out"});
   if (scan) add_node(&body, "Identity", {"v_in"}, {"s"});
   std::vector<std::string> outs{"out"};

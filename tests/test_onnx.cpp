@@ -824,3 +824,40 @@ TEST_CASE("quantize names what it adds apart from the names a model already uses
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < want.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 0.05f * span);
 }
+
+TEST_CASE("quantize removes a Clip around 0 after a convolution as a Relu, and keeps one it cannot") {
+  // small_cnn with a ReLU6 (PyTorch's export: the bounds are Constant nodes or initializers) in
+  // place of its Relu, and a second model whose Clip starts above 0.
+  auto with_clip = [](float lo, const std::string& dir) {
+    ::onnx::ModelProto m = small_cnn("4");
+    auto* g = m.mutable_graph();
+    ::onnx::NodeProto* relu = g->mutable_node(1);
+    REQUIRE(relu->op_type() == "Relu");
+    relu->set_op_type("Clip");
+    relu->add_input("lo");
+    relu->add_input("hi");
+    *g->add_initializer() = proto_of("hi", Tensor::scalar(6.0));
+    ::onnx::NodeProto* constant = add_node(g, "Constant", {}, {"lo"});
+    add_tensor(constant, "value", Tensor::scalar(double(lo)));
+    for (int k = g->node_size() - 1; k > 0; --k) g->mutable_node()->SwapElements(k, k - 1);  // the Constant first
+    return write_model(m, dir);
+  };
+  std::vector<std::vector<Tensor>> batches;
+  for (uint64_t b = 0; b < 3; ++b) batches.push_back({test::random({4, 3, 8, 8}, DType::F32, 40 + b) * 4.0});
+  const Tensor x = test::random({4, 3, 8, 8}, DType::F32, 99) * 4.0;
+  for (float lo : {0.0f, 0.5f}) {
+    CAPTURE(lo);
+    const std::string path = with_clip(lo, "onnx_quantize_clip_" + std::to_string(int(lo * 2)));
+    const std::string out = (fs::path(path).parent_path() / "int8.onnx").string();
+    hjit::onnx::quantize(path, out, batches);
+    const std::map<std::string, int> ops = hjit::onnx::Model::read(out).info().op_counts;
+    CHECK(ops.count("Clip") == (lo == 0 ? 0u : 1u));
+    // The clip's range is the quantized output's: the values above 6 saturate where they clamped.
+    const std::vector<float> want = Tensor(hjit::onnx::load(path)(x)).to_vector<float>();
+    const std::vector<float> got = Tensor(hjit::onnx::load(out, {.freeze = true})(x)).to_vector<float>();
+    float span = 0;
+    for (float v : want) span = std::max(span, std::abs(v));
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 0.05f * span);
+  }
+}
