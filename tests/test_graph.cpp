@@ -310,6 +310,47 @@ TEST_CASE("simplify: an element-wise epilogue of a reshaped product runs on the 
   }
 }
 
+TEST_CASE("simplify: a whole number f32 holds exactly, converted to i32 and back, is itself") {
+  // A quantized depthwise convolution's taps: 8-bit values less their zero point, times 8-bit
+  // weights, summed (at most 2 x 255 x 128 here).
+  const std::string taps =
+      "{ lambda ; a:u8[2,5] b:i8[5] c:f32[2,5]. let\n"
+      "    d:f32[2,5] = convert[dtype=f32] a\n"
+      "    e:f32[2,5] = sub d 128.0:f32\n"
+      "    f:f32[5] = convert[dtype=f32] b\n"
+      "    g:f32[2,5] = mul e f\n"
+      "    h:f32[2,5] = add g %s\n"
+      "    i:i32[2,5] = convert[dtype=i32] h\n"
+      "    j:f32[2,5] = convert[dtype=f32] i\n"
+      "  in (j) }\n";
+  auto with = [&](const char* second) {
+    char text[1024];
+    std::snprintf(text, sizeof text, taps.c_str(), second);
+    return run_pass(text, [](const Graph& g) { return hjit::dce(hjit::simplify(g)); });
+  };
+  CHECK(with("g").find("i32") == std::string::npos);
+  CHECK(with("e").find("i32") == std::string::npos);
+  // Kept: a term that need not be whole (an f32 input, a product by 0.5), and a sum that may pass
+  // 2^24 (16-bit values squared), where the conversions round and saturate.
+  CHECK(with("c").find("convert[dtype=i32]") != std::string::npos);
+  CHECK(run_pass("{ lambda ; a:u8[3]. let\n"
+                 "    b:f32[3] = convert[dtype=f32] a\n"
+                 "    c:f32[3] = mul b 0.5:f32\n"
+                 "    d:i32[3] = convert[dtype=i32] c\n"
+                 "    e:f32[3] = convert[dtype=f32] d\n"
+                 "  in (e) }\n",
+                 hjit::simplify)
+            .find("convert[dtype=i32]") != std::string::npos);
+  CHECK(run_pass("{ lambda ; a:u16[3]. let\n"
+                 "    b:f32[3] = convert[dtype=f32] a\n"
+                 "    c:f32[3] = mul b b\n"
+                 "    d:i32[3] = convert[dtype=i32] c\n"
+                 "    e:f32[3] = convert[dtype=f32] d\n"
+                 "  in (e) }\n",
+                 hjit::simplify)
+            .find("convert[dtype=i32]") != std::string::npos);
+}
+
 TEST_CASE("simplify: empty values become fills") {
   const char* in =
       "{ lambda ; a:f32[0,3] b:f32[2,3]. let\n"
