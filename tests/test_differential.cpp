@@ -402,6 +402,30 @@ TEST_CASE("casts between every pair of dtypes") {
   }
 }
 
+// A float the graph shows finite and within an integer type's range converts without tests
+// (graph/value_range.h); one that may leave it keeps PyTorch's conversion (truncated to i32, the
+// lowest value out of range, wrapped): the same answers either way.
+TEST_CASE("float to integer conversions: requantized values known in range, and values that may leave it") {
+  const Group group = [](const std::vector<Tensor>& in) {
+    const Tensor x = hjit::astype(in[0], DType::F32), big = hjit::astype(in[1], DType::F32);
+    // (No product feeds a sum before the rounding: compiled code may contract one into an FMA,
+    // which moves a value that rounds half-way to the other side.)
+    const Tensor requantized = hjit::clamp(hjit::round((x + 0.3) * 1.7) - 17.0, 0.0, 255.0);
+    return std::vector<Tensor>{
+        hjit::astype(requantized, DType::U8),                                         // within [0, 255]
+        hjit::astype(hjit::clamp(hjit::round(x / 3.0) - 40.0, -128.0, 127.0), DType::I8),  // within [-128, 127]
+        hjit::astype(x * 2.0, DType::U8),                    // up to 510: wraps
+        hjit::astype(x - 300.0, DType::U16),                 // negative: wraps
+        hjit::astype(big, DType::I32),                       // 2^31 - 1 is 2^31 in f32: out of range
+        hjit::astype(hjit::clamp(x * 0.5, 1.0, 100.0) / hjit::clamp(x, -3.0, 0.0), DType::I16)};  // x / 0: inf
+  };
+  std::vector<uint8_t> bytes(256);
+  for (int i = 0; i < 256; ++i) bytes[size_t(i)] = uint8_t(i);
+  const Tensor all = Tensor::from_vector(bytes, {16, 16});
+  const Tensor extremes = Tensor::from_vector(std::vector<int32_t>{2147483647, -2147483647 - 1, 16777217, -5, 0, 1 << 30});
+  check("float_to_int_ranges", group, {all, extremes});
+}
+
 TEST_CASE("reductions over every axis set, with and without keepdims") {
   uint64_t seed = 400;
   // Rows of 70 and 1030 (odd: a tail after every split) take the GPU's block-per-row reductions.

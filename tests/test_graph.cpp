@@ -12,6 +12,7 @@
 #include "graph/passes/optimize.h"
 #include "graph/passes/simplify.h"
 #include "graph/passes/verify.h"
+#include "graph/value_range.h"
 #include "halide_backend/providers/extern_stages.h"
 #include "halide_backend/lowering/lower_ctx.h"
 #include "schedules/class_rules.h"
@@ -349,6 +350,54 @@ TEST_CASE("simplify: a whole number f32 holds exactly, converted to i32 and back
                  "  in (e) }\n",
                  hjit::simplify)
             .find("convert[dtype=i32]") != std::string::npos);
+}
+
+TEST_CASE("value ranges: a requantized value is finite and within its clamp; what may not be is unknown") {
+  const Graph g = Graph::parse(
+      "{ lambda ; a:u8[4] b:f32[4] z:i32[4]. let\n"
+      "    c:f32[4] = convert[dtype=f32] a\n"
+      "    d:f32[4] = mul c 0.5:f32\n"
+      "    e:f32[4] = round d\n"
+      "    f:f32[4] = add e 3.0:f32\n"
+      "    g:bool[4] = lt f 0.0:f32\n"
+      "    h:f32[4] = where g 0.0:f32 f\n"
+      "    i:bool[4] = gt h 255.0:f32\n"
+      "    j:f32[4] = where i 255.0:f32 h\n"
+      "    k:f32[4] = add c b\n"
+      "    l:f32[4] = div c f\n"
+      "    m:f32[4] = sub c 300.0:f32\n"
+      "    n:f32[4] = div c m\n"
+      "    o:f32[4] = div m c\n"
+      "    p:f32[4] = convert[dtype=f32] z\n"
+      "    q:bool[4] = gt b 2.0:f32\n"
+      "    r:f32[4] = where q 2.0:f32 b\n"
+      "    s:bool[4] = lt m -100.0:f32\n"
+      "    t:f32[4] = where s -100.0:f32 m\n"
+      "  in (j, k, l, m, n, o, p, r, t) }\n");
+  hjit::ValueRanges ranges(g);
+  auto range = [&](size_t k) { return ranges(g.outputs[k]); };
+  // Between 3 and 3 + round(255 * 0.5): neither clamp ever holds.
+  REQUIRE(range(0));
+  CHECK(range(0)->lo == 3);
+  CHECK(range(0)->hi == 131);
+  CHECK(range(0)->whole);
+  CHECK_FALSE(range(1));  // an f32 input: anything
+  REQUIRE(range(2));      // over [3, 131]: a quotient, not whole
+  CHECK(range(2)->lo <= 0);
+  CHECK(range(2)->hi >= 85);
+  CHECK(range(2)->hi < 85.01);
+  CHECK_FALSE(range(2)->whole);
+  REQUIRE(range(3));
+  CHECK(range(3)->lo == -300);
+  CHECK(range(3)->hi == -45);
+  REQUIRE(range(4));      // c / m: m is never 0
+  CHECK_FALSE(range(5));  // m / c: c may be 0
+  REQUIRE(range(6));      // i32's largest value is 2^31 in f32
+  CHECK(range(6)->hi == 2147483648.0);
+  CHECK_FALSE(range(7));  // a clamp of an input that may be NaN
+  REQUIRE(range(8));      // a clamp that holds for some elements: [-100, -45]
+  CHECK(range(8)->lo == -100);
+  CHECK(range(8)->hi == -45);
 }
 
 TEST_CASE("simplify: empty values become fills") {

@@ -1,14 +1,11 @@
 #include "graph/passes/simplify.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <map>
-#include <optional>
 
 #include "graph/op_def.h"
 #include "graph/rewriter.h"
 #include "graph/shape_inference.h"
+#include "graph/value_range.h"
 
 namespace hjit {
 namespace {
@@ -205,92 +202,16 @@ bool sink_reshape_into_product(Graph& out, const Node& n, const std::vector<int>
   return true;
 }
 
-// The largest magnitude of an f32 value known to be a whole number: computed from integers of at
-// most 16 bits and whole constants by sums, differences, products and views. nullopt: not known.
-class WholeBound {
- public:
-  explicit WholeBound(const Graph& g) : g_(g) {}
-  std::optional<double> operator()(int id, int depth = 0) {
-    if (auto it = memo_.find(id); it != memo_.end()) return it->second;
-    if (depth > 256) return std::nullopt;  // (no memo: a shallower path may still reach it)
-    const std::optional<double> b = compute(id, depth);
-    memo_[id] = b;
-    return b;
-  }
-
- private:
-  std::optional<double> compute(int id, int depth) {
-    const Node& n = g_.node(id);
-    if (n.type.dtype != DType::F32) return std::nullopt;
-    auto in = [&](size_t k) { return (*this)(n.inputs[k], depth + 1); };
-    auto largest = [](std::optional<double> a, std::optional<double> b) -> std::optional<double> {
-      if (!a || !b) return std::nullopt;
-      return std::max(*a, *b);
-    };
-    switch (n.op) {
-      case OpKind::Cast: {
-        const DType from = g_.type(n.inputs[0]).dtype;
-        if (from == DType::Bool) return 1.0;
-        if (is_floating(from) || dtype_size(from) > 2) return std::nullopt;
-        return dtype_info(from).kind == DTypeKind::SignedInt ? std::ldexp(1.0, 8 * int(dtype_size(from)) - 1)
-                                                             : std::ldexp(1.0, 8 * int(dtype_size(from))) - 1;
-      }
-      case OpKind::Full: return whole(n.attrs.f("value"));
-      case OpKind::Constant: return constant(n);
-      case OpKind::Add:
-      case OpKind::Sub: {
-        const std::optional<double> a = in(0), b = in(1);
-        if (!a || !b) return std::nullopt;
-        return *a + *b;
-      }
-      case OpKind::Mul: {
-        const std::optional<double> a = in(0), b = in(1);
-        if (!a || !b) return std::nullopt;
-        return *a * *b;
-      }
-      case OpKind::Neg:
-      case OpKind::Reshape:
-      case OpKind::BroadcastTo:
-      case OpKind::Slice:
-      case OpKind::Transpose: return in(0);
-      case OpKind::Pad: return largest(in(0), whole(n.attrs.f("value")));
-      case OpKind::Where: return largest(in(1), in(2));
-      default: return std::nullopt;
-    }
-  }
-  static std::optional<double> whole(double v) {
-    if (!std::isfinite(v) || v != std::floor(v)) return std::nullopt;
-    return std::fabs(v);
-  }
-  std::optional<double> constant(const Node& n) const {
-    if (n.constant < 0 || size_t(n.constant) >= g_.constants.size()) return std::nullopt;
-    const ConstData& c = g_.constants[size_t(n.constant)];
-    const size_t count = size_t(n.type.numel());
-    if (!c.data || c.nbytes < count * sizeof(float)) return std::nullopt;
-    double most = 0;
-    for (size_t i = 0; i < count; ++i) {
-      float v;
-      std::memcpy(&v, static_cast<const char*>(c.data) + i * sizeof(float), sizeof(float));
-      const std::optional<double> w = whole(v);
-      if (!w) return std::nullopt;
-      most = std::max(most, *w);
-    }
-    return most;
-  }
-  const Graph& g_;
-  std::map<int, std::optional<double>> memo_;
-};
-
 // An f32 value converted to i32 and back is itself where it is a whole number f32 holds exactly
 // (below 2^24): a quantized depthwise convolution's sum of taps, summed exactly in f32 and
 // returned as i32, which its dequantization then converts back (a truncation with NaN and range
 // tests, then a conversion, for every element, in the int8 MobileNets' hottest loops).
-bool drop_whole_round_trip(const Graph& out, WholeBound& bound, const Node& n, const std::vector<int>& in, int* result) {
+bool drop_whole_round_trip(const Graph& out, ValueRanges& ranges, const Node& n, const std::vector<int>& in, int* result) {
   if (n.op != OpKind::Cast || n.type.dtype != DType::F32) return false;
   const Node& to_int = out.node(in[0]);
   if (to_int.op != OpKind::Cast || to_int.type.dtype != DType::I32 || out.type(to_int.inputs[0]) != n.type) return false;
-  const std::optional<double> b = bound(to_int.inputs[0]);
-  if (!b || *b >= 16777216.0) return false;
+  const std::optional<ValueRange> r = ranges(to_int.inputs[0]);
+  if (!r || !r->whole || r->lo <= -16777216.0 || r->hi >= 16777216.0) return false;
   *result = to_int.inputs[0];
   return true;
 }
@@ -300,7 +221,7 @@ bool drop_whole_round_trip(const Graph& out, WholeBound& bound, const Node& n, c
 Graph simplify(const Graph& g) {
   Rewriter rw(g);
   Graph& out = rw.out();
-  WholeBound whole_bound(out);
+  ValueRanges ranges(out);
   for (size_t id = 0; id < g.nodes.size(); ++id) {
     const Node& n = g.nodes[id];
     if (n.op == OpKind::Parameter) continue;
@@ -334,7 +255,7 @@ Graph simplify(const Graph& g) {
     }
     // (A folded pad leaves padding: a pad of none is gone already, the identity above.)
     if (fold_pad_into_conv(out, n, in, &r) || pointwise_conv_as_matmul(out, n, in, &r) || fold_batch_into_rows(out, n, in, &r) ||
-        sink_reshape_into_product(out, n, in, &r) || drop_whole_round_trip(out, whole_bound, n, in, &r)) {
+        sink_reshape_into_product(out, n, in, &r) || drop_whole_round_trip(out, ranges, n, in, &r)) {
       rw.map(int(id), r);
       continue;
     }

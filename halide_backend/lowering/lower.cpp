@@ -76,6 +76,11 @@ Expr affine_expr(const Affine& a, const std::vector<Expr>& symbols) {
 }
 }  // namespace
 
+std::optional<ValueRange> LowerCtx::range(int node) {
+  if (!ranges) ranges = std::make_shared<ValueRanges>(g);
+  return (*ranges)(node);
+}
+
 Expr LowerCtx::extent(int node, int d) const {
   if (p.dynamic) {
     const Affine& a = p.dynamic->extents[size_t(node)][size_t(d)];

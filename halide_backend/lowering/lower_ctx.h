@@ -1,5 +1,9 @@
 // What a per-op lowering function sees.
 #pragma once
+#include <memory>
+#include <optional>
+
+#include "graph/value_range.h"
 #include "halide_backend/lowering/lowered.h"
 
 namespace hjit::backend {
@@ -24,6 +28,10 @@ struct LowerCtx {
   static Coords broadcast(const Coords& out, const Shape& shape);
   // s.func(vars) = e, rounded to the stage's dtype where that is a 16-bit float.
   static void define(Stage& s, Halide::Expr e);
+  // What is known of an f32 node's elements (finite, within bounds), read off the graph once.
+  std::optional<ValueRange> range(int node);
+
+  std::shared_ptr<ValueRanges> ranges = nullptr;  // (range's, made at its first question)
 };
 
 // The name of a Func a lowering adds besides a stage's func: the stage's name without Halide's

@@ -1,0 +1,179 @@
+#include "graph/value_range.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "graph/op_def.h"
+
+namespace hjit {
+namespace {
+
+// f32 holds every whole number below 2^24 exactly: sums and products of such stay exact.
+constexpr double kExact = 16777216.0;
+// Bounds past this are dropped: an f32 result near FLT_MAX may round to infinity.
+constexpr double kFinite = 1e37;
+
+std::optional<ValueRange> checked(double lo, double hi, bool whole) {
+  if (!(std::fabs(lo) < kFinite) || !(std::fabs(hi) < kFinite) || lo > hi) return std::nullopt;
+  return ValueRange{lo, hi, whole};
+}
+
+// An f32 op's result rounded from [lo, hi] stays within the rounded bounds (rounding is
+// monotonic); a slack of 2^-20 of the magnitude covers f32's 2^-24, except where the result is an
+// exact whole number.
+std::optional<ValueRange> rounded(double lo, double hi, bool whole) {
+  if (!(whole && std::fabs(lo) < kExact && std::fabs(hi) < kExact)) {  // (never across 0: rounding keeps signs)
+    lo = lo >= 0 ? std::max(0.0, lo - lo * 0x1p-20 - 1e-44) : lo * (1 + 0x1p-20) - 1e-44;
+    hi = hi <= 0 ? std::min(0.0, hi - hi * 0x1p-20 + 1e-44) : hi * (1 + 0x1p-20) + 1e-44;
+  }
+  return checked(lo, hi, whole);
+}
+
+std::optional<ValueRange> joined(const std::optional<ValueRange>& a, const std::optional<ValueRange>& b) {
+  if (!a || !b) return std::nullopt;
+  return ValueRange{std::min(a->lo, b->lo), std::max(a->hi, b->hi), a->whole && b->whole};
+}
+
+// (Bounds as f32 holds them: 2^31 - 1 converts to 2^31, 0.1 to 0.100000001.)
+double as_f32(double v) { return double(float(v)); }
+
+// The f32 values an integer type converts to.
+std::optional<ValueRange> type_range(DType t) {
+  if (t == DType::Bool) return ValueRange{0, 1, true};
+  if (is_floating(t) || dtype_size(t) > 4) return std::nullopt;
+  const int bits = 8 * int(dtype_size(t));
+  if (dtype_info(t).kind == DTypeKind::SignedInt) return ValueRange{-std::ldexp(1.0, bits - 1), as_f32(std::ldexp(1.0, bits - 1) - 1), true};
+  return ValueRange{0, as_f32(std::ldexp(1.0, bits) - 1), true};
+}
+
+std::optional<ValueRange> literal(double v) {
+  v = as_f32(v);
+  if (!std::isfinite(v)) return std::nullopt;
+  return checked(v, v, v == std::floor(v));
+}
+
+}  // namespace
+
+std::optional<ValueRange> ValueRanges::at(int id, int depth) {
+  if (auto it = memo_.find(id); it != memo_.end()) return it->second;
+  if (depth > 256) return std::nullopt;  // (not kept: a shallower path may still reach it)
+  const std::optional<ValueRange> r = compute(id, depth);
+  memo_[id] = r;
+  return r;
+}
+
+std::optional<ValueRange> ValueRanges::compute(int id, int depth) {
+  const Node& n = g_.node(id);
+  if (n.type.dtype != DType::F32) return std::nullopt;
+  auto in = [&](size_t k) { return at(n.inputs[k], depth + 1); };
+  switch (n.op) {
+    case OpKind::Cast: return type_range(g_.type(n.inputs[0]).dtype);  // (an integer's or a bool's: its type's range)
+    case OpKind::Full: return literal(n.attrs.f("value"));
+    case OpKind::Constant: return constant(n);
+    case OpKind::Add:
+    case OpKind::Sub: {
+      const std::optional<ValueRange> a = in(0), b = in(1);
+      if (!a || !b) return std::nullopt;
+      const bool add = n.op == OpKind::Add;
+      return rounded(a->lo + (add ? b->lo : -b->hi), a->hi + (add ? b->hi : -b->lo), a->whole && b->whole);
+    }
+    case OpKind::Mul:
+    case OpKind::Div: {
+      const std::optional<ValueRange> a = in(0), b = in(1);
+      if (!a || !b) return std::nullopt;
+      const bool div = n.op == OpKind::Div;
+      if (div && b->lo <= 0 && b->hi >= 0) return std::nullopt;  // a divisor that may be 0
+      double lo = INFINITY, hi = -INFINITY;
+      for (double x : {a->lo, a->hi})
+        for (double y : {b->lo, b->hi}) {
+          const double v = div ? x / y : x * y;
+          lo = std::min(lo, v), hi = std::max(hi, v);
+        }
+      return rounded(lo, hi, !div && a->whole && b->whole);
+    }
+    case OpKind::Neg: {
+      const std::optional<ValueRange> a = in(0);
+      if (!a) return std::nullopt;
+      return ValueRange{-a->hi, -a->lo, a->whole};
+    }
+    case OpKind::Round:
+    case OpKind::Floor:
+    case OpKind::Ceil: {
+      const std::optional<ValueRange> a = in(0);
+      if (!a) return std::nullopt;
+      return checked(std::floor(a->lo), std::ceil(a->hi), true);
+    }
+    case OpKind::Relu: {
+      const std::optional<ValueRange> a = in(0);
+      if (!a) return std::nullopt;
+      return ValueRange{std::max(a->lo, 0.0), std::max(a->hi, 0.0), a->whole};
+    }
+    case OpKind::Max:
+    case OpKind::Min: {
+      const std::optional<ValueRange> a = in(0), b = in(1);
+      if (!a || !b) return std::nullopt;
+      if (n.op == OpKind::Max) return ValueRange{std::max(a->lo, b->lo), std::max(a->hi, b->hi), a->whole && b->whole};
+      return ValueRange{std::min(a->lo, b->lo), std::min(a->hi, b->hi), a->whole && b->whole};
+    }
+    case OpKind::Where: return selected(n, depth);
+    case OpKind::Reshape:
+    case OpKind::BroadcastTo:
+    case OpKind::Slice:
+    case OpKind::Transpose:
+    case OpKind::Flip: return in(0);
+    case OpKind::Pad: return joined(in(0), literal(n.attrs.f("value")));
+    case OpKind::Concat: {
+      std::optional<ValueRange> r = in(0);
+      for (size_t k = 1; k < n.inputs.size() && r; ++k) r = joined(r, in(k));
+      return r;
+    }
+    default: return std::nullopt;
+  }
+}
+
+// where(c, a, b): either branch, and where c compares one branch with a bound (a clamp:
+// where(x < k, k, x)), that branch only on the side of the bound it keeps. (x is finite, so the
+// comparison decides: no NaN passes a clamp untested.)
+std::optional<ValueRange> ValueRanges::selected(const Node& where, int depth) {
+  std::optional<ValueRange> a = at(where.inputs[1], depth + 1), b = at(where.inputs[2], depth + 1);
+  if (!a || !b) return std::nullopt;
+  const Node& c = g_.node(where.inputs[0]);
+  const bool below = c.op == OpKind::Lt || c.op == OpKind::Le, above = c.op == OpKind::Gt || c.op == OpKind::Ge;
+  if ((below || above) && c.inputs.size() == 2) {
+    const std::optional<ValueRange> x = at(c.inputs[0], depth + 1), bound = at(c.inputs[1], depth + 1);
+    if (x && bound) {
+      // A comparison that cannot hold (or cannot fail) for any element takes one branch.
+      const bool can_hold = below ? x->lo <= bound->hi : x->hi >= bound->lo;
+      const bool can_fail = below ? x->hi >= bound->lo : x->lo <= bound->hi;
+      if (!can_hold) return b;
+      if (!can_fail) return a;
+      // Where the comparison holds, x is below (above) the bound; elsewhere above (below) it.
+      auto narrow = [&](std::optional<ValueRange>& branch, bool holds) {
+        if (holds == below) branch->hi = std::min(branch->hi, bound->hi);
+        else branch->lo = std::max(branch->lo, bound->lo);
+      };
+      if (where.inputs[1] == c.inputs[0]) narrow(a, true);
+      if (where.inputs[2] == c.inputs[0]) narrow(b, false);
+    }
+  }
+  return joined(a, b);
+}
+
+std::optional<ValueRange> ValueRanges::constant(const Node& n) const {
+  if (n.constant < 0 || size_t(n.constant) >= g_.constants.size()) return std::nullopt;
+  const ConstData& c = g_.constants[size_t(n.constant)];
+  const size_t count = size_t(n.type.numel());
+  if (count == 0 || !c.data || c.nbytes < count * sizeof(float)) return std::nullopt;
+  std::optional<ValueRange> r;
+  for (size_t i = 0; i < count; ++i) {
+    float v;
+    std::memcpy(&v, static_cast<const char*>(c.data) + i * sizeof(float), sizeof(float));
+    const std::optional<ValueRange> one = literal(v);
+    if (!one) return std::nullopt;
+    r = r ? joined(r, one) : one;
+  }
+  return r;
+}
+
+}  // namespace hjit

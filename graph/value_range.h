@@ -1,0 +1,35 @@
+#pragma once
+// What a float value's elements are known to be, read off the graph: finite, within bounds, and
+// perhaps whole numbers. A requantized activation (its sums' conversion, scale, rounding and
+// clamp) is known finite and within [0, 255]: its conversion to u8 needs no NaN, infinity or
+// range tests, and a sum of 8-bit products that f32 holds exactly needs no round trip through i32.
+#include <map>
+#include <optional>
+
+#include <hjit/graph.h>
+
+namespace hjit {
+
+struct ValueRange {
+  double lo = 0, hi = 0;  // every element within [lo, hi] (finite: no NaN, no infinity)
+  bool whole = false;     // and a whole number
+};
+
+// Ranges of an f32 graph's values, each computed once, on demand. nullopt: nothing is known (an
+// input, a NaN or an infinity possible, an op not modelled, a value not f32).
+class ValueRanges {
+ public:
+  explicit ValueRanges(const Graph& g) : g_(g) {}
+  std::optional<ValueRange> operator()(int id) { return at(id, 0); }
+
+ private:
+  std::optional<ValueRange> at(int id, int depth);
+  std::optional<ValueRange> compute(int id, int depth);
+  std::optional<ValueRange> constant(const Node& n) const;
+  std::optional<ValueRange> selected(const Node& where, int depth);
+
+  const Graph& g_;
+  std::map<int, std::optional<ValueRange>> memo_;
+};
+
+}  // namespace hjit
