@@ -16,7 +16,7 @@ constexpr double kFinite = 1e37;
 
 std::optional<ValueRange> checked(double lo, double hi, bool whole) {
   if (!(std::fabs(lo) < kFinite) || !(std::fabs(hi) < kFinite) || lo > hi) return std::nullopt;
-  return ValueRange{lo, hi, whole};
+  return ValueRange{lo, hi, whole, std::max(std::fabs(lo), std::fabs(hi))};
 }
 
 // An f32 op's result rounded from [lo, hi] stays within the rounded bounds (rounding is
@@ -32,7 +32,7 @@ std::optional<ValueRange> rounded(double lo, double hi, bool whole) {
 
 std::optional<ValueRange> joined(const std::optional<ValueRange>& a, const std::optional<ValueRange>& b) {
   if (!a || !b) return std::nullopt;
-  return ValueRange{std::min(a->lo, b->lo), std::max(a->hi, b->hi), a->whole && b->whole};
+  return checked(std::min(a->lo, b->lo), std::max(a->hi, b->hi), a->whole && b->whole);
 }
 
 // (Bounds as f32 holds them: 2^31 - 1 converts to 2^31, 0.1 to 0.100000001.)
@@ -40,11 +40,11 @@ double as_f32(double v) { return double(float(v)); }
 
 // The f32 values an integer type converts to.
 std::optional<ValueRange> type_range(DType t) {
-  if (t == DType::Bool) return ValueRange{0, 1, true};
+  if (t == DType::Bool) return checked(0, 1, true);
   if (is_floating(t) || dtype_size(t) > 4) return std::nullopt;
   const int bits = 8 * int(dtype_size(t));
-  if (dtype_info(t).kind == DTypeKind::SignedInt) return ValueRange{-std::ldexp(1.0, bits - 1), as_f32(std::ldexp(1.0, bits - 1) - 1), true};
-  return ValueRange{0, as_f32(std::ldexp(1.0, bits) - 1), true};
+  if (dtype_info(t).kind == DTypeKind::SignedInt) return checked(-std::ldexp(1.0, bits - 1), as_f32(std::ldexp(1.0, bits - 1) - 1), true);
+  return checked(0, as_f32(std::ldexp(1.0, bits) - 1), true);
 }
 
 std::optional<ValueRange> literal(double v) {
@@ -76,7 +76,9 @@ std::optional<ValueRange> ValueRanges::compute(int id, int depth) {
       const std::optional<ValueRange> a = in(0), b = in(1);
       if (!a || !b) return std::nullopt;
       const bool add = n.op == OpKind::Add;
-      return rounded(a->lo + (add ? b->lo : -b->hi), a->hi + (add ? b->hi : -b->lo), a->whole && b->whole);
+      std::optional<ValueRange> r = rounded(a->lo + (add ? b->lo : -b->hi), a->hi + (add ? b->hi : -b->lo), a->whole && b->whole);
+      if (r) r->terms = std::max(r->terms, a->terms + b->terms);
+      return r;
     }
     case OpKind::Mul:
     case OpKind::Div: {
@@ -95,7 +97,7 @@ std::optional<ValueRange> ValueRanges::compute(int id, int depth) {
     case OpKind::Neg: {
       const std::optional<ValueRange> a = in(0);
       if (!a) return std::nullopt;
-      return ValueRange{-a->hi, -a->lo, a->whole};
+      return ValueRange{-a->hi, -a->lo, a->whole, a->terms};
     }
     case OpKind::Round:
     case OpKind::Floor:
@@ -107,14 +109,14 @@ std::optional<ValueRange> ValueRanges::compute(int id, int depth) {
     case OpKind::Relu: {
       const std::optional<ValueRange> a = in(0);
       if (!a) return std::nullopt;
-      return ValueRange{std::max(a->lo, 0.0), std::max(a->hi, 0.0), a->whole};
+      return checked(std::max(a->lo, 0.0), std::max(a->hi, 0.0), a->whole);
     }
     case OpKind::Max:
     case OpKind::Min: {
       const std::optional<ValueRange> a = in(0), b = in(1);
       if (!a || !b) return std::nullopt;
-      if (n.op == OpKind::Max) return ValueRange{std::max(a->lo, b->lo), std::max(a->hi, b->hi), a->whole && b->whole};
-      return ValueRange{std::min(a->lo, b->lo), std::min(a->hi, b->hi), a->whole && b->whole};
+      if (n.op == OpKind::Max) return checked(std::max(a->lo, b->lo), std::max(a->hi, b->hi), a->whole && b->whole);
+      return checked(std::min(a->lo, b->lo), std::min(a->hi, b->hi), a->whole && b->whole);
     }
     case OpKind::Where: return selected(n, depth);
     case OpKind::Reshape:
@@ -155,6 +157,8 @@ std::optional<ValueRange> ValueRanges::selected(const Node& where, int depth) {
       };
       if (where.inputs[1] == c.inputs[0]) narrow(a, true);
       if (where.inputs[2] == c.inputs[0]) narrow(b, false);
+      a = checked(a->lo, a->hi, a->whole), b = checked(b->lo, b->hi, b->whole);
+      if (!a || !b) return std::nullopt;
     }
   }
   return joined(a, b);

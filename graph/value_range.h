@@ -13,6 +13,11 @@ namespace hjit {
 struct ValueRange {
   double lo = 0, hi = 0;  // every element within [lo, hi] (finite: no NaN, no infinity)
   bool whole = false;     // and a whole number
+  // The sum of the magnitudes of the terms of the sums and differences that compute it: no partial
+  // sum, in any order, is larger. Whole terms whose magnitudes sum below 2^24 add up exactly in f32
+  // in any order and with any products fused.
+  double terms = 0;
+  bool exact_in_any_order() const { return whole && terms < 16777216.0; }
 };
 
 // Ranges of an f32 graph's values, each computed once, on demand. nullopt: nothing is known (an

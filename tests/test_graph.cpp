@@ -390,6 +390,9 @@ TEST_CASE("value ranges: a requantized value is finite and within its clamp; wha
   REQUIRE(range(3));
   CHECK(range(3)->lo == -300);
   CHECK(range(3)->hi == -45);
+  CHECK(range(3)->exact_in_any_order());  // whole terms of 255 and 300
+  CHECK_FALSE(range(2)->exact_in_any_order());
+  CHECK_FALSE(range(6)->exact_in_any_order());  // i32's values: not all exact in f32
   REQUIRE(range(4));      // c / m: m is never 0
   CHECK_FALSE(range(5));  // m / c: c may be 0
   REQUIRE(range(6));      // i32's largest value is 2^31 in f32

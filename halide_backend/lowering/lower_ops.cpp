@@ -337,32 +337,36 @@ void Cast(LowerCtx& c, Stage& s, const Node& n) {
 // log_softmax for large x (PyTorch keeps the order for that reason), and (0.5 * x) * (1 + erf)
 // into an overflow at the largest floats; Halide's simplifier folds x - x and x / x to constants,
 // wrong for inf and NaN. strict_float keeps fast-math away from this op and what it inlines.
-bool needs_order(const LowerCtx& ctx, const Node& n, std::initializer_list<OpKind> family) {
+//
+// Not where the graph shows every partial result a whole number below 2^24 (a quantized depthwise
+// convolution's sum of taps): exact in any order, with its products fused into FMAs.
+bool needs_order(LowerCtx& ctx, const Stage& s, const Node& n, std::initializer_list<OpKind> family) {
   if (!is_floating(n.type.dtype)) return false;
+  if (const std::optional<ValueRange> r = ctx.range(s.node); r && r->exact_in_any_order()) return false;
   if (n.inputs.size() == 2 && n.inputs[0] == n.inputs[1]) return true;
   for (int in : n.inputs)
     for (OpKind k : family)
       if (ctx.g.node(in).op == k) return true;
   return false;
 }
-bool in_sum_chain(const LowerCtx& ctx, const Node& n) { return needs_order(ctx, n, {OpKind::Add, OpKind::Sub}); }
-bool in_product_chain(const LowerCtx& ctx, const Node& n) { return needs_order(ctx, n, {OpKind::Mul, OpKind::Div}); }
+bool in_sum_chain(LowerCtx& ctx, const Stage& s, const Node& n) { return needs_order(ctx, s, n, {OpKind::Add, OpKind::Sub}); }
+bool in_product_chain(LowerCtx& ctx, const Stage& s, const Node& n) { return needs_order(ctx, s, n, {OpKind::Mul, OpKind::Div}); }
 
 // Bool operands: add is or, mul is and (PyTorch's bool arithmetic).
 void Add(LowerCtx& c, Stage& s, const Node& n) {
-  const bool chain = in_sum_chain(c, n);
+  const bool chain = in_sum_chain(c, s, n);
   binary(c, s, n, [&](Expr a, Expr b) { return a.type().is_bool() ? a || b : chain ? strict_float(a + b) : a + b; });
 }
 void Sub(LowerCtx& c, Stage& s, const Node& n) {
-  const bool chain = in_sum_chain(c, n);
+  const bool chain = in_sum_chain(c, s, n);
   binary(c, s, n, [&](Expr a, Expr b) { return chain ? strict_float(a - b) : a - b; });
 }
 void Mul(LowerCtx& c, Stage& s, const Node& n) {
-  const bool chain = in_product_chain(c, n);
+  const bool chain = in_product_chain(c, s, n);
   binary(c, s, n, [&](Expr a, Expr b) { return a.type().is_bool() ? a && b : chain ? strict_float(a * b) : a * b; });
 }
 void Div(LowerCtx& c, Stage& s, const Node& n) {
-  const bool chain = in_product_chain(c, n);
+  const bool chain = in_product_chain(c, s, n);
   binary(c, s, n, [&](Expr a, Expr b) { return chain ? strict_float(a / b) : a / b; });
 }
 void Pow(LowerCtx& c, Stage& s, const Node& n) {
@@ -402,6 +406,9 @@ void comparison(LowerCtx& ctx, Stage& s, const Node& n, ieee::Cmp cmp) {
     throw InternalError("unknown comparison");
   };
   if (!a.type().is_float()) return LowerCtx::define(s, halide_cmp(a, b));
+  // Operands the graph shows finite (a requantized value against its clamp's bounds): no NaN or
+  // infinity to guard against, so Halide's compare as it is.
+  if (ctx.range(n.inputs[0]) && ctx.range(n.inputs[1])) return LowerCtx::define(s, halide_cmp(a, b));
   Expr bits_test;
   if (const double* c = Internal::as_const_float(b)) bits_test = ieee::compare_with_literal(a, cmp, *c);
   else if (const double* c = Internal::as_const_float(a)) bits_test = ieee::compare_with_literal(b, ieee::mirrored(cmp), *c);
