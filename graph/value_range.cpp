@@ -48,8 +48,8 @@ std::optional<ValueRange> type_range(DType t) {
 }
 
 std::optional<ValueRange> literal(double v) {
+  if (!(std::fabs(v) < kFinite)) return std::nullopt;  // (NaN, infinite, or infinite in f32)
   v = as_f32(v);
-  if (!std::isfinite(v)) return std::nullopt;
   return checked(v, v, v == std::floor(v));
 }
 
