@@ -67,32 +67,47 @@ std::optional<ValueRange> ValueRanges::compute(int id, int depth) {
   const Node& n = g_.node(id);
   if (n.type.dtype != DType::F32) return std::nullopt;
   auto in = [&](size_t k) { return at(n.inputs[k], depth + 1); };
+  // Both operands' ranges, or nullopt: the second is not looked at where the first is unknown (a
+  // large constant is read once, and only where it can matter).
+  auto both = [&]() -> std::optional<std::pair<ValueRange, ValueRange>> {
+    const std::optional<ValueRange> a = in(0);
+    if (!a) return std::nullopt;
+    const std::optional<ValueRange> b = in(1);
+    if (!b) return std::nullopt;
+    return std::make_pair(*a, *b);
+  };
   switch (n.op) {
     case OpKind::Cast: return type_range(g_.type(n.inputs[0]).dtype);  // (an integer's or a bool's: its type's range)
     case OpKind::Full: return literal(n.attrs.f("value"));
     case OpKind::Constant: return constant(n);
     case OpKind::Add:
     case OpKind::Sub: {
-      const std::optional<ValueRange> a = in(0), b = in(1);
-      if (!a || !b) return std::nullopt;
+      const auto ab = both();
+      if (!ab) return std::nullopt;
+      const auto& [a, b] = *ab;
       const bool add = n.op == OpKind::Add;
-      std::optional<ValueRange> r = rounded(a->lo + (add ? b->lo : -b->hi), a->hi + (add ? b->hi : -b->lo), a->whole && b->whole);
-      if (r) r->terms = std::max(r->terms, a->terms + b->terms);
+      std::optional<ValueRange> r = rounded(a.lo + (add ? b.lo : -b.hi), a.hi + (add ? b.hi : -b.lo), a.whole && b.whole);
+      if (r) r->terms = std::max(r->terms, a.terms + b.terms);
       return r;
     }
     case OpKind::Mul:
     case OpKind::Div: {
-      const std::optional<ValueRange> a = in(0), b = in(1);
-      if (!a || !b) return std::nullopt;
+      const auto ab = both();
+      if (!ab) return std::nullopt;
+      const auto& [a, b] = *ab;
       const bool div = n.op == OpKind::Div;
-      if (div && b->lo <= 0 && b->hi >= 0) return std::nullopt;  // a divisor that may be 0
+      if (div && b.lo <= 0 && b.hi >= 0) return std::nullopt;  // a divisor that may be 0
       double lo = INFINITY, hi = -INFINITY;
-      for (double x : {a->lo, a->hi})
-        for (double y : {b->lo, b->hi}) {
+      for (double x : {a.lo, a.hi})
+        for (double y : {b.lo, b.hi}) {
           const double v = div ? x / y : x * y;
           lo = std::min(lo, v), hi = std::max(hi, v);
         }
-      return rounded(lo, hi, !div && a->whole && b->whole);
+      std::optional<ValueRange> r = rounded(lo, hi, !div && a.whole && b.whole);
+      // Whole factors' products, taken in any order, are at most the product of their magnitudes
+      // (each at least 1, but for a factor always 0: 0 * (b * c) may be 0 * inf where (0 * b) * c is 0).
+      if (r) r->terms = std::max(r->terms, std::max(1.0, a.terms) * std::max(1.0, b.terms));
+      return r;
     }
     case OpKind::Neg: {
       const std::optional<ValueRange> a = in(0);
@@ -113,10 +128,11 @@ std::optional<ValueRange> ValueRanges::compute(int id, int depth) {
     }
     case OpKind::Max:
     case OpKind::Min: {
-      const std::optional<ValueRange> a = in(0), b = in(1);
-      if (!a || !b) return std::nullopt;
-      if (n.op == OpKind::Max) return checked(std::max(a->lo, b->lo), std::max(a->hi, b->hi), a->whole && b->whole);
-      return checked(std::min(a->lo, b->lo), std::min(a->hi, b->hi), a->whole && b->whole);
+      const auto ab = both();
+      if (!ab) return std::nullopt;
+      const auto& [a, b] = *ab;
+      if (n.op == OpKind::Max) return checked(std::max(a.lo, b.lo), std::max(a.hi, b.hi), a.whole && b.whole);
+      return checked(std::min(a.lo, b.lo), std::min(a.hi, b.hi), a.whole && b.whole);
     }
     case OpKind::Where: return selected(n, depth);
     case OpKind::Reshape:

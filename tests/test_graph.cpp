@@ -401,6 +401,17 @@ TEST_CASE("value ranges: a requantized value is finite and within its clamp; wha
   REQUIRE(range(8));      // a clamp that holds for some elements: [-100, -45]
   CHECK(range(8)->lo == -100);
   CHECK(range(8)->hi == -45);
+  // A product that is always 0 but whose factors, taken in another order, pass 2^24.
+  const Graph p = Graph::parse(
+      "{ lambda ; a:u16[4]. let\n"
+      "    b:f32[4] = convert[dtype=f32] a\n"
+      "    c:f32[4] = mul b 0.0:f32\n"
+      "    d:f32[4] = mul c b\n"
+      "  in (d) }\n");
+  hjit::ValueRanges product_ranges(p);
+  REQUIRE(product_ranges(p.outputs[0]));
+  CHECK(product_ranges(p.outputs[0])->hi == 0);
+  CHECK_FALSE(product_ranges(p.outputs[0])->exact_in_any_order());
 }
 
 TEST_CASE("simplify: empty values become fills") {
