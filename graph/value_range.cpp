@@ -9,8 +9,6 @@
 namespace hjit {
 namespace {
 
-// f32 holds every whole number below 2^24 exactly: sums and products of such stay exact.
-constexpr double kExact = 16777216.0;
 // Bounds past this are dropped: an f32 result near FLT_MAX may round to infinity.
 constexpr double kFinite = 1e37;
 
@@ -23,7 +21,7 @@ std::optional<ValueRange> checked(double lo, double hi, bool whole) {
 // monotonic); a slack of 2^-20 of the magnitude covers f32's 2^-24, except where the result is an
 // exact whole number.
 std::optional<ValueRange> rounded(double lo, double hi, bool whole) {
-  if (!(whole && std::fabs(lo) < kExact && std::fabs(hi) < kExact)) {  // (never across 0: rounding keeps signs)
+  if (!(whole && std::fabs(lo) < kWholeInF32 && std::fabs(hi) < kWholeInF32)) {  // (never across 0: rounding keeps signs)
     lo = lo >= 0 ? std::max(0.0, lo - lo * 0x1p-20 - 1e-44) : lo * (1 + 0x1p-20) - 1e-44;
     hi = hi <= 0 ? std::min(0.0, hi - hi * 0x1p-20 + 1e-44) : hi * (1 + 0x1p-20) + 1e-44;
   }
@@ -38,13 +36,51 @@ std::optional<ValueRange> joined(const std::optional<ValueRange>& a, const std::
 // (Bounds as f32 holds them: 2^31 - 1 converts to 2^31, 0.1 to 0.100000001.)
 double as_f32(double v) { return double(float(v)); }
 
+// The lowest and highest values of an integer type of at most 32 bits (exact in double).
+std::pair<double, double> integer_bounds(DType t) {
+  const int bits = 8 * int(dtype_size(t));
+  if (dtype_info(t).kind == DTypeKind::SignedInt) return {-std::ldexp(1.0, bits - 1), std::ldexp(1.0, bits - 1) - 1};
+  return {0, std::ldexp(1.0, bits) - 1};
+}
+
 // The f32 values an integer type converts to.
 std::optional<ValueRange> type_range(DType t) {
   if (t == DType::Bool) return checked(0, 1, true);
   if (is_floating(t) || dtype_size(t) > 4) return std::nullopt;
-  const int bits = 8 * int(dtype_size(t));
-  if (dtype_info(t).kind == DTypeKind::SignedInt) return checked(-std::ldexp(1.0, bits - 1), as_f32(std::ldexp(1.0, bits - 1) - 1), true);
-  return checked(0, as_f32(std::ldexp(1.0, bits) - 1), true);
+  const auto [lo, hi] = integer_bounds(t);
+  return checked(as_f32(lo), as_f32(hi), true);
+}
+
+// A sum, difference, product, quotient, maximum or minimum of operands within a and b.
+std::optional<ValueRange> arithmetic(OpKind op, const ValueRange& a, const ValueRange& b) {
+  switch (op) {
+    case OpKind::Add:
+    case OpKind::Sub: {
+      const bool add = op == OpKind::Add;
+      std::optional<ValueRange> r = rounded(a.lo + (add ? b.lo : -b.hi), a.hi + (add ? b.hi : -b.lo), a.whole && b.whole);
+      if (r) r->terms = std::max(r->terms, a.terms + b.terms);
+      return r;
+    }
+    case OpKind::Mul:
+    case OpKind::Div: {
+      const bool div = op == OpKind::Div;
+      if (div && b.lo <= 0 && b.hi >= 0) return std::nullopt;  // a divisor that may be 0
+      double lo = INFINITY, hi = -INFINITY;
+      for (double x : {a.lo, a.hi})
+        for (double y : {b.lo, b.hi}) {
+          const double v = div ? x / y : x * y;
+          lo = std::min(lo, v), hi = std::max(hi, v);
+        }
+      std::optional<ValueRange> r = rounded(lo, hi, !div && a.whole && b.whole);
+      // Whole factors' products, taken in any order, are at most the product of their magnitudes
+      // (each at least 1, but for a factor always 0: 0 * (b * c) may be 0 * inf where (0 * b) * c is 0).
+      if (r) r->terms = std::max(r->terms, std::max(1.0, a.terms) * std::max(1.0, b.terms));
+      return r;
+    }
+    case OpKind::Max: return checked(std::max(a.lo, b.lo), std::max(a.hi, b.hi), a.whole && b.whole);
+    case OpKind::Min: return checked(std::min(a.lo, b.lo), std::min(a.hi, b.hi), a.whole && b.whole);
+    default: return std::nullopt;
+  }
 }
 
 std::optional<ValueRange> literal(double v) {
@@ -67,47 +103,23 @@ std::optional<ValueRange> ValueRanges::compute(int id, int depth) {
   const Node& n = g_.node(id);
   if (n.type.dtype != DType::F32) return std::nullopt;
   auto in = [&](size_t k) { return at(n.inputs[k], depth + 1); };
-  // Both operands' ranges, or nullopt: the second is not looked at where the first is unknown (a
-  // large constant is read once, and only where it can matter).
-  auto both = [&]() -> std::optional<std::pair<ValueRange, ValueRange>> {
-    const std::optional<ValueRange> a = in(0);
-    if (!a) return std::nullopt;
-    const std::optional<ValueRange> b = in(1);
-    if (!b) return std::nullopt;
-    return std::make_pair(*a, *b);
-  };
   switch (n.op) {
     case OpKind::Cast: return type_range(g_.type(n.inputs[0]).dtype);  // (an integer's or a bool's: its type's range)
     case OpKind::Full: return literal(n.attrs.f("value"));
     case OpKind::Constant: return constant(n);
     case OpKind::Add:
-    case OpKind::Sub: {
-      const auto ab = both();
-      if (!ab) return std::nullopt;
-      const auto& [a, b] = *ab;
-      const bool add = n.op == OpKind::Add;
-      std::optional<ValueRange> r = rounded(a.lo + (add ? b.lo : -b.hi), a.hi + (add ? b.hi : -b.lo), a.whole && b.whole);
-      if (r) r->terms = std::max(r->terms, a.terms + b.terms);
-      return r;
-    }
+    case OpKind::Sub:
     case OpKind::Mul:
-    case OpKind::Div: {
-      const auto ab = both();
-      if (!ab) return std::nullopt;
-      const auto& [a, b] = *ab;
-      const bool div = n.op == OpKind::Div;
-      if (div && b.lo <= 0 && b.hi >= 0) return std::nullopt;  // a divisor that may be 0
-      double lo = INFINITY, hi = -INFINITY;
-      for (double x : {a.lo, a.hi})
-        for (double y : {b.lo, b.hi}) {
-          const double v = div ? x / y : x * y;
-          lo = std::min(lo, v), hi = std::max(hi, v);
-        }
-      std::optional<ValueRange> r = rounded(lo, hi, !div && a.whole && b.whole);
-      // Whole factors' products, taken in any order, are at most the product of their magnitudes
-      // (each at least 1, but for a factor always 0: 0 * (b * c) may be 0 * inf where (0 * b) * c is 0).
-      if (r) r->terms = std::max(r->terms, std::max(1.0, a.terms) * std::max(1.0, b.terms));
-      return r;
+    case OpKind::Div:
+    case OpKind::Max:
+    case OpKind::Min: {
+      // (The second operand is not looked at where the first is unknown: a large constant is read
+      // once, and only where it can matter.)
+      const std::optional<ValueRange> a = in(0);
+      if (!a) return std::nullopt;
+      const std::optional<ValueRange> b = in(1);
+      if (!b) return std::nullopt;
+      return arithmetic(n.op, *a, *b);
     }
     case OpKind::Neg: {
       const std::optional<ValueRange> a = in(0);
@@ -125,14 +137,6 @@ std::optional<ValueRange> ValueRanges::compute(int id, int depth) {
       const std::optional<ValueRange> a = in(0);
       if (!a) return std::nullopt;
       return checked(std::max(a->lo, 0.0), std::max(a->hi, 0.0), a->whole);
-    }
-    case OpKind::Max:
-    case OpKind::Min: {
-      const auto ab = both();
-      if (!ab) return std::nullopt;
-      const auto& [a, b] = *ab;
-      if (n.op == OpKind::Max) return checked(std::max(a.lo, b.lo), std::max(a.hi, b.hi), a.whole && b.whole);
-      return checked(std::min(a.lo, b.lo), std::min(a.hi, b.hi), a.whole && b.whole);
     }
     case OpKind::Where: return selected(n, depth);
     case OpKind::Reshape:
@@ -194,6 +198,12 @@ std::optional<ValueRange> ValueRanges::constant(const Node& n) const {
     r = r ? joined(r, one) : one;
   }
   return r;
+}
+
+bool converts_within(const ValueRange& r, DType to) {
+  if (is_floating(to) || to == DType::Bool || dtype_size(to) > 4) return false;
+  const auto [lowest, highest] = integer_bounds(to);
+  return r.lo > lowest - 1 && r.hi < highest + 1;
 }
 
 }  // namespace hjit

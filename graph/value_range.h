@@ -10,6 +10,9 @@
 
 namespace hjit {
 
+// f32 holds every whole number below 2^24 exactly: sums and products of such stay exact.
+inline constexpr double kWholeInF32 = 16777216.0;
+
 struct ValueRange {
   double lo = 0, hi = 0;  // every element within [lo, hi] (finite: no NaN, no infinity)
   bool whole = false;     // and a whole number
@@ -17,8 +20,14 @@ struct ValueRange {
   // sum, in any order, is larger. Whole terms whose magnitudes sum below 2^24 add up exactly in f32
   // in any order and with any products fused.
   double terms = 0;
-  bool exact_in_any_order() const { return whole && terms < 16777216.0; }
+  bool exact_in_any_order() const { return whole && terms < kWholeInF32; }
+  // Whole numbers f32 holds exactly (converted to i32 and back, each is itself).
+  bool whole_in_f32() const { return whole && lo > -kWholeInF32 && hi < kWholeInF32; }
 };
+
+// Whether every value of r, truncated toward 0, is one of the integer type `to`'s (of at most 32
+// bits): a conversion then needs no range test.
+bool converts_within(const ValueRange& r, DType to);
 
 // Ranges of an f32 graph's values, each computed once, on demand. nullopt: nothing is known (an
 // input, a NaN or an infinity possible, an op not modelled, a value not f32).

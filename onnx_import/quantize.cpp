@@ -52,6 +52,17 @@ const ::onnx::TensorProto* initializer(const ::onnx::GraphProto& g, const std::s
   return nullptr;
 }
 
+// A value known before the model runs: an initializer, or a Constant node's tensor (PyTorch's
+// export gives a Clip's bounds so).
+const ::onnx::TensorProto* constant_value(const ::onnx::GraphProto& g, const std::string& name) {
+  if (const ::onnx::TensorProto* t = initializer(g, name)) return t;
+  for (const ::onnx::NodeProto& c : g.node())
+    if (c.op_type() == "Constant" && c.domain().empty() && c.output_size() == 1 && c.output(0) == name)
+      for (const ::onnx::AttributeProto& a : c.attribute())
+        if (a.name() == "value" && a.has_t()) return &a.t();
+  return nullptr;
+}
+
 // A Conv, MatMul or Gemm whose weight is a 2-d (4-d for Conv) f32 initializer.
 std::optional<Site> weight_site(const ::onnx::GraphProto& g, int i) {
   const ::onnx::NodeProto& n = g.node(i);
@@ -81,18 +92,12 @@ std::optional<Site> weight_site(const ::onnx::GraphProto& g, int i) {
 // the clip's range), saturates where the clip would clamp. Kept, it was a dequantization, two
 // comparisons and a second requantization of every element between the convolution and the next.
 bool clamps_to_a_range_around_0(const ::onnx::GraphProto& g, const ::onnx::NodeProto& clip) {
-  if (clip.op_type() != "Clip" || clip.input_size() > 3) return false;
+  if (clip.op_type() != "Clip" || clip.input_size() < 1 || clip.input_size() > 3) return false;
   auto bound = [&](int k, double unbounded) -> std::optional<double> {  // (as inputs: quantize() takes opset 13 on)
     if (k >= clip.input_size() || clip.input(k).empty()) return unbounded;
-    const ::onnx::TensorProto* t = initializer(g, clip.input(k));
-    for (int i = 0; !t && i < g.node_size(); ++i) {  // (a Constant node: PyTorch's export)
-      const ::onnx::NodeProto& c = g.node(i);
-      if (c.op_type() == "Constant" && c.domain().empty() && c.output_size() == 1 && c.output(0) == clip.input(k))
-        for (const ::onnx::AttributeProto& a : c.attribute())
-          if (a.name() == "value" && a.has_t()) t = &a.t();
-    }
+    const ::onnx::TensorProto* t = constant_value(g, clip.input(k));
     if (!t || t->data_type() != ::onnx::TensorProto::FLOAT) return std::nullopt;  // computed bounds may change
-    const std::vector<float> v = to_tensor(*t, std::string(kWho) + ": initializer '" + clip.input(k) + "'").to_vector<float>();
+    const std::vector<float> v = to_tensor(*t, std::string(kWho) + ": Clip bound '" + clip.input(k) + "'").to_vector<float>();
     if (v.size() != 1) return std::nullopt;
     return double(v[0]);
   };
@@ -140,8 +145,8 @@ Plan plan_of(const ::onnx::GraphProto& g) {
   }
   for (int i = 0; i < g.node_size(); ++i) {
     const ::onnx::NodeProto& r = g.node(i);
-    if (!r.domain().empty() || r.input_size() < 1 || r.output_size() != 1 || !(r.op_type() == "Relu" ? r.input_size() == 1 : clamps_to_a_range_around_0(g, r)))
-      continue;
+    const bool relu = r.op_type() == "Relu" && r.input_size() == 1;
+    if (!r.domain().empty() || r.output_size() != 1 || !(relu || clamps_to_a_range_around_0(g, r))) continue;
     const std::string &x = r.input(0), &y = r.output(0);
     auto p = producer.find(x);
     if (p == producer.end() || !contractions.count(p->second) || consumers[x] != 1 || outputs.count(x) || outputs.count(y)) continue;

@@ -211,7 +211,7 @@ bool drop_whole_round_trip(const Graph& out, ValueRanges& ranges, const Node& n,
   const Node& to_int = out.node(in[0]);
   if (to_int.op != OpKind::Cast || to_int.type.dtype != DType::I32 || out.type(to_int.inputs[0]) != n.type) return false;
   const std::optional<ValueRange> r = ranges(to_int.inputs[0]);
-  if (!r || !r->whole || r->lo <= -16777216.0 || r->hi >= 16777216.0) return false;
+  if (!r || !r->whole_in_f32()) return false;
   *result = to_int.inputs[0];
   return true;
 }

@@ -315,10 +315,7 @@ void Cast(LowerCtx& c, Stage& s, const Node& n) {
   // wrap were a third of int8 MobileNet V2's convolution epilogues.
   const DType to = n.type.dtype;
   const std::optional<ValueRange> r = !is_floating(to) && to != DType::Bool ? c.range(n.inputs[0]) : std::nullopt;
-  const int bits = 8 * int(dtype_size(to));
-  const bool is_signed = dtype_info(to).kind == DTypeKind::SignedInt;
-  const double lowest = is_signed ? -std::ldexp(1.0, bits - 1) : 0, highest = std::ldexp(1.0, is_signed ? bits - 1 : bits) - 1;
-  const bool in_range = r && bits <= 32 && r->lo > lowest - 1 && r->hi < highest + 1;  // (truncated toward 0)
+  const bool in_range = r && converts_within(*r, to);
   unary(c, s, n, [in_range](Expr x, Type t) {
     if (t.is_bool()) return ieee::is_nonzero(x);
     if (in_range && x.type().is_float()) return cast(t, cast(t.is_uint() && t.bits() == 32 ? Int(64) : Int(32), x));
