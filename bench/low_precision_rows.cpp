@@ -55,6 +55,23 @@ int low_precision_rows(bool quick) {
     const Tensor a32 = a.astype(DType::F32), b32 = b.astype(DType::F32);
     row("f32 matmul 1024^3", ops, f32.gflops, "FP32", [&] { f(a32, b32); }, [&] { hjit::matmul(a32, b32); }, quick);
   }
+  // A 3x3 convolution of ResNet's third stage (256 channels at 28x28, batch 1), each form.
+  {
+    const int64_t c = 256, side = 28;
+    const double conv_ops = 2.0 * c * c * 9 * side * side;
+    auto conv = [](const Tensor& x, const Tensor& w) { return hjit::conv2d(x, w, std::nullopt, {1, 1}, {1, 1}); };
+    const Tensor xu = random_8_bit({1, c, side, side}, DType::U8, 3), wi = random_8_bit({c, c, 3, 3}, DType::I8, 4);
+    const Tensor zero_point = Tensor::scalar(128, DType::U8);
+    auto int_conv = [](const Tensor& x, const Tensor& w, const Tensor& z) { return hjit::int_conv2d(x, w, z, {1, 1}, {1, 1}); };
+    auto fi = hjit::jit(int_conv);
+    row("int8 conv 3x3 256 at 28x28 u8 x i8 -> i32", conv_ops, low.int8_gops, "VNNI", [&] { fi(xu, wi, zero_point); },
+        [&] { int_conv(xu, wi, zero_point); }, quick);
+    const Tensor x = Tensor::randn({1, c, side, side}, 5), w = Tensor::randn({c, c, 3, 3}, 6) * 0.05f;
+    const Tensor xb = x.astype(DType::BF16), wb = w.astype(DType::BF16);
+    auto f = hjit::jit(conv);
+    row("bf16 conv 3x3 256 at 28x28 (f32 sums)", conv_ops, low.bf16_gflops, "BF16", [&] { f(xb, wb); }, [&] { conv(xb, wb); }, quick);
+    row("f32 conv 3x3 256 at 28x28", conv_ops, f32.gflops, "FP32", [&] { f(x, w); }, [&] { conv(x, w); }, quick);
+  }
   return 0;
 }
 

@@ -766,12 +766,26 @@ class Builtin {
     return ", right operand packed per panel";
   }
 
-  // An integer convolution whose weights come in blocks of outputs a vector of sums wide (or a
+  // A dot-product convolution's packed weights, [out / B, in / g, kh, kw, B, g] (Halide order: g,
+  // B, kw, kh, in / g, out / B): an integer convolution's operand, or a bf16 one's helper.
+  struct PackedWeights {
+    Halide::Func func;
+    std::vector<Var> vars;
+    Shape extents;  // Halide order
+  };
+  PackedWeights packed_weights(const Stage& s) {
+    for (const backend::Helper& h : s.helpers)
+      if (h.role == "weight pairs") return {h.func, h.vars, h.extents};
+    const Stage& w = st(node(s.node).inputs[1]);
+    return {w.func, w.vars, w.extents};
+  }
+
+  // A dot-product convolution whose weights come in blocks of outputs a vector of sums wide (or a
   // multiple): each vector of the tile reads its block contiguous, step after step.
   bool weights_in_vector_blocks(const Stage& s) {
     if (s.dot_lanes == 0) return false;
-    const Shape& w = p_.graph->type(node(s.node).inputs[1]).shape;
-    return w.size() == 6 && w[4] % vector_width(p_.target, value_type(s)) == 0;
+    const PackedWeights w = packed_weights(s);
+    return w.extents.size() == 6 && w.extents[1] % vector_width(p_.target, value_type(s)) == 0;
   }
 
   // A channel-tiled convolution's weights ([co, ci, ky, kx]), copied for each channel tile with
@@ -780,20 +794,24 @@ class Builtin {
   std::string pack_channel_panel(const Stage& s, const Nest& nest) {
     const Node& n = node(s.node);
     if (n.inputs[0] == n.inputs[1]) return "";
+    if (s.dot_lanes > 0) {
+      // A dot-product convolution's weights come packed, [out / B, in / g, kh, kw, B, g]: where
+      // the blocks B are narrower than a vector of sums, a step reads the tile's blocks a block's
+      // weights apart; copied, the tile's channels by their groups are contiguous, one step after
+      // the other. (Outputs innermost, [in / 4, kh, kw, out, 4], a tile's steps fell in a few sets
+      // of the L1 cache: 512 x 512 3x3 at 7x7, 0.57 against 0.35 ms copied.)
+      const PackedWeights w = packed_weights(s);
+      FuncRef panel = ref(w.func).in(ref(s.reduction));
+      panel.compute_at(ref(nest.func), nest.panel);
+      Var lanes(w.vars[0].name() + "_" + w.vars[1].name());
+      panel.reorder_storage({w.vars[0], w.vars[1], w.vars[5], w.vars[2], w.vars[3], w.vars[4]});
+      panel.fuse(w.vars[0], w.vars[1], lanes)
+          .vectorize(lanes, std::min<int>(int(w.extents[1] * w.extents[0]), vector_width(p_.target, w.func.output_types()[0])));
+      return ", weights copied per channel tile";
+    }
     const Stage& w = st(n.inputs[1]);
     FuncRef panel = ref(w.func).in(ref(s.reduction));
     panel.compute_at(ref(nest.func), nest.panel);
-    if (s.dot_lanes > 0) {
-      // An integer convolution's weights come packed, [out / B, in / 4, kh, kw, B, 4]: where the
-      // blocks B are narrower than a vector of sums, a step reads the tile's blocks a block's
-      // weights apart; copied, the tile's channels by their fours are contiguous, one step after
-      // the other. (Outputs innermost, [in / 4, kh, kw, out, 4], a tile's steps fell in a few sets
-      // of the L1 cache: 512 x 512 3x3 at 7x7, 0.57 against 0.35 ms copied.)
-      Var lanes(w.vars[0].name() + "_" + w.vars[1].name());
-      panel.reorder_storage({w.vars[0], w.vars[1], w.vars[5], w.vars[2], w.vars[3], w.vars[4]});
-      panel.fuse(w.vars[0], w.vars[1], lanes).vectorize(lanes, std::min<int>(int(w.extents[1]) * 4, vector_width(p_.target, value_type(w))));
-      return ", weights copied per channel tile";
-    }
     panel.reorder_storage({w.vars[3], w.vars[0], w.vars[1], w.vars[2]});
     panel.reorder({w.vars[3], w.vars[0], w.vars[1], w.vars[2]});
     panel.vectorize(w.vars[3], vector_width(p_.target, value_type(w)));

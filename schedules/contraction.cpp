@@ -233,7 +233,8 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     // -> 2.7 ms. A 1x1 of stride 1 on a wide image stays along the width (64 -> 256 at 56x56: 0.94
     // against 1.44 ms over channels).
     const Shape& weights = p.graph->type(p.graph->node(s.node).inputs[1]).shape;  // [out, in, kh, kw]
-    // An integer convolution's weights come packed, [out / B, in / 4, kh, kw, B, 4] (IntConv2d).
+    // An integer convolution's weights come packed, [out / B, in / 4, kh, kw, B, 4] (IntConv2d); a
+    // bf16 one packs its own in pairs (as [out, in, kh, kw] in the graph).
     const bool packed = s.dot_lanes > 0;
     const int64_t kernel_h = weights[2], kernel_w = weights[3];
     const bool strided = attrs.has("stride") && attrs.ints("stride")[1] > 1;
@@ -246,7 +247,7 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     // 4, alternated in one process, 3.80 -> 3.34 ms over channels.
     if (s.extents.size() == 4 && (width < 2 * vec || strided || kernel_w > 1 || packed) && channels >= (packed ? 1 : 2) * vec && (packed || !grouped) &&
         params.cols == 0 && params.rows == 0) {
-      const int64_t in_channels = packed ? weights[1] * 4 : weights[1];
+      const int64_t in_channels = weights.size() == 6 ? weights[1] * weights[5] : weights[1];
       const int64_t weight_bytes = dtype_size(p.graph->type(p.graph->node(s.node).inputs[1]).dtype);
       return channel_tiles(width, channels, vec, kernel_cols * kernel_rows, int64_t(vec) * in_channels * kernel_h * kernel_w * weight_bytes);
     }

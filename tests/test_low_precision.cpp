@@ -178,6 +178,81 @@ TEST_CASE("bf16 matmuls with dynamic sizes, gradients and a batch: compiled as e
   for (size_t k = 0; k < 2; ++k) CHECK(test::compare(g[k].astype(DType::F32), ge[k].astype(DType::F32), 1.0 / 64) == "");
 }
 
+TEST_CASE("bf16 convolution sums pairs of input channels in f32 (vdpbf16ps where the CPU has AVX512_BF16), as eager within bf16's rounding") {
+  struct ConvCase {
+    Shape x, w;
+    hjit::Pair stride, padding, dilation;
+    int64_t groups;
+  };
+  const std::vector<ConvCase> cases = {
+      {{1, 8, 9, 9}, {16, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+      {{2, 5, 7, 6}, {20, 5, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 1},      // odd channels (a pair half zero), 20 outputs, batch 2
+      {{1, 3, 16, 16}, {32, 3, 7, 7}, {2, 2}, {3, 3}, {1, 1}, 1},    // a stem
+      {{1, 12, 10, 10}, {33, 12, 3, 3}, {1, 1}, {2, 2}, {2, 2}, 1},  // dilated, 33 outputs
+      {{1, 16, 5, 12}, {24, 16, 3, 1}, {1, 2}, {1, 0}, {1, 1}, 1},   // a tall window, strides apart
+      {{1, 64, 14, 14}, {64, 64, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+      {{1, 64, 7, 7}, {40, 64, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},    // 1x1: a matmul
+      {{1, 1, 5, 5}, {3, 1, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1},       // one input channel
+      {{1, 8, 7, 7}, {16, 4, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2},      // grouped: f32 sums of the widened values
+      {{0, 4, 5, 5}, {8, 4, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},       // no images
+  };
+  uint64_t seed = 700;
+  for (const ConvCase& c : cases) {
+    CAPTURE(hjit::shape_str(c.x));
+    CAPTURE(hjit::shape_str(c.w));
+    auto conv = [&](const Tensor& x, const Tensor& w) { return hjit::conv2d(x, w, std::nullopt, c.stride, c.padding, c.dilation, c.groups); };
+    auto compiled_conv = hjit::jit(conv);
+    const Tensor x = Tensor::randn(c.x, seed++).astype(DType::BF16), w = Tensor::randn(c.w, seed++).astype(DType::BF16);
+    const Tensor compiled = compiled_conv(x, w), eager = conv(x, w);
+    CHECK(compiled.dtype() == DType::BF16);
+    // The exact sum of the bf16 products, and of their magnitudes: the f32 sums, in any order, are
+    // within 2^-20 of the magnitudes' sum of it (at most 1024 terms here), and each result is then
+    // rounded to bf16 once (a step of at most 2^-7 of it).
+    const Tensor x64 = x.astype(DType::F64), w64 = w.astype(DType::F64);
+    const std::vector<double> exact = conv(x64, w64).to_vector<double>(), size = conv(hjit::abs(x64), hjit::abs(w64)).to_vector<double>();
+    REQUIRE(compiled.shape() == eager.shape());
+    const std::vector<double> got = compiled.to_vector<double>(), e = eager.to_vector<double>();
+    REQUIRE(got.size() == exact.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double tolerance = (std::abs(exact[i]) + size[i] * 0x1p-20) / 128;
+      CHECK(std::abs(got[i] - exact[i]) <= tolerance + size[i] * 0x1p-20);
+      CHECK(std::abs(got[i] - e[i]) <= 2 * (tolerance + size[i] * 0x1p-20));
+    }
+  }
+}
+
+TEST_CASE("bf16 convolutions in a network: pairs copied once a call, vectorized; gradients as eager") {
+  auto block = [](const Tensor& x, const Tensor& w1, const Tensor& w2) {
+    return hjit::conv2d(hjit::relu(hjit::conv2d(x, w1, std::nullopt, {1, 1}, {1, 1})), w2, std::nullopt, {2, 2}, {1, 1});
+  };
+  const Tensor x = Tensor::randn({2, 16, 12, 12}, 31).astype(DType::BF16);
+  const Tensor w1 = (Tensor::randn({32, 16, 3, 3}, 32) * 0.2f).astype(DType::BF16), w2 = (Tensor::randn({48, 32, 3, 3}, 33) * 0.2f).astype(DType::BF16);
+  auto f = hjit::jit(block);
+  CHECK(test::compare(f(x, w1, w2).astype(DType::F32), block(x, w1, w2).astype(DType::F32), 1.0 / 32) == "");
+  if (Halide::get_host_target().has_feature(Halide::Target::AVX512_SapphireRapids)) {
+    // Where the CPU has AVX512_BF16: each convolution's input and weights copied into pairs once,
+    // in vector loops, and the sums per tile of output channels.
+    const std::string plan = f.explain(x, w1, w2);
+    CAPTURE(plan);
+    CHECK(test::occurrences(plan, "padded pairs: root vec") == 2);
+    CHECK(test::occurrences(plan, "weight pairs: root vec32") == 2);
+    CHECK(test::occurrences(plan, "over channels") >= 2);
+  }
+  // Training under autocast: the gradients of f32 master weights through bf16 convolutions.
+  auto loss = [&](const Tensor& v, const Tensor& a, const Tensor& b) {
+    auto scope = hjit::autocast(DType::BF16);
+    const Tensor y = block(v, a, b).astype(DType::F32);
+    return hjit::sum(y * y);
+  };
+  const Tensor xf = x.astype(DType::F32), a = w1.astype(DType::F32), b = w2.astype(DType::F32);
+  const std::vector<Tensor> g = hjit::jit(hjit::grad(loss, {1, 2}))(xf, a, b), ge = hjit::grad(loss, {1, 2})(xf, a, b);
+  REQUIRE(g.size() == 2);
+  for (size_t k = 0; k < 2; ++k) {
+    CHECK(g[k].dtype() == DType::F32);
+    CHECK(test::compare(g[k], ge[k], 1.0 / 16) == "");
+  }
+}
+
 TEST_CASE("int_conv2d is the convolution of (x - zero point) and the weight in i32, eager and compiled") {
   struct ConvCase {
     Shape x, w;

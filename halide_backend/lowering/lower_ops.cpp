@@ -654,7 +654,66 @@ Helper padded_input(LowerCtx& ctx, const Stage& s, int x_node, int64_t ph, int64
 
 }  // namespace
 
+namespace {
+// A bf16 convolution whose code may use vdpbf16ps (as bf16_pairs: the target keeps
+// avx512_sapphirerapids where the CPU has AVX512_BF16), ungrouped and of fixed sizes.
+bool conv2d_bf16_pairs(const LowerCtx& ctx, const Node& n) {
+  const bool varies = ctx.p.dynamic && (ctx.p.dynamic->extent_varies(n.inputs[0]) || ctx.p.dynamic->extent_varies(n.inputs[1]));
+  return ctx.g.type(n.inputs[0]).dtype == DType::BF16 && ctx.g.type(n.inputs[1]).dtype == DType::BF16 && n.attrs.i("groups") == 1 &&
+         ctx.p.target.has_feature(Halide::Target::AVX512_SapphireRapids) && !ctx.p.target.has_gpu_feature() && !varies;
+}
+
+// Two bf16 products (two input channels) summed into each f32 lane per step, as IntConv2d sums
+// four: the input padded and copied with its channels in pairs ([N, C/2, H, W, 2]) and the weights
+// as int_conv2d packs its fours ([O/B, C/2, KH, KW, B, 2], B output channels a block), both
+// helpers in bf16, zeros past an odd channel count. (Read where they lie, each product's operands
+// reach it as f32 computed from their stored bits, which Halide cannot pair: matmul_bf16_pairs.)
+void conv2d_in_pairs(LowerCtx& ctx, Stage& s, const Node& n) {
+  const Shape &xs = ctx.g.type(n.inputs[0]).shape, &ws = ctx.g.type(n.inputs[1]).shape;
+  const auto &stride = n.attrs.ints("stride"), &pad = n.attrs.ints("padding"), &dil = n.attrs.ints("dilation");
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], O = ws[0], KH = ws[2], KW = ws[3], C2 = (C + 1) / 2;
+  int64_t block = 16;
+  while (O % block != 0) block /= 2;
+  const Expr zero = cast(BFloat(16), 0.0f);
+  Helper input;
+  input.role = "padded pairs";
+  input.func = Func(helper_name(s, "_padded_pairs"));
+  input.vars = {Var("p"), Var("x"), Var("y"), Var("c2"), Var("nb")};
+  input.extents = {2, W + 2 * pad[1], H + 2 * pad[0], C2, N};
+  {
+    const Var &p = input.vars[0], &x = input.vars[1], &y = input.vars[2], &c2 = input.vars[3], &nb = input.vars[4];
+    Expr c = 2 * c2 + p, iy = y - int(pad[0]), ix = x - int(pad[1]);
+    Expr v = ctx.at(n.inputs[0], {nb, clamp(c, 0, int(C - 1)), clamp(iy, 0, int(H - 1)), clamp(ix, 0, int(W - 1))});
+    input.func(input.vars) = select(c < int(C) && iy >= 0 && iy < int(H) && ix >= 0 && ix < int(W), cast(BFloat(16), v), zero);
+  }
+  Helper weights;
+  weights.role = "weight pairs";
+  weights.func = Func(helper_name(s, "_weight_pairs"));
+  weights.vars = {Var("p"), Var("b"), Var("kx"), Var("ky"), Var("c2"), Var("ob")};
+  weights.extents = {2, block, KW, KH, C2, O / block};
+  {
+    const Var &p = weights.vars[0], &b = weights.vars[1], &kx = weights.vars[2], &ky = weights.vars[3], &c2 = weights.vars[4], &ob = weights.vars[5];
+    Expr c = 2 * c2 + p;
+    Expr v = ctx.at(n.inputs[1], {ob * int(block) + b, clamp(c, 0, int(C - 1)), ky, kx});
+    weights.func(weights.vars) = select(c < int(C), cast(BFloat(16), v), zero);
+  }
+  RDom r({{0, 2}, {0, int(KW)}, {0, int(KH)}, {0, int(C2)}}, rdom_name(s, "r"));
+  const Var &ox = s.vars[0], &oy = s.vars[1], &co = s.vars[2], &nb = s.vars[3];
+  Func acc(helper_name(s, "_acc"));
+  acc(s.vars) = 0.0f;
+  acc(s.vars) += cast<float>(input.func(r[0], ox * int(stride[1]) + r[1] * int(dil[1]), oy * int(stride[0]) + r[2] * int(dil[0]), r[3], nb)) *
+                 cast<float>(weights.func(r[0], co % int(block), r[1], r[2], r[3], co / int(block)));
+  LowerCtx::define(s, acc(s.vars));
+  s.reduction = acc;
+  s.rvars = {r[0], r[1], r[2], r[3]};
+  s.dot_lanes = 2;
+  s.helpers.push_back(std::move(input));
+  s.helpers.push_back(std::move(weights));
+}
+}  // namespace
+
 void Conv2d(LowerCtx& ctx, Stage& s, const Node& n) {
+  if (conv2d_bf16_pairs(ctx, n)) return conv2d_in_pairs(ctx, s, n);
   const Shape &xs = ctx.g.type(n.inputs[0]).shape, &ws = ctx.g.type(n.inputs[1]).shape;
   const auto &stride = n.attrs.ints("stride"), &pad = n.attrs.ints("padding"), &dil = n.attrs.ints("dilation");
   const int64_t groups = n.attrs.i("groups"), cg = ws[1], per_group = ws[0] / groups;
