@@ -100,6 +100,7 @@ int64_t exact_row_chunk(const backend::Helper& h, int vec) {
 std::string schedule_helpers_at_root(const backend::LoweredPipeline& p, const backend::Stage& s, Schedule& out) {
   std::string what;
   for (const backend::Helper& h : s.helpers) {
+    if (!h.stored) continue;
     FuncRef f(&out, h.func);
     f.compute_root();
     const int vec = vector_width(p.target, h.func.output_types()[0]);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -12,6 +13,7 @@
 #include "graph/op_def.h"
 #include "halide_backend/codegen/object_file.h"
 #include "halide_backend/codegen/target.h"
+#include "halide_backend/lowering/lower.h"
 #include <hjit/nn.h>
 
 #include "tests/support.h"
@@ -219,6 +221,35 @@ TEST_CASE("bf16 convolution sums pairs of input channels in f32 (vdpbf16ps where
       CHECK(std::abs(got[i] - e[i]) <= 2 * (tolerance + size[i] * 0x1p-20));
     }
   }
+}
+
+TEST_CASE("bf16 contractions of constant weights (frozen) pack them once, when compiling: as eager") {
+  const Tensor wc = Tensor::randn({20, 5, 3, 3}, 41).astype(DType::BF16);  // odd input channels, 20 outputs
+  const Tensor left = Tensor::randn({24, 36}, 42).astype(DType::BF16), right = Tensor::randn({36, 40}, 43).astype(DType::BF16);
+  auto conv = [&](const Tensor& x) { return hjit::conv2d(x, wc, std::nullopt, {1, 1}, {1, 1}); };
+  auto products = [&](const Tensor& m) { return hjit::matmul(hjit::matmul(left, m), right); };
+  const Tensor x = Tensor::randn({2, 5, 9, 8}, 44).astype(DType::BF16), m = Tensor::randn({36, 36}, 45).astype(DType::BF16);
+  const hjit::SaveOptions frozen{.freeze_parameters = true};
+  const hjit::Module frozen_conv = hjit::make_module("conv", {}, frozen, conv, x), frozen_products = hjit::make_module("products", {}, frozen, products, m);
+  CHECK(test::compare(Tensor(frozen_conv(x)).astype(DType::F32), conv(x).astype(DType::F32), 1.0 / 64) == "");
+  CHECK(test::compare(Tensor(frozen_products(m)).astype(DType::F32), products(m).astype(DType::F32), 1.0 / 32) == "");
+  const hjit::backend::Target host = hjit::backend::Target::host(hjit::Device::CPU);
+  if (!Halide::get_host_target().has_feature(Halide::Target::AVX512_SapphireRapids)) return;
+  // Where the CPU has AVX512_BF16: the weights are packed when compiling and read where they lie
+  // (helpers not stored), and the constants bound are the packed ones only (the conv's weights)
+  // and those read as they are (the left operand); the input's pairs are made at each call.
+  auto helpers = [&](const hjit::Graph& g, size_t constants) {
+    const hjit::backend::LoweredPipeline p = hjit::backend::lower(g, host.halide(false, &g));
+    CHECK(p.const_params.size() == constants);
+    std::map<std::string, bool> stored;
+    for (const hjit::backend::Stage& s : p.stages)
+      for (const hjit::backend::Helper& h : s.helpers) stored[h.role + (stored.count(h.role) ? " 2" : "")] = h.stored;
+    return stored;
+  };
+  const std::map<std::string, bool> c = helpers(frozen_conv.graph(), 1), mm = helpers(frozen_products.graph(), 2);
+  CHECK(c == std::map<std::string, bool>{{"padded pairs", true}, {"weight pairs", false}});
+  // left @ m: left read as it is (rows), m's pairs made; (left @ m) @ right: its rows made, right packed.
+  CHECK(mm == std::map<std::string, bool>{{"rows", false}, {"pairs", true}, {"rows 2", true}, {"pairs 2", false}});
 }
 
 TEST_CASE("bf16 convolutions in a network: pairs copied once a call, vectorized; gradients as eager") {

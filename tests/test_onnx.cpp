@@ -90,6 +90,26 @@ TEST_CASE("tensor files: typed fields read as the raw bytes would, and data that
   check_throws_containing([&] { hjit::onnx::parse_tensor(std::string("\xff\xff\xff", 3)); }, "not a TensorProto");
 }
 
+TEST_CASE("a model loaded inside an autocast scope computes its Conv and Gemm in bf16, frozen or not") {
+  const std::string path = write_model(small_cnn("2"), "onnx_cnn_bf16");
+  const hjit::onnx::Model model = hjit::onnx::Model::read(path);
+  const Tensor x = test::random({2, 3, 8, 8}, DType::F32, 19);
+  const Tensor want = small_cnn_reference(model, x);
+  for (bool freeze : {false, true}) {
+    CAPTURE(freeze);
+    std::optional<hjit::Module> m;
+    {
+      auto scope = hjit::autocast(DType::BF16);
+      m.emplace(hjit::onnx::load(path, {.freeze = freeze}));
+    }
+    const std::string graph = m->str();
+    CHECK(graph.find(":bf16[2,4,8,8] = conv2d") != std::string::npos);
+    // Called outside the scope: the rules were traced in. bf16 keeps 8 bits of each operand.
+    const Tensor y = Tensor((*m)(x)).astype(DType::F32);
+    CHECK(test::compare(y, want, 1.0 / 32) == "");
+  }
+}
+
 TEST_CASE("a model runs eagerly, as a module, inside jit and under grad, with one answer") {
   const std::string path = write_model(small_cnn("2"), "onnx_cnn");
   const hjit::onnx::Model model = hjit::onnx::Model::read(path);

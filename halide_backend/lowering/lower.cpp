@@ -4,6 +4,7 @@
 #include <climits>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "graph/op_def.h"
 #include "halide_backend/providers/extern_stages.h"
@@ -220,12 +221,16 @@ ImageParam make_param(const TensorType& t, const std::string& name, bool aligned
 
 }  // namespace
 
-Expr bind_constant(LoweredPipeline& p, const TensorType& type, ConstData data, const std::vector<Expr>& args) {
+ImageParam bind_constant_param(LoweredPipeline& p, const TensorType& type, ConstData data) {
   ImageParam c = make_param(type, "const" + std::to_string(p.const_params.size()), false);
   p.const_params.push_back(c);
   p.const_data.push_back(std::move(data));
   p.const_types.push_back(type);
-  return from_storage(type.dtype, c(args));
+  return c;
+}
+
+Expr bind_constant(LoweredPipeline& p, const TensorType& type, ConstData data, const std::vector<Expr>& args) {
+  return from_storage(type.dtype, bind_constant_param(p, type, std::move(data))(args));
 }
 
 namespace {
@@ -318,7 +323,8 @@ void define_stages(LowerCtx& ctx, const ExternPlan& externs, const std::vector<i
       continue;
     }
     if (n.op == OpKind::Constant) {
-      LowerCtx::define(s, bind_constant(p, n.type, g.constants[size_t(n.constant)], std::vector<Expr>(s.vars.begin(), s.vars.end())));
+      s.constant = bind_constant_param(p, n.type, g.constants[size_t(n.constant)]);
+      LowerCtx::define(s, from_storage(n.type.dtype, s.constant(std::vector<Expr>(s.vars.begin(), s.vars.end()))));
       continue;
     }
     if (s.absorbed) continue;
@@ -329,6 +335,25 @@ void define_stages(LowerCtx& ctx, const ExternPlan& externs, const std::vector<i
     }
     lowering_for(n.op)(ctx, s, n);
   }
+}
+
+// A constant that a lowering packed into another (a bf16 convolution's weights, in pairs) may be
+// read by no Func: it is no argument, and its bytes are not kept with the compiled code.
+void drop_unread_constants(LoweredPipeline& p) {
+  std::vector<Func> outputs;
+  for (const Func& f : p.outputs)
+    if (f.defined()) outputs.push_back(f);
+  if (outputs.empty() || p.const_params.empty()) return;
+  std::set<std::string> read;
+  for (const Halide::Argument& a : Halide::Pipeline(outputs).infer_arguments())
+    if (a.is_buffer()) read.insert(a.name);
+  size_t kept = 0;
+  for (size_t i = 0; i < p.const_params.size(); ++i) {
+    if (!read.count(p.const_params[i].name())) continue;
+    p.const_params[kept] = p.const_params[i], p.const_data[kept] = p.const_data[i], p.const_types[kept] = p.const_types[i];
+    ++kept;
+  }
+  p.const_params.resize(kept), p.const_data.resize(kept), p.const_types.resize(kept);
 }
 
 // The pipeline's outputs, one per wanted value (outputs, then updates): the stage's own Func, or a
@@ -389,6 +414,7 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::s
   if (dynamic) bind_dynamic_inputs(ctx, *dynamic, wanted);
   define_stages(ctx, extern_plan, wanted);
   define_outputs(ctx, wanted);
+  drop_unread_constants(p);
   return p;
 }
 

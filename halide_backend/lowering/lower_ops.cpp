@@ -2,6 +2,7 @@
 // coordinates are row-major here and reversed only by halide_args().
 #include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <optional>
 
@@ -432,6 +433,24 @@ void ArgMax(LowerCtx& c, Stage& s, const Node& n) { arg_reduce(c, s, n, true); }
 void ArgMin(LowerCtx& c, Stage& s, const Node& n) { arg_reduce(c, s, n, false); }
 
 namespace {
+// A bf16 operand's stored bits where it is a constant (frozen weights), else null.
+const uint16_t* constant_bf16_bits(const LowerCtx& ctx, int node) {
+  const Node& c = ctx.g.node(node);
+  if (c.op != OpKind::Constant || c.type.dtype != DType::BF16 || !ctx.p.stages[size_t(node)].constant.defined()) return nullptr;
+  return static_cast<const uint16_t*>(ctx.g.constants[size_t(c.constant)].data);
+}
+
+// bf16 bits rearranged when compiling (`fill` writes them in the packed order), bound as a constant
+// and read as bf16 where they lie: a dot product's operand packed once, not at every call.
+Expr packed_constant(LowerCtx& ctx, const Shape& shape, const std::function<void(uint16_t*)>& fill, const std::vector<Var>& at) {
+  auto bits = std::make_shared<std::vector<uint16_t>>(size_t(shape_numel(shape)));
+  fill(bits->data());
+  const size_t nbytes = bits->size() * sizeof(uint16_t);
+  const uint16_t* data = bits->data();
+  ImageParam param = bind_constant_param(ctx.p, TensorType{DType::BF16, shape}, ConstData{std::move(bits), data, nbytes});
+  return reinterpret(BFloat(16), param(std::vector<Expr>(at.begin(), at.end())));
+}
+
 // A bf16 matmul whose code may use vdpbf16ps (Halide 14: avx512_sapphirerapids, which the target
 // keeps for such graphs where the CPU has AVX512_BF16) over a contraction of a fixed, even length.
 bool bf16_pairs(const LowerCtx& ctx, const Node& n) {
@@ -458,7 +477,16 @@ void matmul_bf16_pairs(LowerCtx& ctx, Stage& s, const Node& n) {
   Coords cb(r);
   for (size_t d = 0; d + 2 < r; ++d) cb[d] = pairs.vars[3 + (r - 3 - d)];
   cb[r - 2] = 2 * pairs.vars[2] + pairs.vars[0], cb[r - 1] = pairs.vars[1];
-  pairs.func(std::vector<Expr>(pairs.vars.begin(), pairs.vars.end())) = cast(BFloat(16), ctx.at(n.inputs[1], cb));
+  if (const uint16_t* w = b.shape.size() == 2 ? constant_bf16_bits(ctx, n.inputs[1]) : nullptr) {
+    pairs.func(pairs.vars) = packed_constant(ctx, {K / 2, N, 2}, [&](uint16_t* out) {
+      for (int64_t k2 = 0; k2 < K / 2; ++k2)
+        for (int64_t j = 0; j < N; ++j)
+          for (int64_t p = 0; p < 2; ++p) *out++ = w[(2 * k2 + p) * N + j];
+    }, pairs.vars);
+    pairs.stored = false;
+  } else {
+    pairs.func(std::vector<Expr>(pairs.vars.begin(), pairs.vars.end())) = cast(BFloat(16), ctx.at(n.inputs[1], cb));
+  }
   Coords o = LowerCtx::coords(s), ca(r);
   RDom k({{0, 2}, {0, int(K / 2)}}, rdom_name(s, "k"));
   std::vector<Expr> pb{k.x, o[r - 1], k.y};
@@ -476,7 +504,13 @@ void matmul_bf16_pairs(LowerCtx& ctx, Stage& s, const Node& n) {
   for (size_t d = r; d-- > 0;) rows.vars.push_back(Var("a" + std::to_string(d))), rows.extents.push_back(a.shape[d]);
   Coords cr(r);
   for (size_t d = 0; d < r; ++d) cr[d] = rows.vars[r - 1 - d];
-  rows.func(std::vector<Expr>(rows.vars.begin(), rows.vars.end())) = cast(BFloat(16), ctx.at(n.inputs[0], cr));
+  if (constant_bf16_bits(ctx, n.inputs[0])) {
+    // A constant left operand is read as bf16 where it lies.
+    rows.func(rows.vars) = reinterpret(BFloat(16), ctx.p.stages[size_t(n.inputs[0])].constant(std::vector<Expr>(rows.vars.begin(), rows.vars.end())));
+    rows.stored = false;
+  } else {
+    rows.func(std::vector<Expr>(rows.vars.begin(), rows.vars.end())) = cast(BFloat(16), ctx.at(n.inputs[0], cr));
+  }
   std::vector<Expr> pa(r);
   for (size_t d = 0; d < r; ++d) pa[r - 1 - d] = ca[d];
   std::vector<Expr> v(s.vars.begin(), s.vars.end());
@@ -691,7 +725,17 @@ void conv2d_in_pairs(LowerCtx& ctx, Stage& s, const Node& n) {
   weights.func = Func(helper_name(s, "_weight_pairs"));
   weights.vars = {Var("p"), Var("b"), Var("kx"), Var("ky"), Var("c2"), Var("ob")};
   weights.extents = {2, block, KW, KH, C2, O / block};
-  {
+  if (const uint16_t* w = constant_bf16_bits(ctx, n.inputs[1])) {
+    weights.func(weights.vars) = packed_constant(ctx, {O / block, C2, KH, KW, block, 2}, [&](uint16_t* out) {
+      for (int64_t ob = 0; ob < O / block; ++ob)
+        for (int64_t c2 = 0; c2 < C2; ++c2)
+          for (int64_t ky = 0; ky < KH; ++ky)
+            for (int64_t kx = 0; kx < KW; ++kx)
+              for (int64_t b = 0; b < block; ++b)
+                for (int64_t c = 2 * c2; c < 2 * c2 + 2; ++c) *out++ = c < C ? w[(((ob * block + b) * C + c) * KH + ky) * KW + kx] : 0;
+    }, weights.vars);
+    weights.stored = false;
+  } else {
     const Var &p = weights.vars[0], &b = weights.vars[1], &kx = weights.vars[2], &ky = weights.vars[3], &c2 = weights.vars[4], &ob = weights.vars[5];
     Expr c = 2 * c2 + p;
     Expr v = ctx.at(n.inputs[1], {ob * int(block) + b, clamp(c, 0, int(C - 1)), ky, kx});

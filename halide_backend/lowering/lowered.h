@@ -38,6 +38,8 @@ struct Helper {
   Shape extents;                  // of vars, innermost first
   std::vector<Halide::RVar> rvars;  // of its update, if it has one
   std::set<std::string> dynamic_vars;  // names of vars whose extent varies (dynamic sizes)
+  // false: a view of a constant packed when compiling, read where it lies (inlined), not copied
+  bool stored = true;
 };
 
 struct Stage {
@@ -63,6 +65,7 @@ struct Stage {
   // A node an extern stage computes with a later one (a convolution and the post-ops before a
   // chain's last): no func, nothing to schedule.
   bool absorbed = false;
+  Halide::ImageParam constant;      // a Constant: the parameter its stored bits are bound to
 };
 
 struct LoweredPipeline;
@@ -70,6 +73,8 @@ struct LoweredPipeline;
 // Binds `data` of `type` as a hidden input and returns the value of it at `args` (Halide order),
 // in the compute type.
 Halide::Expr bind_constant(LoweredPipeline& p, const TensorType& type, ConstData data, const std::vector<Halide::Expr>& args);
+// The same, returning the parameter (its values in the storage type).
+Halide::ImageParam bind_constant_param(LoweredPipeline& p, const TensorType& type, ConstData data);
 
 struct LoweredPipeline {
   const Graph* graph = nullptr;
