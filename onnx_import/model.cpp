@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include <hjit/autocast.h>
+
 #include "onnx_import/interpreter.h"
 #include "onnx_import/model_file.h"
 #include "onnx_import/node_context.h"
@@ -66,6 +68,8 @@ std::shared_ptr<Model::Impl> make_impl(const std::string& bytes, const std::stri
                                         const LoadOptions& options) {
   if (options.max_bytes < 0) throw ValueError(who + "LoadOptions::max_bytes is negative (0: hjit's memory limit)");
   if (options.max_loop_trips < 0) throw ValueError(who + "LoadOptions::max_loop_trips is negative");
+  if (options.autocast && *options.autocast != DType::BF16 && *options.autocast != DType::F16)
+    throw ValueError(who + "LoadOptions::autocast must be bf16 or f16 (or none), given " + dtype_name(*options.autocast));
   auto m = std::make_shared<Model::Impl>();
   m->who = who;
   m->options = options;
@@ -188,6 +192,10 @@ std::vector<Value> Model::run(const std::vector<Value>& inputs) const {
     bound[v.name] = x;
   }
   for (size_t k = 0; k < m.params.size(); ++k) bound[m.param_names[k]] = m.params[k];
+  // (The scope is this run's, and a trace of it records the conversions: a module made from the
+  // model computes by the same rules whatever scope its calls are made in.)
+  std::optional<Autocast> mixed;
+  if (m.options.autocast) mixed.emplace(*m.options.autocast);
   return Interpreter(m.opset, nullptr, {m.options.max_bytes, m.options.max_loop_trips}).run(m.proto.graph(), bound);
 }
 

@@ -90,24 +90,33 @@ TEST_CASE("tensor files: typed fields read as the raw bytes would, and data that
   check_throws_containing([&] { hjit::onnx::parse_tensor(std::string("\xff\xff\xff", 3)); }, "not a TensorProto");
 }
 
-TEST_CASE("a model loaded inside an autocast scope computes its Conv and Gemm in bf16, frozen or not") {
+TEST_CASE("LoadOptions::autocast, or loading inside an autocast scope: the model's Conv and Gemm in bf16, frozen or not") {
   const std::string path = write_model(small_cnn("2"), "onnx_cnn_bf16");
   const hjit::onnx::Model model = hjit::onnx::Model::read(path);
   const Tensor x = test::random({2, 3, 8, 8}, DType::F32, 19);
   const Tensor want = small_cnn_reference(model, x);
-  for (bool freeze : {false, true}) {
-    CAPTURE(freeze);
-    std::optional<hjit::Module> m;
-    {
-      auto scope = hjit::autocast(DType::BF16);
-      m.emplace(hjit::onnx::load(path, {.freeze = freeze}));
+  for (bool freeze : {false, true})
+    for (bool by_option : {false, true}) {
+      CAPTURE(freeze);
+      CAPTURE(by_option);
+      std::optional<hjit::Module> m;
+      if (by_option) {
+        m.emplace(hjit::onnx::load(path, {.freeze = freeze, .autocast = DType::BF16}));
+      } else {
+        auto scope = hjit::autocast(DType::BF16);
+        m.emplace(hjit::onnx::load(path, {.freeze = freeze}));
+      }
+      const std::string graph = m->str();
+      CHECK(graph.find(":bf16[2,4,8,8] = conv2d") != std::string::npos);
+      // Called outside any scope: the rules were traced in. bf16 keeps 8 bits of each operand.
+      const Tensor y = Tensor((*m)(x)).astype(DType::F32);
+      CHECK(test::compare(y, want, 1.0 / 32) == "");
     }
-    const std::string graph = m->str();
-    CHECK(graph.find(":bf16[2,4,8,8] = conv2d") != std::string::npos);
-    // Called outside the scope: the rules were traced in. bf16 keeps 8 bits of each operand.
-    const Tensor y = Tensor((*m)(x)).astype(DType::F32);
-    CHECK(test::compare(y, want, 1.0 / 32) == "");
-  }
+  // The option holds for eager runs too; a dtype autocast has no rules for is refused.
+  const hjit::onnx::Model mixed = hjit::onnx::Model::read(path, {.autocast = DType::BF16});
+  CHECK(test::compare(mixed({x}).at(0).astype(DType::F32), want, 1.0 / 32) == "");
+  CHECK(test::compare(mixed({x}).at(0).astype(DType::F32), model({x}).at(0), 0) != "");
+  check_throws_containing([&] { hjit::onnx::Model::read(path, {.autocast = DType::F64}); }, "autocast must be bf16 or f16");
 }
 
 TEST_CASE("a model runs eagerly, as a module, inside jit and under grad, with one answer") {

@@ -42,7 +42,8 @@ int usage(bool asked = false) {
                "                 (int8 QDQ: calibrated on the input files, or on N batches of random inputs without)\n"
                "       hjit-onnx --settings [--markdown]   every HJIT_* variable hjit reads, its value here, its default\n"
                "options: --dim NAME=SIZE (a symbolic input dimension)  --opt-level 0|1|2  --freeze (initializers as\n"
-               "         constants: weights packed once, while compiling)  --help\n"
+               "         constants: weights packed once, while compiling)  --autocast bf16|f16 (contractions in that\n"
+               "         dtype, hjit::autocast's rules)  --help\n"
                "run reads inputs from TensorProto files in the model's input order (random ones without), prints each\n"
                "output, writes them as output_K.pb with --out and compares them with DIR/output_K.pb with --expect\n"
                "(ONNX's tolerances). docs/onnx.md says more.\n");
@@ -57,6 +58,7 @@ struct Args {
   int repeat = 20;
   double percentile = 0;  // quantize: 0 for min-max calibration
   int batches = 0;        // quantize: batches of random inputs (without input files: 4)
+  std::string autocast;   // --autocast: the dtype's name, for LoadOptions::autocast
 };
 
 double ms_since(std::chrono::steady_clock::time_point t) {
@@ -240,6 +242,7 @@ int main(int argc, char** argv) {
     else if (s == "--opt-level" && has_value) a.load.module.opt_level = std::atoi(argv[++i]);
     else if (s == "--eager") a.eager = true;
     else if (s == "--freeze") a.load.freeze = true;
+    else if (s == "--autocast" && has_value) a.autocast = argv[++i];
     else if (s == "--percentile" && has_value) a.percentile = std::atof(argv[++i]);
     else if (s == "--batches" && has_value) a.batches = std::max(1, std::atoi(argv[++i]));
     else if (s == "--settings") settings = true;
@@ -265,6 +268,7 @@ int main(int argc, char** argv) {
   }
   if (a.model.empty()) return usage();
   try {
+    if (!a.autocast.empty()) a.load.autocast = hjit::dtype_from_name(a.autocast);
     if (a.command == "info") return info(a);
     if (a.command == "run") return run(a);
     if (a.command == "bench") return bench(a);

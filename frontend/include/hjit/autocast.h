@@ -11,7 +11,7 @@
 // - In the autocast dtype: matmul, linear, conv1d/2d/3d, conv_transpose1d/2d/3d and
 //   scaled_dot_product_attention. Their floating operands of another dtype (an f32 weight, an f32
 //   input) are converted first, bias included, and their result has the autocast dtype. Where the
-//   CPU has AVX512_BF16, a bf16 matmul sums pairs of products with vdpbf16ps.
+//   CPU has AVX512_BF16, a bf16 matmul or ungrouped conv2d sums pairs of products with vdpbf16ps.
 // - In f32: sum, mean, cumsum, softmax, log_softmax, layer_norm, rms_norm, batch_norm,
 //   batch_norm_training and cross_entropy. Their 16-bit operands are widened first, and the
 //   result is f32.

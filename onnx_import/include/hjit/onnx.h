@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@ struct LoadOptions {
   // The most trips a Loop whose trips are decided while converting (unrolled, or run eagerly) may
   // make: past it, a ResourceError naming the node instead of a conversion that never ends.
   int64_t max_loop_trips = 1'000'000;
+  // Mixed precision for every run of the model, eager and compiled: BF16 or F16 computes its
+  // contractions in that dtype by hjit::autocast's rules (the same as loading it inside an
+  // autocast scope); none: as the model's types say. Another dtype is a ValueError.
+  std::optional<DType> autocast{};
 };
 
 // A value of an ONNX graph: a tensor, a sequence of tensors (ONNX's seq(tensor)), or an optional
