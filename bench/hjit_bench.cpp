@@ -16,6 +16,7 @@
 //                   [--compile-scaling]
 //        hjit-bench --models DIR [--only resnet50,gru]   real architectures (bench/models.h)
 //        hjit-bench --models DIR --int8                   each model quantized against its f32 self (bench/models.h)
+//        hjit-bench --models DIR --bf16                   each model in bf16 (LoadOptions::autocast) against its f32 self
 //        hjit-bench --small-cnn                           a small CNN's training step (bench/small_cnn.h)
 //        hjit-bench --param-model                         fitted built-in parameters against the rules
 //                                                         (bench/param_model_rows.h)
@@ -343,9 +344,9 @@ int main(int argc, char** argv) {
   unsetenv("HJIT_TUNING_DB");
   std::vector<std::string> workloads = bench::workload_ids(), variants = kVariants;
   bool quick = false, all = false, variants_given = false, workloads_given = false, compile_scaling = false, small_cnn = false,
-       param_model = false, exported = false, low_precision = false, int8 = false, generate = false,
+       param_model = false, exported = false, low_precision = false, generate = false,
        busy = false;
-  std::string models_dir, only;
+  std::string models_dir, only, model_precision;  // --int8 / --bf16: "int8", "bf16"
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--db" && i + 1 < argc) {
@@ -357,7 +358,8 @@ int main(int argc, char** argv) {
     if (a == "--prepare-only" && i + 2 < argc) return child(argv[i + 1], argv[i + 2], true, true);
     if (a == "--compile-scaling-child") return bench::compile_scaling_child(i + 1 < argc && std::string(argv[i + 1]) == "--quick");
     if (a == "--model-child" && i + 1 < argc) return bench::model_child(argv[i + 1], argc > i + 2 && std::string(argv[i + 2]) == "--quick");
-    if (a == "--int8-child" && i + 1 < argc) return bench::int8_child(argv[i + 1], argc > i + 2 && std::string(argv[i + 2]) == "--quick");
+    if (a == "--low-precision-child" && i + 2 < argc)
+      return bench::low_precision_child(argv[i + 2], argv[i + 1], argc > i + 3 && std::string(argv[i + 3]) == "--quick");
     if (a == "--busy-child" && i + 1 < argc) return bench::busy_child(argv[i + 1], argc > i + 2 && std::string(argv[i + 2]) == "--quick");
     if (a == "--opencv-child" && i + 1 < argc) return bench::opencv_child(argv[i + 1], argc > i + 2 && std::string(argv[i + 2]) == "--quick");
     if (a == "--small-cnn-child") return bench::small_cnn_child(i + 1 < argc && std::string(argv[i + 1]) == "--quick");
@@ -367,7 +369,7 @@ int main(int argc, char** argv) {
     else if (a == "--exported") exported = true;
     else if (a == "--low-precision") low_precision = true;
     else if (a == "--generate") generate = true;
-    else if (a == "--int8") int8 = true;
+    else if (a == "--int8" || a == "--bf16") model_precision = a.substr(2);
     else if (a == "--busy") busy = true;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else
@@ -379,7 +381,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr, "usage: hjit-bench [--workloads W1,W2,...] [--variants eager,O0,O1,Adams2019,Li2018,Mullapudi2016,tuned] "
                            "[--db tuning.sqlite] [--quick] [--all] [--compile-scaling]\n"
-                           "       hjit-bench --models DIR [--only NAME,NAME] [--int8] [--quick]   (DIR from tools/models/reference_models.py)\n"
+                           "       hjit-bench --models DIR [--only NAME,NAME] [--int8 | --bf16] [--quick]   (DIR from tools/models/reference_models.py)\n"
                            "       hjit-bench --small-cnn [--quick]   (a small CNN's training step beside PyTorch's)\n"
                            "       hjit-bench --param-model [--quick]   (fitted built-in parameters against the rules)\n"
                            "       hjit-bench --exported [--workloads W3,W8] [--quick]   (exported libraries against jitted code)\n"
@@ -397,7 +399,7 @@ int main(int argc, char** argv) {
   if (len <= 0) return 1;
   self[len] = 0;
   if (busy) return bench::busy_rows(self, workloads_given ? argv_list(workloads) : "", models_dir, only, quick);
-  if (!models_dir.empty() && int8) return bench::int8_model_rows(self, models_dir, only, quick);
+  if (!models_dir.empty() && !model_precision.empty()) return bench::low_precision_model_rows(self, models_dir, model_precision, only, quick);
   if (!models_dir.empty()) return bench::model_rows(self, models_dir, only, quick);
   if (small_cnn) return bench::small_cnn_rows(self, quick);
   if (param_model) return bench::param_model_rows(quick);

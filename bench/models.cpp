@@ -197,7 +197,53 @@ int model_rows(const std::string& self, const std::string& dir, const std::strin
 
 namespace bench {
 
-int int8_child(const std::string& folder, bool quick) {
+namespace {
+
+// The largest relative difference of b's outputs from a's, and how many of a classifier's rows
+// (its first output, 2-D logits) have the same top class in both.
+struct Agreement {
+  double err = 0;
+  int agree = 0, rows = 0;
+};
+Agreement agreement(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  Agreement g;
+  for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
+    const std::vector<float> x = a[k].astype(hjit::DType::F32).to_vector<float>(), y = b[k].astype(hjit::DType::F32).to_vector<float>();
+    g.err = std::max(g.err, relative_error(y, x));
+    if (k == 0 && a[k].ndim() == 2) {
+      const int64_t n = a[k].shape()[0], c = a[k].shape()[1];
+      for (int64_t r = 0; r < n; ++r, ++g.rows) {
+        auto top = [&](const std::vector<float>& v) { return std::max_element(v.begin() + r * c, v.begin() + (r + 1) * c) - v.begin(); };
+        g.agree += top(x) == top(y);
+      }
+    }
+  }
+  return g;
+}
+
+// The model quantized by hjit::onnx::quantize, calibrated on the case's input and three random
+// batches like it (a speed measure: the accuracy of a real calibration set is the digits and GPT
+// examples' to show); loaded with its weights as constants, packed once while compiling (ONNX
+// Runtime packs its weights when the session is made).
+hjit::Module quantized_model(const std::string& model, const std::vector<Tensor>& in) {
+  std::vector<std::vector<Tensor>> batches{in};
+  for (uint64_t b = 1; b <= 3; ++b) {
+    std::vector<Tensor> r;
+    for (const Tensor& x : in) r.push_back(hjit::is_floating(x.dtype()) ? Tensor::randn(x.shape(), 77 * b).astype(x.dtype()) : x);
+    batches.push_back(r);
+  }
+  char scratch[] = "/tmp/hjit_bench_int8_XXXXXX";
+  if (!mkdtemp(scratch)) throw std::runtime_error("no scratch directory");
+  const std::string quantized = std::string(scratch) + "/model_int8.onnx";
+  hjit::onnx::quantize(model, quantized, batches);
+  hjit::Module m = hjit::onnx::load(quantized, {.freeze = true});
+  fs::remove_all(scratch);
+  return m;
+}
+
+}  // namespace
+
+int low_precision_child(const std::string& folder, const std::string& kind, bool quick) {
   try {
     const std::string model = (fs::path(folder) / "model.onnx").string();
     if (hjit::onnx::Model::read(model).info().op_counts.count("QuantizeLinear")) {
@@ -205,40 +251,13 @@ int int8_child(const std::string& folder, bool quick) {
       return 0;
     }
     const std::vector<Tensor> in = read_set(folder, "input_");
-    // Calibrated on the case's input and three random batches like it (a speed measure: the
-    // accuracy of a real calibration set is the digits and GPT examples' to show).
-    std::vector<std::vector<Tensor>> batches{in};
-    for (uint64_t b = 1; b <= 3; ++b) {
-      std::vector<Tensor> r;
-      for (const Tensor& x : in) r.push_back(hjit::is_floating(x.dtype()) ? Tensor::randn(x.shape(), 77 * b).astype(x.dtype()) : x);
-      batches.push_back(r);
-    }
-    char scratch[] = "/tmp/hjit_bench_int8_XXXXXX";
-    if (!mkdtemp(scratch)) throw std::runtime_error("no scratch directory");
-    const std::string quantized = std::string(scratch) + "/model_int8.onnx";
     auto t = Clock::now();
-    hjit::onnx::quantize(model, quantized, batches);
-    const double quantize_ms = ms_since(t);
-    // Both with their weights as constants, packed once while compiling (ONNX Runtime packs its
-    // weights when the session is made).
-    const hjit::Module f32 = hjit::onnx::load(model, {.freeze = true}), i8 = hjit::onnx::load(quantized, {.freeze = true});
-    const std::vector<Tensor> a = f32.call(in), b = i8.call(in);
-    fs::remove_all(scratch);
-    double err = 0;
-    int agree = 0, rows = 0;
-    for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
-      const std::vector<float> x = a[k].to_vector<float>(), y = b[k].to_vector<float>();
-      err = std::max(err, relative_error(y, x));
-      if (k == 0 && a[k].ndim() == 2) {  // a classifier's logits: does the top class agree?
-        const int64_t n = a[k].shape()[0], c = a[k].shape()[1];
-        for (int64_t r = 0; r < n; ++r, ++rows) {
-          auto top = [&](const std::vector<float>& v) { return std::max_element(v.begin() + r * c, v.begin() + (r + 1) * c) - v.begin(); };
-          agree += top(x) == top(y);
-        }
-      }
-    }
-    const std::vector<double> ms = interleaved_ms({[&] { f32.call(in); }, [&] { i8.call(in); }}, 1, quick ? 2.0 : 6.0);
-    std::printf("INT8 %.4f %.4f %.3e %d %d %.1f\n", ms[0], ms[1], err, agree, rows, quantize_ms);
+    const hjit::Module low = kind == "int8" ? quantized_model(model, in) : hjit::onnx::load(model, {.freeze = true, .autocast = hjit::DType::BF16});
+    const double prepare_ms = kind == "int8" ? ms_since(t) : 0;
+    const hjit::Module f32 = hjit::onnx::load(model, {.freeze = true});
+    const Agreement g = agreement(f32.call(in), low.call(in));
+    const std::vector<double> ms = interleaved_ms({[&] { f32.call(in); }, [&] { low.call(in); }}, 1, quick ? 2.0 : 6.0);
+    std::printf("LOWP %.4f %.4f %.3e %d %d %.1f\n", ms[0], ms[1], g.err, g.agree, g.rows, prepare_ms);
     return 0;
   } catch (const std::exception& e) {
     std::printf("failed: %s\n", e.what());
@@ -246,25 +265,31 @@ int int8_child(const std::string& folder, bool quick) {
   }
 }
 
-int int8_model_rows(const std::string& self, const std::string& dir, const std::string& only, bool quick) {
-  std::printf("hjit-bench --models %s --int8: each model quantized by hjit::onnx::quantize (QDQ, u8 activations per\n"
-              "tensor, i8 weights per channel; calibrated on the case's input and 3 random batches), both it and the f32 model\n"
-              "loaded with frozen weights and timed alternately in one process; err = max |int8 - f32| / max |f32|, top-1 =\n"
-              "rows whose largest logit is the same class.\n\n", dir.c_str());
-  std::printf("%-26s %10s %10s %8s %9s %8s %12s\n", "model", "f32 ms", "int8 ms", "x", "err", "top-1", "quantize ms");
+int low_precision_model_rows(const std::string& self, const std::string& dir, const std::string& kind, const std::string& only, bool quick) {
+  if (kind == "int8")
+    std::printf("hjit-bench --models %s --int8: each model quantized by hjit::onnx::quantize (QDQ, u8 activations per\n"
+                "tensor, i8 weights per channel; calibrated on the case's input and 3 random batches), both it and the f32 model\n"
+                "loaded with frozen weights and timed alternately in one process; err = max |int8 - f32| / max |f32|, top-1 =\n"
+                "rows whose largest logit is the same class.\n\n", dir.c_str());
+  else
+    std::printf("hjit-bench --models %s --bf16: each model loaded with LoadOptions::autocast = bf16 (convolutions and\n"
+                "products in bf16 with f32 sums, reductions and normalizations in f32) and as it is, both with frozen weights and\n"
+                "timed alternately in one process; err = max |bf16 - f32| / max |f32|, top-1 = rows whose largest logit is the\n"
+                "same class.\n\n", dir.c_str());
+  std::printf("%-26s %10s %10s %8s %9s %8s %12s\n", "model", "f32 ms", (kind + " ms").c_str(), "x", "err", "top-1", kind == "int8" ? "quantize ms" : "");
   bool ok = true;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     if (!fs::exists(e.path() / "model.onnx") || (!only.empty() && ("," + only + ",").find("," + name + ",") == std::string::npos)) continue;
-    FILE* p = popen((self + " --int8-child '" + e.path().string() + "'" + (quick ? " --quick" : "") + " 2>&1").c_str(), "r");
+    FILE* p = popen((self + " --low-precision-child " + kind + " '" + e.path().string() + "'" + (quick ? " --quick" : "") + " 2>&1").c_str(), "r");
     if (!p) return 1;
     char line[4096];
-    double f = 0, q = 0, err = 0, qms = 0;
+    double f = 0, q = 0, err = 0, prepare = 0;
     int agree = 0, rows = 0;
     bool got = false;
     std::string failure;
     while (std::fgets(line, sizeof line, p)) {
-      if (std::sscanf(line, "INT8 %lf %lf %lf %d %d %lf", &f, &q, &err, &agree, &rows, &qms) == 6) got = true;
+      if (std::sscanf(line, "LOWP %lf %lf %lf %d %d %lf", &f, &q, &err, &agree, &rows, &prepare) == 6) got = true;
       else failure = line;
     }
     pclose(p);
@@ -277,8 +302,8 @@ int int8_model_rows(const std::string& self, const std::string& dir, const std::
       ok = false;
       continue;
     }
-    std::printf("%-26s %10.3f %10.3f %7.2fx %9.1e %8s %12.0f\n", name.c_str(), f, q, f / q, err,
-                rows > 0 ? (std::to_string(agree) + "/" + std::to_string(rows)).c_str() : "-", qms);
+    std::printf("%-26s %10.3f %10.3f %7.2fx %9.1e %8s %12s\n", name.c_str(), f, q, f / q, err,
+                rows > 0 ? (std::to_string(agree) + "/" + std::to_string(rows)).c_str() : "-", kind == "int8" ? fmt(prepare, "%.0f").c_str() : "");
     std::fflush(stdout);
   }
   return ok ? 0 : 1;

@@ -20,9 +20,10 @@ std::vector<hjit::Tensor> read_set(const std::string& folder, const std::string&
 int model_child(const std::string& folder, bool quick);
 int opencv_child(const std::string& folder, bool quick);
 
-// --models DIR --int8: each model quantized (hjit::onnx::quantize) against its f32 self, both with
-// frozen weights, timed alternately in one child process per model.
-int int8_model_rows(const std::string& self, const std::string& dir, const std::string& only, bool quick);
-int int8_child(const std::string& folder, bool quick);
+// --models DIR --int8 / --bf16: each model quantized (hjit::onnx::quantize) or loaded with
+// LoadOptions::autocast = bf16, against its f32 self, both with frozen weights, timed alternately
+// in a child process per model; kind is "int8" or "bf16".
+int low_precision_model_rows(const std::string& self, const std::string& dir, const std::string& kind, const std::string& only, bool quick);
+int low_precision_child(const std::string& folder, const std::string& kind, bool quick);
 
 }  // namespace bench
