@@ -436,7 +436,7 @@ namespace {
 // A bf16 operand's stored bits where it is a constant (frozen weights), else null.
 const uint16_t* constant_bf16_bits(const LowerCtx& ctx, int node) {
   const Node& c = ctx.g.node(node);
-  if (c.op != OpKind::Constant || c.type.dtype != DType::BF16 || !ctx.p.stages[size_t(node)].constant.defined()) return nullptr;
+  if (c.op != OpKind::Constant || c.type.dtype != DType::BF16) return nullptr;
   return static_cast<const uint16_t*>(ctx.g.constants[size_t(c.constant)].data);
 }
 
@@ -705,7 +705,7 @@ bool conv2d_bf16_pairs(const LowerCtx& ctx, const Node& n) {
 void conv2d_in_pairs(LowerCtx& ctx, Stage& s, const Node& n) {
   const Shape &xs = ctx.g.type(n.inputs[0]).shape, &ws = ctx.g.type(n.inputs[1]).shape;
   const auto &stride = n.attrs.ints("stride"), &pad = n.attrs.ints("padding"), &dil = n.attrs.ints("dilation");
-  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], O = ws[0], KH = ws[2], KW = ws[3], C2 = (C + 1) / 2;
+  const int64_t N = xs[0], C = xs[1], O = ws[0], KH = ws[2], KW = ws[3], C2 = (C + 1) / 2;
   int64_t block = 16;
   while (O % block != 0) block /= 2;
   const Expr zero = cast(BFloat(16), 0.0f);
@@ -713,12 +713,13 @@ void conv2d_in_pairs(LowerCtx& ctx, Stage& s, const Node& n) {
   input.role = "padded pairs";
   input.func = Func(helper_name(s, "_padded_pairs"));
   input.vars = {Var("p"), Var("x"), Var("y"), Var("c2"), Var("nb")};
-  input.extents = {2, W + 2 * pad[1], H + 2 * pad[0], C2, N};
+  input.extents = {2, xs[3] + 2 * pad[1], xs[2] + 2 * pad[0], C2, N};
   {
+    // (The padded input is read inside the pairs' copy, not stored itself.)
+    const Func padded = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], Expr(0)).func;
     const Var &p = input.vars[0], &x = input.vars[1], &y = input.vars[2], &c2 = input.vars[3], &nb = input.vars[4];
-    Expr c = 2 * c2 + p, iy = y - int(pad[0]), ix = x - int(pad[1]);
-    Expr v = ctx.at(n.inputs[0], {nb, clamp(c, 0, int(C - 1)), clamp(iy, 0, int(H - 1)), clamp(ix, 0, int(W - 1))});
-    input.func(input.vars) = select(c < int(C) && iy >= 0 && iy < int(H) && ix >= 0 && ix < int(W), cast(BFloat(16), v), zero);
+    Expr c = 2 * c2 + p;
+    input.func(input.vars) = select(c < int(C), cast(BFloat(16), padded(x, y, clamp(c, 0, int(C - 1)), nb)), zero);
   }
   Helper weights;
   weights.role = "weight pairs";
