@@ -28,12 +28,15 @@ struct TileSpec {
   // Matmul with too few row tiles for the threads (batch-1 inference): the column tiles, outermost,
   // run in parallel.
   bool columns_parallel = false;
-  // Such a product of one or two rows over a right operand larger than the L2 cache: each
-  // thread's share of the columns is one tile (tx), summed with the reduction outermost, so that
-  // each step reads a run of one row of the right operand; column tiles of a few vectors read
-  // theirs a row apart, a strip no prefetcher follows (GPT-2's f32 projections, 2 threads on
-  // Sapphire Rapids, a Halide test kernel: 20.6 against 24.4 GB/s).
+  // Such a product of one or two rows over a right operand larger than the L2 cache: summed with
+  // the reduction outermost, so that each step reads a run of one row of the right operand;
+  // column tiles of a few vectors read theirs a row apart, a strip no prefetcher follows (GPT-2's
+  // f32 projections, 2 threads on Sapphire Rapids, a Halide test kernel: 20.6 against 24.4 GB/s).
+  // The threads take parts of the reduction (split_k), or else shares of the columns (tx).
   bool k_outer = false;
+  // With k_outer: the reduction cut in this many parts (the threads), each summed over every
+  // column in parallel, then added (0: the columns shared out instead).
+  int split_k = 0;
   // Matmul whose rows vary with a dynamic size (a prompt's tokens): the column panels, outermost,
   // run in parallel, each packing its panel of the right operand once and running every row tile
   // over it (blocks of rows would make a block's rows the smallest size the pipeline serves).

@@ -399,12 +399,13 @@ TEST_CASE("a bad index in every parallel task is one IndexError with one message
 
 TEST_CASE("matrix-vector products over weights larger than the L2 cache compile as eager, at any width") {
   // Along rows ([out, in] read transposed: each thread's outputs as interleaved runs) and across
-  // them ([in, out]: each thread's columns one tile, the reduction outermost), with widths that
-  // the threads, runs and vectors do not divide.
+  // them ([in, out], the reduction outermost: each thread a part of the reduction over every
+  // column, or, where the vectors do not divide the columns, its share of the columns), with
+  // widths that the threads, runs and vectors do not divide.
   uint64_t seed = 300;
   auto along_rows = hjit::jit([](const Tensor& x, const Tensor& w) { return hjit::matmul(x, hjit::transpose(w)); });
   auto across = hjit::jit([](const Tensor& x, const Tensor& w) { return hjit::matmul(x, w); });
-  for (auto [rows, in, out] : {std::array<int64_t, 3>{1, 768, 1024}, {2, 1024, 1100}, {1, 3000, 701}, {1, 768, 1999}}) {
+  for (auto [rows, in, out] : {std::array<int64_t, 3>{1, 768, 1024}, {2, 3072, 768}, {1, 769, 1024}, {2, 1024, 1100}, {1, 3000, 701}, {1, 768, 1999}}) {
     CAPTURE(rows);
     CAPTURE(in);
     CAPTURE(out);
