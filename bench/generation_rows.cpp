@@ -1,6 +1,7 @@
 #include "bench/generation_rows.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <cstdio>
 #include <string>
@@ -49,18 +50,19 @@ int generation_rows(bool quick) {
     const int64_t weight_bytes = bytes_of(model);
     // One generator for the rows of a model and cache type: its compiled steps serve every batch
     // and length.
-    hjit::nn::Generator f32_cache(model, {.max_new_tokens = new_tokens, .sampling = {.temperature = 0}});
-    std::unique_ptr<hjit::nn::Generator> bf16_cache;
+    std::map<hjit::DType, std::unique_ptr<hjit::nn::Generator>> generators;
     // A short prompt at batch 1 and 4, and a context of 512 (the prompt and the new tokens); there
-    // the cache a step reads is a third of int8's weights in f32, and the row with a bf16 cache
-    // shows the weights' share of the step.
+    // the cache a step reads is a third of int8's weights in f32, and the rows with narrower caches
+    // show the weights' share of the step.
     std::vector<Run> runs{Run{1, 32}, Run{4, 32}, Run{1, 512 - new_tokens}};
     if (kind.bits == 8) runs.push_back(Run{1, 512 - new_tokens, hjit::DType::BF16});
+    if (kind.bits != 4) runs.push_back(Run{1, 512 - new_tokens, hjit::DType::I8});
     for (const Run& r : runs) {
-      if (r.cache == hjit::DType::BF16 && !bf16_cache)
-        bf16_cache = std::make_unique<hjit::nn::Generator>(
-            model, hjit::nn::GenerateOptions{.max_new_tokens = new_tokens, .sampling = {.temperature = 0}, .cache_dtype = hjit::DType::BF16});
-      hjit::nn::Generator& gen = r.cache == hjit::DType::BF16 ? *bf16_cache : f32_cache;
+      std::unique_ptr<hjit::nn::Generator>& made = generators[r.cache];
+      if (!made)
+        made = std::make_unique<hjit::nn::Generator>(
+            model, hjit::nn::GenerateOptions{.max_new_tokens = new_tokens, .sampling = {.temperature = 0}, .cache_dtype = r.cache});
+      hjit::nn::Generator& gen = *made;
       std::vector<std::vector<int64_t>> prompts;
       for (int64_t b = 0; b < r.batch; ++b) {
         std::vector<int64_t> ids;

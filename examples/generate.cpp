@@ -4,13 +4,13 @@
 //   generate [--checkpoint FILE] [--save FILE] [--layers N] [--embd N] [--heads N] [--vocab N]
 //            [--context N] [--prompt 464,2068,7586] [--batch B] [--tokens N] [--temperature T]
 //            [--top-k K] [--top-p P] [--repetition-penalty R] [--seed S]
-//            [--weights f32|int8|int4] [--group-size G] [--cache f32|bf16|f16]
+//            [--weights f32|int8|int4] [--group-size G] [--cache f32|bf16|f16|int8]
 // Weights: hjit's checkpoint (--checkpoint, as nn::save_checkpoint writes it: a model trained or
 // converted in hjit), else Hugging Face's initialization drawn from --seed. Token ids are printed
 // (a byte-level vocabulary of at most 256 as characters); the default prompt is GPT-2's ids of
 // "The quick brown fox". --weights int8 or int4 quantizes the weights (nn::quantize_weights: one
 // scale a row, or per --group-size input features; int4 groups of 32 unless given); --cache bf16
-// or f16 halves the key/value cache a step reads. The last line
+// or f16 halves the key/value cache a step reads, int8 (a scale a column of each head) quarters it. The last line
 // gives prefill and decode speed and the bytes a decode step reads per second (weights and cache).
 #include <hjit/nn.h>
 
@@ -59,7 +59,8 @@ int main(int argc, char** argv) try {
     else if (a == "--seed") options.seed = std::stoull(v);
     else if (a == "--weights" && (v == "f32" || v == "int8" || v == "int4")) weights = v;
     else if (a == "--group-size") group_size = std::stoll(v);
-    else if (a == "--cache" && (v == "f32" || v == "bf16" || v == "f16")) options.cache_dtype = v == "f32" ? DType::F32 : v == "bf16" ? DType::BF16 : DType::F16;
+    else if (a == "--cache" && (v == "f32" || v == "bf16" || v == "f16" || v == "int8"))
+      options.cache_dtype = v == "f32" ? DType::F32 : v == "bf16" ? DType::BF16 : v == "f16" ? DType::F16 : DType::I8;
     else throw ValueError("generate: unknown option " + a);
   }
   nn::manual_seed(options.seed);

@@ -12,48 +12,122 @@
 
 namespace hjit::nn {
 
+namespace {
+
+bool cacheable(DType dtype) { return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16 || dtype == DType::I8; }
+
+void check_cacheable(DType dtype, const std::string& who) {
+  if (!cacheable(dtype)) throw ValueError(who + ": a key/value cache is f32, bf16, f16 or i8, given " + dtype_name(dtype));
+}
+
+// The levels of x [..., D] in i8 and a scale for each row of D ([..., 1] f32), as weight-only
+// int8 weights are: the row's largest magnitude is level 127 (a row of zeros has scale 1).
+std::pair<Tensor, Tensor> to_levels(const Tensor& x) {
+  const Tensor f = x.astype(DType::F32);
+  const Tensor range = max(abs(f), {f.ndim() - 1}, true);
+  const Tensor scale = where(range > 0.0, range / 127.0, 1.0).astype(DType::F32);
+  return {clamp(round(f / scale), -127.0, 127.0).astype(DType::I8), scale};
+}
+
+}  // namespace
+
+std::vector<LayerCache> stored_columns(const std::vector<Tensor>& fresh, DType dtype) {
+  check_cacheable(dtype, "nn::stored_columns");
+  if (fresh.size() % 2 != 0)
+    throw ValueError("nn::stored_columns: " + std::to_string(fresh.size()) + " fresh tensors: keys and values of each layer, in pairs");
+  std::vector<LayerCache> out;
+  for (size_t l = 0; l < fresh.size(); l += 2) {
+    if (dtype != DType::I8) {
+      out.push_back({fresh[l].astype(dtype), fresh[l + 1].astype(dtype)});
+      continue;
+    }
+    auto [k, ks] = to_levels(fresh[l]);
+    auto [v, vs] = to_levels(fresh[l + 1]);
+    out.push_back({k, v, ks, vs});
+  }
+  return out;
+}
+
+std::vector<Tensor> cache_tensors(const std::vector<LayerCache>& layers) {
+  std::vector<Tensor> all;
+  for (const LayerCache& c : layers) {
+    all.push_back(c.keys), all.push_back(c.values);
+    if (c.key_scales.defined()) all.push_back(c.key_scales), all.push_back(c.value_scales);
+  }
+  return all;
+}
+
+std::vector<LayerCache> cache_layers(const std::vector<Tensor>& tensors) {
+  const size_t each = !tensors.empty() && tensors[0].dtype() == DType::I8 ? 4 : 2;
+  if (tensors.size() % each != 0)
+    throw ValueError("nn::cache_layers: " + std::to_string(tensors.size()) + " tensors are not layers of " + std::to_string(each) +
+                     (each == 4 ? " (i8 keys, values and their scales)" : " (keys and values)"));
+  std::vector<LayerCache> layers;
+  for (size_t i = 0; i < tensors.size(); i += each) {
+    layers.push_back({tensors[i], tensors[i + 1]});
+    if (each == 4) layers.back().key_scales = tensors[i + 2], layers.back().value_scales = tensors[i + 3];
+  }
+  return layers;
+}
+
 KVCache KVCache::zeros(const CacheShape& shape, int64_t batch, DType dtype) {
+  check_cacheable(dtype, "nn::KVCache::zeros");
   KVCache c;
+  const Shape s{batch, shape.heads, shape.max_context, shape.head_dim};
   for (int64_t l = 0; l < shape.layers; ++l) {
-    c.keys.push_back(Tensor::zeros({batch, shape.heads, shape.max_context, shape.head_dim}, dtype));
-    c.values.push_back(Tensor::zeros({batch, shape.heads, shape.max_context, shape.head_dim}, dtype));
+    c.layers.push_back({Tensor::zeros(s, dtype), Tensor::zeros(s, dtype)});
+    if (dtype == DType::I8) {
+      // (scale 1, as stored_columns gives zeros: a column not yet written reads as zeros)
+      const Shape scales{batch, shape.heads, shape.max_context, 1};
+      c.layers.back().key_scales = Tensor::ones(scales), c.layers.back().value_scales = Tensor::ones(scales);
+    }
   }
   return c;
 }
 
-void KVCache::write(int64_t at, const std::vector<Tensor>& fresh) {
-  if (fresh.size() != 2 * keys.size())
-    throw ValueError("nn::KVCache::write: " + std::to_string(fresh.size()) + " fresh tensors for " + std::to_string(keys.size()) +
-                     " layers (keys and values of each)");
-  for (size_t l = 0; l < keys.size(); ++l) {
-    const int64_t s = fresh[2 * l].dim(2);
-    keys[l].assign_slice(2, at, at + s, fresh[2 * l]);
-    values[l].assign_slice(2, at, at + s, fresh[2 * l + 1]);
+void KVCache::write(int64_t at, const std::vector<LayerCache>& columns) {
+  if (columns.size() != layers.size())
+    throw ValueError("nn::KVCache::write: columns of " + std::to_string(columns.size()) + " layers for a cache of " +
+                     std::to_string(layers.size()));
+  for (size_t l = 0; l < layers.size(); ++l) {
+    LayerCache& to = layers[l];
+    const LayerCache& from = columns[l];
+    if (from.keys.dtype() != to.keys.dtype() || from.values.dtype() != to.values.dtype() || from.key_scales.defined() != to.key_scales.defined())
+      throw ValueError(std::string("nn::KVCache::write: columns of ") + dtype_name(from.keys.dtype()) + " for a cache of " +
+                       dtype_name(to.keys.dtype()) + " (nn::stored_columns gives a cache's form)");
+    const int64_t s = from.keys.dim(2);
+    to.keys.assign_slice(2, at, at + s, from.keys);
+    to.values.assign_slice(2, at, at + s, from.values);
+    if (to.key_scales.defined()) {
+      to.key_scales.assign_slice(2, at, at + s, from.key_scales);
+      to.value_scales.assign_slice(2, at, at + s, from.value_scales);
+    }
   }
 }
 
-std::vector<Tensor> KVCache::tensors() const {
-  std::vector<Tensor> all;
-  for (size_t l = 0; l < keys.size(); ++l) all.push_back(keys[l]), all.push_back(values[l]);
-  return all;
-}
-
-Tensor cached_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cache_k, const Tensor& cache_v,
-                        const Tensor& at, const Tensor& starts) {
+Tensor cached_attention(const Tensor& q, const Tensor& k, const Tensor& v, const LayerCache& cache, const Tensor& at,
+                        const Tensor& starts) {
   if (q.ndim() != 4 || k.shape() != q.shape() || v.shape() != q.shape())
     throw ShapeError("nn::cached_attention: q, k and v must be [B, H, S, D] alike, given " + shape_str(q.shape()) + ", " +
                      shape_str(k.shape()) + ", " + shape_str(v.shape()));
   const int64_t B = q.dim(0), H = q.dim(1), S = q.dim(2), D = q.dim(3);
-  const Shape cs = cache_k.shape();
-  if (cs.size() != 4 || cs[0] != B || cs[1] != H || cs[3] != D || cache_v.shape() != cs)
+  const Shape cs = cache.keys.shape();
+  if (cs.size() != 4 || cs[0] != B || cs[1] != H || cs[3] != D || cache.values.shape() != cs)
     throw ShapeError("nn::cached_attention: the cache must be [" + std::to_string(B) + ", " + std::to_string(H) + ", T, " +
-                     std::to_string(D) + "] for keys and values alike, given " + shape_str(cs) + " and " + shape_str(cache_v.shape()));
+                     std::to_string(D) + "] for keys and values alike, given " + shape_str(cs) + " and " + shape_str(cache.values.shape()));
+  const bool levels = cache.keys.dtype() == DType::I8;
+  if (levels != cache.key_scales.defined() || cache.key_scales.defined() != cache.value_scales.defined())
+    throw ValueError("nn::cached_attention: an i8 cache needs key_scales and value_scales, and only an i8 cache has them");
+  const Shape scales{cs[0], cs[1], cs[2], 1};
+  if (levels && (cache.key_scales.shape() != scales || cache.value_scales.shape() != scales))
+    throw ShapeError("nn::cached_attention: an i8 cache's scales must be " + shape_str(scales) + ", given " +
+                     shape_str(cache.key_scales.shape()) + " and " + shape_str(cache.value_scales.shape()));
   if (at.ndim() != 0 || starts.shape() != Shape{B})
     throw ShapeError("nn::cached_attention: at must be a scalar and starts [" + std::to_string(B) + "], given " + shape_str(at.shape()) +
                      " and " + shape_str(starts.shape()));
   const double scale = 1 / std::sqrt(double(D));
   // A narrower cache is widened as it is read (inside the products' loads, not copied).
-  const Tensor keys = cache_k.astype(q.dtype()), values = cache_v.astype(q.dtype());
+  const Tensor keys = cache.keys.astype(q.dtype()), values = cache.values.astype(q.dtype());
   const float minus_inf = -std::numeric_limits<float>::infinity();
   const Tensor first = starts.astype(DType::I64).reshape({B, 1, 1, 1});
   const Tensor at64 = at.astype(DType::I64);
@@ -66,9 +140,14 @@ Tensor cached_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
   if (T == 0) return matmul(softmax(own, 3), v);
   const Tensor t = iota({1, 1, 1, T}, 3, DType::I64);
   const Tensor cached_ok = t >= first && t < at64 && at64 + i >= first;
-  const Tensor cached = where(cached_ok, matmul(q, transpose(keys, {0, 1, 3, 2})) * scale, minus_inf);
+  // An i8 column's scale multiplies its score (q . (levels * s) = (q . levels) * s) and its
+  // probability (the weighted sum of values * s is that of values with the weights times s).
+  auto by_column = [&](const Tensor& x, const Tensor& column_scales) {
+    return levels ? x * transpose(column_scales, {0, 1, 3, 2}).astype(q.dtype()) : x;
+  };
+  const Tensor cached = where(cached_ok, by_column(matmul(q, transpose(keys, {0, 1, 3, 2})), cache.key_scales) * scale, minus_inf);
   const Tensor p = softmax(concat({cached, own}, 3), 3);
-  return matmul(slice(p, 3, 0, T), values) + matmul(slice(p, 3, T, std::nullopt), v);
+  return matmul(by_column(slice(p, 3, 0, T), cache.value_scales), values) + matmul(slice(p, 3, T, std::nullopt), v);
 }
 
 void SamplingOptions::check(const std::string& who) const {
@@ -145,11 +224,11 @@ struct Generator::Impl {
         body([this](const Tensor& ids, const Tensor& at, const Tensor& starts, const Tensor& seen, const Tensor& key,
                     const std::vector<Tensor>& cache) {
           std::vector<Tensor> fresh;
-          const Tensor logits = model.step(ids, at, starts, cache, fresh, true);
+          const Tensor logits = model.step(ids, at, starts, cache_layers(cache), fresh, true);
           const int64_t B = ids.dim(0), V = logits.dim(2);
           const Tensor next = sample_tokens(key, slice(logits, 1, -1, std::nullopt).reshape({B, V}), seen, options.sampling);
           std::vector<Tensor> out{next, seen || iota({B, V}, 1, DType::I64) == unsqueeze(next, 1)};
-          for (const Tensor& f : fresh) out.push_back(f.astype(options.cache_dtype));
+          for (const Tensor& c : cache_tensors(stored_columns(fresh, options.cache_dtype))) out.push_back(c);
           return out;
         }),
         // Every prompt length with one compile; the decode step's seen tokens written in place.
@@ -159,8 +238,7 @@ struct Generator::Impl {
 
 Generator::Generator(CausalLM& model, GenerateOptions options) {
   options.sampling.check("nn::Generator");
-  if (options.cache_dtype != DType::F32 && options.cache_dtype != DType::BF16 && options.cache_dtype != DType::F16)
-    throw ValueError(std::string("nn::Generator: cache_dtype must be f32, bf16 or f16, given ") + dtype_name(options.cache_dtype));
+  check_cacheable(options.cache_dtype, "nn::Generator: cache_dtype");
   if (options.max_new_tokens < 1) throw ValueError("nn::Generator: max_new_tokens must be at least 1, given " + std::to_string(options.max_new_tokens));
   impl_ = std::make_unique<Impl>(model, std::move(options));
 }
@@ -208,8 +286,7 @@ std::vector<std::vector<int64_t>> Generator::generate(const std::vector<std::vec
   g.step_bytes = 0;
   for (const auto& [name, t] : g.model.state()) g.step_bytes += t.numel() * int64_t(dtype_size(t.dtype()));
   for (const Tensor& t : cache.tensors()) g.step_bytes += t.numel() * int64_t(dtype_size(t.dtype()));
-  std::vector<Tensor> nothing_cached;
-  for (int64_t l = 0; l < 2 * shape.layers; ++l) nothing_cached.push_back(Tensor::zeros({B, shape.heads, 0, shape.head_dim}, o.cache_dtype));
+  const std::vector<Tensor> nothing_cached = KVCache::empty(shape, B, o.cache_dtype).tensors();
 
   std::vector<std::vector<int64_t>> out(rows);
   std::vector<bool> stopped(rows, false);
@@ -219,7 +296,7 @@ std::vector<std::vector<int64_t>> Generator::generate(const std::vector<std::vec
   auto take = [&](std::vector<Tensor>& r, int64_t at) {
     const std::vector<int64_t> next = r[0].to_vector<int64_t>();
     seen_tokens = r[1];
-    cache.write(at, std::vector<Tensor>(r.begin() + 2, r.end()));
+    cache.write(at, cache_layers(std::vector<Tensor>(r.begin() + 2, r.end())));
     std::vector<int64_t> shown(rows, -1);
     for (size_t b = 0; b < rows; ++b) {
       last[b] = next[b];

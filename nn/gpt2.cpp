@@ -70,18 +70,16 @@ GPT2::GPT2(GPT2Config c)
 
 Tensor GPT2::operator()(const Tensor& ids) {
   if (ids.ndim() != 2) throw ShapeError("nn::GPT2: takes ids [B, S], given " + shape_str(ids.shape()));
-  std::vector<Tensor> none, fresh;
-  const Tensor empty = Tensor::zeros({ids.dim(0), config.n_head, 0, config.n_embd / config.n_head});
-  for (int64_t l = 0; l < 2 * config.n_layer; ++l) none.push_back(empty);
-  return step(ids, Tensor::scalar(0, DType::I64), Tensor::zeros({ids.dim(0)}, DType::I64), none, fresh);
+  std::vector<Tensor> fresh;
+  return step(ids, Tensor::scalar(0, DType::I64), Tensor::zeros({ids.dim(0)}, DType::I64), KVCache::empty(cache_shape(), ids.dim(0)).layers,
+              fresh);
 }
 
-Tensor GPT2::step(const Tensor& ids, const Tensor& at, const Tensor& starts, const std::vector<Tensor>& cache,
+Tensor GPT2::step(const Tensor& ids, const Tensor& at, const Tensor& starts, const std::vector<LayerCache>& cache,
                   std::vector<Tensor>& fresh, bool last_only) {
   if (ids.ndim() != 2) throw ShapeError("nn::GPT2::step: takes ids [B, S], given " + shape_str(ids.shape()));
-  if (cache.size() != size_t(2 * config.n_layer))
-    throw ValueError("nn::GPT2::step: a cache of " + std::to_string(cache.size()) + " tensors for " + std::to_string(config.n_layer) +
-                     " layers (keys and values of each)");
+  if (cache.size() != size_t(config.n_layer))
+    throw ValueError("nn::GPT2::step: a cache of " + std::to_string(cache.size()) + " layers for a model of " + std::to_string(config.n_layer));
   const int64_t B = ids.dim(0), S = ids.dim(1), C = config.n_embd, H = config.n_head, D = C / H;
   // Each row's positions count from its first real column (padding columns at 0).
   const Tensor positions =
@@ -92,7 +90,7 @@ Tensor GPT2::step(const Tensor& ids, const Tensor& at, const Tensor& starts, con
     GPT2Block& block = h[l];
     const std::vector<Tensor> qkv = split(block.attn.c_attn(block.ln_1(x)), {C, C, C}, 2);
     const Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-    const Tensor a = cached_attention(q, k, v, cache[2 * l], cache[2 * l + 1], at, starts);
+    const Tensor a = cached_attention(q, k, v, cache[l], at, starts);
     x = x + block.attn.c_proj(transpose(a, {0, 2, 1, 3}).reshape({B, S, C}));
     x = x + block.mlp(block.ln_2(x));
     fresh.push_back(k), fresh.push_back(v);

@@ -52,20 +52,21 @@ TEST_CASE("a GPT-2's cached steps (prefill, then one column at a time) equal its
   const Tensor full = model(ids);
   nn::KVCache cache = nn::KVCache::zeros(model.cache_shape(), 2);
   const Tensor starts = Tensor::zeros({2}, DType::I64);
-  std::vector<Tensor> empty(4, Tensor::zeros({2, 2, 0, 8})), fresh;
-  const Tensor first = model.step(hjit::slice(ids, 1, 0, 6), Tensor::scalar(0, DType::I64), starts, empty, fresh);
+  std::vector<Tensor> fresh;
+  const Tensor first =
+      model.step(hjit::slice(ids, 1, 0, 6), Tensor::scalar(0, DType::I64), starts, nn::KVCache::empty(model.cache_shape(), 2).layers, fresh);
   CHECK(max_rel_diff(first, hjit::slice(full, 1, 0, 6)) < 1e-5);
-  cache.write(0, fresh);
+  cache.write(0, nn::stored_columns(fresh, DType::F32));
   for (int64_t c = 6; c < 10; ++c) {
     fresh.clear();
-    const Tensor logits = model.step(hjit::slice(ids, 1, c, c + 1), Tensor::scalar(double(c), DType::I64), starts, cache.tensors(), fresh);
+    const Tensor logits = model.step(hjit::slice(ids, 1, c, c + 1), Tensor::scalar(double(c), DType::I64), starts, cache.layers, fresh);
     CHECK(max_rel_diff(logits, hjit::slice(full, 1, c, c + 1)) < 1e-5);
-    cache.write(c, fresh);
+    cache.write(c, nn::stored_columns(fresh, DType::F32));
   }
   // The same steps compiled: one trace for every column.
   auto step = hjit::jit([&](const Tensor& x, const Tensor& at, const std::vector<Tensor>& kv) {
     std::vector<Tensor> f;
-    return model.step(x, at, starts, kv, f);
+    return model.step(x, at, starts, nn::cache_layers(kv), f);
   });
   for (int64_t c = 6; c < 10; ++c)
     CHECK(max_rel_diff(step(hjit::slice(ids, 1, c, c + 1), Tensor::scalar(double(c), DType::I64), cache.tensors()), hjit::slice(full, 1, c, c + 1)) <
@@ -73,13 +74,13 @@ TEST_CASE("a GPT-2's cached steps (prefill, then one column at a time) equal its
   CHECK(step.stats().traces == 1);
 }
 
-TEST_CASE("a cache in bf16 or f16: steps within the type's rounding of the f32 cache's, half the bytes a step reads") {
+TEST_CASE("a cache in bf16, f16 or i8: steps within the type's rounding of the f32 cache's, half or a quarter the bytes a step reads") {
   nn::manual_seed(8);
   nn::GPT2 model(tiny());
   const std::vector<std::vector<int64_t>> prompts{{1, 2, 3, 4, 5}, {7, 9}};
   nn::Generator exact(model, {.max_new_tokens = 6, .sampling = {.temperature = 0}});
   const auto want = exact.generate(prompts);
-  for (DType dt : {DType::BF16, DType::F16}) {
+  for (DType dt : {DType::BF16, DType::F16, DType::I8}) {
     CAPTURE(hjit::dtype_name(dt));
     // The steps' logits against the full forward pass, the cache rounded once.
     const Tensor ids = Tensor::from_vector<int64_t>({3, 1, 4, 1, 5, 9, 2, 6}, {1, 8});
@@ -87,26 +88,82 @@ TEST_CASE("a cache in bf16 or f16: steps within the type's rounding of the f32 c
     nn::KVCache cache = nn::KVCache::zeros(model.cache_shape(), 1, dt);
     const Tensor starts = Tensor::zeros({1}, DType::I64);
     std::vector<Tensor> fresh;
-    model.step(hjit::slice(ids, 1, 0, 4), Tensor::scalar(0, DType::I64), starts, std::vector<Tensor>(4, Tensor::zeros({1, 2, 0, 8}, dt)), fresh);
-    for (Tensor& f : fresh) f = f.astype(dt);
-    cache.write(0, fresh);
+    model.step(hjit::slice(ids, 1, 0, 4), Tensor::scalar(0, DType::I64), starts, nn::KVCache::empty(model.cache_shape(), 1, dt).layers, fresh);
+    cache.write(0, nn::stored_columns(fresh, dt));
     for (int64_t c = 4; c < 8; ++c) {
       fresh.clear();
-      const Tensor logits = model.step(hjit::slice(ids, 1, c, c + 1), Tensor::scalar(double(c), DType::I64), starts, cache.tensors(), fresh);
+      const Tensor logits = model.step(hjit::slice(ids, 1, c, c + 1), Tensor::scalar(double(c), DType::I64), starts, cache.layers, fresh);
       const double off = max_rel_diff(logits, hjit::slice(full, 1, c, c + 1));
       CHECK(off > 0);
-      CHECK(off < (dt == DType::BF16 ? 2e-2 : 3e-3));
-      for (Tensor& f : fresh) f = f.astype(dt);
-      cache.write(c, fresh);
+      CHECK(off < (dt == DType::F16 ? 3e-3 : 2e-2));
+      cache.write(c, nn::stored_columns(fresh, dt));
     }
     nn::Generator gen(model, {.max_new_tokens = 6, .sampling = {.temperature = 0}, .cache_dtype = dt});
     CHECK(gen.generate(prompts) == want);  // (the rounding moves none of this model's greedy choices)
     CHECK(gen.stats().step_bytes < exact.stats().step_bytes);
     int64_t weights = 0;
     for (const auto& [n, t] : model.state()) weights += t.numel() * 4;
-    CHECK(gen.stats().step_bytes - weights == (exact.stats().step_bytes - weights) / 2);
+    const int64_t f32_cache = exact.stats().step_bytes - weights;  // 16 columns of 2 layers, 2 heads of 8
+    // (i8: a byte a value and an f32 scale a column of each head: 8 + 4 bytes for 32)
+    CHECK(gen.stats().step_bytes - weights == (dt == DType::I8 ? f32_cache * 12 / 32 : f32_cache / 2));
   }
-  CHECK_THROWS_WITH_AS(nn::Generator(model, {.cache_dtype = DType::I8}), doctest::Contains("cache_dtype must be f32, bf16 or f16"), hjit::ValueError);
+  CHECK_THROWS_WITH_AS(nn::Generator(model, {.cache_dtype = DType::I64}), doctest::Contains("a key/value cache is f32, bf16, f16 or i8"),
+                       hjit::ValueError);
+}
+
+TEST_CASE("an i8 cache: levels and a scale a column of each head, read as the f32 cache of their products") {
+  // Keys of 3 columns of 2 heads, one column all zeros.
+  Tensor x = test::random({1, 2, 3, 8}, DType::F32, 21) * 3.0;
+  x = hjit::where(hjit::iota({1, 1, 3, 1}, 2, DType::I64) == int64_t(1), 0.0, x);
+  const std::vector<nn::LayerCache> stored = nn::stored_columns({x, x * -0.5}, DType::I8);
+  REQUIRE(stored.size() == 1);
+  const nn::LayerCache& c = stored[0];
+  CHECK(c.keys.dtype() == DType::I8);
+  CHECK(c.key_scales.shape() == Shape{1, 2, 3, 1});
+  const std::vector<float> xs = x.to_vector<float>(), ks = c.key_scales.to_vector<float>();
+  const std::vector<int8_t> levels = c.keys.to_vector<int8_t>();
+  for (size_t col = 0; col < 6; ++col) {
+    float top = 0;
+    for (size_t d = 0; d < 8; ++d) top = std::max(top, std::abs(xs[col * 8 + d]));
+    CHECK(ks[col] == doctest::Approx(top > 0 ? top / 127 : 1).epsilon(1e-6));
+    int most = 0;
+    for (size_t d = 0; d < 8; ++d) {
+      const int level = levels[col * 8 + d];
+      most = std::max(most, std::abs(level));
+      CHECK(std::abs(level * ks[col] - xs[col * 8 + d]) <= ks[col] * 0.5f * 1.0001f);  // the nearest level
+    }
+    CHECK(most == (top > 0 ? 127 : 0));
+  }
+  // The attention over it equals the attention over its levels times their scales in f32, eager
+  // and compiled (the scales multiply the scores and probabilities, not a copy of the cache).
+  const Tensor q = test::random({1, 2, 1, 8}, DType::F32, 22), k = test::random({1, 2, 1, 8}, DType::F32, 23),
+               v = test::random({1, 2, 1, 8}, DType::F32, 24);
+  const Tensor at = Tensor::scalar(3, DType::I64), starts = Tensor::zeros({1}, DType::I64);
+  const nn::LayerCache widened{c.keys.astype(DType::F32) * c.key_scales, c.values.astype(DType::F32) * c.value_scales};
+  const Tensor want = nn::cached_attention(q, k, v, widened, at, starts);
+  CHECK(max_rel_diff(nn::cached_attention(q, k, v, c, at, starts), want) < 1e-6);
+  auto compiled = hjit::jit([&](const Tensor& a, const std::vector<Tensor>& kv) { return nn::cached_attention(q, k, v, nn::cache_layers(kv)[0], a, starts); });
+  CHECK(max_rel_diff(compiled(at, nn::cache_tensors(stored)), want) < 1e-6);
+
+  // What it refuses.
+  CHECK_THROWS_AS(nn::cache_layers({c.keys, c.values, c.key_scales}), hjit::ValueError);
+  CHECK_THROWS_AS(nn::cached_attention(q, k, v, nn::LayerCache{c.keys, c.values}, at, starts), hjit::ValueError);
+  CHECK_THROWS_AS(nn::cached_attention(q, k, v, nn::LayerCache{widened.keys, widened.values, c.key_scales, c.value_scales}, at, starts),
+                  hjit::ValueError);
+  CHECK_THROWS_AS(nn::cached_attention(q, k, v, nn::LayerCache{c.keys, c.values, c.key_scales.reshape({1, 2, 1, 3}), c.value_scales}, at, starts),
+                  hjit::ShapeError);
+  CHECK_THROWS_AS(nn::stored_columns({x}, DType::I8), hjit::ValueError);
+  CHECK_THROWS_AS(nn::stored_columns({x, x}, DType::I32), hjit::ValueError);
+  CHECK_THROWS_AS(nn::KVCache::zeros({1, 2, 8, 4}, 1, DType::U8), hjit::ValueError);
+  nn::KVCache f32 = nn::KVCache::zeros({1, 2, 8, 4}, 1);
+  CHECK_THROWS_WITH_AS(f32.write(0, stored), doctest::Contains("columns of i8 for a cache of f32"), hjit::ValueError);
+  CHECK_THROWS_AS(f32.write(0, {}), hjit::ValueError);
+  // Columns not yet written read as zeros; written ones as stored.
+  nn::KVCache i8 = nn::KVCache::zeros({1, 2, 8, 6}, 1, DType::I8);
+  i8.write(2, stored);
+  CHECK(same(hjit::slice(i8.layers[0].key_scales, 2, 2, 5), c.key_scales));
+  CHECK(same(hjit::slice(i8.layers[0].keys, 2, 2, 5).astype(DType::F32), c.keys.astype(DType::F32)));
+  CHECK(same(hjit::slice(i8.layers[0].keys, 2, 0, 2).astype(DType::F32), Tensor::zeros({1, 2, 2, 8})));
 }
 
 TEST_CASE("rows padded on the left see only their own tokens") {
@@ -116,17 +173,18 @@ TEST_CASE("rows padded on the left see only their own tokens") {
   std::vector<int64_t> padded(a);
   padded.insert(padded.end(), {0, 0, 0});
   padded.insert(padded.end(), b.begin(), b.end());
-  std::vector<Tensor> empty(4, Tensor::zeros({2, 2, 0, 8})), fresh;
+  std::vector<Tensor> fresh;
   const Tensor starts = Tensor::from_vector(std::vector<int64_t>{0, 3}, {2});
-  const Tensor logits = model.step(Tensor::from_vector(padded, {2, 7}), Tensor::scalar(0, DType::I64), starts, empty, fresh);
+  const Tensor logits =
+      model.step(Tensor::from_vector(padded, {2, 7}), Tensor::scalar(0, DType::I64), starts, nn::KVCache::empty(model.cache_shape(), 2).layers, fresh);
   CHECK(max_rel_diff(hjit::slice(logits, 0, 0, 1), model(ids_of(a))) < 1e-5);
   CHECK(max_rel_diff(hjit::slice(hjit::slice(logits, 0, 1, 2), 1, 3, 7), model(ids_of(b))) < 1e-5);
   // A decode step after both: row b's next column is its fifth token.
   nn::KVCache cache = nn::KVCache::zeros(model.cache_shape(), 2);
-  cache.write(0, fresh);
+  cache.write(0, nn::stored_columns(fresh, DType::F32));
   fresh.clear();
   const Tensor next = model.step(Tensor::from_vector(std::vector<int64_t>{3, 12}, {2, 1}), Tensor::scalar(7, DType::I64), starts,
-                                 cache.tensors(), fresh);
+                                 cache.layers, fresh);
   std::vector<int64_t> a2(a), b2(b);
   a2.push_back(3), b2.push_back(12);
   CHECK(max_rel_diff(hjit::slice(next, 0, 0, 1), hjit::slice(model(ids_of(a2)), 1, -1, std::nullopt)) < 1e-5);

@@ -37,15 +37,39 @@ struct CacheShape {
   int64_t layers = 0, heads = 0, head_dim = 0, max_context = 0;
 };
 
+// One layer's cached keys and values, [B, H, T, D] each. Of a floating type (f32, bf16, f16), read
+// in the queries' type; or i8 levels with an f32 scale for each column of each head (key_scales and
+// value_scales [B, H, T, 1]; a key is keys * key_scales), a quarter of f32's bytes: a column's keys
+// of a head are rounded to the nearest of 255 levels spread over their largest magnitude.
+struct LayerCache {
+  Tensor keys, values;
+  Tensor key_scales{}, value_scales{};  // i8 caches only
+};
+
+// The form a cache of `dtype` stores: a step's keys and values ([B, H, S, D] each, layer by layer:
+// k0, v0, k1, v1, ...) rounded to the type, or to i8 levels and their scales. Traced like any op
+// (a generator's step computes it compiled). ValueError for a type other than f32, bf16, f16, i8.
+std::vector<LayerCache> stored_columns(const std::vector<Tensor>& fresh, DType dtype);
+
+// A cache's layers as one list and back: keys, values, then (i8) key_scales and value_scales of
+// each layer in turn; what a jitted step takes and returns.
+std::vector<Tensor> cache_tensors(const std::vector<LayerCache>& layers);
+std::vector<LayerCache> cache_layers(const std::vector<Tensor>& tensors);  // i8 keys: four a layer
+
 // Keys and values of every layer, [batch, heads, max_context, head_dim] each, in host memory.
 struct KVCache {
-  std::vector<Tensor> keys, values;  // one per layer
+  std::vector<LayerCache> layers;
+  // dtype f32, bf16, f16 or i8 (ValueError otherwise); zero keys and values.
   static KVCache zeros(const CacheShape& shape, int64_t batch, DType dtype = DType::F32);
-  // Columns [at, at + S) of every layer written from a step's fresh keys and values ([B, H, S, D]
-  // each, layer by layer: k0, v0, k1, v1, ...), in place.
-  void write(int64_t at, const std::vector<Tensor>& fresh);
-  // Keys then values, layer by layer (k0, v0, k1, v1, ...): a step's cache argument.
-  std::vector<Tensor> tensors() const;
+  // No columns at all: what a prompt's first step attends to besides itself.
+  static KVCache empty(CacheShape shape, int64_t batch, DType dtype = DType::F32) {
+    shape.max_context = 0;
+    return zeros(shape, batch, dtype);
+  }
+  // Columns [at, at + S) of every layer written in place from columns in this cache's form
+  // (stored_columns: one entry a layer, [B, H, S, D] keys and values).
+  void write(int64_t at, const std::vector<LayerCache>& columns);
+  std::vector<Tensor> tensors() const { return cache_tensors(layers); }
 };
 
 // One step of a causal language model's attention with a cache: queries q [B, H, S, D] of columns
@@ -54,9 +78,10 @@ struct KVCache {
 // (left padding before it). Column at + i attends to the cache's columns [starts[b], at) and to its
 // own columns j <= i from starts[b] on; a padding column attends to itself only. softmax over both
 // at once (scaled by 1/sqrt(D)), then the weighted sum of values: [B, H, S, D]. A cache of another
-// floating type (bf16) is read in q's.
-Tensor cached_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cache_k, const Tensor& cache_v,
-                        const Tensor& at, const Tensor& starts);
+// floating type (bf16) is read in q's; an i8 cache's scales multiply the scores and the
+// probabilities (never a dequantized copy of the cache).
+Tensor cached_attention(const Tensor& q, const Tensor& k, const Tensor& v, const LayerCache& cache, const Tensor& at,
+                        const Tensor& starts);
 
 // How the next token is drawn from a row of logits, in HF transformers' order: the repetition
 // penalty on tokens seen (a positive logit divided by it, a negative one multiplied), then the
@@ -81,11 +106,11 @@ Tensor sample_tokens(const Tensor& key, const Tensor& logits, const Tensor& seen
 class CausalLM : public Module {
  public:
   // Logits [B, S, vocab] of ids [B, S] (i64) in columns at + i (at an i64 scalar tensor), rows
-  // starting at starts [B] (left padding before), attending to `cache` (keys then values layer by
-  // layer, [B, H, T, D] each, columns before at valid); the step's own keys and values ([B, H, S, D],
-  // k0, v0, k1, ...) are appended to `fresh`. last_only: the last column's logits only, [B, 1,
+  // starting at starts [B] (left padding before), attending to `cache` (one entry a layer, [B, H,
+  // T, D], columns before at valid); the step's own keys and values ([B, H, S, D], k0, v0, k1, ...)
+  // are appended to `fresh` in the model's type. last_only: the last column's logits only, [B, 1,
   // vocab] (what generation reads: a prompt's other columns skip the vocabulary's projection).
-  virtual Tensor step(const Tensor& ids, const Tensor& at, const Tensor& starts, const std::vector<Tensor>& cache,
+  virtual Tensor step(const Tensor& ids, const Tensor& at, const Tensor& starts, const std::vector<LayerCache>& cache,
                       std::vector<Tensor>& fresh, bool last_only = false) = 0;
   virtual CacheShape cache_shape() const = 0;
   virtual int64_t vocab_size() const = 0;
@@ -96,8 +121,9 @@ struct GenerateOptions {
   SamplingOptions sampling{};
   uint64_t seed = 0;                      // the keys of the draws: one run's tokens for a seed
   std::optional<int64_t> stop_token{};    // a row that produced it produces nothing more
-  // The key/value cache's type: F32, or BF16 / F16 to halve the bytes each step reads (the
-  // attention still computes in f32; the keys and values are rounded once, when stored).
+  // The key/value cache's type: F32, BF16 / F16 to halve the bytes each step reads, or I8 (a scale
+  // a column of each head) to quarter them. The attention still computes in f32; the keys and
+  // values are rounded once, when stored.
   DType cache_dtype = DType::F32;
 };
 

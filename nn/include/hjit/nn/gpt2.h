@@ -67,7 +67,7 @@ class GPT2 : public CausalLM {
   // Logits [B, S, vocab] of ids [B, S] (i64) at positions 0..S-1, causally: the forward pass of
   // training and of evaluation.
   Tensor operator()(const Tensor& ids);
-  Tensor step(const Tensor& ids, const Tensor& at, const Tensor& starts, const std::vector<Tensor>& cache,
+  Tensor step(const Tensor& ids, const Tensor& at, const Tensor& starts, const std::vector<LayerCache>& cache,
               std::vector<Tensor>& fresh, bool last_only = false) override;
   CacheShape cache_shape() const override;
   int64_t vocab_size() const override { return config.vocab_size; }
