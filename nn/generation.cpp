@@ -10,23 +10,22 @@
 #include <hjit/ops.h>
 #include <hjit/random.h>
 
+#include "nn/symmetric_levels.h"
+
 namespace hjit::nn {
 
 namespace {
 
-bool cacheable(DType dtype) { return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16 || dtype == DType::I8; }
-
 void check_cacheable(DType dtype, const std::string& who) {
-  if (!cacheable(dtype)) throw ValueError(who + ": a key/value cache is f32, bf16, f16 or i8, given " + dtype_name(dtype));
+  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16 && dtype != DType::I8)
+    throw ValueError(who + ": a key/value cache is f32, bf16, f16 or i8, given " + dtype_name(dtype));
 }
 
-// The levels of x [..., D] in i8 and a scale for each row of D ([..., 1] f32), as weight-only
-// int8 weights are: the row's largest magnitude is level 127 (a row of zeros has scale 1).
+// i8 levels of x [..., D] and an f32 scale a run of D ([..., 1]), as weight-only i8 weights.
 std::pair<Tensor, Tensor> to_levels(const Tensor& x) {
   const Tensor f = x.astype(DType::F32);
-  const Tensor range = max(abs(f), {f.ndim() - 1}, true);
-  const Tensor scale = where(range > 0.0, range / 127.0, 1.0).astype(DType::F32);
-  return {clamp(round(f / scale), -127.0, 127.0).astype(DType::I8), scale};
+  const auto [levels, scale] = symmetric_levels(f, f.ndim() - 1, 127);
+  return {levels.astype(DType::I8), scale};
 }
 
 }  // namespace
@@ -228,7 +227,8 @@ struct Generator::Impl {
           const int64_t B = ids.dim(0), V = logits.dim(2);
           const Tensor next = sample_tokens(key, slice(logits, 1, -1, std::nullopt).reshape({B, V}), seen, options.sampling);
           std::vector<Tensor> out{next, seen || iota({B, V}, 1, DType::I64) == unsqueeze(next, 1)};
-          for (const Tensor& c : cache_tensors(stored_columns(fresh, options.cache_dtype))) out.push_back(c);
+          const std::vector<Tensor> stored = cache_tensors(stored_columns(fresh, options.cache_dtype));
+          out.insert(out.end(), stored.begin(), stored.end());
           return out;
         }),
         // Every prompt length with one compile; the decode step's seen tokens written in place.

@@ -9,6 +9,8 @@
 #include <hjit/nn/quantize.h>
 #include <hjit/ops.h>
 
+#include "nn/symmetric_levels.h"
+
 namespace hjit::nn {
 
 void WeightOnlyOptions::check(const std::string& who) const {
@@ -45,10 +47,7 @@ WeightOnlyState WeightOnlyState::of(const Tensor& weight, int axis, const Weight
     throw ValueError("nn::quantize_weights: " + layer + " has " + std::to_string(in) + " input features, not a multiple of group_size " +
                      std::to_string(group));
   const Tensor grouped = w.reshape({out, in / group, group});
-  const double top = options.bits == 8 ? 127 : 7;
-  const Tensor range = max(abs(grouped), {2}, true);
-  const Tensor scale = where(range > 0.0, range / top, 1.0).astype(DType::F32);
-  const Tensor levels = clamp(round(grouped / scale), -top, top);
+  const auto [levels, scale] = symmetric_levels(grouped, 2, options.bits == 8 ? 127 : 7);
   WeightOnlyState s;
   s.bits = options.bits, s.group = options.group_size, s.axis = axis, s.shape = weight.shape();
   if (options.bits == 8) {
