@@ -14,7 +14,7 @@ struct Knob {
 };
 const Knob kKnobs[] = {{"cols", &BuiltinParams::cols, 0, 8}, {"rows", &BuiltinParams::rows, 0, 32},
                        {"vec", &BuiltinParams::vec, 0, 8},   {"tasks", &BuiltinParams::tasks, 1, 256},
-                       {"grain", &BuiltinParams::grain, 0, 30}};
+                       {"grain", &BuiltinParams::grain, 0, 30}, {"runs", &BuiltinParams::runs, 0, 8}};
 
 }  // namespace
 
@@ -59,7 +59,7 @@ BuiltinParams BuiltinParams::parse(const std::string& words) {
     if (key == "extern_conv") p.extern_conv = value != 0, known = true;
     if (!known)
       throw ValueError("built-in schedule parameters: unknown '" + key +
-                       "'; known: cols rows vec tasks grain store_expensive extern_gemm extern_conv");
+                       "'; known: cols rows vec tasks grain runs store_expensive extern_gemm extern_conv");
   }
   return p;
 }

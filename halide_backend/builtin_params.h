@@ -15,6 +15,8 @@ struct BuiltinParams {
                               // (0: per nest, 4 where it computes exp, log, tanh, ... else 1)
   int tasks = 8;              // parallel tasks per thread that fused outer loops aim for
   int grain = 14;             // log2 of the fewest points a loop nest needs to run in parallel
+  int runs = 0;               // a matrix-vector product's interleaved runs of rows a thread (0: by the
+                              // CPU's prefetchers: 1 on AMD, 4 elsewhere)
   bool store_expensive = true;  // expensive values read twice are stored (per row or at root), not recomputed
   bool extern_gemm = false;     // 2-D f32 matmuls call oneDNN's / OpenBLAS's sgemm (halide_backend/providers/extern_stages.h)
   bool extern_conv = false;     // f32 convolutions call oneDNN

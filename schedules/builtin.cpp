@@ -28,6 +28,7 @@
 #include "schedules/schedule.h"
 #include "schedules/stage_info.h"
 #include "support/cpu_caches.h"
+#include "support/cpu_vendor.h"
 
 namespace hjit::schedules {
 namespace {
@@ -835,10 +836,12 @@ class Builtin {
 
 }  // namespace
 
-// The schedule depends on the threads and the L2 cache's size (weight gradients' blocks), so the
-// compile cache's key does too: a cache shared by other machines serves each its own.
+// The schedule depends on the threads, the L2 cache's size (weight gradients' blocks) and the CPU's
+// vendor (matrix-vector products' runs of rows), so the compile cache's key does too: a cache
+// shared by other machines serves each its own.
 std::string builtin_identity() {
-  return "built-in v1 threads=" + std::to_string(halide_threads()) + " l2=" + std::to_string(cpu_caches().l2 >> 10) + "K";
+  return "built-in v1 threads=" + std::to_string(halide_threads()) + " l2=" + std::to_string(cpu_caches().l2 >> 10) + "K cpu=" +
+         to_string(cpu_vendor());
 }
 
 std::vector<std::string> note_lines(const std::string& text) {

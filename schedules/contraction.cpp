@@ -8,6 +8,7 @@
 #include "schedules/schedule.h"
 #include "schedules/stage_info.h"
 #include "support/cpu_caches.h"
+#include "support/cpu_vendor.h"
 
 namespace hjit::schedules {
 
@@ -279,6 +280,7 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     // One output a tile: wider tiles, sharing each vector of the left operand, measured slower
     // (Sapphire Rapids, 2 threads, [1, 768] x [768, 50257]^T: 1 output 33 GB/s, 2 29, 4 18, 8 15).
     spec.inner = 0, spec.unrolled = 1, spec.lanes_along_k = lanes, spec.k_vector = std::min(lanes, vec);
+    spec.row_runs = params.runs > 0 ? params.runs : cpu_vendor() == CpuVendor::Amd ? 1 : 4;
     spec.tx = 1, spec.tu = int(s.extents[1]);
     return spec;
   } else {
@@ -429,23 +431,19 @@ TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extent
       par = fused;
     }
     f.unroll(unrolled);
-    // Each thread's outputs read as `streams` interleaved runs of rows, one output of each in turn:
-    // a thread reading one run of weights from memory waits on it (a DRAM-sized matrix-vector
-    // product on Sapphire Rapids, 2 threads: one run 16.2 GB/s, two 24.0, four 26.4; the triad
-    // 25 GB/s), where several runs keep more of its misses in flight.
-    const int streams = 4;
+    // Each thread's outputs taken from spec.row_runs interleaved runs of rows (TileSpec::row_runs).
     int64_t outputs = extents[0] / spec.tx;
     for (size_t d = 2; d < extents.size(); ++d) outputs *= extents[d];
-    const int64_t runs = int64_t(streams) * threads, run = (outputs + runs - 1) / runs;
+    const int64_t runs = int64_t(spec.row_runs) * threads, run = (outputs + runs - 1) / runs;
     Var tile = par, parallel = par;
     std::string how = " along k in " + std::to_string(spec.lanes_along_k) + " lanes";
     if (threads > 1 && points(extents) >= min_parallel_work && outputs >= 16 * runs && (outputs + run - 1) / run == runs) {
       Var g(par.name() + "_g"), m(par.name() + "_m"), h(par.name() + "_h");
       parallel = Var(par.name() + "_p");
-      f.split(par, g, m, int(run), Halide::TailStrategy::ShiftInwards).split(g, parallel, h, streams, Halide::TailStrategy::RoundUp);
+      f.split(par, g, m, int(run), Halide::TailStrategy::ShiftInwards).split(g, parallel, h, spec.row_runs, Halide::TailStrategy::RoundUp);
       f.reorder({h, m}).unroll(h);
       tile = h;
-      how += ", " + std::to_string(streams) + " runs of rows a thread";
+      how += ", " + std::to_string(spec.row_runs) + (spec.row_runs == 1 ? " run" : " runs") + " of rows a thread";
     }
     TiledNest t = finish_tiles(f, extents, spec, ii, ii, parallel, threads, min_parallel_work, how);
     t.tile = tile;

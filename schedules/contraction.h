@@ -61,6 +61,13 @@ struct TileSpec {
   // product.
   int lanes_along_k = 0;
   int k_vector = 0;  // the lanes of one of those vectors
+  // Each thread's outputs of such a product taken from this many interleaved runs of rows, one
+  // output of each in turn. The vendors' prefetchers want opposite patterns (a DRAM-sized product,
+  // 2 threads): on Sapphire Rapids a thread reading one run waits on it (one run 16.2 GB/s, two
+  // 24.0, four 26.4; the triad 25), where several keep more of its misses in flight; on Zen 4 one
+  // run is followed best (24 i8 weights of GPT-2's shapes, 56.6 MB: one 36.5-39.0 GB/s, two 25.0,
+  // four 18.0-22.3, eight 19.2; the triad 39).
+  int row_runs = 1;
 };
 // A matmul of at most this many rows is a matrix-vector product: one register tile of rows (8 with
 // AVX-512) reads its right operand once.

@@ -2,6 +2,7 @@
 // and carried as it is into the cache key, the partitioning and the build.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -9,6 +10,7 @@
 
 #include "halide_backend/backend.h"
 #include "halide_backend/schedule_request.h"
+#include "support/cpu_vendor.h"
 #include "tests/support.h"
 
 namespace {
@@ -77,7 +79,7 @@ TEST_CASE("every door of the API checks its schedule options") {
 }
 
 TEST_CASE("the text form of a request reads back as the same request") {
-  for (const char* text : {"unfused", "built-in", "built-in cols=3 rows=6 extern_gemm=1", "Adams2019",
+  for (const char* text : {"unfused", "built-in", "built-in cols=3 rows=6 extern_gemm=1", "built-in runs=2", "Adams2019",
                            "Adams2019 max_funcs=0 beam=1 dropout=50 seed=7", "Li2018 parallelism=16",
                            "Mullapudi2016 parallelism=4 cache=1048576 balance=40"}) {
     INFO(text);
@@ -89,6 +91,7 @@ TEST_CASE("the text form of a request reads back as the same request") {
   CHECK_THROWS_AS(ScheduleRequest::parse("given"), hjit::ValueError);
   CHECK_THROWS_AS(ScheduleRequest::parse("unfused cols=3"), hjit::ValueError);
   CHECK_THROWS_AS(ScheduleRequest::parse("built-in cols=99"), hjit::ValueError);
+  CHECK_THROWS_WITH_AS(ScheduleRequest::parse("built-in runs=9"), doctest::Contains("runs must be in [0, 8], got 9"), hjit::ValueError);
   CHECK_THROWS_WITH_AS(ScheduleRequest::parse("Li2018 seed=3"), doctest::Contains("unknown 'seed'"), hjit::ValueError);
   CHECK_THROWS_AS(ScheduleRequest::parse("Mullapudi2016 cache=-1"), hjit::ValueError);
   CHECK_THROWS_AS(ScheduleRequest::parse("Adams2019 beam"), hjit::ValueError);
@@ -122,4 +125,43 @@ TEST_CASE("the request is the cache key's schedule: the same request hits, anoth
   dynamic.schedule = {Auto{Autoscheduler::Li2018, {}}};
   dynamic.dynamic = std::make_shared<const hjit::SymbolicSizes>();
   CHECK_THROWS_AS(compile(g, dynamic), hjit::InternalError);
+}
+
+// A decode step's matrix-vector product over an i8 weight read along its rows takes each thread's
+// outputs from interleaved runs of rows: one on AMD's CPUs, four on others by default (their
+// prefetchers want opposite patterns: schedules/contraction.h, TileSpec::row_runs), any count a
+// tuning run asks for. Every count computes what eager computes, with output counts that the runs
+// and threads do not divide.
+TEST_CASE("a matrix-vector product's runs of rows a thread: the CPU's default and every count asked for equal eager") {
+  auto fn = [](const Tensor& x, const Tensor& w, const Tensor& scale) {
+    return hjit::matmul(x, hjit::transpose(w.astype(hjit::DType::F32))) * scale;
+  };
+  const int default_runs = hjit::cpu_vendor() == hjit::CpuVendor::Amd ? 1 : 4;
+  uint64_t seed = 40;
+  for (int64_t out : {int64_t(1100), int64_t(3072)}) {
+    CAPTURE(out);
+    const Tensor x = test::random({1, 768}, hjit::DType::F32, seed++);
+    const Tensor w = (test::random({out, 768}, hjit::DType::F32, seed++) * 100.0).astype(hjit::DType::I8);
+    const Tensor scale = test::random({out}, hjit::DType::F32, seed++);
+    const std::vector<float> want = fn(x, w, scale).to_vector<float>();
+    // Sums of 768 products in another order: their rounding is bounded by the sums of magnitudes.
+    const std::vector<float> magnitude = fn(hjit::abs(x), hjit::abs(w), hjit::abs(scale)).to_vector<float>();
+    const hjit::Graph g = hjit::jit(fn).graph(x, w, scale);
+    for (int runs : {0, 1, 2, 3, 4, 8}) {
+      CAPTURE(runs);
+      Options o;
+      o.name = "row_runs";
+      o.schedule = {BuiltIn{BuiltinParams::parse("runs=" + std::to_string(runs))}};
+      const Compiled c = compile(g, o);
+      const std::string plan = c.executable->explain();
+      const int expected = runs == 0 ? default_runs : runs;
+      if (hjit::num_threads() > 1)
+        CHECK(plan.find(", " + std::to_string(expected) + (expected == 1 ? " run" : " runs") + " of rows a thread") != std::string::npos);
+      std::vector<float> got(size_t(out), -1.0f);
+      const void* inputs[] = {x.data(), w.data(), scale.data()};
+      void* outputs[] = {got.data()};
+      c.executable->run(inputs, outputs);
+      for (size_t i = 0; i < got.size(); ++i) REQUIRE(std::abs(got[i] - want[i]) <= 1e-5f * magnitude[i]);
+    }
+  }
 }
