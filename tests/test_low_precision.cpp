@@ -54,6 +54,9 @@ const std::vector<Case> kCases = {
     {{33, 70}, {70, 49}},      {{1, 64}, {64, 130}},  {{2, 3, 12}, {12, 20}},     {{3, 1, 4, 6}, {2, 6, 5}},
     {{0, 4}, {4, 3}},          {{3, 0}, {0, 5}},      {{12}, {12, 7}},            {{6, 10}, {10}},
     {{9}, {9}},                {{2, 50, 36}, {2, 36, 100}},
+    // A batch of matrices of fewer rows than a tile times one matrix (folded into one product's
+    // rows), and of more (kept a batch).
+    {{64, 1, 96}, {96, 40}},   {{5, 3, 20}, {1, 20, 33}}, {{2, 9, 12}, {12, 20}},
 };
 
 }  // namespace
@@ -100,6 +103,13 @@ TEST_CASE("int_matmul of a constant right operand (a frozen weight) packs it onc
   auto f = hjit::jit([w](const Tensor& x) { return hjit::int_matmul(x, w); });
   const Tensor x = full_range({10, 96}, DType::U8, 8);
   CHECK(test::compare(f(x), reference(x, w), 0) == "");
+  // A sequence-first batch of one-row matrices is one product of all their rows: its register
+  // tiles take several rows (6 with AVX-512), not one row of each matrix.
+  const Tensor rows = full_range({64, 1, 96}, DType::U8, 9);
+  CHECK(test::compare(f(rows), reference(rows, w), 0) == "");
+  const std::string plan = f.explain(rows);
+  CHECK(plan.find("int_matmul: root tiles 64x1") == std::string::npos);
+  CHECK(plan.find("int_matmul: root tiles 64x") != std::string::npos);
 }
 
 TEST_CASE("int_matmul's errors name what was wrong") {

@@ -86,16 +86,23 @@ bool fold_pad_into_conv(Graph& out, const Node& n, const std::vector<int>& in, i
 
 // A batch of matrices times one matrix ([B.., M, K] @ [K, N]) is one matmul of B..*M rows: the
 // kernel's row blocks and the packed panels of the shared operand span the whole batch instead of
-// starting again at every matrix (a transformer's projections, their input gradients).
+// starting again at every matrix (a transformer's projections, their input gradients). So is an
+// int_matmul's (its shared operand packed [K/4, N, 4]) where each matrix has fewer rows than a
+// register tile: a sequence-first encoder's projections ([64, 1, 256] @ [256, 768]) had run as 64
+// products of one row each, a fifth of its int8 time. Matrices of more rows stay a batch: the
+// requantizing epilogue then runs on the tiles, where the fold's reshape would store the product
+// for a pass of its own.
 bool fold_batch_into_rows(Graph& out, const Node& n, const std::vector<int>& in, int* result) {
-  if (n.op != OpKind::Matmul) return false;
+  if (n.op != OpKind::Matmul && n.op != OpKind::IntMatmul) return false;
   // Copies: add_op grows the graph's node vector, which would leave references dangling.
   const Shape xs = out.type(in[0]).shape, ws = out.type(in[1]).shape;
-  if (xs.size() < 3 || !shared_matrix(ws)) return false;
+  const size_t matrix = n.op == OpKind::IntMatmul ? 3 : 2;  // the shared operand's own dimensions
+  if (xs.size() < 3 || ws.size() < matrix || !shared_matrix(Shape(ws.begin(), ws.end() - (matrix - 2)))) return false;
   const int64_t rows = shape_numel(Shape(xs.begin(), xs.end() - 1));
+  if (n.op == OpKind::IntMatmul && (rows == xs[xs.size() - 2] || xs[xs.size() - 2] >= 8)) return false;
   const int x2 = reshaped(out, in[0], Shape{rows, xs.back()});
-  const int w2 = reshaped(out, in[1], Shape(ws.end() - 2, ws.end()));
-  const int y2 = out.add_op(OpKind::Matmul, {x2, w2});
+  const int w2 = reshaped(out, in[1], Shape(ws.end() - matrix, ws.end()));
+  const int y2 = out.add_op(n.op, {x2, w2});
   *result = out.add_op(OpKind::Reshape, {y2}, Attrs{{"shape", n.type.shape}});
   return true;
 }
