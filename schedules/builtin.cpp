@@ -507,8 +507,9 @@ class Builtin {
   // copy where it was a transpose. The convolution reads four channels of a pixel either way.
   // Element-wise values stored between them (a residual block's quantized sum, a depthwise
   // convolution's sum of taps) follow their stored operands (producers first: the nests were added
-  // consumers first). Strided depthwise sums along the width gathered a byte a tap and pixel: int8
-  // MobileNet V2 3.73 -> 2.88 ms once they followed too.
+  // consumers first). A strided depthwise sum stored on its own (a QDQ file that quantizes a ReLU6
+  // on both sides leaves it too long to inline into the next pack) gathered a byte a tap and pixel
+  // along the width: such an int8 MobileNet V2 3.73 -> 2.88 ms once it followed too.
   // A pipeline's output keeps the caller's layout, but an 8-bit one computed from such values runs
   // with the channels innermost too (reads_channels_last_): its loads stay contiguous, its byte
   // stores scatter. (Along the width, each load of a partition's u8 cut value gathered: 0.6 ms of
