@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -24,6 +25,7 @@
 #include "halide_backend/codegen/target.h"
 #include "schedules/schedule.h"
 #include "support/cpu_caches.h"
+#include "support/cpu_vendor.h"
 #include "support/run_queue.h"
 
 using hjit::Tensor;
@@ -143,6 +145,22 @@ TEST_CASE("cache sizes are read as sysfs writes them, and the built-in schedule'
   CHECK(c.l3 > 0);
   // The compile cache's key holds the identity: code scheduled for another L2 is not reused.
   CHECK(hjit::schedules::builtin_identity().find(" l2=" + std::to_string(c.l2 >> 10) + "K") != std::string::npos);
+}
+
+TEST_CASE("the CPU's vendor is CPUID's, as Linux reads it, and the built-in schedule's identity names it") {
+  // Matrix-vector products take their runs of rows by it (schedules/contraction.h, TileSpec::row_runs).
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, vendor;
+  while (vendor.empty() && std::getline(cpuinfo, line))
+    if (line.rfind("vendor_id", 0) == 0) vendor = line.substr(line.find(':') + 2);
+  const hjit::CpuVendor v = hjit::cpu_vendor();
+  if (vendor == "AuthenticAMD") CHECK(v == hjit::CpuVendor::Amd);
+  else if (vendor == "GenuineIntel") CHECK(v == hjit::CpuVendor::Intel);
+  else CHECK(v == hjit::CpuVendor::Other);
+  CHECK(hjit::to_string(hjit::CpuVendor::Amd) == "amd");
+  CHECK(hjit::to_string(hjit::CpuVendor::Intel) == "intel");
+  CHECK(hjit::to_string(hjit::CpuVendor::Other) == "other");
+  CHECK(hjit::schedules::builtin_identity().find(" cpu=" + hjit::to_string(v)) != std::string::npos);
 }
 
 // Trial timings skip runs whose threads waited for a CPU (halide_backend/scheduling/trial.cpp): the count they
