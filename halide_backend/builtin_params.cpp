@@ -4,6 +4,8 @@
 
 #include <hjit/error.h>
 
+#include "support/cpu_vendor.h"
+
 namespace hjit::backend {
 namespace {
 
@@ -17,6 +19,8 @@ const Knob kKnobs[] = {{"cols", &BuiltinParams::cols, 0, 8}, {"rows", &BuiltinPa
                        {"grain", &BuiltinParams::grain, 0, 30}, {"runs", &BuiltinParams::runs, 0, 8}};
 
 }  // namespace
+
+int BuiltinParams::row_runs() const { return runs > 0 ? runs : cpu_vendor() == CpuVendor::Amd ? 1 : 4; }
 
 bool BuiltinParams::is_default() const { return *this == BuiltinParams{}; }
 

@@ -21,6 +21,10 @@ struct BuiltinParams {
   bool extern_gemm = false;     // 2-D f32 matmuls call oneDNN's / OpenBLAS's sgemm (halide_backend/providers/extern_stages.h)
   bool extern_conv = false;     // f32 convolutions call oneDNN
 
+  // The runs a matrix-vector product takes: `runs`, or where it is 0, the CPU's (the two vendors'
+  // prefetchers want opposite patterns: schedules/contraction.h, TileSpec::row_runs).
+  int row_runs() const;
+
   bool is_default() const;
   std::string str() const;  // only the values that differ from the defaults
   // Throws ValueError naming a bad word.

@@ -8,7 +8,6 @@
 #include "schedules/schedule.h"
 #include "schedules/stage_info.h"
 #include "support/cpu_caches.h"
-#include "support/cpu_vendor.h"
 
 namespace hjit::schedules {
 
@@ -280,7 +279,7 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     // One output a tile: wider tiles, sharing each vector of the left operand, measured slower
     // (Sapphire Rapids, 2 threads, [1, 768] x [768, 50257]^T: 1 output 33 GB/s, 2 29, 4 18, 8 15).
     spec.inner = 0, spec.unrolled = 1, spec.lanes_along_k = lanes, spec.k_vector = std::min(lanes, vec);
-    spec.row_runs = params.runs > 0 ? params.runs : cpu_vendor() == CpuVendor::Amd ? 1 : 4;
+    spec.row_runs = params.row_runs();
     spec.tx = 1, spec.tu = int(s.extents[1]);
     return spec;
   } else {

@@ -340,6 +340,16 @@ TEST_CASE("int_conv2d is the convolution of (x - zero point) and the weight in i
                   hjit::ShapeError);
 }
 
+namespace {
+// Per-channel scales [1, channels, 1, 1] that are powers of two (2^-lowest to 2^-(lowest+3)): the
+// requantized values are exact, eager and compiled.
+Tensor powers_of_two(int64_t channels, int lowest) {
+  std::vector<float> v;
+  for (int64_t c = 0; c < channels; ++c) v.push_back(std::ldexp(1.0f, -lowest - int(c % 4)));
+  return Tensor::from_vector(v, {1, channels, 1, 1});
+}
+}  // namespace
+
 TEST_CASE("quantized convolutions in a chain: each sum requantized in its tiles, 8-bit between them, every pack vectorized") {
   // Per-channel scales that are powers of two: the requantized values are exact, eager and compiled.
   auto layer = [](const Tensor& x, const Tensor& w, const Tensor& scale, int64_t pad) {
@@ -357,11 +367,6 @@ TEST_CASE("quantized convolutions in a chain: each sum requantized in its tiles,
     CAPTURE(side);
     const Tensor x = full_range({1, 32, side, side}, DType::U8, seed++);
     const Tensor w1 = full_range({48, 32, 3, 3}, DType::I8, seed++), w2 = full_range({16, 48, 1, 1}, DType::I8, seed++);
-    auto powers_of_two = [](int64_t channels, int lowest) {
-      std::vector<float> v;
-      for (int64_t c = 0; c < channels; ++c) v.push_back(std::ldexp(1.0f, -lowest - int(c % 4)));
-      return Tensor::from_vector(v, {1, channels, 1, 1});
-    };
     const Tensor s1 = powers_of_two(48, 10), s2 = powers_of_two(16, 9);
     const Tensor want = layer(layer(x, w1, s1, 1), w2, s2, 0);
     CHECK(test::compare(chain(x, w1, s1, w2, s2), want, 0) == "");
@@ -404,12 +409,7 @@ TEST_CASE("a quantized depthwise convolution after a pointwise one reads its cha
       auto compiled = hjit::jit(block, quiet());
       const Tensor x = full_range({1, 32, side, side}, DType::U8, seed++);
       const Tensor w1 = full_range({96, 32, 1, 1}, DType::I8, seed++), w2 = full_range({96, 1, 3, 3}, DType::I8, seed++);
-      auto powers_of_two = [](int lowest) {
-        std::vector<float> v;
-        for (int64_t c = 0; c < 96; ++c) v.push_back(std::ldexp(1.0f, -lowest - int(c % 4)));
-        return Tensor::from_vector(v, {1, 96, 1, 1});
-      };
-      const Tensor s1 = powers_of_two(10), s2 = powers_of_two(9);
+      const Tensor s1 = powers_of_two(96, 10), s2 = powers_of_two(96, 9);
       CHECK(test::compare(compiled(x, w1, s1, w2, s2), block(x, w1, s1, w2, s2), 0) == "");
       const std::string plan = compiled.explain(x, w1, s1, w2, s2);
       CAPTURE(plan);

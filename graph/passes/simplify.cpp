@@ -97,7 +97,7 @@ bool fold_batch_into_rows(Graph& out, const Node& n, const std::vector<int>& in,
   // Copies: add_op grows the graph's node vector, which would leave references dangling.
   const Shape xs = out.type(in[0]).shape, ws = out.type(in[1]).shape;
   const size_t matrix = n.op == OpKind::IntMatmul ? 3 : 2;  // the shared operand's own dimensions
-  if (xs.size() < 3 || ws.size() < matrix || !shared_matrix(Shape(ws.begin(), ws.end() - (matrix - 2)))) return false;
+  if (xs.size() < 3 || ws.size() < matrix || !std::all_of(ws.begin(), ws.end() - matrix, [](int64_t d) { return d == 1; })) return false;
   const int64_t rows = shape_numel(Shape(xs.begin(), xs.end() - 1));
   if (n.op == OpKind::IntMatmul && (rows == xs[xs.size() - 2] || xs[xs.size() - 2] >= 8)) return false;
   const int x2 = reshaped(out, in[0], Shape{rows, xs.back()});
