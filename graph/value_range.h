@@ -12,6 +12,9 @@ namespace hjit {
 
 // f32 holds every whole number below 2^24 exactly: sums and products of such stay exact.
 inline constexpr double kWholeInF32 = 16777216.0;
+// A quantization's zero point: whole, and within a 16-bit type's range (simplify's
+// clamp_before_round, and the conversion that then adds it in integer arithmetic).
+inline constexpr double kZeroPointBound = 65536.0;
 
 struct ValueRange {
   double lo = 0, hi = 0;  // every element within [lo, hi] (finite: no NaN, no infinity)

@@ -11,6 +11,7 @@
 #include <Halide.h>
 
 #include "graph/op_def.h"
+#include "graph/passes/simplify.h"
 #include "halide_backend/codegen/object_file.h"
 #include "halide_backend/codegen/target.h"
 #include "halide_backend/lowering/lower.h"
@@ -424,6 +425,48 @@ namespace {
 Tensor requantize(const Tensor& v, float scale) { return hjit::clamp(hjit::round(v / scale) + 3.0f, 0, 255).astype(DType::U8); }
 Tensor dequantize(const Tensor& q, float scale) { return (q.astype(DType::F32) - 3.0f) * scale; }
 }  // namespace
+
+TEST_CASE("a requantization clamps before it rounds and converts the rounded sum's bits: the same integers as eager") {
+  // clamp(round(v) + z, lo, hi) as an integer type, each zero point a literal, a runtime u8 or none.
+  struct Form {
+    DType to;
+    double lo, hi;
+    std::optional<float> z;  // nullopt: the zero point is the function's u8 argument (7)
+  };
+  const std::vector<Form> forms{{DType::U8, 0, 255, 3.0f}, {DType::I8, -128, 127, -5.0f}, {DType::U8, 0, 255, std::nullopt},
+                                {DType::I32, -1000, 1000, 0.0f}, {DType::I16, -300, 300, 1.0f}};
+  auto quantize = [](const Tensor& v, const Tensor& zp, const Form& f) {
+    Tensor r = hjit::round(v);
+    if (!f.z) r = r + zp.astype(DType::F32);
+    else if (*f.z != 0) r = r + *f.z;
+    return hjit::clamp(r, f.lo, f.hi).astype(f.to);
+  };
+  // Every quarter over [-1200, 1200] (ties of both parities), and what no clamp lets through whole.
+  std::vector<float> xs;
+  for (int i = -4800; i <= 4800; ++i) xs.push_back(float(i) * 0.25f);
+  for (float v : {4194303.5f, -4194303.5f, 5e6f, -5e6f, 1e30f, -1e30f, INFINITY, -INFINITY, NAN, -0.0f, -0.5f, 0.5f})
+    xs.push_back(v);
+  const Tensor any = Tensor::from_vector(xs, {int64_t(xs.size())});
+  // Whole 16-bit values, a quarter apart once scaled: a range the graph knows, so that the
+  // conversion reads the rounded sum's bits.
+  const Tensor levels = full_range({4, 4099}, DType::I16, 77), zp = Tensor::scalar(7, DType::U8);
+  for (size_t k = 0; k < forms.size(); ++k) {
+    CAPTURE(k);
+    const Form f = forms[k];
+    auto of_floats = [&](const Tensor& v, const Tensor& z) { return quantize(v * 1.5f, z, f); };
+    auto of_levels = [&](const Tensor& q, const Tensor& z) { return quantize(q.astype(DType::F32) * 0.25f - 0.5f, z, f); };
+    CHECK(test::compare(hjit::jit(of_floats, quiet())(any, zp), of_floats(any, zp), 0) == "");
+    CHECK(test::compare(hjit::jit(of_levels, quiet())(levels, zp), of_levels(levels, zp), 0) == "");
+    // The optimized graph rounds the clamped value: the conversion's operand is round(...) (+ z).
+    const hjit::Graph g = hjit::simplify(hjit::make_graph(of_levels, levels, zp));
+    const hjit::Node& cast = g.node(g.outputs[0]);
+    REQUIRE(cast.op == hjit::OpKind::Cast);
+    const hjit::Node& sum = g.node(cast.inputs[0]);
+    const hjit::Node& round = sum.op == hjit::OpKind::Add ? g.node(sum.inputs[0]) : sum;
+    REQUIRE(round.op == hjit::OpKind::Round);
+    CHECK(g.node(round.inputs[0]).op == hjit::OpKind::Where);
+  }
+}
 
 TEST_CASE("a quantized residual block: the 8-bit sums stored channels innermost, exact at every size") {
   // ResNet's bottleneck as ONNX's QDQ form computes it: two convolutions requantized, their sum

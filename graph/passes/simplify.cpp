@@ -1,6 +1,8 @@
 #include "graph/passes/simplify.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 
 #include "graph/op_def.h"
 #include "graph/rewriter.h"
@@ -223,6 +225,77 @@ bool drop_whole_round_trip(const Graph& out, ValueRanges& ranges, const Node& n,
   return true;
 }
 
+// A fill's value where `id` is one.
+std::optional<double> fill_of(const Graph& g, int id) {
+  const Node& n = g.node(id);
+  if (n.op != OpKind::Full) return std::nullopt;
+  return n.attrs.f("value");
+}
+
+// where(x < k, k, x) (a lower clamp) or where(x > k, k, x) (an upper one), as hjit::clamp writes
+// them: x, k and which, or false.
+bool clamp_step(const Graph& g, int id, int* x, double* bound, bool* lower) {
+  const Node& w = g.node(id);
+  if (w.op != OpKind::Where) return false;
+  const Node& c = g.node(w.inputs[0]);
+  const bool lt = c.op == OpKind::Lt || c.op == OpKind::Le, gt = c.op == OpKind::Gt || c.op == OpKind::Ge;
+  if ((!lt && !gt) || c.inputs[0] != w.inputs[2]) return false;
+  const std::optional<double> k = fill_of(g, c.inputs[1]), taken = fill_of(g, w.inputs[1]);
+  if (!k || !taken || *k != *taken) return false;
+  *x = w.inputs[2], *bound = *k, *lower = lt;
+  return true;
+}
+
+bool whole_f32(double v) { return v == std::floor(v) && std::fabs(v) < kWholeInF32; }
+
+// A quantization, an integer conversion of clamp(round(v) + z, lo, hi) for whole lo and hi and a
+// whole scalar z (ONNX's QuantizeLinear, nn::quantize's, every requantizing epilogue of an integer
+// contraction), is the conversion of round(clamp(v, lo - z, hi - z)) + z: rounding is monotonic and
+// keeps whole numbers, so clamping before it or after gives the same values, NaN and the
+// infinities included. The rounding's operand is then within a few hundred, which the conversion
+// rounds with one add (lower_ops.cpp, Cast), where a general round is AVX-512's two 256-bit halves
+// a vector and the clamps' compares and blends come after it.
+bool clamp_before_round(Graph& out, ValueRanges& ranges, const Node& n, const std::vector<int>& in, int* result) {
+  if (n.op != OpKind::Cast || is_floating(n.type.dtype) || n.type.dtype == DType::Bool || out.type(in[0]).dtype != DType::F32) return false;
+  double lo = -INFINITY, hi = INFINITY;
+  int x = in[0];
+  for (int step = 0; step < 2; ++step) {
+    int inner;
+    double k;
+    bool lower;
+    if (!clamp_step(out, x, &inner, &k, &lower) || (lower ? lo : hi) != (lower ? -INFINITY : INFINITY)) break;
+    (lower ? lo : hi) = k;
+    x = inner;
+  }
+  if (!whole_f32(lo) || !whole_f32(hi) || lo > hi) return false;
+  int zero_point = -1;
+  if (const Node& a = out.node(x); a.op == OpKind::Add) {
+    for (int k = 0; k < 2 && zero_point < 0; ++k) {
+      const int z = a.inputs[size_t(1 - k)];
+      const std::optional<ValueRange> r = out.type(z).shape.empty() ? ranges(z) : std::nullopt;
+      if (out.node(a.inputs[size_t(k)]).op == OpKind::Round && r && r->whole && r->lo >= -kZeroPointBound && r->hi <= kZeroPointBound)
+        zero_point = z, x = a.inputs[size_t(k)];
+    }
+    if (zero_point < 0) return false;
+  }
+  if (out.node(x).op != OpKind::Round) return false;
+  const int v = out.node(x).inputs[0];
+  if (out.type(v) != out.type(in[0])) return false;
+  // The bounds less z: literals where z is one.
+  const TensorType scalar{DType::F32, {}};
+  const std::optional<double> z = zero_point < 0 ? 0.0 : fill_of(out, zero_point);
+  auto shifted = [&](double bound) {
+    return z ? out.add_full(scalar, bound - *z) : out.add_op(OpKind::Sub, {out.add_full(scalar, bound), zero_point});
+  };
+  const int lo_z = shifted(lo), hi_z = shifted(hi);
+  int c = out.add_op(OpKind::Where, {out.add_op(OpKind::Lt, {v, lo_z}), lo_z, v});
+  c = out.add_op(OpKind::Where, {out.add_op(OpKind::Gt, {c, hi_z}), hi_z, c});
+  int q = out.add_op(OpKind::Round, {c});
+  if (zero_point >= 0) q = out.add_op(OpKind::Add, {q, zero_point});
+  *result = out.add_op(OpKind::Cast, {q}, n.attrs);
+  return true;
+}
+
 }  // namespace
 
 Graph simplify(const Graph& g) {
@@ -262,7 +335,8 @@ Graph simplify(const Graph& g) {
     }
     // (A folded pad leaves padding: a pad of none is gone already, the identity above.)
     if (fold_pad_into_conv(out, n, in, &r) || pointwise_conv_as_matmul(out, n, in, &r) || fold_batch_into_rows(out, n, in, &r) ||
-        sink_reshape_into_product(out, n, in, &r) || drop_whole_round_trip(out, ranges, n, in, &r)) {
+        sink_reshape_into_product(out, n, in, &r) || drop_whole_round_trip(out, ranges, n, in, &r) ||
+        clamp_before_round(out, ranges, n, in, &r)) {
       rw.map(int(id), r);
       continue;
     }

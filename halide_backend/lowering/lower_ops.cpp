@@ -310,6 +310,41 @@ void Atan(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type
 void Asin(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return Halide::asin(x); }); }
 void Acos(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return Halide::acos(x); }); }
 void Not(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return !x; }); }
+namespace {
+// An integer conversion of round(x) + z (z a whole scalar, or none) where x is within 2^22 and the
+// result within the integer type: a requantization, clamped before it rounds (simplify's
+// clamp_before_round). x + 1.5 * 2^23 is a sum in [2^23, 2^24), whose unit is 1: the addition
+// rounds x to a whole number (half to even, as round) and that number is the sum's bits less
+// 0x4b400000. So the result is those bits less that, plus z, in integer arithmetic, then narrowed
+// (an 8-bit result's low bits: one vpmovdb): three instructions a vector after the clamp, where
+// round (AVX-512's is two 256-bit halves and the moves between them), adding z and converting took
+// six. Defines the stage; false where the operand is not of that form.
+bool rounded_as_bits(LowerCtx& c, Stage& s, const Node& n) {
+  int x = n.inputs[0], z = -1;
+  if (const Node& a = c.g.node(x); a.op == OpKind::Add) {
+    x = -1;
+    for (int k = 0; k < 2 && x < 0; ++k) {
+      const int other = a.inputs[size_t(1 - k)];
+      const std::optional<ValueRange> r = c.g.type(other).shape.empty() ? c.range(other) : std::nullopt;
+      if (c.g.node(a.inputs[size_t(k)]).op == OpKind::Round && r && r->whole && r->lo >= -kZeroPointBound && r->hi <= kZeroPointBound)
+        x = a.inputs[size_t(k)], z = other;
+    }
+    if (x < 0) return false;
+  }
+  const Node& round = c.g.node(x);
+  if (round.op != OpKind::Round || c.g.type(round.inputs[0]) != c.g.type(n.inputs[0])) return false;
+  const std::optional<ValueRange> r = c.range(round.inputs[0]);
+  if (!r || std::max(-r->lo, r->hi) >= 4194304.0) return false;
+  // Strict: under fast-math LLVM would reassociate a sum x is made of with the constant (see
+  // ieee::exp). (Taken back as floats, (x + c) - c, Halide 14's simplifier cancels the two even
+  // under strict_float.)
+  Expr bits = reinterpret(Int(32), strict_float(c.at(round.inputs[0], LowerCtx::coords(s)) + 12582912.0f));
+  Expr v = bits - 0x4b400000;
+  if (z >= 0) v += cast(Int(32), c.at(z, {}));
+  LowerCtx::define(s, cast(ct(n), v));
+  return true;
+}
+}  // namespace
 void Cast(LowerCtx& c, Stage& s, const Node& n) {
   // A float the graph shows finite and within the integer type's range (a requantized value after
   // its clamp to [0, 255]) converts as it is: float_to_int's NaN, infinity and range tests and its
@@ -317,6 +352,7 @@ void Cast(LowerCtx& c, Stage& s, const Node& n) {
   const DType to = n.type.dtype;
   const std::optional<ValueRange> r = !is_floating(to) && to != DType::Bool ? c.range(n.inputs[0]) : std::nullopt;
   const bool in_range = r && converts_within(*r, to);
+  if (in_range && (to == DType::U8 || to == DType::I8 || to == DType::U16 || to == DType::I16 || to == DType::I32) && rounded_as_bits(c, s, n)) return;
   unary(c, s, n, [in_range](Expr x, Type t) {
     if (t.is_bool()) return ieee::is_nonzero(x);
     if (in_range && x.type().is_float()) return cast(t, cast(t.is_uint() && t.bits() == 32 ? Int(64) : Int(32), x));
