@@ -41,7 +41,11 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, const backend:
   // A sum along rows whose result drops that axis (sum(x, {-1}) of a [4096, 1024] x: [4096]) has
   // an innermost output dimension, but it is not contiguous in the input: looped outside it, each
   // vector of outputs gathered 8 lanes a row apart (19.5 ms where a pass over x takes 1).
-  const bool along_rows = reduces_innermost(p, s) && innermost_reduced_extent(p, s) >= 2 * vec;
+  // (So is one along a transposed value's rows: each vector of outputs gathered across rows, 8% of
+  // an int8 encoder's time in its attention's zero-point corrections.)
+  const std::optional<int64_t> along_memory = reduced_along_memory(p, s);
+  const int64_t row = reduces_innermost(p, s) ? innermost_reduced_extent(p, s) : along_memory.value_or(0);
+  const bool along_rows = row >= 2 * vec;
   if (!s.vars.empty() && s.extents[0] >= vec && !along_rows) {
     // Column reduction: the innermost output dimension is kept: loop the reduction outside it.
     std::vector<VarOrRVar> order{s.vars[0]};
@@ -53,7 +57,6 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, const backend:
   // Row reduction: accumulate lanes across the row, then fold the lanes. The lane count must divide
   // the row: bounds inference rounds a split's extent up, and an input read past its end fails.
   int lanes_n = vec;
-  const int64_t row = reduces_innermost(p, s) ? innermost_reduced_extent(p, s) : 0;
   while (lanes_n >= 4 && row % lanes_n != 0) lanes_n /= 2;
   std::optional<FuncRef> lanes;
   if (!tuple && row >= 2 * lanes_n && lanes_n >= 4) {

@@ -1,6 +1,7 @@
 #include "schedules/stage_info.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -23,6 +24,38 @@ bool reduces_innermost(const backend::LoweredPipeline& p, const backend::Stage& 
 int64_t innermost_reduced_extent(const backend::LoweredPipeline& p, const backend::Stage& s) {
   const Node& n = p.graph->node(s.node);
   return p.graph->type(n.inputs[0]).shape.back();
+}
+
+std::optional<int64_t> reduced_along_memory(const backend::LoweredPipeline& p, const backend::Stage& s) {
+  const Graph& g = *p.graph;
+  const Node& n = g.node(s.node);
+  if (!n.attrs.has("axes") || n.attrs.ints("axes").size() != 1) return std::nullopt;
+  const int64_t axis = n.attrs.ints("axes")[0];
+  // (node, the reduced axis in its coordinates), followed back through element-wise ops (their
+  // operands of the same rank: the rest broadcast) and transposes to the values they read.
+  constexpr size_t kMaxSteps = 32;
+  std::vector<std::pair<int, int64_t>> todo{{n.inputs[0], axis}};
+  std::set<std::pair<int, int64_t>> seen;
+  bool transposed = false;
+  while (!todo.empty()) {
+    const auto [id, a] = todo.back();
+    todo.pop_back();
+    if (!seen.insert({id, a}).second) continue;
+    if (seen.size() > kMaxSteps) return std::nullopt;
+    const Node& v = g.node(id);
+    const int64_t rank = v.type.rank();
+    if (v.op == OpKind::Transpose) {
+      transposed = true;
+      todo.push_back({v.inputs[0], v.attrs.ints("perm")[size_t(a)]});
+    } else if (has_trait(v.op, Elementwise) && !has_trait(v.op, Source)) {
+      for (int in : v.inputs)
+        if (g.type(in).rank() == rank && g.type(in).shape[size_t(a)] == v.type.shape[size_t(a)]) todo.push_back({in, a});
+    } else if (a != rank - 1) {
+      return std::nullopt;
+    }
+  }
+  if (!transposed) return std::nullopt;
+  return g.type(n.inputs[0]).shape[size_t(axis)];
 }
 
 namespace {

@@ -1,5 +1,7 @@
 // Facts about stages that schedules ask of the lowered pipeline.
 #pragma once
+#include <optional>
+
 #include "halide_backend/lowering/lowered.h"
 
 namespace hjit::schedules {
@@ -12,6 +14,11 @@ bool has_reduction(const backend::Stage& s);
 // extent.
 bool reduces_innermost(const backend::LoweredPipeline& p, const backend::Stage& s);
 int64_t innermost_reduced_extent(const backend::LoweredPipeline& p, const backend::Stage& s);
+// A reduction over one axis that is not its operand's innermost but is the innermost of the values
+// that operand is computed from, through transposes and element-wise ops (a zero point's
+// correction of attention's scores, the sums of K^T along its rows, read from K stored row by
+// row): that axis's extent, else nullopt.
+std::optional<int64_t> reduced_along_memory(const backend::LoweredPipeline& p, const backend::Stage& s);
 // A reshape, broadcast or transpose of sources (inputs, constants) whose indices need no division:
 // inlined into its readers it costs nothing, stored it is a copy of an input every call.
 bool is_view_of_sources(const backend::LoweredPipeline& p, const backend::Stage& s);

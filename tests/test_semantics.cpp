@@ -515,6 +515,30 @@ TEST_CASE("sums and searches along rows read rows, whether or not they keep the 
   }
 }
 
+// A sum over an axis of a transposed value that is the innermost of the value it transposes (the
+// sums of K^T along its rows, a quantized attention's zero-point correction, with K stored row by
+// row): summed along those rows in lanes, as a row reduction is (its vectors across the outputs
+// gathered each element from another row: 8% of an int8 encoder).
+TEST_CASE("sums over a transposed value's rows read its rows") {
+  const Tensor k = test::random({6, 64, 32}, hjit::DType::F32, 11), levels = hjit::floor(Tensor::uniform({6, 64, 32}, 12, 0, 256)).astype(hjit::DType::U8);
+  auto of_transposed = [](const Tensor& k) { return hjit::sum(hjit::transpose(k * 2.0f + 1.0f, {0, 2, 1}), std::vector<int>{1}, true); };
+  auto of_levels = [](const Tensor& q) { return hjit::sum(hjit::transpose(q, {0, 2, 1}).astype(hjit::DType::I32), std::vector<int>{1}, true); };
+  auto jitted = hjit::jit(of_transposed, {.opt_level = 1});
+  auto jitted_levels = hjit::jit(of_levels, {.opt_level = 1});
+  CHECK_CLOSE(jitted(k), of_transposed(k));
+  CHECK(jitted_levels(levels).to_vector<int64_t>() == of_levels(levels).to_vector<int64_t>());
+  for (const std::string& plan : {jitted.explain(k), jitted_levels.explain(levels)}) {
+    CAPTURE(plan);
+    CHECK(plan.substr(0, plan.find("lowered statement:")).find("rfactor(") != std::string::npos);
+  }
+  // A transposed axis that is not the innermost of what it reads keeps the vectors across outputs.
+  auto across = [](const Tensor& k) { return hjit::sum(hjit::transpose(k, {1, 0, 2}), std::vector<int>{1}, true); };
+  auto jitted_across = hjit::jit(across, {.opt_level = 1});
+  CHECK_CLOSE(jitted_across(k), across(k));
+  const std::string plan = jitted_across.explain(k);
+  CHECK(plan.substr(0, plan.find("lowered statement:")).find("rfactor(") == std::string::npos);
+}
+
 TEST_CASE("a convolution tiled over channels (narrow, strided or windowed) computes what eager computes at every edge") {
   // Narrow outputs (width under two vectors), strides and windows wider than 1 with channels to
   // spare take channel tiles: channel counts that are no multiple of the tile, widths of 1 and
