@@ -15,7 +15,8 @@ using Halide::Var;
 using Halide::VarOrRVar;
 
 std::string schedule_reduction(const backend::LoweredPipeline& p, const backend::Stage& s, bool parallel, Schedule& out) {
-  const int vec = vector_width(p.target, value_type(s));
+  // (Or the accumulator's, where it is narrower than the value: an i64 sum of bytes in i32.)
+  const int vec = std::max(vector_width(p.target, value_type(s)), vector_width(p.target, s.reduction.output_types()[0]));
   const int threads = parallel ? halide_threads() : 1;
   FuncRef acc(&out, s.reduction);
   std::string what = vectorize_and_parallelize(acc, s.vars, s.extents, vec, threads).what;

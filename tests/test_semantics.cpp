@@ -539,6 +539,35 @@ TEST_CASE("sums over a transposed value's rows read its rows") {
   CHECK(plan.substr(0, plan.find("lowered statement:")).find("rfactor(") == std::string::npos);
 }
 
+// Integer sums are i64 (PyTorch's rule); one of values of 16 bits or fewer accumulates in i32 where no
+// partial sum can leave it (at most 2^15 terms), twice the lanes a vector, and is exact either way.
+TEST_CASE("sums of narrow integers accumulate in i32 where they cannot overflow it: exact at the types' extremes") {
+  for (DType t : {DType::U8, DType::I8, DType::I16, DType::U16}) {
+    for (int64_t n : {int64_t(37), int64_t(1) << 15, (int64_t(1) << 15) + 1}) {
+      CAPTURE(hjit::dtype_name(t));
+      CAPTURE(n);
+      const double lo = t == DType::U8 || t == DType::U16 ? 0 : t == DType::I8 ? -128 : -32768;
+      const double hi = t == DType::U8 ? 255 : t == DType::I8 ? 127 : t == DType::I16 ? 32767 : 65535;
+      // Rows of the lowest value, of the highest, and of both alternating.
+      std::vector<double> v;
+      for (int64_t i = 0; i < n; ++i) v.push_back(lo);
+      for (int64_t i = 0; i < n; ++i) v.push_back(hi);
+      for (int64_t i = 0; i < n; ++i) v.push_back(i % 2 ? lo : hi);
+      const Tensor x = Tensor::from_vector(v, {3, n}).astype(t);
+      auto sums = [](const Tensor& x) { return hjit::sum(x.astype(DType::I32), std::vector<int>{1}); };
+      auto jitted = hjit::jit(sums, {.opt_level = 1});
+      const std::vector<int64_t> got = jitted(x).to_vector<int64_t>(), want = sums(x).to_vector<int64_t>();
+      CHECK(got == want);
+      CHECK(want[1] == int64_t(hi) * n);
+      if (n == 37) continue;
+      const std::string plan = jitted.explain(x);
+      CAPTURE(plan);
+      const bool narrow = n <= (int64_t(1) << 15);
+      CHECK((plan.find("rfactor(16 lanes)") != std::string::npos) == narrow);
+    }
+  }
+}
+
 TEST_CASE("a convolution tiled over channels (narrow, strided or windowed) computes what eager computes at every edge") {
   // Narrow outputs (width under two vectors), strides and windows wider than 1 with channels to
   // spare take channel tiles: channel counts that are no multiple of the tile, widths of 1 and

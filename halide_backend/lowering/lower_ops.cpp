@@ -111,6 +111,23 @@ RDom reduction_domain(const LowerCtx& ctx, int in, const std::vector<int64_t>& a
 
 enum class Fold { Sum, Max, Min };
 
+// The type a sum accumulates in: i32 for an i64 sum of values converted from 16 bits or fewer whose
+// every partial sum fits in i32 (a quantized product's zero-point corrections: sums of u8 values,
+// which PyTorch's rules make i64), else its own.
+Type sum_type(const LowerCtx& ctx, const Node& n, const RDom& r) {
+  const Type t = ct(n);
+  const Node& x = ctx.g.node(n.inputs[0]);
+  if (t != Int(64) || x.op != OpKind::Cast || dtype_size(ctx.g.type(x.inputs[0]).dtype) > 2 || !is_integral(ctx.g.type(x.inputs[0]).dtype))
+    return t;
+  int64_t terms = 1;
+  for (int i = 0; i < r.dimensions(); ++i) {
+    const int64_t* e = Internal::as_const_int(r[i].extent());
+    if (!e) return t;
+    terms *= std::max<int64_t>(1, *e);
+  }
+  return terms <= (int64_t(1) << 15) ? Int(32) : t;  // |sum| <= 2^15 x 2^16
+}
+
 void reduce(LowerCtx& ctx, Stage& s, const Node& n, Fold fold) {
   const TensorType& in = ctx.g.type(n.inputs[0]);
   const auto& axes = n.attrs.ints("axes");
@@ -125,6 +142,15 @@ void reduce(LowerCtx& ctx, Stage& s, const Node& n, Fold fold) {
   Expr x = cast(t, ctx.at(n.inputs[0], reduced_coords(LowerCtx::coords(s), r, axes, in.rank(), n.attrs.i("keepdims"))));
   switch (fold) {
     case Fold::Sum:
+      if (const Type narrow = sum_type(ctx, n, r); narrow != t) {
+        // (Widened once, at the end: a vector holds twice the lanes.)
+        acc(v) = constant(narrow, 0);
+        acc(v) += cast(narrow, x);
+        LowerCtx::define(s, cast(t, acc(v)));
+        s.reduction = acc;
+        for (int i = 0; i < r.dimensions(); ++i) s.rvars.push_back(r[i]);
+        return;
+      }
       acc(v) = constant(t, 0);
       acc(v) += x;
       break;
