@@ -354,6 +354,8 @@ TensorType infer_conv2d(const InferArgs& a) {
 }
 
 TensorType infer_int_conv2d(const InferArgs& a) {
+  if (a.in.size() != 2 && a.in.size() != 3)
+    throw ValueError("int_conv2d: takes an input, a weight and perhaps per-channel offsets, got " + std::to_string(a.in.size()) + " operands");
   const TensorType &x = *a.in[0], &w = *a.in[1];
   if (x.dtype != DType::U8 || w.dtype != DType::I8)
     throw DTypeError("int_conv2d: the graph op takes u8 and i8 (hjit::int_conv2d converts other 8-bit pairs), got " + types_str(a));
@@ -367,6 +369,8 @@ TensorType infer_int_conv2d(const InferArgs& a) {
     if (out.shape[size_t(2 + d)] < 1 && x.shape[size_t(2 + d)] > 0)
       throw ShapeError("int_conv2d: the kernel " + w.str() + " (dilation " + shape_str(dil) + ") is larger than the input " + x.str());
   }
+  if (a.in.size() == 3 && (a.in[2]->dtype != DType::I32 || a.in[2]->shape != Shape{out.shape[1]}))
+    throw ShapeError("int_conv2d: the offsets are i32 [" + std::to_string(out.shape[1]) + "], one per output channel, got " + a.in[2]->str());
   return out;
 }
 

@@ -351,6 +351,47 @@ Tensor powers_of_two(int64_t channels, int lowest) {
 }
 }  // namespace
 
+TEST_CASE("an integer convolution's zero-point correction is where its sums start: eager, compiled and optimized alike") {
+  // hjit::int_conv2d subtracts z times each output channel's weight sum; simplify makes that the
+  // convolution's third operand, which its tiles load as their sums' starting values.
+  uint64_t seed = 950;
+  for (const auto& [channels, pad] : std::vector<std::pair<int64_t, int64_t>>{{8, 1}, {5, 0}, {16, 2}}) {
+    CAPTURE(channels);
+    const Tensor x = full_range({2, channels, 6, 7}, DType::U8, seed++), w = full_range({16, channels, 3, 3}, DType::I8, seed++);
+    auto conv = [pad](const Tensor& x, const Tensor& w) { return hjit::int_conv2d(x, w, Tensor::scalar(131, DType::U8), {1, 1}, {pad, pad}); };
+    const Tensor want = conv(x, w);
+    CHECK(test::compare(hjit::jit(conv, quiet())(x, w), want, 0) == "");
+    const hjit::Graph g = hjit::simplify(hjit::make_graph(conv, x, w));
+    const hjit::Node& out = g.node(g.outputs[0]);
+    CHECK(out.op == hjit::OpKind::IntConv2d);
+    CHECK(out.inputs.size() == 3);
+    // The optimized graph run eagerly (IntConv2d's kernel with the offsets) equals it too.
+    CHECK(test::compare(hjit::eval_graph(g, {x, w})[0], want, 0) == "");
+  }
+  // Offsets of another length, or not i32, are refused; with no input channels the result is
+  // the offsets' negations.
+  const hjit::Attrs attrs{{"stride", std::vector<int64_t>{1, 1}}, {"dilation", std::vector<int64_t>{1, 1}}};
+  {
+    hjit::Graph bad;
+    const int x = bad.add_parameter({DType::U8, {1, 2, 3, 3, 4}}), w = bad.add_parameter({DType::I8, {1, 2, 1, 1, 4, 4}});
+    CHECK_THROWS_WITH_AS(bad.add_op(hjit::OpKind::IntConv2d, {x, w, bad.add_parameter({DType::I32, {3}})}, attrs),
+                         doctest::Contains("one per output channel"), hjit::ShapeError);
+    CHECK_THROWS_AS(bad.add_op(hjit::OpKind::IntConv2d, {x, w, bad.add_parameter({DType::F32, {4}})}, attrs), hjit::ShapeError);
+    CHECK_THROWS_AS(bad.add_op(hjit::OpKind::IntConv2d, {x, w, x, w}, attrs), hjit::ValueError);
+  }
+  hjit::Graph g;
+  const int x = g.add_parameter({DType::U8, {1, 0, 3, 3, 4}}), w = g.add_parameter({DType::I8, {1, 0, 1, 1, 4, 4}});
+  const int offsets = g.add_parameter({DType::I32, {4}});
+  g.outputs.push_back(g.add_op(hjit::OpKind::IntConv2d, {x, w, offsets}, attrs));
+  const Tensor k = Tensor::from_vector(std::vector<int32_t>{5, -7, 0, 2147483647}, {4});
+  const Tensor none = Tensor::zeros({1, 0, 3, 3, 4}, DType::U8), no_weights = Tensor::zeros({1, 0, 1, 1, 4, 4}, DType::I8);
+  const std::vector<int32_t> negated{-5, 7, 0, -2147483647};
+  std::vector<int32_t> expected;
+  for (int32_t v : negated) expected.insert(expected.end(), 9, v);
+  CHECK(hjit::eval_graph(g, {none, no_weights, k})[0].to_vector<int32_t>() == expected);
+  CHECK(hjit::eval_graph(hjit::simplify(g), {none, no_weights, k})[0].to_vector<int32_t>() == expected);
+}
+
 TEST_CASE("quantized convolutions in a chain: each sum requantized in its tiles, 8-bit between them, every pack vectorized") {
   // Per-channel scales that are powers of two: the requantized values are exact, eager and compiled.
   auto layer = [](const Tensor& x, const Tensor& w, const Tensor& scale, int64_t pad) {

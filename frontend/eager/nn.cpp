@@ -73,7 +73,7 @@ void Conv2d(const KernelArgs& a) {
 }
 
 // u8 [N, C, H, W, 4] x i8 [O/B, C, KH, KW, B, 4] -> i32 [N, O, OH, OW]: four input channels to a
-// step, summed exactly (wrapping in i32 as the compiled code).
+// step, summed exactly (wrapping in i32 as the compiled code), less the offsets [O] where given.
 void IntConv2d(const KernelArgs& a) {
   const Shape &xs = a.in[0].type->shape, &ws = a.in[1].type->shape, &os = a.out.type->shape;
   const auto &stride = a.attrs.ints("stride"), &dil = a.attrs.ints("dilation");
@@ -81,11 +81,12 @@ void IntConv2d(const KernelArgs& a) {
   const auto* x = static_cast<const uint8_t*>(a.in[0].data);
   const auto* w = static_cast<const int8_t*>(a.in[1].data);
   auto* out = static_cast<int32_t*>(a.out.data);
+  const auto* offsets = a.in.size() > 2 ? static_cast<const int32_t*>(a.in[2].data) : nullptr;
   parallel_loop(N * O, N * O * OH * OW * C * KH * KW >= 1 << 15, [&](int64_t i_no) {
     const int64_t n = i_no / O, o = i_no % O;
     for (int64_t oy = 0; oy < OH; ++oy)
       for (int64_t ox = 0; ox < OW; ++ox) {
-        uint32_t acc = 0;
+        uint32_t acc = offsets ? uint32_t(0) - uint32_t(offsets[o]) : 0;
         for (int64_t c = 0; c < C; ++c)
           for (int64_t ky = 0; ky < KH; ++ky)
             for (int64_t kx = 0; kx < KW; ++kx) {

@@ -851,7 +851,9 @@ void IntConv2d(LowerCtx& ctx, Stage& s, const Node& n) {
   RDom r({{0, 4}, {0, int(ws[3])}, {0, int(ws[2])}, {0, int(ws[1])}}, rdom_name(s, "r"));
   const Var &ox = s.vars[0], &oy = s.vars[1], &co = s.vars[2], &nb = s.vars[3];
   Func acc(helper_name(s, "_acc"));
-  acc(s.vars) = 0;
+  // The offsets are where the sums start: the tiles' accumulators are loaded with them instead of
+  // zeroed, and the epilogue has no subtraction left.
+  acc(s.vars) = n.inputs.size() > 2 ? -ctx.at(n.inputs[2], {co}) : Expr(0);
   acc(s.vars) += cast<int32_t>(ctx.at(n.inputs[0], {nb, r[3], oy * int(stride[0]) + r[2] * int(dil[0]), ox * int(stride[1]) + r[1] * int(dil[1]), r[0]})) *
                  cast<int32_t>(ctx.at(n.inputs[1], {co / block, r[3], r[2], r[1], co % block, r[0]}));
   s.func(s.vars) = acc(s.vars);

@@ -41,7 +41,7 @@ def segmentation(name):
 
 
 class Encoder(torch.nn.Module):
-    """A Transformer encoder (4 layers, d_model 256, 8 heads) over 64 tokens."""
+    """A Transformer encoder (4 layers, d_model 256, 8 heads): over 64 tokens, or as many as its input has."""
 
     def __init__(self):
         super().__init__()
@@ -93,6 +93,9 @@ MODELS = {
     "vit_b_16": (*vision("vit_b_16"), 17),
     "lraspp_mobilenet_v3_large": (*segmentation("lraspp_mobilenet_v3_large"), 13),
     "transformer_encoder": (Encoder, (1, 64, 256), 17),
+    # The same encoder over 128 tokens: at batch 4 (transformer_encoder_s128_b4), the BERT-like
+    # encoder of issue 51's int8 targets.
+    "transformer_encoder_s128": (Encoder, (1, 128, 256), 17),
     "gru": (lambda: Recurrent("GRU"), (1, 64, 64), 13),
     "lstm": (lambda: Recurrent("LSTM"), (1, 64, 64), 13),
 }

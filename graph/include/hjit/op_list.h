@@ -67,8 +67,9 @@
   X(IntMatmul, "int_matmul", 2, Contraction | NonDifferentiable, "", infer_int_matmul, Matmul)                              \
   /* u8 [N, C, H, W, 4] (input channels in fours, padded already) x i8 [O/B, C, KH, KW, B, 4] -> */                      \
   /* i32 [N, O, OH, OW], exact: VNNI's layout, four channels to a lane, outputs in blocks of B    */                      \
-  /* (hjit::int_conv2d packs both)                                                                */                      \
-  X(IntConv2d, "int_conv2d", 2, Contraction | NonDifferentiable, "stride,dilation", infer_int_conv2d, Convolution)       \
+  /* (hjit::int_conv2d packs both); a third operand, i32 [O], is subtracted from each channel's  */                      \
+  /* sums (a zero point's correction, the sums' starting value: simplify folds it in)            */                      \
+  X(IntConv2d, "int_conv2d", -1, Contraction | NonDifferentiable, "stride,dilation", infer_int_conv2d, Convolution)      \
   X(Conv2d, "conv2d", 2, Contraction | NumericOnly, "stride,padding,dilation,groups", infer_conv2d, Convolution)           \
   X(Attention, "attention", 3, Contraction | FloatOnly, "causal,scale", infer_attention, Attention)                        \
   X(MaxPool2d, "max_pool2d", 1, Reduction | NumericOnly, "kernel,stride,padding", infer_pool2d, Pooling)                   \
