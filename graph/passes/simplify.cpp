@@ -304,8 +304,9 @@ bool clamp_before_round(Graph& out, ValueRanges& ranges, const Node& n, const st
 // one use: another use would compute it twice.
 bool offsets_into_int_conv(Graph& out, const Node& n, const std::vector<int>& in, int uses, int* result) {
   if (n.op != OpKind::Sub || uses != 1) return false;
-  const Node& conv = out.node(in[0]);
-  if (conv.op != OpKind::IntConv2d || conv.inputs.size() != 2 || out.type(in[1]).dtype != DType::I32) return false;
+  if (out.node(in[0]).op != OpKind::IntConv2d || out.node(in[0]).inputs.size() != 2 || out.type(in[1]).dtype != DType::I32) return false;
+  // Copies: add_op grows the graph's node vector, which would leave references dangling.
+  const Node conv = out.node(in[0]);
   const Shape k = out.type(in[1]).shape, o = conv.type.shape;  // o: [N, O, OH, OW]
   // (Per channel: [O, 1, 1] or [1, O, 1, 1] after numpy's alignment, or one value for all.)
   Shape aligned(o.size() - std::min(o.size(), k.size()), 1);
