@@ -200,6 +200,19 @@ std::optional<ValueRange> ValueRanges::constant(const Node& n) const {
   return r;
 }
 
+std::optional<RoundedWithZeroPoint> rounded_with_zero_point(const Graph& g, ValueRanges& ranges, int id) {
+  const Node& n = g.node(id);
+  if (n.op == OpKind::Round) return RoundedWithZeroPoint{id, -1};
+  if (n.op != OpKind::Add) return std::nullopt;
+  for (size_t k = 0; k < 2; ++k) {
+    const int z = n.inputs[1 - k];
+    if (g.node(n.inputs[k]).op != OpKind::Round || !g.type(z).shape.empty()) continue;
+    const std::optional<ValueRange> r = ranges(z);
+    if (r && r->whole && r->lo >= -65536.0 && r->hi <= 65536.0) return RoundedWithZeroPoint{n.inputs[k], z};
+  }
+  return std::nullopt;
+}
+
 bool converts_within(const ValueRange& r, DType to) {
   if (is_floating(to) || to == DType::Bool || dtype_size(to) > 4) return false;
   const auto [lowest, highest] = integer_bounds(to);

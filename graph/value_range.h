@@ -12,9 +12,6 @@ namespace hjit {
 
 // f32 holds every whole number below 2^24 exactly: sums and products of such stay exact.
 inline constexpr double kWholeInF32 = 16777216.0;
-// A quantization's zero point: whole, and within a 16-bit type's range (simplify's
-// clamp_before_round, and the conversion that then adds it in integer arithmetic).
-inline constexpr double kZeroPointBound = 65536.0;
 
 struct ValueRange {
   double lo = 0, hi = 0;  // every element within [lo, hi] (finite: no NaN, no infinity)
@@ -27,6 +24,16 @@ struct ValueRange {
   // Whole numbers f32 holds exactly (converted to i32 and back, each is itself).
   bool whole_in_f32() const { return whole && lo > -kWholeInF32 && hi < kWholeInF32; }
 };
+
+class ValueRanges;
+
+// round(x) + z (either order) for a zero point z that is a whole scalar within a 16-bit type's
+// range, or round(x) alone (zero_point -1): a quantization's rounding, as simplify's
+// clamp_before_round and the conversion that adds z as an integer (lower_ops.cpp, Cast) read it.
+struct RoundedWithZeroPoint {
+  int round = -1, zero_point = -1;
+};
+std::optional<RoundedWithZeroPoint> rounded_with_zero_point(const Graph& g, ValueRanges& ranges, int id);
 
 // Whether every value of r, truncated toward 0, is one of the integer type `to`'s (of at most 32
 // bits): a conversion then needs no range test.

@@ -44,8 +44,7 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, const backend:
   // vector of outputs gathered 8 lanes a row apart (19.5 ms where a pass over x takes 1).
   // (So is one along a transposed value's rows: each vector of outputs gathered across rows, 8% of
   // an int8 encoder's time in its attention's zero-point corrections.)
-  const std::optional<int64_t> along_memory = reduced_along_memory(p, s);
-  const int64_t row = reduces_innermost(p, s) ? innermost_reduced_extent(p, s) : along_memory.value_or(0);
+  const int64_t row = reduces_innermost(p, s) ? innermost_reduced_extent(p, s) : reduced_along_memory(p, s).value_or(0);
   const bool along_rows = row >= 2 * vec;
   if (!s.vars.empty() && s.extents[0] >= vec && !along_rows) {
     // Column reduction: the innermost output dimension is kept: loop the reduction outside it.

@@ -268,18 +268,9 @@ bool clamp_before_round(Graph& out, ValueRanges& ranges, const Node& n, const st
     x = inner;
   }
   if (!whole_f32(lo) || !whole_f32(hi) || lo > hi) return false;
-  int zero_point = -1;
-  if (const Node& a = out.node(x); a.op == OpKind::Add) {
-    for (int k = 0; k < 2 && zero_point < 0; ++k) {
-      const int z = a.inputs[size_t(1 - k)];
-      const std::optional<ValueRange> r = out.type(z).shape.empty() ? ranges(z) : std::nullopt;
-      if (out.node(a.inputs[size_t(k)]).op == OpKind::Round && r && r->whole && r->lo >= -kZeroPointBound && r->hi <= kZeroPointBound)
-        zero_point = z, x = a.inputs[size_t(k)];
-    }
-    if (zero_point < 0) return false;
-  }
-  if (out.node(x).op != OpKind::Round) return false;
-  const int v = out.node(x).inputs[0];
+  const std::optional<RoundedWithZeroPoint> rounded = rounded_with_zero_point(out, ranges, x);
+  if (!rounded) return false;
+  const int zero_point = rounded->zero_point, v = out.node(rounded->round).inputs[0];
   if (out.type(v) != out.type(in[0])) return false;
   // The bounds less z: literals where z is one.
   const TensorType scalar{DType::F32, {}};

@@ -77,9 +77,10 @@ Expr affine_expr(const Affine& a, const std::vector<Expr>& symbols) {
 }
 }  // namespace
 
-std::optional<ValueRange> LowerCtx::range(int node) {
+std::optional<ValueRange> LowerCtx::range(int node) { return value_ranges()(node); }
+ValueRanges& LowerCtx::value_ranges() {
   if (!ranges) ranges = std::make_shared<ValueRanges>(g);
-  return (*ranges)(node);
+  return *ranges;
 }
 
 Expr LowerCtx::extent(int node, int d) const {

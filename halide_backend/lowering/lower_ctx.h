@@ -30,6 +30,7 @@ struct LowerCtx {
   static void define(Stage& s, Halide::Expr e);
   // What is known of an f32 node's elements (finite, within bounds), read off the graph once.
   std::optional<ValueRange> range(int node);
+  ValueRanges& value_ranges();  // (range's, made at its first question)
 
   std::shared_ptr<ValueRanges> ranges = nullptr;  // (range's, made at its first question)
 };

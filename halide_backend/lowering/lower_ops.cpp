@@ -141,19 +141,13 @@ void reduce(LowerCtx& ctx, Stage& s, const Node& n, Fold fold) {
   RDom r = reduction_domain(ctx, n.inputs[0], axes, rdom_name(s, "r"));
   Expr x = cast(t, ctx.at(n.inputs[0], reduced_coords(LowerCtx::coords(s), r, axes, in.rank(), n.attrs.i("keepdims"))));
   switch (fold) {
-    case Fold::Sum:
-      if (const Type narrow = sum_type(ctx, n, r); narrow != t) {
-        // (Widened once, at the end: a vector holds twice the lanes.)
-        acc(v) = constant(narrow, 0);
-        acc(v) += cast(narrow, x);
-        LowerCtx::define(s, cast(t, acc(v)));
-        s.reduction = acc;
-        for (int i = 0; i < r.dimensions(); ++i) s.rvars.push_back(r[i]);
-        return;
-      }
-      acc(v) = constant(t, 0);
-      acc(v) += x;
+    case Fold::Sum: {
+      // (Widened once, at the end, where it accumulates narrower: a vector holds twice the lanes.)
+      const Type at = sum_type(ctx, n, r);
+      acc(v) = constant(at, 0);
+      acc(v) += cast(at, x);
       break;
+    }
     case Fold::Max:
     case Fold::Min: {
       const bool is_max = fold == Fold::Max;
@@ -173,7 +167,7 @@ void reduce(LowerCtx& ctx, Stage& s, const Node& n, Fold fold) {
       break;
     }
   }
-  LowerCtx::define(s, acc(v));
+  LowerCtx::define(s, cast(t, acc(v)));
   s.reduction = acc;
   for (int i = 0; i < r.dimensions(); ++i) s.rvars.push_back(r[i]);
 }
@@ -346,19 +340,11 @@ namespace {
 // round (AVX-512's is two 256-bit halves and the moves between them), adding z and converting took
 // six. Defines the stage; false where the operand is not of that form.
 bool rounded_as_bits(LowerCtx& c, Stage& s, const Node& n) {
-  int x = n.inputs[0], z = -1;
-  if (const Node& a = c.g.node(x); a.op == OpKind::Add) {
-    x = -1;
-    for (int k = 0; k < 2 && x < 0; ++k) {
-      const int other = a.inputs[size_t(1 - k)];
-      const std::optional<ValueRange> r = c.g.type(other).shape.empty() ? c.range(other) : std::nullopt;
-      if (c.g.node(a.inputs[size_t(k)]).op == OpKind::Round && r && r->whole && r->lo >= -kZeroPointBound && r->hi <= kZeroPointBound)
-        x = a.inputs[size_t(k)], z = other;
-    }
-    if (x < 0) return false;
-  }
-  const Node& round = c.g.node(x);
-  if (round.op != OpKind::Round || c.g.type(round.inputs[0]) != c.g.type(n.inputs[0])) return false;
+  const std::optional<RoundedWithZeroPoint> rounded = rounded_with_zero_point(c.g, c.value_ranges(), n.inputs[0]);
+  if (!rounded) return false;
+  const Node& round = c.g.node(rounded->round);
+  const int z = rounded->zero_point;
+  if (c.g.type(round.inputs[0]) != c.g.type(n.inputs[0])) return false;
   const std::optional<ValueRange> r = c.range(round.inputs[0]);
   if (!r || std::max(-r->lo, r->hi) >= 4194304.0) return false;
   // Strict: under fast-math LLVM would reassociate a sum x is made of with the constant (see
