@@ -374,6 +374,30 @@ TensorType infer_int_conv2d(const InferArgs& a) {
   return out;
 }
 
+TensorType infer_int_depthwise2d(const InferArgs& a) {
+  if (a.in.size() != 2 && a.in.size() != 3)
+    throw ValueError("int_depthwise2d: takes an input, a weight and perhaps per-channel offsets, got " + std::to_string(a.in.size()) +
+                     " operands");
+  const TensorType &x = *a.in[0], &w = *a.in[1];
+  if (x.dtype != DType::U8 || w.dtype != DType::I8)
+    throw DTypeError("int_depthwise2d: the graph op takes u8 and i8 (hjit::int_conv2d converts other 8-bit pairs), got " + types_str(a));
+  if (x.rank() != 4 || w.rank() != 6 || w.shape[1] != 1 || w.shape[5] != 4 || w.shape[0] * w.shape[4] != x.shape[1])
+    throw ShapeError("int_depthwise2d: takes [N, C, H, W] and [C/B, 1, R, KW, B, 4] (a kernel's rows in fours, channels in blocks), got " +
+                     types_str(a));
+  auto stride = pair_attr(a, "stride", 1), dil = pair_attr(a, "dilation", 1), kernel = pair_attr(a, "kernel", 1);
+  if (kernel[0] < 1 || kernel[1] != w.shape[3] || (kernel[0] + 3) / 4 != w.shape[2])
+    throw ShapeError("int_depthwise2d: the kernel " + shape_str(kernel) + " does not match the weight " + w.str() + " (KW columns, KH rows in fours)");
+  TensorType out{DType::I32, {x.shape[0], x.shape[1], 0, 0}};
+  for (int d = 0; d < 2; ++d) {
+    out.shape[size_t(2 + d)] = window_output_size(x.shape[size_t(2 + d)], kernel[size_t(d)], stride[size_t(d)], 0, dil[size_t(d)]);
+    if (out.shape[size_t(2 + d)] < 1 && x.shape[size_t(2 + d)] > 0)
+      throw ShapeError("int_depthwise2d: the kernel " + shape_str(kernel) + " (dilation " + shape_str(dil) + ") is larger than the input " + x.str());
+  }
+  if (a.in.size() == 3 && (a.in[2]->dtype != DType::I32 || a.in[2]->shape != Shape{out.shape[1]}))
+    throw ShapeError("int_depthwise2d: the offsets are i32 [" + std::to_string(out.shape[1]) + "], one per channel, got " + a.in[2]->str());
+  return out;
+}
+
 TensorType infer_pool2d(const InferArgs& a) {
   const TensorType& x = *a.in[0];
   const std::string name = op_name(a.op);

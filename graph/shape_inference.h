@@ -20,6 +20,7 @@ TensorType infer_arg_reduce(const InferArgs& a);
 TensorType infer_matmul(const InferArgs& a);
 TensorType infer_int_matmul(const InferArgs& a);
 TensorType infer_int_conv2d(const InferArgs& a);
+TensorType infer_int_depthwise2d(const InferArgs& a);
 TensorType infer_reshape(const InferArgs& a);
 TensorType infer_transpose(const InferArgs& a);
 TensorType infer_broadcast_to(const InferArgs& a);

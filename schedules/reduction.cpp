@@ -100,10 +100,19 @@ int64_t exact_row_chunk(const backend::Helper& h, int vec) {
 }
 }  // namespace
 
+namespace {
+// Whether the schedule computes f somewhere already (a helper placed in a tile).
+bool placed(const Schedule& out, const Halide::Func& f) {
+  const std::string name = backend::canonical_name(f.name());
+  return std::any_of(out.directives.begin(), out.directives.end(),
+                     [&](const backend::Directive& d) { return d.func == name && (d.verb == "compute_at" || d.verb == "compute_root"); });
+}
+}  // namespace
+
 std::string schedule_helpers_at_root(const backend::LoweredPipeline& p, const backend::Stage& s, Schedule& out) {
   std::string what;
   for (const backend::Helper& h : s.helpers) {
-    if (!h.stored) continue;
+    if (!h.stored || placed(out, h.func)) continue;
     FuncRef f(&out, h.func);
     f.compute_root();
     const int vec = vector_width(p.target, h.func.output_types()[0]);
@@ -136,6 +145,22 @@ std::string schedule_helpers_at_root(const backend::LoweredPipeline& p, const ba
       what += " update " + vectorize_and_parallelize(f.update(), h.vars, h.extents, 1, halide_threads(), true).what;
   }
   return what;
+}
+
+std::string schedule_rows_in_fours(const backend::LoweredPipeline& p, const backend::Stage& s, FuncRef nest, Var tile, Schedule& out) {
+  for (const backend::Helper& h : s.helpers) {
+    if (h.role != "rows in fours") continue;
+    // Loops: the channels in vectors innermost, the four rows unrolled around them: Halide writes
+    // the four strided stores of a channel vector as one store of the rows interleaved, which
+    // the dot products then read whole (four rows of a channel in each 32-bit lane).
+    FuncRef f(&out, h.func);
+    const Var &k = h.vars[0], &c = h.vars[1], co(c.name() + "_o"), ci(c.name() + "_i");
+    const int vec = std::min<int>(vector_width(p.target, Halide::Int(32)), int(h.extents[1]));
+    f.compute_at(nest, tile);
+    f.split(c, co, ci, vec).reorder({ci, k, co}).vectorize(ci).unroll(k);
+    return " rows in fours: per tile, vec" + std::to_string(vec) + " by 4 rows interleaved";
+  }
+  return "";
 }
 
 }  // namespace hjit::schedules

@@ -468,11 +468,14 @@ TEST_CASE("int_matmul and int_conv2d: exact integer sums") {
       check("int_matmul", mm, {test::random({7, 10}, ta, seed++), test::random({10, 33}, tb, seed++)});
       if (!reduced()) check("int_matmul", mm, {test::random({2, 3, 16}, ta, seed++), test::random({16, 20}, tb, seed++)});
     }
+  // (With a depthwise convolution of i8 weights: int_depthwise2d, a 5x5 kernel's rows in two fours.)
   const Group conv = [](const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{hjit::int_conv2d(in[0], in[1], in[2], {1, 1}, {1, 1}), hjit::int_conv2d(in[0], in[1], in[2], {2, 2}, {0, 0})};
+    return std::vector<Tensor>{hjit::int_conv2d(in[0], in[1], in[2], {1, 1}, {1, 1}), hjit::int_conv2d(in[0], in[1], in[2], {2, 2}, {0, 0}),
+                               hjit::int_conv2d(in[0], in[3], in[2], {2, 1}, {2, 2}, {1, 1}, 6)};
   };
   for (DType tx : {DType::U8, DType::I8})
-    check("int_conv2d", conv, {test::random({2, 6, 9, 8}, tx, seed++), test::random({20, 6, 3, 3}, DType::I8, seed++), Tensor::scalar(3, tx)});
+    check("int_conv2d", conv, {test::random({2, 6, 9, 8}, tx, seed++), test::random({20, 6, 3, 3}, DType::I8, seed++), Tensor::scalar(3, tx),
+                                test::random({6, 1, 5, 5}, DType::I8, seed++)});
 }
 
 TEST_CASE("data movement: reshape, transpose, broadcast, slice, concat, stack, pad") {

@@ -312,6 +312,11 @@ TEST_CASE("int_conv2d is the convolution of (x - zero point) and the weight in i
       {{2, 40, 9, 11}, {40, 1, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 40, DType::U8, DType::I8}, // depthwise, stride 2, odd sizes
       {{1, 24, 12, 10}, {24, 1, 5, 3}, {1, 2}, {2, 0}, {2, 1}, 24, DType::I8, DType::U8}, // depthwise: dilated, signed, u8 weight
       {{1, 16, 3, 3}, {16, 1, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 16, DType::U8, DType::I8},  // depthwise: one output
+      {{1, 24, 11, 9}, {24, 1, 5, 5}, {2, 1}, {2, 2}, {1, 2}, 24, DType::U8, DType::I8},  // depthwise 5x5: rows in two fours
+      {{2, 3, 7, 7}, {3, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 3, DType::I8, DType::I8},     // depthwise: 3 channels, signed input
+      {{1, 1, 6, 5}, {1, 1, 1, 3}, {1, 1}, {0, 1}, {1, 1}, 1, DType::U8, DType::I8},     // depthwise: one channel, one row
+      {{1, 96, 15, 15}, {96, 1, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 96, DType::U8, DType::I8}, // depthwise: MobileNet's channel tiles
+      {{1, 40, 6, 6}, {40, 1, 7, 7}, {1, 1}, {3, 3}, {1, 1}, 40, DType::U8, DType::I8},  // depthwise 7x7, kernel as large as the input
       {{1, 8, 7, 7}, {16, 4, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2, DType::U8, DType::I8},    // grouped: f32
       {{1, 8, 6, 6}, {4, 8, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, DType::U8, DType::U8},    // u8 weight: i32
       {{1, 64, 14, 14}, {64, 64, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, DType::U8, DType::I8},
@@ -392,6 +397,47 @@ TEST_CASE("an integer convolution's zero-point correction is where its sums star
   CHECK(hjit::eval_graph(hjit::simplify(g), {none, no_weights, k})[0].to_vector<int32_t>() == expected);
 }
 
+TEST_CASE("int_depthwise2d: a depthwise convolution as dot products of four rows of a window column, exact") {
+  // hjit::int_conv2d of i8 depthwise weights packs them [C/B, 1, R, KW, B, 4] (a kernel's rows in
+  // fours, zeros past its last); simplify folds the zero point's correction into the op's offsets.
+  uint64_t seed = 970;
+  struct Case {
+    int64_t channels, side, kernel, stride, pad, dilation;
+  };
+  for (const Case& c : std::vector<Case>{{16, 9, 3, 1, 1, 1}, {48, 10, 3, 2, 1, 1}, {8, 12, 5, 1, 2, 1}, {20, 11, 3, 1, 2, 2}, {2, 6, 9, 2, 4, 1}}) {
+    CAPTURE(c.channels);
+    CAPTURE(c.kernel);
+    const Tensor x = full_range({2, c.channels, c.side, c.side + 1}, DType::U8, seed++);
+    const Tensor w = full_range({c.channels, 1, c.kernel, c.kernel}, DType::I8, seed++);
+    auto conv = [&c](const Tensor& x, const Tensor& w) {
+      return hjit::int_conv2d(x, w, Tensor::scalar(131, DType::U8), {c.stride, c.stride}, {c.pad, c.pad}, {c.dilation, c.dilation}, c.channels);
+    };
+    const Tensor want = hjit::conv2d(x.astype(DType::I32) - 131, w.astype(DType::I32), std::nullopt, {c.stride, c.stride}, {c.pad, c.pad},
+                                     {c.dilation, c.dilation}, c.channels);
+    CHECK(test::compare(conv(x, w), want, 0) == "");
+    CHECK(test::compare(hjit::jit(conv, quiet())(x, w), want, 0) == "");
+    const hjit::Graph g = hjit::simplify(hjit::make_graph(conv, x, w));
+    const hjit::Node& out = g.node(g.outputs[0]);
+    CHECK(out.op == hjit::OpKind::IntDepthwise2d);
+    CHECK(out.inputs.size() == 3);
+    CHECK(test::compare(hjit::eval_graph(g, {x, w})[0], want, 0) == "");
+  }
+  // The graph op checks its operands and its kernel against the packed weight.
+  const hjit::Attrs attrs{{"stride", std::vector<int64_t>{1, 1}}, {"dilation", std::vector<int64_t>{1, 1}}, {"kernel", std::vector<int64_t>{3, 3}}};
+  hjit::Graph bad;
+  const int x = bad.add_parameter({DType::U8, {1, 32, 8, 8}}), w = bad.add_parameter({DType::I8, {2, 1, 1, 3, 16, 4}});
+  CHECK(bad.type(bad.add_op(hjit::OpKind::IntDepthwise2d, {x, w}, attrs)).shape == hjit::Shape{1, 32, 6, 6});
+  CHECK_THROWS_WITH_AS(bad.add_op(hjit::OpKind::IntDepthwise2d, {x, w},
+                                  hjit::Attrs{{"stride", std::vector<int64_t>{1, 1}}, {"dilation", std::vector<int64_t>{1, 1}}, {"kernel", std::vector<int64_t>{5, 3}}}),
+                       doctest::Contains("does not match the weight"), hjit::ShapeError);
+  CHECK_THROWS_AS(bad.add_op(hjit::OpKind::IntDepthwise2d, {x, bad.add_parameter({DType::I8, {1, 1, 1, 3, 16, 4}})}, attrs), hjit::ShapeError);
+  CHECK_THROWS_AS(bad.add_op(hjit::OpKind::IntDepthwise2d, {x, bad.add_parameter({DType::U8, {2, 1, 1, 3, 16, 4}})}, attrs), hjit::DTypeError);
+  CHECK_THROWS_WITH_AS(bad.add_op(hjit::OpKind::IntDepthwise2d, {x, w, bad.add_parameter({DType::I32, {16}})}, attrs),
+                       doctest::Contains("one per channel"), hjit::ShapeError);
+  CHECK_THROWS_WITH_AS(bad.add_op(hjit::OpKind::IntDepthwise2d, {bad.add_parameter({DType::U8, {1, 32, 2, 8}}), w}, attrs),
+                       doctest::Contains("larger than the input"), hjit::ShapeError);
+}
+
 TEST_CASE("quantized convolutions in a chain: each sum requantized in its tiles, 8-bit between them, every pack vectorized") {
   // Per-channel scales that are powers of two: the requantized values are exact, eager and compiled.
   auto layer = [](const Tensor& x, const Tensor& w, const Tensor& scale, int64_t pad) {
@@ -429,10 +475,8 @@ TEST_CASE("quantized convolutions in a chain: each sum requantized in its tiles,
 
 TEST_CASE("a quantized depthwise convolution after a pointwise one reads its channels innermost, strided or not, exact") {
   // MobileNet's inverted residual in 8 bits: the expanding 1x1 convolution's requantized u8 value
-  // is stored channels innermost by its tiles; the depthwise convolution after it (a sum of taps,
-  // element-wise work over windows of that value) runs channels innermost too, at stride 2 as at
-  // stride 1: along the width, each tap's load gathered a byte a pixel (a QDQ MobileNet V2 whose
-  // ReLU6 is quantized on both sides: 3.73 -> 2.88 ms alternated in one process).
+  // is stored channels innermost by its tiles; the depthwise convolution after it reads a pixel's
+  // channels contiguous, at stride 2 as at stride 1.
   auto requantized = [](const Tensor& acc, const Tensor& scale) {
     return hjit::clamp(hjit::round(hjit::relu(acc.astype(DType::F32) * scale)) + 3.0f, 0, 255).astype(DType::U8);
   };
@@ -456,7 +500,9 @@ TEST_CASE("a quantized depthwise convolution after a pointwise one reads its cha
       const std::string plan = compiled.explain(x, w1, s1, w2, s2);
       CAPTURE(plan);
       CHECK(test::occurrences(plan, ", stored channels innermost") == 1);
-      CHECK(test::occurrences(plan, ": root channels innermost vec") + test::occurrences(plan, ": channels innermost vec") >= 1);
+      // The depthwise sums are dot products of four rows of a window column (int_depthwise2d),
+      // whose interleaved rows each tile builds from the stored value.
+      CHECK(test::occurrences(plan, "rows in fours: per tile") == 1);
     }
   }
 }

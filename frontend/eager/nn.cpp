@@ -99,6 +99,33 @@ void IntConv2d(const KernelArgs& a) {
   });
 }
 
+// u8 [N, C, H, W] x i8 [C/B, 1, R, KW, B, 4] -> i32 [N, C, OH, OW]: channel c of the input
+// convolved with channel c's kernel, whose KH rows come in fours (rows past KH weigh nothing and are
+// not read), summed exactly (wrapping in i32 as the compiled code), less the offsets [C] where given.
+void IntDepthwise2d(const KernelArgs& a) {
+  const Shape &xs = a.in[0].type->shape, &ws = a.in[1].type->shape, &os = a.out.type->shape;
+  const auto &stride = a.attrs.ints("stride"), &dil = a.attrs.ints("dilation"), &kernel = a.attrs.ints("kernel");
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], R = ws[2], KW = ws[3], B = ws[4], OH = os[2], OW = os[3], KH = kernel[0];
+  const auto* x = static_cast<const uint8_t*>(a.in[0].data);
+  const auto* w = static_cast<const int8_t*>(a.in[1].data);
+  auto* out = static_cast<int32_t*>(a.out.data);
+  const auto* offsets = a.in.size() > 2 ? static_cast<const int32_t*>(a.in[2].data) : nullptr;
+  parallel_loop(N * C, N * C * OH * OW * KH * KW >= 1 << 15, [&](int64_t i_nc) {
+    const int64_t n = i_nc / C, c = i_nc % C;
+    const uint8_t* plane = x + (n * C + c) * H * W;
+    for (int64_t oy = 0; oy < OH; ++oy)
+      for (int64_t ox = 0; ox < OW; ++ox) {
+        uint32_t acc = offsets ? uint32_t(0) - uint32_t(offsets[c]) : 0;
+        for (int64_t ky = 0; ky < KH; ++ky)
+          for (int64_t kx = 0; kx < KW; ++kx) {
+            const int8_t k = w[((((c / B) * R + ky / 4) * KW + kx) * B + c % B) * 4 + ky % 4];
+            acc += uint32_t(int32_t(plane[(oy * stride[0] + ky * dil[0]) * W + ox * stride[1] + kx * dil[1]]) * k);
+          }
+        out[((n * C + c) * OH + oy) * OW + ox] = int32_t(acc);
+      }
+  });
+}
+
 namespace {
 
 // Pools over the last two dimensions of x; `fold(window values)` gives each output.

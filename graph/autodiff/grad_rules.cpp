@@ -235,6 +235,7 @@ void Matmul(GradCtx& c) {
 }
 void IntMatmul(GradCtx& c) { none(c); }  // integer results
 void IntConv2d(GradCtx& c) { none(c); }
+void IntDepthwise2d(GradCtx& c) { none(c); }
 void Conv2d(GradCtx& c) {
   const Shape ws = shape_of(c, 1);
   c.dx[0] = conv_input_grad(c.b, c.g, c.in[1], shape_of(c, 0), c.node.attrs);

@@ -287,15 +287,17 @@ bool clamp_before_round(Graph& out, ValueRanges& ranges, const Node& n, const st
   return true;
 }
 
-// An integer convolution less per-channel offsets (the zero point's correction, z times each output
-// channel's weight sum: hjit::int_conv2d) is the convolution with the offsets as its third operand,
+// An integer convolution (int_conv2d, int_depthwise2d) less per-channel offsets (the zero point's
+// correction, z times each output channel's weight sum: hjit::int_conv2d) is the convolution with the offsets as its third operand,
 // where its sums start (IntConv2d's lowering): the epilogue's subtraction, one instruction of about
 // ten a vector, was a tenth of int8 MobileNet V2's expanding 1x1 convolutions, whose few input
 // channels leave the epilogue most of their time. Only where the subtraction is the convolution's
 // one use: another use would compute it twice.
 bool offsets_into_int_conv(Graph& out, const Node& n, const std::vector<int>& in, int uses, int* result) {
   if (n.op != OpKind::Sub || uses != 1) return false;
-  if (out.node(in[0]).op != OpKind::IntConv2d || out.node(in[0]).inputs.size() != 2 || out.type(in[1]).dtype != DType::I32) return false;
+  const OpKind op = out.node(in[0]).op;
+  if ((op != OpKind::IntConv2d && op != OpKind::IntDepthwise2d) || out.node(in[0]).inputs.size() != 2 || out.type(in[1]).dtype != DType::I32)
+    return false;
   // Copies: add_op grows the graph's node vector, which would leave references dangling.
   const Node conv = out.node(in[0]);
   const Shape k = out.type(in[1]).shape, o = conv.type.shape;  // o: [N, O, OH, OW]
@@ -306,7 +308,7 @@ bool offsets_into_int_conv(Graph& out, const Node& n, const std::vector<int>& in
   const int per_channel = aligned[1] == o[1] ? reshaped(out, in[1], Shape{o[1]})
                                              : out.add_op(OpKind::BroadcastTo, {reshaped(out, in[1], Shape{})}, Attrs{{"shape", Shape{o[1]}}});
   const std::vector<int> inputs{conv.inputs[0], conv.inputs[1], per_channel};
-  *result = out.add_op(OpKind::IntConv2d, inputs, conv.attrs);
+  *result = out.add_op(op, inputs, conv.attrs);
   return true;
 }
 
@@ -331,7 +333,7 @@ Graph simplify(const Graph& g) {
     std::vector<int> in = rw.mapped_inputs(int(id));
     // Values with no elements, and ops whose result does not depend on an operand that has none.
     const bool empty_operand = std::any_of(in.begin(), in.end(), [&](int i) { return out.type(i).numel() == 0; });
-    if (empty_operand && n.op == OpKind::IntConv2d && in.size() == 3 && n.type.numel() > 0) {  // (no sums: the offsets' negations)
+    if (empty_operand && (n.op == OpKind::IntConv2d || n.op == OpKind::IntDepthwise2d) && in.size() == 3 && n.type.numel() > 0) {  // (no sums: the offsets' negations)
       const int offsets = out.add_op(OpKind::Reshape, {in[2]}, Attrs{{"shape", Shape{1, n.type.shape[1], 1, 1}}});
       rw.map(int(id), out.add_op(OpKind::Sub, {out.add_full(n.type, 0.0), offsets}));
       continue;

@@ -16,7 +16,7 @@ namespace {
 // and AVX512_BF16's vdpbf16ps compute: Halide 14 emits them only with avx512_sapphirerapids.
 bool wants_dot_products(const Graph& g) {
   for (const Node& n : g.nodes)
-    if (n.op == OpKind::IntMatmul || n.op == OpKind::IntConv2d || ((n.op == OpKind::Matmul || n.op == OpKind::Conv2d) && n.type.dtype == DType::BF16)) return true;
+    if (n.op == OpKind::IntMatmul || n.op == OpKind::IntConv2d || n.op == OpKind::IntDepthwise2d || ((n.op == OpKind::Matmul || n.op == OpKind::Conv2d) && n.type.dtype == DType::BF16)) return true;
   return false;
 }
 

@@ -70,6 +70,13 @@
   /* (hjit::int_conv2d packs both); a third operand, i32 [O], is subtracted from each channel's  */                      \
   /* sums (a zero point's correction, the sums' starting value: simplify folds it in)            */                      \
   X(IntConv2d, "int_conv2d", -1, Contraction | NonDifferentiable, "stride,dilation", infer_int_conv2d, Convolution)      \
+  /* u8 [N, C, H, W] (padded already) x i8 [C/B, 1, R, KW, B, 4] -> i32 [N, C, OH, OW]: a depthwise */                    \
+  /* convolution (channel c of the output sums channel c of the input), exact; the weights' rows in */                     \
+  /* fours (R = ceil(KH/4), zeros past the kernel's KH rows: attribute `kernel` is [KH, KW]), so */                         \
+  /* that one VNNI dot product sums four rows of a column of the window; optional offsets [C] */                          \
+  /* subtracted as int_conv2d's */                                                                                        \
+  X(IntDepthwise2d, "int_depthwise2d", -1, Contraction | NonDifferentiable, "stride,dilation,kernel", infer_int_depthwise2d, \
+    Convolution)                                                                                                           \
   X(Conv2d, "conv2d", 2, Contraction | NumericOnly, "stride,padding,dilation,groups", infer_conv2d, Convolution)           \
   X(Attention, "attention", 3, Contraction | FloatOnly, "causal,scale", infer_attention, Attention)                        \
   X(MaxPool2d, "max_pool2d", 1, Reduction | NumericOnly, "kernel,stride,padding", infer_pool2d, Pooling)                   \
