@@ -848,6 +848,24 @@ void IntConv2d(LowerCtx& ctx, Stage& s, const Node& n) {
   s.dot_lanes = 4;
 }
 
+// Element (b, c, row, col) of a padded 8-bit input. Where it is a constant's padding of a value
+// (hjit::int_conv2d pads with a known zero point), the pad's test is read here, the columns' marked
+// likely: Halide then splits a tile's loop over columns into its border and its interior, which
+// loads without a test. (Through the pad's own select, each load of a tile's rows was a branch.)
+namespace {
+Expr padded_read(LowerCtx& ctx, int node, Expr b, Expr c, Expr row, Expr col) {
+  const Node& pad = ctx.g.node(node);
+  if (pad.op != OpKind::Pad) return ctx.at(node, {b, c, row, col});
+  const auto &lo = pad.attrs.ints("lo"), &hi = pad.attrs.ints("hi");
+  if (lo.size() != 4 || lo[0] != 0 || lo[1] != 0 || hi[0] != 0 || hi[1] != 0) return ctx.at(node, {b, c, row, col});
+  const Shape& in = ctx.g.type(pad.inputs[0]).shape;
+  const Expr iy = row - int(lo[2]), ix = col - int(lo[3]);
+  const Expr v = ctx.at(pad.inputs[0], {b, c, clamp(iy, 0, int(in[2] - 1)), clamp(ix, 0, int(in[3] - 1))});
+  const Expr fill = value_of(ctx, pad.type.dtype, pad.attrs.f("value"));
+  return select(likely(ix >= 0 && ix < int(in[3])), select(iy >= 0 && iy < int(in[2]), v, fill), fill);
+}
+}  // namespace
+
 // A depthwise convolution as VNNI dot products of four rows of one window column: a helper holds,
 // for each output row, each input column's channels with the four input rows the row's window
 // starts at interleaved ([.., W, C, 4]: one channel's four rows in one 32-bit lane; rows past the
@@ -864,7 +882,7 @@ void IntDepthwise2d(LowerCtx& ctx, Stage& s, const Node& n) {
   Func rows(helper_name(s, "_rows"));
   // Rows past the input (past the kernel's last row) are read clamped and weigh nothing: zeros.
   Expr row = min(y * int(stride[0]) + (4 * g + k) * int(dil[0]), int(H - 1));
-  rows(k, c, x, g, y, b) = select(4 * g + k < KH, ctx.at(n.inputs[0], {b, c, row, x}), cast<uint8_t>(0));
+  rows(k, c, x, g, y, b) = select(4 * g + k < KH, padded_read(ctx, n.inputs[0], b, c, row, x), cast<uint8_t>(0));
   RDom r({{0, 4}, {0, int(KW)}, {0, int(R)}, {0, 1}}, rdom_name(s, "r"));
   const Var &ox = s.vars[0], &oy = s.vars[1], &co = s.vars[2], &nb = s.vars[3];
   Func acc(helper_name(s, "_acc"));
