@@ -72,6 +72,25 @@ int low_precision_rows(bool quick) {
     row("bf16 conv 3x3 256 at 28x28 (f32 sums)", conv_ops, low.bf16_gflops, "BF16", [&] { f(xb, wb); }, [&] { conv(xb, wb); }, quick);
     row("f32 conv 3x3 256 at 28x28", conv_ops, f32.gflops, "FP32", [&] { f(x, w); }, [&] { conv(x, w); }, quick);
   }
+  // A depthwise 3x3 convolution of MobileNet V2's second stage (144 channels at 56x56): int8 runs
+  // as int_depthwise2d (four rows of a window column a dot product, three of them weights), f32
+  // as a grouped convolution. Alone, the int8 layer reads the caller's NCHW tensor, whose channels
+  // its interleaved rows gather byte by byte; inside a quantized network its input comes stored
+  // channels innermost by the convolution before it (the case docs/low-precision.md measures).
+  {
+    const int64_t c = 144, side = 56;
+    const double dw_ops = 2.0 * c * 9 * side * side;
+    const Tensor xu = random_8_bit({1, c, side, side}, DType::U8, 7), wi = random_8_bit({c, 1, 3, 3}, DType::I8, 8);
+    const Tensor zero_point = Tensor::scalar(128, DType::U8);
+    auto int_dw = [c](const Tensor& x, const Tensor& w, const Tensor& z) { return hjit::int_conv2d(x, w, z, {1, 1}, {1, 1}, {1, 1}, c); };
+    auto fi = hjit::jit(int_dw);
+    row("int8 depthwise 3x3 144 at 56x56 u8 x i8 -> i32", dw_ops, low.int8_gops, "VNNI", [&] { fi(xu, wi, zero_point); },
+        [&] { int_dw(xu, wi, zero_point); }, quick);
+    const Tensor x = Tensor::randn({1, c, side, side}, 9), w = Tensor::randn({c, 1, 3, 3}, 10);
+    auto dw = [c](const Tensor& x, const Tensor& w) { return hjit::conv2d(x, w, std::nullopt, {1, 1}, {1, 1}, {1, 1}, c); };
+    auto f = hjit::jit(dw);
+    row("f32 depthwise 3x3 144 at 56x56", dw_ops, f32.gflops, "FP32", [&] { f(x, w); }, [&] { dw(x, w); }, quick);
+  }
   return 0;
 }
 
