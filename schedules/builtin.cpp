@@ -557,6 +557,14 @@ class Builtin {
     }
     return found;
   }
+  // Whether value id (a depthwise convolution's padded input, its pad read through) is stored
+  // channels innermost, or computed element by element from values that are.
+  bool reads_channels_innermost(int id) {
+    if (node(id).op == OpKind::Pad) id = node(id).inputs[0];
+    if (func_[size_t(id)].kind != Place::Inline || has_reduction(st(id))) return channels_last_[size_t(id)];
+    const std::vector<int> stored = stored_operands(id);
+    return !stored.empty() && std::all_of(stored.begin(), stored.end(), [&](int k) { return channels_last_[size_t(k)]; });
+  }
   // Is stored stage id an integer convolution's packed input ([N, C/4, H, W, 4]) computed from a
   // value stored channels innermost?
   bool packs_channels_last(const Nest& nest) {
@@ -731,7 +739,7 @@ class Builtin {
         if (nest.spec.block > 0 || nest.spec.panels_parallel) os_ << pack_panels(s, nest);
         if (nest.spec.channels && !weights_in_vector_blocks(s)) os_ << pack_channel_panel(s, nest);
         if (cpu_rules(s.op).tile == Tile::Attention) os_ << ";" << schedule_attention_helpers(p_, s, ref(nest.func), nest.parallel, nest.spec, out_);
-        else os_ << ";" << schedule_rows_in_fours(p_, s, ref(nest.func), nest.tile, out_) << schedule_helpers_at_root(p_, s, out_);
+        else os_ << ";" << schedule_rows_in_fours(p_, s, ref(nest.func), nest.tile, reads_channels_innermost(node(s.node).inputs[0]), out_) << schedule_helpers_at_root(p_, s, out_);
         os_ << "\n";
       } else {
         os_ << nm(s.reduction) << ": per row of " << nm(nest.func) << ", " << schedule_reduction(p_, s, false, out_)

@@ -147,7 +147,18 @@ std::string schedule_helpers_at_root(const backend::LoweredPipeline& p, const ba
   return what;
 }
 
-std::string schedule_rows_in_fours(const backend::LoweredPipeline& p, const backend::Stage& s, FuncRef nest, Var tile, Schedule& out) {
+std::string schedule_rows_in_fours(const backend::LoweredPipeline& p, const backend::Stage& s, FuncRef nest, Var tile,
+                                   bool input_channels_innermost, Schedule& out) {
+  std::string what;
+  for (const backend::Helper& h : s.helpers) {
+    if (h.role != "channels innermost input" || input_channels_innermost) continue;
+    // Copied from NCHW in tiles of 16 x 16 (channels by columns): a tile reads 16 rows of 16
+    // columns and writes 16 channel vectors.
+    FuncRef f(&out, h.func);
+    f.compute_root();
+    f.reorder_storage({h.vars[0], h.vars[1], h.vars[2], h.vars[3]});
+    what += " input copied channels innermost: " + transpose_tiles(f, h.vars, h.extents, 1, 16, halide_threads(), 1 << 14).what + ";";
+  }
   for (const backend::Helper& h : s.helpers) {
     if (h.role != "rows in fours") continue;
     // Loops: the channels in vectors innermost, the four rows unrolled around them: Halide writes
@@ -158,9 +169,9 @@ std::string schedule_rows_in_fours(const backend::LoweredPipeline& p, const back
     const int vec = std::min<int>(vector_width(p.target, Halide::Int(32)), int(h.extents[1]));
     f.compute_at(nest, tile);
     f.split(c, co, ci, vec).reorder({ci, k, co}).vectorize(ci).unroll(k);
-    return " rows in fours: per tile, vec" + std::to_string(vec) + " by 4 rows interleaved";
+    return what + " rows in fours: per tile, vec" + std::to_string(vec) + " by 4 rows interleaved";
   }
-  return "";
+  return what;
 }
 
 }  // namespace hjit::schedules

@@ -16,7 +16,9 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, const backend:
 // Helpers a lowering made (padded inputs, ...) computed at root, vectorized and parallel.
 std::string schedule_helpers_at_root(const backend::LoweredPipeline& p, const backend::Stage& s, Schedule& out);
 // A depthwise convolution's rows in fours (int_depthwise2d), computed per tile of `nest` at loop
-// `tile`: each channel vector of the four rows stored as one interleaved vector. Empty without one.
-std::string schedule_rows_in_fours(const backend::LoweredPipeline& p, const backend::Stage& s, FuncRef nest, Halide::Var tile, Schedule& out);
+// `tile`: each channel vector of the four rows stored as one interleaved vector. Its input is
+// copied channels innermost first unless `input_channels_innermost`. Empty without one.
+std::string schedule_rows_in_fours(const backend::LoweredPipeline& p, const backend::Stage& s, FuncRef nest, Halide::Var tile,
+                                   bool input_channels_innermost, Schedule& out);
 
 }  // namespace hjit::schedules

@@ -415,7 +415,11 @@ TEST_CASE("int_depthwise2d: a depthwise convolution as dot products of four rows
     const Tensor want = hjit::conv2d(x.astype(DType::I32) - 131, w.astype(DType::I32), std::nullopt, {c.stride, c.stride}, {c.pad, c.pad},
                                      {c.dilation, c.dilation}, c.channels);
     CHECK(test::compare(conv(x, w), want, 0) == "");
-    CHECK(test::compare(hjit::jit(conv, quiet())(x, w), want, 0) == "");
+    auto compiled = hjit::jit(conv, quiet());
+    CHECK(test::compare(compiled(x, w), want, 0) == "");
+    // The caller's NCHW input is copied channels innermost once, where each tile's interleaved
+    // rows would gather its channel vectors byte by byte.
+    CHECK(test::occurrences(compiled.explain(x, w), "input copied channels innermost") == 1);
     const hjit::Graph g = hjit::simplify(hjit::make_graph(conv, x, w));
     const hjit::Node& out = g.node(g.outputs[0]);
     CHECK(out.op == hjit::OpKind::IntDepthwise2d);
@@ -503,6 +507,7 @@ TEST_CASE("a quantized depthwise convolution after a pointwise one reads its cha
       // The depthwise sums are dot products of four rows of a window column (int_depthwise2d),
       // whose interleaved rows each tile builds from the stored value.
       CHECK(test::occurrences(plan, "rows in fours: per tile") == 1);
+      CHECK(test::occurrences(plan, "input copied") == 0);  // (the expanded value is stored channels innermost)
     }
   }
 }

@@ -879,10 +879,17 @@ void IntDepthwise2d(LowerCtx& ctx, Stage& s, const Node& n) {
   const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], R = ws[2], KW = ws[3], OH = n.type.shape[2];
   const int block = int(ws[4]), KH = int(kernel[0]);
   const Var k("q4"), c("qc"), x("qx"), g("qg"), y("qy"), b("qn");
+  // The input as the rows read it, channels innermost: inlined where the value is stored so, a
+  // copy (schedule) where it is not (a caller's NCHW tensor, whose channel vectors would gather).
+  const Var ic("ic"), ix("ix"), iy("iy"), ib("ib");
+  Func input(helper_name(s, "_input"));
+  input(ic, ix, iy, ib) = padded_read(ctx, n.inputs[0], ib, ic, iy, ix);
+  Helper input_helper{"channels innermost input", input, {ic, ix, iy, ib}, {C, W, H, N}, {}, {}};
+  input_helper.stored = false;
   Func rows(helper_name(s, "_rows"));
   // Rows past the input (past the kernel's last row) are read clamped and weigh nothing: zeros.
   Expr row = min(y * int(stride[0]) + (4 * g + k) * int(dil[0]), int(H - 1));
-  rows(k, c, x, g, y, b) = select(4 * g + k < KH, padded_read(ctx, n.inputs[0], b, c, row, x), cast<uint8_t>(0));
+  rows(k, c, x, g, y, b) = select(4 * g + k < KH, input(c, x, row, b), cast<uint8_t>(0));
   RDom r({{0, 4}, {0, int(KW)}, {0, int(R)}, {0, 1}}, rdom_name(s, "r"));
   const Var &ox = s.vars[0], &oy = s.vars[1], &co = s.vars[2], &nb = s.vars[3];
   Func acc(helper_name(s, "_acc"));
@@ -894,6 +901,7 @@ void IntDepthwise2d(LowerCtx& ctx, Stage& s, const Node& n) {
   s.rvars = {r[0], r[1], r[2], r[3]};
   s.dot_lanes = 4;
   s.helpers.push_back(Helper{"rows in fours", rows, {k, c, x, g, y, b}, {4, C, W, R, OH, N}, {}, {}});
+  s.helpers.push_back(std::move(input_helper));
 }
 
 namespace {
