@@ -739,7 +739,11 @@ class Builtin {
         if (nest.spec.block > 0 || nest.spec.panels_parallel) os_ << pack_panels(s, nest);
         if (nest.spec.channels && !weights_in_vector_blocks(s)) os_ << pack_channel_panel(s, nest);
         if (cpu_rules(s.op).tile == Tile::Attention) os_ << ";" << schedule_attention_helpers(p_, s, ref(nest.func), nest.parallel, nest.spec, out_);
-        else os_ << ";" << schedule_rows_in_fours(p_, s, ref(nest.func), nest.tile, reads_channels_innermost(node(s.node).inputs[0]), out_) << schedule_helpers_at_root(p_, s, out_);
+        else {
+          // (Only a depthwise convolution's rows read its input's layout: other stages skip the walk.)
+          const bool input_channels_innermost = s.op != OpKind::IntDepthwise2d || reads_channels_innermost(node(s.node).inputs[0]);
+          os_ << ";" << schedule_rows_in_fours(p_, s, ref(nest.func), nest.tile, input_channels_innermost, out_) << schedule_helpers_at_root(p_, s, out_);
+        }
         os_ << "\n";
       } else {
         os_ << nm(s.reduction) << ": per row of " << nm(nest.func) << ", " << schedule_reduction(p_, s, false, out_)

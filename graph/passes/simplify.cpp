@@ -288,8 +288,9 @@ bool clamp_before_round(Graph& out, ValueRanges& ranges, const Node& n, const st
 }
 
 // An integer convolution (int_conv2d, int_depthwise2d) less per-channel offsets (the zero point's
-// correction, z times each output channel's weight sum: hjit::int_conv2d) is the convolution with the offsets as its third operand,
-// where its sums start (IntConv2d's lowering): the epilogue's subtraction, one instruction of about
+// correction, z times each output channel's weight sum: hjit::int_conv2d) is the convolution with
+// the offsets as its third operand, where its sums start (the ops' lowerings): the epilogue's
+// subtraction, one instruction of about
 // ten a vector, was a tenth of int8 MobileNet V2's expanding 1x1 convolutions, whose few input
 // channels leave the epilogue most of their time. Only where the subtraction is the convolution's
 // one use: another use would compute it twice.
