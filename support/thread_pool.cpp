@@ -12,38 +12,15 @@
 #include <vector>
 
 #include "support/log.h"
+#include "support/pool_timing.h"
 #include "support/settings.h"
 
 namespace hjit {
 namespace {
 
+using namespace pool_timing;
+
 constexpr int kMaxThreads = 256;
-// How long an idle worker spins for the next loop before it sleeps: a pipeline's loops follow
-// each other within microseconds; past this, the core is left to whoever else needs it.
-constexpr auto kIdleSpin = std::chrono::microseconds(50);
-// How long a loop's caller spins for the iterations other threads are still inside of before it
-// sleeps (a loop's threads finish within microseconds of each other on a quiet machine).
-constexpr auto kStragglerSpin = std::chrono::microseconds(20);
-// A worker that another process holds off its core while it is inside an iteration keeps the
-// loop's caller waiting until the scheduler hands the core back: a time slice, milliseconds, at
-// every loop that happens in. Where the caller waited that long after its own part (longer than
-// kLateWait plus two of its own iterations: one running iteration takes about as long on another
-// core), the machine has fewer free cores than the pool has threads, and the loops that follow
-// run on their callers alone for a pause; then a loop runs on every thread again to see whether
-// the cores came back. Lateness seen again within kRecent of the last doubles the pause, up to
-// kLongestPause (a probe that waits out a slice every third of a second costs about 1%); lateness
-// after a while of none starts again from kFirstPause.
-// A late loop pauses only when the lateness persists: a second late loop within kDense of the
-// one before, or a wait of kLongLate. A virtual machine's host takes a core from it for 1-4 ms a
-// few times a second (1% of the time): each such loop was late once, and the pauses, doubling
-// while they recurred within a second, ran a quiet 2-core Zen 4 guest on one thread for up to 320
-// ms at a time. Another process holding a core keeps every loop late, one after the other.
-constexpr auto kLateWait = std::chrono::microseconds(200);
-constexpr auto kDense = std::chrono::milliseconds(20);
-constexpr auto kLongLate = std::chrono::milliseconds(10);
-constexpr auto kFirstPause = std::chrono::milliseconds(5);
-constexpr auto kLongestPause = std::chrono::milliseconds(320);
-constexpr auto kRecent = std::chrono::seconds(1);
 
 using Clock = std::chrono::steady_clock;
 
@@ -154,10 +131,10 @@ class Pool {
       if (sleepers_ > 0) wake_.notify_all();
     }
     const int own_iterations = job->work(0);
-    // What is left is iterations other threads are inside of: wait for those alone, spinning a
-    // little, then asleep. Asleep, this core is idle, and the kernel moves a thread that waits for
-    // a core (a worker another process preempted inside its iteration) onto it at once; spinning
-    // or yielding, it would wait out the other process's time slice (milliseconds).
+    // What is left is iterations other threads are inside of: wait for those alone, spinning for
+    // kStragglerSpin, then asleep. Asleep, this core is idle, and the kernel moves a thread that
+    // waits for a core (a worker another process preempted inside its iteration) onto it at once;
+    // spinning or yielding, it would wait out the other process's time slice (milliseconds).
     const Clock::time_point own_done = Clock::now();
     const auto until = own_done + kStragglerSpin;
     for (int k = 0;; ++k) {

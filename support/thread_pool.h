@@ -7,7 +7,7 @@
 // - a loop is done when its iterations are, not when every thread has checked in (OpenMP's end
 //   of a parallel region waits for each thread of the team, and a descheduled one costs a time
 //   slice per loop: 8-28x slower with one of two cores busy);
-// - idle workers spin briefly (a pipeline's loops come microseconds apart), then sleep;
+// - idle workers spin a while (a pipeline's loops come microseconds apart), then sleep;
 // - a loop started while the pool runs another one (an application calling from several threads,
 //   or a loop inside a loop's iteration) runs on its caller's thread alone: never more threads
 //   than cores.

@@ -1,12 +1,13 @@
 // An exported CPU library's parallel loops: hjit's thread pool (support/thread_pool.cpp), written
 // in C so that the library needs no C++ runtime and no OpenMP. Each loop is split in contiguous
 // shares as OpenMP's static schedule splits it; a thread that finishes its own takes iterations
-// from the far end of a late one's; a loop ends when its iterations do; idle workers spin 50 us
-// (yielding now and then), then sleep; the caller sleeps once only iterations other threads are
-// inside of remain; after a worker kept it waiting a time slice, loops run on their callers for a
-// pause. On a machine where another process holds a core, OpenMP's team waited out
+// from the far end of a late one's; a loop ends when its iterations do; idle workers spin
+// (yielding now and then), then sleep; the caller spins, then sleeps, once only iterations other
+// threads are inside of remain; after a worker kept it waiting a time slice, loops run on their
+// callers for a pause. Its timings are hjit's pool's (support/pool_timing.h), written in. On a machine where another process holds a core, OpenMP's team waited out
 // that process's time slice at every loop (docs/threads.md: ResNet-50 234 against 104-119 ms).
 #include "halide_backend/export/library.h"
+#include "support/pool_timing.h"
 #include "support/settings.h"
 
 namespace hjit::backend {
@@ -41,12 +42,12 @@ static int hjit_NAME_sleepers, hjit_NAME_started, hjit_NAME_stopping;
 static pthread_t hjit_NAME_workers[hjit_NAME_max_threads];
 static __thread int hjit_NAME_in_loop;
 /* A worker another process holds off its core inside an iteration makes the caller wait a time
-   slice: where that persists (a second late loop within 20 ms, or a wait of 10 ms), loops run
-   on their callers for a pause (5 ms, doubled while it recurs within a second, up to 320 ms), as
-   hjit's pool does (support/thread_pool.cpp). The pause's fields are the caller's that holds
-   hjit_NAME_busy. */
+   slice: where that persists (a second late loop soon after, or one long wait), loops run on
+   their callers for a pause, doubled while it recurs, as hjit's pool does (its
+   support/thread_pool.cpp; the times in nanoseconds are its support/pool_timing.h's). The
+   pause's fields are the caller's that holds hjit_NAME_busy. */
 static _Atomic uint64_t hjit_NAME_serial_until;
-static uint64_t hjit_NAME_pause = 5000000, hjit_NAME_last_late, hjit_NAME_last_pause;
+static uint64_t hjit_NAME_pause = FIRST_PAUSE_NS, hjit_NAME_last_late, hjit_NAME_last_pause;
 
 static uint64_t hjit_NAME_now_ns(void) {
   struct timespec t;
@@ -118,7 +119,7 @@ static void* hjit_NAME_worker(void* arg) {
   uint64_t seen = atomic_load_explicit(&hjit_NAME_generation, memory_order_acquire) - (hjit_NAME_current ? 1 : 0);
   pthread_mutex_unlock(&hjit_NAME_pool_mutex);
   for (;;) {
-    const uint64_t until = hjit_NAME_now_ns() + 50000;
+    const uint64_t until = hjit_NAME_now_ns() + IDLE_SPIN_NS;
     for (int k = 0; atomic_load_explicit(&hjit_NAME_generation, memory_order_acquire) == seen; ++k) {
       hjit_NAME_relax(k);
       if ((k & 255) == 255 && hjit_NAME_now_ns() > until) break;
@@ -183,7 +184,7 @@ static int hjit_NAME_par_for(void* ctx, halide_task_t task, int min, int extent,
   pthread_mutex_unlock(&hjit_NAME_pool_mutex);
   const int own = hjit_NAME_work(l, 0);
   /* Left: iterations others are inside of. Asleep, this core is free for a preempted worker. */
-  const uint64_t own_done = hjit_NAME_now_ns(), until = own_done + 20000;
+  const uint64_t own_done = hjit_NAME_now_ns(), until = own_done + STRAGGLER_SPIN_NS;
   for (int k = 0; atomic_load_explicit(&l->remaining, memory_order_acquire) > 0; ++k) {
     if ((k & 63) == 63 && hjit_NAME_now_ns() > until) {
       pthread_mutex_lock(&hjit_NAME_pool_mutex);
@@ -197,12 +198,12 @@ static int hjit_NAME_par_for(void* ctx, halide_task_t task, int min, int extent,
   hjit_NAME_current = NULL;
   pthread_mutex_unlock(&hjit_NAME_pool_mutex);
   const uint64_t end = hjit_NAME_now_ns();
-  if (end - own_done >= 200000 + 2 * ((own_done - start) / (uint64_t)(own > 0 ? own : 1))) {
-    const int persists = end - own_done >= 10000000u || end - hjit_NAME_last_late < 20000000u;
+  if (end - own_done >= LATE_WAIT_NS + 2 * ((own_done - start) / (uint64_t)(own > 0 ? own : 1))) {
+    const int persists = end - own_done >= LONG_LATE_NS || end - hjit_NAME_last_late < DENSE_NS;
     hjit_NAME_last_late = end;
     if (persists) {
-      const int recent = end - hjit_NAME_last_pause < 1000000000u;
-      hjit_NAME_pause = !recent ? 5000000u : hjit_NAME_pause * 2 < 320000000u ? hjit_NAME_pause * 2 : 320000000u;
+      const int recent = end - hjit_NAME_last_pause < RECENT_NS;
+      hjit_NAME_pause = !recent ? FIRST_PAUSE_NS : hjit_NAME_pause * 2 < LONGEST_PAUSE_NS ? hjit_NAME_pause * 2 : LONGEST_PAUSE_NS;
       hjit_NAME_last_pause = end;
       atomic_store_explicit(&hjit_NAME_serial_until, end + hjit_NAME_pause, memory_order_relaxed);
     }
@@ -227,7 +228,21 @@ static void hjit_NAME_stop_pool(void) {
 )";
   // The variable's name from hjit's table of settings, where it is documented.
   const std::string variable = setting::row(setting::Id::Threads).name;
-  for (size_t at = 0; (at = c.find("THREADS_VARIABLE", at)) != std::string::npos; at += variable.size()) c.replace(at, 16, variable);
+  auto put = [&](const std::string& word, const std::string& value) {
+    for (size_t at = 0; (at = c.find(word, at)) != std::string::npos; at += value.size()) c.replace(at, word.size(), value);
+  };
+  put("THREADS_VARIABLE", variable);
+  // The pool's timings, in nanoseconds.
+  using namespace pool_timing;
+  auto ns = [](auto d) { return std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()) + "u"; };
+  put("IDLE_SPIN_NS", ns(kIdleSpin));
+  put("STRAGGLER_SPIN_NS", ns(kStragglerSpin));
+  put("LATE_WAIT_NS", ns(kLateWait));
+  put("LONG_LATE_NS", ns(kLongLate));
+  put("DENSE_NS", ns(kDense));
+  put("RECENT_NS", ns(kRecent));
+  put("FIRST_PAUSE_NS", ns(kFirstPause));
+  put("LONGEST_PAUSE_NS", ns(kLongestPause));
   return c;
 }
 
