@@ -115,6 +115,22 @@ std::string schedule_helpers_at_root(const backend::LoweredPipeline& p, const ba
     if (!h.stored || placed(out, h.func)) continue;
     FuncRef f(&out, h.func);
     f.compute_root();
+    if (h.role == "lane extremes") {
+      // An argmax's searches along its rows (lane i: elements i, i + 16, ... of a row): the lanes
+      // one vector, stepping along the row, the rows in turn (in parallel where there are many).
+      StageRef u = f.update();
+      std::vector<VarOrRVar> order{h.vars[0], h.rvars[0]};
+      for (size_t d = 1; d < h.vars.size(); ++d) order.emplace_back(h.vars[d]);
+      f.vectorize(h.vars[0]);
+      u.reorder(order).vectorize(h.vars[0]);
+      int64_t rows = 1;
+      for (size_t d = 1; d < h.extents.size(); ++d) rows *= h.extents[d];
+      const bool parallel = h.vars.size() > 1 && halide_threads() > 1 && h.extents.back() >= 2 * halide_threads();
+      if (parallel) f.parallel(h.vars.back()), u.parallel(h.vars.back());
+      what += " " + h.role + ": root vec" + std::to_string(h.extents[0]) + (parallel ? " par(" + h.vars.back().name() + ")" : "") + " (" +
+              std::to_string(rows) + (rows == 1 ? " row)" : " rows)");
+      continue;
+    }
     const int vec = vector_width(p.target, h.func.output_types()[0]);
     if (h.role.rfind("sort", 0) == 0)
       if (const int64_t chunk = exact_row_chunk(h, vec)) {

@@ -440,6 +440,41 @@ TEST_CASE("reductions over every axis set, with and without keepdims") {
     }
 }
 
+// Rows of 64 elements or more are searched in 16 interleaved lanes (halide_backend's arg_reduce):
+// the first extreme must come out whichever lane and step holds it, the row's tail included.
+TEST_CASE("argmax and argmin along long rows: ties across lanes, NaNs, the tail") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const Group extremes = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{hjit::argmax(in[0], -1), hjit::argmin(in[0], -1, true), hjit::argmax(in[0], 0)};
+  };
+  for (int64_t n : reduced() ? std::vector<int64_t>{64, 1030} : std::vector<int64_t>{64, 65, 79, 80, 200, 1030}) {
+    // Each row a case: ties of the extreme in several lanes, at different steps; all equal;
+    // infinities only; a NaN in a late lane, then an earlier NaN at a later step; a NaN only in
+    // the tail; -0 before +0; the extreme in the last element.
+    std::vector<double> v;
+    auto row = [&](auto value) {
+      for (int64_t i = 0; i < n; ++i) v.push_back(value(i));
+    };
+    row([](int64_t i) { return double((i * 37) % 11); });
+    row([](int64_t) { return 0.0; });
+    row([&](int64_t i) { return i % 3 ? -inf : inf; });
+    row([&](int64_t) { return -inf; });
+    row([&](int64_t i) { return i == 15 + 16 || i == 2 + 48 ? nan : double(i % 7); });
+    row([&](int64_t i) { return i == n - 1 ? nan : -double(i % 5); });
+    row([&](int64_t i) { return i == 20 ? -0.0 : i == 21 ? 0.0 : -1.0; });
+    row([&](int64_t i) { return i == n - 1 ? 9.0 : double(i % 4); });
+    const int64_t rows = int64_t(v.size()) / n;
+    for (DType t : reduced() ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::F64, DType::F16})
+      check("argmax_long_rows", extremes, {Tensor::from_vector(v, {rows, n}).astype(t)});
+    if (reduced()) continue;
+    // Integers: many ties (a few distinct values), and the type's lowest everywhere.
+    std::vector<int64_t> ints(size_t(rows * n));
+    for (size_t i = 0; i < ints.size(); ++i) ints[i] = i < size_t(n) ? INT64_MIN : int64_t((i * 2654435761u) % 5) - 2;
+    for (DType t : {DType::I64, DType::I8, DType::U8})
+      check("argmax_long_rows", extremes, {Tensor::from_vector(ints, {rows, n}).astype(t)});
+  }
+}
+
 TEST_CASE("matmul with numpy semantics") {
   uint64_t seed = 500;
   std::vector<std::pair<Shape, Shape>> shapes = {{{3, 4}, {4, 5}},       {{4}, {4, 3}},          {{2, 4}, {4}},
