@@ -4,8 +4,9 @@
 // from the far end of a late one's; a loop ends when its iterations do; idle workers spin
 // (yielding now and then), then sleep; the caller spins, then sleeps, once only iterations other
 // threads are inside of remain; after a worker kept it waiting a time slice, loops run on their
-// callers for a pause. Its timings are hjit's pool's (support/pool_timing.h), written in. On a machine where another process holds a core, OpenMP's team waited out
-// that process's time slice at every loop (docs/threads.md: ResNet-50 234 against 104-119 ms).
+// callers for a pause. Its timings are hjit's pool's (support/pool_timing.h), written in. On a
+// machine where another process holds a core, OpenMP's team waited out that process's time slice
+// at every loop (docs/threads.md: ResNet-50 234 against 104-119 ms).
 #include "halide_backend/export/library.h"
 #include "support/pool_timing.h"
 #include "support/settings.h"
