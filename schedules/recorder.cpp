@@ -82,6 +82,11 @@ StageRef& StageRef::atomic() {
   return *this;
 }
 
+StageRef& StageRef::prefetch(const std::string& input, const Halide::VarOrRVar& at, const Halide::VarOrRVar& from, int offset) {
+  add("prefetch", {input, at.name(), from.name(), std::to_string(offset)});
+  return *this;
+}
+
 FuncRef StageRef::rfactor(const Halide::RVar& r, const Halide::Var& v) {
   const std::string intm = func_ + "_intm";
   add("rfactor", {r.name() + ":" + v.name(), intm});

@@ -33,6 +33,10 @@ class StageRef {
   StageRef& parallel(const Halide::VarOrRVar& v);
   // Lets an associative update's reduction variable be vectorized (a dot product's lanes).
   StageRef& atomic();
+  // Halide's prefetch of an input buffer (named as the pipeline names its parameter): at each
+  // iteration of `at`, the elements that iteration `offset` steps later of `from` reads, not
+  // bounded by the buffer (x86's prefetches never fault).
+  StageRef& prefetch(const std::string& input, const Halide::VarOrRVar& at, const Halide::VarOrRVar& from, int offset);
   // GPU loops: block and thread dimensions (innermost first, up to three each), or one thread.
   StageRef& gpu_blocks(const std::vector<Halide::VarOrRVar>& innermost_first);
   StageRef& gpu_threads(const std::vector<Halide::VarOrRVar>& innermost_first);

@@ -296,12 +296,15 @@ TEST_CASE("schedule text that is not a schedule is a ValueError naming the line"
   // loop is at most 256 wide (Halide 14 divides by zero at 65536 vector lanes).
   const std::string out = canonical_name(p.outputs.at(0).name());
   for (const std::string& bad : std::vector<std::string>{" split d0 d0_t d0_i 99999999999 Auto", " split d0 d0_t d0_i 0 Auto", " vectorize d0 65536",
-                                 " unroll d0 257", " split d0 d0_t d0_i 1024 Auto\n" + out + " vectorize d0_i", " bound d0 0 -4"}) {
+                                 " unroll d0 257", " split d0 d0_t d0_i 1024 Auto\n" + out + " vectorize d0_i", " bound d0 0 -4",
+                                 " prefetch no_such_input d0 d0 4", " prefetch in0 d0 d0 0", " prefetch in0 d0 no_such_loop 4"}) {
     LoweredPipeline fresh = lower(softmax_of_matmul(), host());
     CHECK_THROWS_AS(apply_schedule(Schedule::parse("hjit-schedule 1\nsource x\n" + out + bad + "\n"), fresh), hjit::ValueError);
   }
   LoweredPipeline fine = lower(softmax_of_matmul(), host());
   CHECK_NOTHROW(apply_schedule(Schedule::parse("hjit-schedule 1\nsource x\n" + out + " split d0 d0_t d0_i 256 Auto\n" + out + " vectorize d0_i\n"), fine));
+  LoweredPipeline fetched = lower(softmax_of_matmul(), host());
+  CHECK_NOTHROW(apply_schedule(Schedule::parse("hjit-schedule 1\nsource x\n" + out + " prefetch in0 d1 d1 2\n"), fetched));
   // Extern stages a schedule names must be nodes a library can compute: a graph input, a node
   // past the end of the graph, or a relu of a matmul (no convolution chain ends there) are not.
   const hjit::Graph conv = conv_graph(), mm = softmax_of_matmul();

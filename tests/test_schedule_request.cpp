@@ -129,8 +129,8 @@ TEST_CASE("the request is the cache key's schedule: the same request hits, anoth
 // A decode step's matrix-vector product over an i8 weight read along its rows takes each thread's
 // outputs from interleaved runs of rows: one on AMD's CPUs, four on others by default (their
 // prefetchers want opposite patterns: schedules/contraction.h, TileSpec::row_runs), any count a
-// tuning run asks for. Every count computes what eager computes, with output counts that the runs
-// and threads do not divide.
+// tuning run asks for, each thread's share in several iterations of the parallel loop. Every count
+// computes what eager computes, with output counts that the runs and threads do not divide.
 TEST_CASE("a matrix-vector product's runs of rows a thread: the CPU's default and every count asked for equal eager") {
   auto fn = [](const Tensor& x, const Tensor& w, const Tensor& scale) {
     return hjit::matmul(x, hjit::transpose(w.astype(hjit::DType::F32))) * scale;
@@ -153,8 +153,14 @@ TEST_CASE("a matrix-vector product's runs of rows a thread: the CPU's default an
       const Compiled c = compile(g, o);
       const std::string plan = c.executable->explain();
       const int expected = BuiltinParams::parse("runs=" + std::to_string(runs)).row_runs();
-      if (hjit::num_threads() > 1)
+      if (hjit::num_threads() > 1) {
         CHECK(plan.find(", " + std::to_string(expected) + (expected == 1 ? " run" : " runs") + " of rows a thread") != std::string::npos);
+        // Several iterations a thread, so that one done early takes the other's last (3072 outputs
+        // leave 4 a thread at every count of runs; 1100 fewer where the runs would be short).
+        if (out == 3072) CHECK(plan.find(" of rows a thread in 4 iterations") != std::string::npos);
+      }
+      // The i8 weight (the pipeline's second input) read ahead of its products.
+      CHECK(plan.find(", in1 fetched 2048 bytes ahead") != std::string::npos);
       std::vector<float> got(size_t(out), -1.0f);
       const void* inputs[] = {x.data(), w.data(), scale.data()};
       void* outputs[] = {got.data()};

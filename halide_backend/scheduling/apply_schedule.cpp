@@ -97,6 +97,14 @@ bool is_rvar(const Halide::Stage& st, const std::string& name) {
   return false;
 }
 
+// Whether the stage has a loop of that name, as Halide matches names: by the last part of a
+// qualified one (an rfactor'ed intermediate's steps along K are qualified so).
+bool has_loop(const Halide::Stage& st, const std::string& name) {
+  for (const auto& d : st.get_schedule().dims())
+    if (d.var == name || (d.var.size() > name.size() && d.var.ends_with("." + name))) return true;
+  return false;
+}
+
 VarOrRVar var_of(const Halide::Stage& st, const std::string& name) {
   if (name == "__outermost") return Var::outermost();
   return is_rvar(st, name) ? VarOrRVar(RVar(name)) : VarOrRVar(Var(name));
@@ -119,6 +127,10 @@ VarOrRVar loop_of(Halide::Func f, const std::string& name) {
 class Applier {
  public:
   Applier(LoweredPipeline& p, bool guarded) : funcs_(funcs_by_canonical_name(p)), guarded_(guarded) {
+    for (const Halide::ImageParam& in : p.params)
+      if (in.defined()) inputs_.emplace(in.name(), in);
+    for (const Halide::ImageParam& in : p.const_params)
+      if (in.defined()) inputs_.emplace(in.name(), in);
     if (p.dynamic) find_dynamic_loops(p);
     else find_stage_extents(p);
   }
@@ -233,6 +245,13 @@ class Applier {
       st.atomic();
     } else if (v == "serial") {
       st.serial(var_of(st, a[0]));
+    } else if (v == "prefetch") {
+      const auto in = inputs_.find(a[0]);
+      if (in == inputs_.end()) throw ValueError("hjit: schedule: prefetch of '" + a[0] + "', which is no input of the pipeline");
+      // (Halide takes any names here and meets them only when it lowers the pipeline.)
+      for (const std::string& loop : {a[1], a[2]})
+        if (!has_loop(st, loop)) throw ValueError("hjit: schedule: prefetch at " + d.func + "'s loop " + loop + ", which it does not have");
+      st.prefetch(in->second, var_of(st, a[1]), var_of(st, a[2]), factor(a[3]), Halide::PrefetchBoundStrategy::NonFaulting);
     } else if (v == "rfactor") {
       rfactor(st, d);
     } else {
@@ -309,6 +328,7 @@ class Applier {
     return it->second;
   }
   std::map<std::string, Halide::Func> funcs_;
+  std::map<std::string, Halide::ImageParam> inputs_;  // the pipeline's buffers, by name (prefetch)
   // Pipelines of dynamic sizes: per Func (canonical name), its loops whose extent varies, each
   // with how many units of the size one of its iterations covers (1 for a dimension's own loop).
   std::map<std::string, std::map<std::string, int64_t>> dynamic_loops_;
