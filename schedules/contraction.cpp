@@ -604,14 +604,13 @@ std::optional<std::pair<Halide::ImageParam, int>> weight_buffer(const backend::L
     todo.pop_back();
     if (!seen.insert(id).second) continue;
     const backend::Stage& t = p.stages[size_t(id)];
-    const TensorType& type = g.type(id);
-    Halide::ImageParam buffer = t.constant;
-    for (size_t i = 0; i < g.inputs.size() && !buffer.defined(); ++i)
-      if (g.inputs[i] == id) buffer = p.params[i];
+    const Node& node = g.node(id);
+    const TensorType& type = node.type;
+    const Halide::ImageParam buffer = node.op == OpKind::Parameter ? p.params[size_t(node.attrs.i("index"))] : t.constant;
     const int64_t bytes = type.numel() * int64_t(dtype_size(type.dtype));
     if (buffer.defined() && bytes > best_bytes) best = {buffer, int(dtype_size(type.dtype))}, best_bytes = bytes;
     if (!is_source(t))
-      for (int in : g.node(id).inputs) todo.push_back(in);
+      for (int in : node.inputs) todo.push_back(in);
   }
   return best;
 }
@@ -664,13 +663,14 @@ std::string schedule_contraction_tile(const backend::LoweredPipeline& p, const b
     // 32 (an i4 weight's halves, a group's scale) with dense loads instead of gathers.
     const int64_t* k_extent = Halide::Internal::as_const_int(k.extent());
     const int per_block = 32 / spec.lanes_along_k;  // (1 from 32 lanes: their steps are multiples of 32)
-    Halide::RVar step = ko;
+    Halide::RVar step = ko;  // and the positions along K one of its iterations covers
+    int64_t step_positions = spec.lanes_along_k;
     if (per_block > 1 && k_extent && *k_extent % 32 == 0) {
       const Halide::RVar koo(ko.name() + "o"), koi(ko.name() + "i");
       su.split(ko, koo, koi, per_block);
       order.emplace_back(koi), order.emplace_back(koo);
       su.reorder(order).vectorize(lane).unroll(koi);
-      step = koo;
+      step = koo, step_positions = 32;
     } else {
       order.emplace_back(ko);
       su.reorder(order).vectorize(lane);
@@ -682,8 +682,7 @@ std::string schedule_contraction_tile(const backend::LoweredPipeline& p, const b
     // (f32 weights are read at the memory's speed without.)
     std::string ahead;
     if (const auto weight = weight_buffer(p, s); weight && weight->second <= 2 && k_extent) {
-      const int64_t step_bytes = int64_t(per_block > 1 && *k_extent % 32 == 0 ? 32 : spec.lanes_along_k) * weight->second;
-      su.prefetch(weight->first.name(), step, step, int(std::max<int64_t>(1, kPrefetchBytes / step_bytes)));
+      su.prefetch(weight->first.name(), step, step, int(std::max<int64_t>(1, kPrefetchBytes / (step_positions * weight->second))));
       ahead = ", " + weight->first.name() + " fetched " + std::to_string(kPrefetchBytes) + " bytes ahead";
     }
     if (chains > 1) su.unroll(chain);
