@@ -82,6 +82,11 @@ StageRef& StageRef::atomic() {
   return *this;
 }
 
+StageRef& StageRef::allow_race_conditions() {
+  add("allow_race_conditions", {});
+  return *this;
+}
+
 StageRef& StageRef::prefetch(const std::string& input, const Halide::VarOrRVar& at, const Halide::VarOrRVar& from, int offset) {
   add("prefetch", {input, at.name(), from.name(), std::to_string(offset)});
   return *this;

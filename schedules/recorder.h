@@ -33,6 +33,9 @@ class StageRef {
   StageRef& parallel(const Halide::VarOrRVar& v);
   // Lets an associative update's reduction variable be vectorized (a dot product's lanes).
   StageRef& atomic();
+  // Lets a sorting network's step loop be vectorized and run in parallel (its pairs are
+  // independent: each step reads one copy of the row and writes the other).
+  StageRef& allow_race_conditions();
   // Halide's prefetch of an input buffer (named as the pipeline names its parameter): at each
   // iteration of `at`, the elements that iteration `offset` steps later of `from` reads, not
   // bounded by the buffer (x86's prefetches never fault).

@@ -101,6 +101,50 @@ int64_t exact_row_chunk(const backend::Helper& h, int vec) {
 }  // namespace
 
 namespace {
+// A sorting network's steps in a loop (lower_ops.cpp: r.x the pairs along the row, r.y the
+// steps, each reading one copy of the row and writing the other). Along a row in memory: a step's
+// pairs vectorized, and in parallel chunks where the rows are too few to share out; rows along
+// another axis: the innermost one's vectorized inside each step. Rows in parallel where enough.
+std::string schedule_sort_network(const backend::LoweredPipeline& p, const backend::Helper& h, FuncRef& f) {
+  const int threads = halide_threads(), vec = vector_width(p.target, h.func.output_types()[0]);
+  const Halide::RVar& at = h.rvars[0];
+  const std::vector<Halide::Expr> args = h.func.update_args(0);
+  size_t axis = 0;  // the sorted axis: where the update writes at r.x
+  for (size_t d = 0; d < args.size(); ++d)
+    if (const auto* v = args[d].as<Halide::Internal::Variable>(); v && v->name == at.name()) axis = d;
+  const int64_t padded = h.extents[axis];
+  int64_t row_count = 1;
+  for (size_t d = 0; d + 1 < h.vars.size(); ++d)
+    if (d != axis) row_count *= h.extents[d];
+  if (h.extents[0] >= vec) f.vectorize(h.vars[0], vec);
+  StageRef u = f.update();
+  std::string what = " sort network: root, steps in a loop";
+  const bool rows_parallel = h.vars.size() > 2 && h.extents[h.vars.size() - 2] >= 2 * threads && threads > 1 && axis != h.vars.size() - 2;
+  if (axis == 0) {
+    if (padded >= vec) {
+      u.allow_race_conditions();
+      if (!rows_parallel && threads > 1 && padded >= int64_t(8) * vec * threads) {
+        int64_t chunk = vec;  // a power of two, as the row: the chunks divide it
+        while (chunk * 2 * 4 * threads <= padded) chunk *= 2;
+        Halide::RVar o(at.name() + "_o"), i(at.name() + "_i");
+        u.split(at, o, i, int(chunk)).vectorize(i, vec).parallel(o);
+        what += ", each step's pairs vec" + std::to_string(vec) + " par(exact chunks of " + std::to_string(chunk) + ")";
+      } else {
+        u.vectorize(at, vec);
+        what += ", each step's pairs vec" + std::to_string(vec);
+      }
+    }
+  } else if (h.extents[0] >= vec) {
+    u.reorder(h.vars[0], at, h.rvars[1]).vectorize(h.vars[0], vec, Halide::TailStrategy::GuardWithIf);
+    what += ", rows vec" + std::to_string(vec) + " inside each step";
+  }
+  if (rows_parallel) {
+    u.parallel(h.vars[h.vars.size() - 2]);
+    what += " par(" + h.vars[h.vars.size() - 2].name() + ")";
+  }
+  return what + " (" + std::to_string(row_count) + (row_count == 1 ? " row)" : " rows)");
+}
+
 // Whether the schedule computes f somewhere already (a helper placed in a tile).
 bool placed(const Schedule& out, const Halide::Func& f) {
   const std::string name = backend::canonical_name(f.name());
@@ -129,6 +173,10 @@ std::string schedule_helpers_at_root(const backend::LoweredPipeline& p, const ba
       if (parallel) f.parallel(h.vars.back()), u.parallel(h.vars.back());
       what += " " + h.role + ": root vec" + std::to_string(h.extents[0]) + (parallel ? " par(" + h.vars.back().name() + ")" : "") + " (" +
               std::to_string(rows) + (rows == 1 ? " row)" : " rows)");
+      continue;
+    }
+    if (h.role == "sort network") {
+      what += schedule_sort_network(p, h, f);
       continue;
     }
     const int vec = vector_width(p.target, h.func.output_types()[0]);

@@ -297,13 +297,27 @@ TEST_CASE("sort's values are differentiable; topk beyond a few rounds sorts") {
   CHECK(small[1].to_vector<int64_t>() == std::vector<int64_t>{0, 2, 0, 2});
   // Rows longer than a parallel chunk, the k-th value read by the rest (a sampler's threshold):
   // Halide 14 failed to compile this when the network's steps ran in guarded chunks, and a long
-  // row's steps on one thread overflowed the stack (a GPT-2's 50257 logits).
+  // row's steps on one thread overflowed the stack (a GPT-2's 50257 logits). On the CPU the
+  // network's steps are one loop (its 136 steps unrolled took 70 s to compile), each step's pairs
+  // in parallel chunks.
   for (int64_t n : {9000, 50257}) {
     const Tensor logits = test::random({1, n}, hjit::DType::F32, 5);
     auto kept = [](const Tensor& l) { return hjit::argmin(hjit::where(l >= hjit::slice(hjit::topk(l, 40, 1).first, 1, 39, 40), l, 1e30f), 1); };
     CHECK(hjit::jit(kept)(logits).item<int64_t>() == kept(logits).item<int64_t>());
     auto sorted = [](const Tensor& l) { return hjit::sort(l, 1, true).first; };
-    CHECK(vals(hjit::jit(sorted)(logits)) == vals(sorted(logits)));
+    auto jitted = hjit::jit(sorted);
+    CHECK(vals(jitted(logits)) == vals(sorted(logits)));
+    const std::string plan = jitted.explain(logits);
+    CAPTURE(plan);
+    CHECK(plan.find("sort network: root, steps in a loop") != std::string::npos);
+    if (hjit::num_threads() > 1) CHECK(plan.find("par(exact chunks of") != std::string::npos);
+  }
+  // Many rows (in parallel), and rows along an outer axis (the inner one vectorized in each step).
+  const Tensor rows = test::random({64, 300}, hjit::DType::F32, 6);
+  for (int axis : {1, 0}) {
+    CAPTURE(axis);
+    auto sorted = [axis](const Tensor& x) { return hjit::argsort(x, axis, axis == 0); };
+    CHECK(hjit::jit(sorted)(rows).to_vector<int64_t>() == sorted(rows).to_vector<int64_t>());
   }
 }
 

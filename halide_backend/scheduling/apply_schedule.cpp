@@ -243,6 +243,12 @@ class Applier {
       st.gpu_single_thread();
     } else if (v == "atomic") {
       st.atomic();
+    } else if (v == "allow_race_conditions") {
+      // A sorting network's steps only (lower_ops.cpp), whose pairs are independent by
+      // construction: on another stage it would let a schedule text compute a wrong answer.
+      if (!d.func.ends_with("_sort_net"))
+        throw ValueError("hjit: schedule: allow_race_conditions on '" + d.func + "', which is no sorting network's steps");
+      st.allow_race_conditions();
     } else if (v == "serial") {
       st.serial(var_of(st, a[0]));
     } else if (v == "prefetch") {

@@ -29,7 +29,7 @@ const std::vector<VerbArity>& schedule_verbs() {
       {"bound_extent", 2, 2, kFunc}, {"fold_storage", 2, 3, kFunc},   {"store_in", 1, 1, kFunc},
       {"align_storage", 2, 2, kFunc}, {"extern", 1, 1, kFunc},     {"atomic", 0, 0},
       {"gpu_blocks", 1, 3},          {"gpu_threads", 1, 3},           {"gpu_single_thread", 0, 0},
-      {"in", 2, 2, kFunc},           {"prefetch", 4, 4},
+      {"in", 2, 2, kFunc},           {"prefetch", 4, 4},              {"allow_race_conditions", 0, 0},
   };
   return verbs;
 }
