@@ -11,7 +11,10 @@
 #include <Halide.h>
 
 #include "graph/op_def.h"
+#include "frontend/tracing/const_eval.h"
+#include "graph/passes/optimize.h"
 #include "graph/passes/simplify.h"
+#include "halide_backend/build/build.h"
 #include "halide_backend/codegen/object_file.h"
 #include "halide_backend/codegen/target.h"
 #include "halide_backend/lowering/lower.h"
@@ -154,6 +157,74 @@ TEST_CASE("the code of an integer matmul may use VNNI where the CPU has it, and 
   auto f = hjit::jit([](const Tensor& a, const Tensor& b) { return hjit::int_matmul(a, b).astype(DType::F16); });
   const Tensor a = full_range({8, 40}, DType::U8, 3), b = full_range({40, 24}, DType::I8, 4);
   CHECK(test::compare(f(a, b), reference(a, b).astype(DType::F16), 0) == "");
+}
+
+TEST_CASE("without VNNI (AVX2), integer contractions sum pairs of products: exact, constant weights paired when compiling") {
+  // Built for an AVX2 target whatever this CPU has (every x86 machine hjit runs on has AVX2), and
+  // run: the pairs' code is tested on a machine with VNNI too.
+  const hjit::backend::Target avx2 = hjit::backend::Target::parse("x86-64-linux-avx-avx2-f16c-fma-sse41");
+  const Tensor w = full_range({2, 70, 49}, DType::I8, 30), wc = full_range({24, 13, 3, 3}, DType::I8, 31);
+  const Tensor a = full_range({3, 1, 33, 70}, DType::U8, 32), b = full_range({2, 70, 49}, DType::I8, 33);
+  const Tensor x = full_range({2, 13, 9, 7}, DType::U8, 34), z = Tensor::scalar(7, DType::U8);  // (z a captured input, after the arguments)
+  const Tensor xs = full_range({1, 13, 9, 7}, DType::I8, 35);
+  struct Program {
+    std::string what;
+    hjit::Graph graph;
+    std::vector<Tensor> args;
+    Tensor want;
+    std::string helper;
+    bool stored;
+  };
+  auto conv = [&](const Tensor& in, const Tensor& weights) { return hjit::int_conv2d(in, weights, z, {1, 2}, {1, 1}); };
+  // As a call compiles them: optimized, weights folded into their packed constants when frozen.
+  hjit::ConstEvaluator eval = hjit::detail::evaluate_node;
+  auto optimized = [&](const hjit::Graph& g) { return hjit::optimize(g, &eval); };
+  const hjit::SaveOptions frozen{.freeze_parameters = true};
+  std::vector<Program> programs;
+  programs.push_back({"matmul, weight an argument", optimized(hjit::make_graph([](const Tensor& p, const Tensor& q) { return hjit::int_matmul(p, q); }, a, b)),
+                      {a, b}, reference(a, b), "pairs", true});
+  programs.push_back({"matmul, weight a constant",
+                      hjit::make_module("mm", {}, frozen, [&](const Tensor& p) { return hjit::int_matmul(p, w); }, a).graph(), {a},
+                      reference(a, w), "pairs", false});
+  programs.push_back({"convolution, weight an argument", optimized(hjit::make_graph(conv, x, wc)), {x, wc, z}, conv(x, wc), "weight pairs", true});
+  programs.push_back({"convolution, weight a constant, signed input",
+                      hjit::make_module("conv", {}, frozen, [&](const Tensor& in) { return conv(in, wc); }, xs).graph(), {xs}, conv(xs, wc),
+                      "weight pairs", false});
+  for (Program& prog : programs) {
+    CAPTURE(prog.what);
+    const hjit::Graph& g = prog.graph;
+    REQUIRE(g.inputs.size() == prog.args.size());
+    {
+      std::lock_guard<std::mutex> lock(hjit::backend::compile_mutex());
+      const hjit::backend::LoweredPipeline p = hjit::backend::lower(g, avx2.halide(false, &g));
+      int pairs = 0;
+      for (const hjit::backend::Stage& s : p.stages) {
+        if (s.op != hjit::OpKind::IntMatmul && s.op != hjit::OpKind::IntConv2d) continue;
+        CHECK(s.dot_lanes == 2);
+        for (const hjit::backend::Helper& h : s.helpers)
+          if (h.role == prog.helper) {
+            ++pairs;
+            CHECK(h.stored == prog.stored);
+          }
+      }
+      CHECK(pairs == 1);
+    }
+    hjit::backend::Built built;
+    {
+      std::lock_guard<std::mutex> lock(hjit::backend::compile_mutex());
+      built = hjit::backend::build(g, hjit::backend::Options{.name = "avx2_pairs"}, avx2);
+    }
+    REQUIRE(built.executable);
+    std::vector<const void*> in;
+    for (const Tensor& t : prog.args) in.push_back(t.data());
+    REQUIRE(g.outputs.size() == 1);
+    const Shape shape = g.type(g.outputs[0]).shape;
+    REQUIRE(g.type(g.outputs[0]).dtype == DType::I32);
+    std::vector<int32_t> out(size_t(hjit::shape_numel(shape)));
+    void* outs[] = {out.data()};
+    built.executable->run(in.data(), outs);
+    CHECK(test::compare(Tensor::from_vector(out, shape), prog.want, 0) == "");
+  }
 }
 
 TEST_CASE("bf16 matmul sums pairs of products in f32 (vdpbf16ps where the CPU has AVX512_BF16), as eager within bf16's rounding") {
@@ -496,7 +567,8 @@ TEST_CASE("quantized convolutions in a chain: each sum requantized in its tiles,
     // which the second one (1x1, unpadded) reads as its packed operand: no copy.
     CHECK(test::occurrences(plan, ", stored channels innermost") == 1);
     CHECK(test::occurrences(plan, "_transpose: inlined (a view of a value stored channels innermost)") == 1);
-    CHECK(test::occurrences(plan, "_transpose: root fused innermost vec") == 3);
+    // (On x86 without VNNI a weight's pack is read by its pairs' copy, which is the vector loop.)
+    CHECK(test::occurrences(plan, "_transpose: root fused innermost vec") + test::occurrences(plan, "weight pairs: root vec") == 3);
   }
 }
 

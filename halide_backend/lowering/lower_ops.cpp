@@ -553,15 +553,19 @@ const uint16_t* constant_bf16_bits(const LowerCtx& ctx, int node) {
   return static_cast<const uint16_t*>(ctx.g.constants[size_t(c.constant)].data);
 }
 
-// bf16 bits rearranged when compiling (`fill` writes them in the packed order), bound as a constant
-// and read as bf16 where they lie: a dot product's operand packed once, not at every call.
+// A constant's elements rearranged when compiling (`fill` writes them in the packed order), bound
+// as a constant and read where they lie: a dot product's operand packed once, not at every call.
+template <typename T>
+Expr packed_constant(LowerCtx& ctx, DType dtype, const Shape& shape, const std::function<void(T*)>& fill, const std::vector<Var>& at) {
+  auto elems = std::make_shared<std::vector<T>>(size_t(shape_numel(shape)));
+  fill(elems->data());
+  const size_t nbytes = elems->size() * sizeof(T);
+  const T* data = elems->data();
+  ImageParam param = bind_constant_param(ctx.p, TensorType{dtype, shape}, ConstData{std::move(elems), data, nbytes});
+  return param(std::vector<Expr>(at.begin(), at.end()));
+}
 Expr packed_constant(LowerCtx& ctx, const Shape& shape, const std::function<void(uint16_t*)>& fill, const std::vector<Var>& at) {
-  auto bits = std::make_shared<std::vector<uint16_t>>(size_t(shape_numel(shape)));
-  fill(bits->data());
-  const size_t nbytes = bits->size() * sizeof(uint16_t);
-  const uint16_t* data = bits->data();
-  ImageParam param = bind_constant_param(ctx.p, TensorType{DType::BF16, shape}, ConstData{std::move(bits), data, nbytes});
-  return reinterpret(BFloat(16), param(std::vector<Expr>(at.begin(), at.end())));
+  return reinterpret(BFloat(16), packed_constant<uint16_t>(ctx, DType::BF16, shape, fill, at));
 }
 
 // A bf16 matmul whose code may use vdpbf16ps (Halide 14: avx512_sapphirerapids, which the target
@@ -661,10 +665,58 @@ void Matmul(LowerCtx& ctx, Stage& s, const Node& n) {
   s.rvars.push_back(k.x);
 }
 
+namespace {
+// An x86 CPU target without VNNI (Zen 3, AVX2), where a sum of four u8 x i8 products a lane is two
+// vpmaddwd (pairs of i16 products into i32 lanes) whose pairs are then added across lanes (a
+// shuffle, a lane-crossing permute and an add a vector), and the right operand is better read in
+// pairs of rows: one vpmaddwd and one add a vector. Zen 3 does one vpmaddwd a cycle (16
+// multiply-adds, as its two FMA units' f32 ones), and exact 8-bit products have nothing wider
+// there (vpmaddubsw's i16 sums saturate). Its extents fixed: the pairs are a helper's.
+bool int_pairs(const LowerCtx& ctx, const Node& n) {
+  const Halide::Target& t = ctx.p.target;
+  return t.arch == Halide::Target::X86 && !t.has_feature(Halide::Target::AVX512_SapphireRapids) && !t.has_gpu_feature() &&
+         !(ctx.p.dynamic && (ctx.p.dynamic->extent_varies(n.inputs[0]) || ctx.p.dynamic->extent_varies(n.inputs[1])));
+}
+
+// IntMatmul's right operand, [.., K/4, N, 4], as pairs of rows [.., K/2, N, 2] (Halide order: p, n,
+// k2, batches): rearranged when compiling where it is a constant (frozen weights), else a helper
+// the schedule copies per panel.
+Helper int_matmul_pairs(LowerCtx& ctx, const Stage& s, const Node& n) {
+  const TensorType& b = ctx.g.type(n.inputs[1]);
+  const size_t r = b.shape.size() - 1;  // the product's rank
+  const int64_t K4 = b.shape[r - 2], N = b.shape[r - 1];
+  Helper pairs;
+  pairs.role = "pairs";
+  pairs.func = Func(helper_name(s, "_pairs"));
+  pairs.vars = {Var("p"), Var("n"), Var("k2")};
+  pairs.extents = {2, N, 2 * K4};
+  for (size_t d = r - 2; d-- > 0;) pairs.vars.push_back(Var("b" + std::to_string(d))), pairs.extents.push_back(b.shape[d]);
+  const Node& c = ctx.g.node(n.inputs[1]);
+  if (c.op == OpKind::Constant) {
+    const auto* w = static_cast<const int8_t*>(ctx.g.constants[size_t(c.constant)].data);  // u8 and i8 alike: bytes moved
+    Shape shape(b.shape.begin(), b.shape.end() - 3);
+    shape.insert(shape.end(), {2 * K4, N, 2});
+    pairs.func(pairs.vars) = packed_constant<int8_t>(ctx, b.dtype, shape, [&](int8_t* out) {
+      for (int64_t m = 0, batches = shape_numel(b.shape) / (4 * K4 * N); m < batches; ++m, w += 4 * K4 * N)
+        for (int64_t k2 = 0; k2 < 2 * K4; ++k2)
+          for (int64_t j = 0; j < N; ++j)
+            for (int64_t p = 0; p < 2; ++p) *out++ = w[((k2 / 2) * N + j) * 4 + 2 * (k2 % 2) + p];
+    }, pairs.vars);
+    pairs.stored = false;
+    return pairs;
+  }
+  Coords cb(r + 1);
+  for (size_t d = 0; d + 2 < r; ++d) cb[d] = pairs.vars[3 + (r - 3 - d)];
+  cb[r - 2] = pairs.vars[2] / 2, cb[r - 1] = pairs.vars[1], cb[r] = 2 * (pairs.vars[2] % 2) + pairs.vars[0];
+  pairs.func(std::vector<Expr>(pairs.vars.begin(), pairs.vars.end())) = ctx.at(n.inputs[1], cb);
+  return pairs;
+}
+}  // namespace
+
 // Four u8 x i8 products summed into each i32 lane per step of the reduction's inner variable:
 // with that variable vectorized atomically (its schedule), Halide matches the sum to x86's
 // vpdpbusd where the target has VNNI (avx512_sapphirerapids in Halide 14), and to widening
-// multiply-adds elsewhere.
+// multiply-adds elsewhere: in pairs on x86 without VNNI (int_pairs).
 void IntMatmul(LowerCtx& ctx, Stage& s, const Node& n) {
   const TensorType &a = ctx.g.type(n.inputs[0]), &b = ctx.g.type(n.inputs[1]);
   const size_t r = size_t(n.type.rank());
@@ -679,12 +731,23 @@ void IntMatmul(LowerCtx& ctx, Stage& s, const Node& n) {
   std::vector<Expr> v(s.vars.begin(), s.vars.end());
   Func acc(helper_name(s, "_acc"));
   acc(v) = 0;
-  acc(v) += cast<int32_t>(ctx.at(n.inputs[0], ca)) * cast<int32_t>(ctx.at(n.inputs[1], cb));
+  if (int_pairs(ctx, n)) {
+    Helper pairs = int_matmul_pairs(ctx, s, n);
+    RDom k2({{0, 2}, {0, int(pairs.extents[2])}}, rdom_name(s, "k"));
+    std::vector<Expr> pb{k2.x, o[r - 1], k2.y};
+    for (size_t d = r - 2; d-- > 0;) pb.push_back(b.shape[d] == 1 ? Expr(0) : o[d]);
+    ca[r - 1] = 2 * k2.y + k2.x;
+    acc(v) += cast<int32_t>(ctx.at(n.inputs[0], ca)) * cast<int32_t>(pairs.func(pb));
+    s.rvars = {k2.x, k2.y};
+    s.dot_lanes = 2;
+    s.helpers.push_back(std::move(pairs));
+  } else {
+    acc(v) += cast<int32_t>(ctx.at(n.inputs[0], ca)) * cast<int32_t>(ctx.at(n.inputs[1], cb));
+    s.rvars = {k.x, k.y};
+    s.dot_lanes = 4;
+  }
   s.func(v) = acc(v);
   s.reduction = acc;
-  s.rvars.push_back(k.x);
-  s.rvars.push_back(k.y);
-  s.dot_lanes = 4;
 }
 
 void Reshape(LowerCtx& ctx, Stage& s, const Node& n) {
@@ -895,22 +958,60 @@ void Conv2d(LowerCtx& ctx, Stage& s, const Node& n) {
 
 // Four u8 x i8 products (four input channels) summed into each i32 lane per step, as IntMatmul:
 // the operands come packed channels in fours and padded (hjit::int_conv2d).
+// On x86 without VNNI (int_pairs), two products a lane: the weights as pairs of input channels,
+// [O/B, C/2, KH, KW, B, 2] (as a bf16 convolution's "weight pairs"), the input read two channels
+// of its fours at a time.
 void IntConv2d(LowerCtx& ctx, Stage& s, const Node& n) {
-  const Shape& ws = ctx.g.type(n.inputs[1]).shape;  // [O/B, C, KH, KW, B, 4]
+  const Shape& ws = ctx.g.type(n.inputs[1]).shape;  // [O/B, C/4, KH, KW, B, 4]
   const auto &stride = n.attrs.ints("stride"), &dil = n.attrs.ints("dilation");
   const int block = int(ws[4]);
-  RDom r({{0, 4}, {0, int(ws[3])}, {0, int(ws[2])}, {0, int(ws[1])}}, rdom_name(s, "r"));
+  const bool pairs = int_pairs(ctx, n);
+  const int lanes = pairs ? 2 : 4, groups = int(ws[1]) * (4 / lanes);
+  RDom r({{0, lanes}, {0, int(ws[3])}, {0, int(ws[2])}, {0, groups}}, rdom_name(s, "r"));
   const Var &ox = s.vars[0], &oy = s.vars[1], &co = s.vars[2], &nb = s.vars[3];
   Func acc(helper_name(s, "_acc"));
   // The offsets are where the sums start: the tiles' accumulators are loaded with them instead of
   // zeroed, and the epilogue has no subtraction left.
   acc(s.vars) = n.inputs.size() > 2 ? -ctx.at(n.inputs[2], {co}) : Expr(0);
-  acc(s.vars) += cast<int32_t>(ctx.at(n.inputs[0], {nb, r[3], oy * int(stride[0]) + r[2] * int(dil[0]), ox * int(stride[1]) + r[1] * int(dil[1]), r[0]})) *
-                 cast<int32_t>(ctx.at(n.inputs[1], {co / block, r[3], r[2], r[1], co % block, r[0]}));
+  const Expr iy = oy * int(stride[0]) + r[2] * int(dil[0]), ix = ox * int(stride[1]) + r[1] * int(dil[1]);
+  if (pairs) {
+    // Blocks of outputs at most a vector of sums wide: a tile of one vector of channels in a wider
+    // block had its lanes' block and place in it computed lane by lane, and its weights gathered
+    // (512 -> 512 3x3 at 7x7 on Zen 3: 11 ms, as f32 1.9).
+    const int pblock = std::min(block, ctx.p.target.natural_vector_size<int32_t>());
+    Helper weights;
+    weights.role = "weight pairs";
+    weights.func = Func(helper_name(s, "_weight_pairs"));
+    weights.vars = {Var("p"), Var("b"), Var("kx"), Var("ky"), Var("c2"), Var("ob")};
+    weights.extents = {2, pblock, ws[3], ws[2], groups, ws[0] * (block / pblock)};
+    const Var &p = weights.vars[0], &b = weights.vars[1], &kx = weights.vars[2], &ky = weights.vars[3], &c2 = weights.vars[4], &ob = weights.vars[5];
+    if (const Node& c = ctx.g.node(n.inputs[1]); c.op == OpKind::Constant) {
+      const auto* w = static_cast<const int8_t*>(ctx.g.constants[size_t(c.constant)].data);
+      weights.func(weights.vars) = packed_constant<int8_t>(ctx, DType::I8, {weights.extents[5], groups, ws[2], ws[3], pblock, 2}, [&](int8_t* out) {
+        for (int64_t o = 0; o < weights.extents[5]; ++o)
+          for (int64_t g = 0; g < groups; ++g)
+            for (int64_t y = 0; y < ws[2]; ++y)
+              for (int64_t x = 0; x < ws[3]; ++x)
+                for (int64_t k = o * pblock; k < (o + 1) * pblock; ++k)  // output channel k: block k / B, place k % B
+                  for (int64_t q = 0; q < 2; ++q)
+                    *out++ = w[(((((k / block) * ws[1] + g / 2) * ws[2] + y) * ws[3] + x) * block + k % block) * 4 + 2 * (g % 2) + q];
+      }, weights.vars);
+      weights.stored = false;
+    } else {
+      const Expr k = ob * pblock + b;
+      weights.func(weights.vars) = ctx.at(n.inputs[1], {k / block, c2 / 2, ky, kx, k % block, 2 * (c2 % 2) + p});
+    }
+    acc(s.vars) += cast<int32_t>(ctx.at(n.inputs[0], {nb, r[3] / 2, iy, ix, 2 * (r[3] % 2) + r[0]})) *
+                   cast<int32_t>(weights.func(r[0], co % pblock, r[1], r[2], r[3], co / pblock));
+    s.helpers.push_back(std::move(weights));
+  } else {
+    acc(s.vars) += cast<int32_t>(ctx.at(n.inputs[0], {nb, r[3], iy, ix, r[0]})) *
+                   cast<int32_t>(ctx.at(n.inputs[1], {co / block, r[3], r[2], r[1], co % block, r[0]}));
+  }
   s.func(s.vars) = acc(s.vars);
   s.reduction = acc;
   s.rvars = {r[0], r[1], r[2], r[3]};
-  s.dot_lanes = 4;
+  s.dot_lanes = lanes;
 }
 
 // Element (b, c, row, col) of a padded 8-bit input. Where it is a constant's padding of a value
