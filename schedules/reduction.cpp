@@ -224,16 +224,16 @@ std::string schedule_rows_in_fours(const backend::LoweredPipeline& p, const back
     what += " input copied channels innermost: " + transpose_tiles(f, h.vars, h.extents, 1, 16, halide_threads(), 1 << 14).what + ";";
   }
   for (const backend::Helper& h : s.helpers) {
-    if (h.role != "rows in fours") continue;
-    // Loops: the channels in vectors innermost, the four rows unrolled around them: Halide writes
-    // the four strided stores of a channel vector as one store of the rows interleaved, which
+    if (h.role != "rows in fours" && h.role != "rows in pairs") continue;
+    // Loops: the channels in vectors innermost, the four (two) rows unrolled around them: Halide
+    // writes the strided stores of a channel vector as one store of the rows interleaved, which
     // the dot products then read whole (four rows of a channel in each 32-bit lane).
     FuncRef f(&out, h.func);
     const Var &k = h.vars[0], &c = h.vars[1], co(c.name() + "_o"), ci(c.name() + "_i");
     const int vec = std::min<int>(vector_width(p.target, Halide::Int(32)), int(h.extents[1]));
     f.compute_at(nest, tile);
     f.split(c, co, ci, vec).reorder({ci, k, co}).vectorize(ci).unroll(k);
-    return what + " rows in fours: per tile, vec" + std::to_string(vec) + " by 4 rows interleaved";
+    return what + " " + h.role + ": per tile, vec" + std::to_string(vec) + " by " + std::to_string(h.extents[0]) + " rows interleaved";
   }
   return what;
 }

@@ -190,6 +190,14 @@ TEST_CASE("without VNNI (AVX2), integer contractions sum pairs of products: exac
   programs.push_back({"convolution, weight a constant, signed input",
                       hjit::make_module("conv", {}, frozen, [&](const Tensor& in) { return conv(in, wc); }, xs).graph(), {xs}, conv(xs, wc),
                       "weight pairs", false});
+  // Depthwise (int_depthwise2d): the kernel's rows in pairs; 5 rows, the last pair half zeros.
+  const Tensor wd = full_range({24, 1, 5, 3}, DType::I8, 36), xd = full_range({2, 24, 11, 9}, DType::U8, 37);
+  auto depthwise = [&](const Tensor& in, const Tensor& weights) { return hjit::int_conv2d(in, weights, z, {2, 1}, {2, 1}, {1, 1}, 24); };
+  programs.push_back({"depthwise, weight an argument", optimized(hjit::make_graph(depthwise, xd, wd)), {xd, wd, z}, depthwise(xd, wd),
+                      "weight pairs", true});
+  programs.push_back({"depthwise, weight a constant",
+                      hjit::make_module("dw", {}, frozen, [&](const Tensor& in) { return depthwise(in, wd); }, xd).graph(), {xd},
+                      depthwise(xd, wd), "weight pairs", false});
   for (Program& prog : programs) {
     CAPTURE(prog.what);
     const hjit::Graph& g = prog.graph;
@@ -199,7 +207,7 @@ TEST_CASE("without VNNI (AVX2), integer contractions sum pairs of products: exac
       const hjit::backend::LoweredPipeline p = hjit::backend::lower(g, avx2.halide(false, &g));
       int pairs = 0;
       for (const hjit::backend::Stage& s : p.stages) {
-        if (s.op != hjit::OpKind::IntMatmul && s.op != hjit::OpKind::IntConv2d) continue;
+        if (s.op != hjit::OpKind::IntMatmul && s.op != hjit::OpKind::IntConv2d && s.op != hjit::OpKind::IntDepthwise2d) continue;
         CHECK(s.dot_lanes == 2);
         for (const hjit::backend::Helper& h : s.helpers)
           if (h.role == prog.helper) {
@@ -599,9 +607,9 @@ TEST_CASE("a quantized depthwise convolution after a pointwise one reads its cha
       const std::string plan = compiled.explain(x, w1, s1, w2, s2);
       CAPTURE(plan);
       CHECK(test::occurrences(plan, ", stored channels innermost") == 1);
-      // The depthwise sums are dot products of four rows of a window column (int_depthwise2d),
-      // whose interleaved rows each tile builds from the stored value.
-      CHECK(test::occurrences(plan, "rows in fours: per tile") == 1);
+      // The depthwise sums are dot products of four rows of a window column (int_depthwise2d; two
+      // on x86 without VNNI), whose interleaved rows each tile builds from the stored value.
+      CHECK(test::occurrences(plan, "rows in fours: per tile") + test::occurrences(plan, "rows in pairs: per tile") == 1);
       CHECK(test::occurrences(plan, "input copied") == 0);  // (the expanded value is stored channels innermost)
     }
   }

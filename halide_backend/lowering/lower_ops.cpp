@@ -958,6 +958,56 @@ void Conv2d(LowerCtx& ctx, Stage& s, const Node& n) {
 
 // Four u8 x i8 products (four input channels) summed into each i32 lane per step, as IntMatmul:
 // the operands come packed channels in fours and padded (hjit::int_conv2d).
+namespace {
+// An integer convolution's packed weights, [O/B, D1, D2, KW, B, 4] (the fours along D1, input
+// channels, or D2, a depthwise kernel's rows), as pairs along that axis: [O/P, D1', D2', KW, P, 2],
+// D1 or D2 doubled (Halide order: p, b, kx, d2, d1, ob), the "weight pairs" the schedule reads as a
+// bf16 convolution's. Blocks P of outputs at most a vector of sums wide: a tile of one vector of
+// channels in a wider block had its lanes' block and place in it computed lane by lane, and its
+// weights gathered (512 -> 512 3x3 at 7x7 on Zen 3: 11 ms, as f32 1.9). Rearranged when compiling
+// where they are a constant.
+Helper int_weight_pairs(LowerCtx& ctx, const Stage& s, const Node& n, int axis) {
+  const Shape& ws = ctx.g.type(n.inputs[1]).shape;
+  const int64_t block = ws[4], pblock = std::min<int64_t>(block, ctx.p.target.natural_vector_size<int32_t>());
+  Shape paired{ws[0] * (block / pblock), ws[1], ws[2], ws[3], pblock, 2};  // row-major
+  paired[size_t(axis)] *= 2;
+  Helper weights;
+  weights.role = "weight pairs";
+  weights.func = Func(helper_name(s, "_weight_pairs"));
+  weights.vars = {Var("p"), Var("b"), Var("kx"), Var("d2"), Var("d1"), Var("ob")};
+  weights.extents = to_halide_order(paired);
+  // Element (ob, d1, d2, kx, b, p) of the pairs in the packed weights: coordinates and flat index.
+  auto source = [&](auto ob, auto d1, auto d2, auto kx, auto b, auto p) {
+    using T = decltype(ob);  // int64_t, or Expr
+    const T k = ob * int(pblock) + b;  // output channel: block k / B, place k % B
+    const T q = axis == 1 ? d1 : d2;
+    return std::array<T, 6>{k / int(block), axis == 1 ? q / 2 : d1, axis == 2 ? q / 2 : d2, kx, k % int(block), 2 * (q % 2) + p};
+  };
+  if (const Node& c = ctx.g.node(n.inputs[1]); c.op == OpKind::Constant) {
+    const auto* w = static_cast<const int8_t*>(ctx.g.constants[size_t(c.constant)].data);
+    weights.func(weights.vars) = packed_constant<int8_t>(ctx, DType::I8, paired, [&](int8_t* out) {
+      for (int64_t ob = 0; ob < paired[0]; ++ob)
+        for (int64_t d1 = 0; d1 < paired[1]; ++d1)
+          for (int64_t d2 = 0; d2 < paired[2]; ++d2)
+            for (int64_t kx = 0; kx < paired[3]; ++kx)
+              for (int64_t b = 0; b < pblock; ++b)
+                for (int64_t p = 0; p < 2; ++p) {
+                  const std::array<int64_t, 6> at = source(ob, d1, d2, kx, b, p);
+                  int64_t flat = 0;
+                  for (size_t d = 0; d < 6; ++d) flat = flat * ws[d] + at[d];
+                  *out++ = w[flat];
+                }
+    }, weights.vars);
+    weights.stored = false;
+  } else {
+    const std::vector<Var>& v = weights.vars;
+    const std::array<Expr, 6> at = source(Expr(v[5]), Expr(v[4]), Expr(v[3]), Expr(v[2]), Expr(v[1]), Expr(v[0]));
+    weights.func(weights.vars) = ctx.at(n.inputs[1], Coords(at.begin(), at.end()));
+  }
+  return weights;
+}
+}  // namespace
+
 // On x86 without VNNI (int_pairs), two products a lane: the weights as pairs of input channels,
 // [O/B, C/2, KH, KW, B, 2] (as a bf16 convolution's "weight pairs"), the input read two channels
 // of its fours at a time.
@@ -975,34 +1025,9 @@ void IntConv2d(LowerCtx& ctx, Stage& s, const Node& n) {
   acc(s.vars) = n.inputs.size() > 2 ? -ctx.at(n.inputs[2], {co}) : Expr(0);
   const Expr iy = oy * int(stride[0]) + r[2] * int(dil[0]), ix = ox * int(stride[1]) + r[1] * int(dil[1]);
   if (pairs) {
-    // Blocks of outputs at most a vector of sums wide: a tile of one vector of channels in a wider
-    // block had its lanes' block and place in it computed lane by lane, and its weights gathered
-    // (512 -> 512 3x3 at 7x7 on Zen 3: 11 ms, as f32 1.9).
-    const int pblock = std::min(block, ctx.p.target.natural_vector_size<int32_t>());
-    Helper weights;
-    weights.role = "weight pairs";
-    weights.func = Func(helper_name(s, "_weight_pairs"));
-    weights.vars = {Var("p"), Var("b"), Var("kx"), Var("ky"), Var("c2"), Var("ob")};
-    weights.extents = {2, pblock, ws[3], ws[2], groups, ws[0] * (block / pblock)};
-    const Var &p = weights.vars[0], &b = weights.vars[1], &kx = weights.vars[2], &ky = weights.vars[3], &c2 = weights.vars[4], &ob = weights.vars[5];
-    if (const Node& c = ctx.g.node(n.inputs[1]); c.op == OpKind::Constant) {
-      const auto* w = static_cast<const int8_t*>(ctx.g.constants[size_t(c.constant)].data);
-      weights.func(weights.vars) = packed_constant<int8_t>(ctx, DType::I8, {weights.extents[5], groups, ws[2], ws[3], pblock, 2}, [&](int8_t* out) {
-        for (int64_t o = 0; o < weights.extents[5]; ++o)
-          for (int64_t g = 0; g < groups; ++g)
-            for (int64_t y = 0; y < ws[2]; ++y)
-              for (int64_t x = 0; x < ws[3]; ++x)
-                for (int64_t k = o * pblock; k < (o + 1) * pblock; ++k)  // output channel k: block k / B, place k % B
-                  for (int64_t q = 0; q < 2; ++q)
-                    *out++ = w[(((((k / block) * ws[1] + g / 2) * ws[2] + y) * ws[3] + x) * block + k % block) * 4 + 2 * (g % 2) + q];
-      }, weights.vars);
-      weights.stored = false;
-    } else {
-      const Expr k = ob * pblock + b;
-      weights.func(weights.vars) = ctx.at(n.inputs[1], {k / block, c2 / 2, ky, kx, k % block, 2 * (c2 % 2) + p});
-    }
+    Helper weights = int_weight_pairs(ctx, s, n, 1);
     acc(s.vars) += cast<int32_t>(ctx.at(n.inputs[0], {nb, r[3] / 2, iy, ix, 2 * (r[3] % 2) + r[0]})) *
-                   cast<int32_t>(weights.func(r[0], co % pblock, r[1], r[2], r[3], co / pblock));
+                   cast<int32_t>(weights.func(r[0], co % int(weights.extents[1]), r[1], r[2], r[3], co / int(weights.extents[1])));
     s.helpers.push_back(std::move(weights));
   } else {
     acc(s.vars) += cast<int32_t>(ctx.at(n.inputs[0], {nb, r[3], iy, ix, r[0]})) *
@@ -1042,8 +1067,13 @@ Expr padded_read(LowerCtx& ctx, int node, Expr b, Expr c, Expr row, Expr col) {
 void IntDepthwise2d(LowerCtx& ctx, Stage& s, const Node& n) {
   const Shape &xs = ctx.g.type(n.inputs[0]).shape, &ws = ctx.g.type(n.inputs[1]).shape;  // [N, C, H, W], [C/B, 1, R, KW, B, 4]
   const auto &stride = n.attrs.ints("stride"), &dil = n.attrs.ints("dilation"), &kernel = n.attrs.ints("kernel");
-  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], R = ws[2], KW = ws[3], OH = n.type.shape[2];
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], KW = ws[3], OH = n.type.shape[2];
   const int block = int(ws[4]), KH = int(kernel[0]);
+  // On x86 without VNNI (int_pairs), the rows in pairs: two rows of a channel in each 16-bit lane
+  // pair, one vpmaddwd a window column of two rows.
+  const bool pairs = int_pairs(ctx, n);
+  const int lanes = pairs ? 2 : 4;
+  const int64_t R = pairs ? (KH + 1) / 2 : ws[2];  // groups of `lanes` rows
   const Var k("q4"), c("qc"), x("qx"), g("qg"), y("qy"), b("qn");
   // The input as the rows read it, channels innermost: inlined where the value is stored so, a
   // copy (schedule) where it is not (a caller's NCHW tensor, whose channel vectors would gather).
@@ -1054,19 +1084,26 @@ void IntDepthwise2d(LowerCtx& ctx, Stage& s, const Node& n) {
   input_helper.stored = false;
   Func rows(helper_name(s, "_rows"));
   // Rows past the input (past the kernel's last row) are read clamped and weigh nothing: zeros.
-  Expr row = min(y * int(stride[0]) + (4 * g + k) * int(dil[0]), int(H - 1));
-  rows(k, c, x, g, y, b) = select(4 * g + k < KH, input(c, x, row, b), cast<uint8_t>(0));
-  RDom r({{0, 4}, {0, int(KW)}, {0, int(R)}, {0, 1}}, rdom_name(s, "r"));
+  Expr row = min(y * int(stride[0]) + (lanes * g + k) * int(dil[0]), int(H - 1));
+  rows(k, c, x, g, y, b) = select(lanes * g + k < KH, input(c, x, row, b), cast<uint8_t>(0));
+  RDom r({{0, lanes}, {0, int(KW)}, {0, int(R)}, {0, 1}}, rdom_name(s, "r"));
   const Var &ox = s.vars[0], &oy = s.vars[1], &co = s.vars[2], &nb = s.vars[3];
   Func acc(helper_name(s, "_acc"));
   acc(s.vars) = n.inputs.size() > 2 ? -ctx.at(n.inputs[2], {co}) : Expr(0);
-  acc(s.vars) += cast<int32_t>(rows(r[0], co, ox * int(stride[1]) + r[1] * int(dil[1]), r[2], oy, nb)) *
-                 cast<int32_t>(ctx.at(n.inputs[1], {co / block, r[3], r[2], r[1], co % block, r[0]}));
+  const Expr taps = cast<int32_t>(rows(r[0], co, ox * int(stride[1]) + r[1] * int(dil[1]), r[2], oy, nb));
+  if (pairs) {
+    Helper weights = int_weight_pairs(ctx, s, n, 2);
+    const int pblock = int(weights.extents[1]);
+    acc(s.vars) += taps * cast<int32_t>(weights.func(r[0], co % pblock, r[1], r[2], r[3], co / pblock));
+    s.helpers.push_back(std::move(weights));
+  } else {
+    acc(s.vars) += taps * cast<int32_t>(ctx.at(n.inputs[1], {co / block, r[3], r[2], r[1], co % block, r[0]}));
+  }
   s.func(s.vars) = acc(s.vars);
   s.reduction = acc;
   s.rvars = {r[0], r[1], r[2], r[3]};
-  s.dot_lanes = 4;
-  s.helpers.push_back(Helper{"rows in fours", rows, {k, c, x, g, y, b}, {4, C, W, R, OH, N}, {}, {}});
+  s.dot_lanes = lanes;
+  s.helpers.push_back(Helper{pairs ? "rows in pairs" : "rows in fours", rows, {k, c, x, g, y, b}, {lanes, C, W, R, OH, N}, {}, {}});
   s.helpers.push_back(std::move(input_helper));
 }
 
