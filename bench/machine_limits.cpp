@@ -90,6 +90,24 @@ __attribute__((target("avx512f,avx512bf16"))) float bf16_chains(long steps) {
 }
 #undef HJIT_BENCH_DOT_CHAINS
 
+// Without VNNI, exact 8-bit products are vpmaddwd's: 16 i16 x i16 multiply-adds into pairs of i32
+// lanes an instruction, what hjit's int8 contractions use there (docs/low-precision.md). Twelve
+// chains, as the FP32 peak's (AVX2's 16 registers); a pair of ones keeps the sums small.
+__attribute__((target("avx2"))) float pairs_chains(long steps) {
+  const __m256i y = _mm256_set1_epi16(1);
+  __m256i a0 = _mm256_set1_epi32(0), a1 = _mm256_set1_epi32(1), a2 = _mm256_set1_epi32(2), a3 = _mm256_set1_epi32(3);
+  __m256i a4 = _mm256_set1_epi32(4), a5 = _mm256_set1_epi32(5), a6 = _mm256_set1_epi32(6), a7 = _mm256_set1_epi32(7);
+  __m256i a8 = _mm256_set1_epi32(8), a9 = _mm256_set1_epi32(9), a10 = _mm256_set1_epi32(10), a11 = _mm256_set1_epi32(11);
+  for (long i = 0; i < steps; ++i) {
+    a0 = _mm256_madd_epi16(a0, y), a1 = _mm256_madd_epi16(a1, y), a2 = _mm256_madd_epi16(a2, y), a3 = _mm256_madd_epi16(a3, y);
+    a4 = _mm256_madd_epi16(a4, y), a5 = _mm256_madd_epi16(a5, y), a6 = _mm256_madd_epi16(a6, y), a7 = _mm256_madd_epi16(a7, y);
+    a8 = _mm256_madd_epi16(a8, y), a9 = _mm256_madd_epi16(a9, y), a10 = _mm256_madd_epi16(a10, y), a11 = _mm256_madd_epi16(a11, y);
+  }
+  __m256i s = a0;
+  for (__m256i v : {a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11}) s = _mm256_add_epi32(s, v);
+  return float(_mm256_extract_epi32(s, 0));
+}
+
 // GFLOP/s of every thread running the chains at once, the best of 9 runs of 40 ms or so: on a
 // shared virtual machine a run in which the host takes a core away reads half the peak (seen on a
 // Zen 3: 95 against 184 GFLOP/s, with the best of 3).
@@ -152,6 +170,7 @@ LowPrecisionLimits measure_low_precision_limits(int threads) {
   // (peak() counts 2 operations per lane and step: 64 lanes of vpdpbusd, 32 of vdpbf16ps.)
   if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw")) m.int8_gops = peak(64, vnni_chains, threads, kDotChains);
   if (__builtin_cpu_supports("avx512bf16")) m.bf16_gflops = peak(32, bf16_chains, threads, kDotChains);
+  if (m.int8_gops == 0 && __builtin_cpu_supports("avx2")) m.int8_pairs_gops = peak(16, pairs_chains, threads);
   return m;
 }
 

@@ -24,9 +24,10 @@ MachineLimits measure_machine_limits();
 
 // The peaks of the low-precision dot products, 0 where the CPU lacks the instruction: VNNI's
 // vpdpbusd (int8: u8 x i8 multiply-adds into i32, counted as 2 operations each) and AVX512_BF16's
-// vdpbf16ps (bf16 pairs into f32), twelve chains a thread as the FP32 peak, best of 9.
+// vdpbf16ps (bf16 pairs into f32), twelve chains a thread as the FP32 peak, best of 9. Without
+// VNNI, int8_pairs_gops: AVX2's vpmaddwd (i16 pairs into i32), the exact int8 products there.
 struct LowPrecisionLimits {
-  double int8_gops = 0, bf16_gflops = 0;
+  double int8_gops = 0, bf16_gflops = 0, int8_pairs_gops = 0;
 };
 LowPrecisionLimits measure_low_precision_limits(int threads);
 
