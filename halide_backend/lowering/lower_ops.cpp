@@ -676,12 +676,11 @@ void Matmul(LowerCtx& ctx, Stage& s, const Node& n) {
 }
 
 namespace {
-// An x86 CPU target without VNNI (Zen 3, AVX2), where a sum of four u8 x i8 products a lane is two
-// vpmaddwd (pairs of i16 products into i32 lanes) whose pairs are then added across lanes (a
-// shuffle, a lane-crossing permute and an add a vector), and the right operand is better read in
-// pairs of rows: one vpmaddwd and one add a vector. Zen 3 does one vpmaddwd a cycle (16
-// multiply-adds, as its two FMA units' f32 ones), and exact 8-bit products have nothing wider
-// there (vpmaddubsw's i16 sums saturate). Its extents fixed: the pairs are a helper's.
+// An x86 CPU target without VNNI (Zen 3, AVX2), where Halide makes a sum of four u8 x i8 products a
+// lane two vpmaddwd (pairs of i16 products into i32 lanes) whose pairs it then adds across lanes (a
+// shuffle, a lane-crossing permute and an add a vector): the operands are better read in pairs,
+// one vpmaddwd and one add a vector. (Zen 3 issues two vpmaddwd a cycle, 32 exact multiply-adds;
+// vpmaddubsw's are as many but saturate their i16 sums.) Extents fixed: the pairs are helpers'.
 bool int_pairs(const LowerCtx& ctx, const Node& n) {
   const Halide::Target& t = ctx.p.target;
   return t.arch == Halide::Target::X86 && !t.has_feature(Halide::Target::AVX512_SapphireRapids) && !t.has_gpu_feature() &&
@@ -973,8 +972,6 @@ void Conv2d(LowerCtx& ctx, Stage& s, const Node& n) {
   (void)xs;
 }
 
-// Four u8 x i8 products (four input channels) summed into each i32 lane per step, as IntMatmul:
-// the operands come packed channels in fours and padded (hjit::int_conv2d).
 namespace {
 // An integer convolution's packed weights, [O/B, D1, D2, KW, B, 4] (the fours along D1, input
 // channels, or D2, a depthwise kernel's rows), as pairs along that axis: [O/P, D1', D2', KW, P, 2],
@@ -1025,9 +1022,11 @@ Helper int_weight_pairs(LowerCtx& ctx, const Stage& s, const Node& n, int axis) 
 }
 }  // namespace
 
-// On x86 without VNNI (int_pairs), two products a lane: the weights as pairs of input channels,
-// [O/B, C/2, KH, KW, B, 2] (as a bf16 convolution's "weight pairs"), the input's fours of channels
-// widened to i16, two at a time.
+// Four u8 x i8 products (four input channels) summed into each i32 lane per step, as IntMatmul:
+// the operands come packed channels in fours and padded (hjit::int_conv2d). On x86 without VNNI
+// (int_pairs), two products a lane: the weights as pairs of input channels, [O/B, C/2, KH, KW, B,
+// 2] (as a bf16 convolution's "weight pairs"), the input's fours of channels widened to i16, two at
+// a time.
 void IntConv2d(LowerCtx& ctx, Stage& s, const Node& n) {
   const Shape& ws = ctx.g.type(n.inputs[1]).shape;  // [O/B, C/4, KH, KW, B, 4]
   const auto &stride = n.attrs.ints("stride"), &dil = n.attrs.ints("dilation");
