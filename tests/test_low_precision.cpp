@@ -220,7 +220,9 @@ TEST_CASE("without VNNI (AVX2), integer contractions sum pairs of products: exac
     hjit::backend::Built built;
     {
       std::lock_guard<std::mutex> lock(hjit::backend::compile_mutex());
-      built = hjit::backend::build(g, hjit::backend::Options{.name = "avx2_pairs"}, avx2);
+      hjit::backend::Options options;
+      options.name = "avx2_pairs";
+      built = hjit::backend::build(g, options, avx2);
     }
     REQUIRE(built.executable);
     std::vector<const void*> in;
