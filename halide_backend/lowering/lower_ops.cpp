@@ -1046,21 +1046,15 @@ void IntConv2d(LowerCtx& ctx, Stage& s, const Node& n) {
     // pair of a pixel is then one broadcast load, not a broadcast and a widening in the vector
     // units. Zen 3, alone: 1x1 convolutions of 64-1024 channels 89-120 -> 143-185 GOP/s, a 3x3 of 64
     // at 56x56 142 -> 192.
-    Expr in_pair;
-    {
-      const Shape& xs4 = ctx.g.type(n.inputs[0]).shape;  // [N, C/4, H, W, 4]
-      Helper input;
-      input.role = "wide input";
-      input.func = Func(helper_name(s, "_wide_input"));
-      input.vars = {Var("q"), Var("x"), Var("y"), Var("c4"), Var("nb")};
-      input.extents = {4, xs4[3], xs4[2], xs4[1], xs4[0]};
-      const Var &q = input.vars[0], &x = input.vars[1], &y = input.vars[2], &c4 = input.vars[3], &b = input.vars[4];
-      input.func(input.vars) = cast<int16_t>(ctx.at(n.inputs[0], {b, c4, y, x, q}));
-      in_pair = input.func(2 * (r[3] % 2) + r[0], ix, iy, r[3] / 2, nb);
-      s.helpers.push_back(std::move(input));
-    }
-    acc(s.vars) += cast<int32_t>(in_pair) *
-                   cast<int32_t>(weights.func(r[0], co % int(weights.extents[1]), r[1], r[2], r[3], co / int(weights.extents[1])));
+    const Shape& xs4 = ctx.g.type(n.inputs[0]).shape;  // [N, C/4, H, W, 4]
+    Helper input{"wide input", Func(helper_name(s, "_wide_input")), {Var("q"), Var("x"), Var("y"), Var("c4"), Var("nb")},
+                 {4, xs4[3], xs4[2], xs4[1], xs4[0]}, {}, {}};
+    const std::vector<Var>& v = input.vars;
+    input.func(v) = cast<int16_t>(ctx.at(n.inputs[0], {v[4], v[3], v[2], v[1], v[0]}));
+    const int pblock = int(weights.extents[1]);
+    acc(s.vars) += cast<int32_t>(input.func(2 * (r[3] % 2) + r[0], ix, iy, r[3] / 2, nb)) *
+                   cast<int32_t>(weights.func(r[0], co % pblock, r[1], r[2], r[3], co / pblock));
+    s.helpers.push_back(std::move(input));
     s.helpers.push_back(std::move(weights));
   } else {
     acc(s.vars) += cast<int32_t>(ctx.at(n.inputs[0], {nb, r[3], iy, ix, r[0]})) *
