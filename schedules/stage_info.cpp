@@ -26,6 +26,23 @@ int64_t innermost_reduced_extent(const backend::LoweredPipeline& p, const backen
   return p.graph->type(n.inputs[0]).shape.back();
 }
 
+std::pair<int, int64_t> innermost_reduced_block(const backend::LoweredPipeline& p, const backend::Stage& s) {
+  const Node& n = p.graph->node(s.node);
+  if (!n.attrs.has("axes") || cpu_rules(n.op).fold == Fold::Pair) return {0, 0};
+  const auto& axes = n.attrs.ints("axes");  // ascending; the domain's variables run innermost first
+  const Shape& shape = p.graph->type(n.inputs[0]).shape;
+  const int64_t rank = int64_t(shape.size());
+  if (axes.size() != s.rvars.size()) return {0, 0};
+  int count = 0;
+  int64_t elements = 1;
+  for (size_t i = 0; i < axes.size() && axes[axes.size() - 1 - i] == rank - 1 - int64_t(i); ++i) {
+    const int64_t* extent = Halide::Internal::as_const_int(s.rvars[i].extent());
+    if (!extent) return {0, 0};
+    ++count, elements *= *extent;
+  }
+  return {count, count > 0 ? elements : 0};
+}
+
 std::optional<int64_t> reduced_along_memory(const backend::LoweredPipeline& p, const backend::Stage& s) {
   const Graph& g = *p.graph;
   const Node& n = g.node(s.node);
