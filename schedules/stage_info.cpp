@@ -33,6 +33,22 @@ std::pair<int, int64_t> innermost_reduced_block(const backend::LoweredPipeline& 
   const Shape& shape = p.graph->type(n.inputs[0]).shape;
   const int64_t rank = int64_t(shape.size());
   if (axes.size() != s.rvars.size()) return {0, 0};
+  // Contiguous in memory only where the input is read as stored: followed back through element-wise
+  // ops of its shape, no transpose or other view. (Summed over a transpose whose output axis is
+  // innermost in memory, the vectors across the outputs load contiguous; fused, they would gather.)
+  constexpr size_t kMaxSteps = 32;
+  std::vector<int> todo{n.inputs[0]};
+  std::set<int> seen;
+  while (!todo.empty()) {
+    const int id = todo.back();
+    todo.pop_back();
+    if (!seen.insert(id).second) continue;
+    const Node& v = p.graph->node(id);
+    if (seen.size() > kMaxSteps || has_trait(v.op, Movement)) return {0, 0};
+    if (!has_trait(v.op, Elementwise) || has_trait(v.op, Source)) continue;
+    for (int in : v.inputs)
+      if (p.graph->type(in).shape == shape) todo.push_back(in);
+  }
   int count = 0;
   int64_t elements = 1;
   for (size_t i = 0; i < axes.size() && axes[axes.size() - 1 - i] == rank - 1 - int64_t(i); ++i) {

@@ -553,6 +553,13 @@ TEST_CASE("reductions over several short innermost axes read them as one row") {
   auto jitted_integer = hjit::jit(integer_sums, {.opt_level = 1});
   CHECK(jitted_integer(levels).to_vector<int64_t>() == integer_sums(levels).to_vector<int64_t>());
   CHECK(plan_of(jitted_integer, levels).find("fused 3 axes") != std::string::npos);
+  // Over a transposed value, the reduced axes are not contiguous in memory, and the output's axis
+  // is: the vectors stay across the outputs.
+  const Tensor stored = test::random({6, 7, 64}, hjit::DType::F32, 26);  // [A, B, C], read as [C, A, B]
+  auto of_transposed = [](const Tensor& x) { return hjit::sum(hjit::transpose(x, {2, 0, 1}), std::vector<int>{1, 2}); };
+  auto jitted_transposed = hjit::jit(of_transposed, {.opt_level = 1});
+  CHECK_CLOSE(jitted_transposed(stored), of_transposed(stored));
+  CHECK(plan_of(jitted_transposed, stored).find("fused") == std::string::npos);
   // A row of two vectors or more is summed along it as it is.
   const Tensor wide = test::random({8, 4, 40}, hjit::DType::F32, 25);
   auto rows = [](const Tensor& x) { return hjit::sum(x, std::vector<int>{1, 2}); };
