@@ -50,8 +50,7 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, const backend:
   // contiguous vectors. Looped over as they are, each vector of outputs gathered its lanes a whole
   // row apart (a 512 x 512 x 3 x 3 weight on Zen 3: 8-16 ms, fused 0.1 ms).
   RVar along = s.rvars.empty() ? RVar() : s.rvars[0];
-  if (const auto [count, elements] = reduces_innermost(p, s) ? innermost_reduced_block(p, s) : std::pair<int, int64_t>{0, 0};
-      row < 2 * vec && count >= 2 && elements >= 2 * vec && !tuple) {
+  if (const auto [count, elements] = innermost_reduced_block(p, s); row < 2 * vec && count >= 2 && elements >= 2 * vec) {
     for (int i = 1; i < count; ++i) {
       RVar fused(along.name() + "_" + s.rvars[size_t(i)].name());
       u.fuse(along, s.rvars[size_t(i)], fused);

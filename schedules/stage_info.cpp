@@ -33,6 +33,14 @@ std::pair<int, int64_t> innermost_reduced_block(const backend::LoweredPipeline& 
   const Shape& shape = p.graph->type(n.inputs[0]).shape;
   const int64_t rank = int64_t(shape.size());
   if (axes.size() != s.rvars.size()) return {0, 0};
+  int count = 0;
+  int64_t elements = 1;
+  for (size_t i = 0; i < axes.size() && axes[axes.size() - 1 - i] == rank - 1 - int64_t(i); ++i) {
+    const int64_t* extent = Halide::Internal::as_const_int(s.rvars[i].extent());
+    if (!extent) return {0, 0};
+    ++count, elements *= *extent;
+  }
+  if (count == 0) return {0, 0};
   // Contiguous in memory only where the input is read as stored: followed back through element-wise
   // ops of its shape, no transpose or other view. (Summed over a transpose whose output axis is
   // innermost in memory, the vectors across the outputs load contiguous; fused, they would gather.)
@@ -49,14 +57,7 @@ std::pair<int, int64_t> innermost_reduced_block(const backend::LoweredPipeline& 
     for (int in : v.inputs)
       if (p.graph->type(in).shape == shape) todo.push_back(in);
   }
-  int count = 0;
-  int64_t elements = 1;
-  for (size_t i = 0; i < axes.size() && axes[axes.size() - 1 - i] == rank - 1 - int64_t(i); ++i) {
-    const int64_t* extent = Halide::Internal::as_const_int(s.rvars[i].extent());
-    if (!extent) return {0, 0};
-    ++count, elements *= *extent;
-  }
-  return {count, count > 0 ? elements : 0};
+  return {count, elements};
 }
 
 std::optional<int64_t> reduced_along_memory(const backend::LoweredPipeline& p, const backend::Stage& s) {

@@ -15,10 +15,11 @@ bool has_reduction(const backend::Stage& s);
 // extent.
 bool reduces_innermost(const backend::LoweredPipeline& p, const backend::Stage& s);
 int64_t innermost_reduced_extent(const backend::LoweredPipeline& p, const backend::Stage& s);
-// Of a reduction over its input's innermost axes (sum(w, {1, 2, 3}) of [O, C, 3, 3]): how many of
-// its domain's leading variables are those axes, contiguous in memory, and the elements they span
-// together (2 and 9 there: the window; the channels are a third, 3 and 4608). {1, innermost
-// extent} where only the innermost is, {0, 0} where the extents are known only at run time.
+// Of a sum, max or min over its input's innermost axes: how many of its domain's leading variables
+// are those axes, contiguous in memory, and the elements they span together (sum(w, {1, 2, 3}) of
+// [O, C, 3, 3]: 3 and C * 9; over {0, 2, 3}: 2 and 9). {0, 0} where the innermost axis is not
+// reduced, the input is read through a view (a transpose) or the extents are known only at run
+// time.
 std::pair<int, int64_t> innermost_reduced_block(const backend::LoweredPipeline& p, const backend::Stage& s);
 // A reduction over one axis that is not its operand's innermost but is the innermost of the values
 // that operand is computed from, through transposes and element-wise ops (a zero point's
