@@ -16,8 +16,14 @@ namespace hjit::schedules {
 using Halide::Var;
 using Halide::VarOrRVar;
 
+namespace {
+int vector_registers(const Halide::Target& target) {
+  return target.has_feature(Halide::Target::AVX512) || target.arch == Halide::Target::ARM ? 32 : 16;
+}
+}  // namespace
+
 std::pair<int, int> matmul_register_tile(const Halide::Target& target, bool dot_products) {
-  const bool many_registers = target.has_feature(Halide::Target::AVX512) || target.arch == Halide::Target::ARM;
+  const bool many_registers = vector_registers(target) == 32;
   // VNNI, 1024^3 on Zen 5, 2 threads (a test kernel): 4 x 6 1105 GOP/s, 2 x 12 1053, 3 x 8 754 (each
   // right-operand vector of 4 x 6 feeds 6 dot products, and the broadcasts of the left one 4).
   if (dot_products && target.has_feature(Halide::Target::AVX512)) return {4, 6};
@@ -64,7 +70,13 @@ int64_t waste(int64_t n, int64_t k) { return (n + k - 1) / k * k - n; }
 // x 1 column, 2 chains: ResNet-50's last 1x1 convolution ran at 31 GFLOP/s.) Zen 3, AVX2, batch 1:
 // 7 wide 8x7 (1x1 of 2048 -> 512: 3.3 -> 1.5 ms; 3x3 of 512: 5.8 -> 1.9 ms, 16x4 2.1 ms), 14 wide
 // 16x5 (1x1 of 1024 -> 256: 1.5 -> 1.1 ms; 3x3 of 256: 2.7 -> 1.55 ms, 8x7 1.65 ms).
-TileSpec channel_tiles(int64_t width, int64_t channels, int vec, int accumulators, int64_t vector_panel_bytes) {
+// A step's accumulators and its v vectors of weights share `registers` (the vector registers less
+// the broadcast input and, where the multiply-add does not accumulate in place, its product): a
+// tile that needs more spills an accumulator, whose sum then waits on a store and a load every
+// step. (AVX2's exact integer pairs, vpmaddwd then an add: 3 vectors x 4 columns spilled one of its
+// 12 sums in 13 of int8 MobileNet V2's layers; 2 vectors x 4 instead, Zen 3, one thread,
+// alternated: the model 7.98 -> 7.61 ms.)
+TileSpec channel_tiles(int64_t width, int64_t channels, int vec, int accumulators, int registers, int64_t vector_panel_bytes) {
   // A tile's weights (its channels by every input channel and window position) are read again
   // for every column tile: more than half the L2 cache, they come from L3 each time. Zen 4, 3x3
   // of 512 channels at 7x7 (a panel of 295 KiB a vector): 3 vectors 2.2 ms, 2 2.0, 1 1.57; the
@@ -73,7 +85,7 @@ TileSpec channel_tiles(int64_t width, int64_t channels, int vec, int accumulator
   double best = -1;
   int vectors = 1, columns = 1;
   for (int v = 1; v <= 3 && channels >= int64_t(v) * vec && (v == 1 || v * vector_panel_bytes <= kMaxChannelPanel); ++v)
-    for (int k = 1; k <= std::min<int64_t>(width, accumulators / v); ++k) {
+    for (int k = 1; k <= std::min<int64_t>(width, std::min(accumulators, registers - v) / v); ++k) {
       const double cycles = std::max({v * k / 2.0, 4.0, (v + k) / 2.0});
       const double useful = double(width) / double(width + waste(width, k)) *
                             double(channels) / double(channels + waste(channels, int64_t(v) * vec));
@@ -251,7 +263,11 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
         params.cols == 0 && params.rows == 0) {
       const int64_t in_channels = weights.size() == 6 ? weights[1] * weights[5] : weights[1];
       const int64_t weight_bytes = dtype_size(p.graph->type(p.graph->node(s.node).inputs[1]).dtype);
-      return channel_tiles(width, channels, vec, kernel_cols * kernel_rows, int64_t(vec) * in_channels * kernel_h * kernel_w * weight_bytes);
+      // Besides the broadcast input, pairs of products (s.dot_lanes == 2) take a register for the
+      // product before its add; a float FMA or a dot product accumulates in place.
+      const int others = s.dot_lanes == 2 ? 2 : 1;
+      return channel_tiles(width, channels, vec, kernel_cols * kernel_rows, vector_registers(p.target) - others,
+                           int64_t(vec) * in_channels * kernel_h * kernel_w * weight_bytes);
     }
     spec.inner = 0, spec.unrolled = 2;
     int lanes = vec;

@@ -237,6 +237,42 @@ TEST_CASE("without VNNI (AVX2), integer contractions sum pairs of products: exac
   }
 }
 
+TEST_CASE("without VNNI (AVX2), an integer convolution's channel tile fits the 16 registers with its weights, input and products") {
+  // vpmaddwd does not accumulate in place: a step holds its accumulators, a vector of weights per
+  // channel vector, the broadcast input and the product before its add. A tile of 3 vectors by 4
+  // columns (12 sums, int8 MobileNet V2's choice for 13 of its layers) needed 17 and spilled a sum,
+  // which then went through memory at every step.
+  const hjit::backend::Target avx2 = hjit::backend::Target::parse("x86-64-linux-avx-avx2-f16c-fma-sse41");
+  const Tensor z = Tensor::scalar(3, DType::U8);
+  struct Layer { int64_t c, o, side, kernel; };
+  for (const Layer l : {Layer{32, 192, 28, 1}, Layer{96, 24, 56, 1}, Layer{144, 48, 28, 1}, Layer{64, 96, 112, 1}, Layer{64, 64, 28, 3}}) {
+    CAPTURE(l.c);
+    CAPTURE(l.o);
+    CAPTURE(l.side);
+    CAPTURE(l.kernel);
+    const Tensor x = full_range({1, l.c, l.side, l.side}, DType::U8, 40), w = full_range({l.o, l.c, l.kernel, l.kernel}, DType::I8, 41);
+    const hjit::Graph g = hjit::make_graph([&](const Tensor& in, const Tensor& weights) {
+      return hjit::int_conv2d(in, weights, z, {1, 1}, {l.kernel / 2, l.kernel / 2});
+    }, x, w);
+    std::string text;
+    {
+      std::lock_guard<std::mutex> lock(hjit::backend::compile_mutex());
+      std::string why;
+      text = hjit::backend::decide(g, avx2, hjit::backend::BuiltIn{}, &why).value_or("");
+    }
+    // "tile 24x4 vec8": 24 channels (3 vectors of 8 i32 sums) by 4 columns.
+    const size_t at = text.find("int_conv2d_acc: per tile of");
+    REQUIRE(at != std::string::npos);
+    const size_t tile = text.find("tile ", text.find(",", at));
+    REQUIRE(tile != std::string::npos);
+    const int channels = std::stoi(text.substr(tile + 5)), columns = std::stoi(text.substr(text.find('x', tile) + 1));
+    const int vectors = channels / 8, accumulators = vectors * columns;
+    CAPTURE(text.substr(tile, 16));
+    CHECK(accumulators >= 6);
+    CHECK(accumulators + vectors + 2 <= 16);
+  }
+}
+
 TEST_CASE("bf16 matmul sums pairs of products in f32 (vdpbf16ps where the CPU has AVX512_BF16), as eager within bf16's rounding") {
   // The exact sum of the bf16 values, rounded once to bf16, is what eager gives (in f32) and what
   // the compiled code gives (its sums ordered differently): at most one bf16 step apart.
