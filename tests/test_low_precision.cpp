@@ -237,7 +237,7 @@ TEST_CASE("without VNNI (AVX2), integer contractions sum pairs of products: exac
   }
 }
 
-TEST_CASE("without VNNI (AVX2), an integer convolution's channel tile fits the 16 registers with its weights, input and products") {
+TEST_CASE("without VNNI (AVX2), an integer convolution's channel tile fits the 16 registers with its weights, input and products; its input copy is vectorized") {
   // vpmaddwd does not accumulate in place: a step holds its accumulators, a vector of weights per
   // channel vector, the broadcast input and the product before its add. A tile of 3 vectors by 4
   // columns (12 sums, int8 MobileNet V2's choice for 13 of its layers) needed 17 and spilled a sum,
@@ -245,7 +245,8 @@ TEST_CASE("without VNNI (AVX2), an integer convolution's channel tile fits the 1
   const hjit::backend::Target avx2 = hjit::backend::Target::parse("x86-64-linux-avx-avx2-f16c-fma-sse41");
   const Tensor z = Tensor::scalar(3, DType::U8);
   struct Layer { int64_t c, o, side, kernel; };
-  for (const Layer l : {Layer{32, 192, 28, 1}, Layer{96, 24, 56, 1}, Layer{144, 48, 28, 1}, Layer{64, 96, 112, 1}, Layer{64, 64, 28, 3}}) {
+  for (const Layer l : {Layer{32, 192, 28, 1}, Layer{96, 24, 56, 1}, Layer{144, 48, 28, 1}, Layer{64, 96, 112, 1}, Layer{64, 64, 28, 3},
+                        Layer{3, 64, 56, 7}}) {
     CAPTURE(l.c);
     CAPTURE(l.o);
     CAPTURE(l.side);
@@ -270,6 +271,9 @@ TEST_CASE("without VNNI (AVX2), an integer convolution's channel tile fits the 1
     CAPTURE(text.substr(tile, 16));
     CHECK(accumulators >= 6);
     CHECK(accumulators + vectors + 2 <= 16);
+    // The input's copy widened to i16 is a vector loop, an RGB stem's single four of channels
+    // included (fused with its columns).
+    CHECK(text.find("wide input: root vec") != std::string::npos);
   }
 }
 
