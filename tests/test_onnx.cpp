@@ -449,6 +449,75 @@ TEST_CASE("RoiAlign: bins average their bilinear samples, or keep ONNX's largest
   }
 }
 
+namespace {
+// ONNX's GRU written out step by step (the operator's definition, gates z, r, h): Y [seq, dirs,
+// batch, H] and Y_h [dirs, batch, H].
+std::pair<Tensor, Tensor> gru_reference(const Tensor& x, const Tensor& W, const Tensor& R, const Tensor& B, const Tensor& h0, bool linear_before_reset) {
+  using namespace hjit;
+  const int64_t seq = x.shape()[0], dirs = W.shape()[0], H = R.shape()[2];
+  std::vector<Tensor> ys(size_t(seq * dirs)), hs;
+  for (int64_t d = 0; d < dirs; ++d) {
+    auto part = [&](const Tensor& t, int64_t k) { return slice(squeeze(slice(t, 0, d, d + 1), {0}), 0, k * H, (k + 1) * H); };
+    const Tensor Wz = part(W, 0), Wr = part(W, 1), Wh = part(W, 2), Rz = part(R, 0), Rr = part(R, 1), Rh = part(R, 2);
+    const Tensor Wbz = part(B, 0), Wbr = part(B, 1), Wbh = part(B, 2), Rbz = part(B, 3), Rbr = part(B, 4), Rbh = part(B, 5);
+    Tensor h = squeeze(slice(h0, 0, d, d + 1), {0});
+    for (int64_t i = 0; i < seq; ++i) {
+      const int64_t t = d == 0 ? i : seq - 1 - i;
+      const Tensor xt = squeeze(slice(x, 0, t, t + 1), {0});
+      const Tensor z = sigmoid(matmul(xt, transpose(Wz)) + matmul(h, transpose(Rz)) + Wbz + Rbz);
+      const Tensor r = sigmoid(matmul(xt, transpose(Wr)) + matmul(h, transpose(Rr)) + Wbr + Rbr);
+      const Tensor hh = linear_before_reset ? r * (matmul(h, transpose(Rh)) + Rbh) : matmul(r * h, transpose(Rh)) + Rbh;
+      h = (1.0 - z) * tanh(matmul(xt, transpose(Wh)) + hh + Wbh) + z * h;
+      ys[size_t(t * dirs + d)] = h;
+    }
+    hs.push_back(h);
+  }
+  return {reshape(stack(ys, 0), {seq, dirs, x.shape()[1], H}), stack(hs, 0)};
+}
+}  // namespace
+
+TEST_CASE("GRU: both placements of the reset gate, both directions, eagerly and compiled, as ONNX defines them") {
+  // (linear_before_reset: the reset gate scales R_h h, a block of the step's one product by R;
+  // otherwise it scales h, which R_h then multiplies apart. The two give different answers.)
+  const int64_t seq = 5, batch = 2, I = 3, H = 4;
+  for (const std::string direction : {"forward", "bidirectional"}) {
+    const int64_t dirs = direction == "forward" ? 1 : 2;
+    const Tensor W = test::random({dirs, 3 * H, I}, DType::F32, 1) * 0.5, R = test::random({dirs, 3 * H, H}, DType::F32, 2) * 0.5;
+    const Tensor B = test::random({dirs, 6 * H}, DType::F32, 3) * 0.5, h0 = test::random({dirs, batch, H}, DType::F32, 4);
+    const Tensor x = test::random({seq, batch, I}, DType::F32, 5);
+    std::vector<Tensor> outputs;
+    std::vector<int> products;
+    for (const int64_t lbr : {0, 1}) {
+      CAPTURE(direction);
+      CAPTURE(lbr);
+      ::onnx::ModelProto m = empty_model("gru");
+      auto* g = m.mutable_graph();
+      add_value(g->add_input(), "x", ::onnx::TensorProto::FLOAT, {std::to_string(seq), std::to_string(batch), std::to_string(I)});
+      *g->add_initializer() = proto_of("W", W);
+      *g->add_initializer() = proto_of("R", R);
+      *g->add_initializer() = proto_of("B", B);
+      *g->add_initializer() = proto_of("h0", h0);
+      auto* n = add_node(g, "GRU", {"x", "W", "R", "B", "", "h0"}, {"Y", "Y_h"});
+      add_int(n, "hidden_size", H);
+      add_int(n, "linear_before_reset", lbr);
+      add_string(n, "direction", direction);
+      add_value(g->add_output(), "Y", ::onnx::TensorProto::FLOAT, {std::to_string(seq), std::to_string(dirs), std::to_string(batch), std::to_string(H)});
+      add_value(g->add_output(), "Y_h", ::onnx::TensorProto::FLOAT, {std::to_string(dirs), std::to_string(batch), std::to_string(H)});
+      const auto [y, yh] = gru_reference(x, W, R, B, h0, lbr != 0);
+      const hjit::onnx::Model model = hjit::onnx::Model::parse(m.SerializeAsString());
+      const std::vector<Tensor> eager = model({x}), compiled = model.module().call({x});
+      CHECK(test::compare(eager.at(0), y, 1e-5) == "");
+      CHECK(test::compare(eager.at(1), yh, 1e-5) == "");
+      CHECK(test::compare(compiled.at(0), y, 1e-5) == "");
+      CHECK(test::compare(compiled.at(1), yh, 1e-5) == "");
+      products.push_back(test::occurrences(model.module().str(), "= matmul "));
+      outputs.push_back(compiled.at(0));
+    }
+    CHECK(test::compare(outputs[0], outputs[1], 1e-3) != "");
+    CHECK(products[1] < products[0]);  // R_h h is a block of the step's one product by R
+  }
+}
+
 TEST_CASE("symbolic dimensions compile once: one module runs every batch size, and saves so") {
   const std::string path = write_model(small_cnn("N"), "onnx_cnn_dynamic");
   const hjit::onnx::Model model = hjit::onnx::Model::read(path);
