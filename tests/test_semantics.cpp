@@ -10,6 +10,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 
 #include "support/cpu_caches.h"
+#include "support/thread_pool.h"
 #include "support/log.h"
 #include "tests/support.h"
 
@@ -342,6 +343,25 @@ TEST_CASE("a matrix-vector product with a weight read along its rows is exact in
     auto jitted = hjit::jit(f);
     CHECK_CLOSE(jitted(x, w, b), f(x, w, b));
     CHECK((jitted.explain(x, w, b).find("along k") != std::string::npos) == c.along_k);
+  }
+}
+
+TEST_CASE("a matrix-vector product across a weight the threads' L2 caches hold together keeps its sums in registers") {
+  // [K, 768] weights of 1.5 L2 caches: each thread's share of the columns stays in its own L2 and
+  // its sums in registers; of 3 caches a thread, the reduction in parts (each thread's rows one run
+  // of memory) with its row of sums in memory.
+  const int threads = hjit::machine_threads();
+  const int64_t l2 = int64_t(hjit::cpu_caches().l2), n = 768;
+  uint64_t seed = 20;
+  for (const double caches : {1.5, 3.0 * threads}) {
+    CAPTURE(caches);
+    const int64_t k = int64_t(caches * double(l2) / double(4 * n));
+    const Tensor x = test::random({1, k}, hjit::DType::F32, seed++), w = test::random({k, n}, hjit::DType::F32, seed++);
+    auto f = [](const Tensor& x, const Tensor& w) { return hjit::tanh(hjit::matmul(x, w)); };
+    auto jitted = hjit::jit(f);
+    CHECK_CLOSE_TOL(jitted(x, w), f(x, w), 1e-4);
+    const bool parts = jitted.explain(x, w).find("the reduction outermost in") != std::string::npos;
+    if (threads >= 2) CHECK(parts == (caches > threads));  // (one thread: no columns in parallel, neither)
   }
 }
 
