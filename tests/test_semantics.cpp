@@ -365,6 +365,33 @@ TEST_CASE("a matrix-vector product across a weight the threads' L2 caches hold t
   }
 }
 
+TEST_CASE("a matmul of between one and two row tiles takes the tile rows that compute the fewest twice") {
+  // The kernel's rows, read off a tall product's plan; then every row count up to twice them.
+  auto product = hjit::jit([](const Tensor& a, const Tensor& b) { return hjit::matmul(a, b); });
+  const Tensor b = test::random({64, 256}, hjit::DType::F32, 31);
+  auto tile_rows = [&](const Tensor& a) {
+    const std::string plan = product.explain(a, b);
+    const size_t at = plan.find("tiles ");
+    int cols = 0, rows = 0;
+    REQUIRE(at != std::string::npos);
+    REQUIRE(std::sscanf(plan.c_str() + at, "tiles %dx%d", &cols, &rows) == 2);
+    return int64_t(rows);
+  };
+  const int64_t kernel = tile_rows(test::random({64, 64}, hjit::DType::F32, 32));
+  auto twice = [](int64_t n, int64_t k) { return (n + k - 1) / k * k - n; };
+  for (int64_t rows = kernel + 1; rows < 2 * kernel; ++rows) {
+    CAPTURE(rows);
+    const Tensor a = test::random({rows, 64}, hjit::DType::F32, uint64_t(33 + rows));
+    CHECK_CLOSE_TOL(product(a, b), hjit::matmul(a, b), 1e-4);
+    const int64_t t = tile_rows(a);
+    CAPTURE(t);
+    int64_t least = twice(rows, kernel);
+    for (int64_t r = kernel; 2 * r >= kernel; --r) least = std::min(least, twice(rows, r));
+    CHECK(2 * t >= kernel);
+    CHECK(twice(rows, t) == least);
+  }
+}
+
 TEST_CASE("a matmul whose rows vary with a dynamic size runs its packed column panels in parallel, exact at every size") {
   const Tensor w = test::random({64, 320}, hjit::DType::F32, 2), b = test::random({320}, hjit::DType::F32, 3);
   auto f = [&](const Tensor& x) { return hjit::matmul(x, w) + b; };
