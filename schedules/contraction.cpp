@@ -306,9 +306,9 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     spec.tu = int(std::min<int64_t>(rows(tile == Tile::Attention ? 4 : kernel_rows), s.extents[1]));
     // Rows between one tile and two (a batch of 8 through a recurrent step or a classifier): the
     // tile takes fewer rows, down to half the kernel's, where fewer are then computed twice, the
-    // accumulators they leave going to columns below. AVX2's tiles of 6 rows computed 12 of 8 (the second shifted inwards
-    // over the first); tiles of 4 compute 8. Zen 3, 2 threads, alternated: the reference LSTM of
-    // 256 at batch 8 17.3 -> 13.4 ms, the GRU 10.0 -> 8.7.
+    // accumulators they leave going to columns below. AVX2's tiles of 6 rows computed 12 of 8 (the
+    // second shifted inwards over the first); tiles of 4 compute 8. Zen 3, 2 threads, alternated:
+    // the reference LSTM of 256 at batch 8 17.3 -> 13.4 ms, the GRU 10.0 -> 8.7.
     if (tile == Tile::Matmul && params.rows == 0 && s.extents[1] > spec.tu && s.extents[1] < 2 * int64_t(spec.tu)) {
       int best = spec.tu;
       for (int r = spec.tu - 1; 2 * r >= kernel_rows; --r)

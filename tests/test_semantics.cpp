@@ -10,8 +10,8 @@
 #include <spdlog/sinks/ostream_sink.h>
 
 #include "support/cpu_caches.h"
-#include "support/thread_pool.h"
 #include "support/log.h"
+#include "support/thread_pool.h"
 #include "tests/support.h"
 
 using hjit::DType;

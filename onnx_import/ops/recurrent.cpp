@@ -76,8 +76,8 @@ std::tuple<Tensor, Tensor, Tensor> run_direction(const NodeContext& n, const Rec
   // the product (linear_before_reset: its third block is R_h h), by the update and reset gates'
   // alone where it scales h first. (R_h h as a product of its own read R_h twice a step: a 2-layer
   // GRU of 256, batch 1, read 1 MiB of weights a step instead of 768 KiB.)
-  const Tensor Rg = r.cell == Cell::Gru && !r.linear_before_reset ? slice(Rt, 1, 0, 2 * H) : Rt;
-  const Tensor rbg = r.cell == Cell::Gru && !r.linear_before_reset ? slice(rb, 0, 0, 2 * H) : rb;
+  const bool reset_scales_h = r.cell == Cell::Gru && !r.linear_before_reset;
+  const Tensor Rg = reset_scales_h ? slice(Rt, 1, 0, 2 * H) : Rt, rbg = reset_scales_h ? slice(rb, 0, 0, 2 * H) : rb;
   auto gate = [&](const Tensor& t, int64_t g) { return slice(t, -1, g * H, (g + 1) * H); };
   const ScanResult res = scan(
       [&](const Tensors& carry, const Tensors& step) {
@@ -90,8 +90,7 @@ std::tuple<Tensor, Tensor, Tensor> run_direction(const NodeContext& n, const Rec
           const Tensor hr = matmul(h, Rg) + rbg;
           const Tensor z = act(n, r, d, 0, clipped(r, gate(xt, 0) + gate(hr, 0)));
           const Tensor rr = act(n, r, d, 0, clipped(r, gate(xt, 1) + gate(hr, 1)));
-          const Tensor rbh = slice(rb, 0, 2 * H, 3 * H);
-          const Tensor hh = r.linear_before_reset ? rr * gate(hr, 2) : matmul(rr * h, RhT) + rbh;
+          const Tensor hh = reset_scales_h ? matmul(rr * h, RhT) + slice(rb, 0, 2 * H, 3 * H) : rr * gate(hr, 2);
           const Tensor ht = act(n, r, d, 1, clipped(r, gate(xt, 2) + hh));
           const Tensor hn = (1.0 - z) * ht + z * h;
           return std::make_pair(Tensors{hn, c}, Tensors{hn});
