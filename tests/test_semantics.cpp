@@ -365,6 +365,26 @@ TEST_CASE("a matrix-vector product across a weight the threads' L2 caches hold t
   }
 }
 
+TEST_CASE("an element-wise nest of few points runs in parallel where each point is costly") {
+  // An LSTM's gates over a batch of 8 (2048 points, three sigmoids and two tanh each) in parallel;
+  // an add of the same points, below the grain, on one thread. Both equal their eager values.
+  const Tensor x = test::random({8, 1024}, hjit::DType::F32, 41), c = test::random({8, 256}, hjit::DType::F32, 42);
+  auto gates = [](const Tensor& x, const Tensor& c) {
+    auto block = [&](int k) { return hjit::slice(x, 1, 256 * k, 256 * (k + 1)); };
+    const Tensor next = hjit::sigmoid(block(1)) * c + hjit::sigmoid(block(0)) * hjit::tanh(block(2));
+    return hjit::sigmoid(block(3)) * hjit::tanh(next);
+  };
+  auto cheap = [](const Tensor& x, const Tensor& c) { return hjit::slice(x, 1, 0, 256) + c; };
+  auto costly_jit = hjit::jit(gates);
+  auto cheap_jit = hjit::jit(cheap);
+  CHECK_CLOSE_TOL(costly_jit(x, c), gates(x, c), 1e-6);
+  CHECK_CLOSE_TOL(cheap_jit(x, c), cheap(x, c), 0);
+  if (hjit::machine_threads() >= 2) {
+    CHECK(costly_jit.explain(x, c).find(" par(") != std::string::npos);
+    CHECK(cheap_jit.explain(x, c).find(" par") == std::string::npos);
+  }
+}
+
 TEST_CASE("a matmul of between one and two row tiles takes the tile rows that compute the fewest twice") {
   // The kernel's rows, read off a tall product's plan; then every row count up to twice them.
   auto product = hjit::jit([](const Tensor& a, const Tensor& b) { return hjit::matmul(a, b); });
