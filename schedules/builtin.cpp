@@ -756,7 +756,8 @@ class Builtin {
       if (a.level == Level::Tile) {
         os_ << nm(s.reduction) << ": per tile of " << nm(nest.func) << ", "
             << schedule_contraction_tile(p_, s, nest.spec, out_);
-        if (nest.spec.block > 0 || nest.spec.panels_parallel) os_ << pack_panels(s, nest);
+        if (s.right_packed) os_ << ", right operand packed when compiling";  // (panels already)
+        else if (nest.spec.block > 0 || nest.spec.panels_parallel) os_ << pack_panels(s, nest);
         if (nest.spec.channels && !weights_in_vector_blocks(s)) os_ << pack_channel_panel(s, nest);
         if (cpu_rules(s.op).tile == Tile::Attention) os_ << ";" << schedule_attention_helpers(p_, s, ref(nest.func), nest.parallel, nest.spec, out_);
         else {

@@ -351,8 +351,8 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     // and a store to memory with every multiply-add. Zen 3 (512 KiB L2), 2 threads: [256, 768]
     // alone 11.7-12.6 -> 8.4-9.6 us; a 2-layer GRU of 256, batch 1, 1.97 -> 1.54 ms, the LSTM 2.55
     // -> 2.15.
-    if (spec.columns_parallel && params.cols == 0 && params.rows == 0 && s.extents.size() == 2 && s.extents[1] <= 2 && k_extent &&
-        *k_extent * s.extents[0] * value_type(s).bytes() > int64_t(cpu_caches().l2) * threads && s.extents[0] >= 4 * int64_t(threads) * vec) {
+    if (spec.columns_parallel && params.cols == 0 && params.rows == 0 && s.extents.size() == 2 && k_extent &&
+        backend::reads_weight_in_parts(s.extents[1], *k_extent * s.extents[0] * value_type(s).bytes()) && s.extents[0] >= 4 * int64_t(threads) * vec) {
       spec.k_outer = true;
       spec.tu = int(s.extents[1]);
       // Each thread a part of the reduction over every column: its rows of the right operand are

@@ -213,6 +213,25 @@ TEST_CASE("the built-in schedule is a value: its text parses back to the same va
   }
 }
 
+TEST_CASE("a matmul's constant right operand is bound once, as panels of a vector's columns") {
+  // The weight's own bytes would be copied into the pipeline (and the disk cache) beside the
+  // panels, unread. Read by another op as well, the weight is bound too.
+  const std::vector<float> data(64 * 48, 0.5f);
+  auto weight = [&] { return Tensor::from_vector<float>(data, {64, 48}); };
+  const int V = host().natural_vector_size(Halide::Float(32));
+  const hjit::Graph alone = hjit::make_graph([&](const Tensor& x) { return hjit::matmul(x, weight()); }, Tensor::randn({8, 64}, 1));
+  const LoweredPipeline p = lower(alone, host());
+  REQUIRE(p.const_types.size() == 1);
+  CHECK(p.const_types[0].shape == hjit::Shape{48 / V, 64, V});
+  const hjit::Graph shared = hjit::make_graph(
+      [&](const Tensor& x) {
+        const Tensor w = weight();
+        return hjit::matmul(x, w) + hjit::sum(w);
+      },
+      Tensor::randn({8, 64}, 1));
+  CHECK(lower(shared, host()).const_types.size() == 2);
+}
+
 TEST_CASE("schedule text does not depend on how many pipelines the process lowered before") {
   // Halide's unique_name() rewrites a '$' inside a name it has to uniquify, so names derived from
   // a uniquified name ("n3_sum$2" + "_acc") drifted with the process's history.

@@ -1,6 +1,7 @@
 // The rules a user relies on without reading the source: what aliases what, what assign writes,
 // what happens to a captured tensor that is rebound or a tracer that escapes, how static
 // arguments are keyed, PyTorch's Adam, and the small contracts around them (str(), HJIT_LOG).
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <thread>
@@ -363,6 +364,51 @@ TEST_CASE("a matrix-vector product across a weight the threads' L2 caches hold t
     const bool parts = jitted.explain(x, w).find("the reduction outermost in") != std::string::npos;
     if (threads >= 2) CHECK(parts == (caches > threads));  // (one thread: no columns in parallel, neither)
   }
+}
+
+TEST_CASE("a matmul's constant right operand is packed in panels when compiling, in a scan's body too, equal to eager") {
+  // A constant is made while tracing (a frozen weight). Columns a vector divides (16: AVX2's and
+  // AVX-512's) are packed; 12 are not, on either.
+  auto constant_of = [](const Tensor& t) { return Tensor::from_vector<float>(t.to_vector<float>(), t.shape()); };
+  const std::vector<std::array<int64_t, 3>> shapes{{1, 64, 32}, {8, 256, 1024}, {2, 7, 48}, {13, 33, 16}, {64, 64, 80}, {5, 9, 12}, {0, 8, 16}};
+  uint64_t seed = 50;
+  for (const auto& [m, k, n] : shapes) {
+    CAPTURE(m);
+    CAPTURE(k);
+    CAPTURE(n);
+    const Tensor x = test::random({m, k}, hjit::DType::F32, seed++), w = test::random({k, n}, hjit::DType::F32, seed++);
+    auto jitted = hjit::jit([&](const Tensor& x) { return hjit::matmul(x, constant_of(w)); });
+    CHECK_CLOSE_TOL(jitted(x), hjit::matmul(x, w), 1e-5);
+    if (m > 0) CHECK((jitted.explain(x).find("right operand packed when compiling") != std::string::npos) == (n % 16 == 0));
+  }
+  // A row over a weight larger than the threads' L2 caches keeps the weight's rows, which the
+  // threads split (each thread's rows one run of memory; panels would cut it into one per panel).
+  {
+    const int threads = hjit::machine_threads();
+    const int64_t n = 768, k = 3 * threads * int64_t(hjit::cpu_caches().l2) / (4 * n);
+    const Tensor x = test::random({1, k}, hjit::DType::F32, seed++), w = test::random({k, n}, hjit::DType::F32, seed++);
+    auto jitted = hjit::jit([&](const Tensor& x) { return hjit::matmul(x, constant_of(w)); });
+    CHECK_CLOSE_TOL(jitted(x), hjit::matmul(x, w), 1e-4);
+    const std::string plan = jitted.explain(x);
+    CHECK(plan.find("right operand packed when compiling") == std::string::npos);
+    if (threads >= 2) CHECK(plan.find("the reduction outermost in") != std::string::npos);
+  }
+  // A recurrent step: its weight, the same at every step and a constant outside, is read as a
+  // constant by the compiled body.
+  const Tensor x = test::random({6, 4, 32}, hjit::DType::F32, 60), r = test::random({32, 64}, hjit::DType::F32, 61) * 0.2;
+  auto recurrent = [&](const Tensor& x, const Tensor& r) {
+    auto step = [&](const hjit::Tensors& c, const hjit::Tensors& s) {
+      const Tensor h = hjit::tanh(hjit::slice(hjit::matmul(c[0], r), 1, 0, 32) + s[0]);
+      return std::make_pair(hjit::Tensors{h}, hjit::Tensors{h});
+    };
+    return hjit::scan(step, {Tensor::zeros({4, 32})}, {x}).ys[0];
+  };
+  auto stepped = hjit::jit([&](const Tensor& x) { return recurrent(x, constant_of(r)); });
+  CHECK_CLOSE_TOL(stepped(x), recurrent(x, r), 1e-5);
+  const std::string plan = stepped.explain(x);
+  const size_t body = plan.find("--- body:");
+  REQUIRE(body != std::string::npos);
+  CHECK(plan.find("right operand packed when compiling", body) != std::string::npos);
 }
 
 TEST_CASE("an element-wise nest of few points runs in parallel where each point is costly") {

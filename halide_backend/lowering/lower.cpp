@@ -301,6 +301,17 @@ void bind_dynamic_inputs(LowerCtx& ctx, const SymbolicSizes& dynamic, const std:
   }
 }
 
+// A constant only matmuls read, each as panels it packs when compiling: bound as well, its bytes
+// would be copied into the compiled pipeline (and the disk cache) beside the panels, unread.
+bool read_only_packed(const LowerCtx& ctx, const std::vector<int>& wanted, int node) {
+  const std::vector<int>& readers = ctx.p.stages[size_t(node)].consumers;
+  if (readers.empty() || std::find(wanted.begin(), wanted.end(), node) != wanted.end()) return false;
+  return std::all_of(readers.begin(), readers.end(), [&](int c) {
+    const Node& reader = ctx.g.node(c);
+    return reader.inputs[0] != node && reads_right_operand_packed(ctx.g, ctx.p.target, reader);
+  });
+}
+
 // One Func per node, in the graph's order: inputs, constants, extern stages, and every other op
 // through its entry of the lowering table.
 void define_stages(LowerCtx& ctx, const ExternPlan& externs, const std::vector<int>& wanted) {
@@ -324,6 +335,7 @@ void define_stages(LowerCtx& ctx, const ExternPlan& externs, const std::vector<i
       continue;
     }
     if (n.op == OpKind::Constant) {
+      if (read_only_packed(ctx, wanted, int(id))) continue;  // (its matmuls bind their panels)
       s.constant = bind_constant_param(p, n.type, g.constants[size_t(n.constant)]);
       LowerCtx::define(s, from_storage(n.type.dtype, s.constant(std::vector<Expr>(s.vars.begin(), s.vars.end()))));
       continue;

@@ -35,6 +35,10 @@ struct LowerCtx {
   std::shared_ptr<ValueRanges> ranges = nullptr;  // (range's, made at its first question)
 };
 
+// A matmul that reads its right operand as panels packed when compiling (a constant: a frozen
+// weight), not the operand's stage: that stage's constant then need not be bound.
+bool reads_right_operand_packed(const Graph& g, const Halide::Target& target, const Node& matmul);
+
 // The name of a Func a lowering adds besides a stage's func: the stage's name without Halide's
 // uniquifying suffix, then `role`. unique_name() rewrites a '$' inside a name it must uniquify to
 // '_', so "n3_sum$2_acc" could become "n3_sum_2_acc$1", a name that depends on the process's

@@ -13,6 +13,8 @@
 #include "halide_backend/lowering/ieee_math.h"
 #include "halide_backend/lowering/lower_ctx.h"
 #include "halide_backend/lowering/names.h"
+#include "support/cpu_caches.h"
+#include "support/thread_pool.h"
 
 namespace hjit::backend {
 
@@ -653,6 +655,45 @@ void matmul_bf16_pairs(LowerCtx& ctx, Stage& s, const Node& n) {
 }
 }  // namespace
 
+}  // namespace lowering
+
+// Packed once, when compiling: [K, N] as panels of V columns, [N / V, K, V], read at (column % V,
+// k, column / V). A tile's columns are then runs of V that follow each other step after step,
+// where [K, N] put each step a row after the last (4 KiB for 1024 columns: a new page every step,
+// which no prefetcher follows, and every step in the same few sets of the L1 cache). A recurrent
+// step's product, [8, 256] x [256, 1024], on Zen 3, 2 threads: the reference LSTM of 256 at batch 8
+// 12.4-15.7 -> 8.3-9.0 ms; a frozen encoder's projections, 4 x 128 x 256, 31 -> 27.5 ms.
+bool reads_right_operand_packed(const Graph& g, const Halide::Target& target, const Node& n) {
+  if (n.op != OpKind::Matmul || n.type.dtype != DType::F32 || n.type.rank() != 2 || target.has_gpu_feature()) return false;
+  const Node& b = g.node(n.inputs[1]);
+  const int V = target.natural_vector_size(Halide::Float(32));
+  return b.op == OpKind::Constant && b.type.dtype == DType::F32 && b.type.rank() == 2 && n.inputs[0] != n.inputs[1] && V > 1 &&
+         b.type.shape[1] % V == 0 && !reads_weight_in_parts(n.type.shape[0], b.type.numel() * 4);
+}
+
+bool reads_weight_in_parts(int64_t rows, int64_t weight_bytes) {
+  return rows <= 2 && weight_bytes > int64_t(cpu_caches().l2) * machine_threads();
+}
+
+namespace lowering {
+
+namespace {
+Expr packed_right_operand(LowerCtx& ctx, Stage& s, const Node& n, const Expr& column, const Expr& k) {
+  const Node& b = ctx.g.node(n.inputs[1]);
+  const int64_t K = b.type.shape[0], N = b.type.shape[1], V = ctx.p.target.natural_vector_size(Halide::Float(32));
+  const float* from = static_cast<const float*>(ctx.g.constants[size_t(b.constant)].data);
+  auto fill = [&](float* to) {
+    for (int64_t panel = 0; panel < N / V; ++panel)
+      for (int64_t row = 0; row < K; ++row, to += V) std::copy_n(from + row * N + panel * V, V, to);
+  };
+  s.right_packed = true;
+  const Var lane("lane"), step("k"), panel("panel");
+  Func packed(helper_name(s, "_packed"));
+  packed(lane, step, panel) = packed_constant<float>(ctx, DType::F32, Shape{N / V, K, V}, fill, {lane, step, panel});
+  return packed(column % int(V), k, column / int(V));
+}
+}  // namespace
+
 void Matmul(LowerCtx& ctx, Stage& s, const Node& n) {
   if (bf16_pairs(ctx, n)) return matmul_bf16_pairs(ctx, s, n);
   const TensorType &a = ctx.g.type(n.inputs[0]), &b = ctx.g.type(n.inputs[1]);
@@ -669,7 +710,9 @@ void Matmul(LowerCtx& ctx, Stage& s, const Node& n) {
   std::vector<Expr> v(s.vars.begin(), s.vars.end());
   Func acc(helper_name(s, "_acc"));
   acc(v) = constant(t, 0);
-  acc(v) += cast(t, ctx.at(n.inputs[0], ca)) * cast(t, ctx.at(n.inputs[1], cb));
+  // (A constant right operand in panels of a vector's columns: reads_right_operand_packed.)
+  const Expr right = reads_right_operand_packed(ctx.g, ctx.p.target, n) ? packed_right_operand(ctx, s, n, o[r - 1], k.x) : ctx.at(n.inputs[1], cb);
+  acc(v) += cast(t, ctx.at(n.inputs[0], ca)) * cast(t, right);
   s.func(v) = acc(v);
   s.reduction = acc;
   s.rvars.push_back(k.x);

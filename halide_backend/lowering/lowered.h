@@ -54,6 +54,7 @@ struct Stage {
   // A contraction lowered as dot products (x86's vpdpbusd, vdpbf16ps): this many products summed
   // into each lane of the accumulator per step of rvars[0], whose extent it is; 0 otherwise.
   int dot_lanes = 0;
+  bool right_packed = false;        // a matmul reading its right operand packed when compiling
   // A convolution's or pool's padded input; attention's transposed keys, scores, row maxima,
   // probabilities and row sums.
   std::vector<Helper> helpers;
@@ -69,6 +70,13 @@ struct Stage {
 };
 
 struct LoweredPipeline;
+
+// A product of one or two rows over a weight larger than the threads' L2 caches together (a
+// matrix-vector product, decoding): the built-in schedule splits its reduction between the threads,
+// each reading its rows of the weight as one run of memory (TileSpec::k_outer), where no panels
+// are packed for it (they would cut each run into one per panel: [1, 1280] x [1280, 1000] took
+// 583 us against 67).
+bool reads_weight_in_parts(int64_t rows, int64_t weight_bytes);
 
 // Binds `data` of `type` as a hidden input and returns the value of it at `args` (Halide order),
 // in the compute type.
