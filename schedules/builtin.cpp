@@ -446,34 +446,31 @@ class Builtin {
     return "";
   }
 
-  // Roughly the instructions a vector of stage id's value takes, with the stages inlined into it.
-  int64_t inlined_cost(int id) {
+  // Stage id and the stages inlined into its value (element-wise, no reductions of their own).
+  std::set<int> inlined_cone(int id) {
     std::vector<int> todo{id};
     std::set<int> seen;
-    int64_t cost = 0;
     while (!todo.empty()) {
       const int at = todo.back();
       todo.pop_back();
       if (!seen.insert(at).second) continue;
-      cost += recompute_cost(at);
       for (int in : node(at).inputs)
         if (live(in) && func_[size_t(in)].kind == Place::Inline && !has_reduction(st(in))) todo.push_back(in);
     }
+    return seen;
+  }
+
+  // Roughly the instructions a vector of stage id's value takes, with the stages inlined into it.
+  int64_t inlined_cost(int id) {
+    int64_t cost = 0;
+    for (int at : inlined_cone(id)) cost += recompute_cost(at);
     return cost;
   }
 
   // Does the nest of stage id compute a long-latency op, itself or in a stage inlined into it?
   bool computes_long_latency(int id) {
-    std::vector<int> todo{id};
-    std::set<int> seen;
-    while (!todo.empty()) {
-      const int at = todo.back();
-      todo.pop_back();
-      if (!seen.insert(at).second) continue;
+    for (int at : inlined_cone(id))
       if (cpu_rules(st(at).op).long_latency) return true;
-      for (int in : node(at).inputs)
-        if (live(in) && func_[size_t(in)].kind == Place::Inline && !has_reduction(st(in))) todo.push_back(in);
-    }
     return false;
   }
 

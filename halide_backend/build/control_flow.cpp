@@ -133,34 +133,15 @@ Step collective_step(const Graph& g, int node, Places& places) {
 Graph with_constant_operands(const Graph& outer, const Node& scan) {
   const Graph& body = scan.attrs.graph("body");
   const size_t first = size_t(scan.attrs.i("carries") + scan.attrs.i("xs"));
-  std::map<size_t, int> constant_operand;  // body input index -> outer Constant node
-  for (size_t i = first; i < scan.inputs.size() && i < body.inputs.size(); ++i)
-    if (outer.node(scan.inputs[i]).op == OpKind::Constant) constant_operand[i] = scan.inputs[i];
-  if (constant_operand.empty()) return body;
-  Graph g;
-  g.name = body.name;
-  std::vector<int> id(body.nodes.size(), -1);
-  g.inputs.assign(body.inputs.size(), -1);
-  for (size_t v = 0; v < body.nodes.size(); ++v) {
-    Node c = body.nodes[v];
-    for (int& in : c.inputs) in = id[size_t(in)];
-    if (c.op == OpKind::Constant) {
-      id[v] = g.add_constant(c.type, body.constants[size_t(c.constant)]);
-      continue;
-    }
-    const bool parameter = c.op == OpKind::Parameter;
-    const size_t index = parameter ? size_t(c.attrs.i("index")) : 0;
-    id[v] = g.add(std::move(c));
-    if (!parameter) continue;
-    g.inputs[index] = id[v];
-    if (auto it = constant_operand.find(index); it != constant_operand.end()) {
-      const Node& k = outer.node(it->second);
-      id[v] = g.add_constant(k.type, outer.constants[size_t(k.constant)]);
-    }
+  Rewriter rw(body);
+  bool any = false;
+  for (size_t i = first; i < scan.inputs.size() && i < body.inputs.size(); ++i) {
+    const Node& operand = outer.node(scan.inputs[i]);
+    if (operand.op != OpKind::Constant) continue;
+    rw.map(body.inputs[i], rw.out().add_constant(operand.type, outer.constants[size_t(operand.constant)]));
+    any = true;
   }
-  for (int o : body.outputs) g.outputs.push_back(id[size_t(o)]);
-  for (const Update& u : body.updates) g.updates.push_back(Update{id[size_t(u.target)], id[size_t(u.value)]});
-  return g;
+  return any ? rw.finish() : body;
 }
 
 // A control flow operation: its results' places (scratch, made per call, for those no step reads)
