@@ -18,6 +18,7 @@
 #include "halide_backend/codegen/object_file.h"
 #include "halide_backend/codegen/target.h"
 #include "halide_backend/lowering/lower.h"
+#include "support/cpu_vendor.h"
 #include <hjit/nn.h>
 
 #include "tests/support.h"
@@ -389,8 +390,8 @@ TEST_CASE("bf16 contractions of constant weights (frozen) pack them once, when c
     }
   }
   const hjit::backend::Target host = hjit::backend::Target::host(hjit::Device::CPU);
-  if (!Halide::get_host_target().has_feature(Halide::Target::AVX512_SapphireRapids)) return;
-  // Where the CPU has AVX512_BF16: the weights are packed when compiling and read where they lie
+  if (!hjit::backend::bf16_dot_products(Halide::get_host_target())) return;
+  // Where vdpbf16ps pays (bf16_dot_products): the weights are packed when compiling and read where they lie
   // (helpers not stored), and the constants bound are the packed ones only (the conv's weights)
   // and those read as they are (the left operand); the input's pairs are made at each call.
   auto helpers = [&](const hjit::Graph& g, size_t constants) {
@@ -407,6 +408,29 @@ TEST_CASE("bf16 contractions of constant weights (frozen) pack them once, when c
   CHECK(mm == std::map<std::string, bool>{{"rows", false}, {"pairs", true}, {"rows 2", true}, {"pairs 2", false}});
 }
 
+TEST_CASE("bf16 contractions sum pairs with vdpbf16ps only where it does more multiply-adds than FMA: AVX512_BF16 on AMD, not Intel") {
+  // Sapphire Rapids runs vdpbf16ps at half its FMA's multiply-adds (AMD's Zen 4 and 5 at twice):
+  // there a bf16 matmul and convolution widen their operands to f32, and equal eager as closely.
+  const Halide::Target host = Halide::get_host_target();
+  const bool pairs = hjit::backend::bf16_dot_products(host);
+  CHECK(pairs == (host.has_feature(Halide::Target::AVX512_SapphireRapids) && hjit::cpu_vendor() != hjit::CpuVendor::Intel));
+  CHECK_FALSE(hjit::backend::bf16_dot_products(Halide::Target("x86-64-linux-avx-avx2-f16c-fma-sse41")));
+  CHECK_FALSE(hjit::backend::bf16_dot_products(host.with_feature(Halide::Target::AVX512_SapphireRapids).with_feature(Halide::Target::CUDA)));
+  const Tensor x = Tensor::randn({1, 16, 10, 10}, 51).astype(DType::BF16), w = (Tensor::randn({32, 16, 3, 3}, 52) * 0.2f).astype(DType::BF16);
+  const Tensor a = Tensor::randn({24, 64}, 53).astype(DType::BF16), b = Tensor::randn({64, 48}, 54).astype(DType::BF16);
+  auto conv = [](const Tensor& v, const Tensor& k) { return hjit::conv2d(v, k, std::nullopt, {1, 1}, {1, 1}); };
+  auto mm = [](const Tensor& l, const Tensor& r) { return hjit::matmul(l, r); };
+  auto fc = hjit::jit(conv, quiet());
+  auto fm = hjit::jit(mm, quiet());
+  CHECK(test::compare(fc(x, w).astype(DType::F32), conv(x, w).astype(DType::F32), 1.0 / 64) == "");
+  CHECK(test::compare(fm(a, b).astype(DType::F32), mm(a, b).astype(DType::F32), 1.0 / 64) == "");
+  const std::string conv_plan = fc.explain(x, w), mm_plan = fm.explain(a, b);
+  CAPTURE(conv_plan);
+  CAPTURE(mm_plan);
+  CHECK((test::occurrences(conv_plan, "pairs") > 0) == pairs);
+  CHECK((test::occurrences(mm_plan, "pairs") > 0) == pairs);
+}
+
 TEST_CASE("bf16 convolutions in a network: pairs copied once a call, vectorized; gradients as eager") {
   auto block = [](const Tensor& x, const Tensor& w1, const Tensor& w2) {
     return hjit::conv2d(hjit::relu(hjit::conv2d(x, w1, std::nullopt, {1, 1}, {1, 1})), w2, std::nullopt, {2, 2}, {1, 1});
@@ -415,14 +439,16 @@ TEST_CASE("bf16 convolutions in a network: pairs copied once a call, vectorized;
   const Tensor w1 = (Tensor::randn({32, 16, 3, 3}, 32) * 0.2f).astype(DType::BF16), w2 = (Tensor::randn({48, 32, 3, 3}, 33) * 0.2f).astype(DType::BF16);
   auto f = hjit::jit(block);
   CHECK(test::compare(f(x, w1, w2).astype(DType::F32), block(x, w1, w2).astype(DType::F32), 1.0 / 32) == "");
-  if (Halide::get_host_target().has_feature(Halide::Target::AVX512_SapphireRapids)) {
-    // Where the CPU has AVX512_BF16: each convolution's input and weights copied into pairs once,
-    // in vector loops, and the sums per tile of output channels.
-    const std::string plan = f.explain(x, w1, w2);
-    CAPTURE(plan);
+  const std::string plan = f.explain(x, w1, w2);
+  CAPTURE(plan);
+  if (hjit::backend::bf16_dot_products(Halide::get_host_target())) {
+    // Where vdpbf16ps pays: each convolution's input and weights copied into pairs once, in vector
+    // loops, and the sums per tile of output channels.
     CHECK(test::occurrences(plan, "padded pairs: root vec") == 2);
     CHECK(test::occurrences(plan, "weight pairs: root vec32") == 2);
     CHECK(test::occurrences(plan, "over channels") >= 2);
+  } else {
+    CHECK(test::occurrences(plan, "pairs") == 0);  // widened to f32, as any other convolution
   }
   // Training under autocast: the gradients of f32 master weights through bf16 convolutions.
   auto loss = [&](const Tensor& v, const Tensor& a, const Tensor& b) {

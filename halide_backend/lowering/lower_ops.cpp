@@ -14,6 +14,7 @@
 #include "halide_backend/lowering/lower_ctx.h"
 #include "halide_backend/lowering/names.h"
 #include "support/cpu_caches.h"
+#include "support/cpu_vendor.h"
 #include "support/thread_pool.h"
 
 namespace hjit::backend {
@@ -570,14 +571,13 @@ Expr packed_constant(LowerCtx& ctx, const Shape& shape, const std::function<void
   return reinterpret(BFloat(16), packed_constant<uint16_t>(ctx, DType::BF16, shape, fill, at));
 }
 
-// A bf16 matmul whose code may use vdpbf16ps (Halide 14: avx512_sapphirerapids, which the target
-// keeps for such graphs where the CPU has AVX512_BF16) over a contraction of a fixed, even length.
+// A bf16 matmul whose code uses vdpbf16ps (bf16_dot_products) over a contraction of a fixed, even
+// length.
 bool bf16_pairs(const LowerCtx& ctx, const Node& n) {
   const TensorType& a = ctx.g.type(n.inputs[0]);
   const int64_t k = a.shape.back();
   const bool k_varies = ctx.p.dynamic && ctx.p.dynamic->extent_varies(n.inputs[0]);
-  return a.dtype == DType::BF16 && ctx.p.target.has_feature(Halide::Target::AVX512_SapphireRapids) && !ctx.p.target.has_gpu_feature() &&
-         k >= 2 && k % 2 == 0 && !k_varies;
+  return a.dtype == DType::BF16 && bf16_dot_products(ctx.p.target) && k >= 2 && k % 2 == 0 && !k_varies;
 }
 
 // A contraction's left operand (graph node `node`) as a helper "rows" over its coordinates
@@ -673,6 +673,10 @@ bool reads_right_operand_packed(const Graph& g, const Halide::Target& target, co
 
 bool reads_weight_in_parts(int64_t rows, int64_t weight_bytes) {
   return rows <= 2 && weight_bytes > int64_t(cpu_caches().l2) * machine_threads();
+}
+
+bool bf16_dot_products(const Halide::Target& target) {
+  return target.has_feature(Halide::Target::AVX512_SapphireRapids) && !target.has_gpu_feature() && cpu_vendor() != CpuVendor::Intel;
 }
 
 namespace lowering {
@@ -924,12 +928,11 @@ Helper padded_input(LowerCtx& ctx, const Stage& s, int x_node, int64_t ph, int64
 }  // namespace
 
 namespace {
-// A bf16 convolution whose code may use vdpbf16ps (as bf16_pairs: the target keeps
-// avx512_sapphirerapids where the CPU has AVX512_BF16), ungrouped and of fixed sizes.
+// A bf16 convolution whose code uses vdpbf16ps (bf16_dot_products), ungrouped and of fixed sizes.
 bool conv2d_bf16_pairs(const LowerCtx& ctx, const Node& n) {
   const bool varies = ctx.p.dynamic && (ctx.p.dynamic->extent_varies(n.inputs[0]) || ctx.p.dynamic->extent_varies(n.inputs[1]));
   return ctx.g.type(n.inputs[0]).dtype == DType::BF16 && ctx.g.type(n.inputs[1]).dtype == DType::BF16 && n.attrs.i("groups") == 1 &&
-         ctx.p.target.has_feature(Halide::Target::AVX512_SapphireRapids) && !ctx.p.target.has_gpu_feature() && !varies;
+         bf16_dot_products(ctx.p.target) && !varies;
 }
 
 // Two bf16 products (two input channels) summed into each f32 lane per step, as IntConv2d sums

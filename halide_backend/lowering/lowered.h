@@ -78,6 +78,17 @@ struct LoweredPipeline;
 // 583 us against 67).
 bool reads_weight_in_parts(int64_t rows, int64_t weight_bytes);
 
+// Whether bf16 contractions compiled for `target` sum pairs of products with vdpbf16ps (Halide 14
+// emits it only with avx512_sapphirerapids, which the target keeps for such graphs where the CPU
+// has AVX512_BF16) rather than widen their operands to f32 for the FMA's tiles: only where the
+// instruction does more multiply-adds a cycle. AMD's Zen 4 and Zen 5 run it at their FMA's rate,
+// 32 products an instruction to 16 (hjit-bench --low-precision: 1.9-2.1x the FP32 peak); Intel's
+// Sapphire Rapids at half its FMA's multiply-adds (125-148 against 266 GFLOP/s, 2 threads), where
+// the widened forms ran 1.4-2.1x faster: a 3x3 convolution of 256 channels at 28x28 9.9 -> 5.8 ms,
+// [1, 768] x [768, 3072] 495 -> 234 us, ResNet-50 under autocast 119-147 -> 66-88 ms (f32: 68).
+// Read off the CPU's vendor, as the built-in schedule's identity (the compile cache's key) is.
+bool bf16_dot_products(const Halide::Target& target);
+
 // Binds `data` of `type` as a hidden input and returns the value of it at `args` (Halide order),
 // in the compute type.
 Halide::Expr bind_constant(LoweredPipeline& p, const TensorType& type, ConstData data, const std::vector<Halide::Expr>& args);
