@@ -39,11 +39,11 @@ int low_precision_rows(bool quick) {
   // Without VNNI the int8 rows are fractions of the exact pairs' peak (vpmaddwd).
   const double int8_peak = low.int8_gops > 0 ? low.int8_gops : low.int8_pairs_gops;
   const char* int8_instruction = low.int8_gops > 0 ? "VNNI" : "vpmaddwd";
-  // hjit's bf16 contractions use vdpbf16ps only where it does more multiply-adds than FMA (AMD);
-  // elsewhere (Intel's Sapphire Rapids: half FMA's) they widen to f32, a fraction of FP32's peak.
-  const bool bf16_dots = low.bf16_gflops > f32.gflops;
-  const double bf16_peak = bf16_dots ? low.bf16_gflops : f32.gflops;
-  const char* bf16_instruction = bf16_dots ? "BF16" : "FP32 (widened)";
+  // A bf16 row is a fraction of the peak of what its compiled code runs, which its plan says:
+  // vdpbf16ps's pairs where they do more multiply-adds than the FMA (AMD), else the operands
+  // widened to f32 on the FMA (Intel's Sapphire Rapids, and CPUs without AVX512_BF16).
+  auto bf16_peak = [&](const std::string& plan) { return plan.find("pairs") != std::string::npos ? low.bf16_gflops : f32.gflops; };
+  auto bf16_instruction = [&](const std::string& plan) { return plan.find("pairs") != std::string::npos ? "BF16" : "FP32 (widened)"; };
   std::printf("machine (%d threads): FP32 peak %.1f GFLOP/s; int8 VNNI peak %s; bf16 peak %s\n", f32.threads, f32.gflops,
               low.int8_gops > 0 ? (std::to_string(int(low.int8_gops)) + " GOP/s (vpdpbusd)").c_str()
                                 : ("none (no AVX512_VNNI; exact pairs " + std::to_string(int(low.int8_pairs_gops)) + " GOP/s, vpmaddwd)").c_str(),
@@ -60,7 +60,8 @@ int low_precision_rows(bool quick) {
   {
     const Tensor a = Tensor::randn({n, n}, 1).astype(DType::BF16), b = Tensor::randn({n, n}, 2).astype(DType::BF16);
     auto f = hjit::jit([](const Tensor& x, const Tensor& y) { return hjit::matmul(x, y); });
-    row("bf16 matmul 1024^3 (f32 sums)", ops, bf16_peak, bf16_instruction, [&] { f(a, b); }, [&] { hjit::matmul(a, b); }, quick);
+    const std::string plan = f.explain(a, b);
+    row("bf16 matmul 1024^3 (f32 sums)", ops, bf16_peak(plan), bf16_instruction(plan), [&] { f(a, b); }, [&] { hjit::matmul(a, b); }, quick);
     const Tensor a32 = a.astype(DType::F32), b32 = b.astype(DType::F32);
     row("f32 matmul 1024^3", ops, f32.gflops, "FP32", [&] { f(a32, b32); }, [&] { hjit::matmul(a32, b32); }, quick);
   }
@@ -78,7 +79,8 @@ int low_precision_rows(bool quick) {
     const Tensor x = Tensor::randn({1, c, side, side}, 5), w = Tensor::randn({c, c, 3, 3}, 6) * 0.05f;
     const Tensor xb = x.astype(DType::BF16), wb = w.astype(DType::BF16);
     auto f = hjit::jit(conv);
-    row("bf16 conv 3x3 256 at 28x28 (f32 sums)", conv_ops, bf16_peak, bf16_instruction, [&] { f(xb, wb); }, [&] { conv(xb, wb); }, quick);
+    const std::string plan = f.explain(xb, wb);
+    row("bf16 conv 3x3 256 at 28x28 (f32 sums)", conv_ops, bf16_peak(plan), bf16_instruction(plan), [&] { f(xb, wb); }, [&] { conv(xb, wb); }, quick);
     row("f32 conv 3x3 256 at 28x28", conv_ops, f32.gflops, "FP32", [&] { f(x, w); }, [&] { conv(x, w); }, quick);
   }
   // A depthwise 3x3 convolution of MobileNet V2's second stage (144 channels at 56x56): int8 runs
