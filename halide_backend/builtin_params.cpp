@@ -33,6 +33,7 @@ std::string BuiltinParams::str() const {
   if (store_expensive != d.store_expensive) word(std::string("store_expensive=") + (store_expensive ? "1" : "0"));
   if (extern_gemm != d.extern_gemm) word(std::string("extern_gemm=") + (extern_gemm ? "1" : "0"));
   if (extern_conv != d.extern_conv) word(std::string("extern_conv=") + (extern_conv ? "1" : "0"));
+  if (extern_int_gemm != d.extern_int_gemm) word(std::string("extern_int_gemm=") + (extern_int_gemm ? "1" : "0"));
   return s;
 }
 
@@ -61,9 +62,10 @@ BuiltinParams BuiltinParams::parse(const std::string& words) {
     if (key == "store_expensive") p.store_expensive = value != 0, known = true;
     if (key == "extern_gemm") p.extern_gemm = value != 0, known = true;
     if (key == "extern_conv") p.extern_conv = value != 0, known = true;
+    if (key == "extern_int_gemm") p.extern_int_gemm = value != 0, known = true;
     if (!known)
       throw ValueError("built-in schedule parameters: unknown '" + key +
-                       "'; known: cols rows vec tasks grain runs store_expensive extern_gemm extern_conv");
+                       "'; known: cols rows vec tasks grain runs store_expensive extern_gemm extern_conv extern_int_gemm");
   }
   return p;
 }

@@ -20,6 +20,9 @@ struct BuiltinParams {
   bool store_expensive = true;  // expensive values read twice are stored (per row or at root), not recomputed
   bool extern_gemm = false;     // 2-D f32 matmuls call oneDNN's / OpenBLAS's sgemm (halide_backend/providers/extern_stages.h)
   bool extern_conv = false;     // f32 convolutions call oneDNN
+  // u8 x s8 matmuls (int_matmul) call oneDNN's matmul where it runs on AMX's tiles (a CPU with
+  // AMX-INT8, which Halide 14 cannot drive at speed): on by default, as the faster code there.
+  bool extern_int_gemm = true;
 
   // The runs a matrix-vector product takes: `runs`, or where it is 0, the CPU's (the two vendors'
   // prefetchers want opposite patterns: schedules/contraction.h, TileSpec::row_runs).

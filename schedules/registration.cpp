@@ -30,13 +30,17 @@ class Schedules final : public backend::Scheduler {
     std::string fitted;
     if (text.empty())
       if (std::shared_ptr<const ParamModel> model = active_param_model()) fitted = " param model " + model->identity();
-    return schedules::builtin_identity() + (text.empty() ? "" : " " + text) + fitted + "; " + gpu_identity();
+    // Where int_matmul calls oneDNN on AMX (extern_int_gemm) is a fact of this CPU and this build.
+    const std::string amx = params.extern_int_gemm && backend::int_gemm_on_amx() ? " int8 on AMX" : "";
+    return schedules::builtin_identity() + (text.empty() ? "" : " " + text) + fitted + amx + "; " + gpu_identity();
   }
   std::string autoscheduled_identity(const backend::Auto& how) const override { return autoscheduler_identity(how); }
-  std::set<int> extern_stages(const Graph& g, const backend::BuiltinParams& params) const override {
+  std::set<int> extern_stages(const Graph& g, const backend::BuiltinParams& params, bool fixed_sizes) const override {
     std::set<int> out;
     if (params.extern_gemm) out = backend::extern_gemm_nodes(g);
     if (params.extern_conv) out.merge(backend::extern_conv_nodes(g));
+    // Chosen by the built-in schedule itself, so only where it can be: library calls take fixed sizes.
+    if (params.extern_int_gemm && fixed_sizes) out.merge(backend::extern_int_gemm_nodes(g));
     return out;
   }
   backend::BuiltinParams fitted_params(const Graph& g, const Halide::Target& target) const override {

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include <Halide.h>
+#include <dlfcn.h>
 
 #include "graph/op_def.h"
 #include "frontend/tracing/const_eval.h"
@@ -18,6 +19,7 @@
 #include "halide_backend/codegen/object_file.h"
 #include "halide_backend/codegen/target.h"
 #include "halide_backend/lowering/lower.h"
+#include "halide_backend/providers/extern_stages.h"
 #include "support/cpu_vendor.h"
 #include <hjit/nn.h>
 
@@ -121,6 +123,110 @@ TEST_CASE("int_matmul of a constant right operand (a frozen weight) packs it onc
   REQUIRE(by != std::string::npos);
   CAPTURE(plan.substr(at, 40));
   CHECK(std::stoi(plan.substr(by + 1)) > 1);
+}
+
+// The products oneDNN's matmul computes where it runs on AMX (extern_int_gemm_nodes): a matrix
+// times a matrix, a batch times one shared matrix or times one each, a constant weight, each of
+// 2^28 multiply-adds at least, and the shapes that stay hjit's own (fewer rows than a tile, fewer
+// multiply-adds).
+TEST_CASE("int_matmul calls oneDNN's matmul where it runs on AMX: exact, as eager, over shapes, batches and constant weights") {
+  auto f = hjit::jit([](const Tensor& x, const Tensor& y) { return hjit::int_matmul(x, y); }, quiet());
+  const bool amx = hjit::backend::int_gemm_on_amx();
+  struct Product {
+    Shape a, b;
+    bool on_amx;  // where the CPU has AMX
+  };
+  const Product products[] = {
+      {{520, 1032}, {1032, 516}, true},      {{2, 264, 1024}, {1024, 512}, true}, {{3, 176, 1000}, {3, 1000, 520}, true},
+      {{12, 24576}, {24576, 1000}, false},  {{100, 36}, {36, 70}, false},        {{64, 1, 96}, {96, 40}, false},
+      {{4, 20, 36}, {4, 36, 17}, false},
+  };
+  uint64_t seed = 50;
+  for (const Product& p : products) {
+    CAPTURE(hjit::shape_str(p.a));
+    CAPTURE(hjit::shape_str(p.b));
+    const Tensor a = full_range(p.a, DType::U8, seed++), b = full_range(p.b, DType::I8, seed++);
+    CHECK(test::compare(f(a, b), reference(a, b), 0) == "");
+    CHECK(test::occurrences(f.explain(a, b), "extern oneDNN int_gemm") == (amx && p.on_amx ? 1 : 0));
+  }
+  // A constant weight (frozen) is read where it lies.
+  const Tensor w = full_range({1024, 512}, DType::I8, 3);
+  auto g = hjit::jit([w](const Tensor& x) { return hjit::int_matmul(x, w); });
+  const Tensor x = full_range({2, 272, 1024}, DType::U8, 4);
+  CHECK(test::compare(g(x), reference(x, w), 0) == "");
+  CHECK(test::occurrences(g.explain(x), "extern oneDNN int_gemm") == (amx ? 1 : 0));
+  // Dynamic sizes take no library call: hjit's own tiles serve every size.
+  hjit::JitOptions dynamic = quiet();
+  dynamic.dynamic_dims = {{0, 0}};  // the rows
+  auto d = hjit::jit([](const Tensor& x, const Tensor& y) { return hjit::int_matmul(x, y); }, dynamic);
+  for (int64_t m : {520, 530}) {
+    const Tensor dx = full_range({m, 1024}, DType::U8, uint64_t(m)), dw = full_range({1024, 512}, DType::I8, 5);
+    CHECK(test::compare(d(dx, dw), reference(dx, dw), 0) == "");
+    CHECK(test::occurrences(d.explain(dx, dw), "extern oneDNN") == 0);
+  }
+}
+
+// The kernel itself, called as Halide calls an extern stage, on every machine built with oneDNN
+// (without AMX its primitive runs on VNNI or AVX2): a bounds query, a region of the output, a batch
+// whose matrices are not one after another, and weights of one matrix per batch.
+TEST_CASE("the int_gemm kernel answers bounds queries and computes the region asked for, over strided batches") {
+  using Kernel = int (*)(halide_buffer_t*, halide_buffer_t*, int32_t, int32_t, halide_buffer_t*);
+  const auto kernel = reinterpret_cast<Kernel>(dlsym(RTLD_DEFAULT, hjit::kernel_abi::kIntGemmSymbol));
+  if (!hjit::backend::provider_for(hjit::backend::ExternKind::IntGemm)) return;
+  REQUIRE(bool(kernel));
+  const int M = 24, K4 = 40, N = 20, B = 3;
+  // A: [B, M, K4] stored with rows of 48 bytes and matrices 30 rows apart; W: [B, K4/4, N, 4].
+  const int lda = 48, a_batch = 30 * lda;
+  std::vector<uint8_t> a(size_t(B * a_batch));
+  std::vector<int8_t> w(size_t(B * K4 * N));
+  std::mt19937 gen(7);
+  for (auto& v : a) v = uint8_t(gen());
+  for (auto& v : w) v = int8_t(gen());
+  std::vector<int32_t> c(size_t(B * M * N), -1);
+  for (bool shared : {true, false}) {
+    // C's region: columns 4..19, rows 2..23, batches 1..2.
+    halide_dimension_t cd[3] = {{4, 16, 1, 0}, {2, 22, N, 0}, {1, 2, M * N, 0}};
+    halide_dimension_t ad[3] = {{0, 0, 1, 0}, {0, 0, lda, 0}, {0, 0, a_batch, 0}};
+    halide_dimension_t wd[4] = {{0, 0, 1, 0}, {0, 0, 4, 0}, {0, 0, 4 * N, 0}, {0, 0, K4 * N, 0}};
+    halide_buffer_t cb{}, ab{}, wb{};
+    cb.dimensions = 3, cb.dim = cd, cb.type = halide_type_t(halide_type_int, 32);
+    ab.dimensions = 3, ab.dim = ad, ab.type = halide_type_t(halide_type_uint, 8);
+    wb.dimensions = shared ? 3 : 4, wb.dim = wd, wb.type = halide_type_t(halide_type_int, 8);
+    cb.host = reinterpret_cast<uint8_t*>(c.data()) + 4 * (-4 - 2 * N - M * N);  // host: element (0, 0, 0)
+    REQUIRE(kernel(&ab, &wb, K4, !shared, &cb) == 0);  // the bounds query
+    CHECK(ad[0].min == 0);
+    CHECK(ad[0].extent == K4);
+    CHECK(ad[1].min == 2);
+    CHECK(ad[1].extent == 22);
+    CHECK(ad[2].min == 1);
+    CHECK(ad[2].extent == 2);
+    CHECK(wd[1].min == 4);
+    CHECK(wd[1].extent == 16);
+    CHECK(wd[2].extent == K4 / 4);
+    if (!shared) CHECK(wd[3].min == 1);
+    // Buffers as Halide would pass them: host at each one's min.
+    ab.host = a.data() + 2 * lda + a_batch;
+    wb.host = reinterpret_cast<uint8_t*>(w.data()) + 4 * 4 + (shared ? 0 : K4 * N);
+    cb.host = reinterpret_cast<uint8_t*>(c.data() + 4 + 2 * N + M * N);
+    std::fill(c.begin(), c.end(), -1);
+    REQUIRE(kernel(&ab, &wb, K4, !shared, &cb) == 0);
+    for (int z = 0; z < B; ++z)
+      for (int y = 0; y < M; ++y)
+        for (int x = 0; x < N; ++x) {
+          const bool asked = z >= 1 && y >= 2 && x >= 4;
+          int32_t want = -1;
+          if (asked) {
+            want = 0;
+            const int8_t* wz = w.data() + (shared ? 0 : z * K4 * N);
+            for (int k = 0; k < K4; ++k) want += int(a[size_t(z * a_batch + y * lda + k)]) * int(wz[(k / 4) * N * 4 + x * 4 + k % 4]);
+          }
+          CAPTURE(shared);
+          CAPTURE(z);
+          CAPTURE(y);
+          CAPTURE(x);
+          REQUIRE(c[size_t((z * M + y) * N + x)] == want);
+        }
+  }
 }
 
 TEST_CASE("int_matmul's errors name what was wrong") {

@@ -17,6 +17,7 @@ namespace {
 Halide::ExternFuncArgument extern_input(const Graph& g, LoweredPipeline& p, int in) {
   const Node& o = g.node(in);
   if (o.op == OpKind::Parameter) return p.params[size_t(o.attrs.i("index"))];
+  if (o.op == OpKind::Constant) return p.stages[size_t(in)].constant;
   return p.stages[size_t(in)].func;
 }
 
@@ -32,10 +33,15 @@ void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<Co
   const Shape& x = g.type(head.inputs[0]).shape;
   const auto& attr = [&](const char* name) { return head.attrs.ints(name); };
   s.extern_kind = extern_stage_kind(head.op);
-  const ExternKind kind = extern_rule(schedule_class(head.op))->kind;
+  const ExternKind kind = extern_rule(head.op)->kind;
   if (kind == ExternKind::Sgemm) {
     arg(x[1]);
     s.func.define_extern(kernel_abi::kSgemmSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
+  } else if (kind == ExternKind::IntGemm) {
+    const Shape& w = g.type(head.inputs[1]).shape;
+    arg(x.back());
+    arg(w.size() == 4 && w[0] > 1);  // a matrix per batch, not one shared
+    s.func.define_extern(kernel_abi::kIntGemmSymbol, args, Halide::Int(32), s.vars, Halide::NameMangling::C);
   } else if (kind == ExternKind::Conv) {
     // The leading affine post-ops fold into the weights and a bias; the rest stay post-ops, their
     // per-channel operands rows of one Func after the bias.
@@ -104,14 +110,15 @@ void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<Co
 std::map<int, std::optional<ConvChain>> extern_chains(const Graph& g, const std::set<int>& externs) {
   std::map<int, std::optional<ConvChain>> out;
   if (externs.empty()) return out;
-  const std::set<int> gemms = extern_gemm_nodes(g), convs = extern_conv_nodes(g);
+  const std::set<int> gemms = extern_gemm_nodes(g), convs = extern_conv_nodes(g), int_gemms = extern_int_gemm_nodes(g);
   for (int id : externs) {
     if (id < 0 || size_t(id) >= g.nodes.size())
       throw ValueError("hjit: schedule: node " + std::to_string(id) + " is not in the graph, so it cannot be an extern stage");
     const Node& n = g.node(id);
     std::optional<ConvChain> chain;
-    const std::optional<ExternRule> rule = extern_rule(schedule_class(n.op));
+    const std::optional<ExternRule> rule = extern_rule(n.op);
     const bool ok = rule && rule->kind == ExternKind::Sgemm           ? gemms.count(id) > 0
+                    : rule && rule->kind == ExternKind::IntGemm        ? int_gemms.count(id) > 0
                     : rule && rule->kind == ExternKind::ConvWeightGrad ? convs.count(id) > 0
                                                                       : extern_conv_available() && (chain = conv_chain_ending_at(g, id));
     if (!ok) throw ValueError("hjit: schedule: node " + std::to_string(id) + " (" + op_name(n.op) + ") cannot be an extern stage");

@@ -28,6 +28,11 @@ std::optional<ExternRule> extern_rule(ScheduleClass c) {
   throw InternalError("hjit: no extern rule for schedule class " + std::to_string(int(c)));
 }
 
+std::optional<ExternRule> extern_rule(OpKind op) {
+  if (op == OpKind::IntMatmul) return ExternRule{ExternKind::IntGemm, "int_gemm", 0};
+  return extern_rule(schedule_class(op));
+}
+
 namespace {
 
 // An operand an extern stage can read: an f32 graph input, or a computed value (not a constant,
@@ -62,6 +67,31 @@ std::set<int> nodes_where(const Graph& g, ScheduleClass c) {
 std::set<int> extern_gemm_nodes(const Graph& g) {
   if (!*extern_gemm_library()) return {};
   return nodes_where(g, ScheduleClass::Matmul);
+}
+
+std::set<int> extern_int_gemm_nodes(const Graph& g) {
+  if (!provider_for(ExternKind::IntGemm) || !int_gemm_on_amx()) return {};
+  constexpr int64_t kTileRows = 16;
+  // Smaller products pay oneDNN's setup and its packing of the weights on each call for too little:
+  // a BERT-like encoder's (4 x 128 x 256, at most 2^27 multiply-adds a product) ran no faster.
+  constexpr int64_t kLeastMultiplyAdds = int64_t(1) << 28;
+  // Graph inputs, constants (bound as buffers) and computed values: what an extern stage can read.
+  auto readable = [&](int id) {
+    const Node& o = g.node(id);
+    return o.type.numel() > 0 && (o.op == OpKind::Parameter || o.op == OpKind::Constant || !has_trait(o.op, Source));
+  };
+  std::set<int> out;
+  for (size_t id = 0; id < g.nodes.size(); ++id) {
+    const Node& n = g.nodes[id];
+    if (n.op != OpKind::IntMatmul || n.type.numel() == 0 || n.type.rank() < 2 || n.type.rank() > 3) continue;
+    const TensorType &a = g.type(n.inputs[0]), &b = g.type(n.inputs[1]);
+    const bool shared = b.rank() == 3 || (b.rank() == 4 && b.shape[0] == 1);
+    if (a.rank() != n.type.rank() || (!shared && (b.rank() != 4 || n.type.rank() != 3 || b.shape[0] != n.type.shape[0]))) continue;
+    if (a.dtype != DType::U8 || b.dtype != DType::I8 || !readable(n.inputs[0]) || !readable(n.inputs[1])) continue;
+    const int64_t rows = shared ? n.type.numel() / n.type.shape.back() : n.type.shape[1];
+    if (rows >= kTileRows && n.type.numel() * a.shape.back() >= kLeastMultiplyAdds) out.insert(int(id));
+  }
+  return out;
 }
 
 std::vector<int> value_uses(const Graph& g) {
@@ -163,7 +193,7 @@ std::set<int> extern_conv_nodes(const Graph& g) {
 }
 
 const char* extern_stage_kind(OpKind op) {
-  const std::optional<ExternRule> rule = extern_rule(schedule_class(op));
+  const std::optional<ExternRule> rule = extern_rule(op);
   return rule ? rule->name : "";
 }
 

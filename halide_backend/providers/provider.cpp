@@ -1,13 +1,15 @@
 #include "halide_backend/providers/provider.h"
 
+#include "halide_backend/providers/kernel_abi.h"
+
 namespace hjit::backend {
 namespace {
 
 // The providers this build was configured with (CMakeLists.txt finds oneDNN, else OpenBLAS).
 #if defined(HJIT_HAVE_DNNL)
-constexpr KernelProvider kProvider{"oneDNN", true, true, "-ldnnl -lstdc++"};
+constexpr KernelProvider kProvider{"oneDNN", true, true, true, "-ldnnl -lgomp -lstdc++"};
 #elif defined(HJIT_HAVE_OPENBLAS)
-constexpr KernelProvider kProvider{"OpenBLAS", true, false, "-lopenblas -lstdc++"};
+constexpr KernelProvider kProvider{"OpenBLAS", true, false, false, "-lopenblas -lstdc++"};
 #endif
 
 }  // namespace
@@ -17,6 +19,15 @@ const KernelProvider* provider_for(ExternKind kind) {
   return kProvider.computes(kind) ? &kProvider : nullptr;
 #else
   return nullptr;
+#endif
+}
+
+bool int_gemm_on_amx() {
+#if defined(HJIT_HAVE_DNNL)
+  static const bool amx = hjit_int_gemm_uses_amx() != 0;
+  return amx;
+#else
+  return false;
 #endif
 }
 

@@ -11,17 +11,22 @@
 namespace hjit::backend {
 
 // The kinds of extern stage: what a library computes.
-enum class ExternKind : uint8_t { Sgemm, Conv, ConvWeightGrad };
+enum class ExternKind : uint8_t { Sgemm, Conv, ConvWeightGrad, IntGemm };
 
 struct KernelProvider {
   const char* name;        // "oneDNN", "OpenBLAS"
   bool sgemm, conv;        // the kinds it computes (conv: forward and the weights' gradient)
+  bool int_gemm;           // u8 x s8 -> s32 matmuls
   const char* link_flags;  // what a program linking its kernels needs besides libc ("-ldnnl -lstdc++")
-  bool computes(ExternKind k) const { return k == ExternKind::Sgemm ? sgemm : conv; }
+  bool computes(ExternKind k) const { return k == ExternKind::Sgemm ? sgemm : k == ExternKind::IntGemm ? int_gemm : conv; }
 };
 
 // The provider this build has for `kind` (oneDNN before OpenBLAS), or null.
 const KernelProvider* provider_for(ExternKind kind);
+
+// Whether this build's int gemm kernel runs on AMX's tile unit on this CPU (oneDNN's matmul
+// primitive picks it; decided once a process).
+bool int_gemm_on_amx();
 
 // The kernels as one relocatable object (ld -r of providers/kernels/), for an exported library;
 // empty when this build has no provider.

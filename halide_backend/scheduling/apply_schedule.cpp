@@ -163,8 +163,7 @@ class Applier {
     const VerbArity* verb = find_verb(d.verb);
     if (!verb) throw ValueError("hjit: schedule: unknown directive '" + d.verb + "'");
     if (verb->func_level && d.update >= 0) throw ValueError("hjit: schedule: '" + d.verb + "' applies to a Func, not an update");
-    if (!verb->func_level && f.is_extern()) throw ValueError("hjit: schedule: '" + d.verb + "' on the extern stage " + d.func);
-    // An extern Func has no Stage: only Func-level directives (compute_root, ...) reach it.
+    if (!verb->func_level && f.is_extern()) return apply_to_extern(f, d);
     if (verb->func_level) return apply_to_func(f, d);
     Halide::Stage st = d.update < 0 ? Halide::Stage(f) : f.update(d.update);
     apply_to_stage(st, d);
@@ -212,6 +211,33 @@ class Applier {
       f.align_storage(Var(a[0]), factor(a[1]));
     } else {
       throw ValueError("hjit: schedule: unknown directive '" + v + "'");
+    }
+  }
+
+  // An extern Func's loops are the regions Halide calls it for: they may be split by a factor that
+  // divides the loop (a last part shifted inwards would overlap the one before, and a library may
+  // sum into its output as it goes: two threads would add into the same elements), reordered and
+  // run in parallel, nothing else. (Halide 14 makes no Stage of an extern Func: its own methods.)
+  void apply_to_extern(Halide::Func f, const Directive& d) {
+    const auto& a = d.args;
+    if (d.verb == "split" && a.size() >= 4) {
+      const int n = factor(a[3]);
+      int64_t loop = 0;
+      if (auto w = extern_whole_.find(d.func); w != extern_whole_.end())
+        for (size_t k = 0; k < w->second.vars.size(); ++k)
+          if (w->second.vars[k].name() == a[0]) loop = w->second.extents[k];
+      if (loop <= 0 || loop % n != 0)
+        throw ValueError("hjit: schedule: split of the extern stage " + d.func + "'s loop " + a[0] + " by " + a[3] +
+                         ", which does not divide it");
+      f.split(Var(a[0]), Var(a[1]), Var(a[2]), n, Halide::TailStrategy::ShiftInwards);
+    } else if (d.verb == "reorder") {
+      std::vector<VarOrRVar> order;
+      for (const std::string& n : a) order.push_back(Var(n));
+      f.reorder(order);
+    } else if (d.verb == "parallel" && a.size() == 1) {
+      f.parallel(Var(a[0]));
+    } else {
+      throw ValueError("hjit: schedule: '" + d.verb + "' on the extern stage " + d.func);
     }
   }
 
@@ -343,6 +369,7 @@ class Applier {
     Shape extents;
   };
   std::map<std::string, Whole> whole_;  // each stage's vars and extents, by canonical name (fixed sizes only)
+  std::map<std::string, Whole> extern_whole_;  // the same, of extern stages
   int64_t min_dynamic_size_ = 0;
   bool guarded_ = false;
   // Per definition (a Func's pure one or an update), the loops this schedule made whose extent it
@@ -372,8 +399,8 @@ class Applier {
   // helper's vars as its lowering marked them.
   void find_stage_extents(const LoweredPipeline& p) {
     for (const Stage& x : p.stages)
-      if (x.func.defined() && !x.is_extern && x.vars.size() == x.extents.size())
-        whole_[canonical_name(x.func.name())] = Whole{x.vars, x.extents};
+      if (x.func.defined() && x.vars.size() == x.extents.size())
+        (x.is_extern ? extern_whole_ : whole_)[canonical_name(x.func.name())] = Whole{x.vars, x.extents};
   }
 
   void find_dynamic_loops(const LoweredPipeline& p) {

@@ -37,7 +37,7 @@ class Scheduler {
   virtual std::string autoscheduled_identity(const Auto& how) const = 0;
   // The nodes the built-in schedule with these parameters computes with extern stages
   // (providers/extern_stages.h): decided on the graph, before lowering, which builds them differently.
-  virtual std::set<int> extern_stages(const Graph& g, const BuiltinParams& params) const = 0;
+  virtual std::set<int> extern_stages(const Graph& g, const BuiltinParams& params, bool fixed_sizes) const = 0;
   // The built-in schedule's parameters for g that the fitted model in use picks
   // (schedules/param_model.h): the defaults where it knows nothing near, or none is in use. Asked
   // for a CPU pipeline the built-in schedule with default parameters compiles; builtin_identity()
