@@ -35,12 +35,14 @@ std::optional<ExternRule> extern_rule(OpKind op) {
 
 namespace {
 
-// An operand an extern stage can read: an f32 graph input, or a computed value (not a constant,
-// which has no Func of its own to compute at root).
+// A graph input or a computed value: what an extern stage reads as a buffer (a constant has no
+// Func of its own to compute at root; only its bound parameter, which the int gemm reads).
+bool input_or_computed(const Node& o) { return o.op == OpKind::Parameter || !has_trait(o.op, Source); }
+
+// An operand an extern stage can read: an f32 graph input, or a computed value.
 bool extern_operand(const Graph& g, int id, int rank) {
   const Node& o = g.node(id);
-  return o.type.rank() == rank && o.type.dtype == DType::F32 && o.type.numel() > 0 &&
-         (o.op == OpKind::Parameter || !has_trait(o.op, Source));
+  return o.type.rank() == rank && o.type.dtype == DType::F32 && o.type.numel() > 0 && input_or_computed(o);
 }
 
 // Node n is of schedule class c, which a library computes: f32 of its rule's rank, not empty,
@@ -75,10 +77,9 @@ std::set<int> extern_int_gemm_nodes(const Graph& g) {
   // Smaller products pay oneDNN's setup and its packing of the weights on each call for too little:
   // a BERT-like encoder's (4 x 128 x 256, at most 2^27 multiply-adds a product) ran no faster.
   constexpr int64_t kLeastMultiplyAdds = int64_t(1) << 28;
-  // Graph inputs, constants (bound as buffers) and computed values: what an extern stage can read.
   auto readable = [&](int id) {
     const Node& o = g.node(id);
-    return o.type.numel() > 0 && (o.op == OpKind::Parameter || o.op == OpKind::Constant || !has_trait(o.op, Source));
+    return o.type.numel() > 0 && (o.op == OpKind::Constant || input_or_computed(o));
   };
   std::set<int> out;
   for (size_t id = 0; id < g.nodes.size(); ++id) {

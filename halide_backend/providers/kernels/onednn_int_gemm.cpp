@@ -1,5 +1,5 @@
 // oneDNN's u8 x s8 -> s32 matmul as a kernel: where the CPU has AMX its primitive runs on the tile
-// unit (brg:avx512_core_amx_int8: 1.6-1.8x hjit's own VNNI tiles on a 1024^3 product), which
+// unit (brg:avx512_core_amx_int8: 1.0-1.6x hjit's own VNNI tiles on a 1024^3 product), which
 // Halide 14 cannot drive at speed (docs/low-precision.md). Planned once per shape. Built into the
 // kernels' object (providers/provider.h) when hjit was built with oneDNN: nothing of hjit's but
 // kernel_abi.h.
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,7 +43,7 @@ memory::desc packed_weights(int64_t k, int64_t n, int64_t block_stride) {
 
 // oneDNN (Debian's, on OpenMP) runs a primitive on as many threads as the calling thread's
 // OpenMP setting: one here, as the built-in schedule calls the kernel from each of Halide's
-// workers on a part of the columns. (A call at root on OpenMP's team, between Halide's loops on
+// workers on a part of the matrices or rows. (A call at root on OpenMP's team, between Halide's loops on
 // its own pool, had the two pools spin against each other: the encoder's int8 layers ran 2x
 // slower.) The caller's setting is put back.
 class OneThread {
@@ -112,18 +113,15 @@ void* scratch(size_t slot, size_t bytes) {
   return blocks[slot].get();
 }
 
+// The element of b at `coords` (Halide order), of the dimensions b has: a trailing batch
+// coordinate is ignored where b has no batch dimension.
 template <class T>
-T* at(const halide_buffer_t* b, int64_t x, int64_t y, int64_t z) {
-  int64_t offset = (x - b->dim[0].min) * b->dim[0].stride + (y - b->dim[1].min) * b->dim[1].stride;
-  if (b->dimensions > 2) offset += (z - b->dim[2].min) * b->dim[2].stride;
+T* at(const halide_buffer_t* b, std::initializer_list<int64_t> coords) {
+  int64_t offset = 0;
+  int d = 0;
+  for (int64_t x : coords)
+    if (d < b->dimensions) offset += (x - b->dim[d].min) * b->dim[d].stride, ++d;
   return reinterpret_cast<T*>(b->host) + offset;
-}
-
-// The first of columns x0.. of hjit's packed matrix z (B: Halide order 4, N, K[, batch]).
-int8_t* packed_at(const halide_buffer_t* b, int64_t x0, int64_t z) {
-  int64_t offset = -b->dim[0].min + (x0 - b->dim[1].min) * b->dim[1].stride - b->dim[2].min * b->dim[2].stride;
-  if (b->dimensions > 3) offset += (z - b->dim[3].min) * b->dim[3].stride;
-  return reinterpret_cast<int8_t*>(b->host) + offset;
 }
 
 }  // namespace
@@ -176,10 +174,11 @@ extern "C" int hjit_extern_int_gemm(halide_buffer_t* a, halide_buffer_t* b, int3
     memory weights = held(0, plan.weights), scratchpad = held(1, plan.scratchpad), pack_scratchpad = held(2, plan.pack_scratchpad);
     for (int32_t z = z0; z < z0 + (one_product ? 1 : batches); ++z) {
       if (z == z0 || !shared) {
-        memory user(plan.b, plan.engine, packed_at(b, x0, shared ? b->dim[b->dimensions - 1].min : z));
+        // (B's first element of columns x0..: Halide order 4, N, K[, batch]; a shared one's batch is 0.)
+        memory user(plan.b, plan.engine, at<int8_t>(b, {0, x0, 0, shared ? 0 : z}));
         plan.pack.execute(stream, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, weights}, {DNNL_ARG_SCRATCHPAD, pack_scratchpad}});
       }
-      memory src(plan.a, plan.engine, at<uint8_t>(a, 0, y0, z)), dst(plan.c, plan.engine, at<int32_t>(c, x0, y0, z));
+      memory src(plan.a, plan.engine, at<uint8_t>(a, {0, y0, z})), dst(plan.c, plan.engine, at<int32_t>(c, {x0, y0, z}));
       plan.matmul.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, scratchpad}});
     }
     stream.wait();
