@@ -39,15 +39,24 @@ int low_precision_rows(bool quick) {
   // Without VNNI the int8 rows are fractions of the exact pairs' peak (vpmaddwd).
   const double int8_peak = low.int8_gops > 0 ? low.int8_gops : low.int8_pairs_gops;
   const char* int8_instruction = low.int8_gops > 0 ? "VNNI" : "vpmaddwd";
-  // A bf16 row is a fraction of the peak of what its compiled code runs, which its plan says:
-  // vdpbf16ps's pairs where they do more multiply-adds than the FMA (AMD), else the operands
-  // widened to f32 on the FMA (Intel's Sapphire Rapids, and CPUs without AVX512_BF16).
-  auto bf16_peak = [&](const std::string& plan) { return plan.find("pairs") != std::string::npos ? low.bf16_gflops : f32.gflops; };
-  auto bf16_instruction = [&](const std::string& plan) { return plan.find("pairs") != std::string::npos ? "BF16" : "FP32 (widened)"; };
+  // A row is a fraction of the peak of what its compiled code runs, which its plan says: oneDNN's
+  // matmul on AMX's tiles where it calls that; for bf16 elsewhere vdpbf16ps's pairs where they do
+  // more multiply-adds than the FMA (AMD), else the operands widened to f32 on the FMA (Intel's
+  // Sapphire Rapids, and CPUs without AVX512_BF16).
+  auto on_amx = [](const std::string& plan, const char* kind) { return plan.find(std::string("extern oneDNN ") + kind) != std::string::npos; };
+  auto int8_of = [&](const std::string& plan) {
+    return on_amx(plan, "int_gemm") ? std::pair{low.amx_int8_gops, "AMX-INT8"} : std::pair{int8_peak, int8_instruction};
+  };
+  auto bf16_of = [&](const std::string& plan) {
+    if (on_amx(plan, "bf16_gemm")) return std::pair{low.amx_bf16_gflops, "AMX-BF16"};
+    return plan.find("pairs") != std::string::npos ? std::pair{low.bf16_gflops, "BF16"} : std::pair{f32.gflops, "FP32 (widened)"};
+  };
   std::printf("machine (%d threads): FP32 peak %.1f GFLOP/s; int8 VNNI peak %s; bf16 peak %s\n", f32.threads, f32.gflops,
               low.int8_gops > 0 ? (std::to_string(int(low.int8_gops)) + " GOP/s (vpdpbusd)").c_str()
                                 : ("none (no AVX512_VNNI; exact pairs " + std::to_string(int(low.int8_pairs_gops)) + " GOP/s, vpmaddwd)").c_str(),
               low.bf16_gflops > 0 ? (std::to_string(int(low.bf16_gflops)) + " GFLOP/s (vdpbf16ps)").c_str() : "none (no AVX512_BF16)");
+  if (low.amx_int8_gops > 0 || low.amx_bf16_gflops > 0)
+    std::printf("AMX tiles: int8 %.0f GOP/s (tdpbusd), bf16 %.0f GFLOP/s (tdpbf16ps)\n", low.amx_int8_gops, low.amx_bf16_gflops);
   std::printf("compiled call: median ms and G(FL)OP/s, its fraction of the peak of its instruction, speed-up over eager\n\n");
   std::printf("%-44s %9s %10s  %-22s %9s\n", "contraction", "ms", "G(FL)OP/s", "of peak", "vs eager");
   const int64_t n = 1024;
@@ -55,13 +64,15 @@ int low_precision_rows(bool quick) {
   {
     const Tensor a = random_8_bit({n, n}, DType::U8, 1), b = random_8_bit({n, n}, DType::I8, 2);
     auto f = hjit::jit([](const Tensor& x, const Tensor& y) { return hjit::int_matmul(x, y); });
-    row("int8 matmul 1024^3 u8 x i8 -> i32", ops, int8_peak, int8_instruction, [&] { f(a, b); }, [&] { hjit::int_matmul(a, b); }, quick);
+    const auto [peak, instruction] = int8_of(f.explain(a, b));
+    row("int8 matmul 1024^3 u8 x i8 -> i32", ops, peak, instruction, [&] { f(a, b); }, [&] { hjit::int_matmul(a, b); }, quick);
   }
   {
     const Tensor a = Tensor::randn({n, n}, 1).astype(DType::BF16), b = Tensor::randn({n, n}, 2).astype(DType::BF16);
     auto f = hjit::jit([](const Tensor& x, const Tensor& y) { return hjit::matmul(x, y); });
     const std::string plan = f.explain(a, b);
-    row("bf16 matmul 1024^3 (f32 sums)", ops, bf16_peak(plan), bf16_instruction(plan), [&] { f(a, b); }, [&] { hjit::matmul(a, b); }, quick);
+    const auto [peak, instruction] = bf16_of(plan);
+    row("bf16 matmul 1024^3 (f32 sums)", ops, peak, instruction, [&] { f(a, b); }, [&] { hjit::matmul(a, b); }, quick);
     const Tensor a32 = a.astype(DType::F32), b32 = b.astype(DType::F32);
     row("f32 matmul 1024^3", ops, f32.gflops, "FP32", [&] { f(a32, b32); }, [&] { hjit::matmul(a32, b32); }, quick);
   }
@@ -80,7 +91,8 @@ int low_precision_rows(bool quick) {
     const Tensor xb = x.astype(DType::BF16), wb = w.astype(DType::BF16);
     auto f = hjit::jit(conv);
     const std::string plan = f.explain(xb, wb);
-    row("bf16 conv 3x3 256 at 28x28 (f32 sums)", conv_ops, bf16_peak(plan), bf16_instruction(plan), [&] { f(xb, wb); }, [&] { conv(xb, wb); }, quick);
+    const auto [peak, instruction] = bf16_of(plan);
+    row("bf16 conv 3x3 256 at 28x28 (f32 sums)", conv_ops, peak, instruction, [&] { f(xb, wb); }, [&] { conv(xb, wb); }, quick);
     row("f32 conv 3x3 256 at 28x28", conv_ops, f32.gflops, "FP32", [&] { f(x, w); }, [&] { conv(x, w); }, quick);
   }
   // A depthwise 3x3 convolution of MobileNet V2's second stage (144 channels at 56x56): int8 runs

@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 #include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -108,10 +110,58 @@ __attribute__((target("avx2"))) float pairs_chains(long steps) {
   return float(_mm256_extract_epi32(s, 0));
 }
 
+// AMX's tile unit (Sapphire Rapids): four accumulator tiles, each step a tdpbusd (16 x 16 sums of
+// 64 u8 x i8 products) or a tdpbf16ps (16 x 16 of 32 bf16 ones) into each, from two pairs of
+// operand tiles that stay loaded: what oneDNN's matmul runs on there (docs/low-precision.md). The
+// process must have asked Linux for the tiles' state first (amx_permitted).
+constexpr int kAmxChains = 4;
+constexpr long kAmxStepsPer = 32;  // a step is 4 x 16 cycles, not an FMA's half cycle
+template <bool Bf16>
+__attribute__((target("amx-tile,amx-int8,amx-bf16"))) float amx_chains(long steps) {
+  alignas(64) unsigned char config[64] = {};
+  config[0] = 1;  // palette 1: 8 tiles, each 16 rows of 64 bytes
+  for (int t = 0; t < 8; ++t) config[16 + 2 * t] = 64, config[48 + t] = 16;
+  alignas(64) unsigned char operand[16 * 64] = {};
+  alignas(64) float out[16 * 16];
+  _tile_loadconfig(config);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, operand, 64);
+  _tile_loadd(5, operand, 64);
+  _tile_loadd(6, operand, 64);
+  _tile_loadd(7, operand, 64);
+  for (long i = 0; i < steps / kAmxStepsPer; ++i) {
+    if constexpr (Bf16) {
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    } else {
+      _tile_dpbusd(0, 4, 6);
+      _tile_dpbusd(1, 4, 7);
+      _tile_dpbusd(2, 5, 6);
+      _tile_dpbusd(3, 5, 7);
+    }
+  }
+  _tile_stored(0, out, 64);
+  _tile_release();
+  return out[0];
+}
+
+// Linux grants a process AMX's tile state only when asked (arch_prctl ARCH_REQ_XCOMP_PERM for
+// XTILEDATA, since 5.16); without it the first tile instruction is a fault.
+bool amx_permitted() {
+  constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
+  return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
+}
+
 // GFLOP/s of every thread running the chains at once, the best of 9 runs of 40 ms or so: on a
 // shared virtual machine a run in which the host takes a core away reads half the peak (seen on a
-// Zen 3: 95 against 184 GFLOP/s, with the best of 3).
-double peak(int lanes, float (*chains)(long), int threads, int n_chains = kChains) {
+// Zen 3: 95 against 184 GFLOP/s, with the best of 3). `lanes`: multiply-adds per instruction and
+// chain, `per_step`: steps of the chains' loop that count as one.
+double peak(int lanes, float (*chains)(long), int threads, int n_chains = kChains, long per_step = 1) {
   double best = 0;
   std::vector<float> sink(static_cast<size_t>(threads));
   for (int rep = 0; rep < 9; ++rep) {
@@ -119,7 +169,7 @@ double peak(int lanes, float (*chains)(long), int threads, int n_chains = kChain
 #pragma omp parallel num_threads(threads)
     sink[size_t(omp_get_thread_num())] = chains(kChainSteps);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::max(best, double(threads) * kChainSteps * n_chains * lanes * 2 / s / 1e9);
+    best = std::max(best, double(threads) * double(kChainSteps / per_step) * n_chains * lanes * 2 / s / 1e9);
   }
   volatile float keep = sink[0];
   (void)keep;
@@ -171,6 +221,10 @@ LowPrecisionLimits measure_low_precision_limits(int threads) {
   if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw")) m.int8_gops = peak(64, vnni_chains, threads, kDotChains);
   if (__builtin_cpu_supports("avx512bf16")) m.bf16_gflops = peak(32, bf16_chains, threads, kDotChains);
   if (m.int8_gops == 0 && __builtin_cpu_supports("avx2")) m.int8_pairs_gops = peak(16, pairs_chains, threads);
+  if (__builtin_cpu_supports("amx-tile") && amx_permitted()) {
+    if (__builtin_cpu_supports("amx-int8")) m.amx_int8_gops = peak(16 * 16 * 64, amx_chains<false>, threads, kAmxChains, kAmxStepsPer);
+    if (__builtin_cpu_supports("amx-bf16")) m.amx_bf16_gflops = peak(16 * 16 * 32, amx_chains<true>, threads, kAmxChains, kAmxStepsPer);
+  }
   return m;
 }
 

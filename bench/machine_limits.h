@@ -28,6 +28,7 @@ MachineLimits measure_machine_limits();
 // VNNI, int8_pairs_gops: AVX2's vpmaddwd (i16 pairs into i32), the exact int8 products there.
 struct LowPrecisionLimits {
   double int8_gops = 0, bf16_gflops = 0, int8_pairs_gops = 0;
+  double amx_int8_gops = 0, amx_bf16_gflops = 0;  // AMX's tiles, where the CPU has them
 };
 LowPrecisionLimits measure_low_precision_limits(int threads);
 

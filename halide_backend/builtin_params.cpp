@@ -18,6 +18,16 @@ const Knob kKnobs[] = {{"cols", &BuiltinParams::cols, 0, 8}, {"rows", &BuiltinPa
                        {"vec", &BuiltinParams::vec, 0, 8},   {"tasks", &BuiltinParams::tasks, 1, 256},
                        {"grain", &BuiltinParams::grain, 0, 30}, {"runs", &BuiltinParams::runs, 0, 8}};
 
+struct Switch {
+  const char* key;
+  bool BuiltinParams::*field;
+};
+const Switch kSwitches[] = {{"store_expensive", &BuiltinParams::store_expensive},
+                            {"extern_gemm", &BuiltinParams::extern_gemm},
+                            {"extern_conv", &BuiltinParams::extern_conv},
+                            {"extern_int_gemm", &BuiltinParams::extern_int_gemm},
+                            {"extern_bf16_gemm", &BuiltinParams::extern_bf16_gemm}};
+
 }  // namespace
 
 int BuiltinParams::row_runs() const { return runs > 0 ? runs : cpu_vendor() == CpuVendor::Amd ? 1 : 4; }
@@ -30,10 +40,8 @@ std::string BuiltinParams::str() const {
   auto word = [&](const std::string& w) { s += (s.empty() ? "" : " ") + w; };
   for (const Knob& k : kKnobs)
     if (this->*k.field != d.*k.field) word(std::string(k.key) + "=" + std::to_string(this->*k.field));
-  if (store_expensive != d.store_expensive) word(std::string("store_expensive=") + (store_expensive ? "1" : "0"));
-  if (extern_gemm != d.extern_gemm) word(std::string("extern_gemm=") + (extern_gemm ? "1" : "0"));
-  if (extern_conv != d.extern_conv) word(std::string("extern_conv=") + (extern_conv ? "1" : "0"));
-  if (extern_int_gemm != d.extern_int_gemm) word(std::string("extern_int_gemm=") + (extern_int_gemm ? "1" : "0"));
+  for (const Switch& k : kSwitches)
+    if (this->*k.field != d.*k.field) word(std::string(k.key) + "=" + (this->*k.field ? "1" : "0"));
   return s;
 }
 
@@ -59,13 +67,14 @@ BuiltinParams BuiltinParams::parse(const std::string& words) {
                            std::to_string(k.hi) + "], got " + std::to_string(value));
         p.*k.field = value, known = true;
       }
-    if (key == "store_expensive") p.store_expensive = value != 0, known = true;
-    if (key == "extern_gemm") p.extern_gemm = value != 0, known = true;
-    if (key == "extern_conv") p.extern_conv = value != 0, known = true;
-    if (key == "extern_int_gemm") p.extern_int_gemm = value != 0, known = true;
-    if (!known)
-      throw ValueError("built-in schedule parameters: unknown '" + key +
-                       "'; known: cols rows vec tasks grain runs store_expensive extern_gemm extern_conv extern_int_gemm");
+    for (const Switch& k : kSwitches)
+      if (key == k.key) p.*k.field = value != 0, known = true;
+    if (!known) {
+      std::string names;
+      for (const Knob& k : kKnobs) names += std::string(" ") + k.key;
+      for (const Switch& k : kSwitches) names += std::string(" ") + k.key;
+      throw ValueError("built-in schedule parameters: unknown '" + key + "'; known:" + names);
+    }
   }
   return p;
 }

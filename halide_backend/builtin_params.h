@@ -23,6 +23,9 @@ struct BuiltinParams {
   // u8 x s8 matmuls (int_matmul) call oneDNN's matmul where it runs on AMX's tiles (a CPU with
   // AMX-INT8, which Halide 14 cannot drive at speed): on by default, as the faster code there.
   bool extern_int_gemm = true;
+  // bf16 matmuls call oneDNN's where it runs on AMX-BF16's tiles (8x the FMA's multiply-adds on
+  // Sapphire Rapids, whose vdpbf16ps does half): on by default, likewise.
+  bool extern_bf16_gemm = true;
 
   // The runs a matrix-vector product takes: `runs`, or where it is 0, the CPU's (the two vendors'
   // prefetchers want opposite patterns: schedules/contraction.h, TileSpec::row_runs).

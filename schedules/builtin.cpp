@@ -313,13 +313,13 @@ class Builtin {
     func_[size_t(id)] = Place{Place::Nest, nest};
   }
 
-  // The int gemm kernel runs oneDNN on the thread that calls it (providers/kernels/
-  // onednn_int_gemm.cpp): its matrices (its rows where they are fewer than the threads) are cut
+  // The int8 and bf16 gemm kernels run oneDNN on the thread that calls them (providers/kernels/
+  // onednn_matmul.cpp): its matrices (its rows where they are fewer than the threads) are cut
   // into parts for the threads of Halide's pool, parts of 16 rows at least (AMX's tile). Never its
   // columns: a part of them is a product whose rows lie apart, for which oneDNN 2.6 leaves AMX for
   // a gemm a tenth as fast (a 512 x 256 x 384 product: 3 ms). The parts divide the loop: a last
   // part shifted inwards would overlap the one before, and oneDNN sums into its output as it goes.
-  std::string split_int_gemm(const Stage& s) {
+  std::string split_amx_gemm(const Stage& s) {
     constexpr int64_t kTile = 16;
     const int64_t threads = halide_threads();
     if (threads < 2) return "";
@@ -352,7 +352,9 @@ class Builtin {
       if (nest.is_root_stage) ref(s.func).compute_root();
       os_ << nm(s.func) << ": extern " << (s.extern_kind == "sgemm" ? backend::extern_gemm_library() : "oneDNN") << " "
           << s.extern_kind;
-      if (s.extern_kind == "int_gemm") os_ << split_int_gemm(s);
+      if (s.extern_kind == "int_gemm" || s.extern_kind == "bf16_gemm") os_ << split_amx_gemm(s);
+      // (A bf16 product's computed operands, narrowed to their bits at root for the library.)
+      if (s.extern_kind == "bf16_gemm" && !s.helpers.empty()) os_ << ";" << schedule_helpers_at_root(p_, s, out_);
       os_ << "\n";
       return;
     }

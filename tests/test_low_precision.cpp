@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <random>
 #include <thread>
@@ -131,7 +132,7 @@ TEST_CASE("int_matmul of a constant right operand (a frozen weight) packs it onc
 // multiply-adds).
 TEST_CASE("int_matmul calls oneDNN's matmul where it runs on AMX: exact, as eager, over shapes, batches and constant weights") {
   auto f = hjit::jit([](const Tensor& x, const Tensor& y) { return hjit::int_matmul(x, y); }, quiet());
-  const bool amx = hjit::backend::int_gemm_on_amx();
+  const bool amx = hjit::backend::gemm_on_amx(hjit::backend::ExternKind::IntGemm);
   struct Product {
     Shape a, b;
     bool on_amx;  // where the CPU has AMX
@@ -423,6 +424,147 @@ TEST_CASE("bf16 matmuls with dynamic sizes, gradients and a batch: compiled as e
   const std::vector<Tensor> g = hjit::jit(hjit::grad(loss, {0, 1}))(x, w), ge = hjit::grad(loss, {0, 1})(x, w);
   REQUIRE(g.size() == 2);
   for (size_t k = 0; k < 2; ++k) CHECK(test::compare(g[k].astype(DType::F32), ge[k].astype(DType::F32), 1.0 / 64) == "");
+}
+
+// Compiled bf16 products against the exact sum of their operands' values: as the compiled code
+// sums in another order and rounds once, at most one bf16 step (1/128 relative) apart.
+void check_bf16_product(const Tensor& got, const Tensor& a, const Tensor& b) {
+  const Tensor exact = hjit::matmul(a.astype(DType::F64), b.astype(DType::F64));
+  CHECK(got.dtype() == DType::BF16);
+  REQUIRE(got.shape() == exact.shape());
+  const std::vector<double> g = got.to_vector<double>(), want = exact.to_vector<double>();
+  size_t off = 0;
+  for (size_t i = 0; i < g.size(); ++i) off += std::abs(g[i] - want[i]) > std::abs(want[i]) * (1.0 / 128) + 1e-6;
+  CHECK(off == 0);
+}
+
+// The bf16 products oneDNN's matmul computes where it runs on AMX (extern_bf16_gemm_nodes): graph
+// inputs, constants and computed values as operands, batches times one matrix or one each, the
+// result read by the ops after it; and the shapes that stay hjit's own.
+TEST_CASE("bf16 matmuls call oneDNN's matmul where it runs on AMX: as eager within bf16's rounding, over shapes, batches and operands") {
+  const bool amx = hjit::backend::gemm_on_amx(hjit::backend::ExternKind::Bf16Gemm);
+  struct Product {
+    Shape a, b;
+    bool on_amx;  // where the CPU has AMX
+  };
+  const Product products[] = {
+      {{256, 300}, {300, 130}, true}, {{2, 96, 128}, {128, 200}, true}, {{3, 64, 160}, {3, 160, 96}, true},
+      {{8, 256}, {256, 512}, false},  {{64, 64}, {64, 64}, false},      {{4, 48, 20}, {4, 20, 36}, false},
+  };
+  auto f = hjit::jit([](const Tensor& x, const Tensor& y) { return hjit::matmul(x, y); }, quiet());
+  // Both operands computed (narrowed to their bits for the library), the product read by a relu.
+  auto g = hjit::jit([](const Tensor& x, const Tensor& y) { return hjit::relu(hjit::matmul(x * 2.0, hjit::transpose(y, {1, 0}))); }, quiet());
+  uint64_t seed = 300;
+  for (const Product& p : products) {
+    CAPTURE(hjit::shape_str(p.a));
+    CAPTURE(hjit::shape_str(p.b));
+    const Tensor a = Tensor::randn(p.a, seed++).astype(DType::BF16), b = Tensor::randn(p.b, seed++).astype(DType::BF16);
+    check_bf16_product(f(a, b), a, b);
+    CHECK(test::compare(f(a, b).astype(DType::F32), hjit::matmul(a, b).astype(DType::F32), 1.0 / 64) == "");
+    CHECK(test::occurrences(f.explain(a, b), "extern oneDNN bf16_gemm") == (amx && p.on_amx ? 1 : 0));
+    if (p.b.size() == 2) {
+      const Tensor bt = hjit::transpose(b, {1, 0});
+      const Tensor want = hjit::relu(hjit::matmul(a * 2.0, b));
+      CHECK(test::compare(g(a, bt).astype(DType::F32), want.astype(DType::F32), 1.0 / 64) == "");
+      CHECK(test::occurrences(g.explain(a, bt), "extern oneDNN bf16_gemm") == (amx && p.on_amx ? 1 : 0));
+    }
+  }
+  // A constant weight (frozen) is read where it lies.
+  const Tensor w = Tensor::randn({384, 256}, 7).astype(DType::BF16);
+  auto frozen = hjit::jit([w](const Tensor& x) { return hjit::matmul(x, w); });
+  const Tensor x = Tensor::randn({2, 80, 384}, 8).astype(DType::BF16);
+  check_bf16_product(frozen(x), x, w);
+  CHECK(test::occurrences(frozen.explain(x), "extern oneDNN bf16_gemm") == (amx ? 1 : 0));
+  // Dynamic sizes take no library call; gradients (bf16 products of their own) as eager.
+  hjit::JitOptions dynamic = quiet();
+  dynamic.dynamic_dims = {{0, 0}};
+  auto d = hjit::jit([](const Tensor& x, const Tensor& y) { return hjit::matmul(x, y); }, dynamic);
+  for (int64_t m : {200, 230}) {
+    const Tensor dx = Tensor::randn({m, 384}, uint64_t(m)).astype(DType::BF16);
+    check_bf16_product(d(dx, w), dx, w);
+    CHECK(test::occurrences(d.explain(dx, w), "extern oneDNN") == 0);
+  }
+  auto loss = [](const Tensor& x, const Tensor& y) { return hjit::sum(hjit::matmul(x, y).astype(DType::F32)); };
+  const Tensor gx = Tensor::randn({160, 384}, 9).astype(DType::BF16);
+  const std::vector<Tensor> grads = hjit::jit(hjit::grad(loss, {0, 1}))(gx, w), eager = hjit::grad(loss, {0, 1})(gx, w);
+  REQUIRE(grads.size() == 2);
+  for (size_t k = 0; k < 2; ++k) CHECK(test::compare(grads[k].astype(DType::F32), eager[k].astype(DType::F32), 1.0 / 64) == "");
+}
+
+// The bf16 kernel called as Halide calls an extern stage, on every machine built with oneDNN
+// (without AMX-BF16 its primitive runs on AVX-512 or AVX2): a bounds query, a region of the output,
+// a batch whose matrices are not one after another, and weights of one matrix per batch. Its
+// operands are bf16 bits; its result f32 values rounded to bf16.
+TEST_CASE("the bf16_gemm kernel answers bounds queries and computes the region asked for, over strided batches") {
+  using Kernel = int (*)(halide_buffer_t*, halide_buffer_t*, int32_t, int32_t, halide_buffer_t*);
+  const auto kernel = reinterpret_cast<Kernel>(dlsym(RTLD_DEFAULT, hjit::kernel_abi::kBf16GemmSymbol));
+  if (!hjit::backend::provider_for(hjit::backend::ExternKind::Bf16Gemm)) return;
+  REQUIRE(bool(kernel));
+  const int M = 24, K = 40, N = 20, B = 3;
+  // A: [B, M, K] stored with rows of 48 elements and matrices 30 rows apart; W: [B, K, N].
+  const int lda = 48, a_batch = 30 * lda;
+  auto bits = [](float v) {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    return uint16_t(u >> 16);  // (values with 8 significant bits: exact)
+  };
+  auto value = [](uint16_t b) {
+    const uint32_t u = uint32_t(b) << 16;
+    float v;
+    std::memcpy(&v, &u, 4);
+    return v;
+  };
+  std::vector<uint16_t> a(size_t(B * a_batch)), w(size_t(B * K * N));
+  std::mt19937 gen(11);
+  std::uniform_int_distribution<int> small(-100, 100);
+  for (auto& v : a) v = bits(float(small(gen)) / 64);
+  for (auto& v : w) v = bits(float(small(gen)) / 32);
+  std::vector<float> c(size_t(B * M * N));
+  for (bool shared : {true, false}) {
+    // C's region: columns 4..19, rows 2..23, batches 1..2.
+    halide_dimension_t cd[3] = {{4, 16, 1, 0}, {2, 22, N, 0}, {1, 2, M * N, 0}};
+    halide_dimension_t ad[3] = {{0, 0, 1, 0}, {0, 0, lda, 0}, {0, 0, a_batch, 0}};
+    halide_dimension_t wd[3] = {{0, 0, 1, 0}, {0, 0, N, 0}, {0, 0, K * N, 0}};
+    halide_buffer_t cb{}, ab{}, wb{};
+    cb.dimensions = 3, cb.dim = cd, cb.type = halide_type_t(halide_type_float, 32);
+    ab.dimensions = 3, ab.dim = ad, ab.type = halide_type_t(halide_type_uint, 16);
+    wb.dimensions = shared ? 2 : 3, wb.dim = wd, wb.type = halide_type_t(halide_type_uint, 16);
+    cb.host = reinterpret_cast<uint8_t*>(c.data()) + 4 * (-4 - 2 * N - M * N);  // host: element (0, 0, 0)
+    REQUIRE(kernel(&ab, &wb, K, !shared, &cb) == 0);  // the bounds query
+    CHECK(ad[0].extent == K);
+    CHECK(ad[1].min == 2);
+    CHECK(ad[1].extent == 22);
+    CHECK(ad[2].min == 1);
+    CHECK(ad[2].extent == 2);
+    CHECK(wd[0].min == 4);
+    CHECK(wd[0].extent == 16);
+    CHECK(wd[1].extent == K);
+    if (!shared) CHECK(wd[2].min == 1);
+    ab.host = reinterpret_cast<uint8_t*>(a.data() + 2 * lda + a_batch);
+    wb.host = reinterpret_cast<uint8_t*>(w.data() + 4 + (shared ? 0 : K * N));
+    cb.host = reinterpret_cast<uint8_t*>(c.data() + 4 + 2 * N + M * N);
+    std::fill(c.begin(), c.end(), -1.0f);
+    REQUIRE(kernel(&ab, &wb, K, !shared, &cb) == 0);
+    for (int z = 0; z < B; ++z)
+      for (int y = 0; y < M; ++y)
+        for (int x = 0; x < N; ++x) {
+          const bool asked = z >= 1 && y >= 2 && x >= 4;
+          double want = -1;
+          if (asked) {
+            want = 0;
+            const uint16_t* wz = w.data() + (shared ? 0 : z * K * N);
+            for (int k = 0; k < K; ++k) want += double(value(a[size_t(z * a_batch + y * lda + k)])) * value(wz[k * N + x]);
+            want = value(bits(float(want)));  // (the exact sum cut to bf16: a step from its rounding at most)
+          }
+          CAPTURE(shared);
+          CAPTURE(z);
+          CAPTURE(y);
+          CAPTURE(x);
+          const float got = c[size_t((z * M + y) * N + x)];
+          REQUIRE(std::abs(got - want) <= std::abs(want) / 128 + 1e-6);
+          CHECK(value(bits(got)) == got);  // a bf16 value
+        }
+  }
 }
 
 TEST_CASE("bf16 convolution sums pairs of input channels in f32 (vdpbf16ps where the CPU has AVX512_BF16), as eager within bf16's rounding") {

@@ -40,7 +40,11 @@ class BuiltInChoice final : public ChoiceHandler {
   bool tunable() const override { return true; }
   std::optional<Schedule> lower_and_schedule(const Graph& g, const Target& target, LoweredPipeline& p, std::string*,
                                              const SymbolicSizes* dynamic) const override {
-    p = lower(g, target.halide(false, &g), scheduler().extern_stages(g, params_, dynamic == nullptr), dynamic);
+    const Halide::Target halide = target.halide(false, &g);
+    BuiltinParams params = params_;
+    // AMX is the host's: a GPU pipeline's products stay on the GPU.
+    if (halide.has_gpu_feature()) params.extern_int_gemm = params.extern_bf16_gemm = false;
+    p = lower(g, halide, scheduler().extern_stages(g, params, dynamic == nullptr), dynamic);
     Schedule s = scheduler().builtin(p, params_);
     add_extern_directives(p, s);
     return s;
@@ -59,7 +63,7 @@ class BuiltInChoice final : public ChoiceHandler {
   BuiltinParams params_for(const Graph& g, const Target& target, bool extern_stages) const {
     BuiltinParams p = params_;
     if (p.is_default() && target.kind().fitted_params()) p = scheduler().fitted_params(g, target.halide(false));
-    if (!extern_stages) p.extern_gemm = p.extern_conv = p.extern_int_gemm = false;
+    if (!extern_stages) p.extern_gemm = p.extern_conv = p.extern_int_gemm = p.extern_bf16_gemm = false;
     return p;
   }
   BuiltinParams params_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "graph/op_def.h"
+#include "halide_backend/lowering/lower.h"
 
 namespace hjit::backend {
 
@@ -21,6 +22,23 @@ Halide::ExternFuncArgument extern_input(const Graph& g, LoweredPipeline& p, int 
   return p.stages[size_t(in)].func;
 }
 
+// A bf16 operand as the library reads it, its stored bits: graph inputs and constants are bound so;
+// a computed value (its Func holds f32 values rounded to bf16) is narrowed into a helper, stored
+// (and scheduled) at root.
+Halide::ExternFuncArgument bf16_bits(LowerCtx& ctx, Stage& s, int in, size_t operand, const Halide::ExternFuncArgument& arg) {
+  const Node& o = ctx.g.node(in);
+  if (o.op == OpKind::Parameter || o.op == OpKind::Constant) return arg;
+  Helper bits;
+  bits.role = "bf16 bits";
+  bits.func = Func(helper_name(s, operand == 0 ? "_left_bits" : "_right_bits"));
+  const Shape& shape = o.type.shape;
+  for (size_t d = shape.size(); d-- > 0;) bits.vars.push_back(Var("b" + std::to_string(d))), bits.extents.push_back(shape[d]);
+  const std::vector<Var> row_major = to_row_major(bits.vars);
+  bits.func(bits.vars) = to_storage(DType::BF16, ctx.at(in, Coords(row_major.begin(), row_major.end())));
+  s.helpers.push_back(bits);
+  return bits.func;
+}
+
 }  // namespace
 
 void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<ConvChain>& chain, int layout) {
@@ -32,16 +50,21 @@ void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<Co
   auto arg = [&](int64_t v) { args.emplace_back(Expr(int32_t(v))); };
   const Shape& x = g.type(head.inputs[0]).shape;
   const auto& attr = [&](const char* name) { return head.attrs.ints(name); };
-  s.extern_kind = extern_stage_kind(head.op);
-  const ExternKind kind = extern_rule(head.op)->kind;
+  s.extern_kind = extern_stage_kind(head);
+  const ExternKind kind = extern_rule(head)->kind;
   if (kind == ExternKind::Sgemm) {
     arg(x[1]);
     s.func.define_extern(kernel_abi::kSgemmSymbol, args, Halide::Float(32), s.vars, Halide::NameMangling::C);
-  } else if (kind == ExternKind::IntGemm) {
+  } else if (kind == ExternKind::IntGemm || kind == ExternKind::Bf16Gemm) {
+    const bool int8 = kind == ExternKind::IntGemm;
+    if (!int8)
+      for (size_t i = 0; i < 2; ++i) args[i] = bf16_bits(ctx, s, head.inputs[i], i, args[i]);
     const Shape& w = g.type(head.inputs[1]).shape;
     arg(x.back());
-    arg(w.size() == 4 && w[0] > 1);  // a matrix per batch, not one shared
-    s.func.define_extern(kernel_abi::kIntGemmSymbol, args, Halide::Int(32), s.vars, Halide::NameMangling::C);
+    arg(w.size() == x.size() + (int8 ? 1 : 0) && w[0] > 1);  // a matrix per batch, not one shared
+    // (bf16 results come back as f32 values rounded to bf16, as the Funcs of bf16 nodes hold them.)
+    s.func.define_extern(int8 ? kernel_abi::kIntGemmSymbol : kernel_abi::kBf16GemmSymbol, args,
+                         int8 ? Halide::Int(32) : Halide::Float(32), s.vars, Halide::NameMangling::C);
   } else if (kind == ExternKind::Conv) {
     // The leading affine post-ops fold into the weights and a bias; the rest stay post-ops, their
     // per-channel operands rows of one Func after the bias.
@@ -110,15 +133,17 @@ void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<Co
 std::map<int, std::optional<ConvChain>> extern_chains(const Graph& g, const std::set<int>& externs) {
   std::map<int, std::optional<ConvChain>> out;
   if (externs.empty()) return out;
-  const std::set<int> gemms = extern_gemm_nodes(g), convs = extern_conv_nodes(g), int_gemms = extern_int_gemm_nodes(g);
+  const std::set<int> gemms = extern_gemm_nodes(g), convs = extern_conv_nodes(g), int_gemms = extern_int_gemm_nodes(g),
+                      bf16_gemms = extern_bf16_gemm_nodes(g);
   for (int id : externs) {
     if (id < 0 || size_t(id) >= g.nodes.size())
       throw ValueError("hjit: schedule: node " + std::to_string(id) + " is not in the graph, so it cannot be an extern stage");
     const Node& n = g.node(id);
     std::optional<ConvChain> chain;
-    const std::optional<ExternRule> rule = extern_rule(n.op);
+    const std::optional<ExternRule> rule = extern_rule(n);
     const bool ok = rule && rule->kind == ExternKind::Sgemm           ? gemms.count(id) > 0
                     : rule && rule->kind == ExternKind::IntGemm        ? int_gemms.count(id) > 0
+                    : rule && rule->kind == ExternKind::Bf16Gemm       ? bf16_gemms.count(id) > 0
                     : rule && rule->kind == ExternKind::ConvWeightGrad ? convs.count(id) > 0
                                                                       : extern_conv_available() && (chain = conv_chain_ending_at(g, id));
     if (!ok) throw ValueError("hjit: schedule: node " + std::to_string(id) + " (" + op_name(n.op) + ") cannot be an extern stage");

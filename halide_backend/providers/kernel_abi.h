@@ -12,6 +12,7 @@ inline constexpr const char* kSgemmSymbol = "hjit_extern_sgemm";
 inline constexpr const char* kConvSymbol = "hjit_extern_conv2d";
 inline constexpr const char* kConvWeightGradSymbol = "hjit_extern_conv2d_weight_grad";
 inline constexpr const char* kIntGemmSymbol = "hjit_extern_int_gemm";
+inline constexpr const char* kBf16GemmSymbol = "hjit_extern_bf16_gemm";
 
 // The element-wise work after a convolution that oneDNN does in the same pass, 3 bits each in one
 // int32 (the first post-op lowest).
@@ -32,6 +33,7 @@ inline bool blocked_activations(int64_t in_channels, int64_t out_channels) {
 
 }  // namespace hjit::kernel_abi
 
-// 1 where oneDNN's u8 x s8 matmul runs on AMX's tiles on this CPU (the CPU has AMX-INT8 and the
-// kernel granted the process its tile state), else 0. Defined with the oneDNN kernels.
-extern "C" int hjit_int_gemm_uses_amx();
+// 1 where oneDNN's u8 x s8 matmul (bf16 0) or bf16 matmul (bf16 1) runs on AMX's tiles on this CPU
+// (the CPU has AMX-INT8 or AMX-BF16 and the kernel granted the process its tile state), else 0.
+// Defined with the oneDNN kernels.
+extern "C" int hjit_matmul_uses_amx(int32_t bf16);

@@ -27,24 +27,29 @@ struct ExternRule {
 };
 // nullopt for a class no kind computes.
 std::optional<ExternRule> extern_rule(ScheduleClass c);
-// The rule of op's stages: its class's, but int_gemm for int_matmul (an op of the matmul class whose
-// operands are 8-bit integers).
-std::optional<ExternRule> extern_rule(OpKind op);
-// What an extern stage whose chain starts with op is called in a schedule ("sgemm", "conv",
-// "conv_weight_grad"; "" for an op no provider computes).
-const char* extern_stage_kind(OpKind op);
+// The rule of node n's stage: its class's, but int_gemm for int_matmul (an op of the matmul class
+// whose operands are 8-bit integers) and bf16_gemm for a bf16 matmul.
+std::optional<ExternRule> extern_rule(const Node& n);
+// What an extern stage whose chain starts with node n is called in a schedule ("sgemm", "conv",
+// "conv_weight_grad", "int_gemm", "bf16_gemm"; "" for an op no provider computes).
+const char* extern_stage_kind(const Node& n);
 
 // The matmul nodes of g an extern sgemm can compute: f32, both operands 2-D and read from graph
 // inputs or from computed (not constant) values. Empty without a provider.
 std::set<int> extern_gemm_nodes(const Graph& g);
 
-// The int_matmul nodes oneDNN's u8 x s8 matmul computes, where it runs on AMX (int_gemm_on_amx): a
+// The int_matmul nodes oneDNN's u8 x s8 matmul computes, where it runs on AMX (gemm_on_amx): a
 // product of [M, 4K] or [B, M, 4K] by one packed [K, N, 4] or by one per matrix ([B, K, N, 4]), of
 // at least a tile's 16 rows (the batch's together where the right operand is shared) and 2^28
 // multiply-adds (a 1024 x 512 x 512 product), operands read from graph inputs, constants or
 // computed values. Empty elsewhere: hjit's own VNNI tiles run these products at 81-98% of the
 // VNNI peak on Zen 4 and 5.
 std::set<int> extern_int_gemm_nodes(const Graph& g);
+// The bf16 matmul nodes oneDNN's bf16 matmul computes (f32 sums, rounded once, as eager), where it
+// runs on AMX: [M, K] or [B, M, K] by one [K, N] or by one per matrix ([B, K, N]), of at least 16
+// rows and 2^21 multiply-adds, operands as above. Elsewhere hjit's own code serves them: vdpbf16ps
+// pairs where those pay, f32 tiles on widened values where they do not (lowering/lowered.h).
+std::set<int> extern_bf16_gemm_nodes(const Graph& g);
 
 // The element-wise work after a convolution that oneDNN does in the same pass (post-ops): add,
 // subtract, multiply or divide by a per-channel value (batch norm in inference, a bias), relu,

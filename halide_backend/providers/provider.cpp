@@ -22,11 +22,12 @@ const KernelProvider* provider_for(ExternKind kind) {
 #endif
 }
 
-bool int_gemm_on_amx() {
+bool gemm_on_amx(ExternKind kind) {
 #if defined(HJIT_HAVE_DNNL)
-  static const bool amx = hjit_int_gemm_uses_amx() != 0;
-  return amx;
+  static const bool int8 = hjit_matmul_uses_amx(0) != 0, bf16 = hjit_matmul_uses_amx(1) != 0;
+  return kind == ExternKind::IntGemm ? int8 : kind == ExternKind::Bf16Gemm && bf16;
 #else
+  (void)kind;
   return false;
 #endif
 }

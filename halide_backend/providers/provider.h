@@ -11,22 +11,24 @@
 namespace hjit::backend {
 
 // The kinds of extern stage: what a library computes.
-enum class ExternKind : uint8_t { Sgemm, Conv, ConvWeightGrad, IntGemm };
+enum class ExternKind : uint8_t { Sgemm, Conv, ConvWeightGrad, IntGemm, Bf16Gemm };
 
 struct KernelProvider {
   const char* name;        // "oneDNN", "OpenBLAS"
   bool sgemm, conv;        // the kinds it computes (conv: forward and the weights' gradient)
-  bool int_gemm;           // u8 x s8 -> s32 matmuls
+  bool amx_gemm;           // u8 x s8 -> s32 and bf16 x bf16 -> bf16 matmuls (on AMX where it has that)
   const char* link_flags;  // what a program linking its kernels needs besides libc ("-ldnnl -lstdc++")
-  bool computes(ExternKind k) const { return k == ExternKind::Sgemm ? sgemm : k == ExternKind::IntGemm ? int_gemm : conv; }
+  bool computes(ExternKind k) const {
+    return k == ExternKind::Sgemm ? sgemm : k == ExternKind::IntGemm || k == ExternKind::Bf16Gemm ? amx_gemm : conv;
+  }
 };
 
 // The provider this build has for `kind` (oneDNN before OpenBLAS), or null.
 const KernelProvider* provider_for(ExternKind kind);
 
-// Whether this build's int gemm kernel runs on AMX's tile unit on this CPU (oneDNN's matmul
-// primitive picks it; decided once a process).
-bool int_gemm_on_amx();
+// Whether this build's kernel of `kind` (IntGemm, Bf16Gemm) runs on AMX's tile unit on this CPU
+// (oneDNN's matmul primitive picks it; decided once a process).
+bool gemm_on_amx(ExternKind kind);
 
 // The kernels as one relocatable object (ld -r of providers/kernels/), for an exported library;
 // empty when this build has no provider.

@@ -1,0 +1,236 @@
+// oneDNN's matmul primitive as kernels for the two products whose fast form is AMX's tile unit,
+// which Halide 14 cannot drive at speed (docs/low-precision.md): u8 x s8 -> s32
+// (brg:avx512_core_amx_int8: 1.0-1.6x hjit's own VNNI tiles on a 1024^3 product) and bf16 x bf16
+// -> bf16 summed in f32 (brg:avx512_core_amx_bf16). Planned once per shape. Built into the kernels'
+// object (providers/provider.h) when hjit was built with oneDNN: nothing of hjit's but
+// kernel_abi.h.
+#include <HalideRuntime.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "halide_backend/providers/kernel_abi.h"
+
+namespace {
+
+using dnnl::memory;
+using dt = memory::data_type;
+using tag = memory::format_tag;
+
+// hjit's packed right operand, [K/4, N, 4] with rows of K/4 blocks `block_stride` bytes apart,
+// as oneDNN's blocked memory: dimension K blocked by 4 innermost. No format tag names this
+// layout; oneDNN 2's descriptor is a public struct, and its reorders read any blocking.
+memory::desc packed_weights(int64_t k, int64_t n, int64_t block_stride) {
+  dnnl_memory_desc_t d;
+  const dnnl_dims_t dims = {k, n};
+  if (dnnl_memory_desc_init_by_tag(&d, 2, dims, dnnl_s8, dnnl_ab) != dnnl_success) return {};
+  dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  b.strides[0] = block_stride;
+  b.strides[1] = 4;
+  b.inner_nblks = 1;
+  b.inner_blks[0] = 4;
+  b.inner_idxs[0] = 0;
+  return memory::desc(d);
+}
+
+// oneDNN (Debian's, on OpenMP) runs a primitive on as many threads as the calling thread's
+// OpenMP setting: one here, as the built-in schedule calls the kernel from each of Halide's
+// workers on a part of the matrices or rows. (A call at root on OpenMP's team, between Halide's loops on
+// its own pool, had the two pools spin against each other: the encoder's int8 layers ran 2x
+// slower.) The caller's setting is put back.
+class OneThread {
+ public:
+  OneThread() : before_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~OneThread() { omp_set_num_threads(before_); }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  int before_;
+};
+
+// One product shape: the matmul primitive and, for int8, the reorder of hjit's packed weights
+// into the layout the primitive picks, which runs on each call (K x N bytes against M x K x N
+// multiply-adds; the weights may change between calls). bf16 weights are read as they lie, [K, N]
+// rows: the primitive copies its blocks of them itself. A bf16 product is rounded to bf16 once,
+// into a buffer of its own, and widened into the f32 output that hjit's bf16 values live in.
+struct GemmPlan {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::matmul matmul;
+  dnnl::reorder pack;   // int8 only
+  dnnl::reorder widen;  // bf16 only
+  memory::desc a, b, c, out, weights, scratchpad, pack_scratchpad;
+  bool amx = false;
+
+  // a with its row stride, b as the caller stores it, c dense; `packs`: b is reordered into the
+  // primitive's layout before each product; `out`: where c is widened to, if it is.
+  GemmPlan(const memory::desc& a_, const memory::desc& b_, const memory::desc& c_, bool packs, const memory::desc& out_)
+      : a(a_), b(b_), c(c_), out(out_) {
+    // Threads call one plan at once: each brings its own scratchpad (a library-owned one is the
+    // primitive's, shared by its callers, unless oneDNN was built for concurrent execution).
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const memory::desc chosen = packs ? memory::desc(b.dims(), b.data_type(), tag::any) : b;
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, chosen, c), attr, engine);
+    weights = pd.weights_desc();
+    scratchpad = pd.scratchpad_desc();
+    matmul = dnnl::matmul(pd);
+    if (packs) {
+      const dnnl::reorder::primitive_desc rpd(engine, b, engine, weights, attr);
+      pack_scratchpad = rpd.scratchpad_desc();
+      pack = dnnl::reorder(rpd);
+    }
+    if (out) widen = dnnl::reorder(dnnl::reorder::primitive_desc(engine, c, engine, out));
+    amx = std::strstr(pd.impl_info_str(), "amx") != nullptr;
+  }
+};
+
+enum class Kind { Int8, Bf16 };
+
+// The kind, the rows, columns and depth of the product, and the strides of a, b and c's rows.
+using Key = std::tuple<Kind, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+
+GemmPlan make_plan(const Key& key) {
+  const auto [kind, m, n, k, lda, ldb, ldc] = key;
+  if (kind == Kind::Int8)
+    return GemmPlan(memory::desc({m, k}, dt::u8, memory::dims{lda, 1}), packed_weights(k, n, ldb),
+                    memory::desc({m, n}, dt::s32, memory::dims{ldc, 1}), true, {});
+  return GemmPlan(memory::desc({m, k}, dt::bf16, memory::dims{lda, 1}), memory::desc({k, n}, dt::bf16, memory::dims{ldb, 1}),
+                  memory::desc({m, n}, dt::bf16, tag::ab), false, memory::desc({m, n}, dt::f32, memory::dims{ldc, 1}));
+}
+
+GemmPlan& plan_for(const Key& key) {
+  static std::mutex mu;
+  static std::map<Key, std::unique_ptr<GemmPlan>> plans;
+  std::lock_guard lock(mu);
+  std::unique_ptr<GemmPlan>& p = plans[key];
+  if (!p) p = std::make_unique<GemmPlan>(make_plan(key));
+  return *p;
+}
+
+// Per thread, bytes that stay allocated between calls: the packed weights or the bf16 product,
+// and the scratchpads (allocated afresh, each call's megabyte was mapped and faulted in again: a
+// 1024^3 product took 4.1 ms against 2.2).
+enum Slot : size_t { kWeightsOrProduct, kScratchpad, kPackScratchpad, kSlots };
+void* scratch(Slot slot, size_t bytes) {
+  struct Block {
+    void operator()(void* p) const { std::free(p); }
+  };
+  thread_local std::unique_ptr<void, Block> blocks[kSlots];
+  thread_local size_t sizes[kSlots] = {};
+  if (bytes > sizes[slot]) {
+    const size_t rounded = (bytes + 4095) / 4096 * 4096;
+    blocks[slot].reset(std::aligned_alloc(4096, rounded));
+    sizes[slot] = blocks[slot] ? rounded : 0;
+  }
+  return blocks[slot].get();
+}
+
+// The element of b at `coords` (Halide order), of the dimensions b has: a trailing batch
+// coordinate is ignored where b has no batch dimension.
+template <class T>
+T* at(const halide_buffer_t* b, std::initializer_list<int64_t> coords) {
+  int64_t offset = 0;
+  int d = 0;
+  for (int64_t x : coords)
+    if (d < b->dimensions) offset += (x - b->dim[d].min) * b->dim[d].stride, ++d;
+  return reinterpret_cast<T*>(b->host) + offset;
+}
+
+// C = A B over the region of C asked for, batches of A times B's one matrix (`per_batch` false: a
+// batch of extent 1, or none) or times its matrix of the same batch. Halide order: A (K, M[,
+// batch]) and C (N, M[, batch]); B is (4, N, K/4[, batch]) for int8 (hjit's packed layout), (N, K[,
+// batch]) for bf16. `k`: A's row length. In a bounds query (a host pointer null) it says which parts
+// of A and B that region reads.
+int matmul(Kind kind, halide_buffer_t* a, halide_buffer_t* b, int32_t k, bool per_batch, halide_buffer_t* c) {
+  const bool batched = c->dimensions == 3, shared = !per_batch, int8 = kind == Kind::Int8;
+  const int32_t x0 = c->dim[0].min, n = c->dim[0].extent, y0 = c->dim[1].min, m = c->dim[1].extent;
+  const int32_t z0 = batched ? c->dim[2].min : 0, batches = batched ? c->dim[2].extent : 1;
+  // B's dimensions: its columns', its rows', its batch's.
+  const int bn = int8 ? 1 : 0, bk = bn + 1, bz = bk + 1;
+  if (!a->host || !b->host || !c->host) {
+    if (!a->host) {
+      a->dim[0].min = 0, a->dim[0].extent = k, a->dim[1].min = y0, a->dim[1].extent = m;
+      if (batched) a->dim[2].min = z0, a->dim[2].extent = batches;
+    }
+    if (!b->host) {
+      if (int8) b->dim[0].min = 0, b->dim[0].extent = 4;
+      b->dim[bn].min = x0, b->dim[bn].extent = n, b->dim[bk].min = 0, b->dim[bk].extent = int8 ? k / 4 : k;
+      if (b->dimensions > bz) b->dim[bz].min = shared ? 0 : z0, b->dim[bz].extent = shared ? 1 : batches;
+    }
+    return 0;
+  }
+  if (a->dim[0].stride != 1 || b->dim[0].stride != 1 || (int8 && b->dim[1].stride != 4) || c->dim[0].stride != 1) return -1;
+  if (m == 0 || n == 0 || batches == 0) return 0;
+  const int64_t lda = a->dim[1].stride, ldb = b->dim[bk].stride, ldc = c->dim[1].stride;
+  // A batch whose matrices lie one after another, times one shared matrix, is one product of all
+  // their rows.
+  const bool one_product = shared && batched && (batches == 1 || (a->dim[2].stride == m * lda && c->dim[2].stride == m * ldc));
+  const int64_t rows = one_product ? int64_t(m) * batches : m;
+  const OneThread one_thread;
+  try {
+    GemmPlan& plan = plan_for(Key{kind, rows, n, k, lda, ldb, ldc});
+    dnnl::stream stream(plan.engine);
+    auto held = [&](Slot slot, const memory::desc& d) {
+      void* p = scratch(slot, std::max<size_t>(d.get_size(), 1));
+      if (!p) throw std::bad_alloc();
+      return memory(d, plan.engine, p);
+    };
+    memory scratchpad = held(kScratchpad, plan.scratchpad);
+    memory weights = int8 ? held(kWeightsOrProduct, plan.weights) : memory();
+    memory pack_scratchpad = int8 ? held(kPackScratchpad, plan.pack_scratchpad) : memory();
+    memory product = int8 ? memory() : held(kWeightsOrProduct, plan.c);
+    for (int32_t z = z0; z < z0 + (one_product ? 1 : batches); ++z) {
+      // (B's first element of columns x0..; a shared one's batch is 0.)
+      void* user = int8 ? static_cast<void*>(at<int8_t>(b, {0, x0, 0, shared ? 0 : z})) : at<uint16_t>(b, {x0, 0, shared ? 0 : z});
+      if (int8 && (z == z0 || !shared)) {
+        memory from(plan.b, plan.engine, user);
+        plan.pack.execute(stream, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, weights}, {DNNL_ARG_SCRATCHPAD, pack_scratchpad}});
+      }
+      if (!int8) weights = memory(plan.b, plan.engine, user);
+      memory src(plan.a, plan.engine, int8 ? static_cast<void*>(at<uint8_t>(a, {0, y0, z})) : at<uint16_t>(a, {0, y0, z}));
+      void* c_at = int8 ? static_cast<void*>(at<int32_t>(c, {x0, y0, z})) : at<float>(c, {x0, y0, z});
+      memory dst = int8 ? memory(plan.c, plan.engine, c_at) : product;
+      plan.matmul.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, scratchpad}});
+      if (!int8) {
+        memory to(plan.out, plan.engine, c_at);
+        plan.widen.execute(stream, product, to);
+      }
+    }
+    stream.wait();
+  } catch (const std::exception&) {  // dnnl::error, std::bad_alloc
+    return -1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+extern "C" int hjit_matmul_uses_amx(int32_t bf16) {
+  const OneThread one_thread;  // as every call plans
+  try {
+    const Kind kind = bf16 ? Kind::Bf16 : Kind::Int8;
+    return plan_for(Key{kind, 64, 64, 64, 64, bf16 ? 64 : 256, 64}).amx ? 1 : 0;
+  } catch (const dnnl::error&) {
+    return 0;
+  }
+}
+
+// u8 A [.., M, 4K] times s8 B packed [.., K, N, 4] (as hjit's int_matmul takes them) into s32 C.
+extern "C" int hjit_extern_int_gemm(halide_buffer_t* a, halide_buffer_t* b, int32_t k4, int32_t per_batch, halide_buffer_t* c) {
+  return matmul(Kind::Int8, a, b, k4, per_batch != 0, c);
+}
+
+// bf16 A [.., M, K] times bf16 B [.., K, N], summed in f32 and rounded once to bf16, into f32 C.
+extern "C" int hjit_extern_bf16_gemm(halide_buffer_t* a, halide_buffer_t* b, int32_t k, int32_t per_batch, halide_buffer_t* c) {
+  return matmul(Kind::Bf16, a, b, k, per_batch != 0, c);
+}
