@@ -20,15 +20,28 @@ Tensor random_8_bit(hjit::Shape shape, DType dtype, uint64_t seed) {
   return hjit::floor(Tensor::uniform(std::move(shape), seed, u ? 0 : -128, u ? 256 : 128)).astype(dtype);
 }
 
-// One row: the compiled call's median time, its rate and that rate's fraction of `peak` (0: the
-// CPU lacks the instruction), and the speed-up over the eager call timed alternately with it.
-void row(const std::string& name, double ops, double peak, const char* peak_name, const std::function<void()>& compiled,
-         const std::function<void()>& eager, bool quick) {
+// A peak a row's rate is a fraction of: G(FL)OP/s (0: the CPU lacks the instruction) and the
+// instruction's name.
+struct Peak {
+  double rate = 0;
+  const char* name = "";
+};
+
+// One row: the compiled call's median time, its rate and that rate's fraction of `peak` (and of
+// `also`, where given: a row on AMX is quoted against the dot-product instruction's peak too), and
+// the speed-up over the eager call timed alternately with it.
+void row(const std::string& name, double ops, Peak peak, const std::function<void()>& compiled, const std::function<void()>& eager,
+         bool quick, Peak also = {}) {
   const std::vector<double> ms = interleaved_ms({compiled, eager}, 1, quick ? 1.0 : 4.0);
   const double rate = ops / (ms[0] * 1e6);
-  char of_peak[64] = "-";
-  if (peak > 0) std::snprintf(of_peak, sizeof of_peak, "%3.0f%% of %s", 100 * rate / peak, peak_name);
-  std::printf("%-44s %9.3f %10.1f  %-22s %8.2fx\n", name.c_str(), ms[0], rate, of_peak, ms[1] / ms[0]);
+  std::string of_peak = "-";
+  char text[64];
+  for (const Peak& p : {peak, also}) {
+    if (p.rate <= 0) continue;
+    std::snprintf(text, sizeof text, "%3.0f%% of %s", 100 * rate / p.rate, p.name);
+    of_peak = of_peak == "-" ? text : of_peak + ", " + text;
+  }
+  std::printf("%-44s %9.3f %10.1f  %-34s %8.2fx\n", name.c_str(), ms[0], rate, of_peak.c_str(), ms[1] / ms[0]);
 }
 
 }  // namespace
@@ -44,13 +57,11 @@ int low_precision_rows(bool quick) {
   // more multiply-adds than the FMA (AMD), else the operands widened to f32 on the FMA (Intel's
   // Sapphire Rapids, and CPUs without AVX512_BF16).
   auto on_amx = [](const std::string& plan, const char* kind) { return plan.find(std::string("extern oneDNN ") + kind) != std::string::npos; };
-  auto int8_of = [&](const std::string& plan) {
-    return on_amx(plan, "int_gemm") ? std::pair{low.amx_int8_gops, "AMX-INT8"} : std::pair{int8_peak, int8_instruction};
+  const Peak int8_dots{int8_peak, int8_instruction};
+  auto bf16_dots = [&](const std::string& plan) {
+    return plan.find("pairs") != std::string::npos ? Peak{low.bf16_gflops, "BF16"} : Peak{f32.gflops, "FP32 (widened)"};
   };
-  auto bf16_of = [&](const std::string& plan) {
-    if (on_amx(plan, "bf16_gemm")) return std::pair{low.amx_bf16_gflops, "AMX-BF16"};
-    return plan.find("pairs") != std::string::npos ? std::pair{low.bf16_gflops, "BF16"} : std::pair{f32.gflops, "FP32 (widened)"};
-  };
+  const Peak amx_int8{low.amx_int8_gops, "AMX-INT8"}, amx_bf16{low.amx_bf16_gflops, "AMX-BF16"};
   std::printf("machine (%d threads): FP32 peak %.1f GFLOP/s; int8 VNNI peak %s; bf16 peak %s\n", f32.threads, f32.gflops,
               low.int8_gops > 0 ? (std::to_string(int(low.int8_gops)) + " GOP/s (vpdpbusd)").c_str()
                                 : ("none (no AVX512_VNNI; exact pairs " + std::to_string(int(low.int8_pairs_gops)) + " GOP/s, vpmaddwd)").c_str(),
@@ -58,23 +69,25 @@ int low_precision_rows(bool quick) {
   if (low.amx_int8_gops > 0 || low.amx_bf16_gflops > 0)
     std::printf("AMX tiles: int8 %.0f GOP/s (tdpbusd), bf16 %.0f GFLOP/s (tdpbf16ps)\n", low.amx_int8_gops, low.amx_bf16_gflops);
   std::printf("compiled call: median ms and G(FL)OP/s, its fraction of the peak of its instruction, speed-up over eager\n\n");
-  std::printf("%-44s %9s %10s  %-22s %9s\n", "contraction", "ms", "G(FL)OP/s", "of peak", "vs eager");
+  std::printf("%-44s %9s %10s  %-34s %9s\n", "contraction", "ms", "G(FL)OP/s", "of peak", "vs eager");
   const int64_t n = 1024;
   const double ops = 2.0 * n * n * n;
   {
     const Tensor a = random_8_bit({n, n}, DType::U8, 1), b = random_8_bit({n, n}, DType::I8, 2);
     auto f = hjit::jit([](const Tensor& x, const Tensor& y) { return hjit::int_matmul(x, y); });
-    const auto [peak, instruction] = int8_of(f.explain(a, b));
-    row("int8 matmul 1024^3 u8 x i8 -> i32", ops, peak, instruction, [&] { f(a, b); }, [&] { hjit::int_matmul(a, b); }, quick);
+    const bool amx = on_amx(f.explain(a, b), "int_gemm");
+    row("int8 matmul 1024^3 u8 x i8 -> i32", ops, amx ? amx_int8 : int8_dots, [&] { f(a, b); }, [&] { hjit::int_matmul(a, b); }, quick,
+        amx ? int8_dots : Peak{});
   }
   {
     const Tensor a = Tensor::randn({n, n}, 1).astype(DType::BF16), b = Tensor::randn({n, n}, 2).astype(DType::BF16);
     auto f = hjit::jit([](const Tensor& x, const Tensor& y) { return hjit::matmul(x, y); });
     const std::string plan = f.explain(a, b);
-    const auto [peak, instruction] = bf16_of(plan);
-    row("bf16 matmul 1024^3 (f32 sums)", ops, peak, instruction, [&] { f(a, b); }, [&] { hjit::matmul(a, b); }, quick);
+    const bool amx = on_amx(plan, "bf16_gemm");
+    row("bf16 matmul 1024^3 (f32 sums)", ops, amx ? amx_bf16 : bf16_dots(plan), [&] { f(a, b); }, [&] { hjit::matmul(a, b); }, quick,
+        amx ? Peak{low.bf16_gflops, "BF16"} : Peak{});
     const Tensor a32 = a.astype(DType::F32), b32 = b.astype(DType::F32);
-    row("f32 matmul 1024^3", ops, f32.gflops, "FP32", [&] { f(a32, b32); }, [&] { hjit::matmul(a32, b32); }, quick);
+    row("f32 matmul 1024^3", ops, {f32.gflops, "FP32"}, [&] { f(a32, b32); }, [&] { hjit::matmul(a32, b32); }, quick);
   }
   // A 3x3 convolution of ResNet's third stage (256 channels at 28x28, batch 1), each form.
   {
@@ -85,15 +98,14 @@ int low_precision_rows(bool quick) {
     const Tensor zero_point = Tensor::scalar(128, DType::U8);
     auto int_conv = [](const Tensor& x, const Tensor& w, const Tensor& z) { return hjit::int_conv2d(x, w, z, {1, 1}, {1, 1}); };
     auto fi = hjit::jit(int_conv);
-    row("int8 conv 3x3 256 at 28x28 u8 x i8 -> i32", conv_ops, int8_peak, int8_instruction, [&] { fi(xu, wi, zero_point); },
+    row("int8 conv 3x3 256 at 28x28 u8 x i8 -> i32", conv_ops, int8_dots, [&] { fi(xu, wi, zero_point); },
         [&] { int_conv(xu, wi, zero_point); }, quick);
     const Tensor x = Tensor::randn({1, c, side, side}, 5), w = Tensor::randn({c, c, 3, 3}, 6) * 0.05f;
     const Tensor xb = x.astype(DType::BF16), wb = w.astype(DType::BF16);
     auto f = hjit::jit(conv);
     const std::string plan = f.explain(xb, wb);
-    const auto [peak, instruction] = bf16_of(plan);
-    row("bf16 conv 3x3 256 at 28x28 (f32 sums)", conv_ops, peak, instruction, [&] { f(xb, wb); }, [&] { conv(xb, wb); }, quick);
-    row("f32 conv 3x3 256 at 28x28", conv_ops, f32.gflops, "FP32", [&] { f(x, w); }, [&] { conv(x, w); }, quick);
+    row("bf16 conv 3x3 256 at 28x28 (f32 sums)", conv_ops, bf16_dots(plan), [&] { f(xb, wb); }, [&] { conv(xb, wb); }, quick);
+    row("f32 conv 3x3 256 at 28x28", conv_ops, {f32.gflops, "FP32"}, [&] { f(x, w); }, [&] { conv(x, w); }, quick);
   }
   // A depthwise 3x3 convolution of MobileNet V2's second stage (144 channels at 56x56): int8 runs
   // as int_depthwise2d (four rows of a window column a dot product, three of them weights), f32
@@ -107,12 +119,12 @@ int low_precision_rows(bool quick) {
     const Tensor zero_point = Tensor::scalar(128, DType::U8);
     auto int_dw = [c](const Tensor& x, const Tensor& w, const Tensor& z) { return hjit::int_conv2d(x, w, z, {1, 1}, {1, 1}, {1, 1}, c); };
     auto fi = hjit::jit(int_dw);
-    row("int8 depthwise 3x3 144 at 56x56 u8 x i8 -> i32", dw_ops, int8_peak, int8_instruction, [&] { fi(xu, wi, zero_point); },
+    row("int8 depthwise 3x3 144 at 56x56 u8 x i8 -> i32", dw_ops, int8_dots, [&] { fi(xu, wi, zero_point); },
         [&] { int_dw(xu, wi, zero_point); }, quick);
     const Tensor x = Tensor::randn({1, c, side, side}, 9), w = Tensor::randn({c, 1, 3, 3}, 10);
     auto dw = [c](const Tensor& x, const Tensor& w) { return hjit::conv2d(x, w, std::nullopt, {1, 1}, {1, 1}, {1, 1}, c); };
     auto f = hjit::jit(dw);
-    row("f32 depthwise 3x3 144 at 56x56", dw_ops, f32.gflops, "FP32", [&] { f(x, w); }, [&] { dw(x, w); }, quick);
+    row("f32 depthwise 3x3 144 at 56x56", dw_ops, {f32.gflops, "FP32"}, [&] { f(x, w); }, [&] { dw(x, w); }, quick);
   }
   return 0;
 }
