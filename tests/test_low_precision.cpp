@@ -126,6 +126,17 @@ TEST_CASE("int_matmul of a constant right operand (a frozen weight) packs it onc
   CHECK(std::stoi(plan.substr(by + 1)) > 1);
 }
 
+// The bytes of constant weights that the library-call stages (externs) of g's pipeline read packed
+// when compiling, in oneDNN's layout (0: none; a 64-byte header alone says there are none).
+int64_t packed_weight_bytes(const hjit::Graph& g, const std::set<int>& externs) {
+  const hjit::backend::Target host = hjit::backend::Target::host(hjit::Device::CPU);
+  const hjit::backend::LoweredPipeline p = hjit::backend::lower(g, host.halide(false, &g), externs);
+  int64_t bytes = 0;
+  for (const hjit::TensorType& t : p.const_types)
+    if (t.dtype == DType::U8 && t.rank() == 1 && t.shape[0] > hjit::kernel_abi::kPackedHeaderBytes) bytes += t.shape[0];
+  return bytes;
+}
+
 // The products oneDNN's matmul computes where it runs on AMX (extern_int_gemm_nodes): a matrix
 // times a matrix, a batch times one shared matrix or times one each, a constant weight, each of
 // 2^28 multiply-adds at least, and the shapes that stay hjit's own (fewer rows than a tile, fewer
@@ -150,12 +161,19 @@ TEST_CASE("int_matmul calls oneDNN's matmul where it runs on AMX: exact, as eage
     CHECK(test::compare(f(a, b), reference(a, b), 0) == "");
     CHECK(test::occurrences(f.explain(a, b), "extern oneDNN int_gemm") == (amx && p.on_amx ? 1 : 0));
   }
-  // A constant weight (frozen) is read where it lies.
+  // A captured weight is read where it lies; frozen (a constant), packed into oneDNN's layout when
+  // compiling.
   const Tensor w = full_range({1024, 512}, DType::I8, 3);
-  auto g = hjit::jit([w](const Tensor& x) { return hjit::int_matmul(x, w); });
+  auto product = [w](const Tensor& x) { return hjit::int_matmul(x, w); };
+  auto g = hjit::jit(product);
   const Tensor x = full_range({2, 272, 1024}, DType::U8, 4);
   CHECK(test::compare(g(x), reference(x, w), 0) == "");
   CHECK(test::occurrences(g.explain(x), "extern oneDNN int_gemm") == (amx ? 1 : 0));
+  const hjit::Module frozen = hjit::make_module("frozen_int_gemm", {}, {.freeze_parameters = true}, product, x);
+  CHECK(test::compare(Tensor(frozen(x)), reference(x, w), 0) == "");
+  const std::set<int> externs = hjit::backend::extern_int_gemm_nodes(frozen.graph());
+  CHECK(externs.size() == (amx ? 1u : 0u));
+  CHECK(packed_weight_bytes(frozen.graph(), externs) >= (amx ? 1024 * 512 : 0));
   // Dynamic sizes take no library call: hjit's own tiles serve every size.
   hjit::JitOptions dynamic = quiet();
   dynamic.dynamic_dims = {{0, 0}};  // the rows
@@ -167,11 +185,36 @@ TEST_CASE("int_matmul calls oneDNN's matmul where it runs on AMX: exact, as eage
   }
 }
 
+// How a matmul kernel's call finds its weights (the `packed` operand): none packed when compiling,
+// packed (hjit_matmul_pack_constant), or packed in a layout that is not the call's (a header whose
+// fingerprint differs: packed on the call instead).
+enum class Packing { None, Packed, Stale };
+
+// The `packed` operand of a kernel call for mode p, of shared weights w [K, N] (as the kind stores
+// them, dense), as Halide passes a constant: the whole buffer.
+struct PackedOperand {
+  std::vector<uint8_t> bytes;
+  halide_dimension_t dim{0, 0, 1, 0};
+  halide_buffer_t buffer{};
+  PackedOperand(Packing p, bool bf16, int64_t k, int64_t n, const void* w) {
+    bytes.assign(size_t(hjit::kernel_abi::kPackedHeaderBytes), 0);
+    if (p != Packing::None) {
+      bytes.resize(size_t(hjit_matmul_pack_constant(bf16, k, n, w, nullptr, 0)));
+      REQUIRE(hjit_matmul_pack_constant(bf16, k, n, w, bytes.data(), int64_t(bytes.size())) == int64_t(bytes.size()));
+      if (p == Packing::Stale) bytes[8] ^= 1;  // the fingerprint
+    }
+    buffer.dimensions = 1, buffer.dim = &dim, buffer.type = halide_type_t(halide_type_uint, 8);
+  }
+  halide_buffer_t* query() { return dim.min = 0, dim.extent = 0, buffer.host = nullptr, &buffer; }
+  halide_buffer_t* call() { return dim.min = 0, dim.extent = int32_t(bytes.size()), buffer.host = bytes.data(), &buffer; }
+};
+
 // The kernel itself, called as Halide calls an extern stage, on every machine built with oneDNN
 // (without AMX its primitive runs on VNNI or AVX2): a bounds query, a region of the output, a batch
-// whose matrices are not one after another, and weights of one matrix per batch.
+// whose matrices are not one after another, weights of one matrix per batch, and weights packed
+// when compiling (their layout checked).
 TEST_CASE("the int_gemm kernel answers bounds queries and computes the region asked for, over strided batches") {
-  using Kernel = int (*)(halide_buffer_t*, halide_buffer_t*, int32_t, int32_t, halide_buffer_t*);
+  using Kernel = int (*)(halide_buffer_t*, halide_buffer_t*, halide_buffer_t*, int32_t, int32_t, halide_buffer_t*);
   const auto kernel = reinterpret_cast<Kernel>(dlsym(RTLD_DEFAULT, hjit::kernel_abi::kIntGemmSymbol));
   if (!hjit::backend::provider_for(hjit::backend::ExternKind::IntGemm)) return;
   REQUIRE(bool(kernel));
@@ -184,37 +227,40 @@ TEST_CASE("the int_gemm kernel answers bounds queries and computes the region as
   for (auto& v : a) v = uint8_t(gen());
   for (auto& v : w) v = int8_t(gen());
   std::vector<int32_t> c(size_t(B * M * N), -1);
-  for (bool shared : {true, false}) {
-    // C's region: columns 4..19, rows 2..23, batches 1..2.
-    halide_dimension_t cd[3] = {{4, 16, 1, 0}, {2, 22, N, 0}, {1, 2, M * N, 0}};
+  for (auto [shared, packing] : {std::pair{true, Packing::None}, {false, Packing::None}, {true, Packing::Packed}, {true, Packing::Stale}}) {
+    PackedOperand packed(packing, false, K4, N, w.data());
+    // C's region: columns 4..19 (all of them, where packed), rows 2..23, batches 1..2.
+    const int x0 = packing == Packing::None ? 4 : 0;
+    halide_dimension_t cd[3] = {{x0, N - x0, 1, 0}, {2, 22, N, 0}, {1, 2, M * N, 0}};
     halide_dimension_t ad[3] = {{0, 0, 1, 0}, {0, 0, lda, 0}, {0, 0, a_batch, 0}};
     halide_dimension_t wd[4] = {{0, 0, 1, 0}, {0, 0, 4, 0}, {0, 0, 4 * N, 0}, {0, 0, K4 * N, 0}};
     halide_buffer_t cb{}, ab{}, wb{};
     cb.dimensions = 3, cb.dim = cd, cb.type = halide_type_t(halide_type_int, 32);
     ab.dimensions = 3, ab.dim = ad, ab.type = halide_type_t(halide_type_uint, 8);
     wb.dimensions = shared ? 3 : 4, wb.dim = wd, wb.type = halide_type_t(halide_type_int, 8);
-    cb.host = reinterpret_cast<uint8_t*>(c.data()) + 4 * (-4 - 2 * N - M * N);  // host: element (0, 0, 0)
-    REQUIRE(kernel(&ab, &wb, K4, !shared, &cb) == 0);  // the bounds query
+    cb.host = reinterpret_cast<uint8_t*>(c.data()) + 4 * (-x0 - 2 * N - M * N);  // host: element (0, 0, 0)
+    REQUIRE(kernel(&ab, &wb, packed.query(), K4, !shared, &cb) == 0);  // the bounds query
     CHECK(ad[0].min == 0);
     CHECK(ad[0].extent == K4);
     CHECK(ad[1].min == 2);
     CHECK(ad[1].extent == 22);
     CHECK(ad[2].min == 1);
     CHECK(ad[2].extent == 2);
-    CHECK(wd[1].min == 4);
-    CHECK(wd[1].extent == 16);
+    CHECK(wd[1].min == x0);
+    CHECK(wd[1].extent == N - x0);
     CHECK(wd[2].extent == K4 / 4);
     if (!shared) CHECK(wd[3].min == 1);
+    CHECK(packed.dim.extent == hjit::kernel_abi::kPackedHeaderBytes);
     // Buffers as Halide would pass them: host at each one's min.
     ab.host = a.data() + 2 * lda + a_batch;
-    wb.host = reinterpret_cast<uint8_t*>(w.data()) + 4 * 4 + (shared ? 0 : K4 * N);
-    cb.host = reinterpret_cast<uint8_t*>(c.data() + 4 + 2 * N + M * N);
+    wb.host = reinterpret_cast<uint8_t*>(w.data()) + x0 * 4 + (shared ? 0 : K4 * N);
+    cb.host = reinterpret_cast<uint8_t*>(c.data() + x0 + 2 * N + M * N);
     std::fill(c.begin(), c.end(), -1);
-    REQUIRE(kernel(&ab, &wb, K4, !shared, &cb) == 0);
+    REQUIRE(kernel(&ab, &wb, packed.call(), K4, !shared, &cb) == 0);
     for (int z = 0; z < B; ++z)
       for (int y = 0; y < M; ++y)
         for (int x = 0; x < N; ++x) {
-          const bool asked = z >= 1 && y >= 2 && x >= 4;
+          const bool asked = z >= 1 && y >= 2 && x >= x0;
           int32_t want = -1;
           if (asked) {
             want = 0;
@@ -222,6 +268,7 @@ TEST_CASE("the int_gemm kernel answers bounds queries and computes the region as
             for (int k = 0; k < K4; ++k) want += int(a[size_t(z * a_batch + y * lda + k)]) * int(wz[(k / 4) * N * 4 + x * 4 + k % 4]);
           }
           CAPTURE(shared);
+          CAPTURE(int(packing));
           CAPTURE(z);
           CAPTURE(y);
           CAPTURE(x);
@@ -469,12 +516,19 @@ TEST_CASE("bf16 matmuls call oneDNN's matmul where it runs on AMX: as eager with
       CHECK(test::occurrences(g.explain(a, bt), "extern oneDNN bf16_gemm") == (amx && p.on_amx ? 1 : 0));
     }
   }
-  // A constant weight (frozen) is read where it lies.
+  // A captured weight is read where it lies; frozen (a constant), packed into oneDNN's layout when
+  // compiling.
   const Tensor w = Tensor::randn({384, 256}, 7).astype(DType::BF16);
-  auto frozen = hjit::jit([w](const Tensor& x) { return hjit::matmul(x, w); });
+  auto product = [w](const Tensor& x) { return hjit::matmul(x, w); };
+  auto captured = hjit::jit(product);
   const Tensor x = Tensor::randn({2, 80, 384}, 8).astype(DType::BF16);
-  check_bf16_product(frozen(x), x, w);
-  CHECK(test::occurrences(frozen.explain(x), "extern oneDNN bf16_gemm") == (amx ? 1 : 0));
+  check_bf16_product(captured(x), x, w);
+  CHECK(test::occurrences(captured.explain(x), "extern oneDNN bf16_gemm") == (amx ? 1 : 0));
+  const hjit::Module frozen = hjit::make_module("frozen_bf16_gemm", {}, {.freeze_parameters = true}, product, x);
+  check_bf16_product(Tensor(frozen(x)), x, w);
+  const std::set<int> externs = hjit::backend::extern_bf16_gemm_nodes(frozen.graph());
+  CHECK(externs.size() == (amx ? 1u : 0u));
+  CHECK(packed_weight_bytes(frozen.graph(), externs) >= (amx ? 384 * 256 * 2 : 0));
   // Dynamic sizes take no library call; gradients (bf16 products of their own) as eager.
   hjit::JitOptions dynamic = quiet();
   dynamic.dynamic_dims = {{0, 0}};
@@ -496,7 +550,7 @@ TEST_CASE("bf16 matmuls call oneDNN's matmul where it runs on AMX: as eager with
 // a batch whose matrices are not one after another, and weights of one matrix per batch. Its
 // operands are bf16 bits; its result f32 values rounded to bf16.
 TEST_CASE("the bf16_gemm kernel answers bounds queries and computes the region asked for, over strided batches") {
-  using Kernel = int (*)(halide_buffer_t*, halide_buffer_t*, int32_t, int32_t, halide_buffer_t*);
+  using Kernel = int (*)(halide_buffer_t*, halide_buffer_t*, halide_buffer_t*, int32_t, int32_t, halide_buffer_t*);
   const auto kernel = reinterpret_cast<Kernel>(dlsym(RTLD_DEFAULT, hjit::kernel_abi::kBf16GemmSymbol));
   if (!hjit::backend::provider_for(hjit::backend::ExternKind::Bf16Gemm)) return;
   REQUIRE(bool(kernel));
@@ -520,35 +574,37 @@ TEST_CASE("the bf16_gemm kernel answers bounds queries and computes the region a
   for (auto& v : a) v = bits(float(small(gen)) / 64);
   for (auto& v : w) v = bits(float(small(gen)) / 32);
   std::vector<float> c(size_t(B * M * N));
-  for (bool shared : {true, false}) {
-    // C's region: columns 4..19, rows 2..23, batches 1..2.
-    halide_dimension_t cd[3] = {{4, 16, 1, 0}, {2, 22, N, 0}, {1, 2, M * N, 0}};
+  for (auto [shared, packing] : {std::pair{true, Packing::None}, {false, Packing::None}, {true, Packing::Packed}, {true, Packing::Stale}}) {
+    PackedOperand packed(packing, true, K, N, w.data());
+    // C's region: columns 4..19 (all of them, where packed), rows 2..23, batches 1..2.
+    const int x0 = packing == Packing::None ? 4 : 0;
+    halide_dimension_t cd[3] = {{x0, N - x0, 1, 0}, {2, 22, N, 0}, {1, 2, M * N, 0}};
     halide_dimension_t ad[3] = {{0, 0, 1, 0}, {0, 0, lda, 0}, {0, 0, a_batch, 0}};
     halide_dimension_t wd[3] = {{0, 0, 1, 0}, {0, 0, N, 0}, {0, 0, K * N, 0}};
     halide_buffer_t cb{}, ab{}, wb{};
     cb.dimensions = 3, cb.dim = cd, cb.type = halide_type_t(halide_type_float, 32);
     ab.dimensions = 3, ab.dim = ad, ab.type = halide_type_t(halide_type_uint, 16);
     wb.dimensions = shared ? 2 : 3, wb.dim = wd, wb.type = halide_type_t(halide_type_uint, 16);
-    cb.host = reinterpret_cast<uint8_t*>(c.data()) + 4 * (-4 - 2 * N - M * N);  // host: element (0, 0, 0)
-    REQUIRE(kernel(&ab, &wb, K, !shared, &cb) == 0);  // the bounds query
+    cb.host = reinterpret_cast<uint8_t*>(c.data()) + 4 * (-x0 - 2 * N - M * N);  // host: element (0, 0, 0)
+    REQUIRE(kernel(&ab, &wb, packed.query(), K, !shared, &cb) == 0);  // the bounds query
     CHECK(ad[0].extent == K);
     CHECK(ad[1].min == 2);
     CHECK(ad[1].extent == 22);
     CHECK(ad[2].min == 1);
     CHECK(ad[2].extent == 2);
-    CHECK(wd[0].min == 4);
-    CHECK(wd[0].extent == 16);
+    CHECK(wd[0].min == x0);
+    CHECK(wd[0].extent == N - x0);
     CHECK(wd[1].extent == K);
     if (!shared) CHECK(wd[2].min == 1);
     ab.host = reinterpret_cast<uint8_t*>(a.data() + 2 * lda + a_batch);
-    wb.host = reinterpret_cast<uint8_t*>(w.data() + 4 + (shared ? 0 : K * N));
-    cb.host = reinterpret_cast<uint8_t*>(c.data() + 4 + 2 * N + M * N);
+    wb.host = reinterpret_cast<uint8_t*>(w.data() + x0 + (shared ? 0 : K * N));
+    cb.host = reinterpret_cast<uint8_t*>(c.data() + x0 + 2 * N + M * N);
     std::fill(c.begin(), c.end(), -1.0f);
-    REQUIRE(kernel(&ab, &wb, K, !shared, &cb) == 0);
+    REQUIRE(kernel(&ab, &wb, packed.call(), K, !shared, &cb) == 0);
     for (int z = 0; z < B; ++z)
       for (int y = 0; y < M; ++y)
         for (int x = 0; x < N; ++x) {
-          const bool asked = z >= 1 && y >= 2 && x >= 4;
+          const bool asked = z >= 1 && y >= 2 && x >= x0;
           double want = -1;
           if (asked) {
             want = 0;
@@ -557,6 +613,7 @@ TEST_CASE("the bf16_gemm kernel answers bounds queries and computes the region a
             want = value(bits(float(want)));  // (the exact sum cut to bf16: a step from its rounding at most)
           }
           CAPTURE(shared);
+          CAPTURE(int(packing));
           CAPTURE(z);
           CAPTURE(y);
           CAPTURE(x);

@@ -39,6 +39,22 @@ Halide::ExternFuncArgument bf16_bits(LowerCtx& ctx, Stage& s, int in, size_t ope
   return bits.func;
 }
 
+// A matmul's constant right operand shared by its batch, packed when compiling into the layout
+// oneDNN's primitive reads (a frozen weight: packed once, not on every call); else the zero header
+// that says there is none.
+Halide::ImageParam packed_weights(LowerCtx& ctx, ExternKind kind, const Node& n, int64_t k) {
+  const Node& w = ctx.g.node(n.inputs[1]);
+  const Shape& shape = w.type.shape;
+  const size_t matrix_rank = kind == ExternKind::IntGemm ? 3 : 2;
+  std::vector<uint8_t> packed;
+  if (w.op == OpKind::Constant && (shape.size() == matrix_rank || shape[0] == 1))
+    packed = pack_constant_weights(kind, k, shape[shape.size() - (matrix_rank == 3 ? 2 : 1)], ctx.g.constants[size_t(w.constant)].data);
+  if (packed.empty()) packed.assign(size_t(kernel_abi::kPackedHeaderBytes), 0);
+  auto bytes = std::make_shared<std::vector<uint8_t>>(std::move(packed));
+  const ConstData data{bytes, bytes->data(), bytes->size()};
+  return bind_constant_param(ctx.p, TensorType{DType::U8, {int64_t(bytes->size())}}, data);
+}
+
 }  // namespace
 
 void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<ConvChain>& chain, int layout) {
@@ -60,8 +76,9 @@ void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<Co
     if (!int8)
       for (size_t i = 0; i < 2; ++i) args[i] = bf16_bits(ctx, s, head.inputs[i], i, args[i]);
     const Shape& w = g.type(head.inputs[1]).shape;
+    args.emplace_back(packed_weights(ctx, kind, head, x.back()));
     arg(x.back());
-    arg(w.size() == x.size() + (int8 ? 1 : 0) && w[0] > 1);  // a matrix per batch, not one shared
+    arg(w.size() == (int8 ? 4u : 3u) && w[0] > 1);  // a matrix per batch, not one shared
     // (bf16 results come back as f32 values rounded to bf16, as the Funcs of bf16 nodes hold them.)
     s.func.define_extern(int8 ? kernel_abi::kIntGemmSymbol : kernel_abi::kBf16GemmSymbol, args,
                          int8 ? Halide::Int(32) : Halide::Float(32), s.vars, Halide::NameMangling::C);

@@ -22,6 +22,10 @@ struct PostOpKinds {
 inline constexpr int kPostOpBits = 3;
 inline constexpr int kMaxPostOps = 10;
 
+// The bytes of the header of weights packed when compiling (hjit_matmul_pack_constant), and of the
+// `packed` operand that says there are none (zeros).
+inline constexpr int64_t kPackedHeaderBytes = 64;
+
 // Which of a convolution's activations travel in oneDNN's 16-channel blocked layout.
 enum ConvLayout { kBlockedInput = 1, kBlockedOutput = 2 };
 
@@ -37,3 +41,9 @@ inline bool blocked_activations(int64_t in_channels, int64_t out_channels) {
 // (the CPU has AMX-INT8 or AMX-BF16 and the kernel granted the process its tile state), else 0.
 // Defined with the oneDNN kernels.
 extern "C" int hjit_matmul_uses_amx(int32_t bf16);
+
+// Packs a constant right operand of those matmuls (int8: hjit's [K/4, N, 4], bf16: [K, N], dense)
+// into the layout oneDNN's primitive picks on this CPU, after a 64-byte header the kernels check:
+// the bytes that takes (out null), or written (0: out_bytes too few, or oneDNN failed). The kernels
+// take it as their `packed` operand; 64 zero bytes there say there is none.
+extern "C" int64_t hjit_matmul_pack_constant(int32_t bf16, int64_t k, int64_t n, const void* weights, void* out, int64_t out_bytes);

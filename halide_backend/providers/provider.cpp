@@ -2,6 +2,8 @@
 
 #include "halide_backend/providers/kernel_abi.h"
 
+#include <algorithm>
+
 namespace hjit::backend {
 namespace {
 
@@ -29,6 +31,19 @@ bool gemm_on_amx(ExternKind kind) {
 #else
   (void)kind;
   return false;
+#endif
+}
+
+std::vector<uint8_t> pack_constant_weights(ExternKind kind, int64_t k, int64_t n, const void* weights) {
+#if defined(HJIT_HAVE_DNNL)
+  const int32_t bf16 = kind == ExternKind::Bf16Gemm;
+  const int64_t bytes = hjit_matmul_pack_constant(bf16, k, n, weights, nullptr, 0);
+  std::vector<uint8_t> out(size_t(std::max<int64_t>(bytes, 0)));
+  if (bytes <= 0 || hjit_matmul_pack_constant(bf16, k, n, weights, out.data(), bytes) != bytes) return {};
+  return out;
+#else
+  (void)kind, (void)k, (void)n, (void)weights;
+  return {};
 #endif
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 namespace hjit::backend {
 
@@ -29,6 +30,11 @@ const KernelProvider* provider_for(ExternKind kind);
 // Whether this build's kernel of `kind` (IntGemm, Bf16Gemm) runs on AMX's tile unit on this CPU
 // (oneDNN's matmul primitive picks it; decided once a process).
 bool gemm_on_amx(ExternKind kind);
+
+// A constant right operand of an IntGemm or Bf16Gemm stage (int8: hjit's packed [K/4, N, 4], bf16:
+// [K, N], dense) packed when compiling into the layout oneDNN's matmul reads, after the header its
+// kernel checks (kernel_abi::hjit_matmul_pack_constant); empty where this build cannot.
+std::vector<uint8_t> pack_constant_weights(ExternKind kind, int64_t k, int64_t n, const void* weights);
 
 // The kernels as one relocatable object (ld -r of providers/kernels/), for an exported library;
 // empty when this build has no provider.

@@ -58,11 +58,12 @@ class OneThread {
   int before_;
 };
 
-// One product shape: the matmul primitive and, for int8, the reorder of hjit's packed weights
-// into the layout the primitive picks, which runs on each call (K x N bytes against M x K x N
-// multiply-adds; the weights may change between calls). bf16 weights are read as they lie, [K, N]
-// rows: the primitive copies its blocks of them itself. A bf16 product is rounded to bf16 once,
-// into a buffer of its own, and widened into the f32 output that hjit's bf16 values live in.
+// One product shape: the matmul primitive and, where its weights take the layout it picks, the
+// reorder into that layout: int8 weights always (hjit's packed layout is not one oneDNN's AMX code
+// reads), on each call unless they were packed when compiling (constants: hjit_matmul_pack_constant);
+// bf16 weights only packed when compiling, else read as they lie, [K, N] rows (the primitive copies
+// its blocks of them itself). A bf16 product is rounded to bf16 once, into a buffer of its own, and
+// widened into the f32 output that hjit's bf16 values live in.
 struct GemmPlan {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::matmul matmul;
@@ -96,16 +97,39 @@ struct GemmPlan {
 
 enum class Kind { Int8, Bf16 };
 
-// The kind, the rows, columns and depth of the product, and the strides of a, b and c's rows.
-using Key = std::tuple<Kind, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+// The kind, whether the weights take the primitive's layout (always for int8), the rows, columns
+// and depth of the product, and the strides of a, b and c's rows.
+using Key = std::tuple<Kind, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
 
 GemmPlan make_plan(const Key& key) {
-  const auto [kind, m, n, k, lda, ldb, ldc] = key;
+  const auto [kind, packs, m, n, k, lda, ldb, ldc] = key;
   if (kind == Kind::Int8)
     return GemmPlan(memory::desc({m, k}, dt::u8, memory::dims{lda, 1}), packed_weights(k, n, ldb),
                     memory::desc({m, n}, dt::s32, memory::dims{ldc, 1}), true, {});
   return GemmPlan(memory::desc({m, k}, dt::bf16, memory::dims{lda, 1}), memory::desc({k, n}, dt::bf16, memory::dims{ldb, 1}),
-                  memory::desc({m, n}, dt::bf16, tag::ab), false, memory::desc({m, n}, dt::f32, memory::dims{ldc, 1}));
+                  memory::desc({m, n}, dt::bf16, tag::ab), packs, memory::desc({m, n}, dt::f32, memory::dims{ldc, 1}));
+}
+
+// Weights packed when compiling: a header, then the bytes in the layout of the primitive that
+// packed them. The layout's fingerprint is checked at each call against the plan's (another oneDNN
+// or CPU, a compiled pipeline read from the disk cache, may pick another layout: the weights are
+// then packed on the call, as unpacked ones).
+struct PackedHeader {
+  uint64_t magic;        // kPackedMagic; 0: no packed weights
+  uint64_t fingerprint;  // of the layout
+  uint64_t bytes;        // after the header
+  int64_t k, n;          // the product's depth and columns, all of them
+  uint64_t reserved[3];
+};
+constexpr uint64_t kPackedMagic = 0x6b6361706a6a6968;  // "hijjpack"
+static_assert(sizeof(PackedHeader) == hjit::kernel_abi::kPackedHeaderBytes);
+
+uint64_t fingerprint(const memory::desc& d) {
+  const dnnl_memory_desc_t& raw = d.data;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&raw);
+  uint64_t h = 0xcbf29ce484222325;  // FNV-1a
+  for (size_t i = 0; i < sizeof raw; ++i) h = (h ^ bytes[i]) * 0x100000001b3;
+  return h;
 }
 
 GemmPlan& plan_for(const Key& key) {
@@ -149,15 +173,18 @@ T* at(const halide_buffer_t* b, std::initializer_list<int64_t> coords) {
 // C = A B over the region of C asked for, batches of A times B's one matrix (`per_batch` false: a
 // batch of extent 1, or none) or times its matrix of the same batch. Halide order: A (K, M[,
 // batch]) and C (N, M[, batch]); B is (4, N, K/4[, batch]) for int8 (hjit's packed layout), (N, K[,
-// batch]) for bf16. `k`: A's row length. In a bounds query (a host pointer null) it says which parts
-// of A and B that region reads.
-int matmul(Kind kind, halide_buffer_t* a, halide_buffer_t* b, int32_t k, bool per_batch, halide_buffer_t* c) {
+// batch]) for bf16. `packed`: B packed when compiling (a PackedHeader whose magic is 0 where it was
+// not). `k`: A's row length. In a bounds query (a host pointer null) it says which parts of A and B
+// that region reads.
+int matmul(Kind kind, halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* packed, int32_t k, bool per_batch,
+           halide_buffer_t* c) {
   const bool batched = c->dimensions == 3, shared = !per_batch, int8 = kind == Kind::Int8;
   const int32_t x0 = c->dim[0].min, n = c->dim[0].extent, y0 = c->dim[1].min, m = c->dim[1].extent;
   const int32_t z0 = batched ? c->dim[2].min : 0, batches = batched ? c->dim[2].extent : 1;
   // B's dimensions: its columns', its rows', its batch's.
   const int bn = int8 ? 1 : 0, bk = bn + 1, bz = bk + 1;
-  if (!a->host || !b->host || !c->host) {
+  if (!a->host || !b->host || !c->host || !packed->host) {
+    if (!packed->host) packed->dim[0].min = 0, packed->dim[0].extent = int32_t(sizeof(PackedHeader));  // (the whole is passed)
     if (!a->host) {
       a->dim[0].min = 0, a->dim[0].extent = k, a->dim[1].min = y0, a->dim[1].extent = m;
       if (batched) a->dim[2].min = z0, a->dim[2].extent = batches;
@@ -178,7 +205,18 @@ int matmul(Kind kind, halide_buffer_t* a, halide_buffer_t* b, int32_t k, bool pe
   const int64_t rows = one_product ? int64_t(m) * batches : m;
   const OneThread one_thread;
   try {
-    GemmPlan& plan = plan_for(Key{kind, rows, n, k, lda, ldb, ldc});
+    // Weights packed when compiling serve a product of all their columns (the built-in schedule
+    // splits rows, never columns), where the layout is the plan's.
+    const int64_t packed_bytes = packed->dim[0].extent;
+    const auto* header = packed_bytes >= int64_t(sizeof(PackedHeader)) ? reinterpret_cast<const PackedHeader*>(packed->host) : nullptr;
+    bool prepacked = header && header->magic == kPackedMagic && header->bytes <= uint64_t(packed_bytes) - sizeof(PackedHeader) &&
+                     shared && x0 == 0 && n == header->n && k == header->k;
+    GemmPlan* chosen = &plan_for(Key{kind, int8 || prepacked, rows, n, k, lda, ldb, ldc});
+    if (prepacked && (fingerprint(chosen->weights) != header->fingerprint || header->bytes != chosen->weights.get_size())) {
+      prepacked = false;
+      chosen = &plan_for(Key{kind, int8, rows, n, k, lda, ldb, ldc});
+    }
+    GemmPlan& plan = *chosen;
     dnnl::stream stream(plan.engine);
     auto held = [&](Slot slot, const memory::desc& d) {
       void* p = scratch(slot, std::max<size_t>(d.get_size(), 1));
@@ -186,17 +224,19 @@ int matmul(Kind kind, halide_buffer_t* a, halide_buffer_t* b, int32_t k, bool pe
       return memory(d, plan.engine, p);
     };
     memory scratchpad = held(kScratchpad, plan.scratchpad);
-    memory weights = int8 ? held(kWeightsOrProduct, plan.weights) : memory();
-    memory pack_scratchpad = int8 ? held(kPackScratchpad, plan.pack_scratchpad) : memory();
+    memory weights = prepacked ? memory(plan.weights, plan.engine, const_cast<PackedHeader*>(header) + 1)
+                     : int8    ? held(kWeightsOrProduct, plan.weights)
+                               : memory();
+    memory pack_scratchpad = int8 && !prepacked ? held(kPackScratchpad, plan.pack_scratchpad) : memory();
     memory product = int8 ? memory() : held(kWeightsOrProduct, plan.c);
     for (int32_t z = z0; z < z0 + (one_product ? 1 : batches); ++z) {
       // (B's first element of columns x0..; a shared one's batch is 0.)
       void* user = int8 ? static_cast<void*>(at<int8_t>(b, {0, x0, 0, shared ? 0 : z})) : at<uint16_t>(b, {x0, 0, shared ? 0 : z});
-      if (int8 && (z == z0 || !shared)) {
+      if (int8 && !prepacked && (z == z0 || !shared)) {
         memory from(plan.b, plan.engine, user);
         plan.pack.execute(stream, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, weights}, {DNNL_ARG_SCRATCHPAD, pack_scratchpad}});
       }
-      if (!int8) weights = memory(plan.b, plan.engine, user);
+      if (!int8 && !prepacked) weights = memory(plan.b, plan.engine, user);
       memory src(plan.a, plan.engine, int8 ? static_cast<void*>(at<uint8_t>(a, {0, y0, z})) : at<uint16_t>(a, {0, y0, z}));
       void* c_at = int8 ? static_cast<void*>(at<int32_t>(c, {x0, y0, z})) : at<float>(c, {x0, y0, z});
       memory dst = int8 ? memory(plan.c, plan.engine, c_at) : product;
@@ -219,18 +259,45 @@ extern "C" int hjit_matmul_uses_amx(int32_t bf16) {
   const OneThread one_thread;  // as every call plans
   try {
     const Kind kind = bf16 ? Kind::Bf16 : Kind::Int8;
-    return plan_for(Key{kind, 64, 64, 64, 64, bf16 ? 64 : 256, 64}).amx ? 1 : 0;
+    return plan_for(Key{kind, !bf16, 64, 64, 64, 64, bf16 ? 64 : 256, 64}).amx ? 1 : 0;
   } catch (const dnnl::error&) {
     return 0;
   }
 }
 
+extern "C" int64_t hjit_matmul_pack_constant(int32_t bf16, int64_t k, int64_t n, const void* weights, void* out, int64_t out_bytes) {
+  const OneThread one_thread;
+  try {
+    // The layout oneDNN picks for these weights does not depend on the rows (checked for int8 on
+    // Sapphire Rapids, 16 to 4096 rows); a call whose plan picks another packs on the call.
+    constexpr int64_t kRows = 256;
+    const Kind kind = bf16 ? Kind::Bf16 : Kind::Int8;
+    GemmPlan& plan = plan_for(Key{kind, true, kRows, n, k, k, bf16 ? n : 4 * n, n});
+    const int64_t bytes = int64_t(sizeof(PackedHeader) + plan.weights.get_size());
+    if (!out) return bytes;
+    if (out_bytes < bytes) return 0;
+    auto* header = static_cast<PackedHeader*>(out);
+    *header = PackedHeader{kPackedMagic, fingerprint(plan.weights), plan.weights.get_size(), k, n, {}};
+    dnnl::stream stream(plan.engine);
+    memory from(plan.b, plan.engine, const_cast<void*>(weights)), to(plan.weights, plan.engine, header + 1);
+    std::unique_ptr<char[]> pad(new char[std::max<size_t>(plan.pack_scratchpad.get_size(), 1)]);
+    memory scratchpad(plan.pack_scratchpad, plan.engine, pad.get());
+    plan.pack.execute(stream, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, scratchpad}});
+    stream.wait();
+    return bytes;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 // u8 A [.., M, 4K] times s8 B packed [.., K, N, 4] (as hjit's int_matmul takes them) into s32 C.
-extern "C" int hjit_extern_int_gemm(halide_buffer_t* a, halide_buffer_t* b, int32_t k4, int32_t per_batch, halide_buffer_t* c) {
-  return matmul(Kind::Int8, a, b, k4, per_batch != 0, c);
+extern "C" int hjit_extern_int_gemm(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* packed, int32_t k4, int32_t per_batch,
+                                    halide_buffer_t* c) {
+  return matmul(Kind::Int8, a, b, packed, k4, per_batch != 0, c);
 }
 
 // bf16 A [.., M, K] times bf16 B [.., K, N], summed in f32 and rounded once to bf16, into f32 C.
-extern "C" int hjit_extern_bf16_gemm(halide_buffer_t* a, halide_buffer_t* b, int32_t k, int32_t per_batch, halide_buffer_t* c) {
-  return matmul(Kind::Bf16, a, b, k, per_batch != 0, c);
+extern "C" int hjit_extern_bf16_gemm(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* packed, int32_t k, int32_t per_batch,
+                                     halide_buffer_t* c) {
+  return matmul(Kind::Bf16, a, b, packed, k, per_batch != 0, c);
 }
