@@ -107,8 +107,10 @@ std::set<int> amx_gemm_nodes(const Graph& g, ExternKind kind, int64_t least_mult
 }  // namespace
 
 std::set<int> extern_int_gemm_nodes(const Graph& g) {
-  // Smaller products pay oneDNN's setup and its packing of the weights on each call for too little:
-  // a BERT-like encoder's (4 x 128 x 256, at most 2^27 multiply-adds a product) ran no faster.
+  // Smaller products gain too little for what a library call costs besides: a BERT-like encoder's
+  // (4 x 128 x 256, at most 2^27 multiply-adds a product) ran no faster, and slower with its weights
+  // packed once (28-64 against 16-42 ms, a noisy host): a call's operand and result are stored
+  // whole, where hjit's tiles requantize each tile as they finish it.
   return amx_gemm_nodes(g, ExternKind::IntGemm, int64_t(1) << 28);
 }
 
