@@ -58,6 +58,14 @@ class OneThread {
   int before_;
 };
 
+uint64_t fingerprint(const memory::desc& d) {
+  const dnnl_memory_desc_t& raw = d.data;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&raw);
+  uint64_t h = 0xcbf29ce484222325;  // FNV-1a
+  for (size_t i = 0; i < sizeof raw; ++i) h = (h ^ bytes[i]) * 0x100000001b3;
+  return h;
+}
+
 // One product shape: the matmul primitive and, where its weights take the layout it picks, the
 // reorder into that layout: int8 weights always (hjit's packed layout is not one oneDNN's AMX code
 // reads), on each call unless they were packed when compiling (constants: hjit_matmul_pack_constant);
@@ -70,6 +78,7 @@ struct GemmPlan {
   dnnl::reorder pack;   // int8 only
   dnnl::reorder widen;  // bf16 only
   memory::desc a, b, c, out, weights, scratchpad, pack_scratchpad;
+  uint64_t weights_fingerprint = 0;  // of weights' layout (made once: calls compare it with a header)
   bool amx = false;
 
   // a with its row stride, b as the caller stores it, c dense; `packs`: b is reordered into the
@@ -83,6 +92,7 @@ struct GemmPlan {
     const memory::desc chosen = packs ? memory::desc(b.dims(), b.data_type(), tag::any) : b;
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, chosen, c), attr, engine);
     weights = pd.weights_desc();
+    weights_fingerprint = fingerprint(weights);
     scratchpad = pd.scratchpad_desc();
     matmul = dnnl::matmul(pd);
     if (packs) {
@@ -123,14 +133,6 @@ struct PackedHeader {
 };
 constexpr uint64_t kPackedMagic = 0x6b6361706a6a6968;  // "hijjpack"
 static_assert(sizeof(PackedHeader) == hjit::kernel_abi::kPackedHeaderBytes);
-
-uint64_t fingerprint(const memory::desc& d) {
-  const dnnl_memory_desc_t& raw = d.data;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(&raw);
-  uint64_t h = 0xcbf29ce484222325;  // FNV-1a
-  for (size_t i = 0; i < sizeof raw; ++i) h = (h ^ bytes[i]) * 0x100000001b3;
-  return h;
-}
 
 GemmPlan& plan_for(const Key& key) {
   static std::mutex mu;
@@ -212,7 +214,7 @@ int matmul(Kind kind, halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* p
     bool prepacked = header && header->magic == kPackedMagic && header->bytes <= uint64_t(packed_bytes) - sizeof(PackedHeader) &&
                      shared && x0 == 0 && n == header->n && k == header->k;
     GemmPlan* chosen = &plan_for(Key{kind, int8 || prepacked, rows, n, k, lda, ldb, ldc});
-    if (prepacked && (fingerprint(chosen->weights) != header->fingerprint || header->bytes != chosen->weights.get_size())) {
+    if (prepacked && (chosen->weights_fingerprint != header->fingerprint || header->bytes != chosen->weights.get_size())) {
       prepacked = false;
       chosen = &plan_for(Key{kind, int8, rows, n, k, lda, ldb, ldc});
     }
@@ -277,7 +279,7 @@ extern "C" int64_t hjit_matmul_pack_constant(int32_t bf16, int64_t k, int64_t n,
     if (!out) return bytes;
     if (out_bytes < bytes) return 0;
     auto* header = static_cast<PackedHeader*>(out);
-    *header = PackedHeader{kPackedMagic, fingerprint(plan.weights), plan.weights.get_size(), k, n, {}};
+    *header = PackedHeader{kPackedMagic, plan.weights_fingerprint, plan.weights.get_size(), k, n, {}};
     dnnl::stream stream(plan.engine);
     memory from(plan.b, plan.engine, const_cast<void*>(weights)), to(plan.weights, plan.engine, header + 1);
     std::unique_ptr<char[]> pad(new char[std::max<size_t>(plan.pack_scratchpad.get_size(), 1)]);
