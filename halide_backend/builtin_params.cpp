@@ -26,7 +26,8 @@ const Switch kSwitches[] = {{"store_expensive", &BuiltinParams::store_expensive}
                             {"extern_gemm", &BuiltinParams::extern_gemm},
                             {"extern_conv", &BuiltinParams::extern_conv},
                             {"extern_int_gemm", &BuiltinParams::extern_int_gemm},
-                            {"extern_bf16_gemm", &BuiltinParams::extern_bf16_gemm}};
+                            {"extern_bf16_gemm", &BuiltinParams::extern_bf16_gemm},
+                            {"extern_int_conv", &BuiltinParams::extern_int_conv}};
 
 }  // namespace
 

@@ -26,6 +26,11 @@ struct BuiltinParams {
   // bf16 matmuls call oneDNN's where it runs on AMX-BF16's tiles (8x the FMA's multiply-adds on
   // Sapphire Rapids, whose vdpbf16ps does half): on by default, likewise.
   bool extern_bf16_gemm = true;
+  // Integer convolutions (int_conv2d) call oneDNN's where it runs on AMX-INT8: a tuning
+  // candidate, off by default. Its sums come back whole in i32 and are requantized in a pass of
+  // their own, where hjit's tiles requantize each tile as they finish it: int8 ResNet-50 ran no
+  // faster with it on Sapphire Rapids (docs/low-precision.md).
+  bool extern_int_conv = false;
 
   // The runs a matrix-vector product takes: `runs`, or where it is 0, the CPU's (the two vendors'
   // prefetchers want opposite patterns: schedules/contraction.h, TileSpec::row_runs).

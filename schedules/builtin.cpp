@@ -340,6 +340,29 @@ class Builtin {
     return "";
   }
 
+  // The int_conv kernel (providers/kernels/onednn_int_conv.cpp) reads its input and writes its sums
+  // where they lie when both are stored channels innermost, oneDNN's nhwc (the input: see
+  // choose_channels_last). Cut into a part of the images or rows for each of Halide's workers,
+  // never the channels or columns (nhwc rows whole); parts that do not divide the rows overlap
+  // (the kernel writes its rows, it does not sum into them).
+  std::string split_int_conv(const Stage& s) {
+    const std::vector<Var>& v = s.vars;  // (ox, oy, co, nb)
+    FuncRef f = ref(s.func);
+    f.reorder_storage({v[2], v[0], v[1], v[3]});
+    const int64_t threads = halide_threads();
+    if (threads < 2) return ", channels innermost";
+    const bool images = s.extents[3] >= threads && s.extents[3] % threads == 0;
+    const size_t d = images ? 3 : 1;
+    const int64_t extent = s.extents[d], factor = (extent + threads - 1) / threads, parts = (extent + factor - 1) / factor;
+    if (parts < 2) return ", channels innermost";
+    const Halide::Var outer(v[d].name() + "_part"), inner(v[d].name() + "_in");
+    std::vector<Halide::VarOrRVar> order(v.begin(), v.end());
+    order[d] = inner;
+    order.push_back(outer);
+    f.split(v[d], outer, inner, int(factor), Halide::TailStrategy::GuardWithIf).reorder(order).parallel(outer);
+    return ", channels innermost, " + std::to_string(parts) + " parts of " + std::to_string(factor) + (images ? " images" : " rows");
+  }
+
   void place(int id) {
     if (!live(id)) return;
     const Stage& s = st(id);
@@ -353,6 +376,7 @@ class Builtin {
       os_ << nm(s.func) << ": extern " << (s.extern_kind == "sgemm" ? backend::extern_gemm_library() : "oneDNN") << " "
           << s.extern_kind;
       if (s.extern_kind == "int_gemm" || s.extern_kind == "bf16_gemm") os_ << split_amx_gemm(s);
+      if (s.extern_kind == "int_conv") os_ << split_int_conv(s);
       // (A bf16 product's computed operands, narrowed to their bits at root for the library.)
       if (s.extern_kind == "bf16_gemm" && !s.helpers.empty()) os_ << ";" << schedule_helpers_at_root(p_, s, out_);
       os_ << "\n";
@@ -564,6 +588,10 @@ class Builtin {
     for (auto it = nests_.rbegin(); it != nests_.rend(); ++it) {
       const Nest& nest = *it;
       const Stage& s = st(nest.stage);
+      if (s.is_extern && s.extern_kind == "int_conv") {  // (split_int_conv)
+        channels_last_[size_t(nest.stage)] = true;
+        continue;
+      }
       if (!nest.can_host || s.extents.size() != 4 || nest.func.name() != s.func.name()) continue;
       if (nest.tiled()) {
         channels_last_[size_t(nest.stage)] =
@@ -632,6 +660,12 @@ class Builtin {
                                           .what;
   }
 
+  // Whether a library call reads value id (which takes a buffer, not a view).
+  bool read_by_library(int id) {
+    const std::vector<int>& c = st(id).consumers;
+    return std::any_of(c.begin(), c.end(), [&](int k) { return st(k).is_extern; });
+  }
+
   // A packed input that only reshapes and transposes one stored value: no padding, channels in
   // fours already.
   bool packs_by_view(const Nest& nest) {
@@ -658,7 +692,7 @@ class Builtin {
     const int vec = vector_width(p_.target, value_type(s));
     const int threads = halide_threads();
     const int64_t grain = int64_t(1) << params_.grain;
-    if (!nest.tiled() && packs_channels_last(nest) && packs_by_view(nest)) {
+    if (!nest.tiled() && packs_channels_last(nest) && packs_by_view(nest) && !read_by_library(nest.stage)) {
       // Stored [N, H, W, C], the value is the packed operand already: each step of the
       // convolution reads a pixel's four channels, contiguous. (Copied, a 1x1 convolution's input
       // was one more pass over memory: 35 of them in MobileNet V2.)

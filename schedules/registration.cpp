@@ -33,7 +33,8 @@ class Schedules final : public backend::Scheduler {
     // Where int_matmul and bf16 matmuls call oneDNN on AMX is a fact of this CPU and this build.
     using backend::ExternKind;
     const std::string amx = std::string(params.extern_int_gemm && backend::gemm_on_amx(ExternKind::IntGemm) ? " int8 on AMX" : "") +
-                            (params.extern_bf16_gemm && backend::gemm_on_amx(ExternKind::Bf16Gemm) ? " bf16 on AMX" : "");
+                            (params.extern_bf16_gemm && backend::gemm_on_amx(ExternKind::Bf16Gemm) ? " bf16 on AMX" : "") +
+                            (params.extern_int_conv && backend::gemm_on_amx(ExternKind::IntGemm) ? " int8 convolutions on AMX" : "");
     return schedules::builtin_identity() + (text.empty() ? "" : " " + text) + fitted + amx + "; " + gpu_identity();
   }
   std::string autoscheduled_identity(const backend::Auto& how) const override { return autoscheduler_identity(how); }
@@ -44,6 +45,7 @@ class Schedules final : public backend::Scheduler {
     // Chosen by the built-in schedule itself, so only where it can be: library calls take fixed sizes.
     if (params.extern_int_gemm && fixed_sizes) out.merge(backend::extern_int_gemm_nodes(g));
     if (params.extern_bf16_gemm && fixed_sizes) out.merge(backend::extern_bf16_gemm_nodes(g));
+    if (params.extern_int_conv && fixed_sizes) out.merge(backend::extern_int_conv_nodes(g));
     return out;
   }
   backend::BuiltinParams fitted_params(const Graph& g, const Halide::Target& target) const override {

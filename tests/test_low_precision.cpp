@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 
 #include "graph/op_def.h"
+#include "frontend/compiled/function.h"
 #include "frontend/tracing/const_eval.h"
 #include "graph/passes/optimize.h"
 #include "graph/passes/simplify.h"
@@ -826,6 +827,219 @@ TEST_CASE("int_conv2d is the convolution of (x - zero point) and the weight in i
                   hjit::ShapeError);
   CHECK_THROWS_AS(hjit::int_conv2d(Tensor::zeros({1, 4, 4, 4}, DType::U8), Tensor::zeros({4, 4, 1, 1}, DType::I8), Tensor::zeros({4}, DType::U8)),
                   hjit::ShapeError);
+}
+
+namespace {
+
+// Graph g compiled with the built-in schedule whose integer convolutions call oneDNN (a tuning
+// candidate, off by default), run on `inputs`; its plan in *plan.
+std::vector<Tensor> run_with_int_conv_extern(const hjit::Graph& g, const std::vector<Tensor>& inputs, std::string* plan) {
+  hjit::backend::BuiltinParams params;
+  params.extern_int_conv = true;
+  hjit::detail::FunctionRequest request;
+  request.name = "int_conv_extern";
+  request.schedule = {hjit::backend::BuiltIn{params}};
+  const auto compiled = hjit::detail::CompiledFunction::compile(g, request);
+  *plan = compiled->executable().explain();
+  hjit::detail::CallInputs bound;
+  for (const Tensor& t : inputs) bound.push(t.impl().get());
+  std::vector<Tensor> out;
+  compiled->run(bound.view(), out);
+  return out;
+}
+
+}  // namespace
+
+// The convolutions oneDNN computes where it runs on AMX (extern_int_conv_nodes), where a schedule
+// asks for them: of 2^24 multiply-adds at least, over batches (a part of the images a thread),
+// rows that do not divide among the threads, strides, dilations, channels not in fours and output
+// blocks of 8; each exact, as eager, with the input as the caller lays it out (reordered by the
+// kernel into oneDNN's nhwc) or as the convolution before it stores its value (read where it lies),
+// weights captured (packed on each call) or frozen (packed when compiling).
+TEST_CASE("int_conv2d calls oneDNN's convolution on AMX where a schedule asks: exact, as eager, over shapes, strides and batches") {
+  const bool amx = hjit::backend::gemm_on_amx(hjit::backend::ExternKind::IntGemm);
+  struct Layer {
+    Shape x, w;
+    int64_t stride, padding, dilation;
+    bool on_amx;
+  };
+  const Layer layers[] = {
+      {{1, 64, 30, 30}, {64, 64, 3, 3}, 1, 1, 1, true},      {{2, 30, 57, 55}, {48, 30, 3, 3}, 2, 1, 1, true},
+      {{1, 256, 14, 14}, {1024, 256, 1, 1}, 1, 0, 1, true},  {{1, 128, 7, 9}, {512, 128, 3, 3}, 1, 1, 1, true},
+      {{1, 64, 24, 24}, {96, 64, 3, 3}, 1, 2, 2, true},      {{1, 128, 20, 20}, {40, 128, 3, 3}, 1, 1, 1, true},
+      {{3, 3, 64, 64}, {64, 3, 7, 7}, 2, 3, 1, true},        {{1, 32, 14, 14}, {32, 32, 3, 3}, 1, 1, 1, false},
+  };
+  const Tensor z = Tensor::scalar(131, DType::U8);
+  uint64_t seed = 700;
+  for (const Layer& l : layers) {
+    CAPTURE(hjit::shape_str(l.x));
+    CAPTURE(hjit::shape_str(l.w));
+    const Tensor x = full_range(l.x, DType::U8, seed++), w = full_range(l.w, DType::I8, seed++);
+    auto conv = [&](const Tensor& in, const Tensor& weight) {
+      return hjit::int_conv2d(in, weight, z, {l.stride, l.stride}, {l.padding, l.padding}, {l.dilation, l.dilation});
+    };
+    const Tensor want = conv(x, w);
+    std::string plan;
+    const hjit::TracedFunction traced = hjit::trace(conv, x, w);
+    CHECK(test::compare(run_with_int_conv_extern(traced.graph, traced.inputs, &plan).at(0), want, 0) == "");
+    CHECK(test::occurrences(plan, "extern oneDNN int_conv") == (amx && l.on_amx ? 1 : 0));
+    // Frozen: the weights packed into oneDNN's layout when compiling.
+    const hjit::Module frozen = hjit::make_module("frozen_int_conv", {}, {.freeze_parameters = true},
+                                                  [&](const Tensor& in) { return conv(in, w); }, x);
+    CHECK(test::compare(run_with_int_conv_extern(frozen.graph(), {x}, &plan).at(0), want, 0) == "");
+    const std::set<int> externs = hjit::backend::extern_int_conv_nodes(frozen.graph());
+    CHECK(externs.size() == (amx && l.on_amx ? 1u : 0u));
+    CHECK(packed_weight_bytes(frozen.graph(), externs) >= (amx && l.on_amx ? hjit::shape_numel(l.w) : 0));
+  }
+  // The built-in schedule's default keeps hjit's own tiles.
+  auto f = hjit::jit([&](const Tensor& x, const Tensor& w) { return hjit::int_conv2d(x, w, z, {1, 1}, {1, 1}); });
+  const Tensor x = full_range({1, 64, 30, 30}, DType::U8, 1), w = full_range({64, 64, 3, 3}, DType::I8, 2);
+  CHECK(test::occurrences(f.explain(x, w), "extern oneDNN") == 0);
+}
+
+// A quantized chain as the built-in schedule lays it out around the library calls: each sum stored
+// channels innermost (oneDNN's nhwc), requantized in the next one's input copy, which the next call
+// reads where it lies; a residual sum between them. Scales are powers of two: exact.
+TEST_CASE("quantized convolutions on AMX in a chain with a residual sum: nhwc between the calls, exact") {
+  const bool amx = hjit::backend::gemm_on_amx(hjit::backend::ExternKind::IntGemm);
+  const Tensor z = Tensor::scalar(3, DType::U8);
+  auto requantized = [&](const Tensor& acc, float scale) {
+    return hjit::clamp(hjit::round(hjit::relu(acc.astype(DType::F32) * scale)) + 3.0f, 0, 255).astype(DType::U8);
+  };
+  auto block = [&](const Tensor& x, const Tensor& w1, const Tensor& w2, const Tensor& w3) {
+    const Tensor a = requantized(hjit::int_conv2d(x, w1, z, {1, 1}, {1, 1}), 1.0f / 1024);
+    const Tensor b = requantized(hjit::int_conv2d(a, w2, z), 1.0f / 512);
+    const Tensor sum = hjit::clamp(b.astype(DType::F32) + x.astype(DType::F32) - 3.0f, 0, 255).astype(DType::U8);
+    return requantized(hjit::int_conv2d(sum, w3, z, {2, 2}, {1, 1}), 1.0f / 2048);
+  };
+  uint64_t seed = 1500;
+  for (const std::array<int64_t, 2>& size : std::vector<std::array<int64_t, 2>>{{1, 28}, {2, 21}}) {
+    CAPTURE(size[0]);
+    CAPTURE(size[1]);
+    const Tensor x = full_range({size[0], 192, size[1], size[1]}, DType::U8, seed++);
+    const Tensor w1 = full_range({128, 192, 3, 3}, DType::I8, seed++), w2 = full_range({192, 128, 1, 1}, DType::I8, seed++),
+                 w3 = full_range({128, 192, 3, 3}, DType::I8, seed++);
+    const Tensor want = block(x, w1, w2, w3);
+    const hjit::TracedFunction traced = hjit::trace(block, x, w1, w2, w3);
+    std::string plan;
+    CHECK(test::compare(run_with_int_conv_extern(traced.graph, traced.inputs, &plan).at(0), want, 0) == "");
+    CAPTURE(plan);
+    const size_t externs = hjit::backend::extern_int_conv_nodes(traced.graph).size();
+    CHECK(test::occurrences(plan, "extern oneDNN int_conv, channels innermost") == externs);
+    CHECK(externs == (amx ? 3u : 0u));
+    // The inputs of the second and third calls: copies stored channels innermost, the sums before
+    // them requantized (and the residual added) on the way.
+    if (amx) CHECK(test::occurrences(plan, "_transpose: root channels innermost") == 2);
+  }
+}
+
+// The kernel itself, called as Halide calls an extern stage, on every machine built with oneDNN
+// (without AMX its primitive runs on VNNI or AVX2): a bounds query; a region of a part of the
+// columns and channels whose rows run past the output (a split rounded up) into an NCHW buffer,
+// from hjit's own [N, C/4, H, W, 4] input; the whole of an image's rows in nhwc, read and written
+// where they lie; weights packed when compiling, none, or packed in another layout.
+TEST_CASE("the int_conv kernel answers bounds queries and computes the region asked for, in either layout") {
+  using Kernel = int (*)(halide_buffer_t*, halide_buffer_t*, halide_buffer_t*, halide_buffer_t*, int32_t, int32_t, int32_t, int32_t,
+                         int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, halide_buffer_t*);
+  const auto kernel = reinterpret_cast<Kernel>(dlsym(RTLD_DEFAULT, hjit::kernel_abi::kIntConvSymbol));
+  if (!hjit::backend::provider_for(hjit::backend::ExternKind::IntConv)) return;
+  REQUIRE(bool(kernel));
+  // x [N, C/4, H, W, 4], w [O/B, C/4, KH, KW, B, 4]; strides 2 x 1, dilation 1 x 2.
+  const int N = 2, C4 = 5, H = 11, W = 10, O = 32, B = 16, KH = 3, KW = 2, SY = 2, SX = 1, DY = 1, DX = 2;
+  const int OH = (H - (KH - 1) * DY - 1) / SY + 1, OW = (W - (KW - 1) * DX - 1) / SX + 1;
+  const int32_t problem[hjit::kernel_abi::kIntConvProblemInts] = {C4, H, W, O, B, KH, KW, SY, SX, DY, DX};
+  std::mt19937 gen(11);
+  std::vector<uint8_t> x(size_t(N * C4 * H * W * 4));
+  std::vector<int8_t> w(size_t(O * C4 * KH * KW * 4));
+  std::vector<int32_t> offsets(O);
+  for (auto& v : x) v = uint8_t(gen());
+  for (auto& v : w) v = int8_t(gen());
+  for (auto& v : offsets) v = int32_t(gen() % 20001) - 10000;
+  auto want = [&](int n, int o, int oy, int ox) {
+    int64_t acc = -offsets[size_t(o)];
+    for (int c = 0; c < C4 * 4; ++c)
+      for (int ky = 0; ky < KH; ++ky)
+        for (int kx = 0; kx < KW; ++kx) {
+          const int iy = oy * SY + ky * DY, ix = ox * SX + kx * DX;
+          acc += int(x[size_t((((n * C4 + c / 4) * H + iy) * W + ix) * 4 + c % 4)]) *
+                 int(w[size_t(((((o / B) * C4 + c / 4) * KH + ky) * KW + kx) * B * 4 + (o % B) * 4 + c % 4)]);
+        }
+    return int32_t(acc);
+  };
+  std::vector<uint8_t> x_nhwc(x.size());  // the same values, channels innermost
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C4 * 4; ++c)
+      for (int y = 0; y < H; ++y)
+        for (int col = 0; col < W; ++col)
+          x_nhwc[size_t(((n * H + y) * W + col) * C4 * 4 + c)] = x[size_t((((n * C4 + c / 4) * H + y) * W + col) * 4 + c % 4)];
+  for (auto [nhwc, packing] : {std::pair{false, Packing::None}, {false, Packing::Packed}, {true, Packing::Packed}, {true, Packing::Stale},
+                               {true, Packing::None}}) {
+    CAPTURE(nhwc);
+    CAPTURE(int(packing));
+    std::vector<uint8_t> packed_bytes(size_t(hjit::kernel_abi::kPackedHeaderBytes), 0);
+    if (packing != Packing::None) {
+      packed_bytes.resize(size_t(hjit_int_conv_pack_constant(problem, OH, w.data(), nullptr, 0)));
+      REQUIRE(hjit_int_conv_pack_constant(problem, OH, w.data(), packed_bytes.data(), int64_t(packed_bytes.size())) ==
+              int64_t(packed_bytes.size()));
+      if (packing == Packing::Stale) packed_bytes[8] ^= 1;  // the fingerprint
+    }
+    // The region: NCHW, image 1, columns 1.., channels 8.., rows 1..OH (one past the output); nhwc:
+    // both images, every column and channel, rows 1..OH-1.
+    const int x0 = nhwc ? 0 : 1, c0 = nhwc ? 0 : 8, y0 = 1, m = nhwc ? OH - 1 : OH, n0 = nhwc ? 0 : 1, nn = nhwc ? 2 : 1;
+    const int rows = OH + 1;  // (the buffer holds the row past the output)
+    std::vector<int32_t> out(size_t(N * O * rows * OW), -1);
+    halide_dimension_t od[4];
+    if (nhwc) od[0] = {x0, OW - x0, O, 0}, od[1] = {y0, m, OW * O, 0}, od[2] = {c0, O - c0, 1, 0}, od[3] = {n0, nn, rows * OW * O, 0};
+    else od[0] = {x0, OW - x0, 1, 0}, od[1] = {y0, m, OW, 0}, od[2] = {c0, O - c0, rows * OW, 0}, od[3] = {n0, nn, O * rows * OW, 0};
+    auto element = [&](int n, int o, int oy, int ox) -> int32_t& {
+      return out[size_t(nhwc ? ((n * rows + oy) * OW + ox) * O + o : ((n * O + o) * rows + oy) * OW + ox)];
+    };
+    halide_dimension_t xd[5] = {{0, 0, 1, 0}, {0, 0, nhwc ? C4 * 4 : 4, 0}, {0, 0, nhwc ? W * C4 * 4 : W * 4, 0},
+                                {0, 0, nhwc ? 4 : H * W * 4, 0}, {0, 0, C4 * H * W * 4, 0}};
+    halide_dimension_t wd[6] = {{0, 0, 1, 0}, {0, 0, 4, 0}, {0, 0, B * 4, 0}, {0, 0, KW * B * 4, 0}, {0, 0, KH * KW * B * 4, 0},
+                                {0, 0, C4 * KH * KW * B * 4, 0}};
+    halide_dimension_t fd{0, 0, 1, 0}, pd{0, 0, 1, 0};
+    halide_buffer_t xb{}, wb{}, fb{}, pb{}, ob{};
+    xb.dimensions = 5, xb.dim = xd, xb.type = halide_type_t(halide_type_uint, 8);
+    wb.dimensions = 6, wb.dim = wd, wb.type = halide_type_t(halide_type_int, 8);
+    fb.dimensions = 1, fb.dim = &fd, fb.type = halide_type_t(halide_type_int, 32);
+    pb.dimensions = 1, pb.dim = &pd, pb.type = halide_type_t(halide_type_uint, 8);
+    ob.dimensions = 4, ob.dim = od, ob.type = halide_type_t(halide_type_int, 32);
+    ob.host = reinterpret_cast<uint8_t*>(&element(n0, c0, y0, x0));
+    auto call = [&] { return kernel(&xb, &wb, &fb, &pb, C4, H, W, O, B, KH, KW, SY, SX, DY, DX, &ob); };
+    REQUIRE(call() == 0);  // the bounds query
+    const int in_rows = (std::min(y0 + m, OH) - y0 - 1) * SY + (KH - 1) * DY + 1;
+    CHECK(xd[0].extent == 4);
+    CHECK(xd[1].min == 0);
+    CHECK(xd[1].extent == W);
+    CHECK(xd[2].min == y0 * SY);
+    CHECK(xd[2].extent == in_rows);
+    CHECK(xd[3].extent == C4);
+    CHECK(xd[4].min == n0);
+    CHECK(xd[4].extent == nn);
+    CHECK(wd[5].extent == O / B);
+    CHECK(wd[1].extent == B);
+    CHECK(fd.extent == O);
+    CHECK(pd.extent == hjit::kernel_abi::kPackedHeaderBytes);
+    // Buffers as Halide would pass them: host at each one's min.
+    const std::vector<uint8_t>& input = nhwc ? x_nhwc : x;
+    xb.host = const_cast<uint8_t*>(input.data()) + xd[2].min * xd[2].stride + n0 * xd[4].stride;
+    wb.host = reinterpret_cast<uint8_t*>(w.data());
+    fb.host = reinterpret_cast<uint8_t*>(offsets.data());
+    pd.extent = int32_t(packed_bytes.size()), pb.host = packed_bytes.data();
+    REQUIRE(call() == 0);
+    for (int n = 0; n < N; ++n)
+      for (int o = 0; o < O; ++o)
+        for (int oy = 0; oy < rows; ++oy)
+          for (int ox = 0; ox < OW; ++ox) {
+            const bool asked = n >= n0 && n < n0 + nn && o >= c0 && oy >= y0 && oy < std::min(y0 + m, OH) && ox >= x0;
+            CAPTURE(n);
+            CAPTURE(o);
+            CAPTURE(oy);
+            CAPTURE(ox);
+            REQUIRE(element(n, o, oy, ox) == (asked ? want(n, o, oy, ox) : -1));
+          }
+  }
 }
 
 namespace {

@@ -41,9 +41,9 @@ std::vector<ScheduleRequest> mullapudi_grid_points() {
 std::string scheduler_of(const std::string& origin) { return origin.substr(0, origin.find(' ')); }
 
 Candidates::Candidates(std::vector<std::string> schedulers, std::set<std::string> tried, uint64_t seed, bool extern_gemm,
-                       bool extern_conv)
+                       bool extern_conv, bool extern_int_conv)
     : schedulers_(std::move(schedulers)), tried_(std::move(tried)), rng_(seed), extern_gemm_(extern_gemm),
-      extern_conv_(extern_conv) {
+      extern_conv_(extern_conv), extern_int_conv_(extern_int_conv) {
   // Seeds of earlier runs' Adams2019 samples are not drawn again.
   for (const std::string& r : tried_)
     if (scheduler_of(r) == "Adams2019") ++adams_seed_;
@@ -77,6 +77,7 @@ std::optional<ScheduleRequest> Candidates::builtin_local(const std::string& best
   }
   if (extern_gemm_ && std::uniform_int_distribution<int>(0, 5)(rng_) == 0) p.extern_gemm = !p.extern_gemm;
   if (extern_conv_ && std::uniform_int_distribution<int>(0, 5)(rng_) == 0) p.extern_conv = !p.extern_conv;
+  if (extern_int_conv_ && std::uniform_int_distribution<int>(0, 5)(rng_) == 0) p.extern_int_conv = !p.extern_int_conv;
   return fresh({BuiltIn{p}});
 }
 
@@ -86,6 +87,7 @@ std::optional<ScheduleRequest> Candidates::builtin_random() {
   p.grain = pick(kGrain, rng_), p.runs = pick(kRuns, rng_), p.store_expensive = std::uniform_int_distribution<int>(0, 1)(rng_) == 1;
   p.extern_gemm = extern_gemm_ && std::uniform_int_distribution<int>(0, 1)(rng_) == 1;
   p.extern_conv = extern_conv_ && std::uniform_int_distribution<int>(0, 1)(rng_) == 1;
+  p.extern_int_conv = extern_int_conv_ && std::uniform_int_distribution<int>(0, 1)(rng_) == 1;
   return fresh({BuiltIn{p}});
 }
 
@@ -126,14 +128,17 @@ std::optional<ScheduleRequest> Candidates::next(const std::string& best) {
                                             autoscheduled(Autoscheduler::Adams2019, adams_unbounded)};
   while (firsts_ < firsts.size())
     if (std::optional<ScheduleRequest> r = fresh(firsts[firsts_++])) return r;
-  // The libraries' matmuls and convolutions, the rest fused around them: alone and together.
+  // The libraries' matmuls and convolutions, the rest fused around them: alone and together; and
+  // the integer convolutions on AMX.
   std::vector<ScheduleRequest> externs;
-  BuiltinParams gemm, conv, both;
+  BuiltinParams gemm, conv, both, int_conv;
   gemm.extern_gemm = both.extern_gemm = true;
   conv.extern_conv = both.extern_conv = true;
+  int_conv.extern_int_conv = true;
   if (extern_gemm_) externs.push_back({BuiltIn{gemm}});
   if (extern_conv_) externs.push_back({BuiltIn{conv}});
   if (extern_gemm_ && extern_conv_) externs.push_back({BuiltIn{both}});
+  if (extern_int_conv_) externs.push_back({BuiltIn{int_conv}});
   while (externs_ < externs.size())
     if (std::optional<ScheduleRequest> r = fresh(externs[externs_++])) return r;
   if (!weights_.empty()) {  // the retrained model's own choice

@@ -20,10 +20,11 @@ using backend::ScheduleRequest;
 class Candidates {
  public:
   // schedulers: those the run uses (empty: all); tried: requests measured before (a resumed run
-  // does not repeat them); extern_gemm, extern_conv: whether the pipeline has matmuls or
-  // convolutions a library can compute (halide_backend/providers/extern_stages.h).
+  // does not repeat them); extern_gemm, extern_conv, extern_int_conv: whether the pipeline has
+  // matmuls, convolutions or integer convolutions a library can compute
+  // (halide_backend/providers/extern_stages.h).
   Candidates(std::vector<std::string> schedulers, std::set<std::string> tried, uint64_t seed, bool extern_gemm,
-             bool extern_conv);
+             bool extern_conv, bool extern_int_conv = false);
   // Adams2019 cost-model weights to search with from now on ("": Halide's own).
   void set_weights(const std::string& path) { weights_ = path; }
   // The next request not tried, given the best one so far (an origin in the database: a request's
@@ -46,7 +47,7 @@ class Candidates {
   std::string weights_;
   size_t step_ = 0, firsts_ = 0, mullapudi_ = 0, li_ = 0;
   int adams_seed_ = 0;
-  bool extern_gemm_ = false, extern_conv_ = false;
+  bool extern_gemm_ = false, extern_conv_ = false, extern_int_conv_ = false;
   size_t externs_ = 0;
 };
 

@@ -33,7 +33,7 @@ std::optional<backend::BuiltinParams> builtin_params_of(const std::string& origi
   } catch (const ValueError&) {
     return std::nullopt;  // (a database of another version's knobs)
   }
-  if (p.extern_gemm || p.extern_conv) return std::nullopt;
+  if (p.extern_gemm || p.extern_conv || p.extern_int_conv) return std::nullopt;
   return p;
 }
 

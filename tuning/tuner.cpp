@@ -218,7 +218,7 @@ TuneResult tune_graph(const Graph& traced, const std::vector<Tensor>& inputs, co
   std::vector<std::string> schedulers = o.schedulers;
   if (gpu && schedulers.empty()) schedulers = {"built-in", "Li2018"};
   Candidates candidates(schedulers, tried, o.seed != 0 ? o.seed : std::random_device{}(), !gpu && !backend::extern_gemm_nodes(graph).empty(),
-                        !gpu && !backend::extern_conv_nodes(graph).empty());
+                        !gpu && !backend::extern_conv_nodes(graph).empty(), !gpu && !backend::extern_int_conv_nodes(graph).empty());
   candidates.set_weights(model.weights());
   const bool progress = o.progress && isatty(2);
   log().info("tuning '{}' for {:.1f} min ({} candidates measured before)", p.name, o.minutes, tried.size());

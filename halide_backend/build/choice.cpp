@@ -42,8 +42,10 @@ class BuiltInChoice final : public ChoiceHandler {
                                              const SymbolicSizes* dynamic) const override {
     const Halide::Target halide = target.halide(false, &g);
     BuiltinParams params = params_;
-    // AMX is the host's: a GPU pipeline's products stay on the GPU.
-    if (halide.has_gpu_feature()) params.extern_int_gemm = params.extern_bf16_gemm = false;
+    // AMX is the host's: a GPU pipeline's products stay on the GPU, and a pipeline for a CPU without
+    // AVX-512 (another machine's, or a test's) keeps hjit's own code, as there.
+    if (halide.has_gpu_feature() || !halide.has_feature(Halide::Target::AVX512_Skylake))
+      params.extern_int_gemm = params.extern_bf16_gemm = params.extern_int_conv = false;
     p = lower(g, halide, scheduler().extern_stages(g, params, dynamic == nullptr), dynamic);
     Schedule s = scheduler().builtin(p, params_);
     add_extern_directives(p, s);
@@ -63,7 +65,7 @@ class BuiltInChoice final : public ChoiceHandler {
   BuiltinParams params_for(const Graph& g, const Target& target, bool extern_stages) const {
     BuiltinParams p = params_;
     if (p.is_default() && target.kind().fitted_params()) p = scheduler().fitted_params(g, target.halide(false));
-    if (!extern_stages) p.extern_gemm = p.extern_conv = p.extern_int_gemm = p.extern_bf16_gemm = false;
+    if (!extern_stages) p.extern_gemm = p.extern_conv = p.extern_int_gemm = p.extern_bf16_gemm = p.extern_int_conv = false;
     return p;
   }
   BuiltinParams params_;

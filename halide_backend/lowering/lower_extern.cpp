@@ -55,6 +55,19 @@ Halide::ImageParam packed_weights(LowerCtx& ctx, ExternKind kind, const Node& n,
   return bind_constant_param(ctx.p, TensorType{DType::U8, {int64_t(bytes->size())}}, data);
 }
 
+// An int_conv2d's constant weights packed when compiling (lowering knows no part's rows: they are
+// packed for all of them, the layout oneDNN picks for a part too, or the kernel packs on the
+// call); else the zero header that says there are none.
+Halide::ImageParam packed_conv_weights(LowerCtx& ctx, const Node& n, const IntConvProblem& problem) {
+  const Node& w = ctx.g.node(n.inputs[1]);
+  std::vector<uint8_t> packed;
+  if (w.op == OpKind::Constant) packed = pack_int_conv_weights(problem, int32_t(n.type.shape[2]), ctx.g.constants[size_t(w.constant)].data);
+  if (packed.empty()) packed.assign(size_t(kernel_abi::kPackedHeaderBytes), 0);
+  auto bytes = std::make_shared<std::vector<uint8_t>>(std::move(packed));
+  const ConstData data{bytes, bytes->data(), bytes->size()};
+  return bind_constant_param(ctx.p, TensorType{DType::U8, {int64_t(bytes->size())}}, data);
+}
+
 }  // namespace
 
 void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<ConvChain>& chain, int layout) {
@@ -82,6 +95,18 @@ void lower_extern(LowerCtx& ctx, Stage& s, const Node& n, const std::optional<Co
     // (bf16 results come back as f32 values rounded to bf16, as the Funcs of bf16 nodes hold them.)
     s.func.define_extern(int8 ? kernel_abi::kIntGemmSymbol : kernel_abi::kBf16GemmSymbol, args,
                          int8 ? Halide::Int(32) : Halide::Float(32), s.vars, Halide::NameMangling::C);
+  } else if (kind == ExternKind::IntConv) {
+    if (head.inputs.size() < 3) {  // no offsets: the sums start at 0
+      Func none(helper_name(s, "_no_offsets"));
+      Var c("c");
+      none(c) = 0;
+      none.compute_root();  // (a buffer for the library call)
+      args.emplace_back(none);
+    }
+    const IntConvProblem problem = int_conv_problem(g, head);
+    args.emplace_back(packed_conv_weights(ctx, head, problem));
+    for (int32_t v : problem) arg(v);
+    s.func.define_extern(kernel_abi::kIntConvSymbol, args, Halide::Int(32), s.vars, Halide::NameMangling::C);
   } else if (kind == ExternKind::Conv) {
     // The leading affine post-ops fold into the weights and a bias; the rest stay post-ops, their
     // per-channel operands rows of one Func after the bias.
@@ -151,7 +176,7 @@ std::map<int, std::optional<ConvChain>> extern_chains(const Graph& g, const std:
   std::map<int, std::optional<ConvChain>> out;
   if (externs.empty()) return out;
   const std::set<int> gemms = extern_gemm_nodes(g), convs = extern_conv_nodes(g), int_gemms = extern_int_gemm_nodes(g),
-                      bf16_gemms = extern_bf16_gemm_nodes(g);
+                      bf16_gemms = extern_bf16_gemm_nodes(g), int_convs = extern_int_conv_nodes(g);
   for (int id : externs) {
     if (id < 0 || size_t(id) >= g.nodes.size())
       throw ValueError("hjit: schedule: node " + std::to_string(id) + " is not in the graph, so it cannot be an extern stage");
@@ -161,6 +186,7 @@ std::map<int, std::optional<ConvChain>> extern_chains(const Graph& g, const std:
     const bool ok = rule && rule->kind == ExternKind::Sgemm           ? gemms.count(id) > 0
                     : rule && rule->kind == ExternKind::IntGemm        ? int_gemms.count(id) > 0
                     : rule && rule->kind == ExternKind::Bf16Gemm       ? bf16_gemms.count(id) > 0
+                    : rule && rule->kind == ExternKind::IntConv        ? int_convs.count(id) > 0
                     : rule && rule->kind == ExternKind::ConvWeightGrad ? convs.count(id) > 0
                                                                       : extern_conv_available() && (chain = conv_chain_ending_at(g, id));
     if (!ok) throw ValueError("hjit: schedule: node " + std::to_string(id) + " (" + op_name(n.op) + ") cannot be an extern stage");

@@ -13,6 +13,11 @@ inline constexpr const char* kConvSymbol = "hjit_extern_conv2d";
 inline constexpr const char* kConvWeightGradSymbol = "hjit_extern_conv2d_weight_grad";
 inline constexpr const char* kIntGemmSymbol = "hjit_extern_int_gemm";
 inline constexpr const char* kBf16GemmSymbol = "hjit_extern_bf16_gemm";
+inline constexpr const char* kIntConvSymbol = "hjit_extern_int_conv2d";
+
+// An int_conv2d's sizes as its kernel takes them: input channels / 4, input rows and columns,
+// output channels, their block (the weights' B), kernel rows and columns, strides, dilations.
+inline constexpr int kIntConvProblemInts = 11;
 
 // The element-wise work after a convolution that oneDNN does in the same pass, 3 bits each in one
 // int32 (the first post-op lowest).
@@ -47,3 +52,12 @@ extern "C" int hjit_matmul_uses_amx(int32_t bf16);
 // the bytes that takes (out null), or written (0: out_bytes too few, or oneDNN failed). The kernels
 // take it as their `packed` operand; 64 zero bytes there say there is none.
 extern "C" int64_t hjit_matmul_pack_constant(int32_t bf16, int64_t k, int64_t n, const void* weights, void* out, int64_t out_bytes);
+
+// 1 where oneDNN's u8 x s8 convolution of `problem` (kIntConvProblemInts values, as above) runs on
+// AMX's tiles on this CPU, else 0.
+extern "C" int hjit_int_conv_uses_amx(const int32_t* problem);
+
+// Packs constant weights of that convolution (hjit's [O/B, C/4, KH, KW, B, 4], dense) into the
+// layout oneDNN picks for a call of `rows` output rows, after the header its kernel checks, as
+// hjit_matmul_pack_constant does.
+extern "C" int64_t hjit_int_conv_pack_constant(const int32_t* problem, int32_t rows, const void* weights, void* out, int64_t out_bytes);

@@ -31,6 +31,7 @@ std::optional<ExternRule> extern_rule(ScheduleClass c) {
 std::optional<ExternRule> extern_rule(const Node& n) {
   if (n.op == OpKind::IntMatmul) return ExternRule{ExternKind::IntGemm, "int_gemm", 0};
   if (n.op == OpKind::Matmul && n.type.dtype == DType::BF16) return ExternRule{ExternKind::Bf16Gemm, "bf16_gemm", 0};
+  if (n.op == OpKind::IntConv2d) return ExternRule{ExternKind::IntConv, "int_conv", 0};
   return extern_rule(schedule_class(n.op));
 }
 
@@ -119,6 +120,37 @@ std::set<int> extern_bf16_gemm_nodes(const Graph& g) {
   // on (2^21 multiply-adds: 0.034-0.037 against 0.040-0.046 ms for the widened f32 tiles; 1024^3
   // 4.8 against 15.6 ms), level with them at 64 x 128 x 128.
   return amx_gemm_nodes(g, ExternKind::Bf16Gemm, int64_t(1) << 21);
+}
+
+IntConvProblem int_conv_problem(const Graph& g, const Node& n) {
+  const Shape &x = g.type(n.inputs[0]).shape, &w = g.type(n.inputs[1]).shape;  // [N, C/4, H, W, 4], [O/B, C/4, KH, KW, B, 4]
+  const auto &stride = n.attrs.ints("stride"), &dilation = n.attrs.ints("dilation");
+  const int64_t values[] = {x[1], x[2], x[3], n.type.shape[1], w[4], w[2], w[3], stride[0], stride[1], dilation[0], dilation[1]};
+  IntConvProblem out{};
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (values[i] > INT32_MAX) return IntConvProblem{};  // (no kernel for it: the sizes say 0)
+    out[i] = int32_t(values[i]);
+  }
+  return out;
+}
+
+std::set<int> extern_int_conv_nodes(const Graph& g) {
+  if (!provider_for(ExternKind::IntConv) || !gemm_on_amx(ExternKind::IntGemm)) return {};
+  // Smaller convolutions gain too little for what a library call costs besides.
+  constexpr int64_t kLeastMultiplyAdds = int64_t(1) << 24;
+  std::set<int> out;
+  for (size_t id = 0; id < g.nodes.size(); ++id) {
+    const Node& n = g.nodes[id];
+    if (n.op != OpKind::IntConv2d || n.type.numel() == 0) continue;
+    const bool readable = std::all_of(n.inputs.begin(), n.inputs.end(), [&](int in) {
+      const Node& o = g.node(in);
+      return o.type.numel() > 0 && (o.op == OpKind::Constant || input_or_computed(o));
+    });
+    const Shape& w = g.type(n.inputs[1]).shape;
+    const int64_t multiply_adds = n.type.numel() * w[1] * 4 * w[2] * w[3];
+    if (readable && multiply_adds >= kLeastMultiplyAdds && int_conv_on_amx(int_conv_problem(g, n))) out.insert(int(id));
+  }
+  return out;
 }
 
 std::vector<int> value_uses(const Graph& g) {

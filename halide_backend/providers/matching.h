@@ -28,10 +28,10 @@ struct ExternRule {
 // nullopt for a class no kind computes.
 std::optional<ExternRule> extern_rule(ScheduleClass c);
 // The rule of node n's stage: its class's, but int_gemm for int_matmul (an op of the matmul class
-// whose operands are 8-bit integers) and bf16_gemm for a bf16 matmul.
+// whose operands are 8-bit integers), bf16_gemm for a bf16 matmul and int_conv for int_conv2d.
 std::optional<ExternRule> extern_rule(const Node& n);
 // What an extern stage whose chain starts with node n is called in a schedule ("sgemm", "conv",
-// "conv_weight_grad", "int_gemm", "bf16_gemm"; "" for an op no provider computes).
+// "conv_weight_grad", "int_gemm", "bf16_gemm", "int_conv"; "" for an op no provider computes).
 const char* extern_stage_kind(const Node& n);
 
 // The matmul nodes of g an extern sgemm can compute: f32, both operands 2-D and read from graph
@@ -50,6 +50,13 @@ std::set<int> extern_int_gemm_nodes(const Graph& g);
 // rows and 2^21 multiply-adds, operands as above. Elsewhere hjit's own code serves them: vdpbf16ps
 // pairs where those pay, f32 tiles on widened values where they do not (lowering/lowered.h).
 std::set<int> extern_bf16_gemm_nodes(const Graph& g);
+
+// The int_conv2d nodes oneDNN's u8 x s8 convolution computes, where it runs on AMX
+// (int_conv_on_amx): of at least 2^24 multiply-adds, operands read from graph inputs, constants or
+// computed values. Empty elsewhere (hjit's own VNNI tiles).
+std::set<int> extern_int_conv_nodes(const Graph& g);
+// Int_conv2d node n's sizes as its kernel takes them.
+IntConvProblem int_conv_problem(const Graph& g, const Node& n);
 
 // The element-wise work after a convolution that oneDNN does in the same pass (post-ops): add,
 // subtract, multiply or divide by a per-channel value (batch norm in inference, a bias), relu,

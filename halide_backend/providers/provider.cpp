@@ -47,6 +47,29 @@ std::vector<uint8_t> pack_constant_weights(ExternKind kind, int64_t k, int64_t n
 #endif
 }
 
+static_assert(std::tuple_size_v<IntConvProblem> == kernel_abi::kIntConvProblemInts);
+
+bool int_conv_on_amx(const IntConvProblem& problem) {
+#if defined(HJIT_HAVE_DNNL)
+  return gemm_on_amx(ExternKind::IntGemm) && hjit_int_conv_uses_amx(problem.data()) != 0;
+#else
+  (void)problem;
+  return false;
+#endif
+}
+
+std::vector<uint8_t> pack_int_conv_weights(const IntConvProblem& problem, int32_t rows, const void* weights) {
+#if defined(HJIT_HAVE_DNNL)
+  const int64_t bytes = hjit_int_conv_pack_constant(problem.data(), rows, weights, nullptr, 0);
+  std::vector<uint8_t> out(size_t(std::max<int64_t>(bytes, 0)));
+  if (bytes <= 0 || hjit_int_conv_pack_constant(problem.data(), rows, weights, out.data(), bytes) != bytes) return {};
+  return out;
+#else
+  (void)problem, (void)rows, (void)weights;
+  return {};
+#endif
+}
+
 }  // namespace hjit::backend
 
 #if defined(HJIT_KERNELS_OBJECT)

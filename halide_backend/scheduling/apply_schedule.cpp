@@ -218,6 +218,8 @@ class Applier {
   // divides the loop (a last part shifted inwards would overlap the one before, and a library may
   // sum into its output as it goes: two threads would add into the same elements), reordered and
   // run in parallel, nothing else. (Halide 14 makes no Stage of an extern Func: its own methods.)
+  // The int_conv kernel computes only what lies inside its output: split by any factor, its last
+  // part is guarded, which Halide 14 calls for the part rounded up (docs: HALIDE14.md).
   void apply_to_extern(Halide::Func f, const Directive& d) {
     const auto& a = d.args;
     if (d.verb == "split" && a.size() >= 4) {
@@ -226,10 +228,11 @@ class Applier {
       if (auto w = extern_whole_.find(d.func); w != extern_whole_.end())
         for (size_t k = 0; k < w->second.vars.size(); ++k)
           if (w->second.vars[k].name() == a[0]) loop = w->second.extents[k];
-      if (loop <= 0 || loop % n != 0)
+      const bool clamps = clamping_externs_.count(d.func) > 0;
+      if (loop <= 0 || (loop % n != 0 && !clamps))
         throw ValueError("hjit: schedule: split of the extern stage " + d.func + "'s loop " + a[0] + " by " + a[3] +
                          ", which does not divide it");
-      f.split(Var(a[0]), Var(a[1]), Var(a[2]), n, Halide::TailStrategy::ShiftInwards);
+      f.split(Var(a[0]), Var(a[1]), Var(a[2]), n, loop % n == 0 ? Halide::TailStrategy::ShiftInwards : Halide::TailStrategy::GuardWithIf);
     } else if (d.verb == "reorder") {
       std::vector<VarOrRVar> order;
       for (const std::string& n : a) order.push_back(Var(n));
@@ -370,6 +373,7 @@ class Applier {
   };
   std::map<std::string, Whole> whole_;  // each stage's vars and extents, by canonical name (fixed sizes only)
   std::map<std::string, Whole> extern_whole_;  // the same, of extern stages
+  std::set<std::string> clamping_externs_;     // extern stages whose kernel clamps its region to its output
   int64_t min_dynamic_size_ = 0;
   bool guarded_ = false;
   // Per definition (a Func's pure one or an update), the loops this schedule made whose extent it
@@ -398,9 +402,11 @@ class Applier {
   // by a stage's reduction and output wrapper), reduction variables over varying extents, and a
   // helper's vars as its lowering marked them.
   void find_stage_extents(const LoweredPipeline& p) {
-    for (const Stage& x : p.stages)
+    for (const Stage& x : p.stages) {
       if (x.func.defined() && x.vars.size() == x.extents.size())
         (x.is_extern ? extern_whole_ : whole_)[canonical_name(x.func.name())] = Whole{x.vars, x.extents};
+      if (x.is_extern && x.extern_kind == "int_conv") clamping_externs_.insert(canonical_name(x.func.name()));
+    }
   }
 
   void find_dynamic_loops(const LoweredPipeline& p) {

@@ -4,24 +4,18 @@
 // -> bf16 summed in f32 (brg:avx512_core_amx_bf16). Planned once per shape. Built into the kernels'
 // object (providers/provider.h) when hjit was built with oneDNN: nothing of hjit's but
 // kernel_abi.h.
-#include <HalideRuntime.h>
-
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
 
-#include <omp.h>
-#include <oneapi/dnnl/dnnl.hpp>
-
-#include "halide_backend/providers/kernel_abi.h"
+#include "halide_backend/providers/kernels/onednn_calls.h"
 
 namespace {
 
+using namespace hjit::kernels;
 using dnnl::memory;
 using dt = memory::data_type;
 using tag = memory::format_tag;
@@ -40,30 +34,6 @@ memory::desc packed_weights(int64_t k, int64_t n, int64_t block_stride) {
   b.inner_blks[0] = 4;
   b.inner_idxs[0] = 0;
   return memory::desc(d);
-}
-
-// oneDNN (Debian's, on OpenMP) runs a primitive on as many threads as the calling thread's
-// OpenMP setting: one here, as the built-in schedule calls the kernel from each of Halide's
-// workers on a part of the matrices or rows. (A call at root on OpenMP's team, between Halide's loops on
-// its own pool, had the two pools spin against each other: the encoder's int8 layers ran 2x
-// slower.) The caller's setting is put back.
-class OneThread {
- public:
-  OneThread() : before_(omp_get_max_threads()) { omp_set_num_threads(1); }
-  ~OneThread() { omp_set_num_threads(before_); }
-  OneThread(const OneThread&) = delete;
-  OneThread& operator=(const OneThread&) = delete;
-
- private:
-  int before_;
-};
-
-uint64_t fingerprint(const memory::desc& d) {
-  const dnnl_memory_desc_t& raw = d.data;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(&raw);
-  uint64_t h = 0xcbf29ce484222325;  // FNV-1a
-  for (size_t i = 0; i < sizeof raw; ++i) h = (h ^ bytes[i]) * 0x100000001b3;
-  return h;
 }
 
 // One product shape: the matmul primitive and, where its weights take the layout it picks, the
@@ -120,20 +90,6 @@ GemmPlan make_plan(const Key& key) {
                   memory::desc({m, n}, dt::bf16, tag::ab), packs, memory::desc({m, n}, dt::f32, memory::dims{ldc, 1}));
 }
 
-// Weights packed when compiling: a header, then the bytes in the layout of the primitive that
-// packed them. The layout's fingerprint is checked at each call against the plan's (another oneDNN
-// or CPU, a compiled pipeline read from the disk cache, may pick another layout: the weights are
-// then packed on the call, as unpacked ones).
-struct PackedHeader {
-  uint64_t magic;        // kPackedMagic; 0: no packed weights
-  uint64_t fingerprint;  // of the layout
-  uint64_t bytes;        // after the header
-  int64_t k, n;          // the product's depth and columns, all of them
-  uint64_t reserved[3];
-};
-constexpr uint64_t kPackedMagic = 0x6b6361706a6a6968;  // "hijjpack"
-static_assert(sizeof(PackedHeader) == hjit::kernel_abi::kPackedHeaderBytes);
-
 GemmPlan& plan_for(const Key& key) {
   static std::mutex mu;
   static std::map<Key, std::unique_ptr<GemmPlan>> plans;
@@ -141,35 +97,6 @@ GemmPlan& plan_for(const Key& key) {
   std::unique_ptr<GemmPlan>& p = plans[key];
   if (!p) p = std::make_unique<GemmPlan>(make_plan(key));
   return *p;
-}
-
-// Per thread, bytes that stay allocated between calls: the packed weights or the bf16 product,
-// and the scratchpads (allocated afresh, each call's megabyte was mapped and faulted in again: a
-// 1024^3 product took 4.1 ms against 2.2).
-enum Slot : size_t { kWeightsOrProduct, kScratchpad, kPackScratchpad, kSlots };
-void* scratch(Slot slot, size_t bytes) {
-  struct Block {
-    void operator()(void* p) const { std::free(p); }
-  };
-  thread_local std::unique_ptr<void, Block> blocks[kSlots];
-  thread_local size_t sizes[kSlots] = {};
-  if (bytes > sizes[slot]) {
-    const size_t rounded = (bytes + 4095) / 4096 * 4096;
-    blocks[slot].reset(std::aligned_alloc(4096, rounded));
-    sizes[slot] = blocks[slot] ? rounded : 0;
-  }
-  return blocks[slot].get();
-}
-
-// The element of b at `coords` (Halide order), of the dimensions b has: a trailing batch
-// coordinate is ignored where b has no batch dimension.
-template <class T>
-T* at(const halide_buffer_t* b, std::initializer_list<int64_t> coords) {
-  int64_t offset = 0;
-  int d = 0;
-  for (int64_t x : coords)
-    if (d < b->dimensions) offset += (x - b->dim[d].min) * b->dim[d].stride, ++d;
-  return reinterpret_cast<T*>(b->host) + offset;
 }
 
 // C = A B over the region of C asked for, batches of A times B's one matrix (`per_batch` false: a
@@ -220,11 +147,7 @@ int matmul(Kind kind, halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* p
     }
     GemmPlan& plan = *chosen;
     dnnl::stream stream(plan.engine);
-    auto held = [&](Slot slot, const memory::desc& d) {
-      void* p = scratch(slot, std::max<size_t>(d.get_size(), 1));
-      if (!p) throw std::bad_alloc();
-      return memory(d, plan.engine, p);
-    };
+    auto held = [&](Slot slot, const memory::desc& d) { return hjit::kernels::held(slot, d, plan.engine); };
     memory scratchpad = held(kScratchpad, plan.scratchpad);
     memory weights = prepacked ? memory(plan.weights, plan.engine, const_cast<PackedHeader*>(header) + 1)
                      : int8    ? held(kWeightsOrProduct, plan.weights)
@@ -275,18 +198,8 @@ extern "C" int64_t hjit_matmul_pack_constant(int32_t bf16, int64_t k, int64_t n,
     constexpr int64_t kRows = 256;
     const Kind kind = bf16 ? Kind::Bf16 : Kind::Int8;
     GemmPlan& plan = plan_for(Key{kind, true, kRows, n, k, k, bf16 ? n : 4 * n, n});
-    const int64_t bytes = int64_t(sizeof(PackedHeader) + plan.weights.get_size());
-    if (!out) return bytes;
-    if (out_bytes < bytes) return 0;
-    auto* header = static_cast<PackedHeader*>(out);
-    *header = PackedHeader{kPackedMagic, plan.weights_fingerprint, plan.weights.get_size(), k, n, {}};
-    dnnl::stream stream(plan.engine);
-    memory from(plan.b, plan.engine, const_cast<void*>(weights)), to(plan.weights, plan.engine, header + 1);
-    std::unique_ptr<char[]> pad(new char[std::max<size_t>(plan.pack_scratchpad.get_size(), 1)]);
-    memory scratchpad(plan.pack_scratchpad, plan.engine, pad.get());
-    plan.pack.execute(stream, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, scratchpad}});
-    stream.wait();
-    return bytes;
+    return write_packed(plan.engine, plan.pack, plan.b, plan.weights, plan.weights_fingerprint, plan.pack_scratchpad, k, n, weights,
+                        out, out_bytes);
   } catch (const std::exception&) {
     return 0;
   }
