@@ -53,7 +53,8 @@ std::set<int> extern_bf16_gemm_nodes(const Graph& g);
 
 // The int_conv2d nodes oneDNN's u8 x s8 convolution computes, where it runs on AMX
 // (int_conv_on_amx): of at least 2^24 multiply-adds, operands read from graph inputs, constants or
-// computed values. Empty elsewhere (hjit's own VNNI tiles).
+// computed values. Empty elsewhere. Called only where a schedule asks (extern_int_conv, off by
+// default: hjit's own VNNI tiles requantize in registers, docs/low-precision.md).
 std::set<int> extern_int_conv_nodes(const Graph& g);
 // Int_conv2d node n's sizes as its kernel takes them.
 IntConvProblem int_conv_problem(const Graph& g, const Node& n);
