@@ -33,7 +33,9 @@ inline void cpu_relax() {
 // A spinning thread's pause: mostly the CPU's, now and then the scheduler's, so that a thread of
 // this process (or another's) waiting for the core gets it: with a core taken by another process,
 // a loop's threads may share the other one, and a waiter that only paused held it from the thread
-// it waited for.
+// it waited for. The yields stay frequent where they are dear: on a 2-vCPU Zen 5 guest whose
+// sched_yield costs 1.2 us (60 pauses), a GPT-2 int8 decode step ran 3-10% slower yielding every
+// 128 pauses (alternated, four rounds) and no faster every 4.
 inline void relax(int k) {
   if ((k & 15) != 15) cpu_relax();
   else std::this_thread::yield();
