@@ -26,17 +26,34 @@ int64_t bytes_of(const hjit::nn::Module& m) {
   return bytes;
 }
 
+// The multiply-adds (two FLOPs each) of a prefill over prompts of these lengths, as the model's
+// arithmetic defines them, not as the step computes them (left padding and masked scores left out):
+// each token's four products (12 C^2 a layer), its attention over the tokens up to it (2 C a
+// token, scores and weighted values, over every head), and the vocabulary's projection once a row
+// (generation projects the last column only).
+double prefill_flops(const hjit::nn::GPT2Config& c, const std::vector<std::vector<int64_t>>& prompts) {
+  const double C = double(c.n_embd), layers = double(c.n_layer);
+  double flops = 0;
+  for (const auto& ids : prompts) {
+    const double n = double(ids.size());
+    flops += layers * (2 * 12 * C * C * n + 2 * 2 * C * n * (n + 1) / 2) + 2 * C * double(c.vocab_size);
+  }
+  return flops;
+}
+
 }  // namespace
 
 int generation_rows(bool quick) {
   const MachineLimits limits = measure_machine_limits();
-  std::printf("machine (%d threads): memory bandwidth %.1f GB/s (triad)\n", limits.threads, limits.gbps);
+  std::printf("machine (%d threads): memory bandwidth %.1f GB/s (triad), FP32 peak %.0f GFLOP/s (%s)\n", limits.threads, limits.gbps,
+              limits.gflops, limits.vectors.c_str());
   const int64_t new_tokens = quick ? 16 : 64;
   std::printf("GPT-2 124M, greedy, %lld new tokens; median of %d runs. 'read': the weights and the cache a step reads;\n"
-              "'weights': the weights' bytes a step over its time (the decode limit's measure), both against the triad\n",
+              "'weights': the weights' bytes a step over its time (the decode limit's measure), both against the triad;\n"
+              "'prefill': the prompt's FLOPs (products, causal attention, the last column's logits) against the FP32 peak\n",
               static_cast<long long>(new_tokens), quick ? 2 : 5);
-  std::printf("%-8s %6s %7s %6s %11s %14s %10s %13s %9s %6s %9s %10s\n", "weights", "batch", "prompt", "cache", "prefill ms", "prefill tok/s",
-              "decode ms", "decode tok/s", "read GB/s", "read", "weights", "compile s");
+  std::printf("%-8s %6s %7s %6s %11s %14s %8s %10s %13s %9s %6s %9s %10s\n", "weights", "batch", "prompt", "cache", "prefill ms", "prefill tok/s",
+              "prefill", "decode ms", "decode tok/s", "read GB/s", "read", "weights", "compile s");
   const struct {
     const char* name;
     int bits;
@@ -86,11 +103,13 @@ int generation_rows(bool quick) {
       const double p = prefill[prefill.size() / 2], d = decode[decode.size() / 2];
       const double read = double(gen.stats().step_bytes) / d / 1e6, weights = double(weight_bytes) / d / 1e6;
       auto of = [&](double gbps) { return limits.gbps > 0 ? 100 * gbps / limits.gbps : 0.0; };
+      const double prefill_gflops = prefill_flops(model.config, prompts) / p / 1e6;
       int64_t prompt_tokens = 0;
       for (const auto& ids : prompts) prompt_tokens += int64_t(ids.size());
-      std::printf("%-8s %6lld %7lld %6s %11.1f %14.0f %10.2f %13.1f %9.1f %5.0f%% %8.0f%% %10.1f\n", kind.name, static_cast<long long>(r.batch),
-                  static_cast<long long>(r.prompt), hjit::dtype_name(r.cache), p, 1000.0 * double(prompt_tokens) / p, d, 1000.0 * double(r.batch) / d, read, of(read),
-                  of(weights), compile_s);
+      std::printf("%-8s %6lld %7lld %6s %11.1f %14.0f %7.0f%% %10.2f %13.1f %9.1f %5.0f%% %8.0f%% %10.1f\n", kind.name,
+                  static_cast<long long>(r.batch), static_cast<long long>(r.prompt), hjit::dtype_name(r.cache), p,
+                  1000.0 * double(prompt_tokens) / p, limits.gflops > 0 ? 100 * prefill_gflops / limits.gflops : 0.0, d,
+                  1000.0 * double(r.batch) / d, read, of(read), of(weights), compile_s);
       std::fflush(stdout);
     }
   }
