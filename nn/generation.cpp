@@ -36,13 +36,15 @@ std::vector<LayerCache> stored_columns(const std::vector<Tensor>& fresh, DType d
     throw ValueError("nn::stored_columns: " + std::to_string(fresh.size()) + " fresh tensors: keys and values of each layer, in pairs");
   std::vector<LayerCache> out;
   for (size_t l = 0; l < fresh.size(); l += 2) {
+    if (fresh[l].ndim() != 4)
+      throw ShapeError("nn::stored_columns: keys and values are [B, H, S, D], given " + shape_str(fresh[l].shape()));
     if (dtype != DType::I8) {
-      out.push_back({fresh[l].astype(dtype), fresh[l + 1].astype(dtype)});
+      out.push_back({transpose(fresh[l], {0, 1, 3, 2}).astype(dtype), fresh[l + 1].astype(dtype)});
       continue;
     }
     auto [k, ks] = to_levels(fresh[l]);
     auto [v, vs] = to_levels(fresh[l + 1]);
-    out.push_back({k, v, ks, vs});
+    out.push_back({transpose(k, {0, 1, 3, 2}), v, transpose(ks, {0, 1, 3, 2}), vs});
   }
   return out;
 }
@@ -72,13 +74,13 @@ std::vector<LayerCache> cache_layers(const std::vector<Tensor>& tensors) {
 KVCache KVCache::zeros(const CacheShape& shape, int64_t batch, DType dtype) {
   check_cacheable(dtype, "nn::KVCache::zeros");
   KVCache c;
-  const Shape s{batch, shape.heads, shape.max_context, shape.head_dim};
+  const Shape keys{batch, shape.heads, shape.head_dim, shape.max_context}, values{batch, shape.heads, shape.max_context, shape.head_dim};
   for (int64_t l = 0; l < shape.layers; ++l) {
-    c.layers.push_back({Tensor::zeros(s, dtype), Tensor::zeros(s, dtype)});
+    c.layers.push_back({Tensor::zeros(keys, dtype), Tensor::zeros(values, dtype)});
     if (dtype == DType::I8) {
       // (scale 1, as stored_columns gives zeros: a column not yet written reads as zeros)
-      const Shape scales{batch, shape.heads, shape.max_context, 1};
-      c.layers.back().key_scales = Tensor::ones(scales), c.layers.back().value_scales = Tensor::ones(scales);
+      c.layers.back().key_scales = Tensor::ones({batch, shape.heads, 1, shape.max_context});
+      c.layers.back().value_scales = Tensor::ones({batch, shape.heads, shape.max_context, 1});
     }
   }
   return c;
@@ -94,11 +96,11 @@ void KVCache::write(int64_t at, const std::vector<LayerCache>& columns) {
     if (from.keys.dtype() != to.keys.dtype() || from.values.dtype() != to.values.dtype() || from.key_scales.defined() != to.key_scales.defined())
       throw ValueError(std::string("nn::KVCache::write: columns of ") + dtype_name(from.keys.dtype()) + " for a cache of " +
                        dtype_name(to.keys.dtype()) + " (nn::stored_columns gives a cache's form)");
-    const int64_t s = from.keys.dim(2);
-    to.keys.assign_slice(2, at, at + s, from.keys);
+    const int64_t s = from.values.dim(2);  // (the keys' columns are their last axis)
+    to.keys.assign_slice(3, at, at + s, from.keys);
     to.values.assign_slice(2, at, at + s, from.values);
     if (to.key_scales.defined()) {
-      to.key_scales.assign_slice(2, at, at + s, from.key_scales);
+      to.key_scales.assign_slice(3, at, at + s, from.key_scales);
       to.value_scales.assign_slice(2, at, at + s, from.value_scales);
     }
   }
@@ -110,17 +112,20 @@ Tensor cached_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
     throw ShapeError("nn::cached_attention: q, k and v must be [B, H, S, D] alike, given " + shape_str(q.shape()) + ", " +
                      shape_str(k.shape()) + ", " + shape_str(v.shape()));
   const int64_t B = q.dim(0), H = q.dim(1), S = q.dim(2), D = q.dim(3);
-  const Shape cs = cache.keys.shape();
-  if (cs.size() != 4 || cs[0] != B || cs[1] != H || cs[3] != D || cache.values.shape() != cs)
-    throw ShapeError("nn::cached_attention: the cache must be [" + std::to_string(B) + ", " + std::to_string(H) + ", T, " +
-                     std::to_string(D) + "] for keys and values alike, given " + shape_str(cs) + " and " + shape_str(cache.values.shape()));
+  const Shape vs = cache.values.shape();
+  const int64_t T = vs.size() == 4 ? vs[2] : 0;
+  if (vs.size() != 4 || vs[0] != B || vs[1] != H || vs[3] != D || cache.keys.shape() != Shape{B, H, D, T})
+    throw ShapeError("nn::cached_attention: the cache's keys must be [" + std::to_string(B) + ", " + std::to_string(H) + ", " +
+                     std::to_string(D) + ", T] (transposed) and its values [" + std::to_string(B) + ", " + std::to_string(H) + ", T, " +
+                     std::to_string(D) + "], given " + shape_str(cache.keys.shape()) + " and " + shape_str(vs));
   const bool levels = cache.keys.dtype() == DType::I8;
   if (levels != cache.key_scales.defined() || cache.key_scales.defined() != cache.value_scales.defined())
     throw ValueError("nn::cached_attention: an i8 cache needs key_scales and value_scales, and only an i8 cache has them");
-  const Shape scales{cs[0], cs[1], cs[2], 1};
-  if (levels && (cache.key_scales.shape() != scales || cache.value_scales.shape() != scales))
-    throw ShapeError("nn::cached_attention: an i8 cache's scales must be " + shape_str(scales) + ", given " +
-                     shape_str(cache.key_scales.shape()) + " and " + shape_str(cache.value_scales.shape()));
+  const Shape key_scales{B, H, 1, T}, value_scales{B, H, T, 1};
+  if (levels && (cache.key_scales.shape() != key_scales || cache.value_scales.shape() != value_scales))
+    throw ShapeError("nn::cached_attention: an i8 cache's scales must be " + shape_str(key_scales) + " (keys) and " +
+                     shape_str(value_scales) + " (values), given " + shape_str(cache.key_scales.shape()) + " and " +
+                     shape_str(cache.value_scales.shape()));
   if (at.ndim() != 0 || starts.shape() != Shape{B})
     throw ShapeError("nn::cached_attention: at must be a scalar and starts [" + std::to_string(B) + "], given " + shape_str(at.shape()) +
                      " and " + shape_str(starts.shape()));
@@ -135,18 +140,16 @@ Tensor cached_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
   // output is never used, and a row of -inf would make it NaN).
   const Tensor own_ok = (j <= i && at64 + j >= first) || j == i;
   const Tensor own = where(own_ok, matmul(q, transpose(k, {0, 1, 3, 2})) * scale, minus_inf);
-  const int64_t T = cs[2];
   if (T == 0) return matmul(softmax(own, 3), v);
   const Tensor t = iota({1, 1, 1, T}, 3, DType::I64);
   const Tensor cached_ok = t >= first && t < at64 && at64 + i >= first;
   // An i8 column's scale multiplies its score (q . (levels * s) = (q . levels) * s) and its
   // probability (the weighted sum of values * s is that of values with the weights times s).
-  auto by_column = [&](const Tensor& x, const Tensor& column_scales) {
-    return levels ? x * transpose(column_scales, {0, 1, 3, 2}).astype(q.dtype()) : x;
-  };
-  const Tensor cached = where(cached_ok, by_column(matmul(q, transpose(keys, {0, 1, 3, 2})), cache.key_scales) * scale, minus_inf);
+  auto by_column = [&](const Tensor& x, const Tensor& column_scales) { return levels ? x * column_scales.astype(q.dtype()) : x; };
+  const Tensor cached = where(cached_ok, by_column(matmul(q, keys), cache.key_scales) * scale, minus_inf);
   const Tensor p = softmax(concat({cached, own}, 3), 3);
-  return matmul(by_column(slice(p, 3, 0, T), cache.value_scales), values) + matmul(slice(p, 3, T, std::nullopt), v);
+  const Tensor column_value_scales = levels ? transpose(cache.value_scales, {0, 1, 3, 2}) : Tensor();  // [B, H, 1, T]
+  return matmul(by_column(slice(p, 3, 0, T), column_value_scales), values) + matmul(slice(p, 3, T, std::nullopt), v);
 }
 
 void SamplingOptions::check(const std::string& who) const {

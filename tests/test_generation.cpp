@@ -119,9 +119,12 @@ TEST_CASE("an i8 cache: levels and a scale a column of each head, read as the f3
   REQUIRE(stored.size() == 1);
   const nn::LayerCache& c = stored[0];
   CHECK(c.keys.dtype() == DType::I8);
-  CHECK(c.key_scales.shape() == Shape{1, 2, 3, 1});
+  // (keys stored transposed, [B, H, D, S], and their scales [B, H, 1, S]; values as they come)
+  CHECK(c.keys.shape() == Shape{1, 2, 8, 3});
+  CHECK(c.key_scales.shape() == Shape{1, 2, 1, 3});
+  CHECK(c.value_scales.shape() == Shape{1, 2, 3, 1});
   const std::vector<float> xs = x.to_vector<float>(), ks = c.key_scales.to_vector<float>();
-  const std::vector<int8_t> levels = c.keys.to_vector<int8_t>();
+  const std::vector<int8_t> levels = hjit::transpose(c.keys, {0, 1, 3, 2}).to_vector<int8_t>();
   for (size_t col = 0; col < 6; ++col) {
     float top = 0;
     for (size_t d = 0; d < 8; ++d) top = std::max(top, std::abs(xs[col * 8 + d]));
@@ -150,8 +153,10 @@ TEST_CASE("an i8 cache: levels and a scale a column of each head, read as the f3
   CHECK_THROWS_AS(nn::cached_attention(q, k, v, nn::LayerCache{c.keys, c.values}, at, starts), hjit::ValueError);
   CHECK_THROWS_AS(nn::cached_attention(q, k, v, nn::LayerCache{widened.keys, widened.values, c.key_scales, c.value_scales}, at, starts),
                   hjit::ValueError);
-  CHECK_THROWS_AS(nn::cached_attention(q, k, v, nn::LayerCache{c.keys, c.values, c.key_scales.reshape({1, 2, 1, 3}), c.value_scales}, at, starts),
+  CHECK_THROWS_AS(nn::cached_attention(q, k, v, nn::LayerCache{c.keys, c.values, c.key_scales.reshape({1, 2, 3, 1}), c.value_scales}, at, starts),
                   hjit::ShapeError);
+  CHECK_THROWS_WITH_AS(nn::cached_attention(q, k, v, nn::LayerCache{hjit::transpose(widened.keys, {0, 1, 3, 2}), widened.values}, at, starts),
+                       doctest::Contains("[1, 2, 8, T] (transposed)"), hjit::ShapeError);
   CHECK_THROWS_AS(nn::stored_columns({x}, DType::I8), hjit::ValueError);
   CHECK_THROWS_AS(nn::stored_columns({x, x}, DType::I32), hjit::ValueError);
   CHECK_THROWS_AS(nn::KVCache::zeros({1, 2, 8, 4}, 1, DType::U8), hjit::ValueError);
@@ -161,9 +166,12 @@ TEST_CASE("an i8 cache: levels and a scale a column of each head, read as the f3
   // Columns not yet written read as zeros; written ones as stored.
   nn::KVCache i8 = nn::KVCache::zeros({1, 2, 8, 6}, 1, DType::I8);
   i8.write(2, stored);
-  CHECK(same(hjit::slice(i8.layers[0].key_scales, 2, 2, 5), c.key_scales));
-  CHECK(same(hjit::slice(i8.layers[0].keys, 2, 2, 5).astype(DType::F32), c.keys.astype(DType::F32)));
-  CHECK(same(hjit::slice(i8.layers[0].keys, 2, 0, 2).astype(DType::F32), Tensor::zeros({1, 2, 2, 8})));
+  CHECK(same(hjit::slice(i8.layers[0].key_scales, 3, 2, 5), c.key_scales));
+  CHECK(same(hjit::slice(i8.layers[0].value_scales, 2, 2, 5), c.value_scales));
+  CHECK(same(hjit::slice(i8.layers[0].keys, 3, 2, 5).astype(DType::F32), c.keys.astype(DType::F32)));
+  CHECK(same(hjit::slice(i8.layers[0].values, 2, 2, 5).astype(DType::F32), c.values.astype(DType::F32)));
+  CHECK(same(hjit::slice(i8.layers[0].keys, 3, 0, 2).astype(DType::F32), Tensor::zeros({1, 2, 8, 2})));
+  CHECK(same(hjit::slice(i8.layers[0].keys, 3, 5, 6).astype(DType::F32), Tensor::zeros({1, 2, 8, 1})));
 }
 
 TEST_CASE("rows padded on the left see only their own tokens") {
@@ -318,6 +326,18 @@ TEST_CASE("x[...] = value on a host tensor writes the region in place, as index_
   Tensor z = before.clone();
   z.assign_slice(2, 0, 5, test::random({3, 4, 3}, DType::F32, 9), 2);
   CHECK(same(z, hjit::slice_update(before, test::random({3, 4, 3}, DType::F32, 9), 2, 0, 5, 2)));
+  // One column of the last axis (a cache's keys stored transposed), of one and two bytes an
+  // element, and a region with size-1 axes between longer ones.
+  for (DType dt : {DType::I8, DType::BF16}) {
+    Tensor keys = test::random({2, 3, 4, 6}, dt, 10);
+    const Tensor was = keys.clone(), column = test::random({2, 3, 4, 1}, dt, 11);
+    keys.assign_slice(3, 4, 5, column);
+    CHECK(same(keys.astype(DType::F32), hjit::slice_update(was, column, 3, 4, 5).astype(DType::F32)));
+  }
+  Tensor w = before.clone();
+  const Tensor corner = test::random({3, 1, 2}, DType::F32, 12);
+  w.assign({hjit::Slice(), hjit::Slice(2, 3), hjit::Slice(1, 5, 3)}, corner);
+  CHECK(same(w, hjit::index_update(before, {hjit::Slice(), hjit::Slice(2, 3), hjit::Slice(1, 5, 3)}, corner)));
   // A zeros tensor written in place, then read by a jitted function: the new values.
   Tensor cache = Tensor::zeros({2, 3});
   cache.assign({0, hjit::Slice(1, 2)}, Tensor::scalar(4));

@@ -322,20 +322,41 @@ void write_region(Tensor& x, const Tensor& region, const std::vector<int64_t>& s
   auto* dst = static_cast<char*>(self.data());
   const int r = x.ndim();
   const size_t elem = dtype_size(x.dtype());
-  // Element strides of x; the last axis's run copied at once where its step is 1.
-  std::vector<int64_t> stride(size_t(r), 1);
-  for (int d = r - 2; d >= 0; --d) stride[size_t(d)] = stride[size_t(d) + 1] * x.dim(d + 1);
-  const Shape& shape = region.shape();
-  const int64_t run = steps.back() == 1 ? shape.back() : 1;
-  std::vector<int64_t> i(size_t(r), 0);
-  for (int64_t copied = 0; copied < region.numel(); copied += run) {
-    int64_t at = 0;
-    for (int d = 0; d < r; ++d) at += (starts[size_t(d)] + i[size_t(d)] * steps[size_t(d)]) * stride[size_t(d)];
-    std::memcpy(dst + size_t(at) * elem, src + size_t(copied) * elem, size_t(run) * elem);
-    for (int d = r - 1; d >= 0; --d) {  // the next run's position in the region
-      i[size_t(d)] += d == r - 1 ? run : 1;
-      if (i[size_t(d)] < shape[size_t(d)]) break;
-      i[size_t(d)] = 0;
+  // The region's axes of more than one element, with x's element stride along each (its size-1
+  // axes only move the start): a cache's column written into keys stored transposed ([B, H, D, T],
+  // one column [B, H, D, 1]) is then D elements T apart a head, not B * H * D runs of one element.
+  std::vector<int64_t> extent, step;
+  int64_t base = 0, stride = 1;
+  for (int d = r - 1; d >= 0; --d) {
+    base += starts[size_t(d)] * stride;
+    if (region.dim(d) != 1) extent.insert(extent.begin(), region.dim(d)), step.insert(step.begin(), steps[size_t(d)] * stride);
+    stride *= x.dim(d);
+  }
+  if (extent.empty()) extent.push_back(1), step.push_back(1);
+  const int64_t inner = extent.back(), inner_step = step.back();
+  // One row of the innermost axis: a memcpy where it is contiguous in x, elements a step apart otherwise.
+  auto strided = [&]<size_t N>(char* to, const char* from) {  // (a fixed size: a move, not a call)
+    for (int64_t k = 0; k < inner; ++k) std::memcpy(to + size_t(k * inner_step) * N, from + size_t(k) * N, N);
+  };
+  auto copy_row = [&](char* to, const char* from) {
+    if (inner_step == 1) return void(std::memcpy(to, from, size_t(inner) * elem));
+    switch (elem) {
+      case 1: return strided.operator()<1>(to, from);
+      case 2: return strided.operator()<2>(to, from);
+      case 4: return strided.operator()<4>(to, from);
+      case 8: return strided.operator()<8>(to, from);
+      default:
+        for (int64_t k = 0; k < inner; ++k) std::memcpy(to + size_t(k * inner_step) * elem, from + size_t(k) * elem, elem);
+    }
+  };
+  std::vector<int64_t> i(extent.size(), 0);
+  for (int64_t copied = 0; copied < region.numel(); copied += inner) {
+    int64_t at = base;
+    for (size_t d = 0; d + 1 < extent.size(); ++d) at += i[d] * step[d];
+    copy_row(dst + size_t(at) * elem, src + size_t(copied) * elem);
+    for (size_t d = extent.size() - 1; d-- > 0;) {  // the next row's position in the region
+      if (++i[d] < extent[d]) break;
+      i[d] = 0;
     }
   }
 }

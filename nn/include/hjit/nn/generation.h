@@ -37,18 +37,22 @@ struct CacheShape {
   int64_t layers = 0, heads = 0, head_dim = 0, max_context = 0;
 };
 
-// One layer's cached keys and values, [B, H, T, D] each. Of a floating type (f32, bf16, f16), read
-// in the queries' type; or i8 levels with an f32 scale for each column of each head (key_scales and
-// value_scales [B, H, T, 1]; a key is keys * key_scales), a quarter of f32's bytes: a column's keys
-// of a head are rounded to the nearest of 255 levels spread over their largest magnitude.
+// One layer's cached keys, [B, H, D, T], and values, [B, H, T, D]. The keys are stored transposed so
+// that a step's scores (q . K^T, one per column) run along the columns in vector lanes: as [T, D]
+// rows, each score was a dot product of 64 lanes summed across its vector, and the scores took
+// three times the weighted sum's time over the same bytes. Of a floating type (f32, bf16, f16),
+// read in the queries' type; or i8 levels with an f32 scale for each column of each head
+// (key_scales [B, H, 1, T] and value_scales [B, H, T, 1]; a key is keys * key_scales), a quarter of
+// f32's bytes: a column's keys of a head are rounded to the nearest of 255 levels spread over their
+// largest magnitude.
 struct LayerCache {
   Tensor keys, values;
   Tensor key_scales{}, value_scales{};  // i8 caches only
 };
 
 // The form a cache of `dtype` stores: a step's keys and values ([B, H, S, D] each, layer by layer:
-// k0, v0, k1, v1, ...) rounded to the type, or to i8 levels and their scales. Traced like any op
-// (a generator's step computes it compiled). ValueError for a type other than f32, bf16, f16, i8.
+// k0, v0, k1, v1, ...) rounded to the type, or to i8 levels and their scales, the keys transposed
+// ([B, H, D, S], as LayerCache). Traced like any op (a generator's step computes it compiled). ValueError for a type other than f32, bf16, f16, i8.
 std::vector<LayerCache> stored_columns(const std::vector<Tensor>& fresh, DType dtype);
 
 // A cache's layers as one list and back: keys, values, then (i8) key_scales and value_scales of
@@ -56,7 +60,8 @@ std::vector<LayerCache> stored_columns(const std::vector<Tensor>& fresh, DType d
 std::vector<Tensor> cache_tensors(const std::vector<LayerCache>& layers);
 std::vector<LayerCache> cache_layers(const std::vector<Tensor>& tensors);  // i8 keys: four a layer
 
-// Keys and values of every layer, [batch, heads, max_context, head_dim] each, in host memory.
+// Keys and values of every layer, in host memory: keys [batch, heads, head_dim, max_context], values
+// [batch, heads, max_context, head_dim] (LayerCache).
 struct KVCache {
   std::vector<LayerCache> layers;
   // dtype f32, bf16, f16 or i8 (ValueError otherwise); zero keys and values.
@@ -67,14 +72,14 @@ struct KVCache {
     return zeros(shape, batch, dtype);
   }
   // Columns [at, at + S) of every layer written in place from columns in this cache's form
-  // (stored_columns: one entry a layer, [B, H, S, D] keys and values).
+  // (stored_columns: one entry a layer, [B, H, D, S] keys and [B, H, S, D] values).
   void write(int64_t at, const std::vector<LayerCache>& columns);
   std::vector<Tensor> tensors() const { return cache_tensors(layers); }
 };
 
 // One step of a causal language model's attention with a cache: queries q [B, H, S, D] of columns
 // at + i; keys and values k, v [B, H, S, D] of the same columns; the cache's keys and values
-// [B, H, T, D] of earlier columns (T may be 0); starts [B] (i64) each row's first real column
+// of earlier columns (LayerCache: keys [B, H, D, T], values [B, H, T, D]; T may be 0); starts [B] (i64) each row's first real column
 // (left padding before it). Column at + i attends to the cache's columns [starts[b], at) and to its
 // own columns j <= i from starts[b] on; a padding column attends to itself only. softmax over both
 // at once (scaled by 1/sqrt(D)), then the weighted sum of values: [B, H, S, D]. A cache of another
