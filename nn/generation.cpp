@@ -96,7 +96,17 @@ void KVCache::write(int64_t at, const std::vector<LayerCache>& columns) {
     if (from.keys.dtype() != to.keys.dtype() || from.values.dtype() != to.values.dtype() || from.key_scales.defined() != to.key_scales.defined())
       throw ValueError(std::string("nn::KVCache::write: columns of ") + dtype_name(from.keys.dtype()) + " for a cache of " +
                        dtype_name(to.keys.dtype()) + " (nn::stored_columns gives a cache's form)");
-    const int64_t s = from.values.dim(2);  // (the keys' columns are their last axis)
+    // (A slice past the end would be clipped, and a column silently dropped.)
+    const Shape& vs = to.values.shape();
+    const int64_t s = from.values.ndim() == 4 ? from.values.dim(2) : -1, T = vs[2];
+    if (s < 0 || from.values.shape() != Shape{vs[0], vs[1], s, vs[3]} || from.keys.shape() != Shape{vs[0], vs[1], vs[3], s})
+      throw ShapeError("nn::KVCache::write: columns' keys must be [" + std::to_string(vs[0]) + ", " + std::to_string(vs[1]) + ", " +
+                       std::to_string(vs[3]) + ", S] (transposed, as nn::stored_columns gives them) and their values [" +
+                       std::to_string(vs[0]) + ", " + std::to_string(vs[1]) + ", S, " + std::to_string(vs[3]) + "], given " +
+                       shape_str(from.keys.shape()) + " and " + shape_str(from.values.shape()));
+    if (at < 0 || at + s > T)
+      throw IndexError("nn::KVCache::write: columns [" + std::to_string(at) + ", " + std::to_string(at + s) + ") of a cache of " +
+                       std::to_string(T) + " columns");
     to.keys.assign_slice(3, at, at + s, from.keys);
     to.values.assign_slice(2, at, at + s, from.values);
     if (to.key_scales.defined()) {

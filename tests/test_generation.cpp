@@ -172,6 +172,14 @@ TEST_CASE("an i8 cache: levels and a scale a column of each head, read as the f3
   CHECK(same(hjit::slice(i8.layers[0].values, 2, 2, 5).astype(DType::F32), c.values.astype(DType::F32)));
   CHECK(same(hjit::slice(i8.layers[0].keys, 3, 0, 2).astype(DType::F32), Tensor::zeros({1, 2, 8, 2})));
   CHECK(same(hjit::slice(i8.layers[0].keys, 3, 5, 6).astype(DType::F32), Tensor::zeros({1, 2, 8, 1})));
+  // Columns past either end, or keys not transposed, are refused (never clipped or broadcast).
+  CHECK_THROWS_WITH_AS(i8.write(4, stored), doctest::Contains("columns [4, 7) of a cache of 6 columns"), hjit::IndexError);
+  CHECK_THROWS_AS(i8.write(-1, stored), hjit::IndexError);
+  nn::LayerCache untransposed = c;
+  untransposed.keys = hjit::transpose(c.keys, {0, 1, 3, 2});
+  CHECK_THROWS_WITH_AS(i8.write(0, {untransposed}), doctest::Contains("(transposed, as nn::stored_columns gives them)"), hjit::ShapeError);
+  untransposed.values = c.values.reshape({2, 3, 8});
+  CHECK_THROWS_AS(i8.write(0, {untransposed}), hjit::ShapeError);
 }
 
 TEST_CASE("rows padded on the left see only their own tokens") {
