@@ -346,6 +346,10 @@ TEST_CASE("x[...] = value on a host tensor writes the region in place, as index_
   const Tensor corner = test::random({3, 1, 2}, DType::F32, 12);
   w.assign({hjit::Slice(), hjit::Slice(2, 3), hjit::Slice(1, 5, 3)}, corner);
   CHECK(same(w, hjit::index_update(before, {hjit::Slice(), hjit::Slice(2, 3), hjit::Slice(1, 5, 3)}, corner)));
+  Tensor reversed = before.clone();  // the last axis walked backwards
+  const Tensor backwards = test::random({3, 4, 3}, DType::F32, 13);
+  reversed.assign({hjit::Slice(), hjit::Slice(), hjit::Slice(4, std::nullopt, -2)}, backwards);
+  CHECK(same(reversed, hjit::index_update(before, {hjit::Slice(), hjit::Slice(), hjit::Slice(4, std::nullopt, -2)}, backwards)));
   // A zeros tensor written in place, then read by a jitted function: the new values.
   Tensor cache = Tensor::zeros({2, 3});
   cache.assign({0, hjit::Slice(1, 2)}, Tensor::scalar(4));

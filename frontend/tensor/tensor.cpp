@@ -1,6 +1,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstddef>
 #include <cstring>
 #include <new>
 
@@ -336,7 +337,7 @@ void write_region(Tensor& x, const Tensor& region, const std::vector<int64_t>& s
   const int64_t inner = extent.back(), inner_step = step.back();
   // One row of the innermost axis: a memcpy where it is contiguous in x, elements a step apart otherwise.
   auto strided = [&]<size_t N>(char* to, const char* from) {  // (a fixed size: a move, not a call)
-    for (int64_t k = 0; k < inner; ++k) std::memcpy(to + size_t(k * inner_step) * N, from + size_t(k) * N, N);
+    for (int64_t k = 0; k < inner; ++k) std::memcpy(to + std::ptrdiff_t(k * inner_step) * std::ptrdiff_t(N), from + size_t(k) * N, N);
   };
   auto copy_row = [&](char* to, const char* from) {
     if (inner_step == 1) return void(std::memcpy(to, from, size_t(inner) * elem));
@@ -346,7 +347,7 @@ void write_region(Tensor& x, const Tensor& region, const std::vector<int64_t>& s
       case 4: return strided.operator()<4>(to, from);
       case 8: return strided.operator()<8>(to, from);
       default:
-        for (int64_t k = 0; k < inner; ++k) std::memcpy(to + size_t(k * inner_step) * elem, from + size_t(k) * elem, elem);
+        for (int64_t k = 0; k < inner; ++k) std::memcpy(to + std::ptrdiff_t(k * inner_step) * std::ptrdiff_t(elem), from + size_t(k) * elem, elem);
     }
   };
   std::vector<int64_t> i(extent.size(), 0);
