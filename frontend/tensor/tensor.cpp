@@ -335,19 +335,19 @@ void write_region(Tensor& x, const Tensor& region, const std::vector<int64_t>& s
   }
   if (extent.empty()) extent.push_back(1), step.push_back(1);
   const int64_t inner = extent.back(), inner_step = step.back();
-  // One row of the innermost axis: a memcpy where it is contiguous in x, elements a step apart otherwise.
-  auto strided = [&]<size_t N>(char* to, const char* from) {  // (a fixed size: a move, not a call)
-    for (int64_t k = 0; k < inner; ++k) std::memcpy(to + std::ptrdiff_t(k * inner_step) * std::ptrdiff_t(N), from + size_t(k) * N, N);
+  // One row of the innermost axis: a memcpy where it is contiguous in x, elements a step apart
+  // otherwise, each a move of a constant size where the switch gives one (not a memcpy call).
+  auto strided = [&](char* to, const char* from, size_t n) {
+    for (int64_t k = 0; k < inner; ++k) std::memcpy(to + std::ptrdiff_t(k * inner_step) * std::ptrdiff_t(n), from + size_t(k) * n, n);
   };
   auto copy_row = [&](char* to, const char* from) {
     if (inner_step == 1) return void(std::memcpy(to, from, size_t(inner) * elem));
     switch (elem) {
-      case 1: return strided.operator()<1>(to, from);
-      case 2: return strided.operator()<2>(to, from);
-      case 4: return strided.operator()<4>(to, from);
-      case 8: return strided.operator()<8>(to, from);
-      default:
-        for (int64_t k = 0; k < inner; ++k) std::memcpy(to + std::ptrdiff_t(k * inner_step) * std::ptrdiff_t(elem), from + size_t(k) * elem, elem);
+      case 1: return strided(to, from, 1);
+      case 2: return strided(to, from, 2);
+      case 4: return strided(to, from, 4);
+      case 8: return strided(to, from, 8);
+      default: return strided(to, from, elem);
     }
   };
   std::vector<int64_t> i(extent.size(), 0);
