@@ -582,9 +582,12 @@ class Builtin {
   // with the channels innermost too (reads_channels_last_): its loads stay contiguous, its byte
   // stores scatter. (Along the width, each load of a partition's u8 cut value gathered: 0.6 ms of
   // int8 ResNet-50's. An f32 output's scattered stores cost more than the gathers: 3.5 -> 6.4%.)
+  // A partition hands such 8-bit images on [N, H, W, C] now, a value the next part reads through
+  // a transpose of its parameter (handed_in_channels_last), stored channels innermost as its own.
   void choose_channels_last() {
     channels_last_.assign(n_, false);
     reads_channels_last_.assign(n_, false);
+    for (int id = 0; id < int(n_); ++id) channels_last_[size_t(id)] = handed_in_channels_last(id);
     for (auto it = nests_.rbegin(); it != nests_.rend(); ++it) {
       const Nest& nest = *it;
       const Stage& s = st(nest.stage);
@@ -610,7 +613,15 @@ class Builtin {
       }
     }
   }
-  // The stored stages (not sources) that stage id's inlined expression reads.
+  // A value the part before handed on [N, H, W, C] (backend::partition), read as NCHW through a
+  // transpose: stored channels innermost, as this pipeline's own such values are.
+  bool handed_in_channels_last(int id) {
+    const Node& n = node(id);
+    if (n.op != OpKind::Transpose || n.type.rank() != 4 || node(n.inputs[0]).op != OpKind::Parameter) return false;
+    return n.attrs.ints("perm") == std::vector<int64_t>{0, 3, 1, 2};
+  }
+  // The stored stages (not sources, but for values handed in channels innermost) that stage id's
+  // inlined expression reads.
   std::vector<int> stored_operands(int id) {
     std::vector<int> todo(node(id).inputs.begin(), node(id).inputs.end()), found;
     std::set<int> seen;
@@ -618,6 +629,10 @@ class Builtin {
       const int at = todo.back();
       todo.pop_back();
       if (!seen.insert(at).second || !live(at)) continue;
+      if (handed_in_channels_last(at)) {
+        found.push_back(at);
+        continue;
+      }
       // (A stage stored per row of id's nest, to bound an inlined expression, is looked through:
       // it is stored as id is.)
       const bool row_guest = func_[size_t(at)].kind == Place::At && func_[size_t(at)].nest == func_[size_t(id)].nest;
@@ -676,7 +691,8 @@ class Builtin {
       const int at = todo.back();
       todo.pop_back();
       if (!seen.insert(at).second) continue;
-      if (at != nest.stage && (func_[size_t(at)].kind != Place::Inline || has_reduction(st(at)) || is_source(st(at)))) {
+      if (at != nest.stage &&
+          (func_[size_t(at)].kind != Place::Inline || has_reduction(st(at)) || is_source(st(at)) || handed_in_channels_last(at))) {
         if (stored >= 0 && stored != at) return false;
         stored = at;
         continue;

@@ -1180,6 +1180,60 @@ TEST_CASE("quantized convolutions in a chain: each sum requantized in its tiles,
   }
 }
 
+TEST_CASE("an 8-bit image handed between compiled parts goes channels innermost: tiles store vectors, the next part reads them in place") {
+  // Quantized convolutions and a residual sum of u8 images, compiled in parts of one convolution
+  // or so: each value a part hands on is [N, H, W, C] between them (backend::partition), which the
+  // tiles before the cut store a channel vector at a time and the convolutions after it read as
+  // their packed operand, or copy padded, contiguous; the caller's input and output stay NCHW.
+  auto layer = [](const Tensor& x, const Tensor& w, const Tensor& scale, int64_t pad) {
+    const Tensor acc = hjit::int_conv2d(x, w, Tensor::scalar(3, DType::U8), {1, 1}, {pad, pad});
+    return hjit::clamp(hjit::round(hjit::relu(acc.astype(DType::F32) * scale)) + 3.0f, 0, 255).astype(DType::U8);
+  };
+  auto net = [&](const Tensor& x, const Tensor& w1, const Tensor& s1, const Tensor& w2, const Tensor& s2, const Tensor& w3, const Tensor& s3) {
+    const Tensor a = layer(x, w1, s1, 1), b = layer(a, w2, s2, 0);
+    const Tensor sum = hjit::clamp(a.astype(DType::F32) + b.astype(DType::F32) - 3.0f, 0, 255).astype(DType::U8);
+    return layer(sum, w3, s3, 1);
+  };
+  test::ScopedEnv small_parts("HJIT_PART_MAX_COST", "40");
+  auto compiled = hjit::jit(net, quiet());
+  uint64_t seed = 1100;
+  for (int64_t side : {7, 14, 15}) {
+    CAPTURE(side);
+    const Tensor x = full_range({1, 32, side, side}, DType::U8, seed++);
+    const Tensor w1 = full_range({48, 32, 3, 3}, DType::I8, seed++), w2 = full_range({48, 48, 1, 1}, DType::I8, seed++);
+    const Tensor w3 = full_range({16, 48, 3, 3}, DType::I8, seed++);
+    const Tensor s1 = powers_of_two(48, 10), s2 = powers_of_two(48, 10), s3 = powers_of_two(16, 11);
+    CHECK(test::compare(compiled(x, w1, s1, w2, s2, w3, s3), net(x, w1, s1, w2, s2, w3, s3), 0) == "");
+    const std::string plan = compiled.explain(x, w1, s1, w2, s2, w3, s3);
+    CAPTURE(plan);
+    REQUIRE(plan.find("part 2 of") != std::string::npos);
+    // Split in parts: every convolution's tiles but the caller's output's store channel vectors,
+    // every part but the last hands its values on through a contiguous copy (a transpose of a
+    // value stored so), and the convolutions after a cut read what is handed in as their packed
+    // operand (1x1) or copy it padded channels innermost (3x3). Only the first part copies its
+    // activation by interleaving rows (the caller's NCHW input); each copies its weights so.
+    std::vector<std::string> parts;
+    for (size_t at = plan.find("part 1 of"); at != std::string::npos;) {
+      const size_t next = plan.find("\npart ", at + 1);
+      parts.push_back(plan.substr(at, next == std::string::npos ? std::string::npos : next - at));
+      at = next == std::string::npos ? next : next + 1;
+    }
+    for (size_t k = 0; k < parts.size(); ++k) {
+      CAPTURE(k);
+      const bool last = k + 1 == parts.size();
+      const int tiled = test::occurrences(parts[k], " over channels");
+      CHECK(test::occurrences(parts[k], ", stored channels innermost") == (last ? tiled - 1 : tiled));
+      if (!last) CHECK(test::occurrences(parts[k], "_transpose: fused innermost") >= 1);
+      if (tiled == 0) continue;  // (the residual sum's part)
+      CHECK(test::occurrences(parts[k], ": root fused innermost") == (k == 0 ? 2 : 1));
+      if (k > 0)
+        CHECK(test::occurrences(parts[k], ": inlined (a view of a value stored channels innermost)") +
+                  test::occurrences(parts[k], "_transpose: root channels innermost") ==
+              1);
+    }
+  }
+}
+
 TEST_CASE("a quantized depthwise convolution after a pointwise one reads its channels innermost, strided or not, exact") {
   // MobileNet's inverted residual in 8 bits: the expanding 1x1 convolution's requantized u8 value
   // is stored channels innermost by its tiles; the depthwise convolution after it reads a pixel's
@@ -1187,8 +1241,8 @@ TEST_CASE("a quantized depthwise convolution after a pointwise one reads its cha
   auto requantized = [](const Tensor& acc, const Tensor& scale) {
     return hjit::clamp(hjit::round(hjit::relu(acc.astype(DType::F32) * scale)) + 3.0f, 0, 255).astype(DType::U8);
   };
-  // One pipeline (a graph this small is otherwise cut in two to compile on both cores, and a
-  // part's output keeps the caller's layout).
+  // One pipeline (a graph this small is otherwise cut in two to compile on both cores): the counts
+  // below are one pipeline's.
   test::ScopedEnv whole("HJIT_PARTITION_WORK", "100000");
   uint64_t seed = 1000;
   for (int64_t stride : {1, 2}) {

@@ -356,8 +356,18 @@ struct Cuts {
   std::vector<std::vector<int>> nodes_of;
   std::vector<std::set<int>> recomputed;
   std::map<int, int> boundary_of;
+  std::set<int> channels_last;  // boundary values handed on [N, H, W, C] (is_8_bit_image)
   std::vector<int> slot_node;
 };
+
+// In a network of integer convolutions, an 8-bit image is handed to the next part [N, H, W, C]
+// (a transpose in each part's graph): inside a part such values are stored channels innermost
+// (the convolutions' tiles store, and their packed inputs read, a pixel's channels contiguous), and
+// in NCHW the part before stored its last tile a byte per plane (16 byte stores a vector) and the
+// part after copied the value back channels innermost. Int8 ResNet-50 on Zen 5, the old and new
+// library alternated: 9.35-9.48 -> 7.59-7.67 ms; MobileNet V2 2.57-2.76 -> 2.15-2.25 ms.
+bool is_8_bit_image(const Graph& g, int v) { return g.type(v).rank() == 4 && dtype_size(g.type(v).dtype) == 1; }
+const std::vector<int64_t> kToChannelsLast{0, 2, 3, 1}, kFromChannelsLast{0, 3, 1, 2};
 
 // Part p as a graph of its own: the caller's inputs it reads, then the values handed in, in the
 // order its nodes first read them; the values it hands on, in the order they are computed, then
@@ -374,7 +384,13 @@ Part part_graph(const Graph& g, const Cuts& c, size_t p) {
   for (int k : c.nodes_of[p])
     for (int v : g.nodes[size_t(k)].inputs)
       if (c.boundary_of.count(v) && c.part_of[size_t(v)] < p && !c.recomputed[p].count(v) && handed.insert(v).second) {
-        b.id[size_t(v)] = b.out.add_parameter(g.type(v));
+        if (c.channels_last.count(v)) {
+          const TensorType& t = g.type(v);
+          const int stored = b.out.add_parameter(TensorType{t.dtype, {t.shape[0], t.shape[2], t.shape[3], t.shape[1]}});
+          b.id[size_t(v)] = b.out.add_op(OpKind::Transpose, {stored}, Attrs{{"perm", kFromChannelsLast}});
+        } else {
+          b.id[size_t(v)] = b.out.add_parameter(g.type(v));
+        }
         part.boundary_inputs.push_back(c.boundary_of.at(v));
       }
   // Sources are copied where they are read (and the caller's inputs are parameters already).
@@ -386,7 +402,8 @@ Part part_graph(const Graph& g, const Cuts& c, size_t p) {
   }
   for (const auto& [v, id] : c.boundary_of)  // (in node order)
     if (c.part_of[size_t(v)] == p) {
-      b.out.outputs.push_back(b.id[size_t(v)]);
+      b.out.outputs.push_back(c.channels_last.count(v) ? b.out.add_op(OpKind::Transpose, {b.id[size_t(v)]}, Attrs{{"perm", kToChannelsLast}})
+                                                      : b.id[size_t(v)]);
       part.output_slot.push_back(-1 - id);
     }
   // A caller's output is computed by its node's part; a source output is copied into the last.
@@ -433,6 +450,11 @@ std::vector<Part> partition(const Graph& original, bool at_once) {
       for (int in : g.nodes[size_t(b)].inputs)
         if (c.part_of[size_t(in)] < p && !is_source(g.node(in)) && !c.recomputed[p].count(in) && !c.boundary_of.count(in))
           c.boundary_of.emplace(in, int(c.boundary_of.size()));
+  const bool integer_convolutions = std::any_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) {
+    return n.op == OpKind::IntConv2d || n.op == OpKind::IntDepthwise2d;
+  });
+  for (const auto& [v, id] : c.boundary_of)
+    if (integer_convolutions && is_8_bit_image(g, v)) c.channels_last.insert(v);
   c.slot_node = g.outputs;
   for (const Update& u : g.updates) c.slot_node.push_back(u.value);
   std::vector<Part> parts;
