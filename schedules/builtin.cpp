@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "graph/op_def.h"
+#include "halide_backend/build/partition.h"
 #include "halide_backend/providers/extern_stages.h"
 #include "schedules/attention.h"
 #include "schedules/class_rules.h"
@@ -618,7 +619,7 @@ class Builtin {
   bool handed_in_channels_last(int id) {
     const Node& n = node(id);
     if (n.op != OpKind::Transpose || n.type.rank() != 4 || node(n.inputs[0]).op != OpKind::Parameter) return false;
-    return n.attrs.ints("perm") == std::vector<int64_t>{0, 3, 1, 2};
+    return n.attrs.ints("perm") == backend::kFromChannelsLast;
   }
   // The stored stages (not sources, but for values handed in channels innermost) that stage id's
   // inlined expression reads.

@@ -516,8 +516,9 @@ TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extent
     // V2's 16 -> 96 1x1 at 112x112 (two tiles of 48 channels, one a thread) ran at 9% of the VNNI
     // peak, its epilogue's stores stalled.
     const int64_t channel_tiles = (extents[2] + spec.tx - 1) / spec.tx, tasks = channel_tiles * extents[3];
-    const int64_t row_blocks = std::min<int64_t>(extents[1], spec.channels_last ? std::max<int64_t>(threads, (2 * threads + tasks - 1) / tasks)
-                                                                             : (2 * threads + tasks - 1) / tasks);
+    const int64_t blocks_for_threads = (2 * threads + tasks - 1) / tasks;
+    const int64_t row_blocks =
+        std::min<int64_t>(extents[1], spec.channels_last ? std::max<int64_t>(threads, blocks_for_threads) : blocks_for_threads);
     Var rows = vars[1], rb(vars[1].name() + "_b"), par(io.name() + "_" + vars[3].name());
     if (row_blocks > 1) {
       rows = Var(vars[1].name() + "_r");

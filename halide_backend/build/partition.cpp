@@ -367,7 +367,6 @@ struct Cuts {
 // part after copied the value back channels innermost. Int8 ResNet-50 on Zen 5, the old and new
 // library alternated: 9.35-9.48 -> 7.59-7.67 ms; MobileNet V2 2.57-2.76 -> 2.15-2.25 ms.
 bool is_8_bit_image(const Graph& g, int v) { return g.type(v).rank() == 4 && dtype_size(g.type(v).dtype) == 1; }
-const std::vector<int64_t> kToChannelsLast{0, 2, 3, 1}, kFromChannelsLast{0, 3, 1, 2};
 
 // Part p as a graph of its own: the caller's inputs it reads, then the values handed in, in the
 // order its nodes first read them; the values it hands on, in the order they are computed, then

@@ -9,6 +9,7 @@
 //     Parts of bounded work make compile time linear in the graph's size.
 // The values that cross a cut are stored between the calls; everything else stays fused.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -16,6 +17,12 @@
 #include "halide_backend/runtime/partitioned.h"
 
 namespace hjit::backend {
+
+// A 4-D 8-bit value of a graph with integer convolutions crosses a cut [N, H, W, C]: the part that
+// hands it on ends with a transpose by kToChannelsLast, the part that reads it starts with one of
+// its parameter by kFromChannelsLast (which the built-in schedule reads as a value stored channels
+// innermost).
+inline const std::vector<int64_t> kToChannelsLast{0, 2, 3, 1}, kFromChannelsLast{0, 3, 1, 2};
 
 // The graph cut into parts of equal compile cost (in element-wise ops: a contraction 24, a
 // reduction 4), as many as keep each part within HJIT_PART_MAX_COST (default 384: 16 matmuls. 128
