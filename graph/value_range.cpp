@@ -113,6 +113,7 @@ std::optional<ValueRange> ValueRanges::compute(int id, int depth) {
     case OpKind::Div:
     case OpKind::Max:
     case OpKind::Min: {
+      if (std::optional<ValueRange> r = softmax_part(n, depth)) return r;
       // (The second operand is not looked at where the first is unknown: a large constant is read
       // once, and only where it can matter.)
       const std::optional<ValueRange> a = in(0);
@@ -120,6 +121,12 @@ std::optional<ValueRange> ValueRanges::compute(int id, int depth) {
       const std::optional<ValueRange> b = in(1);
       if (!b) return std::nullopt;
       return arithmetic(n.op, *a, *b);
+    }
+    case OpKind::Exp: {
+      // (An approximation within a few ulp of e^x: inside rounded()'s slack.)
+      const std::optional<ValueRange> a = in(0);
+      if (!a || a->hi > 88.0) return std::nullopt;
+      return rounded(std::exp(a->lo), std::exp(a->hi), false);
     }
     case OpKind::Neg: {
       const std::optional<ValueRange> a = in(0);
@@ -182,6 +189,36 @@ std::optional<ValueRange> ValueRanges::selected(const Node& where, int depth) {
     }
   }
   return joined(a, b);
+}
+
+// x - max(x) over some axes (kept, and broadcast back) is at most 0 for a finite x; and
+// e / sum(e) over those axes, e = exp(x - max(x)), is a softmax: within [0, 1], since each row's
+// sum holds its largest term, e^0 = 1. The general rules see neither: they bound x - max(x) by
+// x's whole range on both sides, and a sum of exponentials may be near 0 for them. (A row with no
+// elements has no quotients to bound.)
+bool ValueRanges::less_its_row_maximum(const Node& n) const {
+  if (n.op != OpKind::Sub) return false;
+  const Node& m = g_.node(n.inputs[1]);
+  return m.op == OpKind::ReduceMax && m.attrs.i("keepdims") == 1 && m.inputs[0] == n.inputs[0] &&
+         g_.type(n.inputs[0]).shape == n.type.shape;
+}
+
+std::optional<ValueRange> ValueRanges::softmax_part(const Node& n, int depth) {
+  if (less_its_row_maximum(n)) {
+    const std::optional<ValueRange> x = at(n.inputs[0], depth + 1);
+    if (!x) return std::nullopt;
+    return rounded(std::min(0.0, x->lo - x->hi), 0.0, false);
+  }
+  if (n.op != OpKind::Div) return std::nullopt;
+  const Node& e = g_.node(n.inputs[0]);
+  const Node& sum = g_.node(n.inputs[1]);
+  if (e.op != OpKind::Exp || sum.op != OpKind::ReduceSum || sum.inputs[0] != n.inputs[0] || sum.attrs.i("keepdims") != 1)
+    return std::nullopt;
+  const Node& shifted = g_.node(e.inputs[0]);
+  if (!less_its_row_maximum(shifted) || g_.node(shifted.inputs[1]).attrs.ints("axes") != sum.attrs.ints("axes") ||
+      !at(n.inputs[0], depth + 1))
+    return std::nullopt;
+  return rounded(0.0, 1.0, false);
 }
 
 std::optional<ValueRange> ValueRanges::constant(const Node& n) const {

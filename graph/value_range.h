@@ -51,6 +51,8 @@ class ValueRanges {
   std::optional<ValueRange> compute(int id, int depth);
   std::optional<ValueRange> constant(const Node& n) const;
   std::optional<ValueRange> selected(const Node& where, int depth);
+  std::optional<ValueRange> softmax_part(const Node& n, int depth);
+  bool less_its_row_maximum(const Node& n) const;
 
   const Graph& g_;
   std::map<int, std::optional<ValueRange>> memo_;

@@ -405,6 +405,23 @@ TEST_CASE("casts between every pair of dtypes") {
 // A float the graph shows finite and within an integer type's range converts without tests
 // (graph/value_range.h); one that may leave it keeps PyTorch's conversion (truncated to i32, the
 // lowest value out of range, wrapped): the same answers either way.
+// Scores dequantized from u8 are finite, so their softmax is known within [0, 1]: its row maximum,
+// exponential and requantization leave out their NaN tests. With a scale of 2 most exponentials
+// underflow to 0.
+TEST_CASE("a quantized softmax is eager's: scores from u8, probabilities requantized to u8") {
+  for (const double scale : {0.05, 2.0}) {
+    const Group group = [scale](const std::vector<Tensor>& in) {
+      const Tensor scores = (hjit::astype(in[0], DType::F32) - 125.0) * scale;
+      const Tensor p = hjit::softmax(scores, 1);
+      const Tensor q = hjit::clamp(hjit::round(p / (1.0 / 255)), 0.0, 255.0);
+      return std::vector<Tensor>{hjit::astype(q, DType::U8), hjit::max(scores, {1}, true)};
+    };
+    std::vector<uint8_t> bytes(8 * 130);
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = uint8_t((i * 37 + i / 130 * 11) % 256);
+    check(scale < 1 ? "quantized_softmax" : "quantized_softmax_underflow", group, {Tensor::from_vector(bytes, {8, 130})});
+  }
+}
+
 TEST_CASE("float to integer conversions: requantized values known in range, and values that may leave it") {
   const Group group = [](const std::vector<Tensor>& in) {
     const Tensor x = hjit::astype(in[0], DType::F32), big = hjit::astype(in[1], DType::F32);

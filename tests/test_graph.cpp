@@ -414,6 +414,48 @@ TEST_CASE("value ranges: a requantized value is finite and within its clamp; wha
   CHECK_FALSE(product_ranges(p.outputs[0])->exact_in_any_order());
 }
 
+TEST_CASE("value ranges: a softmax of finite values is within [0, 1]; of anything, unknown") {
+  const Graph g = Graph::parse(
+      "{ lambda ; a:u8[2,5] b:f32[2,5]. let\n"
+      "    c:f32[2,5] = convert[dtype=f32] a\n"
+      "    d:f32[2,5] = mul c 0.5:f32\n"
+      "    e:f32[2,1] = reduce_max[axes=(1) keepdims=1] d\n"
+      "    f:f32[2,5] = sub d e\n"
+      "    g:f32[2,5] = exp f\n"
+      "    h:f32[2,1] = reduce_sum[axes=(1) keepdims=1] g\n"
+      "    i:f32[2,5] = div g h\n"
+      "    j:f32[2,5] = exp d\n"
+      "    k:f32[1,5] = reduce_max[axes=(0) keepdims=1] d\n"
+      "    l:f32[2,5] = sub d k\n"
+      "    m:f32[2,5] = exp l\n"
+      "    n:f32[2,1] = reduce_sum[axes=(1) keepdims=1] m\n"
+      "    o:f32[2,5] = div m n\n"
+      "    p:f32[2,1] = reduce_max[axes=(1) keepdims=1] b\n"
+      "    q:f32[2,5] = sub b p\n"
+      "    r:f32[2,5] = exp q\n"
+      "    s:f32[2,1] = reduce_sum[axes=(1) keepdims=1] r\n"
+      "    t:f32[2,5] = div r s\n"
+      "  in (f, g, i, j, o, t) }\n");
+  hjit::ValueRanges ranges(g);
+  auto range = [&](size_t k) { return ranges(g.outputs[k]); };
+  REQUIRE(range(0));  // x - max(x): [-127.5, 0]
+  CHECK(range(0)->hi == 0);
+  CHECK(range(0)->lo <= -127.5);
+  CHECK(range(0)->lo > -127.6);
+  REQUIRE(range(1));  // its exponential: (0, 1]
+  CHECK(range(1)->lo >= 0);
+  CHECK(range(1)->hi >= 1);
+  CHECK(range(1)->hi < 1.0001);
+  REQUIRE(range(2));  // the softmax: [0, 1], though its sum's range is not known
+  CHECK(range(2)->lo == 0);
+  CHECK(range(2)->hi >= 1);
+  CHECK(range(2)->hi < 1.0001);
+  CHECK_FALSE(ranges(g.node(g.outputs[2]).inputs[1]));
+  CHECK_FALSE(range(3));   // e^127.5 is past f32's largest value: infinity
+  CHECK_FALSE(range(4));  // the maximum over another axis than the sum's: not a softmax
+  CHECK_FALSE(range(5));  // of an input that may hold NaN or infinity
+}
+
 TEST_CASE("simplify: empty values become fills") {
   const char* in =
       "{ lambda ; a:f32[0,3] b:f32[2,3]. let\n"

@@ -125,7 +125,7 @@ Expr nan_if_seen(const Expr& seen, const Expr& v) {
 // (fewer instructions than round() and a conversion: AVX-512 rounds 16 lanes in two halves). Not
 // (sum - 1.5 * 2^23) as floats: under fast-math LLVM distributes that subtraction into the
 // multiplication by ln2 below, and r loses every digit.
-Expr exp(const Expr& x) {
+Expr exp(const Expr& x, bool finite) {
   if (is_f64(x)) return Halide::exp(x);
   const Type f = x.type(), u = bits_type(x), i = Int(32, f.lanes());
   Expr xc = Halide::clamp(x, -104.0f, 89.0f);
@@ -147,7 +147,7 @@ Expr exp(const Expr& x) {
   // one instruction instead of a compare and a select.
   Expr field = reinterpret(i, (shifted << 23) + ucon(x, 126u << 23));
   Expr scale = reinterpret(f, Halide::max(field, 0));
-  return select(ieee::is_nan(x), x, p * scale);
+  return finite ? p * scale : select(ieee::is_nan(x), x, p * scale);
 }
 
 // f32: x = m 2^e with m in [sqrt(1/2), sqrt(2)), Cephes' polynomial for log(m) (about 1 ulp).

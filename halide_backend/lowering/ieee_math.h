@@ -49,7 +49,7 @@ Expr nan_seen(const Expr& seen, const Expr& x);    // the accumulator after x
 Expr nan_if_seen(const Expr& seen, const Expr& v); // v, or NaN when one was seen
 
 // libm's functions: NaN and infinities in and out, gradual underflow, overflow to infinity.
-Expr exp(const Expr& x);
+Expr exp(const Expr& x, bool finite = false);  // finite: x is never NaN (its test left out)
 Expr log(const Expr& x);
 Expr log1p(const Expr& x);
 Expr sin(const Expr& x);                     // f32 vectorized (within an ulp, any argument); f64 libm's

@@ -154,7 +154,8 @@ void reduce(LowerCtx& ctx, Stage& s, const Node& n, Fold fold) {
     case Fold::Max:
     case Fold::Min: {
       const bool is_max = fold == Fold::Max;
-      if (t.is_float()) {
+      // A value the graph shows finite has no NaN to carry: Halide's max alone.
+      if (t.is_float() && !ctx.range(n.inputs[0])) {
         // Halide's max (exact on numbers, vectorized) beside the largest magnitude bits seen: both
         // plain associative folds, so rfactor still applies; a NaN among the inputs shows in the
         // second and makes the result NaN (see ieee::nan_seen).
@@ -166,7 +167,8 @@ void reduce(LowerCtx& ctx, Stage& s, const Node& n, Fold fold) {
         return;
       }
       acc(v) = is_max ? ieee::max_identity(t) : ieee::min_identity(t);
-      acc(v) = is_max ? ieee::max(acc(v), x) : ieee::min(acc(v), x);
+      if (t.is_float()) acc(v) = is_max ? Halide::max(acc(v), x) : Halide::min(acc(v), x);
+      else acc(v) = is_max ? ieee::max(acc(v), x) : ieee::min(acc(v), x);
       break;
     }
   }
@@ -350,7 +352,10 @@ void Ceil(LowerCtx& c, Stage& s, const Node& n) {
   unary(c, s, n, [cuda = for_cuda(c)](Expr x, Type) { return ieee::ceil(x, cuda); });
 }
 void Round(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return round(x); }); }
-void Exp(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ieee::exp(x); }); }
+void Exp(LowerCtx& c, Stage& s, const Node& n) {
+  const bool finite = c.range(n.inputs[0]).has_value();
+  unary(c, s, n, [finite](Expr x, Type) { return ieee::exp(x, finite); });
+}
 void Log(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ieee::log(x); }); }
 void Log1p(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return ieee::log1p(x); }); }
 void Sqrt(LowerCtx& c, Stage& s, const Node& n) { unary(c, s, n, [](Expr x, Type) { return sqrt(x); }); }
