@@ -352,6 +352,22 @@ TEST_CASE("simplify: a whole number f32 holds exactly, converted to i32 and back
             .find("convert[dtype=i32]") != std::string::npos);
 }
 
+TEST_CASE("simplify: an integer product with 0 is 0, so a zero point of 0 computes no row sums; a float one stays") {
+  const std::string out = run_pass(
+      "{ lambda ; a:u8[4,8] b:f32[4]. let\n"
+      "    c:i32[4,8] = convert[dtype=i32] a\n"
+      "    d:i64[4,1] = reduce_sum[axes=(1) keepdims=1] c\n"
+      "    e:i32[4,1] = convert[dtype=i32] d\n"
+      "    f:i32[4,1] = mul 0.0:i32 e\n"
+      "    g:i32[4,8] = sub c f\n"
+      "    h:f32[4] = mul b 0.0:f32\n"
+      "  in (g, h) }\n",
+      [](const Graph& g) { return hjit::dce(hjit::simplify(hjit::simplify(g))); });
+  CHECK(out.find("reduce_sum") == std::string::npos);
+  CHECK(out.find("sub") == std::string::npos);
+  CHECK(out.find("mul b 0.0:f32") != std::string::npos);  // 0 * NaN is NaN
+}
+
 TEST_CASE("value ranges: a requantized value is finite and within its clamp; what may not be is unknown") {
   const Graph g = Graph::parse(
       "{ lambda ; a:u8[4] b:f32[4] z:i32[4]. let\n"

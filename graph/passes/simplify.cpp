@@ -354,6 +354,13 @@ Graph simplify(const Graph& g) {
       rw.map(int(id), kept.size() == 1 ? kept[0] : out.add_op(OpKind::Concat, kept, n.attrs));
       continue;
     }
+    // An integer product with 0 is 0 (a float one is not: 0 * inf is NaN). It is the zero point's
+    // term of an integer matmul whose other operand has zero point 0 (weights quantized
+    // symmetrically), whose row sums then need not be computed.
+    if (n.op == OpKind::Mul && !is_floating(n.type.dtype) && (is_full(out, in[0], 0.0) || is_full(out, in[1], 0.0))) {
+      rw.map(int(id), out.add_full(n.type, 0.0));
+      continue;
+    }
     int r = rewrite(out, n, in);
     if (r >= 0) {
       rw.map(int(id), r);
