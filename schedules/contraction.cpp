@@ -433,6 +433,11 @@ TiledNest tile_blocks(FuncRef f, const std::vector<Var>& vars, const Shape& exte
 // A matrix-vector product's parallel iterations a thread (tile_nest), and how far ahead of its
 // steps along K a narrow weight is fetched (schedule_contraction_tile).
 constexpr int64_t kChunksPerThread = 4, kPrefetchBytes = 2048;
+// A matrix-vector product of many outputs (a language model's head: 50,257 of them) takes more
+// iterations, each of at most about this many outputs: with four a thread, GPT-2's head (38 MB
+// of i8 weights) ran in iterations of 80 us, and a thread done first waited up to one of them for
+// the other (90 us a decode step on a Zen 5 guest, measured in the pool).
+constexpr int64_t kOutputsPerIteration = 2048, kMostChunksPerThread = 64;
 
 TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extents, const TileSpec& spec, int vec,
                     int threads, int64_t min_parallel_work) {
@@ -484,6 +489,7 @@ TiledNest tile_nest(FuncRef f, const std::vector<Var>& vars, const Shape& extent
       return outputs >= 16 * runs && (outputs + run - 1) / run == runs;
     };
     int64_t chunks = kChunksPerThread;
+    while (chunks < kMostChunksPerThread && outputs > int64_t(spec.row_runs) * threads * chunks * kOutputsPerIteration) chunks *= 2;
     while (chunks > 1 && !fits(int64_t(spec.row_runs) * threads * chunks)) chunks /= 2;
     const int64_t runs = int64_t(spec.row_runs) * threads * chunks, run = (outputs + runs - 1) / runs;
     Var tile = par, parallel = par;
