@@ -1,8 +1,6 @@
 // opt_level 0: one compute_root stage per op.
-#include <map>
 #include <sstream>
 
-#include "halide_backend/scheduling/apply_schedule.h"
 #include "schedules/loop_nest.h"
 #include "schedules/reduction.h"
 #include "schedules/schedule.h"
@@ -19,12 +17,8 @@ backend::Schedule schedule_unfused(const backend::LoweredPipeline& p) {
   Schedule out;
   std::ostringstream os;
   auto name = [](const Halide::Func& f) { return backend::canonical_name(f.name()); };
-  // (A stage the lowering of its reader read past is not in the pipeline: a rounding a quantized
-  // conversion computes on its operand's bits.)
-  const std::map<std::string, Halide::Func> reached = backend::funcs_by_canonical_name(p);
   for (const Stage& s : p.stages) {
     if (is_source(s) || !s.func.defined() || (s.consumers.empty() && !s.is_output)) continue;
-    if (!s.is_output && !reached.count(name(s.func))) continue;
     const int vec = vector_width(p.target, value_type(s));
     FuncRef f(&out, s.func);
     if (has_reduction(s)) {

@@ -369,6 +369,21 @@ void drop_unread_constants(LoweredPipeline& p) {
   p.const_params.resize(kept), p.const_data.resize(kept), p.const_types.resize(kept);
 }
 
+// A stage no output reaches, though the graph reads it: its reader's lowering read past it (a
+// quantized conversion rounds its operand's bits, not the round stage's value). Its Func is
+// dropped, as an absorbed stage's, so that no schedule names a Func the pipeline does not have.
+void drop_unreached_stages(LoweredPipeline& p) {
+  std::set<std::string> reached;
+  for (const Func& f : p.outputs) {
+    if (!f.defined()) continue;
+    reached.insert(f.name());
+    for (const auto& [name, fn] : Halide::Internal::find_transitive_calls(f.function())) reached.insert(name);
+  }
+  for (Stage& s : p.stages)
+    if (s.func.defined() && !s.is_output && !s.is_extern && !s.reduction.defined() && s.helpers.empty() && !reached.count(s.func.name()))
+      s.func = Func(), s.absorbed = true;
+}
+
 // The pipeline's outputs, one per wanted value (outputs, then updates): the stage's own Func, or a
 // wrapper where the value is already an output, a source, or stored in another type.
 void define_outputs(LowerCtx& ctx, const std::vector<int>& wanted) {
@@ -427,6 +442,7 @@ LoweredPipeline lower(const Graph& g, const Halide::Target& target, const std::s
   if (dynamic) bind_dynamic_inputs(ctx, *dynamic, wanted);
   define_stages(ctx, extern_plan, wanted);
   define_outputs(ctx, wanted);
+  drop_unreached_stages(p);
   drop_unread_constants(p);
   return p;
 }

@@ -155,7 +155,8 @@ void reduce(LowerCtx& ctx, Stage& s, const Node& n, Fold fold) {
     case Fold::Min: {
       const bool is_max = fold == Fold::Max;
       // A value the graph shows finite has no NaN to carry: Halide's max alone.
-      if (t.is_float() && !ctx.range(n.inputs[0])) {
+      const bool finite = t.is_float() && ctx.range(n.inputs[0]).has_value();
+      if (t.is_float() && !finite) {
         // Halide's max (exact on numbers, vectorized) beside the largest magnitude bits seen: both
         // plain associative folds, so rfactor still applies; a NaN among the inputs shows in the
         // second and makes the result NaN (see ieee::nan_seen).
@@ -167,7 +168,7 @@ void reduce(LowerCtx& ctx, Stage& s, const Node& n, Fold fold) {
         return;
       }
       acc(v) = is_max ? ieee::max_identity(t) : ieee::min_identity(t);
-      if (t.is_float()) acc(v) = is_max ? Halide::max(acc(v), x) : Halide::min(acc(v), x);
+      if (finite) acc(v) = is_max ? Halide::max(acc(v), x) : Halide::min(acc(v), x);
       else acc(v) = is_max ? ieee::max(acc(v), x) : ieee::min(acc(v), x);
       break;
     }
