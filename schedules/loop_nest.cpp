@@ -88,9 +88,19 @@ LoopNest transpose_tiles(StageRef stage, const std::vector<Var>& vars, const Sha
   // with the lanes. An i8 cache's keys transposed in 64 x 64 tiles of bytes (a 512-bit vector's
   // lanes) took 78.6 s of code generation for a one-layer GPT-2 prefill, 1.2 s before it.
   vec = std::min(vec, 16);
+  // A side no longer than its dimension: a tile wider than its dimension shifts inwards to start
+  // before 0 (Halide's tail for a pure stage), and a copy of a parameter then read before its
+  // buffer (an int8 depthwise convolution's input of 2 channels, copied in tiles of 16 channels,
+  // read 14 channels before it: a crash where that memory was not mapped).
+  auto side = [vec](int64_t extent) {
+    int s = vec;
+    while (s > 1 && s > extent) s /= 2;
+    return s;
+  };
+  const int sx = side(extents[0]), sy = side(extents[size_t(j)]);
   const Var &x = vars[0], &y = vars[size_t(j)];
   Var xo(x.name() + "_t"), xi(x.name() + "_i"), yo(y.name() + "_t"), yi(y.name() + "_i");
-  stage.split(x, xo, xi, vec).split(y, yo, yi, vec);
+  stage.split(x, xo, xi, sx).split(y, yo, yi, sy);
   std::vector<Halide::VarOrRVar> order{xi, yi, xo, yo};
   std::vector<Var> outer{yo};
   for (size_t d = 1; d < vars.size(); ++d)
@@ -99,7 +109,7 @@ LoopNest transpose_tiles(StageRef stage, const std::vector<Var>& vars, const Sha
   stage.vectorize(xi).unroll(yi);
   int64_t total = 1;
   for (int64_t e : extents) total *= e;
-  std::string what = "transposed in tiles " + std::to_string(vec) + "x" + std::to_string(vec) + " vec" + std::to_string(vec);
+  std::string what = "transposed in tiles " + std::to_string(sx) + "x" + std::to_string(sy) + " vec" + std::to_string(sx);
   if (total >= min_parallel_work && threads > 1) {
     Var par = outer.back();  // the outermost loop, with the ones inside it fused in up to yo
     for (size_t k = outer.size() - 1; k-- > 0;) {

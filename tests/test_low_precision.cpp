@@ -1116,7 +1116,14 @@ TEST_CASE("int_depthwise2d: a depthwise convolution as dot products of four rows
     CHECK(test::compare(compiled(x, w), want, 0) == "");
     // The caller's NCHW input is copied channels innermost once, where each tile's interleaved
     // rows would gather its channel vectors byte by byte.
-    CHECK(test::occurrences(compiled.explain(x, w), "input copied channels innermost") == 1);
+    const std::string explained = compiled.explain(x, w);
+    CHECK(test::occurrences(explained, "input copied channels innermost") == 1);
+    // Its tiles are no wider than the channels: 16 of 2 shifted inwards read 14 channels before
+    // the caller's tensor (a crash where that memory was not mapped).
+    const std::string tiles = "input copied channels innermost: transposed in tiles ";
+    const size_t at = explained.find(tiles);
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stoll(explained.substr(at + tiles.size())) <= c.channels);
     const hjit::Graph g = hjit::simplify(hjit::make_graph(conv, x, w));
     const hjit::Node& out = g.node(g.outputs[0]);
     CHECK(out.op == hjit::OpKind::IntDepthwise2d);
