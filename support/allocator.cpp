@@ -9,6 +9,7 @@
 #include <mutex>
 #include <new>
 #include <map>
+#include <unordered_map>
 #include <vector>
 
 #include "support/settings.h"
@@ -228,13 +229,85 @@ int64_t limit_now() {
 
 }  // namespace
 
+namespace {
+
+// Guarded blocks, by the pointer handed out: their mappings, and the bytes each holds.
+struct Guarded {
+  char* map;
+  size_t map_bytes, size;
+};
+struct GuardedBlocks {
+  std::mutex mu;
+  std::unordered_map<const void*, Guarded> blocks;
+};
+GuardedBlocks& guarded() {
+  static GuardedBlocks* g = new GuardedBlocks;  // never destroyed, as the arena
+  return *g;
+}
+std::atomic<int> g_guard_mode{-1};     // -1: HJIT_GUARD_PAGES not read yet
+std::atomic<int64_t> g_guarded_count{0};  // blocks in guarded(): none, and no lookup on the fast path
+
+GuardPages guard_mode() {
+  int m = g_guard_mode.load(std::memory_order_relaxed);
+  if (m < 0) {
+    const std::string c = setting::choice(setting::Id::GuardPages);
+    m = int(c == "after" ? GuardPages::After : c == "before" ? GuardPages::Before : GuardPages::Off);
+    g_guard_mode.store(m, std::memory_order_relaxed);
+  }
+  return GuardPages(m);
+}
+
+void* guarded_alloc(size_t size, GuardPages mode) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  // After: the header (the block's size, where cached_size reads it) and the bytes in pages of
+  // their own, the bytes ending at the inaccessible page. Before: the bytes start one page in.
+  const size_t data_pages = (size + kHeader + page - 1) / page, map_bytes = (data_pages + 1) * page;
+  void* m = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) throw std::bad_alloc();
+  char* map = static_cast<char*>(m);
+  char* p = mode == GuardPages::After ? map + data_pages * page - size : map + page;
+  if (mprotect(mode == GuardPages::After ? map + data_pages * page : map, page, PROT_NONE) != 0) {
+    munmap(map, map_bytes);
+    throw std::bad_alloc();
+  }
+  if (mode == GuardPages::After) *reinterpret_cast<size_t*>(p - kHeader) = size;
+  GuardedBlocks& g = guarded();
+  std::lock_guard lock(g.mu);
+  g.blocks.emplace(p, Guarded{map, map_bytes, size});
+  g_guarded_count.fetch_add(1, std::memory_order_relaxed);
+  return p;
+}
+
+// The guarded block at p, if p is one.
+const Guarded* find_guarded(const void* p) {
+  if (g_guarded_count.load(std::memory_order_relaxed) == 0) return nullptr;
+  GuardedBlocks& g = guarded();
+  std::lock_guard lock(g.mu);
+  auto it = g.blocks.find(p);
+  return it == g.blocks.end() ? nullptr : &it->second;  // stays put until p is freed
+}
+
+}  // namespace
+
+void set_guard_pages(GuardPages mode) { g_guard_mode.store(int(mode), std::memory_order_relaxed); }
+GuardPages guard_pages() { return guard_mode(); }
+
 void set_allocation_limit(int64_t bytes) { g_limit.store(bytes > 0 ? bytes : default_limit(), std::memory_order_relaxed); }
 int64_t allocation_limit() { return limit_now(); }
 
 void* cached_alloc(size_t bytes) {
-  const size_t size = size_class(bytes == 0 ? 1 : bytes);
+  const GuardPages guard = guard_mode();
+  // A guarded block holds its bytes rounded up to the alignment only: nothing of a size class.
+  const size_t size = guard != GuardPages::Off && bytes < SIZE_MAX / 2 ? std::max<size_t>(64, (bytes + 63) / 64 * 64)
+                                                                     : size_class(bytes == 0 ? 1 : bytes);
   const int64_t limit = limit_now(), in_use = g_in_use.load(std::memory_order_relaxed);
   if (size > uint64_t(INT64_MAX) || int64_t(size) > limit - in_use) throw LimitExceeded(size, in_use, limit);
+  if (guard != GuardPages::Off) {
+    void* p = guarded_alloc(size, guard);
+    g_system_allocations.fetch_add(1, std::memory_order_relaxed);
+    count_taken(size);
+    return p;
+  }
   if (size > kThreadBlockMax) {
     Cache& c = cache();
     std::lock_guard lock(c.mu);
@@ -281,10 +354,26 @@ void* cached_alloc(size_t bytes) {
 
 size_t block_size(size_t bytes) { return size_class(bytes == 0 ? 1 : bytes); }
 
-size_t cached_size(const void* p) { return *static_cast<const size_t*>(static_cast<const void*>(static_cast<const char*>(p) - kHeader)); }
+size_t cached_size(const void* p) {
+  if (const Guarded* g = find_guarded(p)) return g->size;
+  return *static_cast<const size_t*>(static_cast<const void*>(static_cast<const char*>(p) - kHeader));
+}
 
 void cached_free(void* p) {
   if (!p) return;
+  if (g_guarded_count.load(std::memory_order_relaxed) > 0) {
+    GuardedBlocks& g = guarded();
+    std::unique_lock lock(g.mu);
+    if (auto it = g.blocks.find(p); it != g.blocks.end()) {
+      const Guarded b = it->second;
+      g.blocks.erase(it);
+      g_guarded_count.fetch_sub(1, std::memory_order_relaxed);
+      lock.unlock();
+      g_in_use.fetch_sub(int64_t(b.size), std::memory_order_relaxed);
+      munmap(b.map, b.map_bytes);
+      return;
+    }
+  }
   void* base = static_cast<char*>(p) - kHeader;
   const size_t size = *static_cast<size_t*>(base);
   g_in_use.fetch_sub(int64_t(size), std::memory_order_relaxed);

@@ -24,6 +24,16 @@ struct LimitExceeded : std::bad_alloc {
   const char* what() const noexcept override { return "hjit's memory limit"; }
 };
 void set_allocation_limit(int64_t bytes);  // <= 0: the default again
+
+// Guard pages (HJIT_GUARD_PAGES, a debugging aid): each block from cached_alloc gets a mapping of
+// its own that ends against an inaccessible page (After: its bytes rounded up to 64, so a read or
+// write past them faults at once) or starts just after one (Before). A compiled loop that strays
+// out of a buffer mostly reads memory that is there (the rest of a page, a neighbour's block): its
+// values are discarded or its writes land unseen, until a machine where that memory is not
+// mapped crashes. Slow (a mapping a block, none reused); blocks made before a change keep theirs.
+enum class GuardPages { Off, After, Before };
+void set_guard_pages(GuardPages mode);
+GuardPages guard_pages();  // HJIT_GUARD_PAGES until set_guard_pages
 int64_t allocation_limit();
 void cached_free(void* p);         // p from cached_alloc, or null
 size_t cached_size(const void* p);  // the bytes p holds (its size class); p from cached_alloc

@@ -36,6 +36,9 @@
     "How eager matmuls and convolutions big enough to gain run: compiled pipelines, or the plain reference kernels.")     \
   X(DebugNans, "HJIT_DEBUG_NANS", Flag, "0", "0|1", Library, false,                                                        \
     "1 checks every jitted call for NaNs and infinities, as JitOptions::debug_nans.")                                     \
+  X(GuardPages, "HJIT_GUARD_PAGES", Choice, "off", "off|after|before", Library, false,                                   \
+    "A debugging aid: after puts the end of every tensor and temporary against an inaccessible page, before its start; a " \
+    "compiled loop that reads or writes past its buffer then crashes where it strays. Slow.")                               \
   X(DistTimeout, "HJIT_DIST_TIMEOUT", Seconds, "(dist::InitOptions::timeout: 300)", "seconds", Library, false,             \
     "How long a collective waits for the other ranks before raising DistributedError.")                                   \
   X(MemoryLimitMb, "HJIT_MEMORY_LIMIT_MB", Count, "(three quarters of physical memory)", "megabytes; 0: the default", Library,   \

@@ -23,6 +23,7 @@
 #include "halide_backend/codegen/target.h"
 #include "halide_backend/lowering/lower.h"
 #include "halide_backend/providers/extern_stages.h"
+#include "support/allocator.h"
 #include "support/cpu_vendor.h"
 #include <hjit/nn.h>
 
@@ -1124,6 +1125,14 @@ TEST_CASE("int_depthwise2d: a depthwise convolution as dot products of four rows
     const size_t at = explained.find(tiles);
     REQUIRE(at != std::string::npos);
     CHECK(std::stoll(explained.substr(at + tiles.size())) <= c.channels);
+    {
+      // Inputs that start just after an inaccessible page: such a read crashes here.
+      hjit::set_guard_pages(hjit::GuardPages::Before);
+      const Tensor guarded_x = x.clone(), guarded_w = w.clone();
+      const Tensor got = compiled(guarded_x, guarded_w);
+      hjit::set_guard_pages(hjit::GuardPages::Off);
+      CHECK(test::compare(got, want, 0) == "");
+    }
     const hjit::Graph g = hjit::simplify(hjit::make_graph(conv, x, w));
     const hjit::Node& out = g.node(g.outputs[0]);
     CHECK(out.op == hjit::OpKind::IntDepthwise2d);

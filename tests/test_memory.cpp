@@ -1,10 +1,16 @@
 // hjit::memory_stats(): the caching allocator's bytes in use, peak and cache, and each live
 // pipeline's temporaries.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <functional>
 #include <string>
 
 #include "examples/resnet_block.h"
 #include "graph/passes/peak_memory.h"
 #include "halide_backend/backend.h"
+#include "support/allocator.h"
 #include "tests/support.h"
 
 using hjit::Tensor;
@@ -17,7 +23,59 @@ int64_t pipelines_named(const hjit::MemoryStats& m, const std::string& part) {
   return n;
 }
 
+// The signal `body` dies of in a child process (0: it returned).
+int dies_of(const std::function<void()>& body) {
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // Killed by the fault itself: not reported by doctest's handler, nor AddressSanitizer's.
+    std::signal(SIGSEGV, SIG_DFL), std::signal(SIGBUS, SIG_DFL);
+    body();
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
+// Guard pages off again however a test case ends.
+struct Guarding {
+  explicit Guarding(hjit::GuardPages mode) { hjit::set_guard_pages(mode); }
+  ~Guarding() { hjit::set_guard_pages(hjit::GuardPages::Off); }
+};
+
 }  // namespace
+
+TEST_CASE("guard pages: a block ends against an inaccessible page, or starts after one") {
+  const int64_t in_use = hjit::memory_stats().current_bytes;
+  {
+    Guarding after(hjit::GuardPages::After);
+    auto* p = static_cast<volatile unsigned char*>(hjit::cached_alloc(40));
+    // Its bytes rounded up to 64, all of them usable; the next one is not there.
+    CHECK(hjit::cached_size(const_cast<unsigned char*>(p)) == 64);
+    for (int i = 0; i < 64; ++i) p[i] = uint8_t(i);
+    CHECK(p[63] == 63);
+    CHECK(hjit::memory_stats().current_bytes == in_use + 64);
+    CHECK(dies_of([p] { (void)p[64]; }) == SIGSEGV);
+    CHECK(dies_of([p] { (void)p[-1]; }) == 0);
+    hjit::cached_free(const_cast<unsigned char*>(p));
+  }
+  {
+    Guarding before(hjit::GuardPages::Before);
+    auto* p = static_cast<volatile unsigned char*>(hjit::cached_alloc(5000));
+    CHECK(hjit::cached_size(const_cast<unsigned char*>(p)) == 5056);
+    p[0] = 1;
+    p[5055] = 2;
+    CHECK(dies_of([p] { (void)p[-1]; }) == SIGSEGV);
+    hjit::cached_free(const_cast<unsigned char*>(p));
+  }
+  CHECK(hjit::memory_stats().current_bytes == in_use);
+  // A compiled call's inputs, outputs and temporaries are guarded blocks too, and come out right.
+  Guarding after(hjit::GuardPages::After);
+  auto f = hjit::jit([](const Tensor& x, const Tensor& y) { return hjit::sum(hjit::exp(x) * y, {1}) + 1.0; });
+  const Tensor x = Tensor::randn({37, 19}, 1), y = Tensor::randn({37, 19}, 2);
+  CHECK_CLOSE(f(x, y), hjit::sum(hjit::exp(x) * y, {1}) + 1.0);
+}
 
 TEST_CASE("tensors' storage is counted in use, at its peak, and cached when freed") {
   const int64_t bytes = int64_t(1) << 22;  // 4 MiB of floats
