@@ -42,7 +42,12 @@ LoopNest vectorize_and_parallelize(StageRef stage, const std::vector<Var>& vars,
       while (extents[0] % per_task != 0) per_task -= vec;  // no guarded last chunk: vec divides the row
     if (parallel && vec > 1 && extents[0] >= 2 * vec * threads) {
       Var outer(vars[0].name() + "_o"), chunk(vars[0].name() + "_i");
-      stage.split(vars[0], outer, chunk, int(per_task), TailStrategy::GuardWithIf);
+      // A pure stage's last chunk shifts inwards (overlapping the one before it, whose values it
+      // writes again): guarded, where the rest was a whole number of vectors and the values read
+      // came from a stored stage, Halide 14 dropped the guard and the chunk ran whole, past the
+      // buffer's end (an argmax of 20000 rows, in chunks of 2528, wrote 224 elements past its
+      // output). An update's chunks divide its row: no tail.
+      stage.split(vars[0], outer, chunk, int(per_task), update ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards);
       stage.vectorize(chunk, vec);
       stage.parallel(outer);
       what = "vec" + std::to_string(vec) + " par(chunks of " + std::to_string(per_task) + ")";

@@ -75,6 +75,11 @@ TEST_CASE("guard pages: a block ends against an inaccessible page, or starts aft
   auto f = hjit::jit([](const Tensor& x, const Tensor& y) { return hjit::sum(hjit::exp(x) * y, {1}) + 1.0; });
   const Tensor x = Tensor::randn({37, 19}, 1), y = Tensor::randn({37, 19}, 2);
   CHECK_CLOSE(f(x, y), hjit::sum(hjit::exp(x) * y, {1}) + 1.0);
+  // An argmax of 20000 rows runs in parallel chunks of 2528; guarded, the last one ran whole past
+  // its output's end (loop_nest.cpp: Halide 14 dropped its guard), which crashes here.
+  auto argmax = hjit::jit([](const Tensor& v) { return hjit::argmax(v, 1); });
+  const Tensor rows = Tensor::randn({20000, 3}, 3);
+  CHECK(argmax(rows).to_vector<int64_t>() == hjit::argmax(rows, 1).to_vector<int64_t>());
 }
 
 TEST_CASE("tensors' storage is counted in use, at its peak, and cached when freed") {
