@@ -27,10 +27,11 @@ LoopNest vectorize_and_parallelize(StageRef stage, const std::vector<Halide::Var
                                    int vec, int threads, bool update = false, int64_t min_parallel_work = 1 << 14,
                                    int tasks_per_thread = 8, Halide::TailStrategy tail = Halide::TailStrategy::Auto);
 
-// A transpose's nest in tiles of vec x vec (at most 16, and at most each dimension's extent): the innermost output dimension vectorized and the
-// output dimension `j` (the one that walks along the input's rows) unrolled inside it, so that a
-// tile reads vec input rows while they sit in cache. Untiled, each output vector gathered from vec
-// rows a whole matrix apart: a 2048 x 1000 weight transposed in 5 ms where its matmul took 0.14.
+// A transpose's nest in tiles of vec x vec (vec at most 16, and no longer than each dimension): the
+// innermost output dimension vectorized and the output dimension `j` (the one that walks along the
+// input's rows) unrolled inside it, so that a tile reads vec input rows while they sit in cache.
+// Untiled, each output vector gathered from vec rows a whole matrix apart: a 2048 x 1000 weight
+// transposed in 5 ms where its matmul took 0.14.
 // The tiles run in parallel over the outer loops; no row loop hosts other stages.
 LoopNest transpose_tiles(StageRef stage, const std::vector<Halide::Var>& vars, const Shape& extents, int j, int vec,
                          int threads, int64_t min_parallel_work);

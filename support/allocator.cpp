@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <map>
 #include <unordered_map>
 #include <vector>
@@ -278,19 +279,21 @@ void* guarded_alloc(size_t size, GuardPages mode) {
   return p;
 }
 
-// The guarded block at p, if p is one.
-const Guarded* find_guarded(const void* p) {
-  if (g_guarded_count.load(std::memory_order_relaxed) == 0) return nullptr;
+// The guarded block at p, if p is one; taken out of the table where `take`.
+std::optional<Guarded> find_guarded(const void* p, bool take) {
+  if (g_guarded_count.load(std::memory_order_relaxed) == 0) return std::nullopt;  // the usual case
   GuardedBlocks& g = guarded();
   std::lock_guard lock(g.mu);
   auto it = g.blocks.find(p);
-  return it == g.blocks.end() ? nullptr : &it->second;  // stays put until p is freed
+  if (it == g.blocks.end()) return std::nullopt;
+  const Guarded b = it->second;
+  if (take) g.blocks.erase(it), g_guarded_count.fetch_sub(1, std::memory_order_relaxed);
+  return b;
 }
 
 }  // namespace
 
 void set_guard_pages(GuardPages mode) { g_guard_mode.store(int(mode), std::memory_order_relaxed); }
-GuardPages guard_pages() { return guard_mode(); }
 
 void set_allocation_limit(int64_t bytes) { g_limit.store(bytes > 0 ? bytes : default_limit(), std::memory_order_relaxed); }
 int64_t allocation_limit() { return limit_now(); }
@@ -355,24 +358,16 @@ void* cached_alloc(size_t bytes) {
 size_t block_size(size_t bytes) { return size_class(bytes == 0 ? 1 : bytes); }
 
 size_t cached_size(const void* p) {
-  if (const Guarded* g = find_guarded(p)) return g->size;
+  if (const std::optional<Guarded> g = find_guarded(p, false)) return g->size;
   return *static_cast<const size_t*>(static_cast<const void*>(static_cast<const char*>(p) - kHeader));
 }
 
 void cached_free(void* p) {
   if (!p) return;
-  if (g_guarded_count.load(std::memory_order_relaxed) > 0) {
-    GuardedBlocks& g = guarded();
-    std::unique_lock lock(g.mu);
-    if (auto it = g.blocks.find(p); it != g.blocks.end()) {
-      const Guarded b = it->second;
-      g.blocks.erase(it);
-      g_guarded_count.fetch_sub(1, std::memory_order_relaxed);
-      lock.unlock();
-      g_in_use.fetch_sub(int64_t(b.size), std::memory_order_relaxed);
-      munmap(b.map, b.map_bytes);
-      return;
-    }
+  if (const std::optional<Guarded> g = find_guarded(p, true)) {
+    g_in_use.fetch_sub(int64_t(g->size), std::memory_order_relaxed);
+    munmap(g->map, g->map_bytes);
+    return;
   }
   void* base = static_cast<char*>(p) - kHeader;
   const size_t size = *static_cast<size_t*>(base);

@@ -32,8 +32,7 @@ void set_allocation_limit(int64_t bytes);  // <= 0: the default again
 // values are discarded or its writes land unseen, until a machine where that memory is not
 // mapped crashes. Slow (a mapping a block, none reused); blocks made before a change keep theirs.
 enum class GuardPages { Off, After, Before };
-void set_guard_pages(GuardPages mode);
-GuardPages guard_pages();  // HJIT_GUARD_PAGES until set_guard_pages
+void set_guard_pages(GuardPages mode);  // in place of HJIT_GUARD_PAGES from now on
 int64_t allocation_limit();
 void cached_free(void* p);         // p from cached_alloc, or null
 size_t cached_size(const void* p);  // the bytes p holds (its size class); p from cached_alloc

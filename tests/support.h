@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 #include <hjit/hjit.h>
 
+#include "support/allocator.h"
 #include "support/settings.h"
 
 namespace test {
@@ -49,6 +50,13 @@ struct ScopedEnv {
   std::string name;
   ScopedEnv(std::string n, const char* value) : name(std::move(n)) { setenv(name.c_str(), value, 1); }
   ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
+// Guard pages (hjit::set_guard_pages) for the scope: blocks allocated in it are guarded; off again
+// however the scope ends.
+struct ScopedGuardPages {
+  explicit ScopedGuardPages(hjit::GuardPages mode) { hjit::set_guard_pages(mode); }
+  ~ScopedGuardPages() { hjit::set_guard_pages(hjit::GuardPages::Off); }
 };
 
 // Empty string when equal within tolerance, else what differs (first bad element).

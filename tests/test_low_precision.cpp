@@ -23,7 +23,6 @@
 #include "halide_backend/codegen/target.h"
 #include "halide_backend/lowering/lower.h"
 #include "halide_backend/providers/extern_stages.h"
-#include "support/allocator.h"
 #include "support/cpu_vendor.h"
 #include <hjit/nn.h>
 
@@ -1127,11 +1126,8 @@ TEST_CASE("int_depthwise2d: a depthwise convolution as dot products of four rows
     CHECK(std::stoll(explained.substr(at + tiles.size())) <= c.channels);
     {
       // Inputs that start just after an inaccessible page: such a read crashes here.
-      hjit::set_guard_pages(hjit::GuardPages::Before);
-      const Tensor guarded_x = x.clone(), guarded_w = w.clone();
-      const Tensor got = compiled(guarded_x, guarded_w);
-      hjit::set_guard_pages(hjit::GuardPages::Off);
-      CHECK(test::compare(got, want, 0) == "");
+      const test::ScopedGuardPages before(hjit::GuardPages::Before);
+      CHECK(test::compare(compiled(x.clone(), w.clone()), want, 0) == "");
     }
     const hjit::Graph g = hjit::simplify(hjit::make_graph(conv, x, w));
     const hjit::Node& out = g.node(g.outputs[0]);

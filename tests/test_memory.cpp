@@ -10,7 +10,6 @@
 #include "examples/resnet_block.h"
 #include "graph/passes/peak_memory.h"
 #include "halide_backend/backend.h"
-#include "support/allocator.h"
 #include "tests/support.h"
 
 using hjit::Tensor;
@@ -38,18 +37,12 @@ int dies_of(const std::function<void()>& body) {
   return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 }
 
-// Guard pages off again however a test case ends.
-struct Guarding {
-  explicit Guarding(hjit::GuardPages mode) { hjit::set_guard_pages(mode); }
-  ~Guarding() { hjit::set_guard_pages(hjit::GuardPages::Off); }
-};
-
 }  // namespace
 
 TEST_CASE("guard pages: a block ends against an inaccessible page, or starts after one") {
   const int64_t in_use = hjit::memory_stats().current_bytes;
   {
-    Guarding after(hjit::GuardPages::After);
+    test::ScopedGuardPages after(hjit::GuardPages::After);
     auto* p = static_cast<volatile unsigned char*>(hjit::cached_alloc(40));
     // Its bytes rounded up to 64, all of them usable; the next one is not there.
     CHECK(hjit::cached_size(const_cast<unsigned char*>(p)) == 64);
@@ -61,7 +54,7 @@ TEST_CASE("guard pages: a block ends against an inaccessible page, or starts aft
     hjit::cached_free(const_cast<unsigned char*>(p));
   }
   {
-    Guarding before(hjit::GuardPages::Before);
+    test::ScopedGuardPages before(hjit::GuardPages::Before);
     auto* p = static_cast<volatile unsigned char*>(hjit::cached_alloc(5000));
     CHECK(hjit::cached_size(const_cast<unsigned char*>(p)) == 5056);
     p[0] = 1;
@@ -71,7 +64,7 @@ TEST_CASE("guard pages: a block ends against an inaccessible page, or starts aft
   }
   CHECK(hjit::memory_stats().current_bytes == in_use);
   // A compiled call's inputs, outputs and temporaries are guarded blocks too, and come out right.
-  Guarding after(hjit::GuardPages::After);
+  test::ScopedGuardPages after(hjit::GuardPages::After);
   auto f = hjit::jit([](const Tensor& x, const Tensor& y) { return hjit::sum(hjit::exp(x) * y, {1}) + 1.0; });
   const Tensor x = Tensor::randn({37, 19}, 1), y = Tensor::randn({37, 19}, 2);
   CHECK_CLOSE(f(x, y), hjit::sum(hjit::exp(x) * y, {1}) + 1.0);
