@@ -56,6 +56,7 @@ Shape SymbolicSizes::shape_at(int node, const std::vector<int64_t>& symbols) con
 std::string SymbolicSizes::str() const {
   std::string s = "symbols";
   for (const Source& src : sources) s += " in" + std::to_string(src.input) + "[" + std::to_string(src.dim) + "]";
+  if (serves_from > 0) s += " from " + std::to_string(serves_from);
   for (size_t n = 0; n < extents.size(); ++n) {
     if (!varies(int(n))) continue;
     s += "\n%" + std::to_string(n) + " [";

@@ -40,6 +40,9 @@ struct SymbolicSizes {
   std::vector<std::vector<Affine>> extents;  // per node, per dim (row-major)
   // Per node: integer (or integer list) attributes that vary, one Affine per element.
   std::vector<std::map<std::string, std::vector<Affine>>> attrs;
+  // The smallest value of a symbol the pipeline must serve where it is below the graph's own sizes
+  // (a function first called at a dynamic size of 1 is traced at 2); 0: the graph's sizes.
+  int64_t serves_from = 0;
 
   bool extent_varies(int node) const;
   bool attr_varies(int node, const std::string& name) const;

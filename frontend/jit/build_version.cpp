@@ -51,6 +51,11 @@ std::shared_ptr<CompiledFunction> compile_for_every_size(JitCore::State& s, Vers
       if (optimize(instantiate(fitted, *v.dynamic, symbols), &eval).to_text() != graph->to_text()) {
         why = "the function traced at a dynamic size of 1 is not its graph at 2 with that size 1 (a broadcast?)";
         v.dynamic = nullptr;
+      } else {
+        // The pipeline serves this call: its splits are guarded where shifted ones would need 2.
+        auto from_one = std::make_shared<SymbolicSizes>(*v.dynamic);
+        from_one->serves_from = *std::min_element(symbols.begin(), symbols.end());
+        v.dynamic = std::move(from_one);
       }
     }
     if (v.dynamic) {

@@ -80,10 +80,10 @@ void compute_each_element_once(Schedule& s, const LoweredPipeline& p, const std:
 }
 
 // The schedule applied to p. A pipeline of dynamic sizes whose shifted tails would not serve the
-// sizes it was traced at is lowered again and given guarded tails (a Func takes its schedule once).
+// sizes it was traced at (or SymbolicSizes::serves_from) is lowered again and given guarded tails (a Func takes its schedule once).
 void apply_with_tails(const Graph& g, const Target& target, const Schedule& s, LoweredPipeline& p, const SymbolicSizes* dynamic) {
   apply_schedule(s, p);
-  if (!p.dynamic || p.min_dynamic_size <= smallest_traced_size(p)) return;
+  if (!p.dynamic || p.min_dynamic_size <= smallest_served_size(p)) return;
   LoweredPipeline guarded;
   const std::optional<Schedule> again = handler_for(Given{s.str()})->lower_and_schedule(g, target, guarded, nullptr, dynamic);
   apply_schedule(*again, guarded, DynamicTails::Guarded);

@@ -448,9 +448,9 @@ class Applier {
 
 }  // namespace
 
-int64_t smallest_traced_size(const LoweredPipeline& p) {
+int64_t smallest_served_size(const LoweredPipeline& p) {
   if (!p.dynamic) return 0;
-  int64_t smallest = std::numeric_limits<int64_t>::max();
+  int64_t smallest = p.dynamic->serves_from > 0 ? p.dynamic->serves_from : std::numeric_limits<int64_t>::max();
   for (const SymbolicSizes::Source& src : p.dynamic->sources)
     smallest = std::min(smallest, p.graph->type(p.graph->inputs[size_t(src.input)]).shape[size_t(src.dim)]);
   return smallest;

@@ -31,7 +31,8 @@ enum class DynamicTails { Shifted, Guarded };
 // Applies the directives in order. Throws ValueError when the schedule names a Func or a loop the
 // pipeline does not have, and Halide::CompileError when Halide rejects a directive.
 void apply_schedule(const Schedule& s, LoweredPipeline& p, DynamicTails tails = DynamicTails::Shifted);
-// The traced sizes' smallest value of a dynamic pipeline's symbols (0 without dynamic sizes).
-int64_t smallest_traced_size(const LoweredPipeline& p);
+// The smallest value of a dynamic pipeline's symbols it must serve: the traced sizes', or less
+// where SymbolicSizes::serves_from says so (0 without dynamic sizes).
+int64_t smallest_served_size(const LoweredPipeline& p);
 
 }  // namespace hjit::backend
