@@ -11,6 +11,7 @@
 #include "graph/passes/fold_constants.h"
 #include "graph/passes/optimize.h"
 #include "graph/passes/simplify.h"
+#include "graph/passes/sink_transposes.h"
 #include "graph/passes/verify.h"
 #include "graph/value_range.h"
 #include "halide_backend/providers/extern_stages.h"
@@ -309,6 +310,59 @@ TEST_CASE("simplify: an element-wise epilogue of a reshaped product runs on the 
     const std::string out = run_pass(text, [](const Graph& g) { return hjit::dce(hjit::simplify(g)); });
     CHECK(out.find(op) != std::string::npos);
   }
+}
+
+TEST_CASE("sink_transposes: a quantization after a transpose across rows runs along the rows, and the bytes move") {
+  auto sink = [](const Graph& g) { return hjit::dce(hjit::simplify(hjit::sink_transposes(g))); };
+  // A QDQ model's keys: the transpose that feeds the scores' product, then QuantizeLinear.
+  CHECK(run_pass("{ lambda ; a:f32[4,2,3] b:f32[]. let\n"
+                 "    c:f32[2,3,4] = transpose[perm=(1,2,0)] a\n"
+                 "    d:f32[2,3,4] = div c b\n"
+                 "    e:bool[2,3,4] = lt d -120.0:f32\n"
+                 "    f:f32[2,3,4] = where e -120.0:f32 d\n"
+                 "    g:f32[2,3,4] = round f\n"
+                 "    h:u8[2,3,4] = convert[dtype=u8] g\n"
+                 "    i:i32[2,3,4] = convert[dtype=i32] h\n"
+                 "  in (i) }\n",
+                 sink) ==
+        "{ lambda ; a:f32[4,2,3] b:f32[]. let\n"
+        "    c:f32[4,2,3] = div a b\n"
+        "    d:bool[4,2,3] = lt c -120.0:f32\n"
+        "    e:f32[4,2,3] = where d -120.0:f32 c\n"
+        "    f:f32[4,2,3] = round e\n"
+        "    g:u8[4,2,3] = convert[dtype=u8] f\n"
+        "    h:u8[2,3,4] = transpose[perm=(1,2,0)] g\n"
+        "    i:i32[2,3,4] = convert[dtype=i32] h\n"
+        "  in (i) }\n");
+  // Kept: work that ends in no one-byte conversion (f32 models are untouched), a transpose that
+  // keeps the innermost dimension, an operand of more than one element that is no transpose, and
+  // a conversion that widens.
+  const char* kept[] = {
+      "{ lambda ; a:f32[4,2,3]. let\n"
+      "    c:f32[2,3,4] = transpose[perm=(1,2,0)] a\n"
+      "    d:f32[2,3,4] = mul c 2.0:f32\n  in (d) }\n",
+      "{ lambda ; a:f32[2,4,3]. let\n"
+      "    c:f32[4,2,3] = transpose[perm=(1,0,2)] a\n"
+      "    d:u8[4,2,3] = convert[dtype=u8] c\n  in (d) }\n",
+      "{ lambda ; a:f32[4,2,3] b:f32[2,3,4]. let\n"
+      "    c:f32[2,3,4] = transpose[perm=(1,2,0)] a\n"
+      "    d:f32[2,3,4] = add c b\n"
+      "    e:u8[2,3,4] = convert[dtype=u8] d\n  in (e) }\n",
+      "{ lambda ; a:u8[4,2,3]. let\n"
+      "    c:u8[2,3,4] = transpose[perm=(1,2,0)] a\n"
+      "    d:f32[2,3,4] = convert[dtype=f32] c\n"
+      "    e:u8[2,3,4] = convert[dtype=u8] d\n  in (e) }\n"};
+  for (const char* text : kept) {
+    CAPTURE(text);
+    CHECK(run_pass(text, sink) == run_pass(text, [](const Graph& g) { return hjit::dce(hjit::simplify(g)); }));
+  }
+  // Compiled, the moved graph computes what eager does (the jit optimizes with this pass).
+  const Tensor x = test::random({6, 4, 40}, DType::F32, 5) * 100.0;
+  auto quantized_keys = [](const Tensor& k) {
+    const Tensor q = hjit::clamp(hjit::round(hjit::transpose(k, {1, 2, 0}) / 0.5), -128.0, 127.0) + 128.0;
+    return hjit::astype(q, DType::U8);
+  };
+  CHECK_CLOSE(hjit::jit(quantized_keys)(x), quantized_keys(x));
 }
 
 TEST_CASE("simplify: a whole number f32 holds exactly, converted to i32 and back, is itself") {

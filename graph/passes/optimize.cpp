@@ -3,6 +3,7 @@
 #include "graph/passes/cse.h"
 #include "graph/passes/dce.h"
 #include "graph/passes/simplify.h"
+#include "graph/passes/sink_transposes.h"
 #include "graph/passes/verify.h"
 #include "support/log.h"
 
@@ -23,6 +24,7 @@ Graph optimize(const Graph& input, const ConstEvaluator* eval) {
   run("simplify", simplify);
   if (eval) run("fold_constants", [&](const Graph& x) { return fold_constants(x, *eval); });
   run("cse", cse);
+  run("sink_transposes", sink_transposes);
   run("simplify", simplify);
   run("dce", dce);
   log().debug("optimized '{}': {} -> {} nodes in {:.2f} ms", g.name, input.nodes.size(), g.nodes.size(), total.ms());
