@@ -5,7 +5,9 @@
 // symmetric) behind a DequantizeLinear. hjit::onnx::load computes those groups on integer kernels
 // (onnx_import/ops/quantized.cpp).
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -319,9 +321,10 @@ void quantize(const std::string& path, const std::string& out_path, const std::v
   for (const ::onnx::TensorProto& t : g->initializer())
     if (read.count(t.name())) *kept.add_initializer() = t;
   *g = kept;
+  errno = 0;
   std::ofstream out(out_path, std::ios::binary);
   if (!out || !model.SerializeToOstream(&out) || !out.flush())
-    throw ValueError(std::string(kWho) + ": cannot write " + out_path);
+    throw ValueError(std::string(kWho) + ": cannot write " + out_path + (errno ? std::string(": ") + std::strerror(errno) : ""));
 }
 
 }  // namespace hjit::onnx

@@ -1,6 +1,8 @@
 #include "frontend/io/file_bytes.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <optional>
 
@@ -20,17 +22,20 @@ void write_file_atomically(const std::string& path, const std::string& bytes, co
   // The process id in the temporary name: two processes saving one path do not share it.
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
   {
+    errno = 0;
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write(bytes.data(), std::streamsize(bytes.size()));
     out.flush();
     if (!out) {
+      const std::string why = errno ? std::string(": ") + std::strerror(errno) : "";  // (a missing folder, a full disk)
       std::remove(tmp.c_str());
-      throw ValueError("hjit: cannot write " + what + " '" + path + "'");
+      throw ValueError("hjit: cannot write " + what + " '" + path + "'" + why);
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
     std::remove(tmp.c_str());
-    throw ValueError("hjit: cannot write " + what + " '" + path + "'");
+    throw ValueError("hjit: cannot write " + what + " '" + path + "': " + why);
   }
 }
 

@@ -8,7 +8,7 @@ namespace hjit::io {
 
 // ValueError "hjit: cannot open <what> '<path>'" when it cannot be read.
 std::string read_whole_file(const std::string& path, const std::string& what);
-// ValueError "hjit: cannot write <what> '<path>'" when it cannot be written.
+// ValueError "hjit: cannot write <what> '<path>': <the system's reason>" when it cannot be written.
 void write_file_atomically(const std::string& path, const std::string& bytes, const std::string& what);
 
 }  // namespace hjit::io
