@@ -299,7 +299,7 @@ TEST_CASE("sort's values are differentiable; topk beyond a few rounds sorts") {
   // Halide 14 failed to compile this when the network's steps ran in guarded chunks, and a long
   // row's steps on one thread overflowed the stack (a GPT-2's 50257 logits). On the CPU the
   // network's steps are one loop (its 136 steps unrolled took 70 s to compile), each step's pairs
-  // in parallel chunks.
+  // in parallel chunks where the row is long (65,536 padded; 16,384 runs its steps on one thread).
   for (int64_t n : {9000, 50257}) {
     const Tensor logits = test::random({1, n}, hjit::DType::F32, 5);
     auto kept = [](const Tensor& l) { return hjit::argmin(hjit::where(l >= hjit::slice(hjit::topk(l, 40, 1).first, 1, 39, 40), l, 1e30f), 1); };
@@ -310,7 +310,23 @@ TEST_CASE("sort's values are differentiable; topk beyond a few rounds sorts") {
     const std::string plan = jitted.explain(logits);
     CAPTURE(plan);
     CHECK(plan.find("sort network: root, steps in a loop") != std::string::npos);
-    if (hjit::num_threads() > 1) CHECK(plan.find("par(exact chunks of") != std::string::npos);
+    if (hjit::num_threads() > 1) CHECK((plan.find("par(exact chunks of") != std::string::npos) == (n > 16384));
+  }
+  // A sampler's top-k of GPT-2's logits in blocks of 1,024 (nn::sample_tokens): the blocks in
+  // parallel, each task running every step of its rows; a parallel loop a step of each block was
+  // 2,750 barriers a token.
+  {
+    const Tensor blocks = test::random({1, 50, 1024}, hjit::DType::F32, 7);
+    auto largest = [](const Tensor& x) { return hjit::topk(x, 40, 2).first; };
+    auto jitted = hjit::jit(largest);
+    CHECK(vals(jitted(blocks)) == vals(largest(blocks)));
+    const std::string plan = jitted.explain(blocks);
+    CAPTURE(plan);
+    const size_t at = plan.find("sort network: root, steps in a loop");
+    REQUIRE(at != std::string::npos);
+    const std::string line = plan.substr(at, plan.find('\n', at) - at);
+    CHECK(line.find("exact chunks") == std::string::npos);
+    if (hjit::num_threads() > 1) CHECK(line.find(" par(") != std::string::npos);
   }
   // Many rows (in parallel), and rows along an outer axis (the inner one vectorized in each step).
   const Tensor rows = test::random({64, 300}, hjit::DType::F32, 6);
