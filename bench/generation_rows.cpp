@@ -10,6 +10,7 @@
 #include <hjit/nn.h>
 
 #include "bench/machine_limits.h"
+#include "bench/timing.h"
 
 namespace bench {
 
@@ -39,6 +40,31 @@ double prefill_flops(const hjit::nn::GPT2Config& c, const std::vector<std::vecto
     flops += layers * (2 * 12 * C * C * n + 2 * 2 * C * n * (n + 1) / 2) + 2 * C * double(c.vocab_size);
   }
   return flops;
+}
+
+// The sampler a decode step ends in, alone over GPT-2's logits: the rows above decode greedily,
+// and top-k's sort had cost a step 9 ms there unseen (2,750 barriers a token).
+void sampler_rows(bool quick) {
+  const int64_t V = hjit::nn::GPT2Config::gpt2().vocab_size;
+  const hjit::Tensor logits = hjit::Tensor::randn({1, V}, 3) * 3.0, seen = hjit::Tensor::zeros({1, V}, hjit::DType::Bool);
+  const hjit::Tensor key = hjit::random::key(1);
+  std::printf("sampler alone over %lld logits (nn::sample_tokens, compiled), median us:", static_cast<long long>(V));
+  const struct {
+    const char* name;
+    hjit::nn::SamplingOptions options;
+  } kinds[] = {{"greedy", {.temperature = 0}},
+               {"t 0.8", {.temperature = 0.8}},
+               {"top-k 40", {.temperature = 0.8, .top_k = 40}},
+               {"top-p 0.9", {.temperature = 0.8, .top_p = 0.9}}};
+  for (const auto& kind : kinds) {
+    auto sample = hjit::jit([&](const hjit::Tensor& k, const hjit::Tensor& l, const hjit::Tensor& s) {
+      return hjit::nn::sample_tokens(k, l, s, kind.options);
+    });
+    const double ms = steady_ms([&] { sample(key, logits, seen); }, quick ? 0.3 : 1.0);
+    std::printf("  %s %.0f", kind.name, 1000 * ms);
+  }
+  std::printf("\n");
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -113,6 +139,7 @@ int generation_rows(bool quick) {
       std::fflush(stdout);
     }
   }
+  sampler_rows(quick);
   return 0;
 }
 
