@@ -7,6 +7,16 @@ namespace hjit::schedules {
 using Halide::TailStrategy;
 using Halide::Var;
 
+Var fuse_all(StageRef stage, const std::vector<Var>& vars) {
+  Var fused = vars.back();
+  for (size_t k = vars.size() - 1; k-- > 0;) {
+    Var next(fused.name() + "_" + vars[k].name());
+    stage.fuse(vars[k], fused, next);
+    fused = next;
+  }
+  return fused;
+}
+
 int vector_width(const Halide::Target& target, const Halide::Type& t) {
   // Bools are stored as bytes, but computed next to the values they select: size them as 32-bit.
   Halide::Type sized = t.is_bool() ? Halide::UInt(32) : t;
@@ -116,13 +126,7 @@ LoopNest transpose_tiles(StageRef stage, const std::vector<Var>& vars, const Sha
   for (int64_t e : extents) total *= e;
   std::string what = "transposed in tiles " + std::to_string(sx) + "x" + std::to_string(sy) + " vec" + std::to_string(sx);
   if (total >= min_parallel_work && threads > 1) {
-    Var par = outer.back();  // the outermost loop, with the ones inside it fused in up to yo
-    for (size_t k = outer.size() - 1; k-- > 0;) {
-      Var fused(par.name() + "_" + outer[k].name());
-      stage.fuse(outer[k], par, fused);
-      par = fused;
-    }
-    stage.parallel(par);
+    stage.parallel(fuse_all(stage, outer));  // the outermost loop, with the ones inside it fused in up to yo
     what += " par";
   }
   return LoopNest{what, false, Var()};

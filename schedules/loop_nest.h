@@ -36,6 +36,10 @@ LoopNest vectorize_and_parallelize(StageRef stage, const std::vector<Halide::Var
 LoopNest transpose_tiles(StageRef stage, const std::vector<Halide::Var>& vars, const Shape& extents, int j, int vec,
                          int threads, int64_t min_parallel_work);
 
+// Fuses `vars` (innermost first, consecutive loops of the stage) into one loop, returned: the
+// outermost with each next one inward (names joined outermost first).
+Halide::Var fuse_all(StageRef stage, const std::vector<Halide::Var>& vars);
+
 // The natural SIMD width for values of type t on the target.
 int vector_width(const Halide::Target& target, const Halide::Type& t);
 

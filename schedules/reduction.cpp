@@ -139,9 +139,7 @@ std::string schedule_sort_network(const backend::LoweredPipeline& p, const backe
   for (size_t d = 0; d + 1 < h.vars.size(); ++d) {
     if (d == axis) continue;
     row_count *= h.extents[d];
-    if (d == 0) continue;
-    outer_rows *= h.extents[d];
-    outer.push_back(h.vars[d]);
+    if (d > 0) outer_rows *= h.extents[d], outer.push_back(h.vars[d]);
   }
   if (h.extents[0] >= vec) f.vectorize(h.vars[0], vec);
   StageRef u = f.update();
@@ -166,12 +164,7 @@ std::string schedule_sort_network(const backend::LoweredPipeline& p, const backe
     what += ", rows vec" + std::to_string(vec) + " inside each step";
   }
   if (rows_parallel) {
-    Var rows = outer[0];
-    for (size_t k = 1; k < outer.size(); ++k) {
-      Var fused(rows.name() + "_" + outer[k].name());
-      u.fuse(rows, outer[k], fused);
-      rows = fused;
-    }
+    const Var rows = fuse_all(u, outer);
     u.parallel(rows);
     what += " par(" + rows.name() + ")";
   }

@@ -11,6 +11,12 @@
 #include "support/binary_io.h"
 
 namespace hjit::io {
+namespace {
+
+// What the system said of the last failed call (a missing folder, a full disk), or "".
+std::string system_reason() { return errno ? std::string(": ") + std::strerror(errno) : ""; }
+
+}  // namespace
 
 std::string read_whole_file(const std::string& path, const std::string& what) {
   std::optional<std::string> bytes = read_file_bytes(path);
@@ -27,15 +33,15 @@ void write_file_atomically(const std::string& path, const std::string& bytes, co
     out.write(bytes.data(), std::streamsize(bytes.size()));
     out.flush();
     if (!out) {
-      const std::string why = errno ? std::string(": ") + std::strerror(errno) : "";  // (a missing folder, a full disk)
+      const std::string why = system_reason();
       std::remove(tmp.c_str());
       throw ValueError("hjit: cannot write " + what + " '" + path + "'" + why);
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
+    const std::string why = system_reason();
     std::remove(tmp.c_str());
-    throw ValueError("hjit: cannot write " + what + " '" + path + "': " + why);
+    throw ValueError("hjit: cannot write " + what + " '" + path + "'" + why);
   }
 }
 

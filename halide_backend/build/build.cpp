@@ -80,7 +80,8 @@ void compute_each_element_once(Schedule& s, const LoweredPipeline& p, const std:
 }
 
 // The schedule applied to p. A pipeline of dynamic sizes whose shifted tails would not serve the
-// sizes it was traced at (or SymbolicSizes::serves_from) is lowered again and given guarded tails (a Func takes its schedule once).
+// sizes it must (those it was traced at, or SymbolicSizes::serves_from) is lowered again and given
+// guarded tails (a Func takes its schedule once).
 void apply_with_tails(const Graph& g, const Target& target, const Schedule& s, LoweredPipeline& p, const SymbolicSizes* dynamic) {
   apply_schedule(s, p);
   if (!p.dynamic || p.min_dynamic_size <= smallest_served_size(p)) return;
