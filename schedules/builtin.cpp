@@ -450,6 +450,15 @@ class Builtin {
     std::vector<int> cost(n_, 0);            // of recomputing each inlined expression (0: stored)
     for (size_t id = 0; id < n_; ++id) {
       const Stage& s = st(int(id));
+      // A stage its reader reads past (a quantized conversion rounds the value beneath it, not the
+      // round stage's): its expression is recomputed inside the reader's, so its cost counts on.
+      // Counted as nothing, an ONNX QDQ chain looked cheap after each QuantizeLinear, and a
+      // softmax's or layer norm's dequantized input was recomputed by each of its row's passes.
+      if (s.absorbed) {
+        for (int in : node(int(id)).inputs)
+          if (cut_[size_t(in)] != Cut::Costly) cost[id] += cost[size_t(in)];
+        continue;
+      }
       if (!s.func.defined() || is_source(s) || has_reduction(s) || s.is_extern) continue;
       if (func_[id].kind == Place::Nest || feeds_contraction(int(id))) continue;  // stored anyway
       std::vector<int> mine{int(id)};
