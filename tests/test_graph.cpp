@@ -584,6 +584,40 @@ TEST_CASE("constant folding evaluates with the eager kernels") {
   CHECK(v[1] == doctest::Approx(std::exp(1.0)));
 }
 
+TEST_CASE("a constant of one repeated value folds to a full, and rules for fulls then apply") {
+  // A per-channel zero point of zeros: the integer product with it is 0, and the row sums it
+  // weighed are dead. Ones of f32 fold to a full of 1.0 too; -0.0 beside 0.0 stays a constant
+  // (other bits), as does a constant with two values.
+  const char* in =
+      "{ lambda ; a:i32[2,3] x:f32[2]. let\n"
+      "    b:i64[2,1] = reduce_sum[axes=(1) keepdims=1] a\n"
+      "    c:i32[2,1] = convert[dtype=i32] b\n"
+      "    d:i32[3] = constant[data=000000000000000000000000]\n"
+      "    e:i32[2,3] = mul d c\n"
+      "    f:i32[2,3] = sub a e\n"
+      "    g:f32[2] = constant[data=0000803f0000803f]\n"
+      "    h:f32[2] = constant[data=0000008000000000]\n"
+      "    i:f32[2] = constant[data=000000000000803f]\n"
+      "    j:f32[2] = mul x g\n"
+      "    k:f32[2] = add j h\n"
+      "    l:f32[2] = add k i\n"
+      "  in (f, l) }\n";
+  Graph g = Graph::parse(in);
+  hjit::ConstEvaluator eval = evaluator();
+  Graph folded = hjit::dce(hjit::fold_constants(g, eval));
+  hjit::verify(folded, "fold_constants");
+  const std::string text = folded.str();
+  CAPTURE(text);
+  CHECK(text.find(":i32[3] = full[value=0.0]") != std::string::npos);
+  CHECK(text.find(":f32[2] = full[value=1.0]") != std::string::npos);
+  CHECK(folded.constants.size() == 2);  // the signed zeros and the two values
+  Graph o = hjit::optimize(g, &eval);
+  const std::string optimized = o.str();
+  CAPTURE(optimized);
+  CHECK(optimized.find("reduce_sum") == std::string::npos);
+  CHECK(optimized.find("mul") == std::string::npos);  // (x * 1.0 is x)
+}
+
 TEST_CASE("the verifier reports what broke, and after which pass") {
   Graph g = Graph::parse("{ lambda ; a:f32[2]. let\n    b:f32[2] = exp a\n  in (b) }\n");
   g.nodes[1].type.shape = {3};

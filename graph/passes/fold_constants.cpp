@@ -1,6 +1,8 @@
 #include "graph/passes/fold_constants.h"
 
 #include <algorithm>
+#include <cstring>
+#include <optional>
 
 #include "graph/op_def.h"
 #include "graph/rewriter.h"
@@ -23,6 +25,20 @@ bool moved_full_value(const Graph& out, const Node& n, const std::vector<int>& i
   return true;
 }
 
+// The value every element of a constant holds, where they are all the same bits and a full of
+// that value has them too (a per-channel zero point of zeros, a layer norm's frozen unit scale).
+std::optional<double> uniform_value(const TensorType& type, const ConstData& c) {
+  const size_t size = size_t(dtype_size(type.dtype)), n = size_t(type.numel());
+  if (n == 0 || c.nbytes < n * size) return std::nullopt;
+  const auto* bytes = static_cast<const unsigned char*>(c.data);
+  for (size_t i = 1; i < n; ++i)
+    if (std::memcmp(bytes, bytes + i * size, size) != 0) return std::nullopt;
+  const double v = read_scalar(type.dtype, bytes);
+  const ConstData one = fill_bytes(TensorType{type.dtype, {}}, v);
+  if (one.nbytes != size || std::memcmp(one.data, bytes, size) != 0) return std::nullopt;  // (NaN payloads, i64 beyond 2^53)
+  return v;
+}
+
 }  // namespace
 
 Graph fold_constants(const Graph& g, const ConstEvaluator& eval, int64_t max_elements) {
@@ -34,6 +50,13 @@ Graph fold_constants(const Graph& g, const ConstEvaluator& eval, int64_t max_ele
       rw.map(int(id), out.add_full(n.type, read_scalar(n.type.dtype, g.constants[size_t(n.constant)].data)));
       continue;
     }
+    // One value repeated: a full too, so that simplify's rules for fulls apply (an integer
+    // product with a zero point of zeros is 0, and the row sums it weighed are not computed).
+    if (n.op == OpKind::Constant)
+      if (const std::optional<double> v = uniform_value(n.type, g.constants[size_t(n.constant)])) {
+        rw.map(int(id), out.add_full(n.type, *v));
+        continue;
+      }
     if (has_trait(n.op, Source)) {
       rw.copy(int(id));
       continue;
