@@ -1367,6 +1367,34 @@ TEST_CASE("a quantized residual block: the 8-bit sums stored channels innermost,
   }
 }
 
+TEST_CASE("a quantized depthwise convolution quantized twice around a ReLU6: computed per tile of its u8 output, exact") {
+  // MobileNet V2's QDQ form: the depthwise sums requantized, dequantized, clipped to [0, 6] and
+  // quantized again, then read by the next 1x1 convolution's packed copy. The u8 value is stored,
+  // with the depthwise sums computed per tile of it: read through the packing instead, the i32 sums
+  // were stored whole and gathered back. Scales are powers of two: eager and compiled agree exactly.
+  const Tensor z = Tensor::scalar(3, DType::U8);
+  auto block = [&](const Tensor& x, const Tensor& dw, const Tensor& pw) {
+    const Tensor d = requantize(hjit::int_conv2d(x, dw, z, {1, 1}, {1, 1}, {1, 1}, x.shape()[1]).astype(DType::F32) * 0.25f, 1.0f);
+    const Tensor r = requantize(hjit::clamp(dequantize(d, 1.0f), 0.0f, 6.0f), 0.03125f);
+    return requantize(hjit::int_conv2d(r, pw, z).astype(DType::F32) * 0.125f, 2.0f);
+  };
+  auto compiled = hjit::jit(block, quiet());
+  uint64_t seed = 1700;
+  for (const std::array<int64_t, 3>& size : std::vector<std::array<int64_t, 3>>{{1, 32, 14}, {2, 48, 9}}) {
+    const int64_t batch = size[0], channels = size[1], side = size[2];
+    CAPTURE(batch);
+    CAPTURE(channels);
+    CAPTURE(side);
+    const Tensor x = full_range({batch, channels, side, side}, DType::U8, seed++);
+    const Tensor dw = full_range({channels, 1, 3, 3}, DType::I8, seed++), pw = full_range({24, channels, 1, 1}, DType::I8, seed++);
+    CHECK(test::compare(compiled(x, dw, pw), block(x, dw, pw), 0) == "");
+    const std::string plan = compiled.explain(x, dw, pw);
+    CAPTURE(plan);
+    CHECK(test::occurrences(plan, "int_depthwise2d_acc: per tile of") == 1);
+    CHECK(test::occurrences(plan, "int_depthwise2d: root") == 0);
+  }
+}
+
 TEST_CASE("a quantized encoder's layer norm and softmax: the requantized input stored once per row, equal to eager") {
   // The QDQ form of a transformer's sublayer: a matmul's sums requantized, dequantized, added to
   // the residual, the sum requantized, dequantized and normalized, and attention's scores
