@@ -120,6 +120,11 @@ class Builtin {
     return int(nests_.size()) - 1;
   }
 
+  // A stage with no function of its own whose operands its reader reads in its place: the round a
+  // quantized conversion reads past (it rounds the operand's bits), or a post-op a library call
+  // computes. Every walk through an expression goes on to its operands; none stops at it.
+  bool read_past(int id) const { return st(id).absorbed; }
+
   bool live(int id) {
     const Stage& s = st(id);
     return s.func.defined() && !is_source(s) &&
@@ -306,11 +311,10 @@ class Builtin {
       const int at = todo.back();
       todo.pop_back();
       if (!seen.insert(at).second) continue;
-      // A stage its reader reads past (a requantize's round) is no stage of the expression, but
-      // its operands are: a depthwise convolution's u8 output, quantized twice around a ReLU6,
-      // was not seen to narrow the convolution (its sums were read back in i32 by the next
-      // convolution's packing, with gathers: int8 MobileNet V2 3.27 -> 1.52 ms on a Zen 5).
-      if (st(at).absorbed) {
+      // (Read past: a depthwise convolution's u8 output, quantized twice around a ReLU6, was not
+      // seen to narrow the convolution, whose i32 sums the next packing gathered back: int8
+      // MobileNet V2 3.27 -> 1.52 ms on a Zen 5.)
+      if (read_past(at)) {
         todo.insert(todo.end(), node(at).inputs.begin(), node(at).inputs.end());
         continue;
       }
@@ -377,11 +381,10 @@ class Builtin {
   }
 
   void place(int id) {
-    // A stage its reader reads past (the round of a quantized conversion) is read where that
-    // reader is, and so are its operands. With no site of its own, everything before a requantize
-    // was read nowhere: a softmax's sums and a convolution's sums could not be computed per row or
-    // per tile of the quantized value (int8 ResNet-50 14.1 -> 10.6 ms on a 2-core Zen 5).
-    if (st(id).absorbed) {
+    // (Read past, it is read where its reader is. With no site, everything before a requantize was
+    // read nowhere: a softmax's and a convolution's sums could not be computed per row or per
+    // tile of the quantized value: int8 ResNet-50 14.1 -> 10.6 ms on a Zen 5.)
+    if (read_past(id)) {
       site_[size_t(id)] = value_site(id);
       return;
     }
@@ -467,11 +470,10 @@ class Builtin {
     std::vector<int> cost(n_, 0);            // of recomputing each inlined expression (0: stored)
     for (size_t id = 0; id < n_; ++id) {
       const Stage& s = st(int(id));
-      // A stage its reader reads past (a quantized conversion rounds the value beneath it, not the
-      // round stage's): its expression is recomputed inside the reader's, so its cost counts on.
-      // Counted as nothing, an ONNX QDQ chain looked cheap after each QuantizeLinear, and a
-      // softmax's or layer norm's dequantized input was recomputed by each of its row's passes.
-      if (s.absorbed) {
+      // (Read past, its expression is recomputed inside its reader's: counted as nothing, a QDQ
+      // chain looked cheap after each QuantizeLinear, and a softmax's or layer norm's dequantized
+      // input was recomputed by each of its row's passes.)
+      if (read_past(int(id))) {
         for (int in : node(int(id)).inputs)
           if (cut_[size_t(in)] != Cut::Costly) cost[id] += cost[size_t(in)];
         continue;
