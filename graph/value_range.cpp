@@ -145,6 +145,7 @@ std::optional<ValueRange> ValueRanges::compute(int id, int depth) {
       if (!a) return std::nullopt;
       return checked(std::max(a->lo, 0.0), std::max(a->hi, 0.0), a->whole);
     }
+    case OpKind::ReduceSum: return softmax_part(n, depth);
     case OpKind::Where: return selected(n, depth);
     case OpKind::Reshape:
     case OpKind::BroadcastTo:
@@ -195,7 +196,9 @@ std::optional<ValueRange> ValueRanges::selected(const Node& where, int depth) {
 // e / sum(e) over those axes, e = exp(x - max(x)), is a softmax: within [0, 1], since each row's
 // sum holds its largest term, e^0 = 1. The general rules see neither: they bound x - max(x) by
 // x's whole range on both sides, and a sum of exponentials may be near 0 for them. (A row with no
-// elements has no quotients to bound.)
+// elements has no quotients to bound.) The sum itself is within [1, the row's length]: a
+// quantized softmax multiplies by its reciprocal (onnx_import's Factored), whose quotient the
+// general rules then bound.
 bool ValueRanges::less_its_row_maximum(const Node& n) const {
   if (n.op != OpKind::Sub) return false;
   const Node& m = g_.node(n.inputs[1]);
@@ -208,6 +211,19 @@ std::optional<ValueRange> ValueRanges::softmax_part(const Node& n, int depth) {
     const std::optional<ValueRange> x = at(n.inputs[0], depth + 1);
     if (!x) return std::nullopt;
     return rounded(std::min(0.0, x->lo - x->hi), 0.0, false);
+  }
+  if (n.op == OpKind::ReduceSum) {
+    const Node& e = g_.node(n.inputs[0]);
+    if (e.op != OpKind::Exp || !less_its_row_maximum(g_.node(e.inputs[0])) ||
+        g_.node(g_.node(e.inputs[0]).inputs[1]).attrs.ints("axes") != n.attrs.ints("axes") || !at(n.inputs[0], depth + 1))
+      return std::nullopt;
+    double count = 1;
+    const int64_t rank = int64_t(e.type.shape.size());
+    for (int64_t a : n.attrs.ints("axes")) {
+      if (a < -rank || a >= rank) return std::nullopt;
+      count *= double(e.type.shape[size_t(a < 0 ? a + rank : a)]);
+    }
+    return count >= 1 ? rounded(1.0, count, false) : std::nullopt;
   }
   if (n.op != OpKind::Div) return std::nullopt;
   const Node& e = g_.node(n.inputs[0]);

@@ -90,11 +90,18 @@ std::optional<Dequantized> Interpreter::dequantized(const std::string& name) con
   return std::nullopt;
 }
 
+std::optional<Factored> Interpreter::factored(const std::string& name) const {
+  const auto it = factored_.find(name);
+  if (it == factored_.end()) return std::nullopt;
+  return it->second;
+}
+
 std::vector<Value> Interpreter::run(const ::onnx::GraphProto& graph, const Scope& bound) const {
   // The converters rebind local handles of the model's parameters, which a module made from the
   // model also holds: dataflow, not the mistake the report is for.
   const detail::QuietRebinds quiet;
   values_ = bound;
+  factored_.clear();
   for (const ::onnx::TensorProto& init : graph.initializer())
     if (!values_.count(init.name())) values_[init.name()] = to_tensor(init, "hjit::onnx: initializer '" + init.name() + "'");
   run_nodes(graph, graph.node_size());
@@ -123,6 +130,8 @@ void Interpreter::run_nodes(const ::onnx::GraphProto& graph, int stop) const {
                          "', which no node, input or initializer before it defines");
       inputs.push_back(std::move(v));
     }
+    // (A value named again, which a valid model never does, drops what its first writer noted.)
+    for (const std::string& name : node.output()) factored_.erase(name);
     NodeContext ctx(node, std::move(inputs), *this);
     const bool training = node.domain() == kTrainingDomain;
     if (!(node.domain().empty() || node.domain() == "ai.onnx" || training))

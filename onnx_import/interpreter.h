@@ -41,6 +41,9 @@ class Interpreter {
   // What the DequantizeLinear node before the running one that gives `name` read; nullopt where
   // another kind of node (or an input) gives it.
   std::optional<Dequantized> dequantized(const std::string& name) const;
+  // The factors a converter of this graph noted for the value `name` (NodeContext::note_factored).
+  void note_factored(const std::string& name, Factored f) const { factored_[name] = std::move(f); }
+  std::optional<Factored> factored(const std::string& name) const;
 
  private:
   std::optional<Value> lookup(const std::string& name) const;
@@ -48,6 +51,7 @@ class Interpreter {
   const Scope* outer_;
   Limits limits_;
   mutable Scope values_;
+  mutable std::map<std::string, Factored> factored_;  // (this graph's values only)
   // The graph running and the index of its node running now (recompute).
   mutable const ::onnx::GraphProto* graph_ = nullptr;
   mutable int node_ = 0;

@@ -151,6 +151,20 @@ std::optional<Dequantized> NodeContext::dequantized_input(size_t k) const {
   return interpreter_.dequantized(node_.input(int(k)));
 }
 
+Tensor Factored::expanded() const {
+  if (divided) return value / scale;
+  return offset ? value * scale + *offset : value * scale;
+}
+
+void NodeContext::note_factored(size_t k, Factored f) const {
+  if (k < size_t(node_.output_size()) && !node_.output(int(k)).empty()) interpreter_.note_factored(node_.output(int(k)), std::move(f));
+}
+
+std::optional<Factored> NodeContext::factored_input(size_t k) const {
+  if (k >= size_t(node_.input_size()) || node_.input(int(k)).empty()) return std::nullopt;
+  return interpreter_.factored(node_.input(int(k)));
+}
+
 Value NodeContext::recompute(const std::string& name, const std::map<std::string, Value>& replaced) const {
   return interpreter_.recompute(name, replaced);
 }

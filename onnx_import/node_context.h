@@ -25,6 +25,19 @@ struct Dequantized {
   int64_t axis = 1;
 };
 
+// A value its node's converter computed as `value * scale + offset` or as `value / scale`, the scale
+// small beside it (a scalar, or one per row or per column): an integer sum's dequantization, a
+// softmax's row sums. A QuantizeLinear of it divides the scale alone by its own scale, once, where
+// a literal one would divide every element: the one multiplier an integer kernel requantizes with
+// (ONNX's QLinearMatMul and QLinearConv, ONNX Runtime's fused QDQ groups), rounding one step apart
+// from the literal quotient at most, where the two land on either side of a half.
+struct Factored {
+  Tensor value, scale;
+  std::optional<Tensor> offset;  // (value * scale only)
+  bool divided = false;
+  Tensor expanded() const;
+};
+
 class NodeContext {
  public:
   NodeContext(const ::onnx::NodeProto& node, std::vector<std::optional<Value>> inputs, const Interpreter& interpreter);
@@ -75,6 +88,10 @@ class NodeContext {
   // Where input k is the output of a DequantizeLinear node of this graph: what that node read (for
   // the QDQ patterns that compute on the quantized values, as ONNX Runtime's QDQ transformer).
   std::optional<Dequantized> dequantized_input(size_t k) const;
+  // Notes that this node's output k is `f` expanded (see Factored), for the nodes after it.
+  void note_factored(size_t k, Factored f) const;
+  // Where input k is an output a converter noted so, the factors; nullopt otherwise.
+  std::optional<Factored> factored_input(size_t k) const;
 
   // The value `name` of this node's graph computed again with `replaced` bound (Gradient).
   Value recompute(const std::string& name, const std::map<std::string, Value>& replaced) const;

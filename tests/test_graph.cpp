@@ -484,7 +484,7 @@ TEST_CASE("value ranges: a requantized value is finite and within its clamp; wha
   CHECK_FALSE(product_ranges(p.outputs[0])->exact_in_any_order());
 }
 
-TEST_CASE("value ranges: a softmax of finite values is within [0, 1]; of anything, unknown") {
+TEST_CASE("value ranges: a softmax of finite values is within [0, 1], its row sums within [1, the row's length]; of anything, unknown") {
   const Graph g = Graph::parse(
       "{ lambda ; a:u8[2,5] b:f32[2,5]. let\n"
       "    c:f32[2,5] = convert[dtype=f32] a\n"
@@ -505,7 +505,10 @@ TEST_CASE("value ranges: a softmax of finite values is within [0, 1]; of anythin
       "    r:f32[2,5] = exp q\n"
       "    s:f32[2,1] = reduce_sum[axes=(1) keepdims=1] r\n"
       "    t:f32[2,5] = div r s\n"
-      "  in (f, g, i, j, o, t) }\n");
+      "    u:f32[2,1] = mul h 0.25:f32\n"
+      "    v:f32[2,1] = div 1.0:f32 u\n"
+      "    w:f32[2,5] = mul g v\n"
+      "  in (f, g, i, j, o, t, w) }\n");
   hjit::ValueRanges ranges(g);
   auto range = [&](size_t k) { return ranges(g.outputs[k]); };
   REQUIRE(range(0));  // x - max(x): [-127.5, 0]
@@ -516,14 +519,25 @@ TEST_CASE("value ranges: a softmax of finite values is within [0, 1]; of anythin
   CHECK(range(1)->lo >= 0);
   CHECK(range(1)->hi >= 1);
   CHECK(range(1)->hi < 1.0001);
-  REQUIRE(range(2));  // the softmax: [0, 1], though its sum's range is not known
+  REQUIRE(range(2));  // the softmax: [0, 1]
   CHECK(range(2)->lo == 0);
   CHECK(range(2)->hi >= 1);
   CHECK(range(2)->hi < 1.0001);
-  CHECK_FALSE(ranges(g.node(g.outputs[2]).inputs[1]));
+  const std::optional<hjit::ValueRange> sum = ranges(g.node(g.outputs[2]).inputs[1]);
+  REQUIRE(sum);  // each row's sum holds e^0 = 1 and four terms of at most 1
+  CHECK(sum->lo <= 1);
+  CHECK(sum->lo > 0.9999);
+  CHECK(sum->hi >= 5);
+  CHECK(sum->hi < 5.001);
+  REQUIRE(range(6));  // e * (1 / (sum / 4)), a quantized softmax's form (onnx_import's Factored): [0, 4]
+  CHECK(range(6)->lo == 0);
+  CHECK(range(6)->hi >= 4);
+  CHECK(range(6)->hi < 4.001);
   CHECK_FALSE(range(3));   // e^127.5 is past f32's largest value: infinity
   CHECK_FALSE(range(4));  // the maximum over another axis than the sum's: not a softmax
+  CHECK_FALSE(ranges(g.node(g.outputs[4]).inputs[1]));  // (nor its sum)
   CHECK_FALSE(range(5));  // of an input that may hold NaN or infinity
+  CHECK_FALSE(ranges(g.node(g.outputs[5]).inputs[1]));
 }
 
 TEST_CASE("simplify: empty values become fills") {

@@ -733,7 +733,7 @@ QdqWeights qdq_weights(int64_t K, int64_t N) {
 }
 }  // namespace
 
-TEST_CASE("QDQ MatMul and Gemm run on the integer product, within f32 rounding of ONNX's literal computation") {
+TEST_CASE("QDQ MatMul and Gemm run on the integer product, within f32 rounding of ONNX's literal computation, requantized with one multiplier") {
   const int64_t M = 24, K = 70, N = 40;
   const QdqWeights q = qdq_weights(K, N);
   const Tensor x = test::random({M, K}, DType::F32, 3) * 0.7;
@@ -743,6 +743,15 @@ TEST_CASE("QDQ MatMul and Gemm run on the integer product, within f32 rounding o
                     Tensor::scalar(0.02f).astype(DType::F64);
   const Tensor wd = q.w.astype(DType::F64) * Tensor::from_vector(q.scales, {N}).astype(DType::F64);
   const std::vector<double> y_literal = hjit::matmul(xd, wd).to_vector<double>();
+  // The quantization of the product as an integer kernel requantizes (ONNX's QLinearMatMul): the
+  // exact integer sum times one f32 multiplier, x_scale * w_scale / y_scale, rounded half to even.
+  const Tensor xq = hjit::clamp(hjit::round(x / Tensor::scalar(0.02f)) + 120, 0, 255) - 120;
+  const std::vector<int32_t> acc = hjit::matmul(xq.astype(DType::I32), q.w.astype(DType::I32)).to_vector<int32_t>();
+  std::vector<int32_t> y_requantized(acc.size());
+  for (size_t i = 0; i < acc.size(); ++i) {
+    const float multiplier = 0.02f * q.scales[i % size_t(N)] / 0.05f;
+    y_requantized[i] = int32_t(std::clamp(std::nearbyint(float(acc[i]) * multiplier) + 128.0f, 0.0f, 255.0f));
+  }
   for (bool gemm : {false, true}) {
     CAPTURE(gemm);
     const std::string path = write_model(qdq_linear(M, K, N, gemm), gemm ? "onnx_qdq_gemm" : "onnx_qdq_matmul");
@@ -756,6 +765,7 @@ TEST_CASE("QDQ MatMul and Gemm run on the integer product, within f32 rounding o
       // The integer product scaled once: the compiled result is eager's, bit for bit.
       CHECK(r[0].to_vector<float>() == eager.at(0).to_vector<float>());
       CHECK(r[1].to_vector<int32_t>() == eager.at(1).to_vector<int32_t>());
+      CHECK(r[1].to_vector<int32_t>() == y_requantized);
       const std::vector<double> y = r[0].to_vector<double>();
       const std::vector<int32_t> yq = r[1].to_vector<int32_t>();
       int off_by_one = 0;
@@ -767,6 +777,82 @@ TEST_CASE("QDQ MatMul and Gemm run on the integer product, within f32 rounding o
       }
       CHECK(off_by_one <= int(y.size() / 100));  // a tie rounded the other way, rarely
     }
+  }
+}
+
+TEST_CASE("a QDQ product's quantization rounds the integer sum times one multiplier, where the literal quotient can round the other way") {
+  // acc = 125 x; x_scale * w_scale = 4e-5 and y_scale = 0.05: acc = 625 (x = 5) is 0.025 / 0.05,
+  // a half in f32's literal two roundings (rounded to 1, odd), 0.49999997 through the one
+  // multiplier, x_scale * w_scale / y_scale in f32 (0), as ONNX's QLinearMatMul and ONNX Runtime's
+  // fused kernels compute it. Every x from 0 to 255, both roundings checked.
+  ::onnx::ModelProto m = empty_model("qdq_one_multiplier");
+  auto* g = m.mutable_graph();
+  add_value(g->add_input(), "x_q", ::onnx::TensorProto::UINT8, {"256", "1"});
+  add_value(g->add_output(), "y_q", ::onnx::TensorProto::UINT8, {"256", "1"});
+  *g->add_initializer() = proto_of("x_scale", Tensor::scalar(0.02));
+  *g->add_initializer() = proto_of("x_zp", Tensor::scalar(0, DType::U8));
+  *g->add_initializer() = proto_of("w_q", Tensor::full({1, 1}, 125, DType::I8));
+  *g->add_initializer() = proto_of("w_scale", Tensor::from_vector(std::vector<float>{0.002f}, {1}));
+  *g->add_initializer() = proto_of("y_scale", Tensor::scalar(0.05));
+  *g->add_initializer() = proto_of("y_zp", Tensor::scalar(10, DType::U8));
+  add_node(g, "DequantizeLinear", {"x_q", "x_scale", "x_zp"}, {"x_d"});
+  add_int(add_node(g, "DequantizeLinear", {"w_q", "w_scale"}, {"w_d"}), "axis", 1);
+  add_node(g, "MatMul", {"x_d", "w_d"}, {"y"});
+  add_node(g, "QuantizeLinear", {"y", "y_scale", "y_zp"}, {"y_q"});
+  const std::string path = write_model(m, "onnx_qdq_one_multiplier");
+  std::vector<int32_t> xs(256), want(256);
+  const float multiplier = 0.02f * 0.002f / 0.05f;
+  int literal_differs = 0;
+  for (int32_t x = 0; x < 256; ++x) {
+    xs[size_t(x)] = x;
+    want[size_t(x)] = int32_t(std::min(255.0f, std::nearbyint(float(125 * x) * multiplier) + 10));
+    literal_differs += want[size_t(x)] != int32_t(std::min(255.0f, std::nearbyint(float(125 * x) * (0.02f * 0.002f) / 0.05f) + 10));
+  }
+  CHECK(want[5] == 10);
+  CHECK(literal_differs > 0);
+  const Tensor x = Tensor::from_vector(xs, {256, 1}).astype(DType::U8);
+  CHECK(hjit::onnx::Model::read(path)({x}).at(0).to_vector<int32_t>() == want);
+  for (bool freeze : {false, true}) CHECK(Tensor(hjit::onnx::load(path, {.freeze = freeze})(x)).to_vector<int32_t>() == want);
+}
+
+TEST_CASE("a QDQ softmax's quantization multiplies each row by one reciprocal: compiled as eager, within a step of the literal") {
+  const int64_t R = 37, L = 70;
+  ::onnx::ModelProto m = empty_model("qdq_softmax");
+  auto* g = m.mutable_graph();
+  add_value(g->add_input(), "x", ::onnx::TensorProto::FLOAT, {std::to_string(R), std::to_string(L)});
+  add_value(g->add_output(), "y_q", ::onnx::TensorProto::UINT8, {std::to_string(R), std::to_string(L)});
+  *g->add_initializer() = proto_of("x_scale", Tensor::scalar(0.1));
+  *g->add_initializer() = proto_of("x_zp", Tensor::scalar(128, DType::U8));
+  *g->add_initializer() = proto_of("y_scale", Tensor::scalar(1.0 / 256));
+  *g->add_initializer() = proto_of("y_zp", Tensor::scalar(0, DType::U8));
+  add_node(g, "QuantizeLinear", {"x", "x_scale", "x_zp"}, {"x_q"});
+  add_node(g, "DequantizeLinear", {"x_q", "x_scale", "x_zp"}, {"x_d"});
+  add_node(g, "Softmax", {"x_d"}, {"p"});
+  add_node(g, "QuantizeLinear", {"p", "y_scale", "y_zp"}, {"y_q"});
+  const std::string path = write_model(m, "onnx_qdq_softmax");
+  const Tensor x = test::random({R, L}, DType::F32, 8) * 3.0;
+  // The literal computation in f64 from the same 8-bit values.
+  const Tensor xd = (hjit::clamp(hjit::round(x / Tensor::scalar(0.1f)) + 128, 0, 255) - 128).astype(DType::F64) * double(0.1f);
+  const Tensor e = hjit::exp(xd - hjit::max(xd, {1}, true));
+  const std::vector<double> literal = hjit::clamp(hjit::round(e / hjit::sum(e, {1}, true) * 256.0), 0, 255).to_vector<double>();
+  const std::vector<int32_t> eager = hjit::onnx::Model::read(path)({x}).at(0).to_vector<int32_t>();
+  int off_by_one = 0;
+  for (size_t i = 0; i < literal.size(); ++i) {
+    CHECK(std::abs(eager[i] - literal[i]) <= 1);
+    off_by_one += eager[i] != int32_t(literal[i]);
+  }
+  CHECK(off_by_one <= int(literal.size() / 100));
+  for (bool freeze : {false, true}) {
+    const hjit::Module module = hjit::onnx::load(path, {.freeze = freeze});
+    CHECK(Tensor(module(x)).to_vector<int32_t>() == eager);
+    // One division a row: the reciprocal of its sum times the scale; none of the row's elements.
+    const std::string graph = module.graph().str();
+    int divisions = 0;
+    for (size_t at = graph.find(" = div "); at != std::string::npos; at = graph.find(" = div ", at + 1)) {
+      ++divisions;
+      CHECK(graph.rfind("f32[" + std::to_string(R) + ",1]", at) > graph.rfind('\n', at));
+    }
+    CHECK(divisions >= 1);
   }
 }
 

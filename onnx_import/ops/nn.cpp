@@ -14,7 +14,10 @@ using V = std::vector<Tensor>;
 int64_t rank_of(const Tensor& t) { return int64_t(t.shape().size()); }
 
 V MatMul(const NodeContext& n) {
-  if (std::optional<Tensor> q = dequantized_product(n, false, false)) return {*q};
+  if (std::optional<Factored> q = dequantized_product(n, false, false)) {
+    n.note_factored(0, *q);
+    return {q->expanded()};
+  }
   return {as_dtype(matmul(n.input(0), n.input(1)), n.input(0).dtype())};
 }
 
@@ -25,10 +28,16 @@ V Gemm(const NodeContext& n) {
   if (trans_a) a = transpose(a);
   if (trans_b) b = transpose(b);
   const double alpha = n.attr_float("alpha", 1.0), beta = n.attr_float("beta", 1.0);
-  const std::optional<Tensor> q = dequantized_product(n, trans_a, trans_b);
-  Tensor y = q ? *q : matmul(a, b);
+  std::optional<Factored> q = dequantized_product(n, trans_a, trans_b);
+  const std::optional<Tensor> c = beta != 0.0 ? n.optional_input(2) : std::nullopt;
+  if (q && alpha == 1.0 && (!c || c->dtype() == DType::F32)) {
+    if (c) q->offset = beta == 1.0 ? *c : *c * beta;
+    n.note_factored(0, *q);
+    return {q->expanded()};
+  }
+  Tensor y = q ? q->expanded() : matmul(a, b);
   if (alpha != 1.0) y = y * alpha;
-  if (auto c = n.optional_input(2); c && beta != 0.0) y = y + (beta == 1.0 ? *c : *c * beta);
+  if (c) y = y + (beta == 1.0 ? *c : *c * beta);
   return {as_dtype(y, n.input(0).dtype())};
 }
 
@@ -141,7 +150,10 @@ Tensor pool_by_taps(const Tensor& x, const Window& w, bool take_max) {
 }
 
 V Conv(const NodeContext& n) {
-  if (std::optional<Tensor> q = dequantized_conv(n)) return {*q};
+  if (std::optional<Factored> q = dequantized_conv(n)) {
+    n.note_factored(0, *q);
+    return {q->expanded()};
+  }
   Tensor x = n.input(0), wt = n.input(1);
   if (rank_of(wt) != rank_of(x)) n.fail("its weight " + shape_str(wt.shape()) + " does not match the input " + shape_str(x.shape()));
   std::vector<int64_t> kernel(wt.shape().begin() + 2, wt.shape().end());
@@ -389,6 +401,21 @@ V softmax_like(const NodeContext& n) {
   return {reshape(F(reshape(x, {outer, inner}), 1), x.shape())};
 }
 Tensor softmax_axis(const Tensor& x, int axis) { return softmax(x, axis); }
+// A softmax of dequantized values (the QDQ form, whose QuantizeLinear usually follows) is
+// hjit::softmax's arithmetic written out, its quotient noted (Factored): the quantization then
+// multiplies each row by one reciprocal where the two divisions of every element were most of the
+// time of an int8 encoder's attention rows (their divider's throughput).
+V Softmax(const NodeContext& n) {
+  const Tensor& x = n.input(0);
+  const int64_t r = rank_of(x);
+  if (n.opset() < 13 || !n.dequantized_input(0) || x.dtype() != DType::F32 || r == 0) return softmax_like<softmax_axis>(n);
+  const int axis = n.axis(n.attr_int("axis", -1), r);
+  if (x.shape()[size_t(axis)] == 0) return softmax_like<softmax_axis>(n);
+  const Tensor e = exp(x - max(x, {axis}, true));
+  const Factored q{e, sum(e, {axis}, true), std::nullopt, true};
+  n.note_factored(0, q);
+  return {q.expanded()};
+}
 Tensor log_softmax_axis(const Tensor& x, int axis) { return log_softmax(x, axis); }
 Tensor hardmax_axis(const Tensor& x, int axis) {
   const Tensor at = argmax(x, axis, true);
@@ -423,7 +450,7 @@ void add_nn_ops(ConverterTable& t) {
   HJIT_ONNX_OP(InstanceNormalization) HJIT_ONNX_OP(LayerNormalization) HJIT_ONNX_OP(MeanVarianceNormalization)
   HJIT_ONNX_OP(LRN) HJIT_ONNX_OP(Shrink)
 #undef HJIT_ONNX_OP
-  t["Softmax"] = softmax_like<softmax_axis>;
+  t["Softmax"] = Softmax;
   t["LogSoftmax"] = softmax_like<log_softmax_axis>;
   t["Hardmax"] = softmax_like<hardmax_axis>;
 }

@@ -45,12 +45,12 @@ inline bool is_float(DType t) { return is_floating(t); }
 Tensor product_along(const Tensor& x, const std::vector<int>& axes, bool keepdims);
 // MatMul's (Gemm's, with its transpositions) product where both operands are DequantizeLinear
 // outputs of 8-bit values, a per tensor, b per tensor or per column: the integer product exact in
-// i32 (hjit::int_matmul), scaled once in f32. nullopt for any other operands.
-std::optional<Tensor> dequantized_product(const NodeContext& n, bool trans_a, bool trans_b);
+// i32 (hjit::int_matmul), converted to f32, and its scale. nullopt for any other operands.
+std::optional<Factored> dequantized_product(const NodeContext& n, bool trans_a, bool trans_b);
 // Conv's result where its input and weight are DequantizeLinear outputs of 8-bit values (the input
 // per tensor, the weight per tensor or per output channel) and hjit::int_conv2d computes it: the
-// integer convolution exact in i32, scaled once in f32, plus the bias. nullopt otherwise.
-std::optional<Tensor> dequantized_conv(const NodeContext& n);
+// integer convolution exact in i32 converted to f32, its scale, and the bias. nullopt otherwise.
+std::optional<Factored> dequantized_conv(const NodeContext& n);
 // The 2-d integer convolution sum((x - x_zero_point)(w - w_zero_point)) of a node with ONNX's conv
 // attributes (symmetric explicit pads), exact in i32 on hjit::int_conv2d; nullopt where it does not
 // apply (other ranks or types, asymmetric or automatic pads, a zero point per input channel).

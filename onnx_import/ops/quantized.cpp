@@ -31,13 +31,23 @@ Tensor clamp_to(const Tensor& x, DType to) {
 // round half to even, then clamped to the range of `to` and converted.
 Tensor saturate(const Tensor& x, DType to) { return clamp_to(round(x), to); }
 
+// QuantizeLinear's x / scale; where x's converter noted its factors, the division taken by their
+// scale alone (one multiplier: Factored).
+Tensor divided_by(const NodeContext& n, const Tensor& x, const Tensor& scale) {
+  const std::optional<Factored> f = n.factored_input(0);
+  if (!f || x.dtype() != DType::F32 || scale.dtype() != DType::F32) return astype(x, DType::F32) / scale;
+  if (f->divided) return f->value * (1.0 / (f->scale * scale));
+  const Tensor y = f->value * (f->scale / scale);
+  return f->offset ? y + *f->offset / scale : y;
+}
+
 V QuantizeLinear(const NodeContext& n) {
   const Tensor& x = n.input(0);
   const int64_t axis = n.attr_int("axis", 1), r = rank_of(x);
   const Tensor scale = along(n, n.input(1), axis, r);
   const DType to = n.has_input(2) ? n.input(2).dtype() : DType::U8;
   if (to != DType::U8 && to != DType::I8) n.fail("quantizes to u8 or i8");
-  Tensor y = round(astype(x, DType::F32) / scale);
+  Tensor y = round(divided_by(n, x, scale));
   if (n.has_input(2)) y = y + astype(along(n, n.input(2), axis, r), DType::F32);
   return {clamp_to(y, to)};
 }
@@ -180,7 +190,7 @@ std::optional<Tensor> integer_conv(const NodeContext& n, const Tensor& x, const 
   return acc;
 }
 
-std::optional<Tensor> dequantized_conv(const NodeContext& n) {
+std::optional<Factored> dequantized_conv(const NodeContext& n) {
   const std::optional<Dequantized> qx = n.dequantized_input(0), qw = n.dequantized_input(1);
   if (!qx || !qw || qx->scale.dtype() != DType::F32 || qw->scale.dtype() != DType::F32 || qx->scale.numel() != 1) return std::nullopt;
   if (rank_of(qw->x) != 4) return std::nullopt;
@@ -192,12 +202,12 @@ std::optional<Tensor> dequantized_conv(const NodeContext& n) {
   const std::optional<Tensor> acc = integer_conv(n, qx->x, zx, qw->x, qw->zero_point);
   if (!acc) return std::nullopt;
   const Tensor scale = reshape(qx->scale, {}) * (per_channel ? reshape(qw->scale, {1, O, 1, 1}) : reshape(qw->scale, {}));
-  Tensor y = astype(*acc, DType::F32) * scale;
-  if (std::optional<Tensor> bias = n.optional_input(2)) y = y + reshape(astype(*bias, DType::F32), {1, O, 1, 1});
+  Factored y{astype(*acc, DType::F32), scale, std::nullopt};
+  if (std::optional<Tensor> bias = n.optional_input(2)) y.offset = reshape(astype(*bias, DType::F32), {1, O, 1, 1});
   return y;
 }
 
-std::optional<Tensor> dequantized_product(const NodeContext& n, bool trans_a, bool trans_b) {
+std::optional<Factored> dequantized_product(const NodeContext& n, bool trans_a, bool trans_b) {
   const std::optional<Dequantized> qa = n.dequantized_input(0), qb = n.dequantized_input(1);
   if (!qa || !qb) return std::nullopt;
   if (!eight_bit(qa->x.dtype()) || !eight_bit(qb->x.dtype()) || qa->scale.dtype() != DType::F32 || qb->scale.dtype() != DType::F32) return std::nullopt;
@@ -215,7 +225,7 @@ std::optional<Tensor> dequantized_product(const NodeContext& n, bool trans_a, bo
   Tensor zb = Tensor::zeros({}, b.dtype());
   if (qb->zero_point) zb = qb->zero_point->numel() == 1 ? reshape(*qb->zero_point, {}) : *qb->zero_point;
   const Tensor scale = reshape(qa->scale, {}) * (per_column ? qb->scale : reshape(qb->scale, {}));
-  return astype(int_matmul(a, b, za, zb), DType::F32) * scale;
+  return Factored{astype(int_matmul(a, b, za, zb), DType::F32), scale, std::nullopt};
 }
 
 void add_quantized_ops(ConverterTable& t) {
