@@ -16,6 +16,7 @@
 #include "graph/op_def.h"
 #include "frontend/compiled/function.h"
 #include "frontend/tracing/const_eval.h"
+#include "graph/passes/dce.h"
 #include "graph/passes/optimize.h"
 #include "graph/passes/simplify.h"
 #include "halide_backend/build/build.h"
@@ -1334,6 +1335,42 @@ TEST_CASE("a requantization clamps before it rounds and converts the rounded sum
     REQUIRE(round.op == hjit::OpKind::Round);
     CHECK(g.node(round.inputs[0]).op == hjit::OpKind::Where);
   }
+}
+
+TEST_CASE("a requantized value only its dequantization reads is not narrowed to 8 bits and back: rounded by its bits, as eager") {
+  // ONNX's QuantizeLinear then DequantizeLinear inside one expression (an encoder's attention
+  // scores before their softmax): simplify's drop_whole_round_trip leaves round(v) + z, which the
+  // graph bounds, so the round adds 1.5 * 2^23, keeping its operand's sign (round(-0.25) is -0).
+  const Tensor levels = full_range({4, 4099}, DType::I16, 78);
+  auto quarters = [](const Tensor& q) { return q.astype(DType::F32) * 0.25f - 0.5f; };  // ties of both parities, and -0.25
+  auto requantized = [&](const Tensor& q) { return hjit::clamp(hjit::round(quarters(q) * 1.5f) + 3.0f, 0, 255).astype(DType::U8); };
+  auto dequantized = [&](const Tensor& q) { return (requantized(q).astype(DType::F32) - 3.0f) * 0.125f; };
+  auto rounded = [&](const Tensor& q) { return hjit::round(quarters(q)); };
+  CHECK(test::compare(hjit::jit(dequantized, quiet())(levels), dequantized(levels), 0) == "");
+  const std::vector<float> got = Tensor(hjit::jit(rounded, quiet())(levels)).to_vector<float>(), want = rounded(levels).to_vector<float>();
+  REQUIRE(got.size() == want.size());
+  int negative_zeros = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    CHECK(got[i] == want[i]);
+    CHECK(std::signbit(got[i]) == std::signbit(want[i]));
+    negative_zeros += want[i] == 0 && std::signbit(want[i]);
+  }
+  CHECK(negative_zeros > 0);
+  auto casts_to_u8 = [](const hjit::Graph& graph) {
+    const hjit::Graph g = hjit::dce(hjit::simplify(graph));
+    int n = 0;
+    for (const hjit::Node& node : g.nodes) n += node.op == hjit::OpKind::Cast && node.type.dtype == DType::U8;
+    return n;
+  };
+  // Dropped where the dequantization alone reads it and no movement follows.
+  CHECK(casts_to_u8(hjit::make_graph(dequantized, levels)) == 0);
+  // Kept where the u8 value is read elsewhere too (here an output; a contraction's operand), and
+  // where a transpose moves the dequantized value (stored narrow, it moves a quarter of the bytes).
+  auto both = [&](const Tensor& q) { return std::vector<Tensor>{requantized(q), dequantized(q)}; };
+  auto moved = [&](const Tensor& q) { return hjit::transpose(dequantized(q)) + 1.0f; };
+  CHECK(casts_to_u8(hjit::make_graph(both, levels)) == 1);
+  CHECK(casts_to_u8(hjit::make_graph(moved, levels)) == 1);
+  CHECK(test::compare(hjit::jit(moved, quiet())(levels), moved(levels), 0) == "");
 }
 
 TEST_CASE("a quantized residual block: the 8-bit sums stored channels innermost, exact at every size") {

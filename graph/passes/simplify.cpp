@@ -211,16 +211,44 @@ bool sink_reshape_into_product(Graph& out, const Node& n, const std::vector<int>
   return true;
 }
 
-// An f32 value converted to i32 and back is itself where it is a whole number f32 holds exactly
-// (below 2^24): a quantized depthwise convolution's sum of taps, summed exactly in f32 and
+// Whether g's value `id` reaches, through element-wise ops alone, one that moves data (a transpose,
+// a reshape, a slice) before a reduction, a contraction or a conversion to an integer type reads it.
+// (memo: -1 not known yet; a walk past 16 steps says yes.)
+bool moved_before_read(const Graph& g, const std::vector<std::vector<int>>& readers, std::vector<int8_t>& memo, int id, int depth = 0) {
+  if (memo[size_t(id)] >= 0) return memo[size_t(id)] != 0;
+  bool moved = depth > 16;
+  for (size_t k = 0; k < readers[size_t(id)].size() && !moved; ++k) {
+    const int r = readers[size_t(id)][k];
+    const Node& n = g.node(r);
+    if (has_trait(n.op, Movement)) moved = true;
+    else if (has_trait(n.op, Elementwise) && !(n.op == OpKind::Cast && !is_floating(n.type.dtype)))
+      moved = moved_before_read(g, readers, memo, r, depth + 1);
+  }
+  memo[size_t(id)] = moved ? 1 : 0;
+  return moved;
+}
+
+// An f32 value converted to an integer type and back is itself where it is a whole number that type
+// and f32 both hold: a quantized depthwise convolution's sum of taps, summed exactly in f32 and
 // returned as i32, which its dequantization then converts back (a truncation with NaN and range
-// tests, then a conversion, for every element, in the int8 MobileNets' hottest loops).
-bool drop_whole_round_trip(const Graph& out, ValueRanges& ranges, const Node& n, const std::vector<int>& in, int* result) {
+// tests, then a conversion, for every element, in the int8 MobileNets' hottest loops); and a
+// requantized value that only its dequantization reads (ONNX's QuantizeLinear then
+// DequantizeLinear: an encoder's attention scores before their softmax, a linear layer's output
+// before its bias and activation), whose 8-bit narrowing and widening back were a third of the
+// requantization. A narrower value is kept where it is also read elsewhere (its other readers would
+// need the f32 value beside it), and where its dequantization is moved before it is read: stored
+// narrow, a transpose moves a quarter of the bytes (an encoder's attention output, requantized in
+// the tiles of its product, stored as i32 and moved as f32 where the narrowing was dropped).
+// `narrow_ok`: whether the narrowing is read only by this conversion, which no movement follows.
+template <class NarrowOk>
+bool drop_whole_round_trip(const Graph& out, ValueRanges& ranges, const Node& n, const std::vector<int>& in, NarrowOk narrow_ok, int* result) {
   if (n.op != OpKind::Cast || n.type.dtype != DType::F32) return false;
   const Node& to_int = out.node(in[0]);
-  if (to_int.op != OpKind::Cast || to_int.type.dtype != DType::I32 || out.type(to_int.inputs[0]) != n.type) return false;
+  const DType t = to_int.type.dtype;
+  if (to_int.op != OpKind::Cast || is_floating(t) || t == DType::Bool || dtype_size(t) > 4 || out.type(to_int.inputs[0]) != n.type) return false;
+  if (t != DType::I32 && !narrow_ok()) return false;
   const std::optional<ValueRange> r = ranges(to_int.inputs[0]);
-  if (!r || !r->whole_in_f32()) return false;
+  if (!r || !r->whole_in_f32() || !converts_within(*r, t)) return false;
   *result = to_int.inputs[0];
   return true;
 }
@@ -320,9 +348,11 @@ Graph simplify(const Graph& g) {
   Graph& out = rw.out();
   ValueRanges ranges(out);
   std::vector<int> uses(g.nodes.size(), 0);
-  for (const Node& n : g.nodes)
-    for (int in : n.inputs) ++uses[size_t(in)];
+  std::vector<std::vector<int>> readers(g.nodes.size());
+  for (size_t id = 0; id < g.nodes.size(); ++id)
+    for (int in : g.nodes[id].inputs) ++uses[size_t(in)], readers[size_t(in)].push_back(int(id));
   for (int o : g.outputs) ++uses[size_t(o)];
+  std::vector<int8_t> moved(g.nodes.size(), -1);
   for (size_t id = 0; id < g.nodes.size(); ++id) {
     const Node& n = g.nodes[id];
     if (n.op == OpKind::Parameter) continue;
@@ -361,6 +391,7 @@ Graph simplify(const Graph& g) {
       rw.map(int(id), out.add_full(n.type, 0.0));
       continue;
     }
+    const auto narrow_ok = [&] { return uses[size_t(n.inputs[0])] == 1 && !moved_before_read(g, readers, moved, int(id)); };
     int r = rewrite(out, n, in);
     if (r >= 0) {
       rw.map(int(id), r);
@@ -368,7 +399,7 @@ Graph simplify(const Graph& g) {
     }
     // (A folded pad leaves padding: a pad of none is gone already, the identity above.)
     if (fold_pad_into_conv(out, n, in, &r) || pointwise_conv_as_matmul(out, n, in, &r) || fold_batch_into_rows(out, n, in, &r) ||
-        sink_reshape_into_product(out, n, in, &r) || drop_whole_round_trip(out, ranges, n, in, &r) ||
+        sink_reshape_into_product(out, n, in, &r) || drop_whole_round_trip(out, ranges, n, in, narrow_ok, &r) ||
         clamp_before_round(out, ranges, n, in, &r) || offsets_into_int_conv(out, n, in, n.op == OpKind::Sub ? uses[size_t(n.inputs[0])] : 0, &r)) {
       rw.map(int(id), r);
       continue;
