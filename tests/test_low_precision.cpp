@@ -129,6 +129,38 @@ TEST_CASE("int_matmul of a constant right operand (a frozen weight) packs it onc
   CHECK(std::stoi(plan.substr(by + 1)) > 1);
 }
 
+TEST_CASE("a frozen int_matmul weight is packed in panels when compiling where VNNI sums it: exact, over shapes and types") {
+  // [K/4, N, 4] rearranged as [N / 16, K/4, 16, 4]: where N is a multiple of the vector's lanes and
+  // the target has VNNI, the stage reads those panels (no copy per block at each call); elsewhere
+  // the constant as it is.
+  const hjit::backend::Target host = hjit::backend::Target::host(hjit::Device::CPU);
+  const bool vnni = Halide::get_host_target().has_feature(Halide::Target::AVX512_SapphireRapids);
+  struct Case {
+    Shape x, w;
+    DType wt;
+    bool packed;
+  };
+  for (const Case& c : {Case{{50, 96}, {96, 64}, DType::I8, true}, Case{{3, 20, 96}, {96, 128}, DType::I8, true},
+                        Case{{40, 96}, {96, 64}, DType::U8, true}, Case{{30, 96}, {96, 40}, DType::I8, false},
+                        Case{{1, 64}, {64, 48}, DType::I8, true}}) {
+    CAPTURE(hjit::shape_str(c.x));
+    CAPTURE(hjit::shape_str(c.w));
+    const Tensor w = full_range(c.w, c.wt, 51), x = full_range(c.x, DType::U8, 52);
+    const hjit::Module frozen = hjit::make_module("frozen_int_matmul", {}, {.freeze_parameters = true},
+                                                  [w](const Tensor& v) { return hjit::int_matmul(v, w); }, x);
+    CHECK(test::compare(Tensor(frozen(x)), reference(x, w), 0) == "");
+    const hjit::Graph& g = frozen.graph();
+    const hjit::backend::LoweredPipeline p = hjit::backend::lower(g, host.halide(false, &g), {});
+    int matmuls = 0;
+    for (const hjit::backend::Stage& st : p.stages)
+      if (st.op == hjit::OpKind::IntMatmul) {
+        ++matmuls;
+        CHECK(st.right_packed == (vnni && c.packed));
+      }
+    CHECK(matmuls == 1);
+  }
+}
+
 // The bytes of constant weights that the library-call stages (externs) of g's pipeline read packed
 // when compiling, in oneDNN's layout (0: none; a 64-byte header alone says there are none).
 int64_t packed_weight_bytes(const hjit::Graph& g, const std::set<int>& externs) {

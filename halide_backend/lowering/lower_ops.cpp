@@ -683,11 +683,30 @@ void matmul_bf16_pairs(LowerCtx& ctx, Stage& s, const Node& n) {
 // step's product, [8, 256] x [256, 1024], on Zen 3, 2 threads: the reference LSTM of 256 at batch 8
 // 12.4-15.7 -> 8.3-9.0 ms; a frozen encoder's projections, 4 x 128 x 256, 31 -> 27.5 ms.
 bool reads_right_operand_packed(const Graph& g, const Halide::Target& target, const Node& n) {
+  if (n.op == OpKind::IntMatmul) return reads_int_right_operand_packed(g, target, n);
   if (n.op != OpKind::Matmul || n.type.dtype != DType::F32 || n.type.rank() != 2 || target.has_gpu_feature()) return false;
   const Node& b = g.node(n.inputs[1]);
   const int V = target.natural_vector_size(Halide::Float(32));
   return b.op == OpKind::Constant && b.type.dtype == DType::F32 && b.type.rank() == 2 && n.inputs[0] != n.inputs[1] && V > 1 &&
          b.type.shape[1] % V == 0 && !reads_weight_in_parts(n.type.shape[0], b.type.numel() * 4);
+}
+
+// An integer matmul's constant right operand, [1.., K/4, N, 4], packed once the same way, in panels
+// of a vector's columns with their four bytes, [N / V, K/4, V, 4]: a tile's steps then read its
+// columns 64 bytes after the last instead of N * 4, and its block no longer copies each panel at
+// every call (an int8 encoder's weights, 10 MB of copies a call at 2 blocks a product). Where the
+// sums are vpdpbusd (VNNI); elsewhere the pairs (int_matmul_pairs) are packed when compiling already.
+bool reads_int_right_operand_packed(const Graph& g, const Halide::Target& target, const Node& n) {
+  if (n.op != OpKind::IntMatmul || target.arch != Halide::Target::X86 || !target.has_feature(Halide::Target::AVX512_SapphireRapids) ||
+      target.has_gpu_feature() || n.inputs[0] == n.inputs[1])
+    return false;
+  const Node& b = g.node(n.inputs[1]);
+  const size_t r = b.type.shape.size();
+  if (b.op != OpKind::Constant || (b.type.dtype != DType::I8 && b.type.dtype != DType::U8) || r < 3) return false;
+  for (size_t d = 0; d + 3 < r; ++d)
+    if (b.type.shape[d] != 1) return false;
+  const int V = target.natural_vector_size(Halide::Int(32));
+  return V > 1 && b.type.shape[r - 2] % V == 0 && !reads_weight_in_parts(n.type.shape[size_t(n.type.rank() - 2)], b.type.numel());
 }
 
 bool reads_weight_in_parts(int64_t rows, int64_t weight_bytes) {
@@ -714,6 +733,24 @@ Expr packed_right_operand(LowerCtx& ctx, Stage& s, const Node& n, const Expr& co
   Func packed(helper_name(s, "_packed"));
   packed(lane, step, panel) = packed_constant<float>(ctx, DType::F32, Shape{N / V, K, V}, fill, {lane, step, panel});
   return packed(column % int(V), k, column / int(V));
+}
+}  // namespace
+
+namespace {
+Expr packed_int_right_operand(LowerCtx& ctx, Stage& s, const Node& n, const Expr& column, const Expr& k4, const Expr& lane) {
+  const Node& b = ctx.g.node(n.inputs[1]);
+  const size_t r = b.type.shape.size();
+  const int64_t K4 = b.type.shape[r - 3], N = b.type.shape[r - 2], V = ctx.p.target.natural_vector_size(Halide::Int(32));
+  const auto* from = static_cast<const int8_t*>(ctx.g.constants[size_t(b.constant)].data);  // u8 and i8 alike: bytes moved
+  auto fill = [&](int8_t* to) {
+    for (int64_t panel = 0; panel < N / V; ++panel)
+      for (int64_t step = 0; step < K4; ++step, to += 4 * V) std::copy_n(from + (step * N + panel * V) * 4, 4 * V, to);
+  };
+  s.right_packed = true;
+  const Var byte("byte"), col("col"), step("k4"), panel("panel");
+  Func packed(helper_name(s, "_packed"));
+  packed(byte, col, step, panel) = packed_constant<int8_t>(ctx, b.type.dtype, Shape{N / V, K4, V, 4}, fill, {byte, col, step, panel});
+  return packed(lane, column % int(V), k4, column / int(V));
 }
 }  // namespace
 
@@ -824,7 +861,10 @@ void IntMatmul(LowerCtx& ctx, Stage& s, const Node& n) {
     s.helpers.push_back(std::move(pairs));
     s.helpers.push_back(std::move(rows));
   } else {
-    acc(v) += cast<int32_t>(ctx.at(n.inputs[0], ca)) * cast<int32_t>(ctx.at(n.inputs[1], cb));
+    // (A constant right operand in panels of a vector's columns: reads_int_right_operand_packed.)
+    const Expr right = reads_int_right_operand_packed(ctx.g, ctx.p.target, n) ? packed_int_right_operand(ctx, s, n, o[r - 1], k.y, k.x)
+                                                                              : ctx.at(n.inputs[1], cb);
+    acc(v) += cast<int32_t>(ctx.at(n.inputs[0], ca)) * cast<int32_t>(right);
     s.rvars = {k.x, k.y};
     s.dot_lanes = 4;
   }
