@@ -169,6 +169,46 @@ TEST_CASE("simplify: x*1, x+0, double transpose, reshape of reshape, identities"
   CHECK(run_pass(widening, hjit::simplify).find("mul") != std::string::npos);
 }
 
+TEST_CASE("simplify: a clamp's side the value cannot pass is dropped, one it can pass kept") {
+  // b = u8 as f32, in [0, 255]: where(b < 0, 0, b) and where(b > 300, 300, b) never take the bound;
+  // where(b < 10, 10, b) and where(b > 200, 200, b) can; where(b <= 0, 0, b) can (at 0); a value
+  // of unknown range (a) keeps its clamps.
+  const char* in =
+      "{ lambda ; a:f32[4] u:u8[4]. let\n"
+      "    b:f32[4] = convert[dtype=f32] u\n"
+      "    c:bool[4] = lt b 0.0:f32\n"
+      "    d:f32[4] = where c 0.0:f32 b\n"
+      "    e:bool[4] = gt d 300.0:f32\n"
+      "    f:f32[4] = where e 300.0:f32 d\n"
+      "    g:bool[4] = lt f 10.0:f32\n"
+      "    h:f32[4] = where g 10.0:f32 f\n"
+      "    i:bool[4] = gt h 200.0:f32\n"
+      "    j:f32[4] = where i 200.0:f32 h\n"
+      "    k:bool[4] = le b 0.0:f32\n"
+      "    l:f32[4] = where k 0.0:f32 b\n"
+      "    m:bool[4] = lt a 0.0:f32\n"
+      "    n:f32[4] = where m 0.0:f32 a\n"
+      "  in (j, l, n) }\n";
+  const std::string out = run_pass(in, [](const Graph& g) { return hjit::dce(hjit::simplify(g)); });
+  CAPTURE(out);
+  CHECK(out.find("where") != std::string::npos);
+  CHECK(out.find("0.0:f32 b") == std::string::npos);  // (the first clamp of b, gone)
+  CHECK(out.find("300.0") == std::string::npos);
+  CHECK(out.find("10.0:f32") != std::string::npos);
+  CHECK(out.find("200.0:f32") != std::string::npos);
+  CHECK(out.find("le ") != std::string::npos);
+  CHECK(out.find("lt a") != std::string::npos);
+  // The same values, eagerly, for every u8 and for a's NaN, infinities and negatives.
+  const Graph g = Graph::parse(in), s = hjit::dce(hjit::simplify(g));
+  std::vector<float> av{NAN, -INFINITY, -3.0f, 0.0f};
+  for (int u0 = 0; u0 < 256; u0 += 4) {
+    std::vector<int32_t> uv{u0, u0 + 1, u0 + 2, u0 + 3};
+    const std::vector<hjit::Tensor> args{hjit::Tensor::from_vector(av, {4}), hjit::Tensor::from_vector(uv, {4}).astype(hjit::DType::U8)};
+    const std::vector<hjit::Tensor> want = hjit::eval_graph(g, args), got = hjit::eval_graph(s, args);
+    for (size_t k = 0; k < want.size(); ++k) CHECK(test::compare(got[k], want[k], 0) == "");
+  }
+}
+
 TEST_CASE("simplify: a symmetric spatial zero pad before a convolution becomes its padding") {
   const char* in =
       "{ lambda ; a:f32[1,2,5,5] b:f32[3,2,3,3] g:f32[1,3,5,5]. let\n"

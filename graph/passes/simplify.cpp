@@ -307,11 +307,37 @@ bool clamp_before_round(Graph& out, ValueRanges& ranges, const Node& n, const st
     return z ? out.add_full(scalar, bound - *z) : out.add_op(OpKind::Sub, {out.add_full(scalar, bound), zero_point});
   };
   const int lo_z = shifted(lo), hi_z = shifted(hi);
-  int c = out.add_op(OpKind::Where, {out.add_op(OpKind::Lt, {v, lo_z}), lo_z, v});
-  c = out.add_op(OpKind::Where, {out.add_op(OpKind::Gt, {c, hi_z}), hi_z, c});
+  // A side the value cannot pass is left out (a softmax's probabilities times a positive scale are
+  // never below 0): two instructions a vector.
+  const std::optional<ValueRange> vr = ranges(v), lr = ranges(lo_z), hr = ranges(hi_z);
+  int c = v;
+  if (!vr || !lr || vr->lo < lr->hi) c = out.add_op(OpKind::Where, {out.add_op(OpKind::Lt, {c, lo_z}), lo_z, c});
+  if (!vr || !hr || vr->hi > hr->lo) c = out.add_op(OpKind::Where, {out.add_op(OpKind::Gt, {c, hi_z}), hi_z, c});
   int q = out.add_op(OpKind::Round, {c});
   if (zero_point >= 0) q = out.add_op(OpKind::Add, {q, zero_point});
   *result = out.add_op(OpKind::Cast, {q}, n.attrs);
+  return true;
+}
+
+// A clamp's side the value cannot pass, where(x < k, k, x) (or >) with x always at least (at
+// most) k, is x: the graph's clamps come from its quantizations (clamp_before_round leaves out
+// such a side where it sees it; a weight frozen afterwards shows it later), where a softmax's
+// probabilities times a positive scale are never below 0. Two instructions a vector.
+bool drop_idle_clamp(const Graph& out, ValueRanges& ranges, const Node& n, const std::vector<int>& in, int* result) {
+  if (n.op != OpKind::Where) return false;
+  const Node& c = out.node(in[0]);
+  const bool below = c.op == OpKind::Lt || c.op == OpKind::Le, above = c.op == OpKind::Gt || c.op == OpKind::Ge;
+  if ((!below && !above) || c.inputs[0] != in[2] || out.type(in[2]) != n.type) return false;
+  if (c.inputs[1] != in[1]) {  // (the same bound written twice: two fills of one value)
+    const std::optional<double> bound = fill_of(out, c.inputs[1]), taken = fill_of(out, in[1]);
+    if (!bound || !taken || *bound != *taken) return false;
+  }
+  const std::optional<ValueRange> x = ranges(in[2]), k = ranges(in[1]);
+  if (!x || !k) return false;
+  // (Strict comparisons: a value equal to the bound is kept either way.)
+  const bool idle = below ? (c.op == OpKind::Lt ? x->lo >= k->hi : x->lo > k->hi) : (c.op == OpKind::Gt ? x->hi <= k->lo : x->hi < k->lo);
+  if (!idle) return false;
+  *result = in[2];
   return true;
 }
 
@@ -400,7 +426,7 @@ Graph simplify(const Graph& g) {
     // (A folded pad leaves padding: a pad of none is gone already, the identity above.)
     if (fold_pad_into_conv(out, n, in, &r) || pointwise_conv_as_matmul(out, n, in, &r) || fold_batch_into_rows(out, n, in, &r) ||
         sink_reshape_into_product(out, n, in, &r) || drop_whole_round_trip(out, ranges, n, in, narrow_ok, &r) ||
-        clamp_before_round(out, ranges, n, in, &r) || offsets_into_int_conv(out, n, in, n.op == OpKind::Sub ? uses[size_t(n.inputs[0])] : 0, &r)) {
+        clamp_before_round(out, ranges, n, in, &r) || drop_idle_clamp(out, ranges, n, in, &r) || offsets_into_int_conv(out, n, in, n.op == OpKind::Sub ? uses[size_t(n.inputs[0])] : 0, &r)) {
       rw.map(int(id), r);
       continue;
     }

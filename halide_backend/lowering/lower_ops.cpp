@@ -354,15 +354,25 @@ void Ceil(LowerCtx& c, Stage& s, const Node& n) {
 }
 // A value the graph bounds within 2^22 (a requantization whose 8-bit narrowing simplify dropped,
 // drop_whole_round_trip) rounds as rounded_as_bits below does: x + 1.5 * 2^23 rounds x half to
-// even, and that sum's bits less 0x4b400000 are the whole number, converted back, with x's sign
-// bit (round(-0.25) is -0). Four instructions a vector (the sign's and and or one vpternlogd)
-// where AVX-512's round is two 256-bit halves and the moves between them.
+// even, and that sum's bits less 0x4b400000 are the whole number, converted back: three
+// instructions a vector where AVX-512's round is two 256-bit halves and the moves between them.
+// A zero comes out +0; x's sign bit is put back (one vpternlogd: round(-0.25) is -0) unless only
+// sums with a nonzero constant read it (a zero point), where the sign of a zero is lost anyway.
 void Round(LowerCtx& c, Stage& s, const Node& n) {
   const std::optional<ValueRange> r = n.type.dtype == DType::F32 ? c.range(n.inputs[0]) : std::nullopt;
   const bool small = r && std::max(-r->lo, r->hi) < 4194304.0;
-  unary(c, s, n, [small](Expr x, Type t) {
+  const std::vector<int>& readers = c.p.stages[size_t(s.node)].consumers;
+  const bool zero_sign_read = readers.empty() || std::any_of(readers.begin(), readers.end(), [&](int id) {
+    const Node& reader = c.g.node(id);
+    if (reader.op != OpKind::Add) return true;
+    const int other = reader.inputs[0] == s.node ? reader.inputs[1] : reader.inputs[0];
+    const std::optional<double> v = c.g.node(other).op == OpKind::Full ? std::optional<double>(c.g.node(other).attrs.f("value")) : std::nullopt;
+    return !v || *v == 0 || reader.inputs[0] == reader.inputs[1];
+  });
+  unary(c, s, n, [small, zero_sign_read](Expr x, Type t) {
     if (!small) return round(x);
     const Expr whole = cast(t, reinterpret(Int(32), strict_float(x + 12582912.0f)) - 0x4b400000);
+    if (!zero_sign_read) return whole;
     return reinterpret(t, reinterpret(Int(32), whole) | (reinterpret(Int(32), x) & int32_t(0x80000000u)));
   });
 }
