@@ -261,17 +261,25 @@ std::optional<double> fill_of(const Graph& g, int id) {
 }
 
 // where(x < k, k, x) (a lower clamp) or where(x > k, k, x) (an upper one), as hjit::clamp writes
-// them: x, k and which, or false.
-bool clamp_step(const Graph& g, int id, int* x, double* bound, bool* lower) {
-  const Node& w = g.node(id);
-  if (w.op != OpKind::Where) return false;
-  const Node& c = g.node(w.inputs[0]);
+// them, from the where's three operands: x, k and which, or false.
+bool clamp_parts(const Graph& g, const std::vector<int>& where, int* x, double* bound, bool* lower) {
+  const Node& c = g.node(where[0]);
   const bool lt = c.op == OpKind::Lt || c.op == OpKind::Le, gt = c.op == OpKind::Gt || c.op == OpKind::Ge;
-  if ((!lt && !gt) || c.inputs[0] != w.inputs[2]) return false;
-  const std::optional<double> k = fill_of(g, c.inputs[1]), taken = fill_of(g, w.inputs[1]);
+  if ((!lt && !gt) || c.inputs[0] != where[2]) return false;
+  const std::optional<double> k = fill_of(g, c.inputs[1]), taken = fill_of(g, where[1]);
   if (!k || !taken || *k != *taken) return false;
-  *x = w.inputs[2], *bound = *k, *lower = lt;
+  *x = where[2], *bound = *k, *lower = lt;
   return true;
+}
+bool clamp_step(const Graph& g, int id, int* x, double* bound, bool* lower) {
+  return g.node(id).op == OpKind::Where && clamp_parts(g, g.node(id).inputs, x, bound, lower);
+}
+
+// Whether a value within x can pass a clamp's side at `bound` (strict: x equal to the bound is kept
+// either way, as it is where the comparison is < or >). Unknown: yes.
+bool can_pass(const std::optional<ValueRange>& x, double bound, bool lower, bool strict) {
+  if (!x) return true;
+  return lower ? (strict ? x->lo < bound : x->lo <= bound) : (strict ? x->hi > bound : x->hi >= bound);
 }
 
 bool whole_f32(double v) { return v == std::floor(v) && std::fabs(v) < kWholeInF32; }
@@ -309,10 +317,10 @@ bool clamp_before_round(Graph& out, ValueRanges& ranges, const Node& n, const st
   const int lo_z = shifted(lo), hi_z = shifted(hi);
   // A side the value cannot pass is left out (a softmax's probabilities times a positive scale are
   // never below 0): two instructions a vector.
-  const std::optional<ValueRange> vr = ranges(v), lr = ranges(lo_z), hr = ranges(hi_z);
+  const std::optional<ValueRange> vr = z ? ranges(v) : std::nullopt;  // (a runtime zero point: bounds unknown)
   int c = v;
-  if (!vr || !lr || vr->lo < lr->hi) c = out.add_op(OpKind::Where, {out.add_op(OpKind::Lt, {c, lo_z}), lo_z, c});
-  if (!vr || !hr || vr->hi > hr->lo) c = out.add_op(OpKind::Where, {out.add_op(OpKind::Gt, {c, hi_z}), hi_z, c});
+  if (can_pass(vr, lo - z.value_or(0), true, true)) c = out.add_op(OpKind::Where, {out.add_op(OpKind::Lt, {c, lo_z}), lo_z, c});
+  if (can_pass(vr, hi - z.value_or(0), false, true)) c = out.add_op(OpKind::Where, {out.add_op(OpKind::Gt, {c, hi_z}), hi_z, c});
   int q = out.add_op(OpKind::Round, {c});
   if (zero_point >= 0) q = out.add_op(OpKind::Add, {q, zero_point});
   *result = out.add_op(OpKind::Cast, {q}, n.attrs);
@@ -324,20 +332,13 @@ bool clamp_before_round(Graph& out, ValueRanges& ranges, const Node& n, const st
 // such a side where it sees it; a weight frozen afterwards shows it later), where a softmax's
 // probabilities times a positive scale are never below 0. Two instructions a vector.
 bool drop_idle_clamp(const Graph& out, ValueRanges& ranges, const Node& n, const std::vector<int>& in, int* result) {
-  if (n.op != OpKind::Where) return false;
-  const Node& c = out.node(in[0]);
-  const bool below = c.op == OpKind::Lt || c.op == OpKind::Le, above = c.op == OpKind::Gt || c.op == OpKind::Ge;
-  if ((!below && !above) || c.inputs[0] != in[2] || out.type(in[2]) != n.type) return false;
-  if (c.inputs[1] != in[1]) {  // (the same bound written twice: two fills of one value)
-    const std::optional<double> bound = fill_of(out, c.inputs[1]), taken = fill_of(out, in[1]);
-    if (!bound || !taken || *bound != *taken) return false;
-  }
-  const std::optional<ValueRange> x = ranges(in[2]), k = ranges(in[1]);
-  if (!x || !k) return false;
-  // (Strict comparisons: a value equal to the bound is kept either way.)
-  const bool idle = below ? (c.op == OpKind::Lt ? x->lo >= k->hi : x->lo > k->hi) : (c.op == OpKind::Gt ? x->hi <= k->lo : x->hi < k->lo);
-  if (!idle) return false;
-  *result = in[2];
+  int x;
+  double bound;
+  bool lower;
+  if (n.op != OpKind::Where || !clamp_parts(out, in, &x, &bound, &lower) || out.type(x) != n.type) return false;
+  const OpKind cmp = out.node(in[0]).op;
+  if (can_pass(ranges(x), bound, lower, cmp == OpKind::Lt || cmp == OpKind::Gt)) return false;
+  *result = x;
   return true;
 }
 

@@ -35,11 +35,10 @@ struct LowerCtx {
   std::shared_ptr<ValueRanges> ranges = nullptr;  // (range's, made at its first question)
 };
 
-// A matmul that reads its right operand as panels packed when compiling (a constant: a frozen
-// weight), not the operand's stage: that stage's constant then need not be bound.
+// A matmul (f32, or an int_matmul whose sums are VNNI's) that reads its right operand as panels
+// packed when compiling (a constant: a frozen weight), not the operand's stage: that stage's
+// constant then need not be bound.
 bool reads_right_operand_packed(const Graph& g, const Halide::Target& target, const Node& matmul);
-// The same for an integer matmul (int_matmul) whose sums are VNNI's dot products.
-bool reads_int_right_operand_packed(const Graph& g, const Halide::Target& target, const Node& matmul);
 
 // The name of a Func a lowering adds besides a stage's func: the stage's name without Halide's
 // uniquifying suffix, then `role`. unique_name() rewrites a '$' inside a name it must uniquify to

@@ -686,27 +686,13 @@ void matmul_bf16_pairs(LowerCtx& ctx, Stage& s, const Node& n) {
 
 }  // namespace lowering
 
-// Packed once, when compiling: [K, N] as panels of V columns, [N / V, K, V], read at (column % V,
-// k, column / V). A tile's columns are then runs of V that follow each other step after step,
-// where [K, N] put each step a row after the last (4 KiB for 1024 columns: a new page every step,
-// which no prefetcher follows, and every step in the same few sets of the L1 cache). A recurrent
-// step's product, [8, 256] x [256, 1024], on Zen 3, 2 threads: the reference LSTM of 256 at batch 8
-// 12.4-15.7 -> 8.3-9.0 ms; a frozen encoder's projections, 4 x 128 x 256, 31 -> 27.5 ms.
-bool reads_right_operand_packed(const Graph& g, const Halide::Target& target, const Node& n) {
-  if (n.op == OpKind::IntMatmul) return reads_int_right_operand_packed(g, target, n);
-  if (n.op != OpKind::Matmul || n.type.dtype != DType::F32 || n.type.rank() != 2 || target.has_gpu_feature()) return false;
-  const Node& b = g.node(n.inputs[1]);
-  const int V = target.natural_vector_size(Halide::Float(32));
-  return b.op == OpKind::Constant && b.type.dtype == DType::F32 && b.type.rank() == 2 && n.inputs[0] != n.inputs[1] && V > 1 &&
-         b.type.shape[1] % V == 0 && !reads_weight_in_parts(n.type.shape[0], b.type.numel() * 4);
-}
-
-// An integer matmul's constant right operand, [1.., K/4, N, 4], packed once the same way, in panels
+namespace {
+// An integer matmul's constant right operand, [1.., K/4, N, 4], packed once as an f32 one (below), in panels
 // of a vector's columns with their four bytes, [N / V, K/4, V, 4]: a tile's steps then read its
 // columns 64 bytes after the last instead of N * 4, and its block no longer copies each panel at
 // every call (an int8 encoder's weights, 10 MB of copies a call at 2 blocks a product). Where the
 // sums are vpdpbusd (VNNI); elsewhere the pairs (int_matmul_pairs) are packed when compiling already.
-bool reads_int_right_operand_packed(const Graph& g, const Halide::Target& target, const Node& n) {
+bool int_right_operand_packed(const Graph& g, const Halide::Target& target, const Node& n) {
   if (n.op != OpKind::IntMatmul || target.arch != Halide::Target::X86 || !target.has_feature(Halide::Target::AVX512_SapphireRapids) ||
       target.has_gpu_feature() || n.inputs[0] == n.inputs[1])
     return false;
@@ -717,6 +703,22 @@ bool reads_int_right_operand_packed(const Graph& g, const Halide::Target& target
     if (b.type.shape[d] != 1) return false;
   const int V = target.natural_vector_size(Halide::Int(32));
   return V > 1 && b.type.shape[r - 2] % V == 0 && !reads_weight_in_parts(n.type.shape[size_t(n.type.rank() - 2)], b.type.numel());
+}
+}  // namespace
+
+// Packed once, when compiling: [K, N] as panels of V columns, [N / V, K, V], read at (column % V,
+// k, column / V). A tile's columns are then runs of V that follow each other step after step,
+// where [K, N] put each step a row after the last (4 KiB for 1024 columns: a new page every step,
+// which no prefetcher follows, and every step in the same few sets of the L1 cache). A recurrent
+// step's product, [8, 256] x [256, 1024], on Zen 3, 2 threads: the reference LSTM of 256 at batch 8
+// 12.4-15.7 -> 8.3-9.0 ms; a frozen encoder's projections, 4 x 128 x 256, 31 -> 27.5 ms.
+bool reads_right_operand_packed(const Graph& g, const Halide::Target& target, const Node& n) {
+  if (n.op == OpKind::IntMatmul) return int_right_operand_packed(g, target, n);
+  if (n.op != OpKind::Matmul || n.type.dtype != DType::F32 || n.type.rank() != 2 || target.has_gpu_feature()) return false;
+  const Node& b = g.node(n.inputs[1]);
+  const int V = target.natural_vector_size(Halide::Float(32));
+  return b.op == OpKind::Constant && b.type.dtype == DType::F32 && b.type.rank() == 2 && n.inputs[0] != n.inputs[1] && V > 1 &&
+         b.type.shape[1] % V == 0 && !reads_weight_in_parts(n.type.shape[0], b.type.numel() * 4);
 }
 
 bool reads_weight_in_parts(int64_t rows, int64_t weight_bytes) {
@@ -730,32 +732,33 @@ bool bf16_dot_products(const Halide::Target& target) {
 namespace lowering {
 
 namespace {
+// A right operand [K, N, group] rearranged as panels of V columns, [N / V, K, V, group], for
+// packed_constant: each panel's steps one after the other.
+template <typename T>
+std::function<void(T*)> panels(const T* from, int64_t K, int64_t N, int64_t V, int64_t group) {
+  return [=](T* to) {
+    for (int64_t panel = 0; panel < N / V; ++panel)
+      for (int64_t k = 0; k < K; ++k, to += V * group) std::copy_n(from + (k * N + panel * V) * group, V * group, to);
+  };
+}
+
 Expr packed_right_operand(LowerCtx& ctx, Stage& s, const Node& n, const Expr& column, const Expr& k) {
   const Node& b = ctx.g.node(n.inputs[1]);
   const int64_t K = b.type.shape[0], N = b.type.shape[1], V = ctx.p.target.natural_vector_size(Halide::Float(32));
-  const float* from = static_cast<const float*>(ctx.g.constants[size_t(b.constant)].data);
-  auto fill = [&](float* to) {
-    for (int64_t panel = 0; panel < N / V; ++panel)
-      for (int64_t row = 0; row < K; ++row, to += V) std::copy_n(from + row * N + panel * V, V, to);
-  };
+  const auto fill = panels(static_cast<const float*>(ctx.g.constants[size_t(b.constant)].data), K, N, V, 1);
   s.right_packed = true;
   const Var lane("lane"), step("k"), panel("panel");
   Func packed(helper_name(s, "_packed"));
   packed(lane, step, panel) = packed_constant<float>(ctx, DType::F32, Shape{N / V, K, V}, fill, {lane, step, panel});
   return packed(column % int(V), k, column / int(V));
 }
-}  // namespace
 
-namespace {
 Expr packed_int_right_operand(LowerCtx& ctx, Stage& s, const Node& n, const Expr& column, const Expr& k4, const Expr& lane) {
   const Node& b = ctx.g.node(n.inputs[1]);
   const size_t r = b.type.shape.size();
   const int64_t K4 = b.type.shape[r - 3], N = b.type.shape[r - 2], V = ctx.p.target.natural_vector_size(Halide::Int(32));
-  const auto* from = static_cast<const int8_t*>(ctx.g.constants[size_t(b.constant)].data);  // u8 and i8 alike: bytes moved
-  auto fill = [&](int8_t* to) {
-    for (int64_t panel = 0; panel < N / V; ++panel)
-      for (int64_t step = 0; step < K4; ++step, to += 4 * V) std::copy_n(from + (step * N + panel * V) * 4, 4 * V, to);
-  };
+  // (u8 and i8 alike: bytes moved)
+  const auto fill = panels(static_cast<const int8_t*>(ctx.g.constants[size_t(b.constant)].data), K4, N, V, 4);
   s.right_packed = true;
   const Var byte("byte"), col("col"), step("k4"), panel("panel");
   Func packed(helper_name(s, "_packed"));
@@ -871,9 +874,9 @@ void IntMatmul(LowerCtx& ctx, Stage& s, const Node& n) {
     s.helpers.push_back(std::move(pairs));
     s.helpers.push_back(std::move(rows));
   } else {
-    // (A constant right operand in panels of a vector's columns: reads_int_right_operand_packed.)
-    const Expr right = reads_int_right_operand_packed(ctx.g, ctx.p.target, n) ? packed_int_right_operand(ctx, s, n, o[r - 1], k.y, k.x)
-                                                                              : ctx.at(n.inputs[1], cb);
+    // (A constant right operand in panels of a vector's columns: int_right_operand_packed.)
+    const Expr right = int_right_operand_packed(ctx.g, ctx.p.target, n) ? packed_int_right_operand(ctx, s, n, o[r - 1], k.y, k.x)
+                                                                        : ctx.at(n.inputs[1], cb);
     acc(v) += cast<int32_t>(ctx.at(n.inputs[0], ca)) * cast<int32_t>(right);
     s.rvars = {k.x, k.y};
     s.dot_lanes = 4;
