@@ -75,11 +75,12 @@ int generation_rows(bool quick) {
               limits.gflops, limits.vectors.c_str());
   const int64_t new_tokens = quick ? 16 : 64;
   std::printf("GPT-2 124M, greedy, %lld new tokens; median of %d runs. 'read': the weights and the cache a step reads;\n"
-              "'weights': the weights' bytes a step over its time (the decode limit's measure), both against the triad;\n"
+              "'weights': the weights' bytes a step over its time (the decode limit's measure), both against 'triad', the\n"
+              "triad's GB/s measured just before and after the row's runs (the host moves it within a minute);\n"
               "'prefill': the prompt's FLOPs (products, causal attention, the last column's logits) against the FP32 peak\n",
               static_cast<long long>(new_tokens), quick ? 2 : 5);
-  std::printf("%-8s %6s %7s %6s %11s %14s %8s %10s %13s %9s %6s %9s %10s\n", "weights", "batch", "prompt", "cache", "prefill ms", "prefill tok/s",
-              "prefill", "decode ms", "decode tok/s", "read GB/s", "read", "weights", "compile s");
+  std::printf("%-8s %6s %7s %6s %11s %14s %8s %10s %13s %9s %6s %9s %6s %10s\n", "weights", "batch", "prompt", "cache", "prefill ms", "prefill tok/s",
+              "prefill", "decode ms", "decode tok/s", "read GB/s", "read", "weights", "triad", "compile s");
   const struct {
     const char* name;
     int bits;
@@ -112,30 +113,30 @@ int generation_rows(bool quick) {
         for (int64_t t = 0; t < r.prompt - b; ++t) ids.push_back((t * 7919 + b * 104729) % 50257);
         prompts.push_back(ids);
       }
-      double compile_s = 0;
+      gen.generate(prompts);  // (its steps wait on compiled code being compiled or loaded)
+      const double compile_s = (gen.stats().prefill_compile_ms + gen.stats().decode_compile_ms) / 1000;
+      // The triad just before and just after the timed runs: the bandwidth this row had.
+      const double triad_before = measure_triad(limits.threads);
       std::vector<double> prefill, decode;
-      for (int run = 0; run < (quick ? 3 : 6); ++run) {
+      for (int run = 0; run < (quick ? 2 : 5); ++run) {
         gen.generate(prompts);
         const hjit::nn::GenerationStats s = gen.stats();
-        if (run == 0) {
-          compile_s = (s.prefill_compile_ms + s.decode_compile_ms) / 1000;
-          continue;  // (the first run's steps wait on compiled code being loaded)
-        }
         prefill.push_back(s.prefill_ms);
         decode.push_back(s.decode_ms / double(std::max<int64_t>(1, s.decode_steps)));
       }
+      const double triad = (triad_before + measure_triad(limits.threads)) / 2;
       std::sort(prefill.begin(), prefill.end());
       std::sort(decode.begin(), decode.end());
       const double p = prefill[prefill.size() / 2], d = decode[decode.size() / 2];
       const double read = double(gen.stats().step_bytes) / d / 1e6, weights = double(weight_bytes) / d / 1e6;
-      auto of = [&](double gbps) { return limits.gbps > 0 ? 100 * gbps / limits.gbps : 0.0; };
+      auto of = [&](double gbps) { return triad > 0 ? 100 * gbps / triad : 0.0; };
       const double prefill_gflops = prefill_flops(model.config, prompts) / p / 1e6;
       int64_t prompt_tokens = 0;
       for (const auto& ids : prompts) prompt_tokens += int64_t(ids.size());
-      std::printf("%-8s %6lld %7lld %6s %11.1f %14.0f %7.0f%% %10.2f %13.1f %9.1f %5.0f%% %8.0f%% %10.1f\n", kind.name,
+      std::printf("%-8s %6lld %7lld %6s %11.1f %14.0f %7.0f%% %10.2f %13.1f %9.1f %5.0f%% %8.0f%% %6.1f %10.1f\n", kind.name,
                   static_cast<long long>(r.batch), static_cast<long long>(r.prompt), hjit::dtype_name(r.cache), p,
                   1000.0 * double(prompt_tokens) / p, limits.gflops > 0 ? 100 * prefill_gflops / limits.gflops : 0.0, d,
-                  1000.0 * double(r.batch) / d, read, of(read), of(weights), compile_s);
+                  1000.0 * double(r.batch) / d, read, of(read), of(weights), triad, compile_s);
       std::fflush(stdout);
     }
   }

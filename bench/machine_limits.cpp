@@ -215,6 +215,8 @@ MachineLimits measure_machine_limits() {
   return m;
 }
 
+double measure_triad(int threads) { return triad_bandwidth(threads); }
+
 LowPrecisionLimits measure_low_precision_limits(int threads) {
   LowPrecisionLimits m;
   __builtin_cpu_init();

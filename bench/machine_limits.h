@@ -22,6 +22,11 @@ struct MachineLimits {
 // stream.c's triad, counting 12 bytes an element), best of 5. About 0.3 s in all.
 MachineLimits measure_machine_limits();
 
+// The triad's bandwidth alone, as measure_machine_limits measures it (about 0.3 s): a virtual
+// machine's host moves it within a minute (a 2-vCPU Zen 5 guest read 44 and 74 GB/s a minute
+// apart), so a row bound by memory is quoted against the triad measured beside it.
+double measure_triad(int threads);
+
 // The peaks of the low-precision dot products, 0 where the CPU lacks the instruction: VNNI's
 // vpdpbusd (int8: u8 x i8 multiply-adds into i32, counted as 2 operations each) and AVX512_BF16's
 // vdpbf16ps (bf16 pairs into f32), twelve chains a thread as the FP32 peak, best of 9. Without
