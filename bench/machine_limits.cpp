@@ -177,24 +177,6 @@ double peak(int lanes, float (*chains)(long), int threads, int n_chains = kChain
   return best;
 }
 
-double triad_bandwidth(int threads) {
-  const int64_t n = int64_t(64) << 18;  // 64 MiB of floats an array
-  std::unique_ptr<float[]> a(new float[size_t(n)]), b(new float[size_t(n)]), c(new float[size_t(n)]);
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t i = 0; i < n; ++i) a[size_t(i)] = 0, b[size_t(i)] = 1, c[size_t(i)] = 2;  // first touch, per thread
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = Clock::now();
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t i = 0; i < n; ++i) a[size_t(i)] = b[size_t(i)] + 3.0f * c[size_t(i)];
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::max(best, 12.0 * double(n) / s / 1e9);
-  }
-  volatile float keep = a[size_t(n / 2)];
-  (void)keep;
-  return best;
-}
-
 }  // namespace
 
 double MachineLimits::fraction(double flops, double bytes, double ms, std::string* what) const {
@@ -211,11 +193,27 @@ MachineLimits measure_machine_limits() {
   if (__builtin_cpu_supports("avx512f")) m.gflops = peak(16, chains512, m.threads), m.vectors = "512-bit";
   else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) m.gflops = peak(8, chains256, m.threads), m.vectors = "256-bit";
   else m.vectors = "no FMA";
-  m.gbps = triad_bandwidth(m.threads);
+  m.gbps = measure_triad(m.threads);
   return m;
 }
 
-double measure_triad(int threads) { return triad_bandwidth(threads); }
+double measure_triad(int threads) {
+  const int64_t n = int64_t(64) << 18;  // 64 MiB of floats an array
+  std::unique_ptr<float[]> a(new float[size_t(n)]), b(new float[size_t(n)]), c(new float[size_t(n)]);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < n; ++i) a[size_t(i)] = 0, b[size_t(i)] = 1, c[size_t(i)] = 2;  // first touch, per thread
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = Clock::now();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < n; ++i) a[size_t(i)] = b[size_t(i)] + 3.0f * c[size_t(i)];
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, 12.0 * double(n) / s / 1e9);
+  }
+  volatile float keep = a[size_t(n / 2)];
+  (void)keep;
+  return best;
+}
 
 LowPrecisionLimits measure_low_precision_limits(int threads) {
   LowPrecisionLimits m;
