@@ -157,9 +157,14 @@ Tensor cached_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
   // probability (the weighted sum of values * s is that of values with the weights times s).
   auto by_column = [&](const Tensor& x, const Tensor& column_scales) { return levels ? x * column_scales.astype(q.dtype()) : x; };
   const Tensor cached = where(cached_ok, by_column(matmul(q, keys), cache.key_scales) * scale, minus_inf);
-  const Tensor p = softmax(concat({cached, own}, 3), 3);
+  // One softmax over both, its division after the weighted sums (one per output, not one per
+  // column): the exponentials feed the products directly, with no pass that normalizes them
+  // and no concatenation. Every row has its own column (j == i), so its maximum is finite.
+  const Tensor top = maximum(max(cached, {3}, true), max(own, {3}, true));
+  const Tensor e_cached = exp(cached - top), e_own = exp(own - top);
+  const Tensor total = sum(e_cached, {3}, true) + sum(e_own, {3}, true);
   const Tensor column_value_scales = levels ? transpose(cache.value_scales, {0, 1, 3, 2}) : Tensor();  // [B, H, 1, T]
-  return matmul(by_column(slice(p, 3, 0, T), column_value_scales), values) + matmul(slice(p, 3, T, std::nullopt), v);
+  return (matmul(by_column(e_cached, column_value_scales), values) + matmul(e_own, v)) / total;
 }
 
 void SamplingOptions::check(const std::string& who) const {
