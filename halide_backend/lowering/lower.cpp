@@ -301,14 +301,21 @@ void bind_dynamic_inputs(LowerCtx& ctx, const SymbolicSizes& dynamic, const std:
   }
 }
 
+// Whether node `id` is the first node of an extern stage, whose library call reads its inputs as
+// they are bound (a product the schedule hands to oneDNN reads no packed panels).
+bool heads_extern_stage(const ExternPlan& externs, int id) {
+  return std::any_of(externs.chains.begin(), externs.chains.end(),
+                     [&](const auto& stage) { return (stage.second ? stage.second->conv : stage.first) == id; });
+}
+
 // A constant only matmuls read, each as panels it packs when compiling: bound as well, its bytes
 // would be copied into the compiled pipeline (and the disk cache) beside the panels, unread.
-bool read_only_packed(const LowerCtx& ctx, const std::vector<int>& wanted, int node) {
+bool read_only_packed(const LowerCtx& ctx, const ExternPlan& externs, const std::vector<int>& wanted, int node) {
   const std::vector<int>& readers = ctx.p.stages[size_t(node)].consumers;
   if (readers.empty() || std::find(wanted.begin(), wanted.end(), node) != wanted.end()) return false;
   return std::all_of(readers.begin(), readers.end(), [&](int c) {
     const Node& reader = ctx.g.node(c);
-    return reader.inputs[0] != node && reads_right_operand_packed(ctx.g, ctx.p.target, reader);
+    return reader.inputs[0] != node && !heads_extern_stage(externs, c) && reads_right_operand_packed(ctx.g, ctx.p.target, reader);
   });
 }
 
@@ -335,7 +342,7 @@ void define_stages(LowerCtx& ctx, const ExternPlan& externs, const std::vector<i
       continue;
     }
     if (n.op == OpKind::Constant) {
-      if (read_only_packed(ctx, wanted, int(id))) continue;  // (its matmuls bind their panels)
+      if (read_only_packed(ctx, externs, wanted, int(id))) continue;  // (its matmuls bind their panels)
       s.constant = bind_constant_param(p, n.type, g.constants[size_t(n.constant)]);
       LowerCtx::define(s, from_storage(n.type.dtype, s.constant(std::vector<Expr>(s.vars.begin(), s.vars.end()))));
       continue;

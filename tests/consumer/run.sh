@@ -26,7 +26,9 @@ tune="$scratch/moved/bin/hjit-tune"
 env -u LD_LIBRARY_PATH "$tune" --help | grep -q "usage: hjit-tune"
 log=$(cd "$scratch" && env -u LD_LIBRARY_PATH -u HJIT_TUNE_WORKER HJIT_LOG=debug HJIT_CACHE_DIR="$scratch/cache" \
   "$tune" --workload W1 --minutes 0.05 --db "$scratch/t.sqlite" --schedulers built-in --quiet 2>&1)
-echo "$log" | grep -E "^W1 tiny_fma: built-in" || { echo "$log"; echo "the installed hjit-tune did not tune"; exit 1; }
-echo "$log" | grep -q "candidates are measured by $scratch/moved/bin/hjit-tune" ||
+# (Here-strings, not pipes: under pipefail, grep -q leaving at its first match kills an echo still
+# writing a long log, and the pipeline fails although the line is there.)
+grep -qE "^W1 tiny_fma: built-in" <<<"$log" || { echo "$log"; echo "the installed hjit-tune did not tune"; exit 1; }
+grep -q "candidates are measured by $scratch/moved/bin/hjit-tune" <<<"$log" ||
   { echo "$log" | grep "measured by"; echo "the installed hjit-tune did not measure with itself"; exit 1; }
 echo "installed hjit-tune: ok from $scratch/moved"
