@@ -16,7 +16,8 @@ struct Knob {
 };
 const Knob kKnobs[] = {{"cols", &BuiltinParams::cols, 0, 8}, {"rows", &BuiltinParams::rows, 0, 32},
                        {"vec", &BuiltinParams::vec, 0, 8},   {"tasks", &BuiltinParams::tasks, 1, 256},
-                       {"grain", &BuiltinParams::grain, 0, 30}, {"runs", &BuiltinParams::runs, 0, 8}};
+                       {"grain", &BuiltinParams::grain, 0, 30}, {"runs", &BuiltinParams::runs, 0, 8},
+                       {"ahead", &BuiltinParams::ahead, -1, 64}};
 
 struct Switch {
   const char* key;
@@ -32,6 +33,8 @@ const Switch kSwitches[] = {{"store_expensive", &BuiltinParams::store_expensive}
 }  // namespace
 
 int BuiltinParams::row_runs() const { return runs > 0 ? runs : cpu_vendor() == CpuVendor::Amd ? 1 : 4; }
+
+int BuiltinParams::prefetch_bytes() const { return 1024 * (ahead >= 0 ? ahead : cpu_vendor() == CpuVendor::Amd ? 2 : 0); }
 
 bool BuiltinParams::is_default() const { return *this == BuiltinParams{}; }
 

@@ -17,6 +17,9 @@ struct BuiltinParams {
   int grain = 14;             // log2 of the fewest points a loop nest needs to run in parallel
   int runs = 0;               // a matrix-vector product's interleaved runs of rows a thread (0: by the
                               // CPU's prefetchers: 1 on AMD, 4 elsewhere)
+  int ahead = -1;             // KiB a matrix-vector product's narrow (1- or 2-byte) weight is prefetched
+                              // ahead of its steps (0: no software prefetch; -1: by the CPU: 2 on AMD,
+                              // 0 elsewhere)
   bool store_expensive = true;  // expensive values read twice are stored (per row or at root), not recomputed
   bool extern_gemm = false;     // 2-D f32 matmuls call oneDNN's / OpenBLAS's sgemm (halide_backend/providers/extern_stages.h)
   bool extern_conv = false;     // f32 convolutions call oneDNN
@@ -35,6 +38,10 @@ struct BuiltinParams {
   // The runs a matrix-vector product takes: `runs`, or where it is 0, the CPU's (the two vendors'
   // prefetchers want opposite patterns: schedules/contraction.h, TileSpec::row_runs).
   int row_runs() const;
+  // The bytes ahead such a product prefetches its weight: `ahead` KiB, or where it is -1, the
+  // CPU's. On Intel the prefetches (Halide's are prefetchnta: into L1, not L2) halved the speed of
+  // GPT-2's i8 products, which its hardware prefetchers stream at the triad's speed without them.
+  int prefetch_bytes() const;
 
   bool is_default() const;
   std::string str() const;  // only the values that differ from the defaults

@@ -297,7 +297,7 @@ TileSpec tile_spec(const backend::LoweredPipeline& p, const backend::Stage& s, c
     // One output a tile: wider tiles, sharing each vector of the left operand, measured slower
     // (Sapphire Rapids, 2 threads, [1, 768] x [768, 50257]^T: 1 output 33 GB/s, 2 29, 4 18, 8 15).
     spec.inner = 0, spec.unrolled = 1, spec.lanes_along_k = lanes, spec.k_vector = std::min(lanes, vec);
-    spec.row_runs = params.row_runs();
+    spec.row_runs = params.row_runs(), spec.prefetch_bytes = params.prefetch_bytes();
     spec.tx = 1, spec.tu = int(s.extents[1]);
     return spec;
   } else {
@@ -430,9 +430,8 @@ TiledNest tile_blocks(FuncRef f, const std::vector<Var>& vars, const Shape& exte
 }
 }  // namespace
 
-// A matrix-vector product's parallel iterations a thread (tile_nest), and how far ahead of its
-// steps along K a narrow weight is fetched (schedule_contraction_tile).
-constexpr int64_t kChunksPerThread = 4, kPrefetchBytes = 2048;
+// A matrix-vector product's parallel iterations a thread (tile_nest).
+constexpr int64_t kChunksPerThread = 4;
 // A matrix-vector product of many outputs (a language model's head: 50,257 of them) takes more
 // iterations, each of at most about this many outputs: with four a thread, GPT-2's head (38 MB
 // of i8 weights) ran in iterations of 80 us, and a thread done first waited up to one of them for
@@ -726,14 +725,14 @@ std::string schedule_contraction_tile(const backend::LoweredPipeline& p, const b
       su.reorder(order).vectorize(lane);
     }
     // A weight of 1 or 2 bytes an element is converted as it is read, and its product then waits
-    // on memory and on the conversions in turn: each step asks for the bytes kPrefetchBytes
-    // ahead (past the row's end, the next rows': a weight [out, in] is read in rows). Zen 3, a
-    // C loop of GPT-2's i8 products, 2 threads: 10.5-11.7 -> 12.4-14.3 GB/s 2 KiB ahead.
-    // (f32 weights are read at the memory's speed without.)
+    // on memory and on the conversions in turn: on AMD each step asks for the bytes
+    // spec.prefetch_bytes ahead (past the row's end, the next rows': a weight [out, in] is read
+    // in rows). Zen 3, a C loop of GPT-2's i8 products, 2 threads: 10.5-11.7 -> 12.4-14.3 GB/s 2
+    // KiB ahead. (f32 weights are read at the memory's speed without.)
     std::string ahead;
-    if (const auto weight = weight_buffer(p, s); weight && weight->second <= 2 && k_extent) {
-      su.prefetch(weight->first.name(), step, step, int(std::max<int64_t>(1, kPrefetchBytes / (step_positions * weight->second))));
-      ahead = ", " + weight->first.name() + " fetched " + std::to_string(kPrefetchBytes) + " bytes ahead";
+    if (const auto weight = weight_buffer(p, s); weight && weight->second <= 2 && k_extent && spec.prefetch_bytes > 0) {
+      su.prefetch(weight->first.name(), step, step, int(std::max<int64_t>(1, spec.prefetch_bytes / (step_positions * weight->second))));
+      ahead = ", " + weight->first.name() + " fetched " + std::to_string(spec.prefetch_bytes) + " bytes ahead";
     }
     if (chains > 1) su.unroll(chain);
     for (const Var& v : s.vars) lanes.unroll(v), lu.unroll(v), acc.unroll(v), u.unroll(v);

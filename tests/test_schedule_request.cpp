@@ -10,6 +10,7 @@
 
 #include "halide_backend/backend.h"
 #include "halide_backend/schedule_request.h"
+#include "support/cpu_vendor.h"
 #include "tests/support.h"
 
 namespace {
@@ -78,7 +79,7 @@ TEST_CASE("every door of the API checks its schedule options") {
 }
 
 TEST_CASE("the text form of a request reads back as the same request") {
-  for (const char* text : {"unfused", "built-in", "built-in cols=3 rows=6 extern_gemm=1", "built-in runs=2", "Adams2019",
+  for (const char* text : {"unfused", "built-in", "built-in cols=3 rows=6 extern_gemm=1", "built-in runs=2 ahead=0", "Adams2019",
                            "Adams2019 max_funcs=0 beam=1 dropout=50 seed=7", "Li2018 parallelism=16",
                            "Mullapudi2016 parallelism=4 cache=1048576 balance=40"}) {
     INFO(text);
@@ -91,6 +92,7 @@ TEST_CASE("the text form of a request reads back as the same request") {
   CHECK_THROWS_AS(ScheduleRequest::parse("unfused cols=3"), hjit::ValueError);
   CHECK_THROWS_AS(ScheduleRequest::parse("built-in cols=99"), hjit::ValueError);
   CHECK_THROWS_WITH_AS(ScheduleRequest::parse("built-in runs=9"), doctest::Contains("runs must be in [0, 8], got 9"), hjit::ValueError);
+  CHECK_THROWS_WITH_AS(ScheduleRequest::parse("built-in ahead=-2"), doctest::Contains("ahead must be in [-1, 64], got -2"), hjit::ValueError);
   CHECK_THROWS_WITH_AS(ScheduleRequest::parse("Li2018 seed=3"), doctest::Contains("unknown 'seed'"), hjit::ValueError);
   CHECK_THROWS_AS(ScheduleRequest::parse("Mullapudi2016 cache=-1"), hjit::ValueError);
   CHECK_THROWS_AS(ScheduleRequest::parse("Adams2019 beam"), hjit::ValueError);
@@ -145,14 +147,17 @@ TEST_CASE("a matrix-vector product's runs of rows a thread: the CPU's default an
     // Sums of 768 products in another order: their rounding is bounded by the sums of magnitudes.
     const std::vector<float> magnitude = fn(hjit::abs(x), hjit::abs(w), hjit::abs(scale)).to_vector<float>();
     const hjit::Graph g = hjit::jit(fn).graph(x, w, scale);
-    for (int runs : {0, 1, 2, 3, 4, 8}) {
+    // Each count of runs with a prefetch distance: the CPU's (-1), none, or some KiB.
+    for (const auto [runs, ahead] : {std::pair{0, -1}, {1, 0}, {2, 4}, {3, -1}, {4, 2}, {8, 0}}) {
       CAPTURE(runs);
+      CAPTURE(ahead);
+      const BuiltinParams params = BuiltinParams::parse("runs=" + std::to_string(runs) + " ahead=" + std::to_string(ahead));
       Options o;
       o.name = "row_runs";
-      o.schedule = {BuiltIn{BuiltinParams::parse("runs=" + std::to_string(runs))}};
+      o.schedule = {BuiltIn{params}};
       const Compiled c = compile(g, o);
       const std::string plan = c.executable->explain();
-      const int expected = BuiltinParams::parse("runs=" + std::to_string(runs)).row_runs();
+      const int expected = params.row_runs();
       if (hjit::num_threads() > 1) {
         CHECK(plan.find(", " + std::to_string(expected) + (expected == 1 ? " run" : " runs") + " of rows a thread") != std::string::npos);
         // Several iterations a thread, so that one done early takes the other's last (3072 outputs
@@ -161,8 +166,14 @@ TEST_CASE("a matrix-vector product's runs of rows a thread: the CPU's default an
         // Many outputs (a language model's head) take more, of at most 2048 outputs each.
         if (out == 20000 && expected == 1 && hjit::num_threads() == 2) CHECK(plan.find(" of rows a thread in 8 iterations") != std::string::npos);
       }
-      // The i8 weight (the pipeline's second input) read ahead of its products.
-      CHECK(plan.find(", in1 fetched 2048 bytes ahead") != std::string::npos);
+      // The i8 weight (the pipeline's second input) read ahead of its products, where asked or
+      // the CPU's default asks (AMD's: 2 KiB; Intel's hardware prefetchers stream it faster alone).
+      const int bytes = params.prefetch_bytes();
+      CHECK(bytes == 1024 * (ahead >= 0 ? ahead : hjit::cpu_vendor() == hjit::CpuVendor::Amd ? 2 : 0));
+      if (bytes > 0)
+        CHECK(plan.find(", in1 fetched " + std::to_string(bytes) + " bytes ahead") != std::string::npos);
+      else
+        CHECK(plan.find(" bytes ahead") == std::string::npos);
       std::vector<float> got(size_t(out), -1.0f);
       const void* inputs[] = {x.data(), w.data(), scale.data()};
       void* outputs[] = {got.data()};

@@ -13,7 +13,7 @@ using backend::BuiltinParams;
 
 // The values each built-in knob takes in a tuning run.
 const std::vector<int> kCols{1, 2, 3, 4}, kRows{2, 4, 6, 8, 12, 16}, kVec{0, 1, 2, 4, 8}, kTasks{2, 4, 8, 16, 32},
-    kGrain{10, 12, 14, 16, 18}, kRuns{0, 1, 2, 4};
+    kGrain{10, 12, 14, 16, 18}, kRuns{0, 1, 2, 4}, kAhead{-1, 0, 1, 2, 4};
 
 template <class R>
 int pick(const std::vector<int>& values, R& rng) {
@@ -66,7 +66,7 @@ std::optional<ScheduleRequest> Candidates::builtin_local(const std::string& best
     if (const BuiltIn* b = r.as<BuiltIn>()) p = b->params;
   } catch (const ValueError&) {
   }
-  switch (std::uniform_int_distribution<int>(0, 6)(rng_)) {
+  switch (std::uniform_int_distribution<int>(0, 7)(rng_)) {
     case 0: p.cols = pick(kCols, rng_); break;
     case 1: p.rows = pick(kRows, rng_); break;
     case 2: p.vec = pick(kVec, rng_); break;
@@ -74,6 +74,7 @@ std::optional<ScheduleRequest> Candidates::builtin_local(const std::string& best
     case 4: p.grain = pick(kGrain, rng_); break;
     case 5: p.store_expensive = !p.store_expensive; break;
     case 6: p.runs = pick(kRuns, rng_); break;
+    case 7: p.ahead = pick(kAhead, rng_); break;
   }
   if (extern_gemm_ && std::uniform_int_distribution<int>(0, 5)(rng_) == 0) p.extern_gemm = !p.extern_gemm;
   if (extern_conv_ && std::uniform_int_distribution<int>(0, 5)(rng_) == 0) p.extern_conv = !p.extern_conv;
@@ -84,7 +85,8 @@ std::optional<ScheduleRequest> Candidates::builtin_local(const std::string& best
 std::optional<ScheduleRequest> Candidates::builtin_random() {
   BuiltinParams p;
   p.cols = pick(kCols, rng_), p.rows = pick(kRows, rng_), p.vec = pick(kVec, rng_), p.tasks = pick(kTasks, rng_);
-  p.grain = pick(kGrain, rng_), p.runs = pick(kRuns, rng_), p.store_expensive = std::uniform_int_distribution<int>(0, 1)(rng_) == 1;
+  p.grain = pick(kGrain, rng_), p.runs = pick(kRuns, rng_), p.ahead = pick(kAhead, rng_);
+  p.store_expensive = std::uniform_int_distribution<int>(0, 1)(rng_) == 1;
   p.extern_gemm = extern_gemm_ && std::uniform_int_distribution<int>(0, 1)(rng_) == 1;
   p.extern_conv = extern_conv_ && std::uniform_int_distribution<int>(0, 1)(rng_) == 1;
   p.extern_int_conv = extern_int_conv_ && std::uniform_int_distribution<int>(0, 1)(rng_) == 1;
