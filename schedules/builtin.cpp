@@ -935,6 +935,8 @@ class Builtin {
   // multiple): each vector of the tile reads its block contiguous, step after step.
   bool weights_in_vector_blocks(const Stage& s) {
     if (s.dot_lanes == 0) return false;
+    for (const backend::Helper& h : s.helpers)
+      if (h.role == "weights by channel") return true;  // every channel's beside the next
     const PackedWeights w = packed_weights(s);
     return w.extents.size() == 6 && w.extents[1] % vector_width(p_.target, value_type(s)) == 0;
   }

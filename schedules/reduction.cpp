@@ -221,7 +221,7 @@ std::string schedule_helpers_at_root(const backend::LoweredPipeline& p, const ba
     const Halide::TailStrategy tail = h.role == "padded" || h.role == "padded pairs" ? Halide::TailStrategy::GuardWithIf : Halide::TailStrategy::Auto;
     std::vector<Var> vars = h.vars;
     Shape extents = h.extents;
-    while ((h.role.ends_with("pairs") || h.role == "wide input") && vars.size() >= 2 && extents[0] < vec) {
+    while ((h.role.ends_with("pairs") || h.role == "wide input" || h.role == "weights by channel") && vars.size() >= 2 && extents[0] < vec) {
       // A dot product's pairs (or an integer convolution's fours of channels, widened), innermost
       // and shorter than a vector: fused with the next dimensions until they fill one, the vectors
       // interleave them (a bf16 3x3 convolution of 64 channels at 56 x 56: 0.585 -> 0.570 ms; an

@@ -161,6 +161,52 @@ TEST_CASE("a frozen int_matmul weight is packed in panels when compiling where V
   }
 }
 
+TEST_CASE("an integer convolution with outputs in blocks narrower than a vector reads its weights by channel: exact, argument or constant") {
+  // Where VNNI sums the products (four a lane, vectors of 16 sums with AVX-512), outputs in blocks
+  // of 8 or fewer (24, 40, 200 channels) are read from their weights laid channel beside channel:
+  // packed when compiling where frozen, copied once a call where an argument. A tile of 16
+  // channels then starts anywhere (the last one shifted inwards) and loads its weights whole.
+  const hjit::backend::Target host = hjit::backend::Target::host(hjit::Device::CPU);
+  const bool vnni = Halide::get_host_target().has_feature(Halide::Target::AVX512_SapphireRapids);
+  struct Case {
+    Shape x, w;
+    hjit::Pair stride, padding;
+    bool by_channel;  // where VNNI sums them
+  };
+  const Tensor z = Tensor::scalar(9, DType::U8);
+  for (const Case& c : {Case{{1, 144, 28, 28}, {24, 144, 1, 1}, {1, 1}, {0, 0}, true}, Case{{2, 20, 9, 13}, {40, 20, 3, 3}, {2, 2}, {1, 1}, true},
+                        Case{{1, 64, 7, 7}, {200, 64, 1, 1}, {1, 1}, {0, 0}, true}, Case{{1, 8, 6, 6}, {12, 8, 3, 3}, {1, 1}, {1, 1}, true},
+                        Case{{1, 32, 8, 8}, {48, 32, 1, 1}, {1, 1}, {0, 0}, false}}) {
+    CAPTURE(hjit::shape_str(c.x));
+    CAPTURE(hjit::shape_str(c.w));
+    const Tensor x = full_range(c.x, DType::U8, 61), w = full_range(c.w, DType::I8, 62);
+    auto conv = [&](const Tensor& in, const Tensor& weights) { return hjit::int_conv2d(in, weights, z, c.stride, c.padding); };
+    const Tensor want = hjit::conv2d(x.astype(DType::I32) - z.astype(DType::I32), w.astype(DType::I32), std::nullopt, c.stride, c.padding);
+    const hjit::Module frozen = hjit::make_module("frozen_int_conv", {}, {.freeze_parameters = true}, [&](const Tensor& in) { return conv(in, w); }, x);
+    CHECK(test::compare(Tensor(frozen(x)), want, 0) == "");
+    auto f = hjit::jit(conv, quiet());
+    CHECK(test::compare(f(x, w), want, 0) == "");
+    hjit::ConstEvaluator eval = hjit::detail::evaluate_node;
+    const hjit::Graph argument = hjit::optimize(hjit::make_graph(conv, x, w), &eval);
+    for (const hjit::Graph* g : {&frozen.graph(), &argument}) {
+      std::lock_guard<std::mutex> lock(hjit::backend::compile_mutex());
+      const hjit::backend::LoweredPipeline p = hjit::backend::lower(*g, host.halide(false, g), {});
+      int convs = 0, by_channel = 0;
+      for (const hjit::backend::Stage& st : p.stages) {
+        if (st.op != hjit::OpKind::IntConv2d) continue;
+        ++convs;
+        for (const hjit::backend::Helper& h : st.helpers)
+          if (h.role == "weights by channel") {
+            ++by_channel;
+            CHECK(h.stored == (g == &argument));
+          }
+      }
+      CHECK(convs == 1);
+      CHECK(by_channel == (vnni && c.by_channel ? 1 : 0));
+    }
+  }
+}
+
 // The bytes of constant weights that the library-call stages (externs) of g's pipeline read packed
 // when compiling, in oneDNN's layout (0: none; a 64-byte header alone says there are none).
 int64_t packed_weight_bytes(const hjit::Graph& g, const std::set<int>& externs) {
