@@ -5,6 +5,7 @@
 
 #include <hjit/error.h>
 #include <hjit/io.h>
+#include <hjit/jit.h>
 #include <hjit/nn/module.h>
 
 namespace hjit::nn {
@@ -104,7 +105,9 @@ std::vector<std::pair<std::string, const Module*>> Module::named_modules() const
 
 void Module::train(bool on) {
   std::vector<const Module*> seen;
-  walk("", seen, [&](const std::string&, const Module& m) { const_cast<Module&>(m).training_ = on; });
+  walk("", seen, [&](const std::string&, const Module& m) { set_traced_flag(const_cast<Module&>(m).training_, on); });
 }
+
+bool Module::training() const { return traced_flag(training_); }
 
 }  // namespace hjit::nn

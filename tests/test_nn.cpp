@@ -348,6 +348,64 @@ TEST_CASE("normalization layers against their formulas; batch norm's modes") {
   check_close(hjit::mean(bn1(rnd({8, 3}, 5)), {0}), Tensor::zeros({3}), 1e-5);
 }
 
+TEST_CASE("a jitted function runs the version of its modules' mode: a switch traces the other once, then both are kept") {
+  const Tensor x = rnd({6, 4, 3, 3}, 31);
+  nn::BatchNorm bn(4, 1e-5, 0.5);
+  nn::Dropout drop(0.5);
+  auto f = hjit::jit([&](const Tensor& v) { return drop(bn(v)); }, {.name = "modes"});
+  const Tensor mu = hjit::mean(x, {0, 2, 3}, true), var = hjit::mean((x - mu) * (x - mu), {0, 2, 3}, true);
+  auto eval_output = [&] { return (x - bn.running_mean.reshape({4, 1, 1})) / hjit::sqrt(bn.running_var.reshape({4, 1, 1}) + 1e-5); };
+  // Training: the batch's statistics, the running ones moved, dropout zeroing about half.
+  Tensor y = f(x);
+  CHECK(f.stats().traces == 1);
+  check_close(bn.running_mean, mu.reshape({4}) * 0.5);
+  const std::vector<float> trained = vals(y);
+  CHECK(std::count(trained.begin(), trained.end(), 0.0f) > 40);
+  // eval(): the running statistics, left as they are; no dropout.
+  bn.eval(), drop.eval();
+  const std::vector<float> moved = vals(bn.running_mean);
+  check_close(f(x), eval_output());
+  CHECK(f.stats().traces == 2);
+  CHECK(vals(bn.running_mean) == moved);
+  check_close(f(x), eval_output());
+  // Back to training and eval: the versions traced before, nothing traced again.
+  bn.train(), drop.train();
+  f(x);
+  check_close(bn.running_mean, Tensor::from_vector(moved, {4}) * 0.5 + mu.reshape({4}) * 0.5);
+  bn.eval(), drop.eval();
+  check_close(f(x), eval_output());
+  CHECK(f.stats().traces == 2);
+  // One module's mode alone: a third combination, traced once.
+  drop.train();
+  const std::vector<float> dropped = vals(f(x));
+  CHECK(std::count(dropped.begin(), dropped.end(), 0.0f) > 40);
+  CHECK(f.stats().traces == 3);
+  f(x);
+  CHECK(f.stats().traces == 3);
+
+  // Any host flag read through traced_flag, and eager gradients cached per signature likewise.
+  bool doubled = true;
+  auto g = hjit::jit([&](const Tensor& v) { return hjit::traced_flag(doubled) ? v * 2.0f : v * 3.0f; });
+  const Tensor one = Tensor::ones({3});
+  CHECK(vals(g(one)) == std::vector<float>{2, 2, 2});
+  doubled = false;
+  CHECK(vals(g(one)) == std::vector<float>{3, 3, 3});
+  doubled = true;
+  CHECK(vals(g(one)) == std::vector<float>{2, 2, 2});
+  CHECK(g.stats().traces == 2);
+  auto slope = hjit::grad([&](const Tensor& v) { return hjit::sum(hjit::traced_flag(doubled) ? v * 2.0f : v * 3.0f); });
+  CHECK(vals(slope(one)) == std::vector<float>{2, 2, 2});
+  doubled = false;
+  CHECK(vals(slope(one)) == std::vector<float>{3, 3, 3});
+  // A flag the traced function sets before it reads it is its own doing, not part of the key.
+  auto step = hjit::jit([&](const Tensor& v, bool training) {
+    bn.train(training);
+    return bn(v);
+  });
+  step(x, true), step(x, false), step(x, true), step(x, false);
+  CHECK(step.stats().traces == 2);
+}
+
 TEST_CASE("embedding, dropout, flatten and Sequential") {
   nn::Embedding emb(10, 4, 2);
   const Tensor ids = Tensor::from_vector<int64_t>({1, 2, 9, 2}, {2, 2});

@@ -102,6 +102,7 @@ void build_version(JitCore::State& s, Version& v, const CallArgs& args, Tracer t
     v.num_args = tr.num_args;
     v.first_outputs = std::move(tr.concrete_outputs);
     v.guards = std::move(tr.guards);
+    v.flags = std::move(tr.flags);
     s.compile_us += int64_t(t.ms() * 1000);
     log().debug("jit '{}': ready in {:.1f} ms (backend {:.1f} ms{}{})", s.opt.name, t.ms(), v.fn->compile_ms(),
                 v.fn->found_compiled() ? ", found compiled" : "",

@@ -12,6 +12,7 @@
 #include "frontend/jit/donation.h"
 #include "frontend/jit/graph_breaks.h"
 #include "frontend/jit/guards.h"
+#include "frontend/jit/modes.h"
 #include "frontend/jit/captured.h"
 #include "frontend/jit/state.h"
 #include "frontend/tracing/traced.h"
@@ -139,7 +140,11 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
   }
   const bool donates = !s.opt.donate.empty();
   if (donates) check_donate(s.opt.name, s.opt.donate, args);
-  const auto [version, built_here] = acquire(s, args, trace);
+  auto [version, built_here] = acquire(s, args, trace);
+  if (!built_here && !version->flags.empty()) {
+    FlaggedVersion f = version_for_flags(s, std::move(version), args, trace);
+    version = std::move(f.version), built_here = f.built_here;
+  }
   std::vector<Tensor> outputs;
   if (built_here && s.opt.trace_mode == TraceMode::Concrete) {  // the tracing call ran eagerly
     outputs = std::move(version->first_outputs);

@@ -38,6 +38,11 @@ struct Version {
   std::vector<std::vector<uint8_t>> guards;
   std::mutex next_mu;
   std::shared_ptr<Version> next;  // guarded by next_mu
+  // Host flags read while tracing it (hjit::traced_flag: a module's train/eval mode) and their
+  // values; `other_flags` is a version of the signature traced where they read otherwise
+  // (frontend/jit/modes.h).
+  std::vector<std::pair<const bool*, bool>> flags;
+  std::shared_ptr<Version> other_flags;  // guarded by next_mu
 
   // dynamic_dims (frontend/jit/dynamic_sizes.h): the graph's sizes as expressions of the marked
   // dimensions when one pipeline serves every size (its key leaves them out); null for a version

@@ -1,5 +1,6 @@
 #include "frontend/tracing/trace.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -14,6 +15,32 @@ std::atomic<uint64_t> g_next_trace_id{1};
 }  // namespace
 
 TraceState* current_trace() { return t_traces.empty() ? nullptr : t_traces.back(); }
+
+// Recorded in every trace on this thread's stack: a gradient traced inside a jitted function reads
+// the flag for the outer version too.
+namespace {
+bool was_read(const TraceState& ts, const bool& flag) {
+  return std::any_of(ts.flags.begin(), ts.flags.end(), [&](const auto& f) { return f.first == &flag; });
+}
+bool was_set(const TraceState& ts, const bool& flag) {
+  return std::find(ts.flags_set.begin(), ts.flags_set.end(), &flag) != ts.flags_set.end();
+}
+}  // namespace
+
+void record_flag(const bool& flag) {
+  for (TraceState* ts : t_traces)
+    if (!was_read(*ts, flag) && !was_set(*ts, flag)) ts->flags.emplace_back(&flag, flag);
+}
+
+void record_flag_set(const bool& flag) {
+  for (TraceState* ts : t_traces)
+    if (!was_read(*ts, flag) && !was_set(*ts, flag)) ts->flags_set.push_back(&flag);
+}
+
+bool flags_hold(const std::vector<std::pair<const bool*, bool>>& flags) {
+  return std::all_of(flags.begin(), flags.end(), [](const auto& f) { return *f.first == f.second; });
+}
+
 uint64_t current_trace_id() { return t_traces.empty() ? 0 : t_traces.back()->id; }
 
 TraceScope::TraceScope(std::string fn_name, bool concrete) : state_(std::make_unique<TraceState>()) {
@@ -195,3 +222,17 @@ void rethrow_in_trace(const TraceState& ts) {
 }
 
 }  // namespace hjit::detail
+
+namespace hjit {
+
+bool traced_flag(const bool& flag) {
+  detail::record_flag(flag);
+  return flag;
+}
+
+void set_traced_flag(bool& flag, bool value) {
+  detail::record_flag_set(flag);
+  flag = value;
+}
+
+}  // namespace hjit

@@ -38,6 +38,10 @@ struct TraceState {
     std::vector<uint8_t> bytes;
   };
   std::vector<Guard> guards;
+  // Host flags read while tracing (hjit::traced_flag) and the value each read: part of what the
+  // version is for (frontend/jit/modes.h).
+  std::vector<std::pair<const bool*, bool>> flags;
+  std::vector<const bool*> flags_set;  // set by the traced code before any read (not recorded)
   // fullgraph = false: a read of a symbolic tracer breaks the graph here; this computes the
   // tracer's value from the graph so far (setting its storage) instead of a ConcretizationError.
   std::function<void(TensorImpl& tracer, const char* what)> on_read;
@@ -101,6 +105,13 @@ Tensor make_tracer(TraceState& ts, int value, std::shared_ptr<Storage> concrete 
 
 // The active trace a tracer belongs to (null when none on this thread's stack).
 TraceState* trace_of(const TensorImpl& tracer);
+
+// hjit::traced_flag inside traces: the flag and its value recorded with each (once per flag), unless
+// the trace set it first (record_flag_set: hjit::set_traced_flag).
+void record_flag(const bool& flag);
+void record_flag_set(const bool& flag);
+// Whether each flag a trace recorded reads the value it read then.
+bool flags_hold(const std::vector<std::pair<const bool*, bool>>& flags);
 
 // A concrete tracer's value is being read: recorded as a guard of its trace (once per value).
 void record_read(const TensorImpl& tracer);

@@ -34,6 +34,7 @@ Traced trace_and_optimize(const std::string& name, bool concrete, const CallArgs
   log().trace("trace of '{}':\n{}", name, raw.str());
   r.captured = scope.state().captured;
   for (TraceState::Guard& g : scope.state().guards) r.guards.push_back(std::move(g.bytes));
+  r.flags = scope.state().flags;
   r.num_args = size_t(scope.state().num_args);
   ConstEvaluator eval = evaluate_node;
   r.graph = optimize(raw, &eval);

@@ -19,6 +19,7 @@ struct Traced {
   // TraceMode::Concrete: the values read while tracing, as bytes; the graph computes each as an
   // output after the function's own.
   std::vector<std::vector<uint8_t>> guards;
+  std::vector<std::pair<const bool*, bool>> flags;  // host flags read while tracing (hjit::traced_flag)
   size_t num_args = 0;
 };
 

@@ -23,6 +23,7 @@ struct GradEntry {
   Graph graph;                                         // outputs: value, then one per wrt input
   std::vector<std::shared_ptr<TensorImpl>> captured;   // inputs after the arguments
   std::vector<int> result_slot;  // per requested gradient: its graph output (-1: zeros, unused)
+  std::vector<std::pair<const bool*, bool>> flags;  // host flags read while tracing (hjit::traced_flag)
 };
 
 }  // namespace
@@ -59,6 +60,7 @@ std::shared_ptr<GradEntry> build(const GradCore::State& s, const CallArgs& args,
   outs.clear();
   scope.check_no_escaped_tracers();
   e->captured = scope.state().captured;
+  e->flags = scope.state().flags;
   // The graph inputs to differentiate with respect to, and where each requested gradient lands.
   std::vector<int> wrt;
   for (int argnum : s.argnums) {
@@ -126,7 +128,7 @@ std::vector<Tensor> GradCore::call(const CallArgs& args, Tracer trace) {
     std::lock_guard lock(s.mu);
     auto [lo, hi] = s.cache.equal_range(hash);
     for (auto it = lo; it != hi && !e; ++it)
-      if (it->second->key.matches(args)) e = it->second;
+      if (it->second->key.matches(args) && flags_hold(it->second->flags)) e = it->second;
   }
   if (!e) {
     e = build(s, args, trace, hash);

@@ -141,6 +141,17 @@ class Jitted {
   std::shared_ptr<detail::JitCore> core_;
 };
 
+// A flag of host state that traced code branches on (nn::Module's train/eval mode is read through
+// it): read while a function is traced, its value becomes part of the version traced, and a later
+// call of a jitted function where the flag reads otherwise runs the version traced with that value,
+// or traces one (once per combination of values; JitStats::traces counts them). The flag must
+// outlive the jitted functions that read it. Outside a trace it only returns the value.
+bool traced_flag(const bool& flag);
+// Sets a flag that traced_flag reads. Set inside a traced function before it is read there, the
+// flag is the function's own doing (jit([&](x, bool training) { net.train(training); ... })), not
+// part of what the version is for.
+void set_traced_flag(bool& flag, bool value);
+
 // Runs host code (logging, metrics, a callback) at every call of a jitted function, between its
 // compiled segments: MegEngine's exclude_from_trace. Values it reads are computed there (a graph
 // break). Needs JitOptions::fullgraph = false; in a function traced once (the default, or

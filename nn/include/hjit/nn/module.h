@@ -14,10 +14,11 @@
 // copied nor moved (hold it by value where it is made, or by std::shared_ptr). The handles that
 // parameters() returns share storage with the members: an optimizer's assign updates the module.
 //
-// train()/eval() set the mode of a module and every module below it. A traced function reads the
-// mode when it is traced: give a jitted function the mode as an argument (a static argument is
-// part of its cache key), or jit the training step and the evaluation apart.
-//   auto run = hjit::jit([&](const Tensor& x, bool training) { net.train(training); return net(x); });
+// train()/eval() set the mode of a module and every module below it. A traced function that reads
+// a module's mode (training(): dropout, batch norm) runs the version traced in the mode the module
+// is in at each call: a switch traces the other mode once, then both are kept (hjit::traced_flag).
+//   auto run = hjit::jit([&](const Tensor& x) { return net(x); });
+//   run(x);  net.eval();  run(x);  // traced and compiled again, in eval mode; net.train() returns to the first
 #pragma once
 #include <memory>
 #include <string>
@@ -59,7 +60,8 @@ class Module {
 
   void train(bool on = true);
   void eval() { train(false); }
-  bool training() const { return training_; }
+  // Read inside a traced function, the mode becomes part of the version traced (hjit::traced_flag).
+  bool training() const;
 
  protected:
   // Names are unique within a module and have no '.' (ValueError otherwise). `slot` is a member
