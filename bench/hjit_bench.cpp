@@ -218,8 +218,8 @@ void dynamic_w10_rows(bool quick) {
                 diff < 1e-4 ? "" : "  (results differ!)");
   }
   const hjit::JitStats st = dynamic.stats();
-  std::printf("dynamic: %lld trace, %lld compile for 5 lengths (%.0f ms); worst ratio %.2fx (bar: <= 1.25x)\n",
-              (long long)st.traces, (long long)st.compiles, st.compile_ms, worst);
+  std::printf("dynamic: %lld trace, %lld compile (%lld loaded from the disk cache) for 5 lengths (%.0f ms); worst ratio %.2fx (bar: <= 1.25x)\n",
+              (long long)st.traces, (long long)st.compiles, (long long)st.loaded, st.compile_ms, worst);
 }
 
 // Training steps of ResNet blocks (W9's) with JitOptions::memory_budget_mb: automatic checkpointing

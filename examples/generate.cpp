@@ -96,11 +96,12 @@ int main(int argc, char** argv) try {
   });
   const nn::GenerationStats s = gen.stats();
   const double step_ms = s.decode_steps ? s.decode_ms / double(s.decode_steps) : 0;
-  std::printf("\n%lld parameters (%s); prefill %.1f ms (%lld tokens, compiles %lld); decode %.2f ms a step, %.1f tokens/s, "
-              "%.1f GB/s of weights and cache (compiles %lld)\n",
+  std::printf("\n%lld parameters (%s); prefill %.1f ms (%lld tokens, compiles %lld, loaded %lld); decode %.2f ms a step, %.1f tokens/s, "
+              "%.1f GB/s of weights and cache (compiles %lld, loaded %lld)\n",
               static_cast<long long>(parameters), weights.c_str(), s.prefill_ms, static_cast<long long>(prompt_tokens),
-              static_cast<long long>(s.prefill.compiles), step_ms, step_ms > 0 ? 1000.0 * double(batch) / step_ms : 0.0,
-              step_ms > 0 ? double(s.step_bytes) / step_ms / 1e6 : 0.0, static_cast<long long>(s.decode.compiles));
+              static_cast<long long>(s.prefill.compiles), static_cast<long long>(s.prefill.loaded), step_ms, step_ms > 0 ? 1000.0 * double(batch) / step_ms : 0.0,
+              step_ms > 0 ? double(s.step_bytes) / step_ms / 1e6 : 0.0, static_cast<long long>(s.decode.compiles),
+              static_cast<long long>(s.decode.loaded));
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s\n", e.what());

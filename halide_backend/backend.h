@@ -90,6 +90,7 @@ struct Compiled {
   std::shared_ptr<const Executable> executable;
   bool cache_hit = false;  // an identical graph was compiled before with these options
   double ms = 0;           // time spent here
+  bool loaded = false;     // read from the disk cache whole: nothing of it compiled here
 };
 
 // Compiles (or finds in the process-wide cache, keyed by the graph's text and the options). With

@@ -75,7 +75,7 @@ TEST_CASE("a jitted contraction over dynamic sizes refuses sizes that do not con
   // Sizes that keep the relation are still served by the one pipeline.
   const Tensor a = Tensor::randn({2, 13}, 3), b = Tensor::randn({13, 5}, 4);
   CHECK_CLOSE(f(a, b), mm(a, b));
-  CHECK(f.stats().compiles == 1);
+  CHECK(f.stats().compiles + f.stats().loaded == 1);
 }
 
 TEST_CASE("dimensions equal only by chance when traced become independent, not refused") {

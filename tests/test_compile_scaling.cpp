@@ -64,7 +64,7 @@ TEST_CASE("a 2000-op element-wise chain compiles in parts and computes what eage
   const auto [parts, distinct] = parts_of(summary);
   CHECK(parts >= 4);
   CHECK(distinct == parts);
-  CHECK(f.stats().compiles == 1);
+  CHECK(f.stats().compiles + f.stats().loaded == 1);
 }
 
 TEST_CASE("a graph of 500 matmuls compiles in parts, layers alike compiled once") {

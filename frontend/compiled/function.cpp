@@ -28,6 +28,7 @@ std::shared_ptr<CompiledFunction> CompiledFunction::compile(Graph graph, Functio
   const backend::Compiled c = backend::compile(graph, backend_options(graph, request));
   auto f = std::make_shared<CompiledFunction>(std::move(graph), std::move(request), c.executable);
   f->cache_hit_ = c.cache_hit;
+  f->loaded_ = c.loaded;
   f->compile_ms_ = c.ms;
   return f;
 }

@@ -71,6 +71,7 @@ class CompiledFunction {
   const backend::Executable& executable() const { return *code_; }
   const std::shared_ptr<const backend::Executable>& code() const { return code_; }
   bool found_compiled() const { return cache_hit_; }  // the compile cache had it
+  bool loaded() const { return loaded_; }  // read from the disk cache (compiled by an earlier process)
   double compile_ms() const { return compile_ms_; }
 
   // The graph's outputs' types (at the traced sizes), and per update the input it writes.
@@ -110,7 +111,7 @@ class CompiledFunction {
   Graph graph_;
   FunctionRequest request_;
   std::shared_ptr<const backend::Executable> code_;
-  bool cache_hit_ = false;
+  bool cache_hit_ = false, loaded_ = false;
   double compile_ms_ = 0;
   bool on_host_ = true;  // the device's code runs on the host, on host memory (asked once)
   InputSizes input_sizes_;

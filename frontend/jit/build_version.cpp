@@ -95,7 +95,8 @@ void build_version(JitCore::State& s, Version& v, const CallArgs& args, Tracer t
     std::shared_ptr<CompiledFunction> c;
     if (s.dynamic.dims() && !v.fixed_sizes) c = compile_for_every_size(s, v, args, trace, &tr.graph);
     if (!c) c = CompiledFunction::compile(std::move(tr.graph), s.request);
-    if (!c->found_compiled()) ++s.compiles;
+    if (c->loaded()) ++s.loaded;
+    else if (!c->found_compiled()) ++s.compiles;
     v.fn = std::move(c);
     v.tree = std::move(tr.tree);
     v.captured = std::move(tr.captured);

@@ -205,7 +205,7 @@ const JitOptions& JitCore::options() const { return s_->opt; }
 JitStats JitCore::stats() const {
   const State& s = *s_;
   JitStats st;
-  st.traces = s.traces.load(), st.compiles = s.compiles.load(), st.cache_hits = s.hits.load();
+  st.traces = s.traces.load(), st.compiles = s.compiles.load(), st.loaded = s.loaded.load(), st.cache_hits = s.hits.load();
   st.compile_ms = double(s.compile_us.load()) / 1000.0, st.schedule = s.schedule();
   st.entries = int64_t(s.cache.size());
   st.evictions = s.cache.evictions();

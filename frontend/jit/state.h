@@ -22,7 +22,7 @@ struct JitCore::State {
   VersionCache cache;
   Retraces retraces;
   DynamicSizes dynamic;
-  std::atomic<int64_t> traces{0}, compiles{0}, hits{0}, compile_us{0}, guard_failures{0}, graph_breaks{0};
+  std::atomic<int64_t> traces{0}, compiles{0}, loaded{0}, hits{0}, compile_us{0}, guard_failures{0}, graph_breaks{0};
   std::atomic<int64_t> update_bytes_copied{0}, donated_bytes_reused{0}, dynamic_entries{0};
 
   // The latest compilation's schedule summary (JitStats::schedule).

@@ -139,9 +139,12 @@ void check_schedule(const Graph& g, Device device, const std::string& schedule_t
 namespace {
 
 // One graph through the two tiers: memory, disk, else built here (and written to disk).
-std::shared_ptr<const Executable> compile_one(const Graph& g, const Options& o, const Target& target, const std::string& key) {
+// *loaded: whether it came from the disk.
+std::shared_ptr<const Executable> compile_one(const Graph& g, const Options& o, const Target& target, const std::string& key,
+                                              bool* loaded = nullptr) {
   const std::string name = hash_hex(key);
   std::shared_ptr<HalideExecutable> exe = load_from_disk(name, key, g);
+  if (loaded) *loaded = exe != nullptr;
   if (exe) {
     log().debug("cache: '{}' loaded from the disk cache", g.name);
   } else {
@@ -165,9 +168,9 @@ std::shared_ptr<const Executable> compile_one(const Graph& g, const Options& o, 
 // The parts of a partitioned graph, each distinct part compiled once (a model's repeated layers cut
 // alike are one pipeline). With a disk cache, a child process builds about half of them (by
 // compile cost) into it while this process builds the rest; then the child's come from the cache
-// like any pipeline.
+// like any pipeline. *loaded: whether every part was on the disk.
 std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part> parts, const Options& o,
-                                                const Target& target) {
+                                                const Target& target, bool* loaded) {
   std::vector<std::string> keys;
   for (const Part& p : parts) keys.push_back(cache_key(p.graph, o, target));
   DiskCache& disk = DiskCache::instance();
@@ -177,6 +180,7 @@ std::shared_ptr<const Executable> compile_parts(const Graph& g, std::vector<Part
     for (size_t k = 0; k < parts.size(); ++k)
       if (seen.insert(keys[k]).second && !disk.has(hash_hex(keys[k]))) todo.push_back(k);
   }
+  *loaded = todo.empty();
   // The distinct parts shared between this process and a child by their compile cost, largest
   // first, each to whichever has less so far (a part of two transformer blocks took 7 s, the
   // others 1-4: dealt alternately, one process waited 8 s for the other).
@@ -272,13 +276,14 @@ Compiled compile_as_requested(const Graph& g, const Options& options) {
       }
   }
   std::shared_ptr<const Executable> exe;
+  bool loaded = false;
   std::vector<Part> parts = parts_to_compile(g, o);
   if (!parts.empty()) {
     Options per_part = o;
     per_part.in_place.clear();
-    exe = compile_parts(g, std::move(parts), per_part, target);
+    exe = compile_parts(g, std::move(parts), per_part, target, &loaded);
   } else {
-    exe = compile_one(g, o, target, key);
+    exe = compile_one(g, o, target, key, &loaded);
   }
   log().debug("backend: '{}' ready ({}) in {:.1f} ms", g.name, o.schedule.str(), t.ms());
   std::lock_guard lock(mem.mu);
@@ -286,7 +291,7 @@ Compiled compile_as_requested(const Graph& g, const Options& options) {
   std::weak_ptr<const Executable>& slot = mem.entries[key];
   if (std::shared_ptr<const Executable> other = slot.lock()) return Compiled{other, true, t.ms()};  // another thread's
   slot = exe;
-  return Compiled{exe, false, t.ms()};
+  return Compiled{exe, false, t.ms(), loaded};
 }
 
 // compile() with a tuning database: the store tuning/ registered says whether it knows g.

@@ -83,7 +83,8 @@ struct JitOptions {
 
 struct JitStats {
   int64_t traces = 0;       // times the function was traced
-  int64_t compiles = 0;     // pipelines compiled (a trace may find its pipeline already compiled)
+  int64_t compiles = 0;     // pipelines compiled by this process (a trace may find its pipeline already compiled)
+  int64_t loaded = 0;       // pipelines read from the disk cache instead (compiled by an earlier process)
   int64_t cache_hits = 0;   // calls that ran compiled code without tracing
   double compile_ms = 0;    // time spent tracing, optimizing and compiling
   std::string schedule;     // of the latest compilation: "built-in", "unfused", "Adams2019", ..., or
