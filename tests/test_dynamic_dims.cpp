@@ -139,6 +139,15 @@ TEST_CASE("dynamic dims that cannot be one pipeline compile per size, correctly"
     CHECK_CLOSE(g(x), branchy(x));
   }
   CHECK(g.stats().dynamic_entries == 0);
+  // Its re-trace warning says why each size compiles its own, not to set dynamic_dims.
+  hjit::JitOptions warned = dynamic({{0, 0}});
+  warned.warn_after_retraces = 1;
+  auto w = hjit::jit(branchy, warned);
+  for (int64_t n : {4, 16, 5, 6}) w(test::random({n, 3}, DType::F32, uint64_t(n)));
+  const std::string warning = w.stats().recompile_warning;
+  CAPTURE(warning);
+  CHECK(warning.find("dynamic_dims are set, but one pipeline cannot serve every size") != std::string::npos);
+  CHECK(warning.find("name them in") == std::string::npos);
   // Size 0 never takes a pipeline made for every size; 1 does (the pipeline's tails are guarded
   // where its first size is below its splits).
   auto h = hjit::jit([](const Tensor& x) { return x * 3.0 + 1.0; }, dynamic({{0, 0}}));

@@ -154,7 +154,7 @@ TEST_CASE("version cache: signatures sharing a hash are told apart; a version mo
 }
 
 TEST_CASE("re-traces: counted after the first, with a warning past the threshold naming what changed") {
-  Retraces r("unit_retraces", 2);
+  Retraces r("unit_retraces", 2, false);
   Tensor x = Tensor::zeros({2});
   const CallArgs first = call_of({&x});
   r.on_trace(Signature::of(first, 1));
@@ -166,6 +166,24 @@ TEST_CASE("re-traces: counted after the first, with a warning past the threshold
   }
   CHECK(r.warning().find("re-traced 3 times") != std::string::npos);
   CHECK(r.warning().find("f32[5]") != std::string::npos);
+  CHECK(r.warning().find("name them in JitOptions::dynamic_dims") != std::string::npos);
+  // With dynamic_dims set, the advice is not to set them: what keeps each size apart, where one
+  // pipeline was found unable to serve them, else a size outside them.
+  for (const bool fixed : {true, false}) {
+    CAPTURE(fixed);
+    Retraces d("unit_retraces_dynamic", 2, true);
+    d.on_trace(Signature::of(first, 1));
+    d.on_built(Signature::of(first, 1));
+    if (fixed) d.on_sizes_fixed("C++ branches on the size");
+    for (int n = 3; n <= 5; ++n) {
+      Tensor y = Tensor::zeros({n});
+      d.on_trace(Signature::of(call_of({&y}), uint64_t(n)));
+    }
+    CHECK(d.warning().find("name them in JitOptions::dynamic_dims") == std::string::npos);
+    CHECK(d.warning().find("dynamic_dims are set") != std::string::npos);
+    CHECK((d.warning().find("C++ branches on the size") != std::string::npos) == fixed);
+    CHECK((d.warning().find("outside them") != std::string::npos) == !fixed);
+  }
 }
 
 TEST_CASE("guards: a version's values read while tracing, compared byte for byte") {

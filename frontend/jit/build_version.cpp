@@ -78,6 +78,7 @@ std::shared_ptr<CompiledFunction> compile_for_every_size(JitCore::State& s, Vers
     }
   }
   // Said once at warning level: later sizes fall back for the reason kept.
+  s.retraces.on_sizes_fixed(why);
   if (known_impossible) log().debug("jit '{}': dynamic_dims: compiling for these sizes only: {}", s.opt.name, why);
   else log().warn("jit '{}': dynamic_dims: one pipeline cannot serve every size, so each size compiles its own: {}", s.opt.name, why);
   v.sizes_key = Signature::of(args, Signature::hash_of(args, s.opt.name));

@@ -24,7 +24,7 @@
 namespace hjit::detail {
 
 JitCore::State::State(JitOptions o)
-    : opt(std::move(o)), cache(opt.max_cache_entries), retraces(opt.name, opt.warn_after_retraces), dynamic(opt.dynamic_dims) {
+    : opt(std::move(o)), cache(opt.max_cache_entries), retraces(opt.name, opt.warn_after_retraces, !opt.dynamic_dims.empty()), dynamic(opt.dynamic_dims) {
   request.name = opt.name;
   request.device = opt.device;
   request.cuda_capability = opt.cuda_capability;

@@ -38,12 +38,26 @@ void Retraces::on_trace(const Signature& key, const std::string& reason) {
     std::string what;
     for (const std::string& c : changes_) what += "\n  " + c;
     warning_ = "jit '" + name_ + "' has been re-traced " + std::to_string(retraces_) +
-               " times; each new signature or value read traces and compiles again. The latest changes:" + what +
-               "\nSizes that change every call (a sequence growing in generation, a last batch): name them in "
-               "JitOptions::dynamic_dims, and one pipeline serves every size; or pad them to a few sizes. Values that "
-               "change every call: pass them as Tensors rather than static arguments.";
+               " times; each new signature or value read traces and compiles again. The latest changes:" + what + "\n" +
+               sizes_advice() + " Values that change every call: pass them as Tensors rather than static arguments.";
     log().warn("{}", warning_);
   }
+}
+
+std::string Retraces::sizes_advice() const {
+  if (!dynamic_dims_set_)
+    return "Sizes that change every call (a sequence growing in generation, a last batch): name them in "
+           "JitOptions::dynamic_dims, and one pipeline serves every size; or pad them to a few sizes.";
+  if (!sizes_fixed_.empty())
+    return "JitOptions::dynamic_dims are set, but one pipeline cannot serve every size of them here, so each size "
+           "compiles its own: " + sizes_fixed_ + ". Pad the sizes to a few, or change what that names.";
+  return "JitOptions::dynamic_dims are set: a size that changes outside them (another argument or axis, in the "
+         "changes above) still traces again; name it there too, or pad it to a few sizes.";
+}
+
+void Retraces::on_sizes_fixed(const std::string& why) {
+  std::lock_guard lock(mu_);
+  sizes_fixed_ = why;
 }
 
 void Retraces::on_built(const Signature& key) {
