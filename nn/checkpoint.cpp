@@ -1,3 +1,6 @@
+#include <algorithm>
+
+#include <hjit/error.h>
 #include <hjit/io.h>
 #include <hjit/nn/checkpoint.h>
 
@@ -5,6 +8,31 @@ namespace hjit::nn {
 
 namespace {
 const std::string kModel = "model.", kOptim = "optim.";
+
+// The model's entries of a checkpoint against the model, before anything is loaded: a checkpoint
+// of another architecture or size is blamed on the model's layer, not on the optimizer's state
+// of the same parameter (which is named by index: "exp_avg.0").
+void check_model_entries(const std::string& path, const Module& model, const NamedTensors& saved, bool strict) {
+  const std::string who = "nn::load_checkpoint: '" + path + "'";
+  const NamedTensors mine = model.state();
+  for (const auto& [name, t] : saved) {
+    auto it = std::find_if(mine.begin(), mine.end(), [&](const auto& m) { return m.first == name; });
+    if (it == mine.end()) {
+      if (strict) throw ValueError(who + " holds '" + name + "', which the model has not (another architecture? strict = false skips it)");
+      continue;
+    }
+    if (t.shape() != it->second.shape())
+      throw ShapeError(who + ": the model's '" + name + "' is " + shape_str(it->second.shape()) + " but " + shape_str(t.shape()) +
+                       " in the checkpoint (a checkpoint of another model size?)");
+    if (t.dtype() != it->second.dtype())
+      throw DTypeError(who + ": the model's '" + name + "' is " + dtype_name(it->second.dtype()) + " but " + dtype_name(t.dtype()) +
+                       " in the checkpoint");
+  }
+  if (strict)
+    for (const auto& [name, t] : mine)
+      if (std::none_of(saved.begin(), saved.end(), [&](const auto& s) { return s.first == name; }))
+        throw ValueError(who + " holds nothing for the model's '" + name + "' (another architecture? strict = false leaves it)");
+}
 }  // namespace
 
 void save_checkpoint(const std::string& path, const Module& model, const optim::Optimizer* optimizer) {
@@ -26,6 +54,7 @@ void load_checkpoint(const std::string& path, Module& model, optim::Optimizer* o
   if (!foreign.empty()) throw ValueError("nn::load_checkpoint: '" + path + "' holds '" + foreign[0] + "', which is not a checkpoint's entry");
   if (optimizer && for_optim.empty())
     throw ValueError("nn::load_checkpoint: '" + path + "' holds no optimizer state (it was saved without an optimizer)");
+  check_model_entries(path, model, for_model, strict);
   // The optimizer's state is checked before the model is touched: a load that fails leaves both.
   if (optimizer) {
     const NamedTensors before = optimizer->state_dict();
