@@ -41,6 +41,20 @@ Tensor next_key() {
   return drawn;
 }
 
+Tensor process_key_now() {
+  std::lock_guard<std::mutex> lock(key_mu);
+  return process_key().clone();
+}
+
+void set_process_key(const Tensor& key) {
+  const Tensor shape_of = random::key(0);
+  if (key.dtype() != shape_of.dtype() || key.shape() != shape_of.shape())
+    throw ValueError("nn::set_process_key: a key is " + std::string(dtype_name(shape_of.dtype())) + shape_str(shape_of.shape()) + ", given " +
+                     dtype_name(key.dtype()) + shape_str(key.shape()));
+  std::lock_guard<std::mutex> lock(key_mu);
+  process_key() = key.clone();
+}
+
 namespace init {
 
 double calculate_gain(Nonlinearity nonlinearity, double param) {

@@ -236,6 +236,7 @@ Tensor Embedding::forward(const Tensor& ids) {
 
 Dropout::Dropout(double p_, std::optional<Tensor> key_) : p(p_), key(key_ ? *key_ : next_key()) {
   if (!(p >= 0 && p <= 1)) throw ValueError("nn::Dropout: p must be in [0, 1], given " + std::to_string(p));
+  register_key("key", key);
 }
 
 Tensor Dropout::forward(const Tensor& x) {

@@ -20,7 +20,7 @@ void Module::check_new_name(const std::string& name) const {
       else return e.first == name;
     });
   };
-  if (taken(params_) || taken(buffers_) || taken(children_))
+  if (taken(params_) || taken(buffers_) || taken(keys_) || taken(children_))
     throw ValueError("nn::Module: '" + name + "' is registered already in this module");
 }
 
@@ -32,6 +32,11 @@ void Module::register_parameter(const std::string& name, Tensor& slot) {
 void Module::register_buffer(const std::string& name, Tensor& slot) {
   check_new_name(name);
   buffers_.push_back({name, &slot});
+}
+
+void Module::register_key(const std::string& name, Tensor& slot) {
+  check_new_name(name);
+  keys_.push_back({name, &slot});
 }
 
 Module& Module::register_module(const std::string& name, Module& child) {
@@ -61,6 +66,23 @@ NamedTensors Module::named(std::vector<Slot> Module::*list) const {
 
 NamedTensors Module::named_parameters() const { return named(&Module::params_); }
 NamedTensors Module::named_buffers() const { return named(&Module::buffers_); }
+NamedTensors Module::named_keys() const { return named(&Module::keys_); }
+
+void Module::load_keys(const NamedTensors& keys, bool strict) {
+  assign_by_name(slots({&Module::keys_}), keys, strict, "nn::Module::load_keys");
+}
+
+// The slots themselves, so that assign reaches the members.
+std::vector<std::pair<std::string, Tensor*>> Module::slots(std::initializer_list<std::vector<Slot> Module::*> lists) const {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  std::vector<const Module*> seen;
+  walk("", seen, [&](const std::string& prefix, const Module& m) {
+    for (auto list : lists)
+      for (const Slot& s : m.*list)
+        if (s.tensor->defined()) out.push_back({prefix + s.name, s.tensor});
+  });
+  return out;
+}
 
 std::vector<Tensor> Module::parameters() const {
   std::vector<Tensor> out;
@@ -81,15 +103,7 @@ NamedTensors Module::state() const {
 }
 
 void Module::load_state(const NamedTensors& state, bool strict) {
-  // The slots themselves, so that assign reaches the members.
-  std::vector<std::pair<std::string, Tensor*>> slots;
-  std::vector<const Module*> seen;
-  walk("", seen, [&](const std::string& prefix, const Module& m) {
-    for (const auto* list : {&m.params_, &m.buffers_})
-      for (const Slot& s : *list)
-        if (s.tensor->defined()) slots.push_back({prefix + s.name, s.tensor});
-  });
-  assign_by_name(slots, state, strict, "nn::Module::load_state");
+  assign_by_name(slots({&Module::params_, &Module::buffers_}), state, strict, "nn::Module::load_state");
 }
 
 std::vector<std::pair<std::string, Module*>> Module::named_children() const { return children_; }

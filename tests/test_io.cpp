@@ -122,7 +122,103 @@ void train(Model& m, hjit::optim::AdamW& opt, int steps) {
   for (int i = 0; i < steps; ++i) step(x, y);
 }
 
+// With dropout between the layers, and a cosine schedule stepped after each jitted step: the
+// losses of `steps` steps.
+struct DropModel : hjit::nn::Module {
+  hjit::nn::Linear fc{3, 16}, out{16, 1};
+  hjit::nn::BatchNorm bn{16};
+  hjit::nn::Dropout drop{0.3};
+  DropModel() {
+    register_module("fc", fc);
+    register_module("bn", bn);
+    register_module("drop", drop);
+    register_module("out", out);
+  }
+  Tensor operator()(const Tensor& x) { return out(drop(hjit::relu(bn(fc(x))))); }
+};
+
+std::vector<float> train_scheduled(DropModel& m, hjit::optim::AdamW& opt, hjit::optim::LRScheduler& schedule, int steps) {
+  const Tensor x = test::random({8, 3}, DType::F32, 13), y = test::random({8, 1}, DType::F32, 14);
+  const std::vector<Tensor> params = m.parameters();
+  auto loss = [&](const Tensor& x, const Tensor& y) {
+    const Tensor d = m(x) - y;
+    return hjit::mean(d * d);
+  };
+  auto step = hjit::jit([&](const Tensor& x, const Tensor& y) {
+    auto [l, g] = hjit::value_and_grad(loss, params)(x, y);
+    opt.step(g);
+    return l;
+  });
+  std::vector<float> losses;
+  for (int i = 0; i < steps; ++i) {
+    losses.push_back(step(x, y).item<float>());
+    schedule.step();
+  }
+  return losses;
+}
+
 }  // namespace
+
+TEST_CASE("a resumed training run is bit-identical to the uninterrupted one: dropout's keys, AdamW, a cosine schedule, batch norm") {
+  namespace nn = hjit::nn;
+  const std::string path = test::scratch_dir("checkpoint") + "/resume.hjit";
+  nn::manual_seed(5);
+  DropModel whole;
+  hjit::optim::AdamW whole_opt(whole.parameters(), 0.05);
+  hjit::optim::CosineAnnealingLR whole_schedule(whole_opt, 8);
+  const std::vector<float> whole_losses = train_scheduled(whole, whole_opt, whole_schedule, 8);
+  const Tensor whole_process_key = nn::process_key_now();
+
+  nn::manual_seed(5);
+  DropModel first;
+  hjit::optim::AdamW first_opt(first.parameters(), 0.05);
+  hjit::optim::CosineAnnealingLR first_schedule(first_opt, 8);
+  const std::vector<float> first_losses = train_scheduled(first, first_opt, first_schedule, 4);
+  nn::save_checkpoint(path, first, &first_opt, &first_schedule);
+
+  // Another seed, rate and schedule start: the checkpoint replaces them all.
+  nn::manual_seed(77);
+  DropModel resumed;
+  hjit::optim::AdamW resumed_opt(resumed.parameters(), 0.5);
+  hjit::optim::CosineAnnealingLR resumed_schedule(resumed_opt, 8);
+  nn::load_checkpoint(path, resumed, &resumed_opt, true, &resumed_schedule);
+  CHECK(resumed_schedule.steps() == 4);
+  CHECK(resumed_schedule.base_lr() == 0.05);
+  CHECK(resumed_opt.lr() == first_opt.lr());
+  std::vector<float> losses = first_losses;
+  for (float l : train_scheduled(resumed, resumed_opt, resumed_schedule, 4)) losses.push_back(l);
+  CHECK(losses == whole_losses);
+  const hjit::NamedTensors want = whole.state(), got = resumed.state();
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(want[i].first);
+    CHECK(test::compare(got[i].second, want[i].second, 0).empty());
+  }
+  CHECK(test::compare(resumed.drop.key, whole.drop.key, 0).empty());
+  CHECK(test::compare(nn::process_key_now(), whole_process_key, 0).empty());
+  const hjit::NamedTensors opt_want = whole_opt.state_dict(), opt_got = resumed_opt.state_dict();
+  REQUIRE(opt_got.size() == opt_want.size());
+  for (size_t i = 0; i < opt_want.size(); ++i) CHECK(test::compare(opt_got[i].second, opt_want[i].second, 0).empty());
+
+  // Modes come back as they were saved, module by module.
+  first.eval();
+  first.drop.train();
+  nn::save_checkpoint(path, first, &first_opt, &first_schedule);
+  resumed.train();
+  nn::load_checkpoint(path, resumed, &resumed_opt, true, &resumed_schedule);
+  CHECK_FALSE(resumed.training());
+  CHECK_FALSE(resumed.bn.training());
+  CHECK(resumed.drop.training());
+  // A schedule the file lacks, or a broken one: typed errors, nothing assigned.
+  nn::save_checkpoint(path, first, &first_opt);
+  CHECK_THROWS_WITH_AS(nn::load_checkpoint(path, resumed, &resumed_opt, true, &resumed_schedule), doctest::Contains("no schedule state"),
+                       hjit::ValueError);
+  CHECK_THROWS_AS(resumed_schedule.load_state_dict({{"steps", Tensor::scalar(-1, DType::I64)}, {"base_lr", Tensor::scalar(0.1, DType::F64)}}),
+                  hjit::ValueError);
+  CHECK_THROWS_AS(resumed_schedule.load_state_dict({{"steps", Tensor::scalar(1.5, DType::F32)}, {"base_lr", Tensor::scalar(0.1, DType::F64)}}),
+                  hjit::DTypeError);
+  CHECK(resumed_schedule.steps() == 4);
+}
 
 TEST_CASE("a checkpoint resumes training exactly: parameters, buffers and Adam's state") {
   namespace nn = hjit::nn;

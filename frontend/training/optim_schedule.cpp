@@ -21,6 +21,35 @@ void LRScheduler::step() {
   last_lr_ = lr;
 }
 
+NamedTensors LRScheduler::state_dict() const {
+  return {{"steps", Tensor::scalar(double(steps_), DType::I64)}, {"base_lr", Tensor::scalar(base_lr_, DType::F64)}};
+}
+
+void LRScheduler::load_state_dict(const NamedTensors& state) {
+  auto entry = [&](const char* name, DType dtype) {
+    for (const auto& [n, t] : state)
+      if (n == name) {
+        if (t.dtype() != dtype || t.numel() != 1)
+          throw DTypeError(std::string("LRScheduler::load_state_dict: '") + name + "' must be one " + dtype_name(dtype) + " value");
+        return t;
+      }
+    throw ValueError(std::string("LRScheduler::load_state_dict: the state holds no '") + name + "'");
+  };
+  const int64_t steps = entry("steps", DType::I64).item<int64_t>();
+  const double base = entry("base_lr", DType::F64).item<double>();
+  if (steps < 0 || !std::isfinite(base)) throw ValueError("LRScheduler::load_state_dict: a negative step count or a rate that is not finite");
+  const double saved_base = base_lr_;
+  base_lr_ = base;
+  try {
+    const double lr = lr_at(steps);
+    opt_.set_lr(lr);
+    steps_ = steps, last_lr_ = lr;
+  } catch (...) {
+    base_lr_ = saved_base;
+    throw;
+  }
+}
+
 StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma) : LRScheduler(opt), step_size_(step_size), gamma_(gamma) {
   if (step_size <= 0 || !(gamma > 0)) throw ValueError("StepLR: needs step_size > 0 and gamma > 0");
   start();

@@ -22,6 +22,12 @@ class LRScheduler {
   double last_lr() const { return last_lr_; }  // the rate set last
   double base_lr() const { return base_lr_; }  // the optimizer's rate when the schedule was made
 
+  // Its position, for checkpoints: "steps" (i64) and "base_lr" (f64) as scalars. load_state_dict
+  // moves the schedule there and sets the optimizer's rate to the schedule's value at that step
+  // (ValueError for a missing entry or a negative step count, DTypeError for another type).
+  NamedTensors state_dict() const;
+  void load_state_dict(const NamedTensors& state);
+
  protected:
   explicit LRScheduler(Optimizer& opt);
   void start();  // sets the rate of step 0: called by each schedule's constructor

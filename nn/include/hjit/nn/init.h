@@ -15,6 +15,10 @@ namespace hjit::nn {
 
 void manual_seed(uint64_t seed);
 Tensor next_key();  // a fresh key from the process-wide one
+// The process-wide key itself (a copy), and setting it: what a checkpoint holds of it, so that
+// layers made after a resume draw what they would have drawn.
+Tensor process_key_now();
+void set_process_key(const Tensor& key);  // ValueError for a tensor that is not a key
 
 namespace init {
 

@@ -20,6 +20,7 @@
 //   auto run = hjit::jit([&](const Tensor& x) { return net(x); });
 //   run(x);  net.eval();  run(x);  // traced and compiled again, in eval mode; net.train() returns to the first
 #pragma once
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
@@ -46,8 +47,13 @@ class Module {
   // Buffers: state that is not trained (batch norm's running statistics).
   NamedTensors named_buffers() const;
   std::vector<Tensor> buffers() const;
-  // Parameters, then buffers: what a checkpoint holds (torch's state_dict).
+  // Parameters, then buffers: torch's state_dict.
   NamedTensors state() const;
+  // Random keys the module draws from as it runs (dropout's): not in state() (PyTorch keeps its
+  // generator apart), but in a checkpoint, which a resumed run must continue exactly.
+  NamedTensors named_keys() const;
+  // Sets the keys by name (assign; strict: every name on both sides, as load_state).
+  void load_keys(const NamedTensors& keys, bool strict = true);
   // Sets each named tensor from `state` (by assign: the handles that jitted functions and
   // optimizers hold see the values). strict: a name the module lacks or one the state lacks is a
   // ValueError naming them; a shape that differs is a ShapeError, a dtype a DTypeError, always
@@ -68,6 +74,7 @@ class Module {
   // of the registering module; an undefined tensor (a bias turned off) is left out of the lists.
   void register_parameter(const std::string& name, Tensor& slot);
   void register_buffer(const std::string& name, Tensor& slot);
+  void register_key(const std::string& name, Tensor& slot);
   Module& register_module(const std::string& name, Module& child);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> child) {
@@ -83,10 +90,11 @@ class Module {
   };
   void check_new_name(const std::string& name) const;
   NamedTensors named(std::vector<Slot> Module::*list) const;
+  std::vector<std::pair<std::string, Tensor*>> slots(std::initializer_list<std::vector<Slot> Module::*> lists) const;
   template <class Visit>
   void walk(const std::string& prefix, std::vector<const Module*>& seen, Visit&& visit) const;
 
-  std::vector<Slot> params_, buffers_;
+  std::vector<Slot> params_, buffers_, keys_;
   std::vector<std::pair<std::string, Module*>> children_;
   std::vector<std::shared_ptr<Module>> owned_;
   bool training_ = true;
