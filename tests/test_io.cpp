@@ -106,9 +106,11 @@ struct Model : hjit::nn::Module {
   Tensor operator()(const Tensor& x) { return out(hjit::relu(bn(fc(x)))); }
 };
 
-// `steps` jitted AdamW steps of a regression.
-void train(Model& m, hjit::optim::AdamW& opt, int steps) {
-  const Tensor x = test::random({8, 3}, DType::F32, 11), y = test::random({8, 1}, DType::F32, 12);
+// `steps` jitted AdamW steps of a regression on inputs drawn from `seed`, a schedule (if any)
+// stepped after each: the losses.
+template <class M>
+std::vector<float> train_steps(M& m, hjit::optim::AdamW& opt, int steps, uint64_t seed, hjit::optim::LRScheduler* schedule = nullptr) {
+  const Tensor x = test::random({8, 3}, DType::F32, seed), y = test::random({8, 1}, DType::F32, seed + 1);
   const std::vector<Tensor> params = m.parameters();
   auto loss = [&](const Tensor& x, const Tensor& y) {
     const Tensor d = m(x) - y;
@@ -119,8 +121,15 @@ void train(Model& m, hjit::optim::AdamW& opt, int steps) {
     opt.step(g);
     return l;
   });
-  for (int i = 0; i < steps; ++i) step(x, y);
+  std::vector<float> losses;
+  for (int i = 0; i < steps; ++i) {
+    losses.push_back(step(x, y).template item<float>());
+    if (schedule) schedule->step();
+  }
+  return losses;
 }
+
+void train(Model& m, hjit::optim::AdamW& opt, int steps) { train_steps(m, opt, steps, 11); }
 
 // With dropout between the layers, and a cosine schedule stepped after each jitted step: the
 // losses of `steps` steps.
@@ -138,23 +147,7 @@ struct DropModel : hjit::nn::Module {
 };
 
 std::vector<float> train_scheduled(DropModel& m, hjit::optim::AdamW& opt, hjit::optim::LRScheduler& schedule, int steps) {
-  const Tensor x = test::random({8, 3}, DType::F32, 13), y = test::random({8, 1}, DType::F32, 14);
-  const std::vector<Tensor> params = m.parameters();
-  auto loss = [&](const Tensor& x, const Tensor& y) {
-    const Tensor d = m(x) - y;
-    return hjit::mean(d * d);
-  };
-  auto step = hjit::jit([&](const Tensor& x, const Tensor& y) {
-    auto [l, g] = hjit::value_and_grad(loss, params)(x, y);
-    opt.step(g);
-    return l;
-  });
-  std::vector<float> losses;
-  for (int i = 0; i < steps; ++i) {
-    losses.push_back(step(x, y).item<float>());
-    schedule.step();
-  }
-  return losses;
+  return train_steps(m, opt, steps, 13, &schedule);
 }
 
 }  // namespace
