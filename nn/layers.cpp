@@ -1,8 +1,10 @@
 // The layers of layers.h: parameters made and initialized as torch.nn makes them, forward passes
 // through the functional ops.
+#include <cctype>
 #include <cmath>
 #include <string>
 
+#include <hjit/autocast.h>
 #include <hjit/error.h>
 #include <hjit/nn/init.h>
 #include <hjit/nn/layers.h>
@@ -26,6 +28,18 @@ void torch_default_init(Tensor& weight, Tensor& bias) {
     const double bound = fan_in > 0 ? 1 / std::sqrt(double(fan_in)) : 0;
     init::uniform_(bias, -bound, bound);
   }
+}
+
+// An input of another floating dtype than the layer's parameters is a DTypeError, as PyTorch's
+// "expected scalar type": promoted silently, an f64 input ran the whole model in f64 (and a bf16
+// one in f32). Under autocast the contractions cast their operands by its rules instead.
+void check_input_dtype(const char* layer, const Tensor& x, const Tensor& param) {
+  if (!param.defined() || autocast_dtype() || !is_floating(x.dtype()) || !is_floating(param.dtype()) || x.dtype() == param.dtype()) return;
+  std::string enumerator = dtype_name(param.dtype());
+  for (char& c : enumerator) c = char(std::toupper(static_cast<unsigned char>(c)));
+  throw DTypeError(std::string("nn::") + layer + ": the input is " + dtype_name(x.dtype()) + " but the layer's parameters are " +
+                   dtype_name(param.dtype()) + "; convert one to the other (x.astype(DType::" + enumerator +
+                   ") in the caller's code), or run under hjit::autocast");
 }
 
 void check_groups(const char* layer, int64_t in, int64_t out, int64_t groups) {
@@ -65,6 +79,7 @@ Tensor Linear::forward(const Tensor& x) {
   const int64_t in = weight_only.on() ? weight_only.shape[1] : weight.shape()[1];
   if (x.ndim() == 0 || x.shape().back() != in)
     throw ShapeError("nn::Linear: takes inputs [..., " + std::to_string(in) + "], given " + shape_str(x.shape()));
+  check_input_dtype("Linear", x, weight);
   int8.observe(x, "Linear");
   Tensor y;
   if (weight_only.on()) {
@@ -99,7 +114,10 @@ std::optional<Tensor> optional(const Tensor& t) { return t.defined() ? std::opti
 Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, int64_t stride_, int64_t padding_, int64_t dilation_, int64_t groups_, bool with_bias)
     : ConvLayer("Conv1d", in, out, {k}, groups_, with_bias, false), stride(stride_), padding(padding_), dilation(dilation_), groups(groups_) {}
 
-Tensor Conv1d::forward(const Tensor& x) { return conv1d(x, weight, optional(bias), stride, padding, dilation, groups); }
+Tensor Conv1d::forward(const Tensor& x) {
+  check_input_dtype("Conv1d", x, weight);
+  return conv1d(x, weight, optional(bias), stride, padding, dilation, groups);
+}
 
 Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Size2 stride_, Size2 padding_, Size2 dilation_, int64_t groups_, bool with_bias)
     : ConvLayer("Conv2d", in, out, {k[0], k[1]}, groups_, with_bias, false), stride(stride_), padding(padding_), dilation(dilation_),
@@ -108,6 +126,7 @@ Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Size2 stride_, Size2 padding_, 
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
+  check_input_dtype("Conv2d", x, weight);
   int8.observe(x, "Conv2d");
   if (!int8.on() || (x.ndim() != 4 && x.ndim() != 3)) return conv2d(x, weight, optional(bias), stride, padding, dilation, groups);
   // An unbatched [C, H, W] input is a batch of one.
@@ -122,7 +141,10 @@ Conv3d::Conv3d(int64_t in, int64_t out, Size3 k, Size3 stride_, Size3 padding_, 
     : ConvLayer("Conv3d", in, out, {k[0], k[1], k[2]}, groups_, with_bias, false), stride(stride_), padding(padding_), dilation(dilation_),
       groups(groups_) {}
 
-Tensor Conv3d::forward(const Tensor& x) { return conv3d(x, weight, optional(bias), stride, padding, dilation, groups); }
+Tensor Conv3d::forward(const Tensor& x) {
+  check_input_dtype("Conv3d", x, weight);
+  return conv3d(x, weight, optional(bias), stride, padding, dilation, groups);
+}
 
 ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, Size2 k, Size2 stride_, Size2 padding_, Size2 output_padding_, int64_t groups_,
                                  bool with_bias, Size2 dilation_)
@@ -130,6 +152,7 @@ ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, Size2 k, Size2 stride_
       output_padding(output_padding_), dilation(dilation_), groups(groups_) {}
 
 Tensor ConvTranspose2d::forward(const Tensor& x) {
+  check_input_dtype("ConvTranspose2d", x, weight);
   return conv_transpose2d(x, weight, optional(bias), stride, padding, output_padding, groups, dilation);
 }
 
@@ -154,6 +177,7 @@ Tensor BatchNorm::forward(const Tensor& x) {
   const int64_t C = weight.defined() ? weight.shape()[0] : running_mean.defined() ? running_mean.shape()[0] : -1;
   if (x.ndim() < 2 || (C >= 0 && x.shape()[1] != C))
     throw ShapeError("nn::BatchNorm: takes [N, " + std::to_string(C) + ", ...], given " + shape_str(x.shape()));
+  check_input_dtype("BatchNorm", x, weight.defined() ? weight : running_mean);
   if (training() && num_batches_tracked.defined()) num_batches_tracked.assign(num_batches_tracked + int64_t(1));
   if (training() || !running_mean.defined())
     return batch_norm_training(x, optional(running_mean), optional(running_var), optional(weight), optional(bias), momentum, eps);
@@ -175,6 +199,7 @@ Tensor LayerNorm::forward(const Tensor& x) {
   const size_t k = normalized_shape.size();
   if (size_t(x.ndim()) < k || !std::equal(normalized_shape.begin(), normalized_shape.end(), x.shape().end() - long(k)))
     throw ShapeError("nn::LayerNorm: takes inputs ending in " + shape_str(normalized_shape) + ", given " + shape_str(x.shape()));
+  check_input_dtype("LayerNorm", x, weight);
   if (k == 1) return layer_norm(x, optional(weight), optional(bias), eps);
   int64_t inner = 1;
   for (int64_t s : normalized_shape) inner *= s;
@@ -191,6 +216,7 @@ RMSNorm::RMSNorm(int64_t dim, double eps_, bool elementwise_affine) : eps(eps_) 
 }
 
 Tensor RMSNorm::forward(const Tensor& x) {
+  check_input_dtype("RMSNorm", x, weight);
   return rms_norm(x, optional(weight), eps);
 }
 
@@ -208,6 +234,7 @@ Tensor GroupNorm::forward(const Tensor& x) {
   if (x.ndim() < 2 || x.shape()[1] % num_groups != 0 || (C >= 0 && x.shape()[1] != C))
     throw ShapeError("nn::GroupNorm: takes [N, C, ...] with C " + (C >= 0 ? "= " + std::to_string(C) : "a multiple of " + std::to_string(num_groups)) +
                      ", given " + shape_str(x.shape()));
+  check_input_dtype("GroupNorm", x, weight);
   int64_t per_group = x.shape()[1] / num_groups;
   for (int d = 2; d < x.ndim(); ++d) per_group *= x.shape()[size_t(d)];
   Tensor y = layer_norm(x.reshape({x.shape()[0], num_groups, per_group}), std::nullopt, std::nullopt, eps).reshape(x.shape());

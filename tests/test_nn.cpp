@@ -6,6 +6,7 @@
 #include <numeric>
 #include <vector>
 
+#include <hjit/autocast.h>
 #include <hjit/nn.h>
 #include <hjit/optim.h>
 
@@ -404,6 +405,24 @@ TEST_CASE("a jitted function runs the version of its modules' mode: a switch tra
   });
   step(x, true), step(x, false), step(x, true), step(x, false);
   CHECK(step.stats().traces == 2);
+}
+
+TEST_CASE("an input of another floating dtype than a layer's parameters is a DTypeError naming the layer, eagerly and jitted; autocast casts") {
+  nn::Linear fc(4, 3);
+  nn::Conv2d conv(2, 3, {3, 3});
+  nn::LayerNorm ln({4});
+  nn::BatchNorm bn(2);
+  const Tensor x64 = rnd({5, 4}, 1).astype(DType::F64), img64 = rnd({1, 2, 5, 5}, 2).astype(DType::F64);
+  CHECK_THROWS_WITH_AS(fc(x64), doctest::Contains("nn::Linear: the input is f64 but the layer's parameters are f32"), hjit::DTypeError);
+  CHECK_THROWS_AS(conv(img64), hjit::DTypeError);
+  CHECK_THROWS_AS(ln(x64), hjit::DTypeError);
+  CHECK_THROWS_AS(bn(img64), hjit::DTypeError);
+  auto f = hjit::jit([&](const Tensor& v) { return fc(v); });
+  CHECK_THROWS_AS(f(x64), hjit::DTypeError);
+  CHECK(f(x64.astype(DType::F32)).dtype() == DType::F32);
+  // Under autocast the contractions cast their operands: no mismatch.
+  auto scope = hjit::autocast(DType::BF16);
+  CHECK(fc(rnd({5, 4}, 3).astype(DType::BF16)).dtype() == DType::BF16);
 }
 
 TEST_CASE("embedding, dropout, flatten and Sequential") {
