@@ -117,4 +117,32 @@ void build_version(JitCore::State& s, Version& v, const CallArgs& args, Tracer t
   v.built.done();
 }
 
+ChainedVersion chained_version(JitCore::State& s, Version& v, std::shared_ptr<Version> Version::*slot, const std::string& reason,
+                               const CallArgs& args, Tracer trace) {
+  std::shared_ptr<Version> other;
+  bool claimed = false;
+  {
+    std::lock_guard lock(v.next_mu);
+    if (!(v.*slot)) {
+      v.*slot = std::make_shared<Version>();
+      (v.*slot)->key = v.key;
+      claimed = true;
+    }
+    other = v.*slot;
+  }
+  if (!claimed) {
+    other->built.wait();
+    return {other, false};
+  }
+  s.retraces.on_trace(other->key, reason);
+  try {
+    build_version(s, *other, args, trace);
+  } catch (...) {
+    std::lock_guard lock(v.next_mu);
+    v.*slot = nullptr;
+    throw;
+  }
+  return {other, true};
+}
+
 }  // namespace hjit::detail

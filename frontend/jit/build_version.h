@@ -15,4 +15,14 @@ namespace hjit::detail {
 void build_version(JitCore::State& s, Version& v, const CallArgs& args, Tracer trace,
                    const std::function<void(TraceState&)>& setup = nullptr);
 
+// The version chained after v in `slot` (Version::next for guards, other_flags for flags): made,
+// traced and built by this call where there was none (logged as a re-trace for `reason`; the slot
+// is emptied again if the build fails), else waited for while another call builds it.
+struct ChainedVersion {
+  std::shared_ptr<Version> version;
+  bool built_here = false;
+};
+ChainedVersion chained_version(JitCore::State& s, Version& v, std::shared_ptr<Version> Version::*slot, const std::string& reason,
+                               const CallArgs& args, Tracer trace);
+
 }  // namespace hjit::detail

@@ -30,32 +30,16 @@ GuardedRun run_until_guards_hold(JitCore::State& s, std::shared_ptr<Version> v, 
     if (!failed) return {v, reused, false, std::move(call_lock)};
     call_lock = {};
     ++s.guard_failures;
-    std::shared_ptr<Version> next;
-    bool claimed = false;
-    {
-      std::lock_guard lock(v->next_mu);
-      if (!v->next) {  // no version read these values: this call traces one (running itself eagerly)
-        v->next = std::make_shared<Version>();
-        v->next->key = v->key;
-        claimed = true;
-      }
-      next = v->next;
+    // Where no version read these values, this call traces one (running itself eagerly).
+    ChainedVersion next = chained_version(s, *v, &Version::next,
+                                          "value read " + std::to_string(*failed + 1) + " of " + std::to_string(v->guards.size()) +
+                                              " while tracing differs from every version's",
+                                          args, trace);
+    if (next.built_here) {
+      outputs = std::move(next.version->first_outputs);
+      return {next.version, 0, true, {}};
     }
-    if (claimed) {
-      s.retraces.on_trace(next->key, "value read " + std::to_string(*failed + 1) + " of " + std::to_string(v->guards.size()) +
-                                         " while tracing differs from every version's");
-      try {
-        build_version(s, *next, args, trace);
-      } catch (...) {
-        std::lock_guard lock(v->next_mu);
-        v->next = nullptr;
-        throw;
-      }
-      outputs = std::move(next->first_outputs);
-      return {next, 0, true, {}};
-    }
-    next->built.wait();
-    v = next;
+    v = std::move(next.version);
   }
 }
 

@@ -142,7 +142,7 @@ std::vector<Tensor> JitCore::call(const CallArgs& args, Tracer trace, const std:
   if (donates) check_donate(s.opt.name, s.opt.donate, args);
   auto [version, built_here] = acquire(s, args, trace);
   if (!built_here && !version->flags.empty()) {
-    FlaggedVersion f = version_for_flags(s, std::move(version), args, trace);
+    ChainedVersion f = version_for_flags(s, std::move(version), args, trace);
     version = std::move(f.version), built_here = f.built_here;
   }
   std::vector<Tensor> outputs;

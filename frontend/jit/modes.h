@@ -6,15 +6,12 @@
 #include <utility>
 #include <vector>
 
-#include "frontend/jit/state.h"
+#include "frontend/jit/build_version.h"
 
 namespace hjit::detail {
 
-struct FlaggedVersion {
-  std::shared_ptr<Version> version;
-  bool built_here = false;  // traced and compiled by this call (in TraceMode::Concrete, run too)
-};
-// v, or the version chained after it whose flags hold, built here where none does.
-FlaggedVersion version_for_flags(JitCore::State& s, std::shared_ptr<Version> v, const CallArgs& args, Tracer trace);
+// v, or the version chained after it whose flags hold, built here where none does (built_here:
+// traced and compiled by this call; in TraceMode::Concrete, run too).
+ChainedVersion version_for_flags(JitCore::State& s, std::shared_ptr<Version> v, const CallArgs& args, Tracer trace);
 
 }  // namespace hjit::detail
