@@ -28,7 +28,10 @@ enum OpTrait : uint32_t {
   // Communicates with the other ranks of the process group (hjit/distributed.h): runs as a host
   // step between compiled pipelines, and every rank must run the same ones in the same order, so
   // passes never fold, merge or drop one (a result nobody reads is still computed).
-  Collective = 1u << 12
+  Collective = 1u << 12,
+  // Reads its operands' sizes, never their values (numel): the backend computes it from extents,
+  // so the operand is not a use that makes it stored or keeps it alive in a pipeline.
+  ShapeOnly = 1u << 13
 };
 
 struct InferArgs {

@@ -118,6 +118,17 @@ TensorType infer_reduce(const InferArgs& a) {
   return out;
 }
 
+TensorType infer_numel(const InferArgs& a) {
+  const TensorType& x = *a.in[0];
+  const std::vector<int64_t>& axes = a.attrs.ints("axes");
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] < 0 || axes[i] >= x.rank() || (i > 0 && axes[i] <= axes[i - 1]))
+      throw ShapeError(name_of(a) + ": axes must be distinct, sorted and in range for " + x.str() + ", got " + shape_str(axes));
+  const DType t = a.attrs.dtype("dtype");
+  if (t == DType::Bool) throw DTypeError(name_of(a) + ": cannot count in bool");
+  return TensorType{t, {}};
+}
+
 TensorType infer_arg_reduce(const InferArgs& a) {
   const TensorType& x = *a.in[0];
   int64_t axis = checked_axis(a, a.attrs.i("axis"), x.rank());

@@ -17,6 +17,7 @@ TensorType infer_compare(const InferArgs& a);
 TensorType infer_where(const InferArgs& a);
 TensorType infer_reduce(const InferArgs& a);
 TensorType infer_arg_reduce(const InferArgs& a);
+TensorType infer_numel(const InferArgs& a);
 TensorType infer_matmul(const InferArgs& a);
 TensorType infer_int_matmul(const InferArgs& a);
 TensorType infer_int_conv2d(const InferArgs& a);

@@ -107,6 +107,7 @@ std::optional<ValueRange> ValueRanges::compute(int id, int depth) {
     case OpKind::Cast: return type_range(g_.type(n.inputs[0]).dtype);  // (an integer's or a bool's: its type's range)
     case OpKind::Full: return literal(n.attrs.f("value"));
     case OpKind::Constant: return constant(n);
+    case OpKind::Numel: return ValueRange{0.0, 2147483648.0, true, 2147483648.0};  // (at any size: it may be dynamic)
     case OpKind::Add:
     case OpKind::Sub:
     case OpKind::Mul:

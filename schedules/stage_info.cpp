@@ -10,7 +10,7 @@
 
 namespace hjit::schedules {
 
-bool is_source(const backend::Stage& s) { return has_trait(s.op, Source); }
+bool is_source(const backend::Stage& s) { return has_trait(s.op, Source) || has_trait(s.op, ShapeOnly); }
 bool has_reduction(const backend::Stage& s) { return !s.rvars.empty(); }
 bool reduces_innermost(const backend::LoweredPipeline& p, const backend::Stage& s) {
   const Node& n = p.graph->node(s.node);

@@ -7,7 +7,8 @@
 
 namespace hjit::schedules {
 
-// Sources (inputs, constants, fills, iota) are never scheduled: they inline into their readers.
+// Sources (inputs, constants, fills, iota) and counts of sizes (numel) are never scheduled: they
+// inline into their readers.
 bool is_source(const backend::Stage& s);
 // The stage has a reduction (an update definition over a domain).
 bool has_reduction(const backend::Stage& s);

@@ -304,6 +304,7 @@ Group reductions(int rank, bool floating, bool empty) {
       for (bool keep : {false, true}) {
         out.push_back(hjit::sum(x, axes, keep));
         if (floating) out.push_back(hjit::mean(x, axes, keep));
+        if (!keep) out.push_back(hjit::numel(x, axes, floating ? x.dtype() : DType::I64));
         if (!empty) out.push_back(hjit::max(x, axes, keep)), out.push_back(hjit::min(x, axes, keep));
       }
     if (!empty && x.dtype() != DType::Bool)

@@ -2,6 +2,7 @@
 // compiled against eager at every size; where one pipeline cannot hold (C++ that branches on a
 // size, a value computed from it, sizes below the schedule's), a compile per size, still correct.
 #include <hjit/nn.h>
+#include <hjit/optim.h>
 
 #include "examples/llama_attention.h"
 #include "tests/support.h"
@@ -122,12 +123,12 @@ TEST_CASE("dynamic dims: two arguments of one length move together, two lengths 
 }
 
 TEST_CASE("dynamic dims that cannot be one pipeline compile per size, correctly") {
-  // mean over the dynamic axis divides by a number computed from the size: a value, not a shape.
-  auto mean0 = [](const Tensor& x) { return hjit::mean(x, {0}); };
-  auto f = hjit::jit(mean0, dynamic({{0, 0}}));
+  // A number computed from the size in C++ is a value, not a shape (hjit::numel is the traced one).
+  auto scaled = [](const Tensor& x) { return x * double(x.dim(0)); };
+  auto f = hjit::jit(scaled, dynamic({{0, 0}}));
   for (int64_t n : {3, 8, 21}) {
     Tensor x = test::random({n, 4}, DType::F32, uint64_t(n));
-    CHECK_CLOSE(f(x), mean0(x));
+    CHECK_CLOSE(f(x), scaled(x));
   }
   CHECK(f.stats().dynamic_entries == 0);
   CHECK(f.stats().traces == 3);
@@ -199,6 +200,117 @@ TEST_CASE("generation compiles once: embeddings, causal attention, a slice from 
   CHECK(g.stats().dynamic_entries == 1);
   CHECK(g.stats().traces == 1);
   CHECK_THROWS_AS(g(test::random({1, 5, 16}, DType::F32, 1), Tensor::from_vector<int32_t>({7}, {1})), hjit::IndexError);
+}
+
+TEST_CASE("reductions over a dynamic axis stay dynamic: mean, numel, norms, batch norm's statistics, losses") {
+  const Tensor w = test::random({5}, DType::F32, 4), b = test::random({5}, DType::F32, 5);
+  auto stats = [&](const Tensor& x) {  // x [n, 5]
+    const Tensor centered = x - hjit::mean(x, {0}, true);
+    return std::make_tuple(hjit::mean(x, {0}), hjit::mean(x), hjit::mean(centered * centered, {0}),
+                           hjit::sum(x) / hjit::numel(x), hjit::numel(x, {0}, DType::I64), hjit::softmax(x, 0),
+                           hjit::layer_norm(hjit::transpose(x, {1, 0}), std::nullopt, std::nullopt));
+  };
+  for (int level : {0, 1, 2}) {
+    CAPTURE(level);
+    auto f = hjit::jit(stats, dynamic({{0, 0}}, level));
+    for (int64_t n : {6, 2, 37, 128, 3}) {
+      CAPTURE(n);
+      const Tensor x = test::random({n, 5}, DType::F32, uint64_t(n));
+      const auto got = f(x);
+      const auto want = stats(x);
+      CHECK_CLOSE(std::get<0>(got), std::get<0>(want));
+      CHECK_CLOSE(std::get<1>(got), std::get<1>(want));
+      CHECK_CLOSE(std::get<2>(got), std::get<2>(want));
+      CHECK_CLOSE(std::get<3>(got), std::get<3>(want));
+      CHECK(std::get<4>(got).item<int64_t>() == n);
+      CHECK_CLOSE(std::get<5>(got), std::get<5>(want));
+      CHECK_CLOSE(std::get<6>(got), std::get<6>(want));
+    }
+    CHECK(f.stats().traces == 1);
+    CHECK(f.stats().dynamic_entries == 1);
+  }
+  // Two dynamic sizes under one mean (its count is their product, not an affine form of them).
+  auto both = [](const Tensor& x) { return hjit::mean(x * x); };
+  auto g = hjit::jit(both, dynamic({{0, 0}, {0, 1}}));
+  for (auto [n, m] : {std::pair<int64_t, int64_t>{4, 6}, {9, 3}, {20, 31}}) {
+    const Tensor x = test::random({n, m}, DType::F32, uint64_t(n * m));
+    CHECK_CLOSE(g(x), both(x));
+  }
+  CHECK(g.stats().traces == 1);
+  // Batch norm in training mode: its output and the running statistics it updates (n / (n - 1)
+  // from the dynamic batch), against the same layer run eagerly.
+  hjit::nn::manual_seed(3);
+  hjit::nn::BatchNorm2d compiled_bn(3), eager_bn(3);
+  auto bn = hjit::jit([&](const Tensor& x) { return compiled_bn(x); }, dynamic({{0, 0}}));
+  for (int64_t n : {4, 2, 9, 33}) {
+    CAPTURE(n);
+    const Tensor x = test::random({n, 3, 5, 4}, DType::F32, uint64_t(n));
+    const Tensor y = bn(x), eager_y = eager_bn(x);
+    CHECK_CLOSE(y, eager_y);
+    const hjit::NamedTensors got = compiled_bn.state(), want = eager_bn.state();
+    REQUIRE(got.size() == want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      CAPTURE(got[k].first);
+      CHECK_CLOSE(got[k].second, want[k].second);
+    }
+  }
+  CHECK(bn.stats().traces == 1);
+}
+
+namespace {
+
+// A small CNN with batch norm: convolution, batch norm, max pooling, a global mean and a linear head.
+struct BatchNormNet : hjit::nn::Layer {
+  hjit::nn::Conv2d conv{3, 6, 3, 1, 1};
+  hjit::nn::BatchNorm2d bn{6};
+  hjit::nn::Linear head{6, 4};
+  BatchNormNet() {
+    register_module("conv", conv);
+    register_module("bn", bn);
+    register_module("head", head);
+  }
+  Tensor forward(const Tensor& x) override {
+    const Tensor h = hjit::max_pool2d(hjit::relu(bn(conv(x))), {2, 2}, {2, 2});
+    return head(hjit::mean(h, {2, 3}));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a batch norm CNN's training step compiles once for batch sizes 1 to 64") {
+  hjit::nn::manual_seed(4);
+  BatchNormNet compiled_net, eager_net;
+  hjit::NamedTensors copied;
+  for (const auto& [name, t] : compiled_net.state()) copied.emplace_back(name, t.clone());
+  eager_net.load_state(copied);
+  auto step_of = [](BatchNormNet& net, hjit::optim::SGD& opt) {
+    return [&net, &opt](const Tensor& x, const Tensor& y) {
+      auto loss = [&](const Tensor& x, const Tensor& y) { return hjit::cross_entropy(net(x), y); };
+      auto [l, g] = hjit::value_and_grad(loss, net.parameters())(x, y);
+      opt.step(g);
+      return l;
+    };
+  };
+  hjit::optim::SGD compiled_opt(compiled_net.parameters(), 0.05, 0.9), eager_opt(eager_net.parameters(), 0.05, 0.9);
+  auto step = hjit::jit(step_of(compiled_net, compiled_opt), dynamic({{0, 0}, {1, 0}}));
+  auto eager_step = step_of(eager_net, eager_opt);
+  for (int64_t n : {8, 1, 64, 3, 17, 2, 8}) {
+    CAPTURE(n);
+    const Tensor x = test::random({n, 3, 8, 8}, DType::F32, uint64_t(n));
+    std::vector<int64_t> labels;
+    for (int64_t i = 0; i < n; ++i) labels.push_back((i * 3 + n) % 4);
+    const Tensor y = Tensor::from_vector(labels);
+    const Tensor loss = step(x, y), eager_loss = eager_step(x, y);
+    CHECK_CLOSE_TOL(loss, eager_loss, 1e-4);
+    const hjit::NamedTensors got = compiled_net.state(), want = eager_net.state();
+    for (size_t k = 0; k < got.size(); ++k) {
+      CAPTURE(got[k].first);
+      CHECK_CLOSE_TOL(got[k].second, want[k].second, 1e-4);
+    }
+  }
+  CHECK(step.stats().traces == 1);
+  CHECK(step.stats().compiles + step.stats().loaded == 1);
+  CHECK(step.stats().dynamic_entries == 1);
 }
 
 TEST_CASE("dynamic_dims: options it cannot take are ValueErrors") {

@@ -143,6 +143,14 @@ TEST_CASE("reductions by hand") {
   // Empty sums are 0; the mean of nothing is NaN.
   CHECK(vals(hjit::sum(Tensor::zeros({0, 3}), {0})) == std::vector<float>{0, 0, 0});
   CHECK(std::isnan(hjit::mean(Tensor::zeros({0}), {0}).item<float>()));
+  // numel: the count along axes (every one by default) as a 0-d tensor of the dtype asked for.
+  CHECK(hjit::numel(y).item<float>() == 24);
+  CHECK(hjit::numel(y, {0, 2}, DType::I64).item<int64_t>() == 8);
+  CHECK(hjit::numel(y, {-1}, DType::F64).shape() == Shape{});
+  CHECK(hjit::numel(Tensor::zeros({0, 3}), {1}).item<float>() == 3);
+  CHECK(hjit::numel(Tensor::scalar(2.0)).item<float>() == 1);
+  CHECK_THROWS_AS(hjit::numel(y, {3}), hjit::ShapeError);
+  CHECK_THROWS_AS(hjit::numel(y, {0}, DType::Bool), hjit::DTypeError);
   // Large rows: the lane-parallel sum agrees with a double-precision sum.
   Tensor big = Tensor::randn({100003}, 9);
   std::vector<double> bv = big.to_vector<double>();

@@ -175,6 +175,18 @@ void arg_reduce(const KernelArgs& a) {
 }  // namespace
 
 void ArgMax(const KernelArgs& a) { arg_reduce<true>(a); }
+
+void Numel(const KernelArgs& a) {
+  const Shape& s = a.in[0].type->shape;
+  const std::vector<int64_t>& axes = a.attrs.ints("axes");
+  int64_t count = 1;
+  if (axes.empty()) count = shape_numel(s);
+  for (int64_t ax : axes) count *= s[size_t(ax)];
+  dispatch_numeric(a.out.type->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    *static_cast<T*>(a.out.data) = static_cast<T>(static_cast<C<T>>(count));
+  });
+}
 void ArgMin(const KernelArgs& a) { arg_reduce<false>(a); }
 
 // torch.sort's order, stable: NaN after every number (before, descending), -0.0 equal to +0.0.

@@ -245,7 +245,9 @@ Tensor batch_norm_training(const Tensor& x, const std::optional<Tensor>& running
     if (running_var) {
       per_channel(*running_var, v, "running_var");
       Tensor rv = *running_var;
-      rv.assign((1 - momentum) * rv + momentum * (r.var * (double(n) / double(n - 1))));
+      // (n / (n - 1) from numel, not a number: a step over a dynamic batch stays dynamic.)
+      const Tensor count = numel(v, all_but_channels(v.ndim()), r.var.dtype() == DType::F64 ? DType::F64 : DType::F32);
+      rv.assign((1 - momentum) * rv + momentum * (r.var * (count / (count - 1.0)).astype(r.var.dtype())));
     }
   }
   return r.y;

@@ -215,12 +215,16 @@ Tensor mean(const Tensor& x_in, std::vector<int> axes, bool keepdims) {
     throw DTypeError(std::string("mean: needs a floating point tensor, got ") + dtype_name(x.dtype()) + shape_str(x.shape()) +
                      "; convert it first, e.g. hjit::mean(x.astype(hjit::DType::F32))");
   std::vector<int64_t> ax = norm_axes(axes, x.ndim(), "mean");
-  int64_t count = 1;
-  for (int64_t a : ax) count *= x.shape()[size_t(a)];
-  // 16-bit floats are summed and divided in f32 (their sum may not fit), then stored narrow.
+  // 16-bit floats are summed and divided in f32 (their sum may not fit), then stored narrow. The
+  // count is numel's, not a number: a mean over a dynamic axis stays dynamic.
   return detail::in_f32(x, [&](const Tensor& v) {
-    return div(apply(OpKind::ReduceSum, {v}, Attrs{{"axes", ax}, {"keepdims", int64_t(keepdims)}}), double(count));
+    return div(apply(OpKind::ReduceSum, {v}, Attrs{{"axes", ax}, {"keepdims", int64_t(keepdims)}}),
+               apply(OpKind::Numel, {v}, Attrs{{"axes", ax}, {"dtype", v.dtype()}}));
   });
+}
+
+Tensor numel(const Tensor& x, std::vector<int> axes, DType dtype) {
+  return apply(OpKind::Numel, {x}, Attrs{{"axes", norm_axes(axes, x.ndim(), "numel")}, {"dtype", dtype}});
 }
 
 Tensor argmax(const Tensor& x, int axis, bool keepdims) {

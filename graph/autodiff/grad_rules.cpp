@@ -94,6 +94,7 @@ void And(GradCtx& c) { none(c); }
 void Or(GradCtx& c) { none(c); }
 void ArgMax(GradCtx& c) { none(c); }
 void ArgMin(GradCtx& c) { none(c); }
+void Numel(GradCtx& c) { none(c); }
 void ArgSort(GradCtx& c) { none(c); }  // sort's values are differentiated through their gather
 // Piecewise constant: the gradient is zero wherever it exists (PyTorch's convention).
 void Sign(GradCtx& c) { none(c); }

@@ -161,30 +161,38 @@ bool takes_dynamic_sizes(OpKind op) {
   switch (op) {
     case OpKind::Reshape: case OpKind::Transpose: case OpKind::BroadcastTo: case OpKind::Slice: case OpKind::Concat:
     case OpKind::Matmul: case OpKind::IntMatmul: case OpKind::ReduceSum: case OpKind::ReduceMax: case OpKind::ReduceMin: case OpKind::Attention:
-    case OpKind::Take:
+    case OpKind::Take: case OpKind::Numel:
       return true;
     default: return false;
   }
 }
 
-// Convolutions and pooling define each image of the batch alike and read extents only of the
-// others: the batch (the first dimension of the input and the output) may vary.
-bool takes_dynamic_batch(OpKind op) {
-  return op == OpKind::Conv2d || op == OpKind::MaxPool2d || op == OpKind::AvgPool2d;
+// Convolutions and pooling (and their gradients) define each image of the batch alike and read
+// extents only of the others: the batch (the first dimension of these operands, and of the output
+// where it has one: a weight gradient sums over it) may vary; weights and biases may not.
+std::vector<size_t> batched_operands(OpKind op) {
+  switch (op) {
+    case OpKind::Conv2d: case OpKind::MaxPool2d: case OpKind::AvgPool2d: return {0};
+    case OpKind::MaxPool2dGrad: case OpKind::Conv2dWeightGrad: return {0, 1};
+    default: return {};
+  }
 }
+bool takes_dynamic_batch(OpKind op) { return !batched_operands(op).empty(); }
+bool has_batch(OpKind op) { return op != OpKind::Conv2dWeightGrad; }  // (its output is the weights')
 
 bool only_batch_varies(const Graph& g, const SymbolicSizes& d, int id) {
   if (!d.attrs[size_t(id)].empty()) return false;
-  auto batch_only = [&](int node) {
+  auto batch_only = [&](int node, size_t from) {
     const std::vector<Affine>& e = d.extents[size_t(node)];
-    for (size_t dim = 1; dim < e.size(); ++dim)
+    for (size_t dim = from; dim < e.size(); ++dim)
       if (!e[dim].is_constant()) return false;
     return true;
   };
   const Node& n = g.node(id);
-  for (size_t k = 1; k < n.inputs.size(); ++k)
-    if (d.extent_varies(n.inputs[k])) return false;  // weights and biases
-  return batch_only(id) && batch_only(n.inputs[0]);
+  const std::vector<size_t> batched = batched_operands(n.op);
+  for (size_t k = 0; k < n.inputs.size(); ++k)
+    if (!batch_only(n.inputs[k], std::find(batched.begin(), batched.end(), k) != batched.end() ? 1 : 0)) return false;
+  return batch_only(id, has_batch(n.op) ? 1 : 0);
 }
 
 // Which nodes see a varying size (their own, an operand's or an attribute): each must be lowered by
@@ -264,6 +272,7 @@ ExternPlan plan_extern_stages(const Graph& g, const std::set<int>& externs, Lowe
       for (const PostOp& op : it->second->post_ops)
         if (op.operand >= 0) reads.push_back(op.operand);
     }
+    if (has_trait(g.nodes[id].op, ShapeOnly)) continue;  // (reads extents, not the operand's stage)
     for (int in : reads) p.stages[size_t(in)].consumers.push_back(int(id));
   }
   return plan;

@@ -576,6 +576,17 @@ void ReduceMax(LowerCtx& c, Stage& s, const Node& n) { reduce(c, s, n, Fold::Max
 void ReduceMin(LowerCtx& c, Stage& s, const Node& n) { reduce(c, s, n, Fold::Min); }
 void ArgMax(LowerCtx& c, Stage& s, const Node& n) { arg_reduce(c, s, n, true); }
 void ArgMin(LowerCtx& c, Stage& s, const Node& n) { arg_reduce(c, s, n, false); }
+// The product of the operand's extents (expressions of the dynamic sizes where they vary), in i64:
+// the operand's values are never read.
+void Numel(LowerCtx& c, Stage& s, const Node& n) {
+  const int x = n.inputs[0];
+  std::vector<int64_t> axes = n.attrs.ints("axes");
+  if (axes.empty())
+    for (int d = 0; d < c.g.type(x).rank(); ++d) axes.push_back(d);
+  Expr count = cast(Int(64), 1);
+  for (int64_t d : axes) count = count * cast(Int(64), c.extent(x, int(d)));
+  LowerCtx::define(s, cast(ct(n), count));
+}
 
 namespace {
 // A bf16 operand's stored bits where it is a constant (frozen weights), else null.
@@ -1695,8 +1706,9 @@ void Conv2dWeightGrad(LowerCtx& ctx, Stage& s, const Node& n) {
   }
   Func grad_t(helper_name(s, "_grad_t"));
   grad_t(c, ox, oy, nb) = cast(t, ctx.at(n.inputs[1], {nb, c, oy, ox}));
-  // Halide order: (kx, ky, cg, co); the domain runs over output x, output y, then images.
-  RDom r({{0, int(gs[3])}, {0, int(gs[2])}, {0, int(gs[0])}}, rdom_name(s, "r"));
+  // Halide order: (kx, ky, cg, co); the domain runs over output x, output y, then images (as many
+  // as the call has: the batch may be dynamic).
+  RDom r({{0, int(gs[3])}, {0, int(gs[2])}, {0, ctx.extent(n.inputs[1], 0)}}, rdom_name(s, "r"));
   const Var &kx = s.vars[0], &ky = s.vars[1], &cv = s.vars[2], &co = s.vars[3];
   Expr ci = n.attrs.i("groups") == 1 ? Expr(cv) : (co / int(per_group)) * int(cg) + cv;
   Func acc(helper_name(s, "_acc"));

@@ -134,6 +134,10 @@ Tensor sum(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
 Tensor mean(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
 Tensor max(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
 Tensor min(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
+// The number of elements of x along axes, as a 0-d tensor of dtype: unlike x.numel() (a C++ number,
+// fixed when the function is traced), it follows dynamic sizes (JitOptions::dynamic_dims), so that
+// sum(x) / numel(x) is a mean one pipeline serves at every size.
+Tensor numel(const Tensor& x, std::vector<int> axes = {}, DType dtype = DType::F32);
 Tensor argmax(const Tensor& x, int axis, bool keepdims = false);  // i64 indices, first occurrence
 Tensor argmin(const Tensor& x, int axis, bool keepdims = false);
 

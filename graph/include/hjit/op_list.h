@@ -61,6 +61,9 @@
   X(ReduceMin, "reduce_min", 1, Reduction, "axes,keepdims", infer_reduce, Reduction)                                       \
   X(ArgMax, "argmax", 1, Reduction | NonDifferentiable, "axis,keepdims", infer_arg_reduce, ArgReduction)                   \
   X(ArgMin, "argmin", 1, Reduction | NonDifferentiable, "axis,keepdims", infer_arg_reduce, ArgReduction)                   \
+  /* the number of elements of x along `axes` (all, when empty) as a 0-d tensor of `dtype`: a */                          \
+  /* value that follows dynamic sizes (mean's divisor), where the shape's numbers are constants */                         \
+  X(Numel, "numel", 1, NonDifferentiable | ShapeOnly, "axes,dtype", infer_numel, Elementwise)                              \
   X(Matmul, "matmul", 2, Contraction, "", infer_matmul, Matmul)                                                            \
   /* u8 [.., M, 4K] x i8 [.., K, N, 4] -> i32 [.., M, N], exact: the right operand packed four */                        \
   /* rows at a time, as x86's VNNI dot products read it (hjit::int_matmul packs it) */                                     \
