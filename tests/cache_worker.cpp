@@ -1,7 +1,9 @@
 // A separate process for the disk-cache tests: runs a few jitted functions (elementwise,
-// reductions, matmul, a training step with updates) and prints a checksum of every result and
+// reductions, matmul, training steps with updates, pipelines of dynamic sizes) and prints a checksum of every result and
 // the cache's counters, one "key value" per line. HJIT_CACHE_DIR says where the cache is.
 #include <hjit/hjit.h>
+#include <hjit/nn.h>
+#include <hjit/optim.h>
 
 #include <cinttypes>
 #include <cstdio>
@@ -63,6 +65,25 @@ int main() {
       h = h * 31 + checksum(last(Tensor::from_vector(ids, {1, t})));
     }
     std::printf("dynamic %" PRIu64 "\ndynamic_entries %lld\n", h, (long long)last.stats().dynamic_entries);
+    // A batch norm CNN's training step over batch sizes 1 to 64: one pipeline, loaded here too.
+    hjit::nn::manual_seed(5);
+    hjit::nn::Conv2d conv(3, 4, 3, 1, 1);
+    hjit::nn::BatchNorm2d bn(4);
+    std::vector<Tensor> params = conv.parameters();
+    for (const Tensor& p : bn.parameters()) params.push_back(p);
+    hjit::optim::SGD opt(params, 0.1);
+    hjit::JitOptions every_batch;
+    every_batch.dynamic_dims = {{0, 0}};
+    auto train = hjit::jit([&](const Tensor& x) {
+      auto loss = [&](const Tensor& x) { return hjit::mean(hjit::relu(bn(conv(x)))); };
+      auto [l, g] = hjit::value_and_grad(loss, params)(x);
+      opt.step(g);
+      return l;
+    }, every_batch);
+    uint64_t losses = 0;
+    for (int64_t n : {8, 1, 64, 3}) losses = losses * 31 + checksum(train(Tensor::randn({n, 3, 6, 6}, uint64_t(n))));
+    std::printf("batch_norm_step %" PRIu64 "\nbatch_norm_step_pipelines %lld\n", losses,
+                (long long)(train.stats().compiles + train.stats().loaded));
     const hjit::CacheStats s = hjit::cache_stats();
     std::printf("disk_hits %lld\nmisses %lld\nrejected %lld\nwrites %lld\nentries %lld\nbytes %lld\nevictions %lld\n",
                 (long long)s.disk_hits, (long long)s.misses, (long long)s.disk_rejected, (long long)s.disk_writes,

@@ -127,6 +127,8 @@ TEST_CASE("a second process loads every pipeline from the disk cache and compute
   Report second = run_worker(dir);
   REQUIRE(second["exit"] == "0");
   CHECK(second["misses"] == "0");  // nothing compiled
+  CHECK(first["batch_norm_step_pipelines"] == "1");  // one pipeline for every batch size, in both
+  CHECK(second["batch_norm_step_pipelines"] == "1");
   CHECK(second["disk_hits"] == first["misses"]);
   CHECK(results(second) == results(first));
   fs::remove_all(dir);
