@@ -80,6 +80,20 @@ bool int_elements(const AttrValue& v, std::vector<int64_t>* out) {
   return false;
 }
 
+// Two values of an attribute alike: graphs (a loop's body, traced anew at each size) by their text
+// and constants, not by identity.
+bool same_value(const AttrValue& a, const AttrValue& b) {
+  const auto* ga = std::get_if<std::shared_ptr<const Graph>>(&a);
+  const auto* gb = std::get_if<std::shared_ptr<const Graph>>(&b);
+  if (!ga || !gb || !*ga || !*gb) return a == b;
+  const Graph &x = **ga, &y = **gb;
+  if (x.constants.size() != y.constants.size() || x.str() != y.str()) return false;
+  for (size_t c = 0; c < x.constants.size(); ++c)
+    if (x.constants[c].nbytes != y.constants[c].nbytes || std::memcmp(x.constants[c].data, y.constants[c].data, x.constants[c].nbytes) != 0)
+      return false;
+  return true;
+}
+
 }  // namespace
 
 std::optional<SymbolicSizes> fit_symbolic_sizes(const std::vector<const Graph*>& traces,
@@ -153,8 +167,11 @@ std::optional<SymbolicSizes> fit_symbolic_sizes(const std::vector<const Graph*>&
         std::vector<int64_t> e;
         integer &= int_elements(bvalue, &e);
         elements.push_back(std::move(e));
-        if (!integer && !(bvalue == value))
-          return fail("attribute '" + name + "' of " + where + " depends on a dynamic size (a number computed from it)");
+        if (!integer && !same_value(bvalue, value))
+          return fail(std::holds_alternative<std::shared_ptr<const Graph>>(value)
+                          ? "the graph '" + name + "' of " + where +
+                                " differs at another size (a branch or loop body that reads a tensor of a dynamic size: bodies compile for fixed sizes)"
+                          : "attribute '" + name + "' of " + where + " depends on a dynamic size (a number computed from it)");
       }
       if (!integer) continue;
       std::vector<Affine> forms;

@@ -84,6 +84,22 @@ int main() {
     for (int64_t n : {8, 1, 64, 3}) losses = losses * 31 + checksum(train(Tensor::randn({n, 3, 6, 6}, uint64_t(n))));
     std::printf("batch_norm_step %" PRIu64 "\nbatch_norm_step_pipelines %lld\n", losses,
                 (long long)(train.stats().compiles + train.stats().loaded));
+    // An LSTM's training step over lengths 16 to 128: host steps (the scans) between pipelines of
+    // every length, all of them loaded here too.
+    hjit::nn::LSTM lstm(3, 8);
+    hjit::optim::SGD lstm_opt(lstm.parameters(), 0.1);
+    hjit::JitOptions every_length_step;
+    every_length_step.dynamic_dims = {{0, 0}};
+    auto lstm_step = hjit::jit([&](const Tensor& x) {  // [T, N, 3]
+      auto loss = [&](const Tensor& x) { return hjit::mean(lstm(x).output); };
+      auto [l, g] = hjit::value_and_grad(loss, lstm.parameters())(x);
+      lstm_opt.step(g);
+      return l;
+    }, every_length_step);
+    uint64_t lstm_losses = 0;
+    for (int64_t t : {16, 128, 37}) lstm_losses = lstm_losses * 31 + checksum(lstm_step(Tensor::randn({t, 2, 3}, uint64_t(t))));
+    std::printf("lstm_step %" PRIu64 "\nlstm_step_compiles %lld\nlstm_step_pipelines %lld\n", lstm_losses,
+                (long long)lstm_step.stats().compiles, (long long)(lstm_step.stats().compiles + lstm_step.stats().loaded));
     const hjit::CacheStats s = hjit::cache_stats();
     std::printf("disk_hits %lld\nmisses %lld\nrejected %lld\nwrites %lld\nentries %lld\nbytes %lld\nevictions %lld\n",
                 (long long)s.disk_hits, (long long)s.misses, (long long)s.disk_rejected, (long long)s.disk_writes,

@@ -13,6 +13,23 @@ using hjit::Tensor;
 
 namespace {
 
+// `to` given copies of `from`'s parameters and buffers (an eager twin of a compiled model).
+void copy_state(const hjit::nn::Module& from, hjit::nn::Module& to) {
+  hjit::NamedTensors copied;
+  for (const auto& [name, t] : from.state()) copied.emplace_back(name, t.clone());
+  to.load_state(copied);
+}
+
+// Every parameter and buffer of the two models alike.
+void check_same_state(const hjit::nn::Module& got_model, const hjit::nn::Module& want_model, double tolerance) {
+  const hjit::NamedTensors got = got_model.state(), want = want_model.state();
+  REQUIRE(got.size() == want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    CAPTURE(got[k].first);
+    CHECK_CLOSE_TOL(got[k].second, want[k].second, tolerance);
+  }
+}
+
 hjit::JitOptions dynamic(std::vector<std::pair<int, int>> dims, int opt_level = 1) {
   hjit::JitOptions o;
   o.dynamic_dims = std::move(dims);
@@ -247,12 +264,7 @@ TEST_CASE("reductions over a dynamic axis stay dynamic: mean, numel, norms, batc
     const Tensor x = test::random({n, 3, 5, 4}, DType::F32, uint64_t(n));
     const Tensor y = bn(x), eager_y = eager_bn(x);
     CHECK_CLOSE(y, eager_y);
-    const hjit::NamedTensors got = compiled_bn.state(), want = eager_bn.state();
-    REQUIRE(got.size() == want.size());
-    for (size_t k = 0; k < got.size(); ++k) {
-      CAPTURE(got[k].first);
-      CHECK_CLOSE(got[k].second, want[k].second);
-    }
+    check_same_state(compiled_bn, eager_bn, 2e-5);
   }
   CHECK(bn.stats().traces == 1);
 }
@@ -280,9 +292,7 @@ struct BatchNormNet : hjit::nn::Layer {
 TEST_CASE("a batch norm CNN's training step compiles once for batch sizes 1 to 64") {
   hjit::nn::manual_seed(4);
   BatchNormNet compiled_net, eager_net;
-  hjit::NamedTensors copied;
-  for (const auto& [name, t] : compiled_net.state()) copied.emplace_back(name, t.clone());
-  eager_net.load_state(copied);
+  copy_state(compiled_net, eager_net);
   auto step_of = [](BatchNormNet& net, hjit::optim::SGD& opt) {
     return [&net, &opt](const Tensor& x, const Tensor& y) {
       auto loss = [&](const Tensor& x, const Tensor& y) { return hjit::cross_entropy(net(x), y); };
@@ -302,15 +312,119 @@ TEST_CASE("a batch norm CNN's training step compiles once for batch sizes 1 to 6
     const Tensor y = Tensor::from_vector(labels);
     const Tensor loss = step(x, y), eager_loss = eager_step(x, y);
     CHECK_CLOSE_TOL(loss, eager_loss, 1e-4);
-    const hjit::NamedTensors got = compiled_net.state(), want = eager_net.state();
-    for (size_t k = 0; k < got.size(); ++k) {
-      CAPTURE(got[k].first);
-      CHECK_CLOSE_TOL(got[k].second, want[k].second, 1e-4);
-    }
+    check_same_state(compiled_net, eager_net, 1e-4);
   }
   CHECK(step.stats().traces == 1);
   CHECK(step.stats().compiles + step.stats().loaded == 1);
   CHECK(step.stats().dynamic_entries == 1);
+}
+
+namespace {
+
+// A character-level language model: embedding, a batch-first LSTM, a linear head; logits [B*T, V].
+struct CharLM : hjit::nn::Module {
+  static constexpr int64_t kVocab = 30;
+  hjit::nn::Embedding emb{kVocab, 16};
+  hjit::nn::LSTM lstm{16, 24, {.num_layers = 2, .batch_first = true}};
+  hjit::nn::Linear head{24, kVocab};
+  CharLM() {
+    register_module("emb", emb);
+    register_module("lstm", lstm);
+    register_module("head", head);
+  }
+  Tensor operator()(const Tensor& ids) { return head(lstm(emb(ids)).output).reshape({-1, kVocab}); }
+};
+
+}  // namespace
+
+TEST_CASE("an LSTM language model's training step compiles once for lengths 16 to 128") {
+  hjit::nn::manual_seed(6);
+  CharLM compiled_lm, eager_lm;
+  copy_state(compiled_lm, eager_lm);
+  auto step_of = [](CharLM& lm, hjit::optim::AdamW& opt) {
+    return [&lm, &opt](const Tensor& ids, const Tensor& next) {
+      auto loss = [&](const Tensor& ids, const Tensor& next) { return hjit::cross_entropy(lm(ids), next.reshape({-1})); };
+      auto [l, g] = hjit::value_and_grad(loss, lm.parameters())(ids, next);
+      hjit::optim::clip_grad_norm(g, 1.0);
+      opt.step(g);
+      return l;
+    };
+  };
+  hjit::optim::AdamW compiled_opt(compiled_lm.parameters(), 1e-2), eager_opt(eager_lm.parameters(), 1e-2);
+  auto step = hjit::jit(step_of(compiled_lm, compiled_opt), dynamic({{0, 1}, {1, 1}}));
+  auto eager_step = step_of(eager_lm, eager_opt);
+  for (int64_t t : {16, 37, 128, 17, 100, 64, 16}) {
+    CAPTURE(t);
+    std::vector<int64_t> ids, next;
+    for (int64_t i = 0; i < 3 * t; ++i) ids.push_back((i * 7 + t) % CharLM::kVocab), next.push_back((i * 5 + 1) % CharLM::kVocab);
+    const Tensor x = Tensor::from_vector(ids, Shape{3, t}), y = Tensor::from_vector(next, Shape{3, t});
+    const Tensor loss = step(x, y), eager_loss = eager_step(x, y);
+    CHECK_CLOSE_TOL(loss, eager_loss, 1e-4);
+  }
+  check_same_state(compiled_lm, eager_lm, 1e-4);
+  CHECK(step.stats().traces == 1);
+  CHECK(step.stats().compiles + step.stats().loaded == 1);
+  CHECK(step.stats().dynamic_entries == 1);
+  CHECK(step.explain(Tensor::zeros({3, 20}, DType::I64), Tensor::zeros({3, 20}, DType::I64)).find("scan on the host") != std::string::npos);
+}
+
+TEST_CASE("loops whose trip count is a dynamic size: scan, reverse scan, fori_loop, while_loop to numel") {
+  // Rows of 3 floats (12 bytes: each goes through an aligned copy), scanned both ways.
+  const Tensor zero3 = Tensor::zeros({3}), counter = Tensor::scalar(0, DType::I32), one = Tensor::scalar(1.0);
+  auto sweeps = [&](const Tensor& x) {  // x [T, 3]
+    const hjit::Tensors init{zero3};
+    auto running = [](const hjit::Tensors& c, const hjit::Tensors& row) {
+      const Tensor next = c[0] * 0.5 + row[0];
+      return std::pair<hjit::Tensors, hjit::Tensors>{{next}, {next * 2.0}};
+    };
+    const hjit::ScanResult forward = hjit::scan(running, init, {x});
+    const hjit::ScanResult backward = hjit::scan(running, init, {x}, -1, true);
+    // fori_loop for as many steps as x has rows (a scan of x.dim(0) steps), and a while_loop to
+    // numel's count.
+    const Tensor total = hjit::fori_loop(0, x.dim(0), [](const Tensor& i, const Tensor& acc) {
+      return acc * 0.75 + i.astype(DType::F32);
+    }, zero3);
+    const Tensor rows = hjit::numel(x, {0}, DType::I32);
+    const hjit::Tensors counted = hjit::while_loop([&](const hjit::Tensors& c) { return c[0] < rows; },
+                                                   [](const hjit::Tensors& c) { return hjit::Tensors{c[0] + 1, c[1] * 1.5}; },
+                                                   {counter, one});
+    return std::make_tuple(forward.carries[0], forward.ys[0], backward.ys[0], total, counted[1]);
+  };
+  auto f = hjit::jit(sweeps, dynamic({{0, 0}}));
+  for (int64_t t : {5, 2, 31, 8}) {
+    CAPTURE(t);
+    const Tensor x = test::random({t, 3}, DType::F32, uint64_t(t));
+    const auto got = f(x);
+    const auto want = sweeps(x);
+    CHECK(std::get<1>(got).shape() == Shape{t, 3});
+    CHECK_CLOSE(std::get<0>(got), std::get<0>(want));
+    CHECK_CLOSE(std::get<1>(got), std::get<1>(want));
+    CHECK_CLOSE(std::get<2>(got), std::get<2>(want));
+    CHECK_CLOSE(std::get<3>(got), std::get<3>(want));
+    CHECK_CLOSE(std::get<4>(got), std::get<4>(want));
+  }
+  CHECK(f.stats().traces == 1);
+  CHECK(f.stats().dynamic_entries == 1);
+  // A loop whose carries change size with the dynamic one (a body of another shape at each size)
+  // compiles per size, correctly.
+  auto batch_loop = [](const Tensor& x) { return hjit::fori_loop(0, 3, [](const Tensor&, const Tensor& acc) { return acc * 2.0 + 1.0; }, x); };
+  auto g = hjit::jit(batch_loop, dynamic({{0, 0}}));
+  for (int64_t n : {4, 9}) {
+    const Tensor x = test::random({n, 2}, DType::F32, uint64_t(n));
+    CHECK_CLOSE(g(x), batch_loop(x));
+  }
+  CHECK(g.stats().dynamic_entries == 0);
+  // So does a body that reads a tensor of the dynamic size (a body of other sizes at each size).
+  auto rows = [&](const Tensor& x) {
+    return hjit::fori_loop(0, 2, [&](const Tensor& i, const Tensor& acc) { return acc + hjit::take(x, i.reshape({1}), 0).reshape({3}); },
+                           zero3);
+  };
+  auto h = hjit::jit(rows, dynamic({{0, 0}}));
+  for (int64_t n : {4, 9}) {
+    const Tensor x = test::random({n, 3}, DType::F32, uint64_t(n));
+    CHECK_CLOSE(h(x), rows(x));
+  }
+  CHECK(h.stats().dynamic_entries == 0);
 }
 
 TEST_CASE("dynamic_dims: options it cannot take are ValueErrors") {

@@ -257,10 +257,7 @@ Compiled compile_as_requested(const Graph& g, const Options& options) {
   if (o.dynamic && o.schedule != o.schedule.at_every_size())
     throw InternalError("hjit: '" + g.name + "' has dynamic sizes and the schedule request " + o.schedule.str());
   // Not cached as a whole: its parts and its ops' graphs are, each under its own key.
-  if (has_host_steps(g)) {
-    if (o.dynamic) throw ValueError("control flow ops compile for fixed sizes only");
-    return Compiled{compile_control_flow(g, o), false, t.ms()};
-  }
+  if (has_host_steps(g)) return compile_control_flow(g, o);
   MemoryTier& mem = memory();
   const Target target = Target::host(o.device, o.cuda_capability);
   const std::string key = cache_key(g, o, target);

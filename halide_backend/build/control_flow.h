@@ -13,7 +13,10 @@ namespace hjit::backend {
 // Control flow ops, and collectives (an exchange with the other ranks between two pipelines).
 bool has_host_steps(const Graph& g);
 
-// Compiles g's parts and its ops' graphs (each through compile(), so each is cached).
-std::shared_ptr<const Executable> compile_control_flow(const Graph& g, const Options& options);
+// Compiles g's parts and its ops' graphs (each through compile(), so each is cached): a cache hit
+// where every one was, loaded where every one was found or loaded. With dynamic sizes the parts
+// compile for every size and a scan's trip count may vary (a ValueError where anything else of a
+// host step does).
+Compiled compile_control_flow(const Graph& g, const Options& options);
 
 }  // namespace hjit::backend

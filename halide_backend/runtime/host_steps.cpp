@@ -41,6 +41,12 @@ struct Exchanges {
 
 }  // namespace
 
+size_t SizedBytes::at(const std::vector<int64_t>& symbols) const {
+  size_t n = element;
+  for (const Affine& e : extents) n *= size_t(std::max<int64_t>(0, e.at(symbols)));
+  return n;
+}
+
 // Buffers for a call: the boundary values and scratch space, freed when the call ends.
 struct CallBuffers {
   std::vector<void*> owned;
@@ -55,7 +61,16 @@ struct CallBuffers {
   }
 };
 
-void HostStepsExecutable::run(const void* const* inputs, void* const* outputs) const {
+void HostStepsExecutable::run(const void* const* inputs, void* const* outputs) const { run_sized(inputs, outputs, {}); }
+
+int64_t HostStepsExecutable::min_dynamic_size() const {
+  int64_t most = 0;
+  for (const Step& s : steps)
+    if (s.sized) most = std::max(most, s.exe->min_dynamic_size());
+  return most;
+}
+
+void HostStepsExecutable::run_sized(const void* const* inputs, void* const* outputs, const std::vector<int64_t>& symbols) const {
   CallBuffers buffers;
   CachedBlocks held(boundary_bytes.size());
   // Declared after the buffers, so destroyed first: an error leaves no exchange writing into freed memory.
@@ -75,7 +90,7 @@ void HostStepsExecutable::run(const void* const* inputs, void* const* outputs) c
     const Step& s = steps[k];
     for (int c : waits_before[k]) started.wait(c);
     for (int b : born_at[k]) {
-      boundary[size_t(b)] = cached_alloc(std::max<size_t>(boundary_bytes[size_t(b)], 64));
+      boundary[size_t(b)] = cached_alloc(std::max<size_t>(boundary_bytes[size_t(b)].at(symbols), 64));
       held_bytes += int64_t(cached_size(boundary[size_t(b)]));
     }
     most_held = std::max(most_held, held_bytes + buffers.bytes);
@@ -87,7 +102,11 @@ void HostStepsExecutable::run(const void* const* inputs, void* const* outputs) c
       started.at[k] = distributed::start_collective(s.op.op, s.op.attrs, s.operand_types.empty() ? nullptr : &s.operand_types[0],
                                                     in.empty() ? nullptr : in[0], s.op.type, out[0]);
     } else if (s.control_flow) {
-      run_op(s, in, out, buffers);
+      run_op(s, in, out, buffers, symbols);
+    } else if (s.sized) {
+      std::vector<int64_t> own;
+      for (int k : s.symbols) own.push_back(symbols[size_t(k)]);
+      s.exe->run_sized(in.data(), out.data(), own);
     } else {
       s.exe->run(in.data(), out.data());
     }
@@ -99,7 +118,7 @@ void HostStepsExecutable::run(const void* const* inputs, void* const* outputs) c
     }
   }
   for (int c : waits_at_end) started.wait(c);
-  for (const Copy& c : copies) copy_bytes(outputs[c.slot], at(c.from), c.bytes);
+  for (const Copy& c : copies) copy_bytes(outputs[c.slot], at(c.from), c.bytes.at(symbols));
   int64_t most = peak_buffers_.load();
   while (most_held > most && !peak_buffers_.compare_exchange_weak(most, most_held)) {
   }
@@ -154,7 +173,7 @@ std::string HostStepsExecutable::explain() const {
     if (s.op.op == OpKind::Cond) os << "branches\n--- then:\n" << s.a->explain() << "--- else:\n" << s.b->explain();
     else if (s.op.op == OpKind::While) os << "condition and body\n--- cond:\n" << s.a->explain() << "--- body:\n" << s.b->explain();
     else if (s.op.op == OpKind::Checkpoint) os << "body\n--- body:\n" << s.a->explain();
-    else os << "body, " << s.op.attrs.i("length") << " steps\n--- body:\n" << s.a->explain();
+    else os << "body, " << s.length.str() << " steps\n--- body:\n" << s.a->explain();
   }
   return os.str();
 }
@@ -172,7 +191,8 @@ std::string HostStepsExecutable::summary() const {
   return first ? first->summary() + ", with " + host : steps.empty() ? "nothing" : host;
 }
 
-void HostStepsExecutable::run_op(const Step& s, const std::vector<const void*>& in, std::vector<void*> res, CallBuffers& buffers) const {
+void HostStepsExecutable::run_op(const Step& s, const std::vector<const void*>& in, std::vector<void*> res, CallBuffers& buffers,
+                                 const std::vector<int64_t>& symbols) const {
   const std::vector<TensorType>& rt = s.result_types;
   // Results no node reads (dropped by DCE) still need somewhere to go.
   auto scratch_for_unread = [&] {
@@ -187,7 +207,7 @@ void HostStepsExecutable::run_op(const Step& s, const std::vector<const void*>& 
       return;
     }
     case OpKind::While: return run_while(s, in, res, buffers);
-    case OpKind::Scan: return run_scan(s, in, res, buffers);
+    case OpKind::Scan: return run_scan(s, in, res, buffers, symbols);
     case OpKind::Checkpoint:  // its own pipeline: what it computes on the way is freed when it ends
       scratch_for_unread();
       s.a->run(in.data(), res.data());
@@ -219,11 +239,11 @@ void HostStepsExecutable::run_while(const Step& s, const std::vector<const void*
 }
 
 void HostStepsExecutable::run_scan(const Step& s, const std::vector<const void*>& in, std::vector<void*>& res,
-                                   CallBuffers& buffers) const {
+                                   CallBuffers& buffers, const std::vector<int64_t>& symbols) const {
   const std::vector<TensorType>& rt = s.result_types;
   const Graph& body = s.op.attrs.graph("body");
   const size_t n = size_t(s.op.attrs.i("carries")), k = size_t(s.op.attrs.i("xs")), j = rt.size() - n;
-  const int64_t length = s.op.attrs.i("length");
+  const int64_t length = s.length.at(symbols);
   const bool reverse = s.op.attrs.i("reverse") != 0;
   std::vector<const void*> args(in);
   std::vector<void*> cur(n), next(n), body_out(n + j);

@@ -21,6 +21,14 @@ struct Loc {
   int index = 0;
 };
 
+// A buffer's bytes: its element size times its extents, forms of the dynamic sizes (constants
+// without them), evaluated per call.
+struct SizedBytes {
+  size_t element = 0;
+  std::vector<Affine> extents;
+  size_t at(const std::vector<int64_t>& symbols) const;
+};
+
 // A run of ordinary nodes compiled as one pipeline, one control flow operation, or one collective.
 struct Step {
   std::shared_ptr<const Executable> exe;  // a part
@@ -33,6 +41,11 @@ struct Step {
   Node op;
   std::vector<TensorType> result_types;
   std::shared_ptr<const Executable> a, b;  // cond: then, else; while: cond, body; scan: body
+  // Dynamic sizes: a part compiled for every size, called with those of the call's symbols it
+  // uses (their indices), and a scan's trip count as a form of them (its `length` where fixed).
+  bool sized = false;
+  std::vector<int> symbols;
+  Affine length;
 };
 
 struct CallBuffers;
@@ -41,12 +54,12 @@ class HostStepsExecutable final : public Executable {
  public:
   std::vector<Step> steps;
   std::vector<std::shared_ptr<void>> consts;  // 64-byte aligned, as compiled code wants them
-  std::vector<size_t> boundary_bytes;
+  std::vector<SizedBytes> boundary_bytes;
   // Outputs another output slot or a source already holds: copied at the end of a call.
   struct Copy {
     Loc from;
     int slot;
-    size_t bytes;
+    SizedBytes bytes;
   };
   std::vector<Copy> copies;
   std::string graph_name;
@@ -60,6 +73,9 @@ class HostStepsExecutable final : public Executable {
   std::vector<int> waits_at_end;
 
   void run(const void* const* inputs, void* const* outputs) const override;
+  // Planned with dynamic sizes: the values between steps and the scans' trip counts at these sizes.
+  void run_sized(const void* const* inputs, void* const* outputs, const std::vector<int64_t>& symbols) const override;
+  int64_t min_dynamic_size() const override;
   // The host drives the loops and reads the predicates, so the values meet in host memory: the
   // GPU pipelines of the parts and bodies copy their operands to the device and back per call.
   void run_on_device(const DeviceBuffer* const* inputs, DeviceBuffer* const* outputs) const override;
@@ -72,9 +88,11 @@ class HostStepsExecutable final : public Executable {
   std::string summary() const override;
 
  private:
-  void run_op(const Step& s, const std::vector<const void*>& in, std::vector<void*> res, CallBuffers& buffers) const;
+  void run_op(const Step& s, const std::vector<const void*>& in, std::vector<void*> res, CallBuffers& buffers,
+              const std::vector<int64_t>& symbols) const;
   void run_while(const Step& s, const std::vector<const void*>& in, std::vector<void*>& res, CallBuffers& buffers) const;
-  void run_scan(const Step& s, const std::vector<const void*>& in, std::vector<void*>& res, CallBuffers& buffers) const;
+  void run_scan(const Step& s, const std::vector<const void*>& in, std::vector<void*>& res, CallBuffers& buffers,
+                const std::vector<int64_t>& symbols) const;
   mutable std::atomic<int64_t> peak_buffers_{0};  // the most a call's own buffers took
 };
 
