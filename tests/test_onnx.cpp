@@ -518,6 +518,37 @@ TEST_CASE("GRU: both placements of the reset gate, both directions, eagerly and 
   }
 }
 
+TEST_CASE("a recurrent model over a symbolic sequence length compiles once and runs every length") {
+  // A bidirectional GRU through hjit::onnx::load: its scans' trip count is the dynamic length.
+  const int64_t batch = 2, I = 3, H = 4;
+  const Tensor W = test::random({2, 3 * H, I}, DType::F32, 1) * 0.5, R = test::random({2, 3 * H, H}, DType::F32, 2) * 0.5;
+  const Tensor B = test::random({2, 6 * H}, DType::F32, 3) * 0.5, h0 = test::random({2, batch, H}, DType::F32, 4);
+  ::onnx::ModelProto m = empty_model("gru_any_length");
+  auto* g = m.mutable_graph();
+  add_value(g->add_input(), "x", ::onnx::TensorProto::FLOAT, {"T", std::to_string(batch), std::to_string(I)});
+  *g->add_initializer() = proto_of("W", W);
+  *g->add_initializer() = proto_of("R", R);
+  *g->add_initializer() = proto_of("B", B);
+  *g->add_initializer() = proto_of("h0", h0);
+  auto* n = add_node(g, "GRU", {"x", "W", "R", "B", "", "h0"}, {"Y", "Y_h"});
+  add_int(n, "hidden_size", H);
+  add_int(n, "linear_before_reset", 1);
+  add_string(n, "direction", "bidirectional");
+  add_value(g->add_output(), "Y", ::onnx::TensorProto::FLOAT, {"T", "2", std::to_string(batch), std::to_string(H)});
+  add_value(g->add_output(), "Y_h", ::onnx::TensorProto::FLOAT, {"2", std::to_string(batch), std::to_string(H)});
+  const hjit::Module module = hjit::onnx::load(write_model(m, "onnx_gru_any_length"));
+  CHECK(module.dynamic_dims() == std::vector<std::pair<int, int>>{{0, 0}});  // one pipeline for every length
+  for (int64_t seq : {8, 2, 31, 5}) {
+    CAPTURE(seq);
+    const Tensor x = test::random({seq, batch, I}, DType::F32, uint64_t(seq));
+    const auto [y, yh] = gru_reference(x, W, R, B, h0, true);
+    const hjit::ModuleResult got = module.call({x});
+    CHECK(got.at(0).shape() == hjit::Shape{seq, 2, batch, H});
+    CHECK(test::compare(got.at(0), y, 1e-5) == "");
+    CHECK(test::compare(got.at(1), yh, 1e-5) == "");
+  }
+}
+
 TEST_CASE("symbolic dimensions compile once: one module runs every batch size, and saves so") {
   const std::string path = write_model(small_cnn("N"), "onnx_cnn_dynamic");
   const hjit::onnx::Model model = hjit::onnx::Model::read(path);
