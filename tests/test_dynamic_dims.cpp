@@ -414,6 +414,19 @@ TEST_CASE("loops whose trip count is a dynamic size: scan, reverse scan, fori_lo
     CHECK_CLOSE(g(x), batch_loop(x));
   }
   CHECK(g.stats().dynamic_entries == 0);
+  // A loop over values the function itself made runs when it is traced: its result is a constant
+  // of that size's trace (it was an input captured from outside, read after it died, and the
+  // same at every size).
+  auto made_here = [](const Tensor& x) {
+    const Tensor steps = hjit::fori_loop(0, x.dim(0), [](const Tensor&, const Tensor& acc) { return acc * 0.5 + 1.0; }, Tensor::zeros({3}));
+    return steps + hjit::sum(x, {0});
+  };
+  auto m = hjit::jit(made_here, dynamic({{0, 0}}));
+  for (int64_t n : {5, 2, 31, 5}) {
+    CAPTURE(n);
+    const Tensor x = test::random({n, 3}, DType::F32, uint64_t(n));
+    CHECK_CLOSE(m(x), made_here(x));
+  }
   // So does a body that reads a tensor of the dynamic size (a body of other sizes at each size).
   auto rows = [&](const Tensor& x) {
     return hjit::fori_loop(0, 2, [&](const Tensor& i, const Tensor& acc) { return acc + hjit::take(x, i.reshape({1}), 0).reshape({3}); },

@@ -113,8 +113,17 @@ std::vector<Tensor> apply_control_flow(OpKind op, const Tensors& operands, const
     record |= im.traced() || (ts && im.born_in_trace != ts->id);
   }
   if (!record || !ts) {
-    SuspendTraces eager;
-    return run_control_flow(op, operands, attrs);
+    std::vector<Tensor> results;
+    {
+      SuspendTraces eager;
+      results = run_control_flow(op, operands, attrs);
+    }
+    // Computed now from values the trace made (a loop over constants): constants of the trace, as
+    // the operands were, not tensors from outside it (captured, they died with the trace, and at
+    // another dynamic size their value would be this size's).
+    if (ts)
+      for (Tensor& t : results) t.impl()->born_in_trace = ts->id;
+    return results;
   }
   Node probe;
   probe.op = op;
