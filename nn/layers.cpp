@@ -173,11 +173,15 @@ BatchNorm::BatchNorm(int64_t num_features, double eps_, double momentum_, bool a
   register_buffer("num_batches_tracked", num_batches_tracked);
 }
 
-Tensor BatchNorm::forward(const Tensor& x) {
+void BatchNorm::check_input(const Tensor& x) const {
   const int64_t C = weight.defined() ? weight.shape()[0] : running_mean.defined() ? running_mean.shape()[0] : -1;
   if (x.ndim() < 2 || (C >= 0 && x.shape()[1] != C))
     throw ShapeError("nn::BatchNorm: takes [N, " + std::to_string(C) + ", ...], given " + shape_str(x.shape()));
   check_input_dtype("BatchNorm", x, weight.defined() ? weight : running_mean);
+}
+
+Tensor BatchNorm::forward(const Tensor& x) {
+  check_input(x);
   if (training() && num_batches_tracked.defined()) num_batches_tracked.assign(num_batches_tracked + int64_t(1));
   if (training() || !running_mean.defined())
     return batch_norm_training(x, optional(running_mean), optional(running_var), optional(weight), optional(bias), momentum, eps);

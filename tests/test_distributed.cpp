@@ -9,6 +9,7 @@
 #include <thread>
 
 #include <hjit/distributed.h>
+#include <hjit/nn.h>
 
 #include "support/settings.h"
 #include "tests/support.h"
@@ -202,6 +203,56 @@ TEST_CASE("gradients through collectives: psum is its own transpose, all_gather 
   SUBCASE("broadcast: the root collects every rank's gradient") {
     auto loss = [&](const Tensor& v) { return hjit::sum(weight(me(), shape) * dist::broadcast(v, 0)); };
     check_equal(hjit::grad(loss)(x), me() == 0 ? sum_of_weights : Tensor::zeros(shape));
+  }
+}
+
+TEST_CASE("SyncBatchNorm: each rank's shard normalized as BatchNorm normalizes the whole batch, with its gradients") {
+  namespace nn = hjit::nn;
+  const int64_t rows = 3, C = 4;  // a shard's rows; the whole batch has rows * world()
+  const Tensor whole = test::random({rows * world(), C, 5, 2}, DType::F32, 11) * 2.0 + 0.5;  // alike on every rank
+  const Tensor weights = test::random({rows * world(), C, 5, 2}, DType::F32, 12);           // the loss's
+  const Tensor shard = hjit::slice(whole, 0, me() * rows, (me() + 1) * rows);
+  const Tensor shard_weights = hjit::slice(weights, 0, me() * rows, (me() + 1) * rows);
+  auto with_parameters = [&](nn::BatchNorm& bn) {
+    bn.weight.assign(test::random({C}, DType::F32, 13) + 1.0);
+    bn.bias.assign(test::random({C}, DType::F32, 14));
+  };
+  nn::BatchNorm reference(C);
+  with_parameters(reference);
+  auto reference_loss = [&](const Tensor& x) { return hjit::sum(reference(x) * weights); };
+  const Tensor want_y = reference(whole);
+  const std::vector<Tensor> want_grads = hjit::value_and_grad(reference_loss, reference.parameters())(whole).second;
+  const Tensor want_dx = hjit::slice(hjit::grad(reference_loss)(whole), 0, me() * rows, (me() + 1) * rows);
+  for (const bool jitted : {false, true}) {
+    CAPTURE(jitted);
+    nn::SyncBatchNorm synced(C);
+    with_parameters(synced);
+    auto loss = [&](const Tensor& x) { return hjit::sum(synced(x) * shard_weights); };
+    auto forward = [&](const Tensor& x) { return synced(x); };
+    auto grads = [&](const Tensor& x) {
+      std::vector<Tensor> g = hjit::value_and_grad(loss, synced.parameters())(x).second;
+      g.push_back(hjit::grad(loss)(x));
+      return g;
+    };
+    const Tensor y = jitted ? hjit::jit(forward)(shard) : forward(shard);
+    check_equal(y, hjit::slice(want_y, 0, me() * rows, (me() + 1) * rows));
+    // Its running statistics moved as the whole batch's do (on every rank alike), and eval mode
+    // normalizes with them.
+    nn::BatchNorm stepped(C);
+    with_parameters(stepped);
+    stepped(whole);
+    check_equal(synced.running_mean, stepped.running_mean);
+    check_equal(synced.running_var, stepped.running_var);
+    synced.eval();
+    stepped.eval();
+    check_equal(synced(shard), stepped(shard));
+    synced.train();
+    // A parameter's gradient is the sum of the ranks' (what data parallel's all_reduce makes); the
+    // shard's own is the whole batch's rows.
+    const std::vector<Tensor> got = jitted ? hjit::jit(grads)(shard) : grads(shard);
+    check_equal(dist::all_reduce(got[0]), want_grads[0]);
+    check_equal(dist::all_reduce(got[1]), want_grads[1]);
+    check_equal(got[2], want_dx);
   }
 }
 

@@ -96,10 +96,26 @@ class BatchNorm : public Layer {
   Tensor weight, bias, running_mean, running_var;
   Tensor num_batches_tracked;  // i64 scalar: training-mode calls (PyTorch's buffer, so state dicts match)
   double eps, momentum;
+
+ protected:
+  void check_input(const Tensor& x) const;  // [N, C, ...] of the parameters' floating dtype
 };
 using BatchNorm1d = BatchNorm;
 using BatchNorm2d = BatchNorm;
 using BatchNorm3d = BatchNorm;
+
+// torch.nn.SyncBatchNorm: batch normalization whose training-mode statistics are those of the
+// whole batch across the ranks of hjit::dist (each rank normalizes its shard with them, and the
+// running statistics move alike on every rank), eagerly and jitted, with gradients through the
+// exchange (each rank's shard gets the gradient the whole batch gives it). Each rank's mean,
+// variance and count are gathered and combined (Chan's parallel variance), not sums of squares.
+// In eval mode, and in a world of one process, it is BatchNorm. Its state is BatchNorm's, so
+// either loads the other's checkpoints.
+class SyncBatchNorm : public BatchNorm {
+ public:
+  using BatchNorm::BatchNorm;
+  Tensor forward(const Tensor& x) override;
+};
 
 // Over the last normalized_shape.size() axes.
 class LayerNorm : public Layer {
