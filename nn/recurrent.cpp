@@ -51,6 +51,12 @@ Tensor initial_state(const std::optional<Tensor>& given, int64_t layers, int64_t
 
 Tensor layer_of(const Tensor& state, size_t l) { return squeeze(slice(state, 0, int64_t(l), int64_t(l) + 1), {0}); }
 
+// bool [T, N, 1]: whether step t is inside sequence n (padded [T, N, ...], lengths i64 [N]).
+Tensor live_steps(const Tensor& padded, const Tensor& lengths) {
+  const int64_t T = padded.shape()[0], N = padded.shape()[1];
+  return iota({T, N, 1}, 0, DType::I64) < lengths.reshape({1, N, 1});
+}
+
 Tensor affine(const Tensor& x, const Tensor& w, const Tensor& b) {
   const Tensor y = matmul(x, transpose(w));
   return b.defined() ? y + b : y;
@@ -64,9 +70,20 @@ LSTM::LSTM(int64_t input_size_, int64_t hidden_size_, RecurrentOptions o)
 }
 
 LSTMResult LSTM::operator()(const Tensor& x, const std::optional<Tensor>& h0, const std::optional<Tensor>& c0) {
-  Tensor seq = time_major(x, input_size, options_.batch_first, "LSTM");
+  LSTMResult r = run(time_major(x, input_size, options_.batch_first, "LSTM"), Tensor(), h0, c0);
+  if (options_.batch_first) r.output = transpose(r.output, {1, 0, 2});
+  return r;
+}
+
+PackedLSTMResult LSTM::operator()(const PackedSequence& x, const std::optional<Tensor>& h0, const std::optional<Tensor>& c0) {
+  const auto [padded, lengths] = pad_packed_sequence(x);
+  const LSTMResult r = run(time_major(padded, input_size, false, "LSTM"), live_steps(padded, lengths), h0, c0);
+  return {packed_like(x, r.output), r.h, r.c};
+}
+
+LSTMResult LSTM::run(Tensor seq, const Tensor& live, const std::optional<Tensor>& h0, const std::optional<Tensor>& c0) {
   const int64_t N = seq.shape()[1], H = hidden_size, L = options_.num_layers;
-  const Tensor h_init = initial_state(h0, L, N, H, x.dtype(), "LSTM", "h0"), c_init = initial_state(c0, L, N, H, x.dtype(), "LSTM", "c0");
+  const Tensor h_init = initial_state(h0, L, N, H, seq.dtype(), "LSTM", "h0"), c_init = initial_state(c0, L, N, H, seq.dtype(), "LSTM", "c0");
   std::vector<Tensor> hs, cs;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const RecurrentWeights& w = layers_[l];
@@ -78,14 +95,15 @@ LSTMResult LSTM::operator()(const Tensor& x, const std::optional<Tensor>& h0, co
           const std::vector<Tensor> g = split(step[0] + matmul(carry[0], w_hh_t), H, -1);
           const Tensor c = sigmoid(g[1]) * carry[1] + sigmoid(g[0]) * tanh(g[2]);
           const Tensor h = sigmoid(g[3]) * tanh(c);
-          return {{h, c}, {h}};
+          if (step.size() == 1) return {{h, c}, {h}};
+          return {{where(step[1], h, carry[0]), where(step[1], c, carry[1])}, {where(step[1], h, 0.0)}};
         },
-        {layer_of(h_init, l), layer_of(c_init, l)}, {xp});
+        {layer_of(h_init, l), layer_of(c_init, l)}, live.defined() ? Tensors{xp, live} : Tensors{xp});
     seq = r.ys[0];
     hs.push_back(r.carries[0]), cs.push_back(r.carries[1]);
     if (l + 1 < layers_.size() && training() && options_.dropout > 0) seq = drop_(seq);
   }
-  return {options_.batch_first ? transpose(seq, {1, 0, 2}) : seq, stack(hs, 0), stack(cs, 0)};
+  return {seq, stack(hs, 0), stack(cs, 0)};
 }
 
 GRU::GRU(int64_t input_size_, int64_t hidden_size_, RecurrentOptions o)
@@ -94,9 +112,20 @@ GRU::GRU(int64_t input_size_, int64_t hidden_size_, RecurrentOptions o)
 }
 
 GRUResult GRU::operator()(const Tensor& x, const std::optional<Tensor>& h0) {
-  Tensor seq = time_major(x, input_size, options_.batch_first, "GRU");
+  GRUResult r = run(time_major(x, input_size, options_.batch_first, "GRU"), Tensor(), h0);
+  if (options_.batch_first) r.output = transpose(r.output, {1, 0, 2});
+  return r;
+}
+
+PackedGRUResult GRU::operator()(const PackedSequence& x, const std::optional<Tensor>& h0) {
+  const auto [padded, lengths] = pad_packed_sequence(x);
+  const GRUResult r = run(time_major(padded, input_size, false, "GRU"), live_steps(padded, lengths), h0);
+  return {packed_like(x, r.output), r.h};
+}
+
+GRUResult GRU::run(Tensor seq, const Tensor& live, const std::optional<Tensor>& h0) {
   const int64_t N = seq.shape()[1], H = hidden_size, L = options_.num_layers;
-  const Tensor h_init = initial_state(h0, L, N, H, x.dtype(), "GRU", "h0");
+  const Tensor h_init = initial_state(h0, L, N, H, seq.dtype(), "GRU", "h0");
   std::vector<Tensor> hs;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const RecurrentWeights& w = layers_[l];
@@ -108,14 +137,15 @@ GRUResult GRU::operator()(const Tensor& x, const std::optional<Tensor>& h0) {
           const Tensor r = sigmoid(gx[0] + gh[0]), z = sigmoid(gx[1] + gh[1]);
           const Tensor n = tanh(gx[2] + r * gh[2]);
           const Tensor next = (1.0 - z) * n + z * h;
-          return {{next}, {next}};
+          if (step.size() == 1) return {{next}, {next}};
+          return {{where(step[1], next, h)}, {where(step[1], next, 0.0)}};
         },
-        {layer_of(h_init, l)}, {xp});
+        {layer_of(h_init, l)}, live.defined() ? Tensors{xp, live} : Tensors{xp});
     seq = r.ys[0];
     hs.push_back(r.carries[0]);
     if (l + 1 < layers_.size() && training() && options_.dropout > 0) seq = drop_(seq);
   }
-  return {options_.batch_first ? transpose(seq, {1, 0, 2}) : seq, stack(hs, 0)};
+  return {seq, stack(hs, 0)};
 }
 
 }  // namespace hjit::nn

@@ -757,3 +757,79 @@ TEST_CASE("PyTorch's state dicts load by name, and the layers compute PyTorch's 
   emb.add<nn::Embedding>(10, 4, 0), emb.add<nn::LayerNorm>(Shape{4});
   check_against_torch("embedding", emb, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{emb(in[0])}; });
 }
+
+TEST_CASE("pad_sequence, pack_padded_sequence and pad_packed_sequence as torch.nn.utils.rnn's") {
+  const Tensor a = rnd({3, 2}, 70), b = rnd({1, 2}, 71), c = rnd({4, 2}, 72);
+  const Tensor padded = nn::pad_sequence({a, b, c}, true, -1.0);  // [3, 4, 2]
+  CHECK(padded.shape() == Shape{3, 4, 2});
+  check_close(hjit::slice(padded, 0, 0, 1).reshape({4, 2}), hjit::concat({a, Tensor::full({1, 2}, -1.0)}, 0));
+  CHECK(nn::pad_sequence({a, b, c}).shape() == Shape{4, 3, 2});
+  // Packed: time step by time step, the longest sequences first (c, a, b).
+  const nn::PackedSequence p = nn::pack_padded_sequence(padded, {3, 1, 4}, true, false);
+  CHECK(p.batch_sizes.to_vector<int64_t>() == std::vector<int64_t>{3, 2, 2, 1});
+  CHECK(p.sorted_indices.to_vector<int64_t>() == std::vector<int64_t>{2, 0, 1});
+  CHECK(p.unsorted_indices.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 0});
+  CHECK(p.lengths() == std::vector<int64_t>{3, 1, 4});
+  auto row = [](const Tensor& s, int64_t t) { return hjit::slice(s, 0, t, t + 1); };
+  check_close(p.data, hjit::concat({row(c, 0), row(a, 0), row(b, 0), row(c, 1), row(a, 1), row(c, 2), row(a, 2), row(c, 3)}, 0));
+  // And back, padded with another value, to a longer length.
+  const auto [back, lengths] = nn::pad_packed_sequence(p, true, 0.0, 6);
+  CHECK(back.shape() == Shape{3, 6, 2});
+  CHECK(lengths.to_vector<int64_t>() == std::vector<int64_t>{3, 1, 4});
+  check_close(hjit::slice(back, 1, 0, 4), hjit::where(padded == -1.0, Tensor::zeros({3, 4, 2}), padded));
+  check_close(nn::pack_sequence({c, a, b}).data, nn::pack_padded_sequence(nn::pad_sequence({c, a, b}), {4, 3, 1}).data);
+  // What PyTorch refuses, refused with the values.
+  CHECK_THROWS_WITH_AS(nn::pack_padded_sequence(padded, {3, 1, 4}, true), doctest::Contains("enforce_sorted"), hjit::ValueError);
+  CHECK_THROWS_WITH_AS(nn::pack_padded_sequence(padded, {3, 0, 4}, true, false), doctest::Contains("length 0"), hjit::ValueError);
+  CHECK_THROWS_WITH_AS(nn::pack_padded_sequence(padded, {3, 1, 5}, true, false), doctest::Contains("length 5"), hjit::ValueError);
+  CHECK_THROWS_WITH_AS(nn::pack_padded_sequence(padded, {3, 1}, true, false), doctest::Contains("2 lengths"), hjit::ShapeError);
+  CHECK_THROWS_WITH_AS(nn::pad_sequence({a, rnd({2, 3}, 73)}), doctest::Contains("sequence 1"), hjit::ShapeError);
+  CHECK_THROWS_WITH_AS(nn::pad_packed_sequence(p, true, 0.0, 3), doctest::Contains("total_length 3"), hjit::ValueError);
+}
+
+TEST_CASE("LSTM and GRU on packed sequences: each sequence as if run alone, eagerly, jitted and differentiated") {
+  nn::manual_seed(8);
+  nn::LSTM lstm(2, 3, {.num_layers = 2});
+  nn::GRU gru(2, 3);
+  const std::vector<Tensor> seqs{rnd({3, 2}, 80), rnd({5, 2}, 81), rnd({1, 2}, 82)};
+  const nn::PackedSequence packed = nn::pack_sequence(seqs, false);
+  const nn::PackedLSTMResult r = lstm(packed);
+  const nn::PackedGRUResult g = gru(packed);
+  const auto [out, lengths] = nn::pad_packed_sequence(r.output, true);
+  const auto [gru_out, gru_lengths] = nn::pad_packed_sequence(g.output, true);
+  CHECK(out.shape() == Shape{3, 5, 3});
+  for (int64_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    const Tensor alone = seqs[size_t(i)].reshape({seqs[size_t(i)].dim(0), 1, 2});
+    const int64_t len = alone.dim(0);
+    const nn::LSTMResult want = lstm(alone);
+    check_close(hjit::slice(hjit::slice(out, 0, i, i + 1), 1, 0, len).reshape({len, 3}), want.output.reshape({len, 3}));
+    check_close(hjit::slice(r.h, 1, i, i + 1), want.h);
+    check_close(hjit::slice(r.c, 1, i, i + 1), want.c);
+    check_close(hjit::slice(hjit::slice(out, 0, i, i + 1), 1, len, 5), Tensor::zeros({1, 5 - len, 3}));  // past its end
+    const nn::GRUResult gw = gru(alone);
+    check_close(hjit::slice(hjit::slice(gru_out, 0, i, i + 1), 1, 0, len).reshape({len, 3}), gw.output.reshape({len, 3}));
+    check_close(hjit::slice(g.h, 1, i, i + 1), gw.h);
+  }
+  // Jitted (the lengths are what it was traced for) and differentiated: the gradient of a sum
+  // over the packed outputs is the sum of each sequence's alone.
+  const std::vector<Tensor> params = lstm.parameters();
+  auto packed_loss = [&](const Tensor& x) {  // x: the padded batch, time major
+    return hjit::sum(lstm(nn::pack_padded_sequence(x, {3, 5, 1}, false, false)).output.data);
+  };
+  const Tensor x = nn::pad_sequence(seqs);
+  auto [l0, g0] = hjit::value_and_grad(packed_loss, params)(x);
+  auto [l1, g1] = hjit::jit([&](const Tensor& x) { return hjit::value_and_grad(packed_loss, params)(x); })(x);
+  check_close(l1, l0);
+  std::vector<Tensor> want(params.size());
+  for (const Tensor& s : seqs) {
+    auto alone_loss = [&](const Tensor& v) { return hjit::sum(lstm(v).output); };
+    const std::vector<Tensor> gs = hjit::value_and_grad(alone_loss, params)(s.reshape({s.dim(0), 1, 2})).second;
+    for (size_t k = 0; k < params.size(); ++k) want[k] = want[k].defined() ? want[k] + gs[k] : gs[k];
+  }
+  for (size_t k = 0; k < params.size(); ++k) {
+    CAPTURE(k);
+    check_close(g0[k], want[k], 1e-4);
+    check_close(g1[k], want[k], 1e-3);
+  }
+}

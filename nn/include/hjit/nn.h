@@ -16,4 +16,5 @@
 #include <hjit/nn/module.h>
 #include <hjit/nn/quantize.h>
 #include <hjit/nn/recurrent.h>
+#include <hjit/nn/sequences.h>
 #include <hjit/nn/transformer.h>
