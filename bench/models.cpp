@@ -157,10 +157,11 @@ int model_rows(const std::string& self, const std::string& dir, const std::strin
               "with an empty compile cache, warm = the first call in a fresh process with that cache filled, steady = median\n"
               "per call; err = max |hjit - PyTorch| / max |PyTorch| (1e-3 passes); torch = tuned PyTorch, opencv = OpenCV\n"
               "DNN and ort = ONNX Runtime's CPU engine (bench/ort_peer.h; 2 threads), each in its own process, one after the\n"
-              "other in this sitting; 'x' columns are their steady time over hjit's.\n\n",
+              "other in this sitting; 'x' columns are their steady time over hjit's; ort 1st = its session creation and first\n"
+              "run (cold and warm alike: it keeps nothing between processes).\n\n",
               dir.c_str());
-  std::printf("%-26s %9s %9s %9s %10s %10s %9s %10s %7s %10s %7s %9s %9s %7s\n", "model", "read ms", "convert", "cold s", "warm ms",
-              "steady ms", "err", "torch ms", "x", "opencv ms", "x", "cv err", "ort ms", "x");
+  std::printf("%-26s %9s %9s %9s %10s %10s %9s %10s %7s %10s %7s %9s %9s %7s %11s\n", "model", "read ms", "convert", "cold s", "warm ms",
+              "steady ms", "err", "torch ms", "x", "opencv ms", "x", "cv err", "ort ms", "x", "ort 1st ms");
   bool all_ok = true;
   for (const fs::path& folder : folders) {
     const std::string name = folder.filename().string();
@@ -172,7 +173,8 @@ int model_rows(const std::string& self, const std::string& dir, const std::strin
     const Child warm = cold.ok ? run(env + self + " --model-child '" + folder.string() + "'" + q) : Child{};
     std::system(("rm -rf " + std::string(cache)).c_str());
     const Child cv = run(self + " --opencv-child '" + folder.string() + "'" + q);
-    const double torch = torch_ms(dir, name), ort = ort_ms(folder.string(), 2);
+    const OrtTimes ort_run = ort_times(folder.string(), 2);
+    const double torch = torch_ms(dir, name), ort = ort_run.median_ms;
     if (!cold.ok) {
       std::printf("%-26s failed: %s\n", name.c_str(), cold.failure.c_str());
       all_ok = false;
@@ -181,12 +183,12 @@ int model_rows(const std::string& self, const std::string& dir, const std::strin
     const double steady = warm.ok ? warm.steady : cold.steady;
     const bool matches = cold.err <= 1e-3;
     all_ok &= matches;
-    std::printf("%-26s %9.1f %9.1f %9.2f %10s %10.2f %9.1e %10s %7s %10s %7s %9s %9s %7s%s\n", name.c_str(), cold.read, cold.convert,
+    std::printf("%-26s %9.1f %9.1f %9.2f %10s %10.2f %9.1e %10s %7s %10s %7s %9s %9s %7s %11s%s\n", name.c_str(), cold.read, cold.convert,
                 (cold.read + cold.convert + cold.first) / 1e3, fmt(warm.ok ? warm.first : -1, "%.1f").c_str(), steady, cold.err,
                 fmt(torch, "%.2f").c_str(), fmt(torch > 0 ? torch / steady : -1, "%.2fx").c_str(),
                 fmt(cv.ok ? cv.steady : -1, "%.2f").c_str(), fmt(cv.ok ? cv.steady / steady : -1, "%.2fx").c_str(),
                 cv.ok ? fmt(cv.err, "%.1e").c_str() : "-", fmt(ort, "%.2f").c_str(), fmt(ort > 0 ? ort / steady : -1, "%.2fx").c_str(),
-                matches ? "" : "  (differs from PyTorch!)");
+                fmt(ort_run.first_call_ms(), "%.1f").c_str(), matches ? "" : "  (differs from PyTorch!)");
     if (!cv.ok) std::printf("%-26s   opencv: %s\n", "", cv.failure.c_str());
     std::fflush(stdout);
   }
