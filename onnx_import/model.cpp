@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include <hjit/autocast.h>
+#include <hjit/jit.h>
 
 #include "onnx_import/interpreter.h"
 #include "onnx_import/model_file.h"
@@ -290,6 +291,34 @@ Module Model::module_for(const std::vector<Value>& examples, const std::map<std:
   log().debug("onnx: converted '{}' in {:.1f} ms: {} graph nodes, {} dynamic dimensions", name, t.ms(), m.graph().nodes.size(),
               m.dynamic_dims().size());
   return m;
+}
+
+Compiled Model::compiled_for(const std::vector<Value>& examples) const {
+  try {
+    const Module m = module_for(examples);
+    return Compiled([m](const std::vector<Tensor>& in) { return std::vector<Tensor>(m.call(in)); }, "");
+  } catch (const ValueError& e) {
+    // (NodeContext::read_known's refusal: a value the conversion reads comes from the inputs.)
+    if (std::string(e.what()).find("must be known when the model is converted") == std::string::npos) throw;
+    log().debug("onnx: '{}' runs in segments between graph breaks: {}", impl_->proto.graph().name(), e.what());
+    const Model self = *this;
+    JitOptions options;
+    options.fullgraph = false;
+    options.name = impl_->proto.graph().name().empty() ? "onnx_model" : impl_->proto.graph().name();
+    auto fn = std::make_shared<decltype(jit(std::function<std::vector<Tensor>(const std::vector<Tensor>&)>(), options))>(jit(
+        std::function<std::vector<Tensor>(const std::vector<Tensor>&)>([self, examples](const std::vector<Tensor>& in) {
+          std::vector<Value> values;
+          size_t at = 0;
+          for (const Value& like : examples) values.push_back(unflatten_one(like, in, at));
+          return flatten(self.run(values));
+        }),
+        options));
+    // (The reason without read_known's advice, which this follows: "node 'y' (NonZero): input 0 ('x')".)
+    std::string why = e.what();
+    why = why.substr(0, why.find(" must be known")) + " is computed from the model's inputs";
+    if (why.rfind("hjit::onnx: ", 0) == 0) why = why.substr(12);
+    return Compiled([fn](const std::vector<Tensor>& in) { return (*fn)(in); }, why);
+  }
 }
 
 std::vector<std::string> supported_ops() { return converted_ops(); }

@@ -118,35 +118,12 @@ std::string compare_values(const std::vector<hjit::onnx::Value>& got, const std:
   return compare_all(hjit::onnx::flatten(got), hjit::onnx::flatten(want));
 }
 
-// The model compiled for these inputs: one Module when every value it reads while converting
-// (shapes, axes, counts) is known then; otherwise in hjit::jit with fullgraph = false, where those
-// reads are graph breaks between compiled segments (ops whose output shape depends on values).
+// The model compiled for these inputs (Model::compiled_for: one Module, or segments between graph
+// breaks where the conversion reads values the inputs make).
 std::vector<Tensor> run_compiled(const hjit::onnx::Model& model, const std::vector<hjit::onnx::Value>& inputs, bool* segmented) {
-  const std::vector<Tensor> args = hjit::onnx::flatten(inputs);
-  try {
-    return model.module_for(inputs).call(args);
-  } catch (const hjit::ValueError& e) {
-    if (std::string(e.what()).find("must be known when the model is converted") == std::string::npos) throw;
-  }
-  *segmented = true;
-  hjit::JitOptions options;
-  options.fullgraph = false;
-  auto fn = hjit::jit(
-      [&](const std::vector<Tensor>& in) {
-        std::vector<hjit::onnx::Value> values;
-        size_t at = 0;
-        for (const hjit::onnx::Value& like : inputs) {
-          if (like.is_tensor()) values.push_back(in[at++]);
-          else if (like.is_none()) values.push_back(like);
-          else {
-            values.push_back(hjit::onnx::Value::sequence({in.begin() + std::ptrdiff_t(at), in.begin() + std::ptrdiff_t(at + like.items().size())}, like.elem_type()));
-            at += like.items().size();
-          }
-        }
-        return hjit::onnx::flatten(model.run(values));
-      },
-      options);
-  return fn(args);
+  const hjit::onnx::Compiled compiled = model.compiled_for(inputs);
+  *segmented |= compiled.segmented();
+  return compiled(hjit::onnx::flatten(inputs));
 }
 
 struct Outcome {

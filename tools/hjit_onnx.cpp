@@ -130,7 +130,14 @@ int run(const Args& a) {
   const hjit::onnx::Model m = hjit::onnx::Model::read(a.model, a.load);
   const std::vector<hjit::onnx::Value> in = inputs_of(a, m);
   const std::vector<hjit::onnx::Value> eager = m.run(in);  // the structure of the outputs, and the answer with --eager
-  const std::vector<Tensor> out = a.eager ? hjit::onnx::flatten(eager) : std::vector<Tensor>(m.module_for(in).call(hjit::onnx::flatten(in)));
+  std::vector<Tensor> out;
+  if (a.eager) {
+    out = hjit::onnx::flatten(eager);
+  } else {
+    const hjit::onnx::Compiled compiled = m.compiled_for(in);
+    if (compiled.segmented()) std::printf("compiled in segments between graph breaks: %s\n", compiled.why_segmented().c_str());
+    out = compiled(hjit::onnx::flatten(in));
+  }
   const std::vector<std::string> names = flat_names(eager, m.info().outputs);
   std::vector<Tensor> want;
   if (!a.expect.empty()) {
@@ -165,20 +172,21 @@ int bench(const Args& a) {
   const std::vector<Tensor> in = made_up_inputs(m);
   const double read_ms = ms_since(t0);
   t0 = std::chrono::steady_clock::now();
-  hjit::Module mod = m.module(types_of(in));
+  const hjit::onnx::Compiled compiled = m.compiled_for(std::vector<hjit::onnx::Value>(in.begin(), in.end()));
   const double convert_ms = ms_since(t0);
   t0 = std::chrono::steady_clock::now();
-  mod.call(in);
+  compiled(in);
   const double first_ms = ms_since(t0);
   std::vector<double> times;
   for (int r = 0; r < a.repeat; ++r) {
     t0 = std::chrono::steady_clock::now();
-    mod.call(in);
+    compiled(in);
     times.push_back(ms_since(t0));
   }
   std::sort(times.begin(), times.end());
-  std::printf("%s: read %.1f ms, convert %.1f ms, first call %.1f ms (compile or disk cache), steady %.4f ms (median of %d)\n",
-              a.model.c_str(), read_ms, convert_ms, first_ms, times[times.size() / 2], a.repeat);
+  std::printf("%s: read %.1f ms, convert %.1f ms, first call %.1f ms (compile or disk cache), steady %.4f ms (median of %d)%s\n",
+              a.model.c_str(), read_ms, convert_ms, first_ms, times[times.size() / 2], a.repeat,
+              compiled.segmented() ? ", in segments between graph breaks" : "");
   return 0;
 }
 

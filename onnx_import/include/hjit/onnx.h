@@ -13,6 +13,7 @@
 // naming the node.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -103,6 +104,8 @@ struct ModelInfo {
   std::string str() const;
 };
 
+class Compiled;
+
 // A model read, checked and converted: calling it runs its nodes as hjit ops, eagerly on concrete
 // tensors or recorded into the active trace (jit, grad, make_module). Copies share the model.
 class Model {
@@ -134,12 +137,33 @@ class Model {
   // which is resolved while converting as ONNX's sequence ops are): it takes and returns the
   // flattened values (flatten()), every sequence's items in order.
   Module module_for(const std::vector<Value>& examples, const std::map<std::string, Value>& fixed = {}) const;
+  // The model compiled for calls like these examples, by whatever it takes: module_for's one
+  // module where every value the conversion reads (a shape, axes, a count, a value-dependent
+  // output size) is known when it converts; otherwise the model run in hjit::jit with fullgraph =
+  // false, compiled in segments between those reads (graph breaks), each cached as any jitted code.
+  // How hjit-onnx run and bench serve every model ONNX defines.
+  Compiled compiled_for(const std::vector<Value>& examples) const;
 
   struct Impl;
 
  private:
   explicit Model(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
+};
+
+// A model compiled by Model::compiled_for: it takes and returns the flattened values (flatten()).
+class Compiled {
+ public:
+  using Call = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+  Compiled(Call call, std::string why_segmented) : call_(std::move(call)), why_segmented_(std::move(why_segmented)) {}
+  std::vector<Tensor> operator()(const std::vector<Tensor>& flat_inputs) const { return call_(flat_inputs); }
+  // Whether it runs in segments between graph breaks, and the read that made it ("" : one module).
+  bool segmented() const { return !why_segmented_.empty(); }
+  const std::string& why_segmented() const { return why_segmented_; }
+
+ private:
+  Call call_;
+  std::string why_segmented_;
 };
 
 // The op types of the default domain hjit converts, sorted.
