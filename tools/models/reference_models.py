@@ -5,6 +5,7 @@ and python3-torchvision are installed (never by the build or CI).
     /usr/bin/python3 tools/models/reference_models.py export DIR [--batch N] [NAME ...]
     /usr/bin/python3 tools/models/reference_models.py time DIR NAME [THREADS]
     /usr/bin/python3 tools/models/reference_models.py example examples/data
+    /usr/bin/python3 tools/models/reference_models.py detection DIR
 
 A name with a suffix _bN (resnet50_b8) is the model at batch N; `export DIR --batch 8` exports
 every model (or those named) so. `export` writes each model in the layout of ONNX's own test data,
@@ -14,6 +15,8 @@ which `hjit-bench --models DIR` and `hjit-onnx run --expect` read:
     DIR/NAME/test_data_set_0/input_0.pb      a seeded random input (TensorProto)
     DIR/NAME/test_data_set_0/output_0.pb     PyTorch's output for it
 
+`detection` writes DIR/ssdlite320_mobilenet_v3_large, a torchvision detector with three outputs
+(boxes, scores, labels) for `hjit-onnx run --expect`; it is not among the models `export` writes.
 `example` writes the small classifier and picture examples/onnx_classify is tested with, and prints
 the class PyTorch gives the picture after the example's preprocessing.
 
@@ -167,15 +170,17 @@ def varint(v):
 
 
 def tensor_proto(t, name):
-    """A TensorProto (float32) without the onnx package: dims (1), data_type (2), name (8), raw_data (9)."""
-    t = t.detach().contiguous().to(torch.float32)
+    """A TensorProto (float32, or int64 for integers) without the onnx package: dims (1), data_type (2),
+    name (8), raw_data (9)."""
+    integer = not t.is_floating_point()
+    t = t.detach().contiguous().to(torch.int64 if integer else torch.float32)
     out = bytearray()
     for d in t.shape:
         out += b"\x08" + varint(int(d))
-    out += b"\x10" + varint(1)
+    out += b"\x10" + varint(7 if integer else 1)
     encoded = name.encode()
     out += b"\x42" + varint(len(encoded)) + encoded
-    raw = struct.pack("<%df" % t.numel(), *t.flatten().tolist())
+    raw = struct.pack("<%d%s" % (t.numel(), "q" if integer else "f"), *t.flatten().tolist())
     out += b"\x4a" + varint(len(raw)) + raw
     return bytes(out)
 
@@ -196,6 +201,31 @@ def export(root, name):
     with open(os.path.join(folder, "test_data_set_0", "output_0.pb"), "wb") as f:
         f.write(tensor_proto(y, "output"))
     print("exported %s: input %s, output %s, opset %d" % (name, tuple(x.shape), tuple(y.shape), opset), flush=True)
+
+
+def export_detection(root):
+    """SSDLite320-MobileNetV3 from torchvision with seeded weights (randomize: distinct scores), a
+    score threshold of 0.001 and 50 detections, one 320 x 320 image: its boxes, scores and labels.
+    Its postprocessing (NonZero, TopK, NonMaxSuppression per class) reads values: hjit compiles it
+    in segments between graph breaks (hjit-onnx run). Not one of MODELS: hjit-bench --models would
+    compile those segments in every sitting."""
+    torch.manual_seed(SEED)
+    model = torchvision.models.detection.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None).eval()
+    randomize(model)
+    model.score_thresh, model.detections_per_img = 0.001, 50
+    x = torch.rand(3, 320, 320)
+    folder = os.path.join(root, "ssdlite320_mobilenet_v3_large")
+    os.makedirs(os.path.join(folder, "test_data_set_0"), exist_ok=True)
+    with torch.no_grad():
+        found = model([x])[0]
+    names = ["boxes", "scores", "labels"]
+    torch.onnx.export(model, ([x],), os.path.join(folder, "model.onnx"), opset_version=13, input_names=["image"], output_names=names)
+    with open(os.path.join(folder, "test_data_set_0", "input_0.pb"), "wb") as f:
+        f.write(tensor_proto(x, "image"))
+    for k, name in enumerate(names):
+        with open(os.path.join(folder, "test_data_set_0", "output_%d.pb" % k), "wb") as f:
+            f.write(tensor_proto(found[name], name))
+    print("exported ssdlite320_mobilenet_v3_large: %d detections" % found["boxes"].shape[0], flush=True)
 
 
 def time_model(name, threads):
@@ -254,6 +284,9 @@ def example(folder):
 def main(argv):
     if len(argv) == 3 and argv[1] == "example":
         example(argv[2])
+        return 0
+    if len(argv) == 3 and argv[1] == "detection":
+        export_detection(argv[2])
         return 0
     if len(argv) < 3 or argv[1] not in ("export", "time"):
         print(__doc__)
