@@ -71,6 +71,10 @@ int64_t HostStepsExecutable::min_dynamic_size() const {
 }
 
 void HostStepsExecutable::run_sized(const void* const* inputs, void* const* outputs, const std::vector<int64_t>& symbols) const {
+  for (const Step& s : steps)
+    for (int k : s.symbols)
+      if (size_t(k) >= symbols.size())
+        throw InternalError("hjit: '" + graph_name + "' has parts of dynamic sizes and was called without the sizes");
   CallBuffers buffers;
   CachedBlocks held(boundary_bytes.size());
   // Declared after the buffers, so destroyed first: an error leaves no exchange writing into freed memory.
