@@ -5,6 +5,7 @@
 #include <string>
 
 #include <hjit/autocast.h>
+#include <hjit/distributed.h>
 #include <hjit/error.h>
 #include <hjit/nn/init.h>
 #include <hjit/nn/layers.h>
@@ -186,6 +187,38 @@ Tensor BatchNorm::forward(const Tensor& x) {
   if (training() || !running_mean.defined())
     return batch_norm_training(x, optional(running_mean), optional(running_var), optional(weight), optional(bias), momentum, eps);
   return batch_norm(x, running_mean, running_var, optional(weight), optional(bias), eps);
+}
+
+// SyncBatchNorm: the statistics of the whole batch across the ranks, then BatchNorm's
+// normalization with them (batch_norm) and its running statistics' update.
+Tensor SyncBatchNorm::forward(const Tensor& x) {
+  if (!training() || dist::world_size() == 1) return BatchNorm::forward(x);
+  check_input(x);
+  // 16-bit floats' statistics are computed in f32, as batch norm's are.
+  const Tensor v = x.dtype() == DType::F16 || x.dtype() == DType::BF16 ? x.astype(DType::F32) : x;
+  const int64_t C = v.shape()[1];
+  if (v.numel() == 0)
+    throw ValueError("nn::SyncBatchNorm: rank " + std::to_string(dist::rank()) + " has an empty batch " + shape_str(v.shape()) +
+                     " (every rank needs values of every channel)");
+  std::vector<int> axes{0};
+  for (int d = 2; d < v.ndim(); ++d) axes.push_back(d);
+  // This rank's mean, biased variance and count, gathered from every rank as rows [mean | var | n].
+  const Tensor mean_here = mean(v, axes, true), centered = v - mean_here;
+  const Tensor var_here = mean(centered * centered, axes);
+  const Tensor count_here = numel(v, axes, v.dtype());
+  const Tensor rows = dist::all_gather(concat({mean_here.reshape({C}), var_here, count_here.reshape({1})}).reshape({1, 2 * C + 1}), 0);
+  const Tensor means = slice(rows, 1, 0, C), vars = slice(rows, 1, C, 2 * C), counts = slice(rows, 1, 2 * C, 2 * C + 1);
+  // Chan et al.'s combination: the whole batch's mean, and its variance as the ranks' variances
+  // plus their means' spread, each weighted by its count (no sum of squares to cancel).
+  const Tensor total = sum(counts), share = counts / total;
+  const Tensor batch_mean = sum(share * means, {0});
+  const Tensor spread = means - batch_mean;
+  const Tensor batch_var = sum(share * (vars + spread * spread), {0});
+  if (num_batches_tracked.defined()) num_batches_tracked.assign(num_batches_tracked + int64_t(1));
+  if (running_mean.defined()) running_mean.assign((1 - momentum) * running_mean + momentum * batch_mean.astype(running_mean.dtype()));
+  if (running_var.defined())
+    running_var.assign((1 - momentum) * running_var + momentum * (batch_var * (total / (total - 1.0))).astype(running_var.dtype()));
+  return batch_norm(x, batch_mean, batch_var, optional(weight), optional(bias), eps);
 }
 
 LayerNorm::LayerNorm(Shape shape, double eps_, bool elementwise_affine, bool with_bias) : normalized_shape(std::move(shape)), eps(eps_) {

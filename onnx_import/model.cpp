@@ -305,19 +305,20 @@ Compiled Model::compiled_for(const std::vector<Value>& examples) const {
     JitOptions options;
     options.fullgraph = false;
     options.name = impl_->proto.graph().name().empty() ? "onnx_model" : impl_->proto.graph().name();
-    auto fn = std::make_shared<decltype(jit(std::function<std::vector<Tensor>(const std::vector<Tensor>&)>(), options))>(jit(
-        std::function<std::vector<Tensor>(const std::vector<Tensor>&)>([self, examples](const std::vector<Tensor>& in) {
+    // (Copies of a jitted function share its cache.)
+    const auto segments = jit(
+        [self, examples](const std::vector<Tensor>& in) {
           std::vector<Value> values;
           size_t at = 0;
           for (const Value& like : examples) values.push_back(unflatten_one(like, in, at));
           return flatten(self.run(values));
-        }),
-        options));
+        },
+        options);
     // (The reason without read_known's advice, which this follows: "node 'y' (NonZero): input 0 ('x')".)
     std::string why = e.what();
     why = why.substr(0, why.find(" must be known")) + " is computed from the model's inputs";
     if (why.rfind("hjit::onnx: ", 0) == 0) why = why.substr(12);
-    return Compiled([fn](const std::vector<Tensor>& in) { return (*fn)(in); }, why);
+    return Compiled([segments](const std::vector<Tensor>& in) { return segments(in); }, why);
   }
 }
 

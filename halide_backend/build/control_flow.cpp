@@ -24,19 +24,16 @@ bool is_source(const Node& n) { return has_trait(n.op, Source); }
 
 bool same_loc(const Loc& a, const Loc& b) { return a.kind == b.kind && a.index == b.index; }
 
-// Dynamic sizes: the forms of a node's extents (its fixed extents where none vary).
-std::vector<Affine> extent_forms(const Graph& g, const SymbolicSizes* d, int v) {
-  if (d && d->extent_varies(v)) return d->extents[size_t(v)];
-  std::vector<Affine> e;
-  for (int64_t x : g.type(v).shape) e.push_back(Affine{x, {}});
-  return e;
-}
-SizedBytes sized_bytes(const Graph& g, const SymbolicSizes* d, int v) { return {dtype_size(g.type(v).dtype), extent_forms(g, d, v)}; }
 SizedBytes fixed_bytes(const TensorType& t) {
   SizedBytes b{dtype_size(t.dtype), {}};
   for (int64_t x : t.shape) b.extents.push_back(Affine{x, {}});
   return b;
 }
+// Dynamic sizes: the forms of a node's extents (its fixed extents where none vary).
+std::vector<Affine> extent_forms(const Graph& g, const SymbolicSizes* d, int v) {
+  return d && d->extent_varies(v) ? d->extents[size_t(v)] : fixed_bytes(g.type(v)).extents;
+}
+SizedBytes sized_bytes(const Graph& g, const SymbolicSizes* d, int v) { return {dtype_size(g.type(v).dtype), extent_forms(g, d, v)}; }
 
 // What the inner compiles found: all in memory (a cache hit), all there or on disk (loaded), or
 // something compiled here.
@@ -219,9 +216,9 @@ Step control_flow_step(const Graph& g, const std::vector<int>& members, const Op
   s.control_flow = true;
   s.op = first;
   if (first.op == OpKind::Scan) {
-    const auto& varying = options.dynamic ? options.dynamic->attrs[size_t(members.front())] : std::map<std::string, std::vector<Affine>>{};
-    auto it = varying.find("length");
-    s.length = it != varying.end() ? it->second.at(0) : Affine{first.attrs.i("length"), {}};
+    s.length = Affine{first.attrs.i("length"), {}};
+    if (options.dynamic && options.dynamic->attr_varies(members.front(), "length"))
+      s.length = options.dynamic->attrs[size_t(members.front())].at("length").at(0);
   }
   const int results = control_flow_results(first);
   const Graph& shape_source = first.attrs.graph(first.op == OpKind::Cond ? "then" : "body");
