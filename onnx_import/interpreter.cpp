@@ -2,6 +2,7 @@
 
 #include <hjit/error.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "onnx_import/model_file.h"
@@ -43,6 +44,45 @@ auto convert_node(const NodeContext& ctx, C convert) {
   }
 }
 
+// Every name a node reads, its subgraphs' reads included (a superset: names a subgraph defines
+// itself as well).
+void reads_of(const ::onnx::NodeProto& node, std::vector<std::string>& out) {
+  for (const std::string& name : node.input())
+    if (!name.empty()) out.push_back(name);
+  for (const ::onnx::AttributeProto& a : node.attribute()) {
+    auto sub = [&](const ::onnx::GraphProto& g) {
+      for (const ::onnx::NodeProto& n : g.node()) reads_of(n, out);
+      for (const ::onnx::ValueInfoProto& v : g.output()) out.push_back(v.name());
+    };
+    if (a.has_g()) sub(a.g());
+    for (const ::onnx::GraphProto& g : a.graphs()) sub(g);
+  }
+}
+
+// For each node, the values its nodes made that nothing after it reads: dropped once it has run,
+// so that an eager run holds only the live values, and a graph break (JitOptions::fullgraph =
+// false) computes only those the rest of the model needs. The graph's outputs are kept, and what
+// DequantizeLinear nodes read (Interpreter::dequantized looks back at them).
+std::vector<std::vector<std::string>> dead_after(const ::onnx::GraphProto& graph) {
+  std::map<std::string, int> last;
+  std::vector<std::string> reads;
+  for (int i = 0; i < graph.node_size(); ++i) {
+    reads.clear();
+    reads_of(graph.node(i), reads);
+    for (const std::string& name : reads) last[name] = graph.node(i).op_type() == "DequantizeLinear" ? graph.node_size() : i;
+  }
+  for (const ::onnx::ValueInfoProto& v : graph.output()) last[v.name()] = graph.node_size();
+  std::vector<std::vector<std::string>> dead(size_t(graph.node_size()));
+  for (int i = 0; i < graph.node_size(); ++i)
+    for (const std::string& name : graph.node(i).output()) {
+      if (name.empty()) continue;
+      auto it = last.find(name);
+      const int at = it == last.end() ? i : std::max(i, it->second);
+      if (at < graph.node_size()) dead[size_t(at)].push_back(name);
+    }
+  return dead;
+}
+
 }  // namespace
 
 std::optional<Value> Interpreter::lookup(const std::string& name) const {
@@ -60,6 +100,7 @@ Scope Interpreter::visible() const {
 
 Value Interpreter::recompute(const std::string& name, const Scope& replaced) const {
   Interpreter again(opset_, outer_, limits_);
+  again.drop_dead_ = false;
   again.values_ = values_;
   for (const auto& [k, v] : replaced) again.values_[k] = v;
   again.run_nodes(*graph_, node_);
@@ -116,6 +157,7 @@ std::vector<Value> Interpreter::run(const ::onnx::GraphProto& graph, const Scope
 
 void Interpreter::run_nodes(const ::onnx::GraphProto& graph, int stop) const {
   graph_ = &graph;
+  const std::vector<std::vector<std::string>> dead = drop_dead_ ? dead_after(graph) : std::vector<std::vector<std::string>>{};
   for (node_ = 0; node_ < stop; ++node_) {
     const ::onnx::NodeProto& node = graph.node(node_);
     std::vector<std::optional<Value>> inputs;
@@ -149,6 +191,8 @@ void Interpreter::run_nodes(const ::onnx::GraphProto& graph, int stop) const {
       ctx.fail("gives " + std::to_string(outs.size()) + " outputs where the model names " + std::to_string(node.output_size()));
     for (int k = 0; k < node.output_size(); ++k)
       if (!node.output(k).empty()) values_[node.output(k)] = std::move(outs[size_t(k)]);
+    if (!dead.empty())
+      for (const std::string& name : dead[size_t(node_)]) values_.erase(name), factored_.erase(name);
   }
 }
 

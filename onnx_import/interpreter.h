@@ -55,6 +55,9 @@ class Interpreter {
   // The graph running and the index of its node running now (recompute).
   mutable const ::onnx::GraphProto* graph_ = nullptr;
   mutable int node_ = 0;
+  // Drop each value of the graph's nodes after the last node that reads it (recompute does not,
+  // for it reads one at the end).
+  bool drop_dead_ = true;
   // Runs the graph's nodes [0, stop) on values_.
   void run_nodes(const ::onnx::GraphProto& graph, int stop) const;
 };

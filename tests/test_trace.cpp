@@ -193,6 +193,42 @@ TEST_CASE("concrete tracing: guarded versions with updates, errors while tracing
 
 // MegEngine's exclude_from_trace and a PyTorch-style graph break: a value read in the middle of
 // the function ends a compiled segment; host code runs at every call.
+// A break computes what the code after it still holds, once: the segment after a read starts from
+// those values, not from the arguments again.
+TEST_CASE("fullgraph = false: values held across a break are computed once, small segments run eagerly") {
+  Tensor w = hjit::random::normal(hjit::random::key(3), {256, 256}, DType::F32);
+  auto fn = [&](const Tensor& x) {
+    Tensor h = hjit::relu(hjit::matmul(hjit::matmul(x, w), w));  // held across the read
+    const float s = hjit::sum(h).item<float>();
+    return h * double(s > 0 ? 1.0 / s : 1.0);
+  };
+  auto f = hjit::jit(fn, {.name = "held", .fullgraph = false});
+  Tensor x = hjit::random::normal(hjit::random::key(4), {256, 256}, DType::F32);
+  CHECK_CLOSE(f(x), fn(x));
+  const std::string ex = f.explain(x);
+  INFO(ex);
+  // The last segment scales h: its graph reads h (an input), no matmul.
+  const size_t last = ex.find("(results and updates)");
+  REQUIRE(last != std::string::npos);
+  CHECK(ex.find("matmul", last) == std::string::npos);
+
+  // A segment this small runs on the eager kernels at first (a detector's steps between reads
+  // change size with every input), and is compiled once the same graph keeps coming back.
+  auto small = hjit::jit([](const Tensor& v) {
+    Tensor y = v * 2.0 + 1.0;
+    const int64_t n = hjit::sum((y > 3.0).astype(DType::I64)).item<int64_t>();  // a count read: a break
+    return hjit::sum(y) * double(n);
+  }, {.name = "small", .fullgraph = false});
+  Tensor v = f32({1, 2, 3}, {3});
+  for (int call = 1; call <= 3; ++call) {
+    CHECK(test::vals(small(v)) == std::vector<float>{30});  // (2 values above 3) x (3 + 5 + 7)
+    CHECK(small.stats().compiles == 0);
+  }
+  CHECK(test::vals(small(v)) == std::vector<float>{30});
+  CHECK(small.stats().compiles + small.stats().loaded > 0);
+  CHECK(test::vals(small(f32({5, 0}, {2}))) == std::vector<float>{12});  // a new size: eager again
+}
+
 TEST_CASE("fullgraph = false: reads break the graph, host code runs at every call, explain() shows why") {
   std::vector<float> logged;
   Tensor scale = f32({2, 2}, {2});  // captured

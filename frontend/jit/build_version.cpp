@@ -96,9 +96,6 @@ void build_version(JitCore::State& s, Version& v, const CallArgs& args, Tracer t
     std::shared_ptr<CompiledFunction> c;
     if (s.dynamic.dims() && !v.fixed_sizes) c = compile_for_every_size(s, v, args, trace, &tr.graph);
     if (!c) c = CompiledFunction::compile(std::move(tr.graph), s.request);
-    if (c->loaded()) ++s.loaded;
-    else if (!c->found_compiled()) ++s.compiles;
-    v.fn = std::move(c);
     v.tree = std::move(tr.tree);
     v.captured = std::move(tr.captured);
     v.num_args = tr.num_args;
@@ -106,13 +103,20 @@ void build_version(JitCore::State& s, Version& v, const CallArgs& args, Tracer t
     v.guards = std::move(tr.guards);
     v.flags = std::move(tr.flags);
     s.compile_us += int64_t(t.ms() * 1000);
-    log().debug("jit '{}': ready in {:.1f} ms (backend {:.1f} ms{}{})", s.opt.name, t.ms(), v.fn->compile_ms(),
-                v.fn->found_compiled() ? ", found compiled" : "",
+    log().debug("jit '{}': ready in {:.1f} ms (backend {:.1f} ms{}{})", s.opt.name, t.ms(), c->compile_ms(),
+                c->found_compiled() ? ", found compiled" : "",
                 v.guards.empty() ? "" : ", " + std::to_string(v.guards.size()) + " guards");
+    finish_version(s, v, std::move(c));
   } catch (...) {
     v.built.failed(std::current_exception());
     throw;
   }
+}
+
+void finish_version(JitCore::State& s, Version& v, std::shared_ptr<CompiledFunction> compiled) {
+  if (compiled->loaded()) ++s.loaded;
+  else if (!compiled->found_compiled()) ++s.compiles;
+  v.fn = std::move(compiled);
   s.set_schedule(v.fn->executable().summary());
   v.built.done();
 }

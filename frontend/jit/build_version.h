@@ -15,6 +15,9 @@ namespace hjit::detail {
 void build_version(JitCore::State& s, Version& v, const CallArgs& args, Tracer trace,
                    const std::function<void(TraceState&)>& setup = nullptr);
 
+// Publishes v as built with `compiled` (counted as compiled or loaded; the function's schedule).
+void finish_version(JitCore::State& s, Version& v, std::shared_ptr<CompiledFunction> compiled);
+
 // The version chained after v in `slot` (Version::next for guards, other_flags for flags): made,
 // traced and built by this call where there was none (logged as a re-trace for `reason`; the slot
 // is emptied again if the build fails), else waited for while another call builds it.

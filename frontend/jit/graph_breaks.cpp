@@ -1,41 +1,163 @@
 #include "frontend/jit/graph_breaks.h"
 
+#include <algorithm>
+#include <functional>
+
 #include "frontend/tracing/const_eval.h"
+#include "frontend/tracing/traced.h"
 #include "frontend/tensor/device.h"
 #include "frontend/jit/build_version.h"
+#include "graph/passes/dce.h"
 #include "graph/passes/optimize.h"
 #include "support/log.h"
 
 namespace hjit::detail {
+namespace {
+
+// A segment that computes at most this many elements runs on the eager kernels until its graph has
+// run kCompileAfter times: compiling a pipeline (0.2-3 s) for the small steps between reads (a
+// detector's per-class thresholds and box gathers, whose sizes change with every image) costs far
+// more than running them, and a graph that keeps coming back is compiled once it has.
+constexpr int64_t kEagerElements = int64_t(1) << 16;
+constexpr int kCompileAfter = 3;
+
+int64_t computed_elements(const Graph& g) {
+  int64_t n = 0;
+  for (const Node& node : g.nodes)
+    if (node.op != OpKind::Parameter && node.op != OpKind::Constant) n += node.type.numel();
+  return n;
+}
+
+// Whether g runs eagerly now: small, and not yet seen often enough to be worth compiling.
+bool runs_eagerly(JitCore::State& s, const Graph& g) {
+  if (computed_elements(g) > kEagerElements) return false;
+  const uint64_t key = std::hash<std::string>{}(g.to_text());
+  std::lock_guard lock(s.segments_mu);
+  if (s.eager_segments.size() > 4096) s.eager_segments.clear();  // (a bound, not a policy)
+  return ++s.eager_segments[key] <= kCompileAfter;
+}
+
+// The segment's inputs as tensors: the call's arguments, then the captured tensors.
+std::vector<Tensor> segment_inputs(const CallArgs& args, const std::vector<std::shared_ptr<TensorImpl>>& captured) {
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < args.count; ++i) in.push_back(args.tensor(i));
+  for (const auto& c : captured) in.emplace_back(c);
+  return in;
+}
+
+bool all_have_values(const std::vector<Tensor>& in) {
+  for (const Tensor& t : in)
+    if (!t.impl()->storage || t.impl()->device() != Device::CPU) return false;
+  return true;
+}
+
+// Computes the outputs of g (updates cleared: the last segment makes them) into `out`; says how in b.
+void run_segment(JitCore::State& s, Graph g, const CallArgs& args, const std::vector<std::shared_ptr<TensorImpl>>& captured,
+                 std::vector<Tensor>& out, Break& b) {
+  g.updates.clear();
+  ConstEvaluator eval = evaluate_node;
+  g = optimize(g, &eval);
+  b.nodes = g.nodes.size();
+  const std::vector<Tensor> in = segment_inputs(args, captured);
+  if (all_have_values(in) && runs_eagerly(s, g)) {
+    const SuspendTraces eager;
+    out = eval_graph(g, in);
+    b.schedule = "eager (small)";
+    return;
+  }
+  FunctionRequest request = s.request;
+  request.donate.clear();  // (the arguments are read again by the segments after this one)
+  const std::shared_ptr<CompiledFunction> segment = CompiledFunction::compile(std::move(g), std::move(request));
+  if (segment->loaded()) ++s.loaded;
+  else if (!segment->found_compiled()) ++s.compiles;
+  CallInputs inputs;
+  for (const Tensor& t : in) inputs.push(t.impl().get());
+  segment->run(inputs.view(), out);
+  b.schedule = segment->executable().summary();
+}
+
+// At a read: the value read and every other value of the trace still held by the function (the
+// code after the read may use any of them) computed in one segment, each then an input of the
+// segments after it, so that nothing before a break is computed twice.
+void break_graph(JitCore::State& s, const CallArgs& args, TraceState& ts, TensorImpl& read, const char* what,
+                 std::vector<Break>& breaks) {
+  Break b{what, read.type.str() + " (" + op_name(ts.graph.node(read.value).op) + ")", 0, ""};
+  std::vector<std::shared_ptr<TensorImpl>> held;
+  std::vector<TensorImpl*> live{&read};
+  for (const auto& weak : ts.tracers) {
+    std::shared_ptr<TensorImpl> t = weak.lock();
+    if (!t || t.get() == &read || t->trace_id != ts.id || t->storage) continue;
+    const Node& node = ts.graph.node(t->value);
+    if (node.inputs.empty()) continue;  // an input or a constant: nothing to compute
+    held.push_back(t);
+    live.push_back(t.get());
+  }
+  std::vector<int> outputs;
+  std::vector<size_t> output_of;  // live[k]'s output (tracers may share a value)
+  for (const TensorImpl* t : live) {
+    auto at = std::find(outputs.begin(), outputs.end(), t->value);
+    output_of.push_back(size_t(at - outputs.begin()));
+    if (at == outputs.end()) outputs.push_back(t->value);
+  }
+  // The nodes those values need, taken from the trace without copying the rest of it (a model's
+  // trace before its last break holds every node of the model).
+  std::swap(ts.graph.outputs, outputs);
+  std::vector<Update> updates;
+  std::swap(ts.graph.updates, updates);
+  Graph g = dce(ts.graph);
+  std::swap(ts.graph.outputs, outputs);
+  std::swap(ts.graph.updates, updates);
+  std::vector<Tensor> out;
+  run_segment(s, std::move(g), args, ts.captured, out, b);
+  std::vector<int> param_of(out.size(), -1);
+  for (size_t k = 0; k < live.size(); ++k) {
+    TensorImpl& t = *live[k];
+    t.storage = out.at(output_of[k]).impl()->storage;
+    // From here on the value is an input of the trace (a captured tensor holding it), no longer
+    // the nodes that computed it.
+    if (!t.storage) throw InternalError("jit '" + s.opt.name + "': a graph break computed a value without storage");
+    int& param = param_of[output_of[k]];
+    if (param < 0) {
+      const std::shared_ptr<TensorImpl> value = alias_tensor(t.storage, t.type).impl();
+      param = ts.graph.add_parameter(t.type, true);
+      ts.captured.push_back(value);
+      ts.captured_param[value.get()] = param;
+      ts.captured_value[value.get()] = param;
+    }
+    t.value = param;
+  }
+  ++s.graph_breaks;
+  breaks.push_back(std::move(b));
+  log().debug("jit '{}': graph break {} at {} of {}: {} values computed ({})", s.opt.name, breaks.size(), what,
+              breaks.back().value, live.size(), breaks.back().schedule);
+}
+
+}  // namespace
 
 SegmentedCall call_in_segments(JitCore::State& s, const CallArgs& args, Tracer trace, bool run) {
   SegmentedCall call;
-  std::vector<Break>* breaks = &call.breaks;
   auto on_read = [&](TraceState& ts) {
-    ts.on_read = [&s, &args, breaks, &ts](TensorImpl& im, const char* what) {
-      Graph g = ts.graph;
-      g.outputs = {im.value};
-      g.updates.clear();
-      ConstEvaluator eval = evaluate_node;
-      FunctionRequest request = s.request;
-      request.donate.clear();  // (the arguments are read again by the segments after this one)
-      const std::shared_ptr<CompiledFunction> segment = CompiledFunction::compile(optimize(g, &eval), std::move(request));
-      CallInputs inputs;
-      for (size_t i = 0; i < args.count; ++i) inputs.push(args.tensor(i).impl().get());
-      for (const auto& captured : ts.captured) inputs.push(captured.get());
-      std::vector<Tensor> out;
-      segment->run(inputs.view(), out);
-      im.storage = out.at(0).impl()->storage;
-      ++s.graph_breaks;
-      breaks->push_back(Break{what, im.type.str() + " (" + op_name(ts.graph.node(im.value).op) + ")",
-                              segment->graph().nodes.size(), segment->executable().summary()});
-      log().debug("jit '{}': graph break {} at {} of {}", s.opt.name, breaks->size(), what, breaks->back().value);
-    };
+    ts.on_read = [&s, &args, &call, &ts](TensorImpl& im, const char* what) { break_graph(s, args, ts, im, what, call.breaks); };
   };
   call.last = std::make_shared<Version>();
-  build_version(s, *call.last, args, trace, on_read);
-  if (!run) return call;
   Version& v = *call.last;
+  if (!run) {
+    build_version(s, v, args, trace, on_read);
+    return call;
+  }
+  Traced tr = trace_and_optimize(s.opt.name, false, args, trace, on_read, s.opt.memory_budget_mb);
+  ++s.traces;
+  v.tree = std::move(tr.tree);
+  v.captured = std::move(tr.captured);
+  v.num_args = tr.num_args;
+  const std::vector<Tensor> in = segment_inputs(args, v.captured);
+  if (tr.graph.updates.empty() && all_have_values(in) && runs_eagerly(s, tr.graph)) {
+    const SuspendTraces eager;
+    call.outputs = eval_graph(tr.graph, in);
+    v.built.done();
+    return call;
+  }
+  finish_version(s, v, CompiledFunction::compile(std::move(tr.graph), s.request));
   const CallInputs inputs = v.inputs(args);
   {
     std::unique_lock<std::mutex> call_lock = v.fn->lock_for_call();

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include <hjit/jit.h>
 
@@ -24,6 +25,11 @@ struct JitCore::State {
   DynamicSizes dynamic;
   std::atomic<int64_t> traces{0}, compiles{0}, loaded{0}, hits{0}, compile_us{0}, guard_failures{0}, graph_breaks{0};
   std::atomic<int64_t> update_bytes_copied{0}, donated_bytes_reused{0}, dynamic_entries{0};
+
+  // fullgraph = false: how often each small segment's graph (by the hash of its text) has run
+  // eagerly, so that one seen often enough is compiled (frontend/jit/graph_breaks.cpp).
+  std::mutex segments_mu;
+  std::unordered_map<uint64_t, int> eager_segments;
 
   // The latest compilation's schedule summary (JitStats::schedule).
   void set_schedule(std::string summary);

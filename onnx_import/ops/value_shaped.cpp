@@ -112,6 +112,11 @@ V NonMaxSuppression(const NodeContext& n) {
     const double inter = h * w, area = (a[2] - a[0]) * (a[3] - a[1]) + (c[2] - c[0]) * (c[3] - c[1]) - inter;
     return area > 0 ? inter / area : 0.0;
   };
+  // Only a kept box whose columns overlap a candidate's can suppress it (any other has IoU 0, at
+  // most any threshold from 0 up): the kept boxes indexed by left edge, and a candidate compared
+  // with those starting within the widest kept box's width of it. Exhaustive (every kept box) for
+  // a negative threshold or coordinates that are not finite, where that does not hold.
+  const bool indexed = iou_max >= 0 && std::all_of(boxes.begin(), boxes.end(), [](double v) { return std::isfinite(v); });
   std::vector<int64_t> out;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t c = 0; c < C; ++c) {
@@ -122,9 +127,24 @@ V NonMaxSuppression(const NodeContext& n) {
         return scores[size_t((b * C + c) * N + i)] > scores[size_t((b * C + c) * N + j)];
       });
       std::vector<int64_t> kept;
+      std::multimap<double, int64_t> by_left;
+      double widest = 0;
+      auto suppressed = [&](int64_t i) {
+        if (!indexed) return std::any_of(kept.begin(), kept.end(), [&](int64_t j) { return iou(b, i, j) > iou_max; });
+        const auto a = corners(b, i);
+        for (auto it = by_left.upper_bound(a[1] - widest), end = by_left.lower_bound(a[3]); it != end; ++it)
+          if (iou(b, i, it->second) > iou_max) return true;
+        return false;
+      };
       for (int64_t i : cand) {
         if (int64_t(kept.size()) >= max_out) break;
-        if (std::all_of(kept.begin(), kept.end(), [&](int64_t j) { return iou(b, i, j) <= iou_max; })) kept.push_back(i);
+        if (suppressed(i)) continue;
+        kept.push_back(i);
+        if (indexed) {
+          const auto a = corners(b, i);
+          by_left.emplace(a[1], i);
+          widest = std::max(widest, a[3] - a[1]);
+        }
       }
       for (int64_t i : kept) out.insert(out.end(), {b, c, i});
     }
