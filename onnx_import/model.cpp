@@ -10,10 +10,10 @@
 #include <sstream>
 
 #include <hjit/autocast.h>
-#include <hjit/jit.h>
 
 #include "onnx_import/interpreter.h"
 #include "onnx_import/model_file.h"
+#include "onnx_import/model_impl.h"
 #include "onnx_import/node_context.h"
 #include "onnx_import/tensor_proto.h"
 #include "support/log.h"
@@ -21,16 +21,6 @@
 namespace hjit::onnx {
 
 using namespace onnx_import;
-
-struct Model::Impl {
-  std::string who;  // "hjit::onnx: model 'x.onnx': "
-  ::onnx::ModelProto proto;
-  int64_t opset = 0;
-  LoadOptions options;
-  ModelInfo info;
-  std::vector<std::string> param_names;
-  std::vector<Tensor> params;
-};
 
 namespace {
 
@@ -223,29 +213,6 @@ Module Model::module(const std::vector<TensorType>& input_types, const std::map<
   return module_for(examples, std::map<std::string, Value>(fixed.begin(), fixed.end()));
 }
 
-namespace {
-
-// The values of `like` rebuilt from flattened tensors, taken from `flat` at `at`.
-Value unflatten_one(const Value& like, const std::vector<Tensor>& flat, size_t& at) {
-  if (like.is_none()) return Value();
-  if (like.is_tensor()) return flat.at(at++);
-  std::vector<Tensor> items(flat.begin() + std::ptrdiff_t(at), flat.begin() + std::ptrdiff_t(at + like.items().size()));
-  at += items.size();
-  return Value::sequence(std::move(items), like.elem_type());
-}
-
-// A value holding the same data as v, copied inside the trace (a constant of the graph, not a
-// captured parameter).
-Value constant_copy(const Value& v) {
-  auto copy = [](const Tensor& t) { return Tensor::from_bytes(t.data(), size_t(t.numel()) * size_t(dtype_size(t.dtype())), t.shape(), t.dtype()); };
-  if (v.is_tensor()) return copy(v.tensor());
-  if (v.is_none()) return v;
-  std::vector<Tensor> items;
-  for (const Tensor& t : v.items()) items.push_back(copy(t));
-  return Value::sequence(std::move(items), v.elem_type());
-}
-
-}  // namespace
 
 Module Model::module_for(const std::vector<Value>& examples, const std::map<std::string, Value>& fixed) const {
   const std::vector<ValueInfo>& declared = impl_->info.inputs;
@@ -258,16 +225,7 @@ Module Model::module_for(const std::vector<Value>& examples, const std::map<std:
   std::vector<Value> traced_like;  // the examples of the module's arguments
   for (size_t i = 0; i < declared.size(); ++i)
     if (!fixed.count(declared[i].name)) traced_like.push_back(examples[i]);
-  const Model self = *this;
-  auto fn = [self, fixed, traced_like](const std::vector<Tensor>& in) {
-    std::vector<Value> all;
-    size_t at = 0, k = 0;
-    for (const ValueInfo& v : self.info().inputs) {
-      auto it = fixed.find(v.name);
-      all.push_back(it == fixed.end() ? unflatten_one(traced_like[k++], in, at) : constant_copy(it->second));
-    }
-    return flatten(self.run(all));
-  };
+  const FlatRun fn = flat_run(*this, traced_like, fixed);
   std::string name = impl_->proto.graph().name();
   if (name.empty()) name = "onnx_model";
   // The symbolic dimensions of tensor inputs traced at 2 or more: the module's dynamic_dims.
@@ -287,39 +245,28 @@ Module Model::module_for(const std::vector<Value>& examples, const std::map<std:
   options.fixed_sizes_otherwise = true;
   const SaveOptions save{.freeze_parameters = impl_->options.freeze};
   Timer t;
-  Module m = make_module(name, options, save, fn, flatten(traced_like));
-  log().debug("onnx: converted '{}' in {:.1f} ms: {} graph nodes, {} dynamic dimensions", name, t.ms(), m.graph().nodes.size(),
-              m.dynamic_dims().size());
-  return m;
+  try {
+    Module m = make_module(name, options, save, fn, flatten(traced_like));
+    log().debug("onnx: converted '{}' in {:.1f} ms: {} graph nodes, {} dynamic dimensions", name, t.ms(), m.graph().nodes.size(),
+                m.dynamic_dims().size());
+    return m;
+  } catch (const ValueError& e) {
+    // (NodeContext::read_known's refusal: a value the conversion reads comes from the inputs.)
+    const std::string what = e.what();
+    const size_t at = what.find(kMustBeKnown);
+    if (at == std::string::npos) throw;
+    if (!impl_->options.graph_breaks) throw ValueError(what + "; LoadOptions::graph_breaks is off, which asks for one graph");
+    // The reason without read_known's advice: "node 'y' (NonZero): input 0 ('x') is computed from the model's inputs".
+    std::string why = what.substr(0, at == 0 ? 0 : at - 1) + " is computed from the model's inputs";
+    if (why.rfind("hjit::onnx: ", 0) == 0) why = why.substr(12);
+    log().debug("onnx: '{}' runs in segments between graph breaks: {}", name, why);
+    return Module::from_program(name, model_program(*this, traced_like, fixed, why), impl_->options.module);
+  }
 }
 
 Compiled Model::compiled_for(const std::vector<Value>& examples) const {
-  try {
-    const Module m = module_for(examples);
-    return Compiled([m](const std::vector<Tensor>& in) { return std::vector<Tensor>(m.call(in)); }, "");
-  } catch (const ValueError& e) {
-    // (NodeContext::read_known's refusal: a value the conversion reads comes from the inputs.)
-    if (std::string(e.what()).find("must be known when the model is converted") == std::string::npos) throw;
-    log().debug("onnx: '{}' runs in segments between graph breaks: {}", impl_->proto.graph().name(), e.what());
-    const Model self = *this;
-    JitOptions options;
-    options.fullgraph = false;
-    options.name = impl_->proto.graph().name().empty() ? "onnx_model" : impl_->proto.graph().name();
-    // (Copies of a jitted function share its cache.)
-    const auto segments = jit(
-        [self, examples](const std::vector<Tensor>& in) {
-          std::vector<Value> values;
-          size_t at = 0;
-          for (const Value& like : examples) values.push_back(unflatten_one(like, in, at));
-          return flatten(self.run(values));
-        },
-        options);
-    // (The reason without read_known's advice, which this follows: "node 'y' (NonZero): input 0 ('x')".)
-    std::string why = e.what();
-    why = why.substr(0, why.find(" must be known")) + " is computed from the model's inputs";
-    if (why.rfind("hjit::onnx: ", 0) == 0) why = why.substr(12);
-    return Compiled([segments](const std::vector<Tensor>& in) { return segments(in); }, why);
-  }
+  const Module m = module_for(examples);
+  return Compiled([m](const std::vector<Tensor>& in) { return std::vector<Tensor>(m.call(in)); }, m.why_segmented());
 }
 
 std::vector<std::string> supported_ops() { return converted_ops(); }

@@ -71,9 +71,10 @@ std::vector<T> NodeContext::read_known(size_t k) const {
     return t.to_vector<T>();  // a traced value: a graph break under JitOptions::fullgraph = false
   } catch (const ConcretizationError&) {
     fail("input " + std::to_string(k) + " ('" + node_.input(int(k)) +
-         "') must be known when the model is converted (an initializer, a Constant, or computed from shapes), "
-         "but it is computed from the model's inputs (run the model in hjit::jit with fullgraph = false to compute "
-         "it in a graph break, or fix the input it comes from: Model::module_for's `fixed`)");
+         "') " + std::string(kMustBeKnown) + " (an initializer, a Constant, or computed from shapes), "
+         "but it is computed from the model's inputs (a module made with LoadOptions::graph_breaks, or a Model "
+         "run in hjit::jit with fullgraph = false, computes it in a graph break; or fix the input it comes from: "
+         "Model::module_for's `fixed`)");
   }
 }
 

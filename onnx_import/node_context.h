@@ -14,6 +14,11 @@
 
 namespace hjit::onnx_import {
 
+// What NodeContext::read_known's refusal says: a value the conversion reads (a shape, axes, a
+// count) comes from the model's inputs. Model::module_for answers it by running the model in
+// segments between graph breaks; the Loop converter by unrolling.
+inline constexpr const char* kMustBeKnown = "must be known when the model is converted";
+
 class Interpreter;
 struct Limits;
 using onnx::Value;

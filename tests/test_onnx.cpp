@@ -3,7 +3,10 @@
 // symbolic dimensions, external data, every kind of bad file, and 10,000 mutations of a model.
 #include <hjit/onnx.h>
 
+#include <array>
 #include <filesystem>
+#include <numeric>
+#include <set>
 #include <fstream>
 #include <limits>
 #include <random>
@@ -12,6 +15,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 
 #include "onnx/onnx-data_pb.h"
+#include "support/binary_io.h"
 #include "support/log.h"
 #include "support/settings.h"
 #include "tests/onnx_models.h"
@@ -1074,5 +1078,197 @@ TEST_CASE("quantize removes a Clip around 0 after a convolution as a Relu, and k
     for (float v : want) span = std::max(span, std::abs(v));
     REQUIRE(got.size() == want.size());
     for (size_t i = 0; i < want.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 0.05f * span);
+  }
+}
+
+namespace {
+
+// A detector's tail: per-box features x f32[N,6] through a linear layer (w: a parameter) to boxes
+// and scores, the boxes scored above 0 (NonZero: how many depends on the values), their boxes
+// and scores gathered, then NonMaxSuppression over them (at most 4, IoU 0.5). No one graph
+// computes it: the sizes after NonZero and NMS come from values.
+::onnx::ModelProto detector_tail() {
+  ::onnx::ModelProto m = empty_model("detector_tail");
+  auto* g = m.mutable_graph();
+  add_value(g->add_input(), "x", ::onnx::TensorProto::FLOAT, {"N", "6"});
+  *g->add_initializer() = proto_of("w", test::random({6, 5}, DType::F32, 91));
+  *g->add_initializer() = proto_of("coords", Tensor::from_vector<int64_t>({0, 1, 2, 3}, {4}));
+  *g->add_initializer() = proto_of("score_col", Tensor::scalar(4, DType::I64));
+  *g->add_initializer() = proto_of("axis0", Tensor::from_vector<int64_t>({0}, {1}));
+  *g->add_initializer() = proto_of("axes01", Tensor::from_vector<int64_t>({0, 1}, {2}));
+  add_node(g, "MatMul", {"x", "w"}, {"s"});
+  add_node(g, "Gather", {"s", "coords"}, {"boxes"})->add_attribute()->CopyFrom([] {
+    ::onnx::AttributeProto a;
+    a.set_name("axis"), a.set_type(::onnx::AttributeProto::INT), a.set_i(1);
+    return a;
+  }());
+  auto* sc = add_node(g, "Gather", {"s", "score_col"}, {"score"});
+  add_int(sc, "axis", 1);
+  auto* zero = add_node(g, "Constant", {}, {"zero"});
+  add_tensor(zero, "value", Tensor::scalar(0.0, DType::F32));
+  add_node(g, "Greater", {"score", "zero"}, {"keep"});
+  add_node(g, "NonZero", {"keep"}, {"nz"});
+  add_node(g, "Squeeze", {"nz", "axis0"}, {"idx"});
+  add_node(g, "Gather", {"boxes", "idx"}, {"kept_boxes"});
+  add_node(g, "Gather", {"score", "idx"}, {"kept_scores"});
+  add_node(g, "Unsqueeze", {"kept_boxes", "axis0"}, {"b3"});
+  add_node(g, "Unsqueeze", {"kept_scores", "axes01"}, {"s3"});
+  auto* most = add_node(g, "Constant", {}, {"most"});
+  add_tensor(most, "value", Tensor::from_vector<int64_t>({4}, {1}));
+  auto* iou = add_node(g, "Constant", {}, {"iou"});
+  add_tensor(iou, "value", Tensor::from_vector<float>({0.5f}, {1}));
+  add_node(g, "NonMaxSuppression", {"b3", "s3", "most", "iou"}, {"selected"});
+  add_value(g->add_output(), "kept_boxes", ::onnx::TensorProto::FLOAT, {"K", "4"});
+  add_value(g->add_output(), "kept_scores", ::onnx::TensorProto::FLOAT, {"K"});
+  add_value(g->add_output(), "selected", ::onnx::TensorProto::INT64, {"M", "3"});
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("one door: a model that reads values as sizes loads as a module in segments, runs every input, saves and loads") {
+  const std::string path = write_model(detector_tail(), "onnx_detector_tail");
+  const hjit::onnx::Model model = hjit::onnx::Model::read(path);
+  hjit::Module m = hjit::onnx::load(path);
+  REQUIRE(m.segmented());
+  CHECK(m.why_segmented().find("NonZero") != std::string::npos);
+  CHECK(m.why_segmented().find("'keep'") != std::string::npos);
+  CHECK(m.input_types() == std::vector<hjit::TensorType>{{DType::F32, {-1, 6}}});
+  CHECK(m.parameters().size() == 1);
+  check_throws_containing([&] { (void)m.graph(); }, "runs in segments");
+  check_throws_containing([&] { (void)m.output_types(); }, "runs in segments");
+  check_throws_containing([&] { (void)m.freeze(); }, "runs in segments");
+  // Every size of N, and outputs whose sizes the values decide, as the model runs eagerly.
+  std::set<int64_t> kept_sizes;
+  auto check_against_eager = [&](const hjit::Module& mod) {
+    for (int64_t n : {12, 1, 40, 12, 7, 0}) {
+      const Tensor x = test::random({n, 6}, DType::F32, uint64_t(100 + n));
+      const hjit::ModuleResult got = mod(x);
+      const std::vector<Tensor> want = model({x});
+      REQUIRE(got.size() == 3);
+      for (size_t k = 0; k < 3; ++k) {
+        INFO("n = " << n << ", output " << k);
+        REQUIRE(got[k].shape() == want[k].shape());
+        CHECK_CLOSE(got[k], want[k]);
+      }
+      kept_sizes.insert(got[0].shape()[0]);
+    }
+  };
+  check_against_eager(m);
+  CHECK(kept_sizes.size() >= 3);  // the values decided several sizes
+  check_throws_containing<hjit::DTypeError>([&] { m(Tensor::zeros({3, 6}, DType::F64)); }, "must be f32[-1,6]");
+  check_throws_containing<hjit::ShapeError>([&] { m(Tensor::zeros({3, 5})); }, "must be f32[-1,6]");
+  // The parameters are the module's: a new value changes what it computes.
+  hjit::Module twice = hjit::onnx::load(path);
+  Tensor w = twice.parameters()[0];
+  w.assign(w * 2.0);
+  const Tensor x = test::random({9, 6}, DType::F32, 5);
+  CHECK_CLOSE(Tensor(twice(x)[1]), Tensor(m(x)[1]) * 2.0);
+  // Saved and loaded in another module: the same, parameters' values included.
+  const std::string saved = (fs::path(test::scratch_dir("onnx_detector_tail_saved")) / "tail.hjit").string();
+  twice.save(saved);
+  const hjit::Module back = hjit::Module::load(saved);
+  REQUIRE(back.segmented());
+  CHECK(back.why_segmented() == m.why_segmented());
+  CHECK_CLOSE(Tensor(back(x)[1]), Tensor(twice(x)[1]));
+  m.save(saved);
+  check_against_eager(hjit::Module::load(saved));
+  // Inside a traced function the program records into that trace: a jit with fullgraph = false.
+  auto outer = hjit::jit([&](const Tensor& v) { return std::vector<Tensor>(m(v * 1.0)); }, {.fullgraph = false});
+  CHECK_CLOSE(outer(x)[2], model({x})[2]);
+  // One graph asked for: the strict refusal, naming the node and the input.
+  check_throws_containing([&] { hjit::onnx::load(path, {.graph_breaks = false}); }, "input 0 ('keep')");
+  // export_library needs one graph.
+  check_throws_containing<hjit::Error>([&] { hjit::export_library(test::scratch_dir("onnx_tail_export"), "tail", m, x); },
+                                       "'keep'");
+}
+
+TEST_CASE("saved modules in segments: mutations of the file load or throw a typed error") {
+  const hjit::Module m = hjit::onnx::load(write_model(detector_tail(), "onnx_detector_tail_fuzz"));
+  const std::string path = (fs::path(test::scratch_dir("onnx_detector_tail_fuzz")) / "m.hjit").string();
+  m.save(path);
+  constexpr char kMagic[9] = "HJITMODS";  // a module in segments (frontend/saving/module.cpp), version 1
+  const std::string payload(hjit::unwrap_payload(test::read_file(path), kMagic, 1, "a saved module"));
+  const Tensor x = test::random({5, 6}, DType::F32, 3);
+  std::mt19937_64 rng(53);
+  auto [loaded, rejected] = test::fuzz(2000, [&](int) {
+    std::string p = payload;
+    for (int e = 0, edits = 1 + int(rng() % 3); e < edits; ++e) {
+      const size_t at = size_t(rng() % p.size());
+      switch (rng() % 3) {
+        case 0: p[at] = char(rng() % 256); break;
+        case 1: p.erase(at, 1 + rng() % 8); break;
+        default: p[at] = char(p[at] ^ (1 << (rng() % 8)));
+      }
+    }
+    test::write_file(path, hjit::wrap_payload(kMagic, 1, p));
+    (void)hjit::Module::load(path)(x);
+  });
+  MESSAGE(loaded << " mutated modules loaded and ran, " << rejected << " rejected with hjit::Error");
+  CHECK(rejected > 0);
+  // A program of a kind nothing reads.
+  hjit::BinaryWriter w;
+  w.str("m"), w.str("no such kind"), w.str(""), w.str(""), w.u64(0), w.u64(0);
+  test::write_file(path, hjit::wrap_payload(kMagic, 1, w.out()));
+  check_throws_containing([&] { hjit::Module::load(path); }, "no such kind");
+}
+
+namespace {
+
+// ONNX's NonMaxSuppression as its text says it, every kept box compared: the reference for the
+// converter's indexed search.
+std::vector<int64_t> nms_reference(const std::vector<float>& boxes, const std::vector<float>& scores, int64_t n, int64_t most, float iou_max) {
+  std::vector<int64_t> order(size_t(n), 0), kept;
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) { return scores[size_t(i)] > scores[size_t(j)]; });
+  auto corners = [&](int64_t i) {  // y1, x1, y2, x2, in double as the converter reads them
+    const float* p = &boxes[size_t(i * 4)];
+    return std::array<double, 4>{std::min<double>(p[0], p[2]), std::min<double>(p[1], p[3]), std::max<double>(p[0], p[2]),
+                                 std::max<double>(p[1], p[3])};
+  };
+  auto iou = [&](int64_t i, int64_t j) {
+    const auto a = corners(i), b = corners(j);
+    const double h = std::max(0.0, std::min(a[2], b[2]) - std::max(a[0], b[0]));
+    const double w = std::max(0.0, std::min(a[3], b[3]) - std::max(a[1], b[1]));
+    const double area = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - h * w;
+    return area > 0 ? h * w / area : 0.0;
+  };
+  for (int64_t i : order) {
+    if (int64_t(kept.size()) >= most) break;
+    if (std::all_of(kept.begin(), kept.end(), [&](int64_t j) { return iou(i, j) <= iou_max; })) kept.push_back(i);
+  }
+  return kept;
+}
+
+}  // namespace
+
+TEST_CASE("NonMaxSuppression over many boxes (torchvision's per-class offsets) keeps what the exhaustive search keeps") {
+  std::mt19937_64 rng(8);
+  std::uniform_real_distribution<float> u(0, 1);
+  for (int64_t n : {1, 50, 600}) {
+    for (float iou_max : {0.0f, 0.3f, 0.7f}) {
+      std::vector<float> boxes, scores;
+      for (int64_t i = 0; i < n; ++i) {
+        const float cls = float(rng() % 4) * 10;  // classes far apart, as batched_nms offsets them
+        const float y = cls + u(rng) * 5, x = cls + u(rng) * 5, h = u(rng) * 3, w = u(rng) * 3;
+        if (i % 2) boxes.insert(boxes.end(), {y, x, y + h, x + w});
+        else boxes.insert(boxes.end(), {y + h, x + w, y, x});  // corners either way round
+        scores.push_back(float(rng() % 50) / 50);  // ties: the stable order decides
+      }
+      ::onnx::ModelProto m = empty_model("nms");
+      auto* g = m.mutable_graph();
+      add_value(g->add_input(), "b", ::onnx::TensorProto::FLOAT, {"1", std::to_string(n), "4"});
+      add_value(g->add_input(), "s", ::onnx::TensorProto::FLOAT, {"1", "1", std::to_string(n)});
+      *g->add_initializer() = proto_of("most", Tensor::from_vector<int64_t>({1000}, {1}));
+      *g->add_initializer() = proto_of("iou", Tensor::from_vector<float>({iou_max}, {1}));
+      add_node(g, "NonMaxSuppression", {"b", "s", "most", "iou"}, {"sel"});
+      add_value(g->add_output(), "sel", ::onnx::TensorProto::INT64, {"M", "3"});
+      const hjit::onnx::Model model = hjit::onnx::Model::parse(m.SerializeAsString());
+      const Tensor sel = model({Tensor::from_vector(boxes, {1, n, 4}), Tensor::from_vector(scores, {1, 1, n})})[0];
+      const std::vector<int64_t> want = nms_reference(boxes, scores, n, 1000, iou_max);
+      const std::vector<int64_t> got = sel.to_vector<int64_t>();
+      REQUIRE(got.size() == want.size() * 3);
+      for (size_t k = 0; k < want.size(); ++k) CHECK(got[k * 3 + 2] == want[k]);
+    }
   }
 }

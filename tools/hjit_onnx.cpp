@@ -195,6 +195,10 @@ int export_model(const Args& a) {
   const hjit::onnx::Model m = hjit::onnx::Model::read(a.model, a.load);
   const std::vector<Tensor> in = made_up_inputs(m);
   const hjit::Module mod = m.module(types_of(in));
+  if (mod.segmented())
+    throw hjit::ValueError("hjit-onnx export: " + a.model + " runs in segments between graph breaks (" + mod.why_segmented() +
+                           "), and an exported library computes one graph; `hjit-onnx save` writes it as a module that "
+                           "runs in segments (Module::load)");
   const std::string name = a.name.empty() ? fs::path(a.model).stem().string() : a.name;
   for (const std::string& p : hjit::export_library(a.out, name, mod, in, hjit::ExportOptions{.target = a.target}))
     std::printf("wrote %s\n", p.c_str());
@@ -208,7 +212,9 @@ int save_model(const Args& a) {
   const hjit::onnx::Model m = hjit::onnx::Model::read(a.model, a.load);
   const hjit::Module mod = m.module();
   mod.save(a.out);
-  std::printf("wrote %s (%s)\n", a.out.c_str(), mod.dynamic_dims().empty() ? "fixed sizes" : "dynamic sizes");
+  std::printf("wrote %s (%s)\n", a.out.c_str(),
+              mod.segmented() ? ("in segments between graph breaks: " + mod.why_segmented()).c_str()
+              : mod.dynamic_dims().empty() ? "fixed sizes" : "dynamic sizes");
   return 0;
 }
 

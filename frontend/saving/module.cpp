@@ -7,6 +7,8 @@
 //   attributes as affine forms. A module without them is byte for byte what format 1 always was.
 #include <hjit/module.h>
 
+#include <hjit/jit.h>
+
 #include <bit>
 #include <cstring>
 #include <fstream>
@@ -37,6 +39,51 @@ namespace {
 
 constexpr char kMagic[9] = "HJITMODL";
 constexpr uint32_t kModuleFormatVersion = 1;
+// A module in segments (Module::from_program): name | program kind | program bytes | why |
+// arguments' types | parameters, each as a module's (dtype, shape, little-endian bytes).
+constexpr char kProgramMagic[9] = "HJITMODS";
+constexpr uint32_t kProgramFormatVersion = 1;
+
+void write_type(BinaryWriter& w, const TensorType& t) {
+  w.u8(uint8_t(t.dtype));
+  w.u64(t.shape.size());
+  for (int64_t d : t.shape) w.i64(d);
+}
+
+TensorType read_type(BinaryReader& r, const std::string& what) {
+  const uint8_t code = r.u8();
+  if (code >= kNumDTypes) throw ValueError(what + " has an unknown dtype");
+  TensorType t{DType(code), {}};
+  const size_t rank = r.count(64);
+  for (size_t d = 0; d < rank; ++d) t.shape.push_back(r.i64());
+  return t;
+}
+
+void write_parameter(BinaryWriter& w, const Tensor& p) {
+  write_type(w, TensorType{p.dtype(), p.shape()});
+  w.bytes(p.impl()->data(), size_t(p.numel()) * size_t(dtype_size(p.dtype())));
+}
+
+// A parameter of type `want`, read into a new tensor.
+Tensor read_parameter(BinaryReader& r, const TensorType& want, const std::string& what) {
+  const TensorType t = read_type(r, what);
+  if (!(t == want)) throw ValueError(what + " is " + t.str() + " where the module reads " + want.str());
+  const std::string bytes = r.str();
+  if (bytes.size() != size_t(t.numel()) * size_t(dtype_size(t.dtype)))
+    throw ValueError(what + " has " + std::to_string(bytes.size()) + " bytes of data");
+  Tensor p = make_tensor(t);
+  if (!bytes.empty()) std::memcpy(p.impl()->data(), bytes.data(), bytes.size());
+  return p;
+}
+
+std::mutex& programs_mu() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<std::string, ModuleProgramLoader>& program_loaders() {
+  static std::map<std::string, ModuleProgramLoader> loaders;
+  return loaders;
+}
 
 static_assert(std::endian::native == std::endian::little, "saved modules store little-endian data as is");
 
@@ -87,6 +134,11 @@ struct Module::Impl {
   int threads = 0;                    // ModuleOptions::threads
   std::shared_ptr<const SymbolicSizes> dynamic;  // dynamic_dims: the graph's sizes as forms of them
   std::vector<std::pair<int, int>> dynamic_dims;
+
+  // A module in segments (from_program): its program, and the program jitted with fullgraph =
+  // false, which every call runs (no graph then).
+  std::shared_ptr<const ModuleProgram> program;
+  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> segments;
 
   std::mutex compile_mu;
   std::shared_ptr<detail::CompiledFunction> compiled;
@@ -202,15 +254,59 @@ struct Module::Impl {
     w.str(graph.to_text());
     w.u64(num_args);
     w.u64(params.size());
-    for (const Tensor& p : params) {
-      w.u8(uint8_t(p.dtype()));
-      w.u64(p.shape().size());
-      for (int64_t d : p.shape()) w.i64(d);
-      const detail::TensorImpl& im = *p.impl();
-      w.bytes(im.data(), size_t(p.numel()) * size_t(dtype_size(p.dtype())));
-    }
+    for (const Tensor& p : params) write_parameter(w, p);
     if (dynamic) encode_dynamic(w);
     return wrap_payload(kMagic, kModuleFormatVersion, w.out());
+  }
+
+  std::string encode_program() const {
+    if (program->kind.empty())
+      throw ValueError("hjit: module '" + name + "' runs in segments of a program that cannot be saved (made without a kind)");
+    BinaryWriter w;
+    w.str(name);
+    w.str(program->kind);
+    w.str(program->bytes);
+    w.str(program->why);
+    w.u64(program->input_types.size());
+    for (const TensorType& t : program->input_types) write_type(w, t);
+    w.u64(program->parameters.size());
+    for (const Tensor& p : program->parameters) write_parameter(w, p);
+    return wrap_payload(kProgramMagic, kProgramFormatVersion, w.out());
+  }
+
+  // name and the program, rebuilt by the loader registered for its kind, with the saved parameters.
+  static std::pair<std::string, ModuleProgram> decode_program(const std::string& file) {
+    const std::string_view payload = unwrap_payload(file, kProgramMagic, kProgramFormatVersion, "a saved hjit module");
+    BinaryReader r(payload);
+    std::string module_name = r.str();
+    const std::string kind = r.str();
+    ModuleProgramLoader loader;
+    {
+      std::lock_guard lock(programs_mu());
+      auto it = program_loaders().find(kind);
+      if (it == program_loaders().end())
+        throw ValueError("it runs in segments of a program of kind '" + kind + "', which no part of this hjit reads");
+      loader = it->second;
+    }
+    const std::string bytes = r.str();
+    const std::string why = r.str();
+    std::vector<TensorType> inputs(r.count(1 << 16));
+    for (TensorType& t : inputs) t = read_type(r, "an argument");
+    ModuleProgram p = loader(bytes);
+    if (p.input_types != inputs) throw ValueError("its program does not take the arguments the file declares");
+    const size_t n_params = r.count(p.parameters.size());
+    if (n_params != p.parameters.size())
+      throw ValueError("it holds " + std::to_string(n_params) + " parameters where its program reads " +
+                       std::to_string(p.parameters.size()));
+    for (size_t j = 0; j < n_params; ++j) {
+      Tensor& into = p.parameters[j];
+      const Tensor saved = read_parameter(r, TensorType{into.dtype(), into.shape()}, "parameter " + std::to_string(j));
+      if (saved.numel() > 0) std::memcpy(into.impl()->data(), saved.impl()->data(), size_t(saved.numel()) * size_t(dtype_size(saved.dtype())));
+    }
+    if (!r.done()) throw ValueError("it has bytes after its end");
+    p.kind = kind;
+    p.why = why;
+    return {std::move(module_name), std::move(p)};
   }
 
   static std::shared_ptr<Impl> decode(const std::string& file) {
@@ -231,22 +327,8 @@ struct Module::Impl {
     if (m->num_args + n_params != g.inputs.size())
       throw ValueError("it declares " + std::to_string(m->num_args) + " arguments and " + std::to_string(n_params) +
                        " parameters, but its graph has " + std::to_string(g.inputs.size()) + " inputs");
-    for (size_t j = 0; j < n_params; ++j) {
-      const uint8_t code = r.u8();
-      if (code >= kNumDTypes) throw ValueError("parameter " + std::to_string(j) + " has an unknown dtype");
-      TensorType t{DType(code), {}};
-      const size_t rank = r.count(64);
-      for (size_t d = 0; d < rank; ++d) t.shape.push_back(r.i64());
-      if (!(t == g.type(g.inputs[m->num_args + j])))
-        throw ValueError("parameter " + std::to_string(j) + " is " + t.str() + " where the graph reads " +
-                         g.type(g.inputs[m->num_args + j]).str());
-      const std::string bytes = r.str();
-      if (bytes.size() != size_t(t.numel()) * size_t(dtype_size(t.dtype)))
-        throw ValueError("parameter " + std::to_string(j) + " has " + std::to_string(bytes.size()) + " bytes of data");
-      Tensor p = make_tensor(t);
-      if (!bytes.empty()) std::memcpy(p.impl()->data(), bytes.data(), bytes.size());
-      m->params.push_back(std::move(p));
-    }
+    for (size_t j = 0; j < n_params; ++j)
+      m->params.push_back(read_parameter(r, g.type(g.inputs[m->num_args + j]), "parameter " + std::to_string(j)));
     if (!r.done()) m->decode_dynamic(r);
     if (!r.done()) throw ValueError("it has bytes after its end");
     return m;
@@ -275,7 +357,12 @@ Module Module::load(const std::string& path, ModuleOptions options) {
   if (!options.dynamic_dims.empty())
     throw ValueError("hjit: module '" + path + "': dynamic_dims are chosen when a module is made, and saved with it");
   try {
-    Module m(Impl::decode(io::read_whole_file(path, "the module file")));
+    const std::string file = io::read_whole_file(path, "the module file");
+    if (file.compare(0, 8, kProgramMagic, 8) == 0) {
+      auto [name, program] = Impl::decode_program(file);
+      return from_program(name, std::move(program), options);
+    }
+    Module m(Impl::decode(file));
     m.impl_->schedule = schedule;
     m.impl_->threads = options.threads;
     log().debug("module '{}' loaded from {}: {} nodes, {} parameters", m.name(), path, m.graph().nodes.size(),
@@ -288,7 +375,51 @@ Module Module::load(const std::string& path, ModuleOptions options) {
   }
 }
 
-void Module::save(const std::string& path) const { io::write_file_atomically(path, impl_->encode(), "the module file"); }
+void Module::save(const std::string& path) const {
+  io::write_file_atomically(path, impl_->program ? impl_->encode_program() : impl_->encode(), "the module file");
+}
+
+void register_module_program(const std::string& kind, ModuleProgramLoader loader) {
+  if (kind.empty() || !loader) throw ValueError("hjit: register_module_program needs a kind and a loader");
+  std::lock_guard lock(programs_mu());
+  program_loaders()[kind] = std::move(loader);
+}
+
+Module Module::from_program(const std::string& name, ModuleProgram program, const ModuleOptions& options) {
+  const std::string who = "hjit: module '" + name + "'";
+  const backend::ScheduleRequest schedule = module_schedule(who, options);
+  if (!program.run) throw ValueError(who + ": its program has no run function");
+  if (!options.dynamic_dims.empty())
+    throw ValueError(who + " runs in segments: it serves every size without dynamic_dims (each segment compiles for the sizes it meets)");
+  auto m = std::make_shared<Impl>();
+  m->name = name;
+  m->schedule = schedule;
+  m->threads = options.threads;
+  m->num_args = program.input_types.size();
+  m->params = program.parameters;
+  m->graph.name = name;
+  JitOptions jit_options;
+  jit_options.name = name;
+  jit_options.opt_level = options.opt_level;
+  jit_options.autoscheduler = options.autoscheduler;
+  jit_options.tuning_db = options.tuning_db;
+  jit_options.threads = options.threads;
+  jit_options.fullgraph = false;
+  const auto run = program.run;
+  // (Copies of a jitted function share its cache.)
+  const auto jitted = jit([run](const std::vector<Tensor>& args) { return run(args); }, jit_options);
+  m->segments = [jitted](const std::vector<Tensor>& args) { return jitted(args); };
+  log().debug("module '{}' runs in segments between graph breaks: {}", name, program.why);
+  m->program = std::make_shared<const ModuleProgram>(std::move(program));
+  return Module(m);
+}
+
+bool Module::segmented() const { return impl_->program != nullptr; }
+
+const std::string& Module::why_segmented() const {
+  static const std::string none;
+  return impl_->program ? impl_->program->why : none;
+}
 
 namespace {
 
@@ -360,12 +491,37 @@ void detail_save(const std::string& path, const std::string& name, const detail:
   log().debug("saved '{}' to {}", name, path);
 }
 
+namespace {
+
+// A module in segments: the arguments checked against the types its program was made for (a
+// dimension of -1 takes any size; the program checks what its sizes must agree on).
+void check_program_arguments(const std::string& name, const ModuleProgram& p, const std::vector<Tensor>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const TensorType& got = detail::impl_of(args[i], "a module argument").type;
+    const TensorType& want = p.input_types[i];
+    if (got.dtype != want.dtype)
+      throw DTypeError("hjit: module '" + name + "' argument " + std::to_string(i) + " must be " + want.str() + ", got " + got.str());
+    bool fits = got.shape.size() == want.shape.size();
+    for (size_t d = 0; fits && d < want.shape.size(); ++d) fits = want.shape[d] < 0 || want.shape[d] == got.shape[d];
+    if (!fits)
+      throw ShapeError("hjit: module '" + name + "' argument " + std::to_string(i) + " must be " + want.str() + ", got " + got.str());
+  }
+}
+
+}  // namespace
+
 ModuleResult Module::call(const std::vector<Tensor>& args) const {
   Impl& m = *impl_;
   const Graph& g = m.graph;
   if (args.size() != m.num_args)
     throw ValueError("hjit: module '" + m.name + "' takes " + std::to_string(m.num_args) + " tensors, got " +
                      std::to_string(args.size()));
+  if (m.program) {
+    check_program_arguments(m.name, *m.program, args);
+    // Inside a traced function the program records its ops there (a read is that trace's break).
+    const std::vector<Tensor> outs = detail::tracing_active() ? m.program->run(args) : m.segments(args);
+    return ModuleResult(outs.begin(), outs.end());
+  }
   auto dynamic_at = [&](size_t i, size_t d) {
     return std::find(m.dynamic_dims.begin(), m.dynamic_dims.end(), std::pair<int, int>(int(i), int(d))) != m.dynamic_dims.end();
   };
@@ -409,6 +565,9 @@ ModuleResult Module::call(const std::vector<Tensor>& args) const {
 std::vector<Tensor> Module::parameters() const { return impl_->params; }
 
 Module Module::freeze() const {
+  if (impl_->program)
+    throw ValueError("hjit: module '" + impl_->name + "' runs in segments (" + impl_->program->why +
+                     "): its parameters are read by its program at every call, not baked into a graph");
   if (impl_->dynamic)
     throw ValueError("hjit: module '" + impl_->name + "' has dynamic_dims: freeze it when it is made (SaveOptions::freeze_parameters)");
   auto m = std::make_shared<Impl>();
@@ -420,9 +579,22 @@ Module Module::freeze() const {
 }
 
 const std::string& Module::name() const { return impl_->name; }
-const Graph& Module::graph() const { return impl_->graph; }
+namespace {
+
+[[noreturn]] void no_graph(const std::string& name, const ModuleProgram& p, const char* what) {
+  throw ValueError("hjit: module '" + name + "' runs in segments between graph breaks (" + p.why + "), so it has no " + what +
+                   ": what it computes depends on values it reads");
+}
+
+}  // namespace
+
+const Graph& Module::graph() const {
+  if (impl_->program) no_graph(impl_->name, *impl_->program, "one graph");
+  return impl_->graph;
+}
 
 std::vector<TensorType> Module::input_types() const {
+  if (impl_->program) return impl_->program->input_types;
   std::vector<TensorType> t;
   for (size_t i = 0; i < impl_->num_args; ++i) t.push_back(impl_->graph.type(impl_->graph.inputs[i]));
   return t;
@@ -431,6 +603,7 @@ std::vector<TensorType> Module::input_types() const {
 std::vector<std::pair<int, int>> Module::dynamic_dims() const { return impl_->dynamic_dims; }
 
 std::vector<TensorType> Module::output_types() const {
+  if (impl_->program) no_graph(impl_->name, *impl_->program, "output types before it runs");
   std::vector<TensorType> t;
   for (int o : impl_->graph.outputs) t.push_back(impl_->graph.type(o));
   return t;
@@ -443,6 +616,10 @@ std::string Module::str() const {
   os << "\n  parameters:";
   for (const Tensor& p : impl_->params) os << " " << TensorType{p.dtype(), p.shape()}.str();
   if (impl_->params.empty()) os << " none";
+  if (impl_->program) {
+    os << "\n  runs in segments between graph breaks: " << impl_->program->why << "\n";
+    return os.str();
+  }
   os << "\n  outputs:";
   for (const TensorType& t : output_types()) os << " " << t.str();
   os << "\n" << impl_->graph.str();

@@ -179,7 +179,7 @@ V Loop(const NodeContext& n) {
       return out;
     } catch (const ValueError& e) {
       // A body that needs its iteration number known (a slice at it): unrolled, trip by trip.
-      if (std::string(e.what()).find("must be known when the model is converted") == std::string::npos) throw;
+      if (std::string(e.what()).find(kMustBeKnown) == std::string::npos) throw;
     }
   }
   if (concrete) {

@@ -8,6 +8,7 @@
 //   Tensor y = m(x);                                   // compiled on the first call (or found in
 //                                                      // the compile cache), then straight to code
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,8 +53,36 @@ class ModuleResult : public std::vector<Tensor> {
   operator Tensor() const;  // ValueError unless there is exactly one output
 };
 
+// The host code of a module that runs in segments between graph breaks: a model that reads values
+// it computes as sizes (a shape, a count, an output size that depends on values: NonZero, NMS), so
+// that no one graph computes it. hjit::onnx::load makes these; Module::from_program wraps one.
+// Every call runs `run` as a function jitted with JitOptions::fullgraph = false: the graph up to
+// each value read is computed (compiled and cached by its graph, small ones eagerly) and the host
+// code goes on with the value.
+struct ModuleProgram {
+  std::string kind;   // the loader that rebuilds it from `bytes` (register_module_program); "" : it
+                      // cannot be saved
+  std::string bytes;  // what the loader reads (the parameters' values are saved beside them)
+  std::string why;    // why it runs in segments: the first value read, for errors and logs
+  std::vector<Tensor> parameters;       // what `run` reads besides its arguments (saved, restored)
+  std::vector<TensorType> input_types;  // the arguments it was made for (a dimension of -1: any size)
+  std::function<std::vector<Tensor>(const std::vector<Tensor>& args)> run;
+};
+// Rebuilds a program from its bytes (the parameters then get the saved values): a ValueError for
+// bytes it does not accept.
+using ModuleProgramLoader = std::function<ModuleProgram(const std::string& bytes)>;
+// Module::load finds programs of `kind` through this (hjit::onnx registers "onnx").
+void register_module_program(const std::string& kind, ModuleProgramLoader loader);
+
 class Module {
  public:
+  // A module in segments whose calls run the program (see ModuleProgram); options as Module::load's
+  // (dynamic_dims aside: every size is served, each segment compiled for the sizes it meets).
+  static Module from_program(const std::string& name, ModuleProgram program, const ModuleOptions& options = {});
+  // Whether it runs in segments between graph breaks, and the read that makes it ("" : one graph).
+  bool segmented() const;
+  const std::string& why_segmented() const;
+
   // Reads and checks a saved module. A missing, truncated, corrupt or foreign file, or one of
   // another format version, is a ValueError saying what is wrong.
   static Module load(const std::string& path, ModuleOptions options = {});
@@ -80,11 +109,12 @@ class Module {
   Module freeze() const;
 
   const std::string& name() const;
+  // The module's graph; a module in segments has none (ValueError).
   const Graph& graph() const;
   std::vector<TensorType> input_types() const;   // of the arguments (parameters excluded), as traced
   // {tensor, axis} of every dimension whose size may change from call to call (dynamic_dims).
   std::vector<std::pair<int, int>> dynamic_dims() const;
-  std::vector<TensorType> output_types() const;
+  std::vector<TensorType> output_types() const;  // a module in segments: ValueError (values size them)
   std::string str() const;  // signature, parameters and graph
 
   struct Impl;

@@ -38,6 +38,12 @@ struct LoadOptions {
   // every size (its graph changes with the size) compiles for the traced sizes, and HJIT_LOG=debug
   // says why.
   bool dynamic = true;
+  // A model that reads a value it computes as a size (a shape, axes, a count from its inputs, an
+  // output size that depends on values: NonZero, NonMaxSuppression) cannot be one graph: true, the
+  // module runs in segments between graph breaks (Module::segmented(): each call runs the model's
+  // host steps, the graph up to each read computed compiled, or eagerly where small; saved as
+  // any module); false, a ValueError naming the node and the input whose value it reads.
+  bool graph_breaks = true;
   // The most bytes the model may take: its file with its external data, and any one tensor it
   // makes while it is converted or run eagerly (checked before it is made: a ResourceError naming
   // the node). 0: hjit's memory limit (hjit::set_memory_limit), which bounds all of them together.
@@ -130,21 +136,20 @@ class Model {
   // not arguments of the module: their values are baked in (an input the model reads as a shape,
   // axes or pads, which a compiled pipeline needs when it is built, rather than as data). With
   // LoadOptions::dynamic, the inputs' symbolic dimensions are its dynamic_dims (where traced at 2
-  // or more).
+  // or more). A model that reads a value it computes as a size makes a module in segments
+  // (LoadOptions::graph_breaks; Module::segmented() says so and why).
   Module module() const;
   Module module(const std::vector<TensorType>& input_types, const std::map<std::string, Tensor>& fixed = {}) const;
   // A module for inputs like these examples (their dtypes and shapes, and each sequence's length,
   // which is resolved while converting as ONNX's sequence ops are): it takes and returns the
   // flattened values (flatten()), every sequence's items in order.
   Module module_for(const std::vector<Value>& examples, const std::map<std::string, Value>& fixed = {}) const;
-  // The model compiled for calls like these examples, by whatever it takes: module_for's one
-  // module where every value the conversion reads (a shape, axes, a count, a value-dependent
-  // output size) is known when it converts; otherwise the model run in hjit::jit with fullgraph =
-  // false, compiled in segments between those reads (graph breaks), each cached as any jitted code.
-  // How hjit-onnx run and bench serve every model ONNX defines.
+  // module_for(examples) as a callable that says whether it runs in segments (kept for callers of
+  // the first version of segments; a module says the same through Module::segmented()).
   Compiled compiled_for(const std::vector<Value>& examples) const;
 
   struct Impl;
+  const Impl& impl() const { return *impl_; }  // (opaque: the importer's own files read it)
 
  private:
   explicit Model(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
@@ -169,7 +174,8 @@ class Compiled {
 // The op types of the default domain hjit converts, sorted.
 std::vector<std::string> supported_ops();
 
-// Model::read(path, options).module(): the model as a Module, compiled on its first call.
+// Model::read(path, options).module(): the model as a Module, compiled on its first call; in
+// segments between graph breaks where it reads values as sizes (LoadOptions::graph_breaks).
 Module load(const std::string& path, const LoadOptions& options = {});
 
 // The options of calibration (hjit/calibration.h), as hjit::nn::quantize takes them.
