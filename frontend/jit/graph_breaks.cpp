@@ -20,6 +20,8 @@ namespace {
 // more than running them, and a graph that keeps coming back is compiled once it has.
 constexpr int64_t kEagerElements = int64_t(1) << 16;
 constexpr int kCompileAfter = 3;
+// Segments remembered per function (a detector meets one per class and image size).
+constexpr size_t kMaxSegments = 2048;
 
 int64_t computed_elements(const Graph& g) {
   int64_t n = 0;
@@ -28,13 +30,11 @@ int64_t computed_elements(const Graph& g) {
   return n;
 }
 
-// Whether g runs eagerly now: small, and not yet seen often enough to be worth compiling.
-bool runs_eagerly(JitCore::State& s, const Graph& g) {
+// The last segment: whether it runs eagerly (small, and not yet run kCompileAfter times).
+bool small_and_new(JitCore::State& s, const Graph& g) {
   if (computed_elements(g) > kEagerElements) return false;
-  const uint64_t key = std::hash<std::string>{}(g.to_text());
   std::lock_guard lock(s.segments_mu);
-  if (s.eager_segments.size() > 4096) s.eager_segments.clear();  // (a bound, not a policy)
-  return ++s.eager_segments[key] <= kCompileAfter;
+  return ++s.segments[g.to_text()].eager_runs <= kCompileAfter;
 }
 
 // The segment's inputs as tensors: the call's arguments, then the captured tensors.
@@ -51,29 +51,81 @@ bool all_have_values(const std::vector<Tensor>& in) {
   return true;
 }
 
+// g with only the inputs its nodes read (a model's trace holds every parameter, and each value
+// computed at a break is one more input: the segment after the hundredth break reads a few of
+// hundreds), and those inputs' tensors from `all`.
+Graph read_inputs_only(const Graph& g, const std::vector<Tensor>& all, std::vector<Tensor>& in) {
+  std::vector<char> read(g.nodes.size(), 0);
+  for (const Node& node : g.nodes)
+    for (int i : node.inputs) read[size_t(i)] = 1;
+  for (int o : g.outputs) read[size_t(o)] = 1;
+  Graph out;
+  out.name = g.name;
+  std::vector<int> id(g.nodes.size(), -1);
+  for (int param : g.inputs) {
+    if (!read[size_t(param)]) continue;
+    const Node& node = g.node(param);
+    id[size_t(param)] = out.add_parameter(node.type, node.attrs.has("captured"));
+    in.push_back(all.at(size_t(node.attrs.i("index"))));
+  }
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& node = g.nodes[n];
+    if (node.op == OpKind::Parameter) continue;
+    if (node.op == OpKind::Constant) {
+      id[n] = out.add_constant(node.type, g.constants[size_t(node.constant)]);
+      continue;
+    }
+    Node copy = node;
+    for (int& i : copy.inputs) i = id[size_t(i)];
+    id[n] = out.add(std::move(copy));
+  }
+  for (int o : g.outputs) out.outputs.push_back(id[size_t(o)]);
+  return out;
+}
+
 // Computes the outputs of g (updates cleared: the last segment makes them) into `out`; says how in b.
+// A graph met before runs as it did then, without being optimized or looked up again.
 void run_segment(JitCore::State& s, Graph g, const CallArgs& args, const std::vector<std::shared_ptr<TensorImpl>>& captured,
                  std::vector<Tensor>& out, Break& b) {
   g.updates.clear();
-  ConstEvaluator eval = evaluate_node;
-  g = optimize(g, &eval);
-  b.nodes = g.nodes.size();
-  const std::vector<Tensor> in = segment_inputs(args, captured);
-  if (all_have_values(in) && runs_eagerly(s, g)) {
-    const SuspendTraces eager;
-    out = eval_graph(g, in);
+  std::vector<Tensor> in;
+  g = read_inputs_only(g, segment_inputs(args, captured), in);
+  std::string text = g.to_text();
+  std::shared_ptr<CompiledFunction> fn;
+  Graph optimized;
+  bool eager = false;
+  {
+    std::lock_guard lock(s.segments_mu);
+    if (s.segments.size() > kMaxSegments) s.segments.clear();  // (a bound, not a policy)
+    JitCore::State::Segment& seen = s.segments[text];
+    if (seen.optimized.nodes.empty()) {
+      ConstEvaluator eval = evaluate_node;
+      seen.optimized = optimize(g, &eval);
+    }
+    fn = seen.fn;
+    optimized = seen.optimized;
+    eager = !fn && computed_elements(optimized) <= kEagerElements && ++seen.eager_runs <= kCompileAfter && all_have_values(in);
+  }
+  b.nodes = optimized.nodes.size();
+  if (eager) {
+    const SuspendTraces eager_ops;
+    out = eval_graph(optimized, in);
     b.schedule = "eager (small)";
     return;
   }
-  FunctionRequest request = s.request;
-  request.donate.clear();  // (the arguments are read again by the segments after this one)
-  const std::shared_ptr<CompiledFunction> segment = CompiledFunction::compile(std::move(g), std::move(request));
-  if (segment->loaded()) ++s.loaded;
-  else if (!segment->found_compiled()) ++s.compiles;
+  if (!fn) {
+    FunctionRequest request = s.request;
+    request.donate.clear();  // (the arguments are read again by the segments after this one)
+    fn = CompiledFunction::compile(std::move(optimized), std::move(request));
+    if (fn->loaded()) ++s.loaded;
+    else if (!fn->found_compiled()) ++s.compiles;
+    std::lock_guard lock(s.segments_mu);
+    s.segments[text].fn = fn;
+  }
   CallInputs inputs;
   for (const Tensor& t : in) inputs.push(t.impl().get());
-  segment->run(inputs.view(), out);
-  b.schedule = segment->executable().summary();
+  fn->run(inputs.view(), out);
+  b.schedule = fn->executable().summary();
 }
 
 // At a read: the value read and every other value of the trace still held by the function (the
@@ -151,7 +203,7 @@ SegmentedCall call_in_segments(JitCore::State& s, const CallArgs& args, Tracer t
   v.captured = std::move(tr.captured);
   v.num_args = tr.num_args;
   const std::vector<Tensor> in = segment_inputs(args, v.captured);
-  if (tr.graph.updates.empty() && all_have_values(in) && runs_eagerly(s, tr.graph)) {
+  if (tr.graph.updates.empty() && all_have_values(in) && small_and_new(s, tr.graph)) {
     const SuspendTraces eager;
     call.outputs = eval_graph(tr.graph, in);
     v.built.done();

@@ -26,10 +26,16 @@ struct JitCore::State {
   std::atomic<int64_t> traces{0}, compiles{0}, loaded{0}, hits{0}, compile_us{0}, guard_failures{0}, graph_breaks{0};
   std::atomic<int64_t> update_bytes_copied{0}, donated_bytes_reused{0}, dynamic_entries{0};
 
-  // fullgraph = false: how often each small segment's graph (by the hash of its text) has run
-  // eagerly, so that one seen often enough is compiled (frontend/jit/graph_breaks.cpp).
+  // fullgraph = false (frontend/jit/graph_breaks.cpp): the segments met so far, by their graph
+  // as traced: how often a small one has run eagerly (one seen often enough is compiled), and the
+  // compiled function of one compiled, kept so that the next call neither optimizes nor looks it up.
+  struct Segment {
+    int eager_runs = 0;
+    Graph optimized;
+    std::shared_ptr<CompiledFunction> fn;
+  };
   std::mutex segments_mu;
-  std::unordered_map<uint64_t, int> eager_segments;
+  std::unordered_map<std::string, Segment> segments;  // by Graph::to_text
 
   // The latest compilation's schedule summary (JitStats::schedule).
   void set_schedule(std::string summary);
