@@ -7,6 +7,7 @@
 #include "frontend/tracing/traced.h"
 #include "frontend/tensor/device.h"
 #include "frontend/jit/build_version.h"
+#include "graph/op_def.h"
 #include "graph/passes/dce.h"
 #include "graph/passes/optimize.h"
 #include "support/log.h"
@@ -14,25 +15,31 @@
 namespace hjit::detail {
 namespace {
 
-// A segment that computes at most this many elements runs on the eager kernels until its graph has
-// run kCompileAfter times: compiling a pipeline (0.2-3 s) for the small steps between reads (a
-// detector's per-class thresholds and box gathers, whose sizes change with every image) costs far
-// more than running them, and a graph that keeps coming back is compiled once it has.
-constexpr int64_t kEagerElements = int64_t(1) << 16;
+// A segment cheap to run eagerly runs on the eager kernels until its graph has run kCompileAfter
+// times: compiling a pipeline (0.2-3 s) for the steps between reads (a detector's per-class
+// thresholds, its box decoding and gathers, whose sizes change with every image) costs far more
+// than running them, and a graph that keeps coming back is compiled once it has. Cheap: at most
+// kEagerElements computed, or kEagerElementwise without a contraction or a loop (whose eager
+// kernels are far from compiled code's speed).
+constexpr int64_t kEagerElements = int64_t(1) << 16, kEagerElementwise = int64_t(1) << 20;
 constexpr int kCompileAfter = 3;
 // Segments remembered per function (a detector meets one per class and image size).
 constexpr size_t kMaxSegments = 2048;
 
-int64_t computed_elements(const Graph& g) {
+bool cheap_eagerly(const Graph& g) {
   int64_t n = 0;
-  for (const Node& node : g.nodes)
-    if (node.op != OpKind::Parameter && node.op != OpKind::Constant) n += node.type.numel();
-  return n;
+  bool heavy = false;
+  for (const Node& node : g.nodes) {
+    if (node.op == OpKind::Parameter || node.op == OpKind::Constant) continue;
+    n += node.type.numel();
+    heavy |= has_trait(node.op, Contraction) || has_trait(node.op, ControlFlow);
+  }
+  return n <= (heavy ? kEagerElements : kEagerElementwise);
 }
 
 // The last segment: whether it runs eagerly (small, and not yet run kCompileAfter times).
 bool small_and_new(JitCore::State& s, const Graph& g) {
-  if (computed_elements(g) > kEagerElements) return false;
+  if (!cheap_eagerly(g)) return false;
   std::lock_guard lock(s.segments_mu);
   return ++s.segments[g.to_text()].eager_runs <= kCompileAfter;
 }
@@ -104,7 +111,7 @@ void run_segment(JitCore::State& s, Graph g, const CallArgs& args, const std::ve
     }
     fn = seen.fn;
     optimized = seen.optimized;
-    eager = !fn && computed_elements(optimized) <= kEagerElements && ++seen.eager_runs <= kCompileAfter && all_have_values(in);
+    eager = !fn && cheap_eagerly(optimized) && ++seen.eager_runs <= kCompileAfter && all_have_values(in);
   }
   b.nodes = optimized.nodes.size();
   if (eager) {
