@@ -389,6 +389,7 @@ Module Module::from_program(const std::string& name, ModuleProgram program, cons
   const std::string who = "hjit: module '" + name + "'";
   const backend::ScheduleRequest schedule = module_schedule(who, options);
   if (!program.run) throw ValueError(who + ": its program has no run function");
+  for (const Tensor& p : program.parameters) (void)detail::impl_of(p, "a parameter of a module's program");
   if (!options.dynamic_dims.empty())
     throw ValueError(who + " runs in segments: it serves every size without dynamic_dims (each segment compiles for the sizes it meets)");
   auto m = std::make_shared<Impl>();
