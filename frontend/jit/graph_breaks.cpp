@@ -37,11 +37,19 @@ bool cheap_eagerly(const Graph& g) {
   return n <= (heavy ? kEagerElements : kEagerElementwise);
 }
 
+// What identifies a segment's graph, exactly: its text without the constants' data (printed as
+// hex by to_text, the larger part of a detector's segment: its anchors), then their raw bytes.
+std::string segment_key(const Graph& g) {
+  std::string key = g.str();
+  for (const ConstData& c : g.constants) key.append(static_cast<const char*>(c.data), c.nbytes);
+  return key;
+}
+
 // The last segment: whether it runs eagerly (small, and not yet run kCompileAfter times).
 bool small_and_new(JitCore::State& s, const Graph& g) {
   if (!cheap_eagerly(g)) return false;
   std::lock_guard lock(s.segments_mu);
-  return ++s.segments[g.to_text()].eager_runs <= kCompileAfter;
+  return ++s.segments[segment_key(g)].eager_runs <= kCompileAfter;
 }
 
 // The segment's inputs as tensors: the call's arguments, then the captured tensors.
@@ -97,14 +105,14 @@ void run_segment(JitCore::State& s, Graph g, const CallArgs& args, const std::ve
   g.updates.clear();
   std::vector<Tensor> in;
   g = read_inputs_only(g, segment_inputs(args, captured), in);
-  std::string text = g.to_text();
+  const std::string key = segment_key(g);
   std::shared_ptr<CompiledFunction> fn;
   Graph optimized;
   bool eager = false;
   {
     std::lock_guard lock(s.segments_mu);
     if (s.segments.size() > kMaxSegments) s.segments.clear();  // (a bound, not a policy)
-    JitCore::State::Segment& seen = s.segments[text];
+    JitCore::State::Segment& seen = s.segments[key];
     if (seen.optimized.nodes.empty()) {
       ConstEvaluator eval = evaluate_node;
       seen.optimized = optimize(g, &eval);
@@ -127,7 +135,7 @@ void run_segment(JitCore::State& s, Graph g, const CallArgs& args, const std::ve
     if (fn->loaded()) ++s.loaded;
     else if (!fn->found_compiled()) ++s.compiles;
     std::lock_guard lock(s.segments_mu);
-    s.segments[text].fn = fn;
+    s.segments[key].fn = fn;
   }
   CallInputs inputs;
   for (const Tensor& t : in) inputs.push(t.impl().get());
@@ -143,6 +151,8 @@ void break_graph(JitCore::State& s, const CallArgs& args, TraceState& ts, Tensor
   Break b{what, read.type.str() + " (" + op_name(ts.graph.node(read.value).op) + ")", 0, ""};
   std::vector<std::shared_ptr<TensorImpl>> held;
   std::vector<TensorImpl*> live{&read};
+  // (The tracers that died since are dropped: each later break scans only the living.)
+  std::erase_if(ts.tracers, [](const std::weak_ptr<TensorImpl>& t) { return t.expired(); });
   for (const auto& weak : ts.tracers) {
     std::shared_ptr<TensorImpl> t = weak.lock();
     if (!t || t.get() == &read || t->trace_id != ts.id || t->storage) continue;

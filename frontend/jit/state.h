@@ -35,7 +35,7 @@ struct JitCore::State {
     std::shared_ptr<CompiledFunction> fn;
   };
   std::mutex segments_mu;
-  std::unordered_map<std::string, Segment> segments;  // by Graph::to_text
+  std::unordered_map<std::string, Segment> segments;  // by graph_breaks.cpp's segment_key
 
   // The latest compilation's schedule summary (JitStats::schedule).
   void set_schedule(std::string summary);
