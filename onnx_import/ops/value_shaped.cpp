@@ -5,7 +5,7 @@
 // error (a graph break between compiled segments is the way to go further).
 #include <algorithm>
 #include <cmath>
-#include <map>
+#include <climits>
 #include <array>
 #include <numeric>
 
@@ -100,40 +100,45 @@ V NonMaxSuppression(const NodeContext& n) {
   const double floor_score = has_floor ? n.input_doubles(4).at(0) : 0.0;
   const bool center = n.attr_int("center_point_box", 0) != 0;
   const int64_t B = bs[0], N = bs[1], C = ss[1];
-  auto corners = [&](int64_t b, int64_t i) {
-    const double* p = &boxes[size_t((b * N + i) * 4)];
-    if (center) return std::array<double, 4>{p[1] - p[3] / 2, p[0] - p[2] / 2, p[1] + p[3] / 2, p[0] + p[2] / 2};
-    return std::array<double, 4>{std::min(p[0], p[2]), std::min(p[1], p[3]), std::max(p[0], p[2]), std::max(p[1], p[3])};
-  };
-  auto iou = [&](int64_t b, int64_t i, int64_t j) {
-    const auto a = corners(b, i), c = corners(b, j);
-    const double h = std::max(0.0, std::min(a[2], c[2]) - std::max(a[0], c[0]));
-    const double w = std::max(0.0, std::min(a[3], c[3]) - std::max(a[1], c[1]));
-    const double inter = h * w, area = (a[2] - a[0]) * (a[3] - a[1]) + (c[2] - c[0]) * (c[3] - c[1]) - inter;
-    return area > 0 ? inter / area : 0.0;
-  };
-  // Only a kept box whose columns overlap a candidate's can suppress it (any other has IoU 0, at
-  // most any threshold from 0 up): the kept boxes indexed by left edge, and a candidate compared
-  // with those starting within the widest kept box's width of it. Exhaustive (every kept box) for
-  // a negative threshold or coordinates that are not finite, where that does not hold.
+  // Only a kept box whose columns and rows overlap a candidate's can suppress it (any other has
+  // IoU 0, at most any threshold from 0 up): the kept boxes sorted by left edge, and a candidate
+  // compared with those starting within the widest kept box's width of it, rows checked first.
+  // Exhaustive (every kept box) for a negative threshold or coordinates that are not finite, where
+  // that does not hold.
   const bool indexed = iou_max >= 0 && std::all_of(boxes.begin(), boxes.end(), [](double v) { return std::isfinite(v); });
   std::vector<int64_t> out;
-  for (int64_t b = 0; b < B; ++b)
+  std::vector<std::array<double, 4>> box(static_cast<size_t>(N));  // top, left, bottom, right
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t i = 0; i < N; ++i) {
+      const double* p = &boxes[size_t((b * N + i) * 4)];
+      box[size_t(i)] = center ? std::array<double, 4>{p[1] - p[3] / 2, p[0] - p[2] / 2, p[1] + p[3] / 2, p[0] + p[2] / 2}
+                              : std::array<double, 4>{std::min(p[0], p[2]), std::min(p[1], p[3]), std::max(p[0], p[2]), std::max(p[1], p[3])};
+    }
+    auto iou = [&](int64_t i, int64_t j) {
+      const auto &a = box[size_t(i)], &c = box[size_t(j)];
+      const double h = std::max(0.0, std::min(a[2], c[2]) - std::max(a[0], c[0]));
+      const double w = std::max(0.0, std::min(a[3], c[3]) - std::max(a[1], c[1]));
+      const double inter = h * w, area = (a[2] - a[0]) * (a[3] - a[1]) + (c[2] - c[0]) * (c[3] - c[1]) - inter;
+      return area > 0 ? inter / area : 0.0;
+    };
     for (int64_t c = 0; c < C; ++c) {
+      const double* score = &scores[size_t((b * C + c) * N)];
       std::vector<int64_t> cand;
       for (int64_t i = 0; i < N; ++i)
-        if (!has_floor || scores[size_t((b * C + c) * N + i)] > floor_score) cand.push_back(i);
-      std::stable_sort(cand.begin(), cand.end(), [&](int64_t i, int64_t j) {
-        return scores[size_t((b * C + c) * N + i)] > scores[size_t((b * C + c) * N + j)];
-      });
+        if (!has_floor || score[i] > floor_score) cand.push_back(i);
+      std::stable_sort(cand.begin(), cand.end(), [&](int64_t i, int64_t j) { return score[i] > score[j]; });
       std::vector<int64_t> kept;
-      std::multimap<double, int64_t> by_left;
+      std::vector<std::pair<double, int64_t>> by_left;  // (left edge, box), sorted
       double widest = 0;
       auto suppressed = [&](int64_t i) {
-        if (!indexed) return std::any_of(kept.begin(), kept.end(), [&](int64_t j) { return iou(b, i, j) > iou_max; });
-        const auto a = corners(b, i);
-        for (auto it = by_left.upper_bound(a[1] - widest), end = by_left.lower_bound(a[3]); it != end; ++it)
-          if (iou(b, i, it->second) > iou_max) return true;
+        if (!indexed) return std::any_of(kept.begin(), kept.end(), [&](int64_t j) { return iou(i, j) > iou_max; });
+        const auto& a = box[size_t(i)];
+        auto it = std::upper_bound(by_left.begin(), by_left.end(), std::pair<double, int64_t>(a[1] - widest, INT64_MAX));
+        for (; it != by_left.end() && it->first < a[3]; ++it) {
+          const auto& k = box[size_t(it->second)];
+          if (k[0] >= a[2] || k[2] <= a[0]) continue;  // no row in common
+          if (iou(i, it->second) > iou_max) return true;
+        }
         return false;
       };
       for (int64_t i : cand) {
@@ -141,13 +146,15 @@ V NonMaxSuppression(const NodeContext& n) {
         if (suppressed(i)) continue;
         kept.push_back(i);
         if (indexed) {
-          const auto a = corners(b, i);
-          by_left.emplace(a[1], i);
+          const auto& a = box[size_t(i)];
+          const std::pair<double, int64_t> entry(a[1], i);
+          by_left.insert(std::upper_bound(by_left.begin(), by_left.end(), entry), entry);
           widest = std::max(widest, a[3] - a[1]);
         }
       }
       for (int64_t i : kept) out.insert(out.end(), {b, c, i});
     }
+  }
   return {i64s(out, {int64_t(out.size() / 3), 3})};
 }
 
