@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <numeric>
 #include <set>
+#include <thread>
 #include <fstream>
 #include <limits>
 #include <random>
@@ -1176,6 +1177,20 @@ TEST_CASE("one door: a model that reads values as sizes loads as a module in seg
   // Inside a traced function the program records into that trace: a jit with fullgraph = false.
   auto outer = hjit::jit([&](const Tensor& v) { return std::vector<Tensor>(m(v * 1.0)); }, {.fullgraph = false});
   CHECK_CLOSE(outer(x)[2], model({x})[2]);
+  // Called from several threads at once, each with its own sizes.
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(2, 0);
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      for (int64_t n : {5, 17, 30}) {
+        const Tensor v = test::random({n + t, 6}, DType::F32, uint64_t(300 + 10 * n + t));
+        const hjit::ModuleResult got = m(v);
+        const std::vector<Tensor> want = model({v});
+        for (size_t k = 0; k < 3; ++k) wrong[size_t(t)] += !(got[k].shape() == want[k].shape() && test::compare(got[k], want[k], 1e-5).empty());
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  CHECK(wrong == std::vector<int>{0, 0});
   // One graph asked for: the strict refusal, naming the node and the input.
   check_throws_containing([&] { hjit::onnx::load(path, {.graph_breaks = false}); }, "input 0 ('keep')");
   // export_library needs one graph.
