@@ -41,7 +41,8 @@ bool cheap_eagerly(const Graph& g) {
 // hex by to_text, the larger part of a detector's segment: its anchors), then their raw bytes.
 std::string segment_key(const Graph& g) {
   std::string key = g.str();
-  for (const ConstData& c : g.constants) key.append(static_cast<const char*>(c.data), c.nbytes);
+  for (const ConstData& c : g.constants)
+    if (c.nbytes > 0) key.append(static_cast<const char*>(c.data), c.nbytes);
   return key;
 }
 
