@@ -229,6 +229,31 @@ TEST_CASE("fullgraph = false: values held across a break are computed once, smal
   CHECK(test::vals(small(f32({5, 0}, {2}))) == std::vector<float>{12});  // a new size: eager again
 }
 
+// A captured tensor assigned before a read and again after it: what the segments compute from it,
+// and its value after each call, are eager's.
+TEST_CASE("fullgraph = false: a captured tensor assigned around the reads ends each call as eagerly") {
+  Tensor w_eager = f32({1, 2}, {2}), w_jit = f32({1, 2}, {2});
+  auto make = [](Tensor& w) {
+    return [&w](const Tensor& x) {
+      w.assign(w * 2.0);
+      Tensor y = x + w;
+      const float s = hjit::sum(y).item<float>();
+      w.assign(w + 1.0);
+      Tensor z = y * double(s) + w;
+      const float t = hjit::max(z).item<float>();
+      return z - double(t) + y;
+    };
+  };
+  auto eager = make(w_eager);
+  auto f = hjit::jit(make(w_jit), {.fullgraph = false});
+  for (int i = 0; i < 5; ++i) {
+    const Tensor x = f32({float(i), 1.f - float(i)}, {2});
+    CHECK_CLOSE(f(x), eager(x));
+    CHECK_CLOSE(w_jit, w_eager);
+  }
+  CHECK(f.stats().graph_breaks == 5 * 2);
+}
+
 TEST_CASE("fullgraph = false: reads break the graph, host code runs at every call, explain() shows why") {
   std::vector<float> logged;
   Tensor scale = f32({2, 2}, {2});  // captured
