@@ -1,6 +1,7 @@
 // hjit-onnx: ONNX models from the command line (hjit/onnx.h).
 //
-//   hjit-onnx info model.onnx                       what the model takes and gives, its ops (and any hjit does not convert)
+//   hjit-onnx info model.onnx                       what the model takes and gives, its ops (and any hjit does not convert),
+//                                                   and what load() makes of it: one graph, or a module in segments
 //   hjit-onnx run model.onnx [IN.pb ...] [--out DIR] [--expect DIR] [--eager]
 //                                                   runs it on TensorProto files (random inputs without), saves or compares
 //   hjit-onnx bench model.onnx [--repeat N]         the first call (conversion and compile) and the steady time
@@ -116,14 +117,24 @@ double worst(const Tensor& got, const Tensor& want) {
 }
 
 int info(const Args& a) {
-  const hjit::onnx::ModelInfo i = hjit::onnx::Model::read(a.model, a.load).info();
+  const hjit::onnx::Model m = hjit::onnx::Model::read(a.model, a.load);
+  const hjit::onnx::ModelInfo& i = m.info();
   std::printf("%s\n", i.str().c_str());
   const std::vector<std::string> known = hjit::onnx::supported_ops();
   std::string missing;
   for (const auto& [op, n] : i.op_counts)
     if (!std::binary_search(known.begin(), known.end(), op)) missing += " " + op;
   std::printf("%s\n", missing.empty() ? "hjit converts every op of the model" : ("ops hjit does not convert:" + missing).c_str());
-  return missing.empty() ? 0 : 1;
+  if (!missing.empty()) return 1;
+  // What load() makes of it (converted, not compiled): one graph, or a module in segments.
+  try {
+    const hjit::Module mod = m.module();
+    if (mod.segmented()) std::printf("load: a module in segments between graph breaks: %s\n", mod.why_segmented().c_str());
+    else std::printf("load: one graph of %zu nodes, %zu dynamic dimensions\n", mod.graph().nodes.size(), mod.dynamic_dims().size());
+  } catch (const hjit::Error& e) {
+    std::printf("load: %s\n", e.what());
+  }
+  return 0;
 }
 
 int run(const Args& a) {
