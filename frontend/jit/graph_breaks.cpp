@@ -10,6 +10,7 @@
 #include "graph/op_def.h"
 #include "graph/passes/dce.h"
 #include "graph/passes/optimize.h"
+#include "graph/rewriter.h"
 #include "support/log.h"
 
 namespace hjit::detail {
@@ -77,33 +78,20 @@ Graph read_inputs_only(const Graph& g, const std::vector<Tensor>& all, std::vect
   for (int o : g.outputs) read[size_t(o)] = 1;
   Graph out;
   out.name = g.name;
-  std::vector<int> id(g.nodes.size(), -1);
-  for (int param : g.inputs) {
-    if (!read[size_t(param)]) continue;
-    const Node& node = g.node(param);
-    id[size_t(param)] = out.add_parameter(node.type, node.attrs.has("captured"));
-    in.push_back(all.at(size_t(node.attrs.i("index"))));
+  std::vector<int> args(g.inputs.size(), -1);  // (an input nothing reads maps nowhere)
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    if (!read[size_t(g.inputs[i])]) continue;
+    args[i] = out.add_parameter(g.type(g.inputs[i]), g.is_captured(g.inputs[i]));
+    in.push_back(all.at(i));
   }
-  for (size_t n = 0; n < g.nodes.size(); ++n) {
-    const Node& node = g.nodes[n];
-    if (node.op == OpKind::Parameter) continue;
-    if (node.op == OpKind::Constant) {
-      id[n] = out.add_constant(node.type, g.constants[size_t(node.constant)]);
-      continue;
-    }
-    Node copy = node;
-    for (int& i : copy.inputs) i = id[size_t(i)];
-    id[n] = out.add(std::move(copy));
-  }
-  for (int o : g.outputs) out.outputs.push_back(id[size_t(o)]);
+  out.outputs = inline_graph(out, g, args);
   return out;
 }
 
-// Computes the outputs of g (updates cleared: the last segment makes them) into `out`; says how in b.
+// Computes the outputs of g (no updates: the last segment makes them) into `out`; says how in b.
 // A graph met before runs as it did then, without being optimized or looked up again.
 void run_segment(JitCore::State& s, Graph g, const CallArgs& args, const std::vector<std::shared_ptr<TensorImpl>>& captured,
                  std::vector<Tensor>& out, Break& b) {
-  g.updates.clear();
   std::vector<Tensor> in;
   g = read_inputs_only(g, segment_inputs(args, captured), in);
   const std::string key = segment_key(g);

@@ -494,18 +494,22 @@ void detail_save(const std::string& path, const std::string& name, const detail:
 
 namespace {
 
-// A module in segments: the arguments checked against the types its program was made for (a
-// dimension of -1 takes any size; the program checks what its sizes must agree on).
-void check_program_arguments(const std::string& name, const ModuleProgram& p, const std::vector<Tensor>& args) {
+// The arguments checked against the types the module takes (want(i)): the dtype, then the shape,
+// where dimension d of argument i may have any size when any_size(i, d) (dynamic_dims; a program's
+// -1). note() follows the expected type in the ShapeError.
+template <class Want, class AnySize, class Note>
+void check_arguments(const std::string& name, const std::vector<Tensor>& args, Want want, AnySize any_size, Note note) {
   for (size_t i = 0; i < args.size(); ++i) {
     const TensorType& got = detail::impl_of(args[i], "a module argument").type;
-    const TensorType& want = p.input_types[i];
-    if (got.dtype != want.dtype)
-      throw DTypeError("hjit: module '" + name + "' argument " + std::to_string(i) + " must be " + want.str() + ", got " + got.str());
-    bool fits = got.shape.size() == want.shape.size();
-    for (size_t d = 0; fits && d < want.shape.size(); ++d) fits = want.shape[d] < 0 || want.shape[d] == got.shape[d];
+    const TensorType& expected = want(i);
+    if (got.dtype != expected.dtype)
+      throw DTypeError("hjit: module '" + name + "' argument " + std::to_string(i) + " must be " + expected.str() + ", got " + got.str());
+    bool fits = got.shape.size() == expected.shape.size();
+    for (size_t d = 0; fits && d < expected.shape.size(); ++d)
+      fits = got.shape[d] == expected.shape[d] || (any_size(i, d) && got.shape[d] >= 0);
     if (!fits)
-      throw ShapeError("hjit: module '" + name + "' argument " + std::to_string(i) + " must be " + want.str() + ", got " + got.str());
+      throw ShapeError("hjit: module '" + name + "' argument " + std::to_string(i) + " must be " + expected.str() + note() +
+                       ", got " + got.str());
   }
 }
 
@@ -518,27 +522,21 @@ ModuleResult Module::call(const std::vector<Tensor>& args) const {
     throw ValueError("hjit: module '" + m.name + "' takes " + std::to_string(m.num_args) + " tensors, got " +
                      std::to_string(args.size()));
   if (m.program) {
-    check_program_arguments(m.name, *m.program, args);
+    // (A dimension of -1 takes any size; the program checks what its sizes must agree on.)
+    const std::vector<TensorType>& types = m.program->input_types;
+    check_arguments(
+        m.name, args, [&](size_t i) -> const TensorType& { return types[i]; },
+        [&](size_t i, size_t d) { return types[i].shape[d] < 0; }, [] { return std::string(); });
     // Inside a traced function the program records its ops there (a read is that trace's break).
     const std::vector<Tensor> outs = detail::tracing_active() ? m.program->run(args) : m.segments(args);
     return ModuleResult(outs.begin(), outs.end());
   }
-  auto dynamic_at = [&](size_t i, size_t d) {
-    return std::find(m.dynamic_dims.begin(), m.dynamic_dims.end(), std::pair<int, int>(int(i), int(d))) != m.dynamic_dims.end();
-  };
-  for (size_t i = 0; i < args.size(); ++i) {
-    const detail::TensorImpl& im = detail::impl_of(args[i], "a module argument");
-    const TensorType& want = g.type(g.inputs[i]);
-    if (im.type.dtype != want.dtype)
-      throw DTypeError("hjit: module '" + m.name + "' argument " + std::to_string(i) + " must be " + want.str() + ", got " +
-                       im.type.str());
-    bool fits = im.type.shape.size() == want.shape.size();
-    for (size_t d = 0; fits && d < want.shape.size(); ++d) fits = im.type.shape[d] == want.shape[d] || (dynamic_at(i, d) && im.type.shape[d] >= 0);
-    if (!fits)
-      throw ShapeError("hjit: module '" + m.name + "' argument " + std::to_string(i) + " must be " + want.str() +
-                       (m.dynamic ? " (dimensions of any size: " + std::to_string(m.dynamic_dims.size()) + " dynamic_dims)" : "") +
-                       ", got " + im.type.str());
-  }
+  check_arguments(
+      m.name, args, [&](size_t i) -> const TensorType& { return g.type(g.inputs[i]); },
+      [&](size_t i, size_t d) {
+        return std::find(m.dynamic_dims.begin(), m.dynamic_dims.end(), std::pair<int, int>(int(i), int(d))) != m.dynamic_dims.end();
+      },
+      [&] { return m.dynamic ? " (dimensions of any size: " + std::to_string(m.dynamic_dims.size()) + " dynamic_dims)" : std::string(); });
   // This call's values of the symbols.
   std::vector<int64_t> symbols;
   if (m.dynamic)
