@@ -110,7 +110,7 @@ V NonMaxSuppression(const NodeContext& n) {
   std::vector<std::array<double, 4>> box(static_cast<size_t>(N));  // top, left, bottom, right
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t i = 0; i < N; ++i) {
-      const double* p = &boxes[size_t((b * N + i) * 4)];
+      const double* p = boxes.data() + (b * N + i) * 4;
       box[size_t(i)] = center ? std::array<double, 4>{p[1] - p[3] / 2, p[0] - p[2] / 2, p[1] + p[3] / 2, p[0] + p[2] / 2}
                               : std::array<double, 4>{std::min(p[0], p[2]), std::min(p[1], p[3]), std::max(p[0], p[2]), std::max(p[1], p[3])};
     }
@@ -122,7 +122,7 @@ V NonMaxSuppression(const NodeContext& n) {
       return area > 0 ? inter / area : 0.0;
     };
     for (int64_t c = 0; c < C; ++c) {
-      const double* score = &scores[size_t((b * C + c) * N)];
+      const double* score = scores.data() + (b * C + c) * N;  // N may be 0: no element is bound
       std::vector<int64_t> cand;
       for (int64_t i = 0; i < N; ++i)
         if (!has_floor || score[i] > floor_score) cand.push_back(i);
