@@ -1,6 +1,6 @@
 // W9's ResNet block trained data-parallel: each rank takes its shard of every global batch,
-// batch statistics are synchronized across ranks (a sync batch norm: one all_reduce of each
-// layer's sums, differentiated like any op), the gradients are averaged by all_reduce (in buckets
+// batch statistics are synchronized across ranks (nn::SyncBatchNorm: one all_gather of each
+// layer's statistics, differentiated like any op), the gradients are averaged by all_reduce (in buckets
 // the compiler starts as soon as they are computed), and SGD steps on every rank alike. The whole
 // step, collectives included, is one jitted function.
 //
@@ -8,8 +8,8 @@
 //   mpirun -np 2 train_data_parallel --compare ref.npz   # two ranks: the same loss and parameters
 //
 // Options: --steps N (20), --batch N (global, 32), --channels C (64), --size S (56), --save F,
-// --compare F (fails unless the last loss and every parameter equal F's within numpy's allclose
-// with rtol = atol = 1e-5).
+// --compare F (fails unless the last loss, every parameter and the batch norms' running statistics
+// equal F's within numpy's allclose with rtol = atol = 1e-5).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,8 +19,8 @@
 #include <cmath>
 #include <string>
 
-#include <hjit/hjit.h>
 #include <hjit/io.h>
+#include <hjit/nn.h>  // layers, and with them all of hjit
 
 namespace dist = hjit::dist;
 using hjit::Tensor;
@@ -52,36 +52,25 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// Batch norm over the global batch: each rank's per-channel sums, summed over the ranks in one
-// exchange. all_reduce's gradient rule carries every rank's share of the loss back through them.
-// The sums accumulate in f64, as PyTorch's CPU batch norm does: an f32 sum of 100,000 values is
-// off by about 1e-5, more than how the batch is split changes it.
-Tensor sync_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  const int64_t c = x.dim(1);
-  const double n = double(x.dim(0) * x.dim(2) * x.dim(3) * dist::world_size());
-  const Tensor x64 = x.astype(hjit::DType::F64);
-  const Tensor sums = dist::all_reduce(hjit::concat({hjit::sum(x64, {0, 2, 3}), hjit::sum(x64 * x64, {0, 2, 3})}, 0));
-  const Tensor mean = hjit::slice(sums, 0, 0, c) / n;
-  const Tensor var = hjit::slice(sums, 0, c, 2 * c) / n - mean * mean;
-  const Tensor scale = (hjit::rsqrt(var + 1e-5) * weight.astype(hjit::DType::F64)).astype(hjit::DType::F32);
-  const Tensor shift = bias - (mean.astype(hjit::DType::F32) * scale);
-  return x * scale.reshape({1, c, 1, 1}) + shift.reshape({1, c, 1, 1});
-}
-
-// W8/W9's BasicBlock: conv3x3 -> batch norm -> relu -> conv3x3 -> batch norm -> + x -> relu.
+// W8/W9's BasicBlock: conv3x3 -> batch norm -> relu -> conv3x3 -> batch norm -> + x -> relu. The
+// batch norms are nn::SyncBatchNorm: the statistics of the global batch (each rank's mean,
+// variance and count gathered in one exchange, its gradient carrying every rank's share of the
+// loss back), so two ranks compute what one process computes from the whole batch; in a world of
+// one process it is BatchNorm.
 struct Block {
+  hjit::nn::SyncBatchNorm bn1, bn2;
   std::vector<Tensor> params;  // conv1, bn1 weight, bn1 bias, conv2, bn2 weight, bn2 bias
-  explicit Block(int64_t c) {
+  explicit Block(int64_t c) : bn1(c), bn2(c) {
     const double scale = std::sqrt(2.0 / (9.0 * double(c)));
-    params = {Tensor::randn({c, c, 3, 3}, 7) * scale, Tensor::ones({c}), Tensor::zeros({c}),
-              Tensor::randn({c, c, 3, 3}, 8) * scale, Tensor::ones({c}), Tensor::zeros({c})};
+    params = {Tensor::randn({c, c, 3, 3}, 7) * scale, bn1.weight, bn1.bias, Tensor::randn({c, c, 3, 3}, 8) * scale, bn2.weight, bn2.bias};
   }
-  Tensor operator()(const Tensor& x) const {
-    Tensor y = hjit::conv2d(x, params[0], std::nullopt, {1, 1}, {1, 1});
-    y = hjit::relu(sync_batch_norm(y, params[1], params[2]));
-    y = sync_batch_norm(hjit::conv2d(y, params[3], std::nullopt, {1, 1}, {1, 1}), params[4], params[5]);
+  Tensor operator()(const Tensor& x) {
+    Tensor y = hjit::relu(bn1(hjit::conv2d(x, params[0], std::nullopt, {1, 1}, {1, 1})));
+    y = bn2(hjit::conv2d(y, params[3], std::nullopt, {1, 1}, {1, 1}));
     return hjit::relu(y + x);
   }
+  // What the run's future depends on besides the parameters: the running statistics.
+  std::vector<Tensor> buffers() const { return {bn1.running_mean, bn1.running_var, bn2.running_mean, bn2.running_var}; }
 };
 
 // Sample i of step s, the same whichever rank draws it: a rank's shard is samples
@@ -145,6 +134,7 @@ int main(int argc, char** argv) {
     if (rank == 0 && !o.save.empty()) {
       hjit::NamedTensors out = {{"loss", Tensor::scalar(loss, hjit::DType::F64)}};
       for (size_t i = 0; i < block.params.size(); ++i) out.push_back({"param" + std::to_string(i), block.params[i]});
+      for (size_t i = 0; i < block.buffers().size(); ++i) out.push_back({"buffer" + std::to_string(i), block.buffers()[i]});
       hjit::save_npz(o.save, out);
     }
     int status = 0;
@@ -154,12 +144,14 @@ int main(int argc, char** argv) {
       const Tensor want_loss = ref.at("loss");
       double worst = past_tolerance(Tensor::scalar(loss, hjit::DType::F64), want_loss), largest = std::abs(loss - want_loss.item<double>());
       std::printf("loss %.9g, single process %.9g\n", loss, want_loss.item<double>());
-      for (size_t i = 0; i < block.params.size(); ++i) {
-        const Tensor& want = ref.at("param" + std::to_string(i));
-        worst = std::max(worst, past_tolerance(block.params[i], want));
-        largest = std::max(largest, hjit::max(hjit::abs(block.params[i] - want)).item<double>());
-      }
-      std::printf("largest difference from %s (loss and parameters): %.3g; within rtol = atol = 1e-5: %s\n", o.compare.c_str(),
+      auto compare = [&](const Tensor& got, const std::string& name) {
+        const Tensor& want = ref.at(name);
+        worst = std::max(worst, past_tolerance(got, want));
+        largest = std::max(largest, hjit::max(hjit::abs(got - want)).item<double>());
+      };
+      for (size_t i = 0; i < block.params.size(); ++i) compare(block.params[i], "param" + std::to_string(i));
+      for (size_t i = 0; i < block.buffers().size(); ++i) compare(block.buffers()[i], "buffer" + std::to_string(i));
+      std::printf("largest difference from %s (loss, parameters and running statistics): %.3g; within rtol = atol = 1e-5: %s\n", o.compare.c_str(),
                   largest, worst <= 0 ? "yes" : "no");
       status = worst <= 0 ? 0 : 1;
       std::printf(status == 0 ? "data-parallel training equals the single-process run\n" : "MISMATCH with the single-process run\n");
