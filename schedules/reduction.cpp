@@ -68,19 +68,25 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, const backend:
     u.reorder(order);
     return what + "; update " + vectorize_and_parallelize(u, s.vars, s.extents, vec, threads, true, min_points).what;
   }
-  // Row reduction: accumulate lanes across the row, then fold the lanes. The lane count must divide
-  // the row: bounds inference rounds a split's extent up, and an input read past its end fails.
+  // Row reduction: accumulate lanes across the row, then fold the lanes. The lanes divide the row
+  // (a guarded last step costs a masked load), halved down to 8; a row only narrower lanes divide
+  // takes a whole vector with its last step guarded (a 7x7 or 13x13 image's global average pool,
+  // 49 or 169: one lane, or 4, at a time before; EfficientNet-B0's squeeze-excitation pools, 2% of
+  // the model). The guard keeps bounds inference within the row: rounded up, the split read
+  // past an input's end.
   int lanes_n = vec;
   while (lanes_n >= 4 && row % lanes_n != 0) lanes_n /= 2;
+  const bool guarded = lanes_n < std::min(vec, 8) && row >= 2 * vec;
+  if (guarded) lanes_n = vec;
   std::optional<FuncRef> lanes;
   if (!tuple && row >= 2 * lanes_n && lanes_n >= 4) {
     RVar ro(along.name() + "_o"), ri(along.name() + "_i");
     Var lane("lane");
-    u.split(along, ro, ri, lanes_n);
+    u.split(along, ro, ri, lanes_n, guarded ? Halide::TailStrategy::GuardWithIf : Halide::TailStrategy::Auto);
     lanes = u.rfactor(ri, lane);
     lanes->vectorize(lane);
     lanes->update().vectorize(lane);
-    what += "; update rfactor(" + std::to_string(lanes_n) + " lanes)";
+    what += "; update rfactor(" + std::to_string(lanes_n) + (guarded ? " lanes, the last step guarded)" : " lanes)");
   }
   // One output dimension (the rows of a matrix, summed or searched): its rows in parallel chunks,
   // each row's lanes summed where it is (vectorize_and_parallelize parallelizes a single dimension

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "halide_backend/build/build.h"
 #include "halide_backend/scheduling/apply_schedule.h"
 #include "halide_backend/providers/extern_stages.h"
 #include "halide_backend/lowering/ieee_math.h"
@@ -340,6 +341,37 @@ TEST_CASE("schedule text that is not a schedule is a ValueError naming the line"
         CHECK(lp.stages[id].is_extern);
         CHECK(lp.stages[id].extern_kind == "conv");
       }
+  }
+}
+
+// A global average pool of a 7x7 or 13x13 image sums rows of 49 or 169: no vector divides them.
+// They are summed a whole vector of lanes at a time, the last step guarded (Halide 14 lost the lanes
+// of some guarded vector tails on AVX2: checked there too), and read nothing past the input.
+TEST_CASE("a row no vector divides is summed in whole vectors, its last step guarded, on this CPU's target and AVX2's") {
+  for (const int64_t side : {7, 13, 15}) {
+    CAPTURE(side);
+    const Tensor x = Tensor::randn({2, 24, side, side}, 31);
+    const hjit::Graph g = hjit::make_graph([](const Tensor& v) { return hjit::sum(v, {2, 3}, true) + hjit::max(v, {2, 3}, true); }, x);
+    const Tensor want = hjit::sum(x.astype(hjit::DType::F64), {2, 3}, true) + hjit::max(x, {2, 3}, true).astype(hjit::DType::F64);
+    for (const Target& target : {Target::host(hjit::Device::CPU), Target::parse("x86-64-linux-avx-avx2-f16c-fma-sse41")}) {
+      CAPTURE(target.str());
+      Built built;
+      std::string why;
+      {
+        std::lock_guard<std::mutex> lock(compile_mutex());
+        CHECK(decide(g, target, BuiltIn{}, &why).value_or("").find("the last step guarded") != std::string::npos);
+        Options options;
+        options.name = "guarded_rows";
+        built = build(g, options, target);
+      }
+      REQUIRE(built.executable);
+      std::vector<float> out(48);
+      const void* in[] = {x.data()};
+      void* outs[] = {out.data()};
+      built.executable->run(in, outs);
+      const Tensor got = Tensor::from_vector(out, {2, 24, 1, 1}).astype(hjit::DType::F64);
+      CHECK(hjit::max(hjit::abs(got - want)).item<double>() < 1e-4);
+    }
   }
 }
 
