@@ -88,6 +88,34 @@ TEST_CASE("a graph of 500 matmuls compiles in parts, layers alike compiled once"
   CHECK(distinct <= 4);  // the first, the last, and the ones between
 }
 
+// DenseNet's layers grow: each concatenates every feature map before it and convolves them to a
+// fixed width, so no run of whole layers repeats; but each layer's relu and 3x3 convolution of that
+// width is alike. Those stretches are a part each, one graph compiled once.
+TEST_CASE("a network whose layers grow compiles the stretch its layers share once") {
+  PartCost small(100);
+  auto dense = [](const Tensor& x, const std::vector<Tensor>& ws) {
+    std::vector<Tensor> features{x};
+    for (size_t l = 0; l + 1 < ws.size(); l += 2) {
+      const Tensor narrowed = hjit::relu(hjit::conv2d(hjit::relu(hjit::concat(features, 1)), ws[l], std::nullopt, {1, 1}, {0, 0}));
+      features.push_back(hjit::conv2d(narrowed, ws[l + 1], std::nullopt, {1, 1}, {1, 1}));
+    }
+    return hjit::concat(features, 1);
+  };
+  std::vector<Tensor> ws;
+  for (int l = 0; l < 7; ++l) {
+    ws.push_back(test::random({16, 8 + 4 * l, 1, 1}, hjit::DType::F32, uint64_t(400 + l)) * 0.3);
+    ws.push_back(test::random({4, 16, 3, 3}, hjit::DType::F32, uint64_t(500 + l)) * 0.2);
+  }
+  const Tensor x = test::random({1, 8, 6, 6}, hjit::DType::F32, 399);
+  auto f = hjit::jit(dense, {.name = "dense_layers", .opt_level = 1});
+  CHECK_CLOSE(f(x, ws), dense(x, ws));
+  const std::string summary = f.stats().schedule;
+  INFO(summary);
+  const auto [parts, distinct] = parts_of(summary);
+  CHECK(parts >= 14);               // each layer's 1x1 stretch and 3x3 stretch at least
+  CHECK(distinct <= parts - 6);     // the 7 layers' 3x3 stretches: one graph
+}
+
 TEST_CASE("alike parts whose parameters come in another order share no code") {
   // Captured weights and the argument: the first part reads the argument (before the weights, in
   // the caller's order), a later one the value handed to it (after them). Printed, captured

@@ -2,7 +2,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
+
+#include "graph/op_def.h"
 
 namespace hjit::backend {
 namespace {
@@ -60,6 +63,25 @@ std::vector<Repeat> find_repeats(const Graph& g, size_t min_period, size_t most)
     for (size_t k = best.begin; k < best.begin + best.copies * best.period; ++k) taken[k] = true;
     out.push_back(best);
   }
+  return out;
+}
+
+std::vector<std::pair<size_t, size_t>> alike_stretches(const Graph& g, size_t a, size_t b, size_t min_copies) {
+  std::vector<std::pair<size_t, size_t>> stretches;
+  std::vector<size_t> hashes;
+  std::map<size_t, size_t> copies;  // by a stretch's hash
+  for (size_t start = a, k = a; k < b; ++k) {
+    if (!has_trait(g.nodes[k].op, Contraction)) continue;
+    size_t h = k - start;
+    for (size_t i = start; i <= k; ++i) h = h * 1000003 ^ node_hash(g, g.nodes[i]);
+    stretches.emplace_back(start, k + 1);
+    hashes.push_back(h);
+    ++copies[h];
+    start = k + 1;
+  }
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t i = 0; i < stretches.size(); ++i)
+    if (copies[hashes[i]] >= min_copies) out.push_back(stretches[i]);
   return out;
 }
 

@@ -4,6 +4,7 @@
 // once (torch.compile's regional compilation, found rather than declared).
 #pragma once
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include <hjit/graph.h>
@@ -22,5 +23,12 @@ struct Repeat {
 // wrong result.) Blocks of at least `min_period` nodes; at most `most` runs; none for graphs over
 // 12000 nodes, where the search would take longer than it saves.
 std::vector<Repeat> find_repeats(const Graph& g, size_t min_period, size_t most = 4);
+
+// Stretches [begin, end) of nodes in [a, b), each ending at a contraction and starting after the
+// contraction before it (or at a), that are alike node for node to at least min_copies - 1 others
+// there, in order. DenseNet's layers grow (each concatenates every feature map before it and
+// convolves them to 128 channels), so no run of whole layers repeats; but each layer's batch norm,
+// relu and 3x3 convolution of those 128 channels is alike in all of a block's 6 to 24 layers.
+std::vector<std::pair<size_t, size_t>> alike_stretches(const Graph& g, size_t a, size_t b, size_t min_copies);
 
 }  // namespace hjit::backend
