@@ -530,6 +530,30 @@ TEST_CASE("a convolution's epilogue read as a matrix, and a product's epilogue, 
   }
 }
 
+// An MLP over a batch of tokens as ONNX writes it (ConvNeXt's, a transformer's): each product
+// [B*S, D] viewed as [B, S, D], its bias and GELU on the view, and the view flattened again for the
+// next product. The bias and GELU run in the first product's tiles, the second reads them as they
+// lie: no pass copying the hidden activation into the next product's operand. A residual sum keeps
+// its place after the view (a first block's input is no product).
+TEST_CASE("an MLP's bias and GELU over a batch of tokens run in the first product's tiles") {
+  const Tensor x = test::random({2, 12, 16}, hjit::DType::F32, 31), w1 = test::random({16, 64}, hjit::DType::F32, 32),
+               b1 = test::random({64}, hjit::DType::F32, 33), w2 = test::random({64, 16}, hjit::DType::F32, 34);
+  auto mlp = [](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2) {
+    const Tensor h = hjit::matmul(x.reshape({24, 16}), w1).reshape({2, 12, 64}) + b1;
+    const Tensor g = h * 0.5 * (hjit::erf(h * 0.7071067811865476) + 1.0);
+    return hjit::matmul(g.reshape({24, 64}), w2).reshape({2, 12, 16}) + x;
+  };
+  auto jitted = hjit::jit(mlp, {.opt_level = 1});
+  CHECK_CLOSE(jitted(x, w1, b1, w2), mlp(x, w1, b1, w2));
+  std::string plan = jitted.explain(x, w1, b1, w2);
+  plan = plan.substr(0, plan.find("lowered statement:"));
+  CAPTURE(plan);
+  CHECK(test::occurrences(plan, "reshape: root") <= 1);  // (the input's view as rows, also read by the residual sum)
+  const size_t first = plan.find("matmul_acc: per tile of n");
+  REQUIRE(first != std::string::npos);
+  CHECK(plan.substr(first, plan.find('\n', first) - first).find("_mul,") != std::string::npos);
+}
+
 // Bilinear upsampling as ONNX's Resize is imported: two taps along the rows (takes along the
 // innermost axis, gathers), then two taps of whole rows. The rows' interpolation is stored and
 // gathered once: inlined into the output, every output element gathered four times.

@@ -162,6 +162,16 @@ bool broadcast_through_reshape(const Shape& operand, const Shape& from, const Sh
   return true;
 }
 
+// Whether a reshape only unfolds its operand's rows, its innermost dimension kept whole ([B*S, D]
+// to [B, S, D]).
+bool unfolds_rows(const Graph& g, const Node& reshape) {
+  const Shape& from = g.type(reshape.inputs[0]).shape;
+  if (from.size() < 2 || reshape.type.shape.size() <= from.size()) return false;
+  for (const auto& [i0, i, j0, j] : reshape_groups(from, reshape.type.shape))
+    if (i == int(from.size()) - 1) return i0 == i && j0 == j && j == int(reshape.type.shape.size()) - 1;
+  return false;
+}
+
 // Whether a reshape splits its operand's innermost dimension (a 1x1 convolution's H*W columns
 // into rows and columns). A batch folded into a product's rows and unfolded after (a
 // transformer's projections) keeps its epilogue after the reshape: moved, the first block of a
@@ -182,12 +192,23 @@ bool splits_columns(const Graph& g, const Node& reshape) {
 // through the reshape, the product was stored whole and read back by a pass of its own. Applied to
 // each op in turn, the reshape moves past the whole epilogue, to the next op that is not
 // element-wise (the next convolution reads the view).
+//
+// A product's rows unfolded into a batch (a transformer's or ConvNeXt's MLP, [B*S, 4D] as
+// [B, S, 4D]) take their epilogue along only where the op's other operands are a row (a bias) or a
+// scalar, or epilogue values moved so themselves: its GELU then runs on the product's tiles and
+// the next product reads it as it lies (ConvNeXt-T: a pass over the hidden activation, the largest
+// value of each block, copying it into the next product's operand). A full value of the batched
+// shape (a residual) keeps the op after the reshape: a first block's input is no product, and
+// moved, its block became unlike the others (test_compile_scaling).
 bool sink_reshape_into_product(Graph& out, const Node& n, const std::vector<int>& in, int* result) {
   if (!has_trait(n.op, Elementwise) || n.op == OpKind::CheckIndex) return false;
   int view = -1;
+  bool rows = false;
   for (int x : in) {
     const Node& v = out.node(x);
-    if (v.op == OpKind::Reshape && v.type.shape == n.type.shape && splits_columns(out, v) && is_product_epilogue(out, v.inputs[0], 8)) {
+    if (v.op != OpKind::Reshape || v.type.shape != n.type.shape || !is_product_epilogue(out, v.inputs[0], 8)) continue;
+    rows = !splits_columns(out, v);
+    if (!rows || unfolds_rows(out, v)) {
       view = x;
       break;
     }
@@ -196,6 +217,13 @@ bool sink_reshape_into_product(Graph& out, const Node& n, const std::vector<int>
   // Copies: add_op grows the graph's node vector, which would leave references dangling.
   const int source = out.node(view).inputs[0];
   const Shape from = out.type(source).shape, to = n.type.shape;
+  // (By rank, not size: a bias of one row is a value at a size of 1, which a pipeline for every
+  // size must not tell from another.)
+  if (rows)
+    for (int x : in) {
+      const bool moved_too = out.node(x).op == OpKind::Reshape && out.type(out.node(x).inputs[0]).shape == from;
+      if (x != view && !moved_too && out.type(x).rank() > 1) return false;
+    }
   std::vector<Shape> shapes(in.size());
   for (size_t k = 0; k < in.size(); ++k)
     if (in[k] != view && !broadcast_through_reshape(out.type(in[k]).shape, from, to, &shapes[k])) return false;
