@@ -36,6 +36,9 @@
     "How eager matmuls and convolutions big enough to gain run: compiled pipelines, or the plain reference kernels.")     \
   X(DebugNans, "HJIT_DEBUG_NANS", Flag, "0", "0|1", Library, false,                                                        \
     "1 checks every jitted call for NaNs and infinities, as JitOptions::debug_nans.")                                     \
+  X(Profile, "HJIT_PROFILE", Flag, "0", "0|1", Library, false,                                                             \
+    "1 builds Halide's sampling profiler into every CPU pipeline hjit compiles: at exit each pipeline prints the time "   \
+    "of each of its stages, their threads and their memory (a separate entry in the compile cache).")                    \
   X(GuardPages, "HJIT_GUARD_PAGES", Choice, "off", "off|after|before", Library, false,                                   \
     "A debugging aid: after puts the end of every tensor and temporary against an inaccessible page, before its start; a " \
     "compiled loop that reads or writes past its buffer then crashes where it strays. Slow.")                               \

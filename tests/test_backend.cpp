@@ -375,6 +375,18 @@ TEST_CASE("a row no vector divides is summed in whole vectors, its last step gua
   }
 }
 
+// HJIT_PROFILE: Halide's profiler in every CPU pipeline compiled while it is set, named in the
+// target and so in the cache keys: code compiled with it is never served without it, or the reverse.
+TEST_CASE("HJIT_PROFILE builds Halide's profiler into CPU pipelines, under cache keys of their own") {
+  setenv("HJIT_PROFILE", "1", 1);
+  const std::string profiled = Target::host(hjit::Device::CPU).str();
+  unsetenv("HJIT_PROFILE");
+  const std::string plain = Target::host(hjit::Device::CPU).str();
+  CHECK(profiled.find("profile") != std::string::npos);
+  CHECK(plain.find("profile") == std::string::npos);
+  CHECK(Halide::Target(profiled).has_feature(Halide::Target::Profile));
+}
+
 TEST_CASE("targets are values: the host's string, and Halide's strings validated") {
   const Target h = Target::host(hjit::Device::CPU);
   CHECK(h.str().find("x86-64-linux") == 0);

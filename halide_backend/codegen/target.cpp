@@ -8,6 +8,7 @@
 
 #include "halide_backend/codegen/object_file.h"
 #include "halide_backend/devices.h"
+#include "support/settings.h"
 
 namespace hjit::backend {
 namespace {
@@ -32,6 +33,8 @@ Target Target::host(Device device, int cuda_capability) {
   // much again, but made W6 50% slower; NoAsserts saved 0.7 s of W9's 2 s, but also drops the
   // checks behind IndexError and the null checks of heap allocations.)
   t = t.with_feature(Halide::Target::NoBoundsQuery);
+  // (In the target's name, so in the cache keys: profiled code is never served unasked.)
+  if (device == Device::CPU && setting::flag(setting::Id::Profile)) t = t.with_feature(Halide::Target::Profile);
   Target out;
   out.str_ = Halide::Target(t.to_string() + device_kind(device).target_features(cuda_capability)).to_string();
   return out;
