@@ -134,7 +134,8 @@ int main(int argc, char** argv) {
     if (rank == 0 && !o.save.empty()) {
       hjit::NamedTensors out = {{"loss", Tensor::scalar(loss, hjit::DType::F64)}};
       for (size_t i = 0; i < block.params.size(); ++i) out.push_back({"param" + std::to_string(i), block.params[i]});
-      for (size_t i = 0; i < block.buffers().size(); ++i) out.push_back({"buffer" + std::to_string(i), block.buffers()[i]});
+      const std::vector<Tensor> buffers = block.buffers();
+      for (size_t i = 0; i < buffers.size(); ++i) out.push_back({"buffer" + std::to_string(i), buffers[i]});
       hjit::save_npz(o.save, out);
     }
     int status = 0;
@@ -150,7 +151,8 @@ int main(int argc, char** argv) {
         largest = std::max(largest, hjit::max(hjit::abs(got - want)).item<double>());
       };
       for (size_t i = 0; i < block.params.size(); ++i) compare(block.params[i], "param" + std::to_string(i));
-      for (size_t i = 0; i < block.buffers().size(); ++i) compare(block.buffers()[i], "buffer" + std::to_string(i));
+      const std::vector<Tensor> buffers = block.buffers();
+      for (size_t i = 0; i < buffers.size(); ++i) compare(buffers[i], "buffer" + std::to_string(i));
       std::printf("largest difference from %s (loss, parameters and running statistics): %.3g; within rtol = atol = 1e-5: %s\n", o.compare.c_str(),
                   largest, worst <= 0 ? "yes" : "no");
       status = worst <= 0 ? 0 : 1;

@@ -88,13 +88,16 @@ std::vector<hjit::onnx::Value> inputs_of(const Args& a, const hjit::onnx::Model&
 }
 
 // "y", or "y[2]" for the items of a sequence output: a name for each flattened output.
-std::vector<std::string> flat_names(const std::vector<hjit::onnx::Value>& values, const std::vector<hjit::onnx::ValueInfo>& declared) {
+// The names of a run's flat outputs: each declared output's, its items' in a sequence. `values`
+// (an eager run's) tell how many items each has; null, every output is one tensor, `count` of them.
+std::vector<std::string> flat_names(const std::vector<hjit::onnx::Value>* values, size_t count,
+                                    const std::vector<hjit::onnx::ValueInfo>& declared) {
   std::vector<std::string> names;
-  for (size_t k = 0; k < values.size(); ++k) {
+  for (size_t k = 0; k < (values ? values->size() : count); ++k) {
     const std::string name = k < declared.size() ? declared[k].name : "output";
-    if (values[k].is_tensor()) names.push_back(name);
-    if (values[k].is_sequence())
-      for (size_t i = 0; i < values[k].items().size(); ++i) names.push_back(name + "[" + std::to_string(i) + "]");
+    if (!values || (*values)[k].is_tensor()) names.push_back(name);
+    else if ((*values)[k].is_sequence())
+      for (size_t i = 0; i < (*values)[k].items().size(); ++i) names.push_back(name + "[" + std::to_string(i) + "]");
   }
   return names;
 }
@@ -155,11 +158,7 @@ int run(const Args& a) {
     if (compiled.segmented()) std::printf("compiled in segments between graph breaks: %s\n", compiled.why_segmented().c_str());
     out = compiled(hjit::onnx::flatten(in));
   }
-  std::vector<std::string> names;
-  if (plain)
-    for (size_t k = 0; k < out.size(); ++k) names.push_back(k < declared.size() ? declared[k].name : "output");
-  else
-    names = flat_names(eager, declared);
+  const std::vector<std::string> names = flat_names(plain ? nullptr : &eager, out.size(), declared);
   std::vector<Tensor> want;
   if (!a.expect.empty()) {
     std::vector<hjit::onnx::Value> expected;

@@ -266,10 +266,11 @@ std::vector<size_t> part_begins(const Graph& g, int64_t total, int64_t most, std
   };
   // Stretches alike in many places outside runs (alike_stretches: DenseNet's) a part each, compiled
   // once for all: DenseNet-121's cold first call took 11.8 s in 11 parts of equal cost, 4.7 s so
-  // (its 58 3x3 convolutions in 4 distinct parts), and ran as fast (19.6 -> 19.9 ms). The nodes
+  // (its 58 3x3 convolutions in 4 distinct parts), and ran as fast (19.6 -> 19.7 ms). The nodes
   // between them at equal cost.
+  const std::vector<size_t> hashes = node_hashes(g);
   auto segment = [&](size_t a, size_t b, int64_t count) {
-    const std::vector<std::pair<size_t, size_t>> alike = alike_stretches(g, a, b, kAlikeStretches);
+    const std::vector<std::pair<size_t, size_t>> alike = alike_stretches(g, hashes, a, b, kAlikeStretches);
     if (alike.empty()) return equal_cost(a, b, count);
     log().debug("partition: {} stretches of nodes {}-{} alike in {} places or more, a part each", alike.size(), a, b, kAlikeStretches);
     size_t at = a;
@@ -280,7 +281,7 @@ std::vector<size_t> part_begins(const Graph& g, int64_t total, int64_t most, std
     }
     if (at < b) equal_cost(at, b, 0);
   };
-  std::vector<Repeat> repeats = find_repeats(g, 8);
+  std::vector<Repeat> repeats = find_repeats(hashes, 8);
   // (Blocks without a contraction, a few element-wise ops alike, are not worth a part each.)
   std::erase_if(repeats, [&](const Repeat& r) { return cost_between(g, r.begin, r.begin + r.period) < 24; });
   std::sort(repeats.begin(), repeats.end(), [](const Repeat& a, const Repeat& b) { return a.begin < b.begin; });

@@ -36,11 +36,15 @@ size_t node_hash(const Graph& g, const Node& n) {
 
 }  // namespace
 
-std::vector<Repeat> find_repeats(const Graph& g, size_t min_period, size_t most) {
-  const size_t n = g.nodes.size();
+std::vector<size_t> node_hashes(const Graph& g) {
+  std::vector<size_t> h(g.nodes.size());
+  for (size_t k = 0; k < h.size(); ++k) h[k] = node_hash(g, g.nodes[k]);
+  return h;
+}
+
+std::vector<Repeat> find_repeats(const std::vector<size_t>& h, size_t min_period, size_t most) {
+  const size_t n = h.size();
   if (n > 12000 || n < 2 * min_period) return {};
-  std::vector<size_t> h(n);
-  for (size_t k = 0; k < n; ++k) h[k] = node_hash(g, g.nodes[k]);
   std::vector<bool> taken(n, false);
   std::vector<Repeat> out;
   while (out.size() < most) {
@@ -66,22 +70,24 @@ std::vector<Repeat> find_repeats(const Graph& g, size_t min_period, size_t most)
   return out;
 }
 
-std::vector<std::pair<size_t, size_t>> alike_stretches(const Graph& g, size_t a, size_t b, size_t min_copies) {
-  std::vector<std::pair<size_t, size_t>> stretches;
-  std::vector<size_t> hashes;
+std::vector<std::pair<size_t, size_t>> alike_stretches(const Graph& g, const std::vector<size_t>& h, size_t a, size_t b,
+                                                       size_t min_copies) {
+  struct Stretch {
+    size_t begin, end, hash;
+  };
+  std::vector<Stretch> stretches;
   std::map<size_t, size_t> copies;  // by a stretch's hash
   for (size_t start = a, k = a; k < b; ++k) {
     if (!has_trait(g.nodes[k].op, Contraction)) continue;
-    size_t h = k - start;
-    for (size_t i = start; i <= k; ++i) h = h * 1000003 ^ node_hash(g, g.nodes[i]);
-    stretches.emplace_back(start, k + 1);
-    hashes.push_back(h);
-    ++copies[h];
+    size_t hash = k - start;
+    for (size_t i = start; i <= k; ++i) hash = hash * 1000003 ^ h[i];
+    stretches.push_back({start, k + 1, hash});
+    ++copies[hash];
     start = k + 1;
   }
   std::vector<std::pair<size_t, size_t>> out;
-  for (size_t i = 0; i < stretches.size(); ++i)
-    if (copies[hashes[i]] >= min_copies) out.push_back(stretches[i]);
+  for (const Stretch& s : stretches)
+    if (copies.at(s.hash) >= min_copies) out.emplace_back(s.begin, s.end);
   return out;
 }
 
