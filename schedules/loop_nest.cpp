@@ -82,7 +82,25 @@ LoopNest vectorize_and_parallelize(StageRef stage, const std::vector<Var>& vars,
     Var par = vars[rank - 1];
     int64_t tasks = extents[rank - 1];
     std::string names = par.name();
-    for (size_t d = rank - 1; d-- > 1 && tasks < int64_t(tasks_per_thread) * threads;) {
+    const int64_t wanted = int64_t(tasks_per_thread) * threads;
+    for (size_t d = rank - 1; d-- > 1 && tasks < wanted;) {
+      // A long dimension fused whole overshoots: an int8 attention's queries, 8 heads x 128 rows of
+      // 32 bytes, ran as 1024 tasks of one vector each, as long as the task's own bookkeeping.
+      // Only as many of its slices as the tasks need join the parallel loop (with a quarter of the
+      // grain a task at least), and the rest stays a serial loop inside each task.
+      const int64_t min_task_points = std::max<int64_t>(1, min_parallel_work / 4);
+      const int64_t slices = std::max((wanted + tasks - 1) / tasks, (total + tasks * min_task_points - 1) / (tasks * min_task_points));
+      if (4 * slices <= extents[d]) {
+        const int64_t per_slice = (extents[d] + slices - 1) / slices;
+        Var outer(vars[d].name() + "_s"), inner(vars[d].name() + "_r"), fused(par.name() + "_" + outer.name());
+        stage.split(vars[d], outer, inner, int(per_slice), TailStrategy::GuardWithIf);
+        stage.fuse(outer, par, fused);
+        par = fused;
+        if (d == 1) nest.row = inner;
+        tasks *= (extents[d] + per_slice - 1) / per_slice;
+        names += "," + vars[d].name() + "/" + std::to_string(per_slice);
+        break;
+      }
       Var fused(par.name() + "_" + vars[d].name());
       stage.fuse(vars[d], par, fused);
       par = fused;

@@ -9,10 +9,12 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -372,6 +374,41 @@ TEST_CASE("a row no vector divides is summed in whole vectors, its last step gua
       const Tensor got = Tensor::from_vector(out, {2, 24, 1, 1}).astype(hjit::DType::F64);
       CHECK(hjit::max(hjit::abs(got - want)).item<double>() < 1e-4);
     }
+  }
+}
+
+// An element-wise nest over few outer slices (8 attention heads) of many short rows takes only as
+// many of the rows into its parallel loop as its tasks need (here 152 tasks of 7 rows, an exp being
+// costly: not 1024 tasks of one row). Where the slices do not divide the rows (128 in slices of 7)
+// the last is guarded, and every value is the eager one, the nest's and its row sum's.
+TEST_CASE("a nest over few outer slices runs their rows in parallel in a few long tasks, tails guarded") {
+  const std::vector<hjit::Shape> shapes{{8, 128, 32}, {3, 127, 48}, {2, 3, 131, 40}};
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    const hjit::Shape& shape = shapes[k];
+    CAPTURE(shape);
+    const Tensor x = Tensor::randn(shape, 7 + int(k));
+    auto fn = [](const Tensor& v) { return hjit::exp(v * 0.5f) + hjit::sum(v, {-1}, true); };
+    const hjit::Graph g = hjit::make_graph(fn, x);
+    const Tensor want = fn(x);
+    Built built;
+    std::string schedule;
+    {
+      std::lock_guard<std::mutex> lock(compile_mutex());
+      std::string why;
+      schedule = decide(g, Target::host(hjit::Device::CPU), BuiltIn{}, &why).value_or("");
+      Options options;
+      options.name = "row_slices";
+      built = build(g, options, Target::host(hjit::Device::CPU));
+    }
+    if (k < 2) CHECK(schedule.find("par(d2,d1/") != std::string::npos);
+    REQUIRE(built.executable);
+    // (Aligned as hjit's own tensors: compiled code stores whole vectors where they are.)
+    std::unique_ptr<float, decltype(&std::free)> out(static_cast<float*>(std::aligned_alloc(64, size_t(x.numel()) * 4 + 64)), &std::free);
+    const void* in[] = {x.data()};
+    void* outs[] = {out.get()};
+    built.executable->run(in, outs);
+    const Tensor got = Tensor::from_vector(std::vector<float>(out.get(), out.get() + x.numel()), shape);
+    CHECK(hjit::max(hjit::abs(got - want)).item<float>() < 1e-4f);
   }
 }
 
