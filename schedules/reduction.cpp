@@ -86,7 +86,10 @@ std::string schedule_reduction(const backend::LoweredPipeline& p, const backend:
     lanes = u.rfactor(ri, lane);
     lanes->vectorize(lane);
     lanes->update().vectorize(lane);
-    what += "; update rfactor(" + std::to_string(lanes_n) + (guarded ? " lanes, the last step guarded)" : " lanes)");
+    // The lanes folded in a tree of shuffles (Halide's VectorReduce), not a chain of scalar steps:
+    // a softmax's row of 128 waited on two chains of 16 dependent steps (its max, then its sum).
+    u.atomic().vectorize(ri);
+    what += "; update rfactor(" + std::to_string(lanes_n) + (guarded ? " lanes, the last step guarded)" : " lanes)") + ", folded as a tree";
   }
   // One output dimension (the rows of a matrix, summed or searched): its rows in parallel chunks,
   // each row's lanes summed where it is (vectorize_and_parallelize parallelizes a single dimension
