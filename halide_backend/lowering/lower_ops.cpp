@@ -1309,6 +1309,8 @@ void IntDepthwise2d(LowerCtx& ctx, Stage& s, const Node& n) {
 
 namespace {
 
+constexpr int64_t kUnrolledWindow = 16;  // the most taps a pooling window unrolls
+
 void pool(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
   const Shape& xs = ctx.g.type(n.inputs[0]).shape;
   const size_t r = xs.size();
@@ -1324,12 +1326,30 @@ void pool(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
   // would be a pass over memory of its own (the relu before each of SqueezeNet's pools).
   std::optional<Helper> padded;
   if (pad[0] != 0 || pad[1] != 0) padded = padded_input(ctx, s, n.inputs[0], pad[0], pad[1], is_max ? ieee::max_identity(t) : constant(t, 0));
-  Expr x = padded ? Expr(padded->func(at)) : ctx.at(n.inputs[0], to_row_major(at));
+  auto read = [&](const std::vector<Expr>& where) { return padded ? Expr(padded->func(where)) : ctx.at(n.inputs[0], to_row_major(where)); };
+  // A small window is one expression of its taps, in the reduction's order (the same values): a
+  // pure stage's rows are vectorized whatever their length, where an update's vectors must divide
+  // them (loop_nest.h), and SqueezeNet's pools of 55, 27 and 13 columns ran one lane at a time, 9%
+  // of the model.
+  const bool unrolled = k[0] * k[1] <= kUnrolledWindow;
   Func acc(helper_name(s, "_acc"));
-  acc(s.vars) = is_max ? ieee::max_identity(t) : constant(at_type, 0);
-  if (is_max) acc(s.vars) = ieee::max(acc(s.vars), cast(t, x));
-  else acc(s.vars) += cast(at_type, x);
-  Expr value = acc(s.vars);
+  Expr value;
+  if (unrolled) {
+    value = is_max ? Expr() : constant(at_type, 0);
+    for (int wy = 0; wy < int(k[0]); ++wy)
+      for (int wx = 0; wx < int(k[1]); ++wx) {
+        std::vector<Expr> tap = at;
+        tap[0] = s.vars[0] * int(st[1]) + wx;
+        tap[1] = s.vars[1] * int(st[0]) + wy;
+        // (max(identity, x) is x: a max starts at the first tap.)
+        value = is_max ? (value.defined() ? ieee::max(value, cast(t, read(tap))) : cast(t, read(tap))) : value + cast(at_type, read(tap));
+      }
+  } else {
+    acc(s.vars) = is_max ? ieee::max_identity(t) : constant(at_type, 0);
+    if (is_max) acc(s.vars) = ieee::max(acc(s.vars), cast(t, read(at)));
+    else acc(s.vars) += cast(at_type, read(at));
+    value = acc(s.vars);
+  }
   if (!is_max) {
     Expr count = int(k[0] * k[1]);
     if (!n.attrs.i("count_include_pad")) {
@@ -1343,8 +1363,10 @@ void pool(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
     value = t.is_float() ? value / cast(t, count) : cast(t, div_round_to_zero(value, cast(at_type, count)));
   }
   LowerCtx::define(s, value);
-  s.reduction = acc;
-  s.rvars = {w.x, w.y};
+  if (!unrolled) {
+    s.reduction = acc;
+    s.rvars = {w.x, w.y};
+  }
   if (padded) s.helpers.push_back(*padded);
 }
 
