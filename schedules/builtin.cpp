@@ -408,10 +408,8 @@ class Builtin {
     }
     if (func_[size_t(id)].kind == Place::Inline) {
       bool reused_expensive = params_.store_expensive && builtin_stores_elementwise(s.op, s.consumers.size());
-      // (A small pooling window is one expression of its taps, lower_ops.cpp: inlined into a
-      // reader that views it as rows, a 1x1 convolution's operand, each lane gathered its taps.)
-      const bool window = schedule_class(s.op) == ScheduleClass::Pooling && !has_reduction(s);
-      if (store_instead_[size_t(id)] || rows_gathered_then_repeated(id) || window) {
+      const bool stored_alone = cpu_rules(s.op).stored_alone && !has_reduction(s);
+      if (store_instead_[size_t(id)] || rows_gathered_then_repeated(id) || stored_alone) {
         make_nest(id);
       } else if (feeds_contraction(id) || narrows_contraction_for_copy(id, site) || quantized_and_reused(id, site)) {
         if (const int source = reshaped_stage(id); source >= 0) store_instead_[size_t(source)] = true;

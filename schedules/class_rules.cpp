@@ -28,7 +28,7 @@ CpuRules cpu_rules(ScheduleClass c) {
     // is stored (a relu then runs once, in its convolution's tiles), or computed into the padded
     // copy where the windows are padded.
     case C::Pooling:
-      return {.operands = Operands::StoredUnlessCopied, .fold = Fold::Plain};
+      return {.stored_alone = true, .operands = Operands::StoredUnlessCopied, .fold = Fold::Plain};
     case C::ArgReduction:
       return {.fold = Fold::Pair};
     case C::Scan:

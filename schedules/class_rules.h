@@ -28,6 +28,10 @@ struct CpuRules {
   // A long chain of dependent instructions per element: a loop nest computing it runs several
   // vectors side by side, so that the core has independent work while each chain waits.
   bool long_latency = false;
+  // Its value without an accumulator is stored in a nest of its own, never inlined: a small
+  // pooling window is one expression of its taps (lower_ops.cpp), which a reader viewing it as
+  // rows (a 1x1 convolution's operand) would gather tap by tap.
+  bool stored_alone = false;
   Operands operands = Operands::Inlined;
   Tile tile = Tile::None;  // computed per register tile of the nest that reads it
   Fold fold = Fold::None;

@@ -1332,22 +1332,21 @@ void pool(LowerCtx& ctx, Stage& s, const Node& n, bool is_max) {
   // them (loop_nest.h), and SqueezeNet's pools of 55, 27 and 13 columns ran one lane at a time, 9%
   // of the model.
   const bool unrolled = k[0] * k[1] <= kUnrolledWindow;
+  auto fold = [&](const Expr& so_far, const Expr& x) { return is_max ? ieee::max(so_far, cast(t, x)) : so_far + cast(at_type, x); };
   Func acc(helper_name(s, "_acc"));
   Expr value;
   if (unrolled) {
-    value = is_max ? Expr() : constant(at_type, 0);
+    value = is_max ? Expr() : constant(at_type, 0);  // (max(identity, x) is x: a max starts at the first tap)
     for (int wy = 0; wy < int(k[0]); ++wy)
       for (int wx = 0; wx < int(k[1]); ++wx) {
         std::vector<Expr> tap = at;
         tap[0] = s.vars[0] * int(st[1]) + wx;
         tap[1] = s.vars[1] * int(st[0]) + wy;
-        // (max(identity, x) is x: a max starts at the first tap.)
-        value = is_max ? (value.defined() ? ieee::max(value, cast(t, read(tap))) : cast(t, read(tap))) : value + cast(at_type, read(tap));
+        value = value.defined() ? fold(value, read(tap)) : cast(t, read(tap));
       }
   } else {
     acc(s.vars) = is_max ? ieee::max_identity(t) : constant(at_type, 0);
-    if (is_max) acc(s.vars) = ieee::max(acc(s.vars), cast(t, read(at)));
-    else acc(s.vars) += cast(at_type, read(at));
+    acc(s.vars) = fold(acc(s.vars), read(at));
     value = acc(s.vars);
   }
   if (!is_max) {
